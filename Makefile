@@ -1,0 +1,35 @@
+# embeval: the two commands are `make demo` and `make test` (see README.md).
+# Every target first runs scripts/install.sh, which is a fast no-op when nothing changed.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# Localhost-only DDS by default for every process started from here (opt out: see README, "Real robot network").
+export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/src/embeval/data/dds/fastdds_localhost.xml
+export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
+export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export MPLBACKEND ?= Agg
+PYTEST_ARGS ?=
+
+.PHONY: install demo test bench clean help
+
+help:
+	@echo "make demo   - install (if needed) and run the end-to-end pipeline offline on the CPU"
+	@echo "make test   - install (if needed) and run the test suite"
+	@echo "make bench  - install (if needed) and run the benchmarks (reports ratios against baselines)"
+
+install:
+	@bash scripts/install.sh
+
+demo: install
+	$(VENV)/bin/embeval demo
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) build *.egg-info

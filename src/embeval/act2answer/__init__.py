@@ -1,0 +1,1 @@
+"""embeval.act2answer"""

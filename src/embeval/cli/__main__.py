@@ -1,0 +1,5 @@
+import sys
+
+from embeval.cli import main
+
+sys.exit(main())

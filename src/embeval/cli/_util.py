@@ -1,0 +1,11 @@
+"""Small helpers shared by CLI modules."""
+from __future__ import annotations
+
+import argparse
+
+
+def add_group(sub, name: str, help: str) -> argparse._SubParsersAction:
+    """Add a command group (``embeval NAME SUBCOMMAND``); prints its help when called bare."""
+    parser = sub.add_parser(name, help=help, description=help)
+    parser.set_defaults(func=None, _parser=parser)
+    return parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
