@@ -30,7 +30,7 @@ echo "[install] 1/4 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC)"
 "${PIP[@]}" install -q --isolated "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
 echo "[install] 2/4 embeval (editable) with the ROS 2 Kilted wheels and LeRobot"
-"${PIP[@]}" install -q -e ".[ros]" "$LEROBOT_SPEC" "$TORCH_SPEC" "$TORCHVISION_SPEC"
+"${PIP[@]}" install -q -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC" "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
 echo "[install] 3/4 llama-cpp-python (portable CPU build; cached after the first time)"
 if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
