@@ -1,0 +1,186 @@
+"""The arm backend protocol shared by the simulated workcell, the mock arm and the real UR5 (ur_rtde).
+
+Conventions (DESIGN section 4):
+
+- every pose is in the UR controller frame ``base`` (what ur_rtde reports), metres and radians;
+- a TCP pose is ``[x, y, z, rx, ry, rz]`` with ``(rx, ry, rz)`` a rotation vector (axis * angle),
+  the same layout as ``ur_rtde``'s ``getActualTCPPose``;
+- joint vectors are the 6 UR5 joints in the order of :data:`JOINT_NAMES`, radians;
+- the gripper opening is in [0, 1], 1 = fully open (OpenVLA's convention);
+- a 7-DoF delta action ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (see
+  :mod:`embeval.subjects.protocols`) in frame ``base`` moves the TCP to
+  ``p' = p + d`` and ``R' = R_delta @ R`` with ``R_delta = Rz(dyaw) Ry(dpitch) Rx(droll)``;
+  in frame ``tool0`` the rotation and translation are applied in the tool frame
+  (``p' = p + R d``, ``R' = R @ R_delta``). :func:`apply_delta` implements both.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol, Sequence, runtime_checkable
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from embeval.errors import InvalidInputError
+
+JOINT_NAMES: tuple[str, ...] = (
+    "shoulder_pan_joint",
+    "shoulder_lift_joint",
+    "elbow_joint",
+    "wrist_1_joint",
+    "wrist_2_joint",
+    "wrist_3_joint",
+)
+
+
+class SafetyMode(str, Enum):
+    """Safety state of an arm, a subset of the UR controller's safety modes."""
+
+    NORMAL = "normal"
+    PROTECTIVE_STOP = "protective_stop"  # contact or limit violation; cleared by reset_safety()
+    EMERGENCY_STOP = "emergency_stop"  # operator e-stop / unrecoverable; also cleared by reset_safety() in sim
+
+
+@dataclass(frozen=True)
+class SafetyStatus:
+    """Whether the arm may move, and why not."""
+
+    mode: SafetyMode = SafetyMode.NORMAL
+    reason: str = ""  # human-readable cause, e.g. "contact: wrist_3_link with table"
+
+    @property
+    def ok(self) -> bool:
+        return self.mode is SafetyMode.NORMAL
+
+    @property
+    def stopped(self) -> bool:
+        return not self.ok
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode.value, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class ArmState:
+    """A snapshot of the arm (frame ``base``)."""
+
+    joint_positions: np.ndarray  # (6,) rad
+    tcp_pose: np.ndarray  # (6,) [x, y, z, rx, ry, rz], metres + rotation vector
+    gripper: float  # opening in [0, 1], 1 = open
+    safety: SafetyStatus = field(default_factory=SafetyStatus)
+    timestamp: float = 0.0  # seconds since the backend started (sim time for the simulator)
+    joint_velocities: np.ndarray | None = None  # (6,) rad/s when the backend knows them
+
+    @property
+    def tcp_position(self) -> np.ndarray:
+        return np.asarray(self.tcp_pose[:3], dtype=np.float64)
+
+    @property
+    def tcp_quaternion_xyzw(self) -> np.ndarray:
+        return Rotation.from_rotvec(np.asarray(self.tcp_pose[3:6], dtype=np.float64)).as_quat()
+
+    def tcp_pose7(self) -> np.ndarray:
+        """TCP pose as ``[x, y, z, qx, qy, qz, qw]`` (the Observation state layout)."""
+        return np.concatenate([self.tcp_position, self.tcp_quaternion_xyzw])
+
+    def to_dict(self) -> dict:
+        return {
+            "joint_positions": np.asarray(self.joint_positions, dtype=float).tolist(),
+            "tcp_pose": np.asarray(self.tcp_pose, dtype=float).tolist(),
+            "gripper": float(self.gripper),
+            "safety": self.safety.to_dict(),
+            "timestamp": float(self.timestamp),
+        }
+
+
+@runtime_checkable
+class ArmBackend(Protocol):
+    """What every arm (simulated, mock, real UR5 over ur_rtde) offers.
+
+    Motion commands block until the motion ends or a safety stop trips; they never raise for a
+    safety stop (the returned :class:`ArmState` carries it) but raise
+    :class:`embeval.errors.SafetyError` when called while the arm is already stopped, and
+    :class:`embeval.errors.InvalidInputError` for malformed commands (NaN, wrong shape).
+    """
+
+    name: str
+
+    def state(self) -> ArmState:
+        """The current joint positions, TCP pose, gripper opening and safety status."""
+        ...
+
+    def move_joints(self, q: Sequence[float], speed: float | None = None) -> ArmState:
+        """Joint-space move to ``q`` (rad) at ``speed`` rad/s (backend default when None)."""
+        ...
+
+    def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
+        """Linear Cartesian move of the TCP to ``pose`` ``[x,y,z,rx,ry,rz]`` (frame base) at ``speed`` m/s."""
+        ...
+
+    def set_gripper(self, opening: float) -> ArmState:
+        """Open (1) or close (0) the gripper; blocks until the fingers stop."""
+        ...
+
+    def stop(self) -> ArmState:
+        """Decelerate and hold the current position (not a safety stop)."""
+        ...
+
+    def reset_safety(self) -> ArmState:
+        """Clear a protective stop (after the cause was removed)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connection / simulator."""
+        ...
+
+
+def as_pose6(pose: Sequence[float], name: str = "pose") -> np.ndarray:
+    """Validate a ``[x,y,z,rx,ry,rz]`` pose; raise :class:`InvalidInputError` naming the fix."""
+    p = np.asarray(pose, dtype=np.float64).reshape(-1)
+    if p.shape != (6,) or not np.all(np.isfinite(p)):
+        raise InvalidInputError(f"{name} must be 6 finite numbers [x, y, z, rx, ry, rz] (m, rotation vector), got {pose!r}")
+    return p
+
+
+def as_joints6(q: Sequence[float], name: str = "joint vector") -> np.ndarray:
+    v = np.asarray(q, dtype=np.float64).reshape(-1)
+    if v.shape != (6,) or not np.all(np.isfinite(v)):
+        raise InvalidInputError(f"{name} must be 6 finite joint angles in radians ({', '.join(JOINT_NAMES)}), got {q!r}")
+    return v
+
+
+def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
+    """``Rz(yaw) Ry(pitch) Rx(roll)`` (extrinsic x-y-z), the action's rotation convention."""
+    return Rotation.from_euler("xyz", np.asarray(rpy, dtype=np.float64)).as_matrix()
+
+
+def matrix_to_rpy(R: np.ndarray) -> np.ndarray:
+    """Inverse of :func:`rpy_to_matrix` (roll, pitch, yaw in radians)."""
+    return Rotation.from_matrix(np.asarray(R, dtype=np.float64)).as_euler("xyz")
+
+
+def apply_delta(pose: Sequence[float], delta: Sequence[float], frame: str = "base") -> np.ndarray:
+    """Target TCP pose after a 6-DoF delta ``[dx,dy,dz,droll,dpitch,dyaw]`` (see module docstring).
+
+    ``pose`` and the result are ``[x,y,z,rx,ry,rz]`` in frame base.
+    """
+    p = as_pose6(pose)
+    d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
+    R = Rotation.from_rotvec(p[3:]).as_matrix()
+    Rd = rpy_to_matrix(d[3:6])
+    if frame == "base":
+        pos, Rn = p[:3] + d[:3], Rd @ R
+    elif frame == "tool0":
+        pos, Rn = p[:3] + R @ d[:3], R @ Rd
+    else:
+        raise InvalidInputError(f"unknown action frame {frame!r}; use 'base' or 'tool0'")
+    return np.concatenate([pos, Rotation.from_matrix(Rn).as_rotvec()])
+
+
+def pose_delta(pose_from: Sequence[float], pose_to: Sequence[float]) -> np.ndarray:
+    """The base-frame delta ``[dx,dy,dz,droll,dpitch,dyaw]`` with ``apply_delta(pose_from, d) == pose_to``."""
+    a, b = as_pose6(pose_from), as_pose6(pose_to)
+    Ra = Rotation.from_rotvec(a[3:]).as_matrix()
+    Rb = Rotation.from_rotvec(b[3:]).as_matrix()
+    return np.concatenate([b[:3] - a[:3], matrix_to_rpy(Rb @ Ra.T)])

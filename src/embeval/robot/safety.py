@@ -1,0 +1,189 @@
+"""Safety limits and protective-stop logic, shared by every arm backend (sim, mock, ur_rtde, ROS arm node).
+
+Pure functions and small classes: no simulator, no ROS. Frame ``base``, metres, radians, seconds.
+
+A command is checked *before* it is executed (:func:`check_command`): a target outside the TCP
+workspace box, outside the joint limits, or a step larger than ``max_step_translation`` trips a
+stop and the arm does not move. During motion the backend reports contacts and measured speeds to
+:class:`ProtectiveStop` (:meth:`ProtectiveStop.trip`); the first cause is latched until
+:meth:`ProtectiveStop.reset`.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError, SafetyError
+from embeval.robot.base import SafetyMode, SafetyStatus
+
+OK = SafetyStatus()
+
+#: UR5 joint range: +-360 deg on every joint (the controller's hard limits).
+UR5_JOINT_LOWER: tuple[float, ...] = (-2 * np.pi,) * 6
+UR5_JOINT_UPPER: tuple[float, ...] = (2 * np.pi,) * 6
+#: UR5 maximum joint speeds, rad/s (180 deg/s on every joint).
+UR5_MAX_JOINT_SPEED: tuple[float, ...] = (np.pi,) * 6
+
+
+def _tuple(v: Any, n: int, name: str) -> tuple[float, ...]:
+    arr = np.asarray(v, dtype=np.float64).reshape(-1)
+    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
+        raise ConfigError(f"safety limit {name!r} must be {n} finite numbers, got {v!r}")
+    return tuple(float(x) for x in arr)
+
+
+@dataclass(frozen=True)
+class SafetyLimits:
+    """Limits every backend enforces (frame base; metres, radians, seconds).
+
+    The default workspace box is the simulated workcell's table area above the table top
+    (z = 0 is the table surface). For a real cell, measure the box and pass it in the scene spec
+    or the arm node's parameters.
+    """
+
+    workspace_lower: tuple[float, float, float] = (0.10, -0.50, 0.0)
+    workspace_upper: tuple[float, float, float] = (0.90, 0.50, 0.70)
+    joint_lower: tuple[float, ...] = UR5_JOINT_LOWER
+    joint_upper: tuple[float, ...] = UR5_JOINT_UPPER
+    max_joint_speed: tuple[float, ...] = UR5_MAX_JOINT_SPEED  # rad/s
+    max_tcp_speed: float = 1.0  # m/s, a measured TCP speed above this trips a stop
+    default_tcp_speed: float = 0.25  # m/s, Cartesian moves when no speed is given
+    default_joint_speed: float = 1.0  # rad/s, joint moves when no speed is given
+    max_step_translation: float | None = None  # m, refuse a single delta action longer than this (None: no limit)
+
+    def __post_init__(self):
+        for name, n in (("workspace_lower", 3), ("workspace_upper", 3), ("joint_lower", 6), ("joint_upper", 6), ("max_joint_speed", 6)):
+            object.__setattr__(self, name, _tuple(getattr(self, name), n, name))
+        lo, hi = np.array(self.workspace_lower), np.array(self.workspace_upper)
+        if np.any(lo >= hi):
+            raise ConfigError(f"workspace_lower {self.workspace_lower} must be below workspace_upper {self.workspace_upper} on every axis")
+        if np.any(np.array(self.joint_lower) >= np.array(self.joint_upper)):
+            raise ConfigError("joint_lower must be below joint_upper for every joint")
+        for name in ("max_tcp_speed", "default_tcp_speed", "default_joint_speed"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"safety limit {name!r} must be > 0, got {getattr(self, name)}")
+        if np.any(np.array(self.max_joint_speed) <= 0):
+            raise ConfigError("max_joint_speed must be > 0 for every joint")
+
+    def to_dict(self) -> dict:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "SafetyLimits":
+        d = dict(d or {})
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"unknown safety limit(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+
+def check_workspace(tcp_position: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
+    """Stop when the TCP position (m, frame base) lies outside the workspace box."""
+    p = np.asarray(tcp_position, dtype=np.float64).reshape(-1)[:3]
+    lo, hi = np.array(limits.workspace_lower), np.array(limits.workspace_upper)
+    bad = [f"{ax}={v:.3f} not in [{l:.3f}, {h:.3f}]" for ax, v, l, h in zip("xyz", p, lo, hi) if not (l <= v <= h)]
+    if bad:
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, "workspace limit: TCP " + ", ".join(bad))
+    return OK
+
+
+def check_joint_limits(q: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
+    """Stop when a joint angle (rad) lies outside [joint_lower, joint_upper]."""
+    q = np.asarray(q, dtype=np.float64).reshape(-1)
+    lo, hi = np.array(limits.joint_lower), np.array(limits.joint_upper)
+    bad = [f"joint {i} = {v:.3f} rad not in [{l:.3f}, {h:.3f}]" for i, (v, l, h) in enumerate(zip(q, lo, hi)) if not (l <= v <= h)]
+    if bad:
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, "joint limit: " + "; ".join(bad))
+    return OK
+
+
+def check_joint_speed(qd: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
+    """Stop when a joint speed (rad/s) exceeds ``max_joint_speed``."""
+    qd = np.abs(np.asarray(qd, dtype=np.float64).reshape(-1))
+    mx = np.array(limits.max_joint_speed)
+    bad = np.nonzero(qd > mx * (1 + 1e-9))[0]
+    if bad.size:
+        i = int(bad[0])
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"joint speed limit: joint {i} at {qd[i]:.3f} rad/s > {mx[i]:.3f}")
+    return OK
+
+
+def check_tcp_speed(speed: float, limits: SafetyLimits) -> SafetyStatus:
+    """Stop when the TCP speed (m/s) exceeds ``max_tcp_speed``."""
+    if speed > limits.max_tcp_speed * (1 + 1e-9):
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"TCP speed limit: {speed:.3f} m/s > {limits.max_tcp_speed:.3f}")
+    return OK
+
+
+def check_step(translation: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
+    """Refuse a single delta action whose translation (m) is longer than ``max_step_translation``."""
+    if limits.max_step_translation is None:
+        return OK
+    n = float(np.linalg.norm(np.asarray(translation, dtype=np.float64)[:3]))
+    if n > limits.max_step_translation:
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta of {n:.3f} m > {limits.max_step_translation:.3f} m")
+    return OK
+
+
+def check_command(
+    limits: SafetyLimits,
+    tcp_target: Sequence[float] | None = None,
+    q_target: Sequence[float] | None = None,
+    delta_translation: Sequence[float] | None = None,
+) -> SafetyStatus:
+    """All pre-motion checks for one command; the first violation wins (step, workspace, joints)."""
+    if delta_translation is not None and (s := check_step(delta_translation, limits)).stopped:
+        return s
+    if tcp_target is not None and (s := check_workspace(tcp_target, limits)).stopped:
+        return s
+    if q_target is not None and (s := check_joint_limits(q_target, limits)).stopped:
+        return s
+    return OK
+
+
+def motion_duration(distance: float, speed: float, min_duration: float = 0.0) -> float:
+    """Seconds for a trapezoid-free constant-speed move of ``distance`` (m or rad) at ``speed``."""
+    if speed <= 0:
+        raise ConfigError(f"speed must be > 0, got {speed}")
+    return max(min_duration, abs(distance) / speed)
+
+
+@dataclass
+class ProtectiveStop:
+    """A latch: the first stop cause is kept until :meth:`reset`.
+
+    Backends call :meth:`trip` with any non-OK status (contact, limit, speed) and
+    :meth:`require_ok` before accepting a motion command.
+    """
+
+    status: SafetyStatus = field(default_factory=SafetyStatus)
+    history: list[SafetyStatus] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status.ok
+
+    def trip(self, status: SafetyStatus | str, mode: SafetyMode = SafetyMode.PROTECTIVE_STOP) -> SafetyStatus:
+        """Latch ``status`` (or a reason string) unless already stopped; returns the latched status."""
+        if isinstance(status, str):
+            status = SafetyStatus(mode, status)
+        if status.stopped:
+            self.history.append(status)
+            if self.status.ok:
+                self.status = status
+        return self.status
+
+    def reset(self) -> SafetyStatus:
+        self.status = OK
+        return self.status
+
+    def require_ok(self) -> None:
+        """Raise :class:`SafetyError` when stopped (motion commands call this first)."""
+        if self.status.stopped:
+            raise SafetyError(
+                f"arm is in {self.status.mode.value} ({self.status.reason}); remove the cause and call reset_safety() "
+                "(sim: reset the episode) before commanding motion"
+            )
