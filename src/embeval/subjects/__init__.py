@@ -1,4 +1,10 @@
-"""Subjects: the models under evaluation (VLMs, VLA policies, LLMs) behind small protocols."""
-from embeval.subjects.protocols import LLM, VLM, Action, ActionSpec, Observation, Policy, check_image
+"""Subjects: the models under evaluation (VLMs, VLA policies, LLMs) behind small protocols.
 
-__all__ = ["LLM", "VLM", "Action", "ActionSpec", "Observation", "Policy", "check_image"]
+Load any subject from a YAML spec with :func:`load_subject`; add an adapter with
+:func:`register_adapter`. Adapters import their heavy packages only when used.
+"""
+from embeval.subjects.protocols import LLM, VLM, Action, ActionSpec, Observation, Policy, check_image
+from embeval.subjects.registry import SubjectSpec, list_adapters, load_subject, read_spec, register_adapter
+
+__all__ = ["LLM", "VLM", "Action", "ActionSpec", "Observation", "Policy", "check_image",
+           "SubjectSpec", "list_adapters", "load_subject", "read_spec", "register_adapter"]

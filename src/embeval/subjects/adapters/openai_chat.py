@@ -1,0 +1,239 @@
+"""OpenAI-compatible chat endpoint adapters (vLLM, Ollama, llama.cpp server, SGLang, OpenAI, ...).
+
+``POST {base_url}/chat/completions``. The base URL and key come from the spec (``url``,
+``params.api_key``) or from ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``. Images travel as base64
+data URLs (PNG by default: lossless, so the transport adds no distortion of its own). A JSON
+schema becomes ``response_format={"type": "json_schema", ...}`` (``json_mode: json_object`` for
+servers that only know the older form, ``none`` to rely on the prompt) and the reply is validated.
+Transient failures (connection errors, timeouts, HTTP 408/409/429/5xx, empty replies) are retried
+with exponential backoff; when retries run out a :class:`ServerUnavailableError` names the URL and
+the fix. An empty string is never returned.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import time
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
+from embeval.subjects.json_output import parse_and_validate
+from embeval.subjects.protocols import check_image
+
+RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+JSON_MODES = ("json_schema", "json_object", "none")
+
+
+def image_data_url(img: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
+    """``data:image/png;base64,...`` for an RGB uint8 image (``fmt``: png | jpeg)."""
+    from PIL import Image
+
+    check_image(img)
+    buf = io.BytesIO()
+    fmt = fmt.lower()
+    if fmt in ("jpg", "jpeg"):
+        Image.fromarray(img).save(buf, format="JPEG", quality=quality)
+        mime = "jpeg"
+    elif fmt == "png":
+        Image.fromarray(img).save(buf, format="PNG")
+        mime = "png"
+    else:
+        raise ConfigError(f"field 'params.image_format': {fmt!r} is not png or jpeg")
+    return f"data:image/{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
+
+
+def decode_data_url(url: str) -> np.ndarray:
+    """Inverse of :func:`image_data_url`: an RGB uint8 array."""
+    from PIL import Image
+
+    if not url.startswith("data:image/") or ";base64," not in url:
+        raise InvalidInputError(f"expected a base64 image data URL (data:image/...;base64,...), got {url[:40]!r}")
+    raw = base64.b64decode(url.split(";base64,", 1)[1])
+    return np.asarray(Image.open(io.BytesIO(raw)).convert("RGB"), dtype=np.uint8)
+
+
+class OpenAIChatClient:
+    """A minimal, retrying client of ``/chat/completions`` (httpx)."""
+
+    def __init__(self, url: str | None = None, model: str | None = None, api_key: str | None = None,
+                 timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5,
+                 json_mode: str = "json_schema", validate_json: bool = True,
+                 extra_body: Mapping[str, Any] | None = None):
+        base = url or os.environ.get("OPENAI_BASE_URL")
+        if not base:
+            raise ConfigError(
+                "field 'url' is missing: set url: http://HOST:PORT/v1 in the subject spec or export "
+                "OPENAI_BASE_URL (vLLM/llama.cpp default http://127.0.0.1:8000/v1, Ollama http://127.0.0.1:11434/v1)"
+            )
+        if json_mode not in JSON_MODES:
+            raise ConfigError(f"field 'params.json_mode': {json_mode!r} is not one of {', '.join(JSON_MODES)}")
+        self.base_url = base.rstrip("/")
+        self.model = model or os.environ.get("OPENAI_MODEL") or "default"
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff = float(backoff)
+        self.json_mode = json_mode
+        self.validate_json = validate_json
+        self.extra_body = dict(extra_body or {})
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            import httpx
+
+            headers = {"Content-Type": "application/json"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            self._client = httpx.Client(timeout=self.timeout, headers=headers)
+        return self._client
+
+    def _response_format(self, schema: Mapping[str, Any]) -> dict[str, Any] | None:
+        if self.json_mode == "json_schema":
+            return {"type": "json_schema", "json_schema": {"name": "response", "schema": dict(schema), "strict": True}}
+        if self.json_mode == "json_object":
+            return {"type": "json_object", "schema": dict(schema)}
+        return None
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
+        """Send a chat request; return the assistant's non-empty text (validated JSON when a schema is given)."""
+        body: dict[str, Any] = {"model": self.model, "messages": list(messages), **self.extra_body, **gen}
+        if json_schema is not None:
+            rf = self._response_format(json_schema)
+            if rf is not None:
+                body["response_format"] = rf
+        endpoint = f"{self.base_url}/chat/completions"
+        last = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                r = self.client.post(endpoint, json=body)
+            except Exception as exc:  # httpx.TransportError and friends
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if r.status_code in RETRY_STATUS:
+                last = f"HTTP {r.status_code}: {r.text[:200]}"
+                continue
+            if r.status_code in (401, 403):
+                raise ServerUnavailableError(
+                    f"{endpoint} refused the request (HTTP {r.status_code}): set params.api_key in the subject "
+                    "spec or export OPENAI_API_KEY"
+                )
+            if r.status_code >= 400:
+                raise ServerUnavailableError(
+                    f"{endpoint} rejected the request (HTTP {r.status_code}): {r.text[:300]}; check params.model "
+                    f"({self.model!r}) and that the server supports this request (images, response_format)"
+                )
+            try:
+                text = r.json()["choices"][0]["message"]["content"]
+            except (ValueError, KeyError, IndexError, TypeError):
+                last = f"malformed reply {r.text[:200]!r}"
+                continue
+            if not text or not str(text).strip():
+                last = "empty reply"
+                continue
+            if json_schema is not None and self.validate_json:
+                try:
+                    parse_and_validate(text, json_schema, source=endpoint)
+                except InvalidInputError as exc:
+                    last = str(exc)
+                    continue
+            return str(text)
+        raise ServerUnavailableError(
+            f"OpenAI-compatible server at {self.base_url} failed after {self.max_retries + 1} attempts ({last}); "
+            "start the server (e.g. `vllm serve MODEL --port 8000`, `ollama serve`, `llama-server -m FILE.gguf`, "
+            "or `embeval serve openai --subject SPEC`) or fix 'url' in the subject spec / OPENAI_BASE_URL"
+        )
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+def match_option(text: str, options: Sequence[str]) -> str | None:
+    """The option a free-text reply names: exact, then case-insensitive, then the unique option it contains."""
+    t = text.strip().strip('"').strip()
+    try:
+        parsed = json.loads(text)
+        if isinstance(parsed, dict) and "answer" in parsed:
+            t = str(parsed["answer"])
+    except (ValueError, TypeError):
+        pass
+    for o in options:
+        if t == o:
+            return o
+    low = t.lower().rstrip(".")
+    for o in options:
+        if low == o.lower():
+            return o
+    inside = [o for o in options if o.lower() in low]
+    if len(inside) == 1:
+        return inside[0]
+    return None
+
+
+class OpenAIChatLLM:
+    """LLM subject over an OpenAI-compatible endpoint. ``choose`` constrains the answer to the
+    options with a JSON-schema enum (servers without logprob echo cannot score likelihoods)."""
+
+    def __init__(self, id: str = "openai-llm", url: str | None = None, model: str | None = None,
+                 api_key: str | None = None, temperature: float = 0.0, max_tokens: int = 512,
+                 timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5,
+                 json_mode: str = "json_schema", extra_body: Mapping[str, Any] | None = None):
+        self.id = id
+        self.client = OpenAIChatClient(url, model, api_key, timeout, max_retries, backoff, json_mode, True, extra_body)
+        self.defaults = {"temperature": temperature, "max_tokens": max_tokens}
+
+    def chat(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
+        return self.client.complete(messages, json_schema, **{**self.defaults, **gen})
+
+    def choose(self, prompt: str, options: Sequence[str]) -> str:
+        options = list(options)
+        if not options:
+            raise InvalidInputError("choose() needs at least one option")
+        schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": options}}, "required": ["answer"]}
+        listing = "\n".join(f"- {o}" for o in options)
+        msg = [{"role": "user", "content": f"{prompt}\n\nAnswer with exactly one of these options:\n{listing}\n"
+                                           'Reply as JSON: {"answer": "<option>"}'}]
+        text = self.chat(msg, json_schema=schema)
+        choice = match_option(text, options)
+        if choice is None:
+            raise InvalidInputError(f"{self.client.base_url} answered {text[:200]!r}, which names none of the options {options}")
+        return choice
+
+
+class OpenAIChatVLM:
+    """VLM subject over an OpenAI-compatible endpoint; images go as base64 data URLs before the prompt."""
+
+    def __init__(self, id: str = "openai-vlm", url: str | None = None, model: str | None = None,
+                 api_key: str | None = None, temperature: float = 0.0, max_tokens: int = 64,
+                 image_format: str = "png", system_prompt: str | None = None, timeout: float = 120.0,
+                 max_retries: int = 3, backoff: float = 0.5, json_mode: str = "json_schema",
+                 extra_body: Mapping[str, Any] | None = None):
+        self.id = id
+        self.client = OpenAIChatClient(url, model, api_key, timeout, max_retries, backoff, json_mode, True, extra_body)
+        image_data_url(np.zeros((1, 1, 3), np.uint8), image_format)  # validate the format early
+        self.image_format = image_format
+        self.system_prompt = system_prompt
+        self.defaults = {"temperature": temperature, "max_tokens": max_tokens}
+
+    def messages(self, images: Sequence[np.ndarray], prompt: str) -> list[dict[str, Any]]:
+        content: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": image_data_url(check_image(im, f"images[{i}]"), self.image_format)}}
+            for i, im in enumerate(images)
+        ]
+        content.append({"type": "text", "text": prompt})
+        msgs: list[dict[str, Any]] = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        msgs.append({"role": "user", "content": content})
+        return msgs
+
+    def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
+        json_schema = gen.pop("json_schema", None)
+        return self.client.complete(self.messages(images, prompt), json_schema, **{**self.defaults, **gen})

@@ -1,0 +1,194 @@
+"""Torch networks of the embedded subjects (trained from scratch here, see ``training.py``).
+
+Layer naming is part of the contract with the probing analysis (Act2Answer): every network
+exposes ``forward(..., return_hidden=True)`` which also returns a dict of per-layer hidden states
+named ``"backbone.<layer>"`` (vision + language fusion) and, for the policy,
+``"action_expert.<layer>"`` (the action head). Values are (B, D) float tensors.
+
+Images enter as float tensors (B, 3, H, W) in [0, 1]; text as (B, 384) MiniLM embeddings.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from embeval.subjects.embedded.text_encoder import EMBED_DIM
+
+
+class SpatialSoftmax(nn.Module):
+    """Expected (x, y) image coordinates of each feature map (Levine et al. 2016); (B, 2C) in [-1, 1]."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        attn = F.softmax(x.reshape(b, c, h * w), dim=-1).reshape(b, c, h, w)
+        ys = torch.linspace(-1.0, 1.0, h, device=x.device, dtype=x.dtype)
+        xs = torch.linspace(-1.0, 1.0, w, device=x.device, dtype=x.dtype)
+        ex = (attn.sum(dim=2) * xs).sum(-1)
+        ey = (attn.sum(dim=3) * ys).sum(-1)
+        return torch.cat([ex, ey], dim=1)
+
+
+class FiLMConv(nn.Module):
+    """conv -> GroupNorm -> FiLM(text) -> ReLU."""
+
+    def __init__(self, cin: int, cout: int, k: int, stride: int, text_dim: int, film: bool):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2)
+        self.norm = nn.GroupNorm(min(8, cout), cout)
+        self.film = nn.Linear(text_dim, 2 * cout) if film else None
+
+    def forward(self, x, t):
+        x = self.norm(self.conv(x))
+        if self.film is not None:
+            g, b = self.film(t).chunk(2, dim=-1)
+            x = x * (1 + g[..., None, None]) + b[..., None, None]
+        return F.relu(x)
+
+
+@dataclass
+class VisionConfig:
+    width: int = 32  # channels of the first conv block; later blocks use 2x
+    depth: int = 3  # conv blocks
+    pool: str = "spatial_softmax"  # "spatial_softmax" or "avg"
+    film: bool = True  # condition conv features on the instruction
+
+
+class VisionEncoder(nn.Module):
+    """Small CNN trained from scratch; text-conditioned (FiLM) so the instruction picks what to look at."""
+
+    def __init__(self, cfg: VisionConfig, text_dim: int, in_ch: int = 3):
+        super().__init__()
+        chans = [cfg.width] + [2 * cfg.width] * (cfg.depth - 1)
+        blocks, cin = [], in_ch + 2  # + 2 CoordConv channels
+        for i, c in enumerate(chans):
+            blocks.append(FiLMConv(cin, c, 5 if i == 0 else 3, 2 if i < 2 else 1, text_dim, cfg.film))
+            cin = c
+        self.blocks = nn.ModuleList(blocks)
+        self.pool = SpatialSoftmax() if cfg.pool == "spatial_softmax" else None
+        self.out_dim = 2 * cin if self.pool is not None else cin
+
+    def forward(self, img, t):
+        b, _, h, w = img.shape
+        ys = torch.linspace(-1, 1, h, device=img.device).view(1, 1, h, 1).expand(b, 1, h, w)
+        xs = torch.linspace(-1, 1, w, device=img.device).view(1, 1, 1, w).expand(b, 1, h, w)
+        x = torch.cat([img * 2 - 1, xs, ys], dim=1)
+        for blk in self.blocks:
+            x = blk(x, t)
+        return self.pool(x) if self.pool is not None else x.mean(dim=(2, 3))
+
+
+def _mlp_layers(din: int, dims: list[int]) -> nn.ModuleList:
+    layers = []
+    for d in dims:
+        layers.append(nn.Sequential(nn.Linear(din, d), nn.LayerNorm(d), nn.GELU()))
+        din = d
+    return nn.ModuleList(layers)
+
+
+@dataclass
+class VLAConfig:
+    """Architecture of a tiny VLA. Images are resized to ``image_size`` (square)."""
+
+    cameras: list[str] = field(default_factory=lambda: ["third_person"])
+    image_size: int = 64
+    vision: VisionConfig = field(default_factory=VisionConfig)
+    state_keys: list[str] = field(default_factory=lambda: ["ee_pos", "gripper"])
+    state_dim: int = 4
+    text_dim: int = EMBED_DIM
+    backbone_dims: list[int] = field(default_factory=lambda: [256, 256])
+    expert_dims: list[int] = field(default_factory=lambda: [256, 128])
+    action_dim: int = 7
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "VLAConfig":
+        d = dict(d)
+        d["vision"] = VisionConfig(**d.get("vision", {}))
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TinyVLANet(nn.Module):
+    """Images + instruction embedding + proprio state -> normalised 7-DoF action.
+
+    Output: (B, 7): the first 6 are the translation/rotation deltas in normalised units (the
+    policy un-normalises with the dataset statistics), the last a gripper logit (sigmoid = open).
+    """
+
+    def __init__(self, cfg: VLAConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.text_proj = nn.Sequential(nn.Linear(cfg.text_dim, 128), nn.GELU())
+        self.encoders = nn.ModuleDict({cam: VisionEncoder(cfg.vision, 128) for cam in cfg.cameras})
+        fused = sum(e.out_dim for e in self.encoders.values()) + 128 + cfg.state_dim
+        self.backbone = _mlp_layers(fused, cfg.backbone_dims)
+        self.action_expert = _mlp_layers(cfg.backbone_dims[-1] + cfg.state_dim, cfg.expert_dims)
+        self.action_out = nn.Linear(cfg.expert_dims[-1], cfg.action_dim)
+
+    def forward(self, images: dict[str, torch.Tensor], text: torch.Tensor, state: torch.Tensor,
+                return_hidden: bool = False):
+        hidden: dict[str, torch.Tensor] = {}
+        t = self.text_proj(text)
+        feats = []
+        for cam, enc in self.encoders.items():
+            f = enc(images[cam], t)
+            hidden[f"backbone.vision_{cam}"] = f
+            feats.append(f)
+        x = torch.cat(feats + [t, state], dim=-1)
+        for i, layer in enumerate(self.backbone):
+            x = layer(x)
+            hidden[f"backbone.fusion{i}"] = x
+        x = torch.cat([x, state], dim=-1)
+        for i, layer in enumerate(self.action_expert):
+            x = layer(x)
+            hidden[f"action_expert.layer{i}"] = x
+        out = self.action_out(x)
+        return (out, hidden) if return_hidden else out
+
+
+@dataclass
+class VLMConfig:
+    """Architecture of a tiny VLM: image + question -> one categorical head per answer slot."""
+
+    image_size: int = 64
+    vision: VisionConfig = field(default_factory=lambda: VisionConfig(width=16, pool="avg"))
+    text_dim: int = EMBED_DIM
+    backbone_dims: list[int] = field(default_factory=lambda: [128])
+    slots: dict[str, list[str]] = field(default_factory=dict)  # slot name -> vocabulary
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "VLMConfig":
+        d = dict(d)
+        d["vision"] = VisionConfig(**d.get("vision", {}))
+        return cls(**d)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TinyVLMNet(nn.Module):
+    """Image + prompt embedding -> logits per slot (a slot decoder fills the answer template)."""
+
+    def __init__(self, cfg: VLMConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.text_proj = nn.Sequential(nn.Linear(cfg.text_dim, 128), nn.GELU())
+        self.encoder = VisionEncoder(cfg.vision, 128)
+        self.backbone = _mlp_layers(self.encoder.out_dim + 128, cfg.backbone_dims)
+        self.heads = nn.ModuleDict({s: nn.Linear(cfg.backbone_dims[-1], len(v)) for s, v in cfg.slots.items()})
+
+    def forward(self, image: torch.Tensor, text: torch.Tensor, return_hidden: bool = False):
+        hidden: dict[str, torch.Tensor] = {}
+        t = self.text_proj(text)
+        f = self.encoder(image, t)
+        hidden["backbone.vision"] = f
+        x = torch.cat([f, t], dim=-1)
+        for i, layer in enumerate(self.backbone):
+            x = layer(x)
+            hidden[f"backbone.fusion{i}"] = x
+        out = {s: h(x) for s, h in self.heads.items()}
+        return (out, hidden) if return_hidden else out

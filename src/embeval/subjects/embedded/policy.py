@@ -1,0 +1,115 @@
+"""The tiny VLA as a :class:`~embeval.subjects.protocols.Policy`.
+
+Action convention: 7-DoF delta ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` in frame ``base``
+(metres, radians, gripper 1 = open), one action per :meth:`act` call.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embeval.errors import InvalidInputError
+from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
+from embeval.subjects.embedded.preprocess import resize_image, state_vector
+from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
+from embeval.subjects.protocols import Action, ActionSpec, Observation
+
+
+class TinyVLAPolicy:
+    """A trained :class:`~embeval.subjects.embedded.nets.TinyVLANet` with its normalisation.
+
+    ``action_mean``/``action_std`` (6,) un-normalise the translation/rotation outputs;
+    the gripper output is a logit (sigmoid, then thresholded at 0.5 unless ``binary_gripper=False``).
+    """
+
+    action_spec = ActionSpec(frame="base", chunk_size=1)
+
+    def __init__(self, net, action_mean, action_std, id: str = "tiny-vla", meta: dict | None = None,
+                 text_encoder: TextEncoder | None = None, binary_gripper: bool = True):
+        import torch
+
+        self.net = net.eval()
+        self.cfg = net.cfg
+        self.id = id
+        self.meta = dict(meta or {})
+        self.action_mean = np.asarray(action_mean, dtype=np.float32)
+        self.action_std = np.asarray(action_std, dtype=np.float32)
+        self.binary_gripper = binary_gripper
+        self._text = text_encoder or shared_text_encoder()
+        self._instruction: str | None = None
+        self._temb = None
+        self._torch = torch
+
+    # -- Policy protocol -------------------------------------------------------------------
+    def reset(self, instruction: str) -> None:
+        self._instruction = instruction
+        self._temb = self._torch.from_numpy(self._text.encode([instruction]))
+
+    def act(self, observation: Observation) -> Action:
+        out = self._forward([observation], return_hidden=False)[0]
+        return Action(self._decode(out)[0])
+
+    # -- extras ----------------------------------------------------------------------------
+    def act_batch(self, observations: list[Observation]) -> np.ndarray:
+        """Actions (N, 7) for observations that share the current instruction."""
+        return self._decode(self._forward(observations, return_hidden=False)[0])
+
+    def hidden_states(self, observation: Observation) -> dict[str, np.ndarray]:
+        """Per-layer hidden states ``{"backbone.*" | "action_expert.*": (D,) float32}`` for one input."""
+        _, hidden = self._forward([observation], return_hidden=True)
+        return {k: v[0].numpy().astype(np.float32) for k, v in hidden.items()}
+
+    def _inputs(self, observations: list[Observation]):
+        torch = self._torch
+        if self._temb is None:
+            instr = observations[0].instruction
+            if not instr:
+                raise InvalidInputError(f"{self.id}: call reset(instruction) before act(), or set observation.instruction")
+            self.reset(instr)
+        images = {}
+        for cam in self.cfg.cameras:
+            arr = []
+            for ob in observations:
+                if cam not in ob.images:
+                    raise InvalidInputError(
+                        f"{self.id} needs camera {cam!r}; observation has {sorted(ob.images)}")
+                arr.append(resize_image(ob.images[cam], self.cfg.image_size))
+            images[cam] = torch.from_numpy(np.stack(arr)).permute(0, 3, 1, 2).float().div_(255.0)
+        state = torch.from_numpy(np.stack([state_vector(ob.state, self.cfg.state_keys) for ob in observations]))
+        text = self._temb.expand(len(observations), -1)
+        return images, text, state
+
+    def _forward(self, observations, return_hidden: bool):
+        with self._torch.no_grad():
+            images, text, state = self._inputs(observations)
+            if return_hidden:
+                out, hidden = self.net(images, text, state, return_hidden=True)
+                return out.numpy(), hidden
+            return self.net(images, text, state).numpy(), None
+
+    def _decode(self, out: np.ndarray) -> np.ndarray:
+        out = np.asarray(out, dtype=np.float64)
+        act = np.empty((out.shape[0], 7))
+        act[:, :6] = out[:, :6] * self.action_std + self.action_mean
+        p_open = 1.0 / (1.0 + np.exp(-out[:, 6]))
+        act[:, 6] = (p_open > 0.5).astype(np.float64) if self.binary_gripper else p_open
+        return act
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        extra = {"id": self.id, "action_mean": self.action_mean.tolist(), "action_std": self.action_std.tolist(),
+                 "binary_gripper": self.binary_gripper, "meta": self.meta}
+        return save_checkpoint(path, "vla", self.cfg.to_dict(), self.net.state_dict(), extra)
+
+    @classmethod
+    def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> "TinyVLAPolicy":
+        from embeval.subjects.embedded.nets import TinyVLANet, VLAConfig
+
+        doc, state = load_checkpoint(path, "vla")
+        net = TinyVLANet(VLAConfig.from_dict(doc["config"]))
+        net.load_state_dict(state)
+        kw.setdefault("binary_gripper", doc.get("binary_gripper", True))
+        return cls(net, doc["action_mean"], doc["action_std"], id=id or doc.get("id", Path(path).name),
+                   meta=doc.get("meta"), **kw)

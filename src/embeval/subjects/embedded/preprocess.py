@@ -1,0 +1,46 @@
+"""Input conventions shared by training and inference of the embedded models (one place, so
+the two can never drift apart)."""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from embeval.errors import InvalidInputError
+from embeval.subjects.protocols import check_image
+
+
+def resize_image(img: np.ndarray, size: int) -> np.ndarray:
+    """RGB uint8 (H, W, 3) -> RGB uint8 (size, size, 3), area interpolation (no crop)."""
+    import cv2
+
+    img = check_image(img)
+    if img.shape[0] == size and img.shape[1] == size:
+        return img
+    interp = cv2.INTER_AREA if img.shape[0] > size else cv2.INTER_LINEAR
+    return cv2.resize(img, (size, size), interpolation=interp)
+
+
+def state_vector(state: Mapping[str, np.ndarray], keys: list[str]) -> np.ndarray:
+    """Proprioception used by the policy, float32.
+
+    ``ee_pos``: TCP position (3,) in metres, frame ``base`` (first 3 numbers of ``tcp_pose``);
+    ``gripper``: opening (1,) in [0, 1], 1 = open.
+    """
+    parts = []
+    for key in keys:
+        if key == "ee_pos":
+            if "tcp_pose" in state:
+                v = np.asarray(state["tcp_pose"], dtype=np.float32).reshape(-1)[:3]
+            elif "ee_pos" in state:
+                v = np.asarray(state["ee_pos"], dtype=np.float32).reshape(-1)[:3]
+            else:
+                raise InvalidInputError("observation.state needs 'tcp_pose' (x, y, z, ...) for the embedded policy")
+        elif key == "gripper":
+            if "gripper" not in state:
+                raise InvalidInputError("observation.state needs 'gripper' (opening in [0, 1], 1 = open)")
+            v = np.asarray(state["gripper"], dtype=np.float32).reshape(-1)[:1]
+        else:
+            v = np.asarray(state[key], dtype=np.float32).reshape(-1)
+        parts.append(v)
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)

