@@ -1,0 +1,148 @@
+"""Message <-> numpy conversions without cv_bridge (standard messages only).
+
+Conventions: images are RGB uint8 (H, W, 3) numpy arrays, ``rgb8`` on topics; stamps are
+``builtin_interfaces/Time``; quaternions on topics are xyzw; the 7-DoF action travels as a
+``sensor_msgs/JointState`` whose names are :data:`ACTION_NAMES` (one atomic, stamped message).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from embeval.robot.base import JOINT_NAMES
+
+#: the 7-DoF action layout on /embeval/action (DESIGN section 4)
+ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
+_CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
+
+
+def stamp_to_ns(stamp) -> int:
+    return int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+
+
+def ns_to_stamp(ns: int, stamp=None):
+    from builtin_interfaces.msg import Time
+
+    stamp = stamp if stamp is not None else Time()
+    stamp.sec, stamp.nanosec = divmod(int(ns), 1_000_000_000)
+    return stamp
+
+
+def image_to_msg(img: np.ndarray, stamp_ns: int, frame_id: str = "camera_color_optical_frame"):
+    """RGB uint8 (H, W, 3) -> ``sensor_msgs/Image`` (rgb8, row-major, no padding)."""
+    from sensor_msgs.msg import Image
+
+    img = np.ascontiguousarray(img, dtype=np.uint8)
+    if img.ndim != 3 or img.shape[2] != 3:
+        from embeval.errors import InvalidInputError
+
+        raise InvalidInputError(f"image must be RGB uint8 (H, W, 3), got {img.shape}")
+    msg = Image()
+    ns_to_stamp(stamp_ns, msg.header.stamp)
+    msg.header.frame_id = frame_id
+    msg.height, msg.width = int(img.shape[0]), int(img.shape[1])
+    msg.encoding = "rgb8"
+    msg.is_bigendian = 0
+    msg.step = 3 * msg.width
+    msg.data = img.tobytes()
+    return msg
+
+
+def msg_to_image(msg) -> np.ndarray:
+    """``sensor_msgs/Image`` (rgb8 | bgr8 | mono8 | rgba8 | bgra8, any row padding) -> RGB uint8 (H, W, 3)."""
+    from embeval.errors import InvalidInputError
+
+    ch = _CHANNELS.get(msg.encoding)
+    if ch is None:
+        raise InvalidInputError(f"unsupported image encoding {msg.encoding!r}; publish rgb8 (realsense-ros: rgb_camera.color_format RGB8)")
+    buf = np.frombuffer(bytes(msg.data) if not isinstance(msg.data, (bytes, memoryview)) else msg.data, dtype=np.uint8)
+    if buf.size < msg.step * msg.height or msg.step < msg.width * ch:
+        raise InvalidInputError(f"image data too short: {buf.size} bytes for {msg.width}x{msg.height} {msg.encoding} step {msg.step}")
+    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, : msg.width * ch].reshape(msg.height, msg.width, ch)
+    if msg.encoding == "mono8":
+        return np.repeat(img, 3, axis=2)
+    if msg.encoding.startswith("bgr"):
+        img = img[:, :, 2::-1]
+    return np.ascontiguousarray(img[:, :, :3])
+
+
+def camera_info_msg(width: int, height: int, fx: float, fy: float, cx: float, cy: float, stamp_ns: int,
+                    frame_id: str = "camera_color_optical_frame"):
+    """A pinhole ``sensor_msgs/CameraInfo`` (plumb_bob, zero distortion)."""
+    from sensor_msgs.msg import CameraInfo
+
+    m = CameraInfo()
+    ns_to_stamp(stamp_ns, m.header.stamp)
+    m.header.frame_id = frame_id
+    m.width, m.height = int(width), int(height)
+    m.distortion_model = "plumb_bob"
+    m.d = [0.0] * 5
+    m.k = [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]
+    m.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    m.p = [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    return m
+
+
+def action_to_msg(vector, stamp_ns: int, frame_id: str = "base"):
+    """7-DoF action ``[dx,dy,dz,droll,dpitch,dyaw,gripper]`` -> ``sensor_msgs/JointState`` (names :data:`ACTION_NAMES`)."""
+    from sensor_msgs.msg import JointState
+
+    m = JointState()
+    ns_to_stamp(stamp_ns, m.header.stamp)
+    m.header.frame_id = frame_id
+    m.name = list(ACTION_NAMES)
+    m.position = [float(x) for x in np.asarray(vector, dtype=np.float64).reshape(-1)]
+    return m
+
+
+def msg_to_action(msg) -> np.ndarray:
+    """Inverse of :func:`action_to_msg`; values are matched by name, so order on the wire is free."""
+    from embeval.errors import InvalidInputError
+
+    pos = dict(zip(msg.name, msg.position))
+    missing = [n for n in ACTION_NAMES if n not in pos]
+    if missing:
+        raise InvalidInputError(f"action message lacks {missing}; expected names {list(ACTION_NAMES)}")
+    return np.array([pos[n] for n in ACTION_NAMES], dtype=np.float64)
+
+
+def joint_state_msg(q, stamp_ns: int, velocities=None, gripper: float | None = None):
+    """UR joint positions (rad, :data:`JOINT_NAMES` order) -> ``sensor_msgs/JointState`` as the UR driver publishes."""
+    from sensor_msgs.msg import JointState
+
+    m = JointState()
+    ns_to_stamp(stamp_ns, m.header.stamp)
+    m.name = list(JOINT_NAMES)
+    m.position = [float(x) for x in q]
+    if velocities is not None:
+        m.velocity = [float(x) for x in velocities]
+    if gripper is not None:
+        m.name.append("gripper_opening")
+        m.position.append(float(gripper))
+        if velocities is not None:
+            m.velocity.append(0.0)
+    return m
+
+
+def pose_msg(pose6, stamp_ns: int, frame_id: str = "base"):
+    """``[x,y,z,rx,ry,rz]`` (m, rotation vector) -> ``geometry_msgs/PoseStamped`` (quaternion xyzw)."""
+    from geometry_msgs.msg import PoseStamped
+    from scipy.spatial.transform import Rotation
+
+    p = np.asarray(pose6, dtype=np.float64)
+    q = Rotation.from_rotvec(p[3:6]).as_quat()
+    m = PoseStamped()
+    ns_to_stamp(stamp_ns, m.header.stamp)
+    m.header.frame_id = frame_id
+    m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(v) for v in p[:3])
+    m.pose.orientation.x, m.pose.orientation.y, m.pose.orientation.z, m.pose.orientation.w = (float(v) for v in q)
+    return m
+
+
+def msg_to_pose6(msg) -> np.ndarray:
+    """Inverse of :func:`pose_msg` (accepts PoseStamped or Pose)."""
+    from scipy.spatial.transform import Rotation
+
+    pose = getattr(msg, "pose", msg)
+    o = pose.orientation
+    rv = Rotation.from_quat([o.x, o.y, o.z, o.w]).as_rotvec()
+    return np.array([pose.position.x, pose.position.y, pose.position.z, *rv], dtype=np.float64)

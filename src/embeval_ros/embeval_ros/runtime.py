@@ -1,0 +1,58 @@
+"""Shared node plumbing: localhost DDS defaults before rclpy loads, QoS profiles, a main() helper."""
+from __future__ import annotations
+
+import sys
+from typing import Callable, Sequence
+
+import embeval  # noqa: F401  (applies the localhost-only DDS profile before rclpy is imported)
+
+
+def qos_reliable(depth: int = 10):
+    """Reliable, volatile, keep-last ``depth``: images, actions, states (drops are counted, not hidden)."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=depth, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.VOLATILE)
+
+
+def qos_latched():
+    """Reliable + transient local, depth 1: the last message reaches late joiners (instruction topic)."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE,
+                      durability=DurabilityPolicy.TRANSIENT_LOCAL)
+
+
+def declare(node, name: str, default, description: str):
+    """Declare a parameter with a description (shown by ``ros2 param describe``) and return its value."""
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    return node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+
+
+def run_node(factory: Callable, args: Sequence[str] | None = None) -> int:
+    """Console-script main: init rclpy, spin the node until Ctrl-C, shut down cleanly."""
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    from embeval.errors import EmbevalError
+
+    rclpy.init(args=list(args) if args is not None else sys.argv)
+    node = None
+    try:
+        node = factory()
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except EmbevalError as exc:
+        print(f"embeval_ros: error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if node is not None:
+            close = getattr(node, "close", None)
+            if close:
+                close()
+            node.destroy_node()
+        if rclpy.ok():
+            rclpy.shutdown()
+    return 0
