@@ -1,0 +1,26 @@
+"""Sharpness and contrast: over-sharpening, contrast change."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from embeval.distortion._util import clip_uint8
+from embeval.distortion.registry import register
+
+
+@register("high_sharpen", "other", (1.0, 2.0, 3.0, 6.0, 12.0), param="unsharp-mask amount",
+          description="over-sharpening (unsharp mask, halos)")
+def high_sharpen(img, amount, rng):
+    """Unsharp mask: ``x + amount (x - G_1.5 * x)`` with a Gaussian of sigma 1.5 pixels; clip."""
+    x = img.astype(np.float32)
+    blur = cv2.GaussianBlur(x, (0, 0), 1.5, borderType=cv2.BORDER_REFLECT_101)
+    return clip_uint8(x + np.float32(amount) * (x - blur))
+
+
+@register("contrast_change", "other", (0.85, 0.7, 0.55, 0.4, 0.25), param="contrast factor about the mean grey level",
+          description="contrast reduction")
+def contrast_change(img, factor, rng):
+    """``mean + factor (x - mean)`` per pixel with the image's mean grey level; RMS contrast falls with the level."""
+    x = img.astype(np.float32)
+    m = np.float32(x.mean())
+    return clip_uint8(m + np.float32(factor) * (x - m))
