@@ -1,0 +1,209 @@
+"""Training loops of the embedded models (CPU, seeded, behaviour cloning / supervised slots).
+
+Determinism: the same data, config and seed give the same weights on the same machine and
+torch build (CPU kernels, fixed thread count); see :func:`seed_everything`.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from embeval.errors import InvalidInputError
+
+
+@dataclass
+class DemoArrays:
+    """Demonstrations in memory, images already resized to the model's input size.
+
+    ``images[cam]``: (N, S, S, 3) uint8; ``state``: (N, D) float32; ``action``: (N, 7) float64 in
+    the embeval convention; ``task_index``: (N,) int into ``tasks`` (instruction strings);
+    ``episode_index``: (N,) int.
+    """
+
+    images: dict[str, np.ndarray]
+    state: np.ndarray
+    action: np.ndarray
+    task_index: np.ndarray
+    tasks: list[str]
+    episode_index: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+    def subset_episodes(self, episodes) -> "DemoArrays":
+        keep = np.isin(self.episode_index, np.asarray(list(episodes)))
+        return DemoArrays({k: v[keep] for k, v in self.images.items()}, self.state[keep], self.action[keep],
+                          self.task_index[keep], self.tasks, self.episode_index[keep])
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 1500
+    batch_size: int = 64
+    lr: float = 1e-3
+    weight_decay: float = 1e-4
+    shift_pixels: int = 4  # random-shift augmentation (pad + crop), 0 = off
+    gripper_weight: float = 0.5
+    threads: int = 2
+    log_every: int = 100
+
+
+@dataclass
+class TrainResult:
+    losses: list[float] = field(default_factory=list)  # mean loss per log window
+    seconds: float = 0.0
+    steps: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def seed_everything(seed: int, threads: int = 2):
+    import torch
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(max(1, threads))
+    return np.random.default_rng(seed)
+
+
+def random_shift(x, pad: int, rng: np.random.Generator):
+    """DrQ-style augmentation: replicate-pad by ``pad`` pixels, crop back at a random offset per sample."""
+    import torch
+    import torch.nn.functional as F
+
+    if pad <= 0:
+        return x
+    b, c, h, w = x.shape
+    xp = F.pad(x, (pad, pad, pad, pad), mode="replicate")
+    ox = rng.integers(0, 2 * pad + 1, size=b)
+    oy = rng.integers(0, 2 * pad + 1, size=b)
+    return torch.stack([xp[i, :, oy[i]:oy[i] + h, ox[i]:ox[i] + w] for i in range(b)])
+
+
+def action_stats(action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std (floored at 1e-3) of the 6 continuous action dims."""
+    a = np.asarray(action, dtype=np.float64)[:, :6]
+    return a.mean(0).astype(np.float32), np.maximum(a.std(0), 1e-3).astype(np.float32)
+
+
+def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainConfig, rng, log=None) -> TrainResult:
+    import torch
+
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
+    res, window, t0 = TrainResult(), [], time.perf_counter()
+    for step in range(cfg.steps):
+        idx = rng.integers(0, n, size=min(cfg.batch_size, n))
+        loss = step_fn(idx)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        window.append(float(loss.detach()))
+        if (step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps:
+            res.losses.append(float(np.mean(window)))
+            window = []
+            if log:
+                log(f"step {step + 1}/{cfg.steps} loss {res.losses[-1]:.4f} ({time.perf_counter() - t0:.0f} s)")
+    res.seconds, res.steps = time.perf_counter() - t0, cfg.steps
+    return res
+
+
+def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: str = "tiny-vla",
+              log: Callable[[str], None] | None = None, text_encoder=None):
+    """Behaviour cloning of a :class:`TinyVLANet` on ``data``; returns (TinyVLAPolicy, TrainResult)."""
+    import torch
+    import torch.nn.functional as F
+
+    from embeval.subjects.embedded.nets import TinyVLANet
+    from embeval.subjects.embedded.policy import TinyVLAPolicy
+    from embeval.subjects.embedded.text_encoder import shared_text_encoder
+
+    if len(data) == 0:
+        raise InvalidInputError("no demonstration frames to train on; record some with `embeval train demos`")
+    missing = [c for c in vla_cfg.cameras if c not in data.images]
+    if missing:
+        raise InvalidInputError(f"the demonstrations lack camera(s) {missing}; they have {sorted(data.images)}")
+    rng = seed_everything(seed, train_cfg.threads)
+    enc = text_encoder or shared_text_encoder()
+    temb = torch.from_numpy(enc.encode(data.tasks))
+    mean, std = action_stats(data.action)
+    target = torch.from_numpy(((data.action[:, :6] - mean) / std).astype(np.float32))
+    grip = torch.from_numpy((data.action[:, 6] > 0.5).astype(np.float32))
+    images = {c: torch.from_numpy(data.images[c]).permute(0, 3, 1, 2).contiguous() for c in vla_cfg.cameras}
+    state = torch.from_numpy(np.asarray(data.state, dtype=np.float32))
+    task = torch.from_numpy(np.asarray(data.task_index, dtype=np.int64))
+    vla_cfg.state_dim = state.shape[1]
+    net = TinyVLANet(vla_cfg).train()
+
+    def step_fn(idx):
+        ii = torch.from_numpy(idx)
+        imgs = {c: random_shift(v[ii].float().div_(255.0), train_cfg.shift_pixels, rng) for c, v in images.items()}
+        out = net(imgs, temb[task[ii]], state[ii])
+        return F.mse_loss(out[:, :6], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, 6], grip[ii])
+
+    res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
+    meta = {"seed": seed, "train": asdict(train_cfg), "frames": len(data),
+            "episodes": int(len(np.unique(data.episode_index))), "final_loss": res.losses[-1]}
+    return TinyVLAPolicy(net.eval(), mean, std, id=id, meta=meta, text_encoder=enc), res
+
+
+@dataclass
+class VQAArrays:
+    """Supervision for the tiny VLM: ``images`` (N, S, S, 3) uint8, ``prompt_index`` (N,) into
+    ``prompts``, ``labels[slot]`` (N,) int into ``slots[slot]`` (the slot's vocabulary), and the
+    answer ``template`` (``str.format`` fields = slot names)."""
+
+    images: np.ndarray
+    prompt_index: np.ndarray
+    prompts: list[str]
+    labels: dict[str, np.ndarray]
+    slots: dict[str, list[str]]
+    template: str
+    scene_index: np.ndarray | None = None  # (N,) scene id, for splits that keep a scene together
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def subset(self, keep: np.ndarray) -> "VQAArrays":
+        return VQAArrays(self.images[keep], self.prompt_index[keep], self.prompts,
+                         {k: v[keep] for k, v in self.labels.items()}, self.slots, self.template,
+                         None if self.scene_index is None else self.scene_index[keep])
+
+
+def train_vlm(data: VQAArrays, vlm_cfg, train_cfg: TrainConfig, seed: int, id: str = "tiny-vlm",
+              log: Callable[[str], None] | None = None, text_encoder=None):
+    """Supervised slot classification of a :class:`TinyVLMNet`; returns (TinyVLM, TrainResult)."""
+    import torch
+    import torch.nn.functional as F
+
+    from embeval.subjects.embedded.nets import TinyVLMNet
+    from embeval.subjects.embedded.text_encoder import shared_text_encoder
+    from embeval.subjects.embedded.vlm import TinyVLM
+
+    if len(data) == 0:
+        raise InvalidInputError("no VQA examples to train the tiny VLM on")
+    rng = seed_everything(seed, train_cfg.threads)
+    enc = text_encoder or shared_text_encoder()
+    temb = torch.from_numpy(enc.encode(data.prompts))
+    vlm_cfg.slots = {k: list(v) for k, v in data.slots.items()}
+    net = TinyVLMNet(vlm_cfg).train()
+    images = torch.from_numpy(data.images).permute(0, 3, 1, 2).contiguous()
+    pidx = torch.from_numpy(np.asarray(data.prompt_index, dtype=np.int64))
+    labels = {k: torch.from_numpy(np.asarray(v, dtype=np.int64)) for k, v in data.labels.items()}
+
+    def step_fn(idx):
+        ii = torch.from_numpy(idx)
+        x = random_shift(images[ii].float().div_(255.0), train_cfg.shift_pixels, rng)
+        out = net(x, temb[pidx[ii]])
+        return sum(F.cross_entropy(out[s], labels[s][ii]) for s in out) / len(out)
+
+    res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
+    meta = {"seed": seed, "train": asdict(train_cfg), "examples": len(data), "final_loss": res.losses[-1]}
+    return TinyVLM(net.eval(), data.template, id=id, meta=meta, text_encoder=enc), res

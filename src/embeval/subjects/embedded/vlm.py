@@ -1,0 +1,83 @@
+"""The tiny VLM as a :class:`~embeval.subjects.protocols.VLM`: image + task prompt -> a short
+answer (about 10 words) saying how to do the task.
+
+It is a trained slot decoder: a text-conditioned CNN predicts one categorical value per answer
+slot (e.g. the object, where it lies, the motion, the goal) and the answer is the stored template
+filled with the predicted values. Answers therefore change with the image, and its errors are the
+classifier's genuine mistakes.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from embeval.errors import InvalidInputError
+from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
+from embeval.subjects.embedded.preprocess import resize_image
+from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
+
+
+class TinyVLM:
+    """A trained :class:`~embeval.subjects.embedded.nets.TinyVLMNet` plus its answer template."""
+
+    def __init__(self, net, template: str, id: str = "tiny-vlm", meta: dict | None = None,
+                 text_encoder: TextEncoder | None = None):
+        import torch
+
+        self.net = net.eval()
+        self.cfg = net.cfg
+        self.template = template
+        self.id = id
+        self.meta = dict(meta or {})
+        self._text = text_encoder or shared_text_encoder()
+        self._torch = torch
+
+    def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
+        """Answer ``prompt`` about ``images[0]`` (further images are ignored); ``gen`` is accepted and unused."""
+        return self.answer_batch([images[0] if len(images) else None], [prompt])[0]
+
+    def predict_slots(self, images: Sequence[np.ndarray], prompts: Sequence[str]) -> list[dict[str, str]]:
+        """The predicted slot values per (image, prompt) pair."""
+        logits = self._logits(images, prompts)
+        return [{s: self.cfg.slots[s][int(np.argmax(v[i]))] for s, v in logits.items()} for i in range(len(prompts))]
+
+    def answer_batch(self, images: Sequence[np.ndarray], prompts: Sequence[str]) -> list[str]:
+        return [self.template.format(**slots) for slots in self.predict_slots(images, prompts)]
+
+    def hidden_states(self, image: np.ndarray, prompt: str) -> dict[str, np.ndarray]:
+        """Per-layer hidden states ``{"backbone.*": (D,) float32}`` for one input."""
+        _, hidden = self._run([image], [prompt], return_hidden=True)
+        return {k: v[0].numpy().astype(np.float32) for k, v in hidden.items()}
+
+    def _logits(self, images, prompts) -> dict[str, np.ndarray]:
+        out, _ = self._run(images, prompts, return_hidden=False)
+        return {k: v.numpy() for k, v in out.items()}
+
+    def _run(self, images, prompts, return_hidden: bool):
+        torch = self._torch
+        if len(images) != len(prompts):
+            raise InvalidInputError(f"{self.id}: {len(images)} images for {len(prompts)} prompts")
+        if any(im is None for im in images):
+            raise InvalidInputError(f"{self.id} needs one RGB image per prompt")
+        x = np.stack([resize_image(im, self.cfg.image_size) for im in images])
+        x = torch.from_numpy(x).permute(0, 3, 1, 2).float().div_(255.0)
+        t = torch.from_numpy(self._text.encode(prompts))
+        with torch.no_grad():
+            if return_hidden:
+                return self.net(x, t, return_hidden=True)
+            return self.net(x, t), None
+
+    def save(self, path: str | Path) -> Path:
+        extra = {"id": self.id, "template": self.template, "meta": self.meta}
+        return save_checkpoint(path, "vlm", self.cfg.to_dict(), self.net.state_dict(), extra)
+
+    @classmethod
+    def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> "TinyVLM":
+        from embeval.subjects.embedded.nets import TinyVLMNet, VLMConfig
+
+        doc, state = load_checkpoint(path, "vlm")
+        net = TinyVLMNet(VLMConfig.from_dict(doc["config"]))
+        net.load_state_dict(state)
+        return cls(net, doc["template"], id=id or doc.get("id", Path(path).name), meta=doc.get("meta"), **kw)
