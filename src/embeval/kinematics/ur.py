@@ -1,0 +1,361 @@
+"""Forward and closed-form inverse kinematics of UR arms (UR5 by default), vectorised in numpy.
+
+Frames (UR driver names): ``base_link`` (ROS/URDF root), ``base`` = ``base_link`` rotated by
+``Rz(pi)`` (the controller's and ur_rtde's frame, D-H frame 0), ``tool0`` = D-H frame 6 (flange).
+With a tool transform set, poses refer to the tool's TCP: ``T_tcp = T_tool0 @ tool``.
+
+Inverse kinematics follows the standard geometric decomposition for UR arms (three parallel
+middle axes, wrist offsets): q1 from the wrist centre, q5 and q6 from the orientation, q2..q4 from
+a planar two-link problem. Solutions are indexed by branch ``4*shoulder + 2*wrist + elbow``
+(see :data:`BRANCHES`), so batch results keep a stable branch per slot.
+
+Singularity policy (documented in docs/kinematics.md):
+
+- shoulder: the wrist centre ``p05`` lies on the cylinder of radius ``|d4|`` around the base z axis
+  (equivalently the point of the wrist-1 axis nearest the base axis lies on it): the two shoulder
+  branches coincide and duplicates are removed;
+- elbow: arm stretched (``sin q3 = 0``): the two elbow branches coincide, duplicates removed;
+- wrist: ``sin q5 = 0`` (wrist-2 and base... axes 2-4 and 6 parallel): q4 and q6 form a one-parameter
+  family; q6 is set to the preference ``q6_preference`` (default 0, :meth:`UR.ik_closest` passes the
+  current q6) and q4 solves the rest;
+- unreachable targets give an empty ``(0, 6)`` result, never NaN and never an exception.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from embeval.errors import ConfigError, InvalidInputError
+from embeval.kinematics.dh import DHParams, JointLimits, preset
+from embeval.kinematics.transforms import inv_transform, pose_error, rot_z, wrap_angle
+
+__all__ = ["UR", "UR5", "BRANCHES", "FRAMES"]
+
+#: branch labels per solution slot: (shoulder, wrist, elbow); slot = 4*s + 2*w + e.
+BRANCHES: tuple[tuple[str, str, str], ...] = tuple(
+    (sh, wr, el) for sh in ("left", "right") for wr in ("up", "down") for el in ("up", "down")
+)
+#: frames a pose may be expressed in.
+FRAMES = ("base_link", "base")
+
+_BASE_LINK_T_BASE = rot_z(np.pi)
+
+
+def dh_matrices(theta, a, d, alpha) -> np.ndarray:
+    """D-H transforms ``Rz(theta) Tz(d) Tx(a) Rx(alpha)``; theta ``(...)`` radians -> ``(..., 4, 4)``."""
+    theta = np.asarray(theta, dtype=float)
+    ct, st = np.cos(theta), np.sin(theta)
+    ca, sa = np.cos(alpha), np.sin(alpha)
+    T = np.zeros(theta.shape + (4, 4))
+    T[..., 0, 0] = ct
+    T[..., 0, 1] = -st * ca
+    T[..., 0, 2] = st * sa
+    T[..., 0, 3] = a * ct
+    T[..., 1, 0] = st
+    T[..., 1, 1] = ct * ca
+    T[..., 1, 2] = -ct * sa
+    T[..., 1, 3] = a * st
+    T[..., 2, 1] = sa
+    T[..., 2, 2] = ca
+    T[..., 2, 3] = d
+    T[..., 3, 3] = 1.0
+    return T
+
+
+@dataclass(frozen=True)
+class Singularity:
+    """Distances of a joint configuration from the three singularities (0 = singular)."""
+
+    shoulder: float  # metres: horizontal wrist-centre distance from the |d4| cylinder
+    elbow: float  # |sin q3|
+    wrist: float  # |sin q5|
+
+    def names(self, tol: float = 1e-6) -> list[str]:
+        return [n for n in ("shoulder", "elbow", "wrist") if abs(getattr(self, n)) < tol]
+
+
+class UR:
+    """Kinematics of a UR arm.
+
+    Args:
+        params: :class:`DHParams`, or a preset name (``"ur5"``, ``"ur5e"``, ...); default UR5.
+        tool: 4x4 transform ``tool0 -> TCP`` (e.g. :func:`embeval.kinematics.gripper_tcp`); None = tool0.
+        limits: joint limits used to filter IK solutions; default ``params.limits``.
+    """
+
+    #: |sin q5| below which the wrist is treated as singular (q6 taken from the preference)
+    wrist_tol: float = 1e-10
+    #: solutions closer than this (radians, max over joints) are duplicates
+    dedup_tol: float = 1e-6
+    #: IK solutions whose FK misses the target by more than this (m / rad) are dropped
+    verify_tol: float = 1e-7
+
+    def __init__(self, params: DHParams | str | None = None, tool=None, limits: JointLimits | None = None):
+        if params is None:
+            params = preset("ur5")
+        elif isinstance(params, str):
+            params = preset(params)
+        if not isinstance(params, DHParams):
+            raise ConfigError(f"UR(params) expects DHParams or a preset name, got {type(params).__name__}")
+        self.params = params
+        self.limits = limits if limits is not None else params.limits
+        self._a = np.asarray(params.a)
+        self._d = np.asarray(params.d)
+        self._alpha = np.asarray(params.alpha)
+        self._off = np.asarray(params.theta_offset)
+        self.tool = None
+        if tool is not None:
+            tool = np.asarray(tool, dtype=float)
+            if tool.shape != (4, 4) or not np.all(np.isfinite(tool)):
+                raise ConfigError(f"tool must be a finite 4x4 transform (tool0 -> TCP), got shape {tool.shape}")
+            self.tool = tool
+            self._tool_inv = inv_transform(tool)
+        self._lo = np.asarray(self.limits.lower)
+        self._hi = np.asarray(self.limits.upper)
+
+    def __repr__(self) -> str:
+        return f"UR({self.params.name!r}, tool={'set' if self.tool is not None else None})"
+
+    # ------------------------------------------------------------------ frames
+    @staticmethod
+    def _frame(frame: str) -> np.ndarray | None:
+        if frame == "base_link":
+            return _BASE_LINK_T_BASE
+        if frame == "base":
+            return None
+        raise ConfigError(f"unknown frame {frame!r}; use one of {', '.join(FRAMES)}")
+
+    # ------------------------------------------------------------------ forward kinematics
+    def _check_q(self, q) -> np.ndarray:
+        q = np.asarray(q, dtype=float)
+        if q.shape[-1:] != (6,):
+            raise InvalidInputError(f"joint vector must have 6 values (radians), got shape {q.shape}")
+        if not np.all(np.isfinite(q)):
+            raise InvalidInputError(f"joint vector contains NaN or inf: {q}")
+        return q
+
+    def link_frames(self, q, frame: str = "base_link") -> np.ndarray:
+        """Poses of D-H frames 0..6 (base .. tool0) for ``q (..., 6)``: ``(..., 7, 4, 4)`` in ``frame``."""
+        q = self._check_q(q)
+        Ti = dh_matrices(q + self._off, self._a, self._d, self._alpha)  # (..., 6, 4, 4)
+        out = np.empty(q.shape[:-1] + (7, 4, 4))
+        out[..., 0, :, :] = np.eye(4)
+        for i in range(6):
+            out[..., i + 1, :, :] = out[..., i, :, :] @ Ti[..., i, :, :]
+        F = self._frame(frame)
+        return out if F is None else F @ out
+
+    def fk(self, q, frame: str = "base_link") -> np.ndarray:
+        """Pose of tool0 (or of the TCP when a tool is set) for joints ``q`` (radians).
+
+        ``q`` may be ``(6,)`` -> ``(4, 4)`` or batched ``(..., 6)`` -> ``(..., 4, 4)``.
+        """
+        q = self._check_q(q)
+        Ti = dh_matrices(q + self._off, self._a, self._d, self._alpha)
+        T = Ti[..., 0, :, :]
+        for i in range(1, 6):
+            T = T @ Ti[..., i, :, :]
+        if self.tool is not None:
+            T = T @ self.tool
+        F = self._frame(frame)
+        return T if F is None else F @ T
+
+    def fk_batch(self, Q, frame: str = "base_link") -> np.ndarray:
+        """``(N, 6)`` joint vectors -> ``(N, 4, 4)`` poses (same as :meth:`fk` on a batch)."""
+        Q = np.asarray(Q, dtype=float)
+        if Q.ndim != 2:
+            raise InvalidInputError(f"fk_batch expects (N, 6) joint vectors, got shape {Q.shape}")
+        return self.fk(Q, frame)
+
+    def jacobian(self, q, frame: str = "base_link") -> np.ndarray:
+        """Geometric Jacobian ``(6, 6)`` of the TCP: rows ``[v; omega]`` in ``frame`` (per rad/s)."""
+        F = self.link_frames(q, frame)
+        p_e = self.fk(q, frame)[:3, 3]
+        J = np.empty((6, 6))
+        for i in range(6):
+            z = F[i, :3, 2]
+            J[:3, i] = np.cross(z, p_e - F[i, :3, 3])
+            J[3:, i] = z
+        return J
+
+    def singularity(self, q) -> Singularity:
+        """How far ``q (6,)`` is from each singularity (see module docstring)."""
+        q = self._check_q(q)
+        F = self.link_frames(q, "base")
+        p05 = F[5, :3, 3]
+        th = q + self._off
+        return Singularity(
+            shoulder=float(np.hypot(p05[0], p05[1]) - abs(self._d[3])),
+            elbow=float(abs(np.sin(th[2]))),
+            wrist=float(abs(np.sin(th[4]))),
+        )
+
+    # ------------------------------------------------------------------ inverse kinematics
+    def _targets(self, T, frame: str) -> np.ndarray:
+        T = np.asarray(T, dtype=float)
+        if T.shape[-2:] != (4, 4):
+            raise InvalidInputError(f"target pose must be a 4x4 homogeneous transform, got shape {T.shape}")
+        if not np.all(np.isfinite(T)):
+            raise InvalidInputError("target pose contains NaN or inf")
+        R = T[..., :3, :3]
+        orth = np.abs(np.einsum("...ji,...jk->...ik", R, R) - np.eye(3)).max() if R.size else 0.0
+        if orth > 1e-6:
+            raise InvalidInputError(
+                f"target rotation is not orthonormal (max |R^T R - I| = {orth:.2e}); build poses with "
+                "embeval.kinematics.pose_to_matrix or re-orthonormalise"
+            )
+        F = self._frame(frame)
+        if F is not None:
+            T = inv_transform(F) @ T  # -> base frame
+        if self.tool is not None:
+            T = T @ self._tool_inv  # TCP -> tool0
+        return T
+
+    def ik_batch(self, T, frame: str = "base_link", q6_preference=0.0, limits: bool = True):
+        """All closed-form solutions for N target poses.
+
+        Args:
+            T: ``(N, 4, 4)`` target poses of tool0/TCP in ``frame``.
+            q6_preference: q6 (radians) used at the wrist singularity; scalar or ``(N,)``.
+            limits: filter (and shift by 2 pi into) the joint limits.
+        Returns:
+            ``(Q, valid)``: ``Q (N, 8, 6)`` joint solutions in (-pi, pi] (shifted by 2 pi where the
+            limits require), slot ``4*shoulder + 2*wrist + elbow`` (:data:`BRANCHES`);
+            ``valid (N, 8)`` bool. Invalid slots (unreachable, duplicate, outside limits) hold 0.
+        """
+        T = np.asarray(T, dtype=float)
+        if T.ndim != 3:
+            raise InvalidInputError(f"ik_batch expects (N, 4, 4) poses, got shape {T.shape}")
+        T06 = self._targets(T, frame)
+        N = T06.shape[0]
+        a2, a3 = self._a[1], self._a[2]
+        d1, d4, d6 = self._d[0], self._d[3], self._d[5]
+        off = self._off
+
+        # ---- q1 (shoulder branches) from the wrist centre p05 = p06 - d6 z6
+        p05 = T06[:, :3, 3] - d6 * T06[:, :3, 2]
+        R_wc = np.hypot(p05[:, 0], p05[:, 1])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(R_wc > 0, d4 / R_wc, np.inf)
+        ok1 = np.abs(ratio) <= 1.0 + 1e-12
+        phi = np.arccos(np.clip(ratio, -1.0, 1.0))
+        psi = np.arctan2(p05[:, 1], p05[:, 0])
+        th1 = psi[:, None] + np.stack([phi, -phi], axis=1) + np.pi / 2  # (N, 2)
+        s1, c1 = np.sin(th1), np.cos(th1)
+
+        # ---- q5, q6 (wrist branches) from v = R06^T z1, z1 = (s1, -c1, 0) = (s5 c6, -s5 s6, c5)
+        R06 = T06[:, None, :3, :3]
+        z1 = np.stack([s1, -c1, np.zeros_like(s1)], axis=-1)  # (N, 2, 3)
+        v = np.einsum("nsji,nsj->nsi", np.broadcast_to(R06, (N, 2, 3, 3)), z1)  # (N, 2, 3)
+        sin5 = np.hypot(v[..., 0], v[..., 1])
+        th5_up = np.arctan2(sin5, v[..., 2])
+        th5 = np.stack([th5_up, -th5_up], axis=-1)  # (N, 2 shoulder, 2 wrist)
+        sign = np.array([1.0, -1.0])
+        th6 = np.arctan2(-sign * v[..., 1, None], sign * v[..., 0, None])  # (N, 2, 2)
+        singular_w = sin5 < self.wrist_tol
+        pref = np.broadcast_to(np.asarray(q6_preference, dtype=float), (N,)) + off[5]
+        th6 = np.where(singular_w[..., None], pref[:, None, None], th6)
+
+        # ---- q2, q3, q4: T14 = T01^-1 T06 (T45 T56)^-1, planar 2-link in frame 1's x-y
+        T01 = dh_matrices(th1, self._a[0], d1, self._alpha[0])  # (N, 2, 4, 4)
+        T45 = dh_matrices(th5, self._a[4], self._d[4], self._alpha[4])  # (N, 2, 2, 4, 4)
+        T56 = dh_matrices(th6, self._a[5], d6, self._alpha[5])
+        T14 = inv_transform(T01)[:, :, None] @ T06[:, None, None] @ inv_transform(T45 @ T56)  # (N,2,2,4,4)
+        px, py = T14[..., 0, 3], T14[..., 1, 3]
+        r2 = px * px + py * py
+        c3 = (r2 - a2 * a2 - a3 * a3) / (2.0 * a2 * a3)
+        ok3 = np.abs(c3) <= 1.0 + 1e-12
+        th3_up = np.arccos(np.clip(c3, -1.0, 1.0))
+        th3 = np.stack([th3_up, -th3_up], axis=-1)  # (N, 2, 2, 2)
+        th2 = np.arctan2(py, px)[..., None] - np.arctan2(a3 * np.sin(th3), a2 + a3 * np.cos(th3))
+        th234 = np.arctan2(T14[..., 1, 0], T14[..., 0, 0])[..., None]
+        th4 = th234 - th2 - th3
+
+        shape = (N, 2, 2, 2)
+        TH = np.stack(
+            [
+                np.broadcast_to(th1[:, :, None, None], shape),
+                th2,
+                th3,
+                th4,
+                np.broadcast_to(th5[..., None], shape),
+                np.broadcast_to(th6[..., None], shape),
+            ],
+            axis=-1,
+        ).reshape(N, 8, 6)
+        valid = np.broadcast_to(ok1[:, None, None, None] & np.broadcast_to(ok3[..., None], shape), shape).reshape(N, 8)
+        Q = wrap_angle(TH - off)
+
+        if limits:
+            Q, in_lim = self._apply_limits(Q)
+            valid = valid & in_lim
+        # drop anything FK does not confirm (clamped near-boundary cases), then duplicates
+        Q = np.where(valid[..., None], Q, 0.0)
+        if np.any(valid):
+            dp, dr = pose_error(self._fk_base_tool0(Q), T06[:, None])
+            valid = valid & (dp < self.verify_tol) & (dr < self.verify_tol)
+        valid = valid & ~self._duplicates(Q, valid)
+        Q = np.where(valid[..., None], Q, 0.0)
+        return Q, valid
+
+    def _fk_base_tool0(self, Q) -> np.ndarray:
+        Ti = dh_matrices(Q + self._off, self._a, self._d, self._alpha)
+        T = Ti[..., 0, :, :]
+        for i in range(1, 6):
+            T = T @ Ti[..., i, :, :]
+        return T
+
+    def _apply_limits(self, Q):
+        """Shift each joint by +/- 2 pi into the limits where the wrapped value lies outside."""
+        lo, hi = self._lo, self._hi
+        inside = (Q >= lo) & (Q <= hi)
+        for shift in (2 * np.pi, -2 * np.pi):
+            Qs = Q + shift
+            ok = ~inside & (Qs >= lo) & (Qs <= hi)
+            Q = np.where(ok, Qs, Q)
+            inside |= ok
+        return Q, np.all(inside, axis=-1)
+
+    def _duplicates(self, Q, valid) -> np.ndarray:
+        """Mark a solution duplicate when an earlier valid slot equals it (mod 2 pi, within dedup_tol)."""
+        diff = np.abs(wrap_angle(Q[:, :, None, :] - Q[:, None, :, :])).max(axis=-1)  # (N, 8, 8)
+        same = (diff < self.dedup_tol) & valid[:, :, None] & valid[:, None, :]
+        earlier = np.tril(np.ones((8, 8), dtype=bool), k=-1)  # [j, i] with i < j
+        return np.any(same & earlier, axis=-1)
+
+    def ik(self, T, frame: str = "base_link", q6_preference: float = 0.0) -> np.ndarray:
+        """All closed-form solutions ``(n, 6)``, n in 0..8, for one target pose ``T (4, 4)``.
+
+        Angles in (-pi, pi] (shifted by 2 pi only where the joint limits require), within the joint
+        limits, in branch order. Unreachable -> ``(0, 6)``. At the wrist singularity q6 is
+        ``q6_preference``.
+        """
+        T = np.asarray(T, dtype=float)
+        if T.shape != (4, 4):
+            raise InvalidInputError(f"ik expects one (4, 4) pose, got shape {T.shape}; use ik_batch for many")
+        Q, valid = self.ik_batch(T[None], frame, q6_preference)
+        return Q[0][valid[0]]
+
+    def ik_closest(self, T, q_near, frame: str = "base_link", weights=None) -> np.ndarray | None:
+        """The IK solution nearest ``q_near`` (weighted Euclidean distance in joint space).
+
+        Each joint may be shifted by +/- 2 pi (within the limits) to come nearer; at the wrist
+        singularity q6 = ``q_near[5]``. Returns ``(6,)`` or None when the pose is unreachable.
+        """
+        q_near = self._check_q(q_near)
+        sols = self.ik(T, frame, q6_preference=float(q_near[5]))
+        if len(sols) == 0:
+            return None
+        w = np.ones(6) if weights is None else np.asarray(weights, dtype=float)
+        cand = sols[:, None, :] + 2 * np.pi * np.arange(-2, 3)[None, :, None]  # (n, 5, 6)
+        inside = (cand >= self._lo - 1e-12) & (cand <= self._hi + 1e-12)
+        dist = np.where(inside, np.abs(cand - q_near), np.inf)
+        k = np.argmin(dist, axis=1)  # (n, 6): best shift per joint
+        best = np.take_along_axis(cand, k[:, None, :], axis=1)[:, 0, :]
+        cost = np.sqrt(np.sum(w * (best - q_near) ** 2, axis=-1))
+        return best[int(np.argmin(cost))]
+
+
+class UR5(UR):
+    """UR5 kinematics (``UR5()`` = nominal UR5 from DESIGN section 4; ``UR5(params)`` for others)."""
