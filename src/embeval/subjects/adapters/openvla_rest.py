@@ -1,0 +1,153 @@
+"""Client policy for the OpenVLA REST protocol (``vla-scripts/deploy.py`` and its many forks).
+
+Request: ``POST {url}/act`` with JSON ``{"image": <uint8 HxWx3 in json_numpy form>, "instruction":
+str, "unnorm_key": str}`` (or, with ``encoded: true``, the same payload JSON-encoded as a string
+under the single key ``"encoded"``, for servers that expect that). Reply: the action as a
+json_numpy array, a plain list, or ``{"action": ...}``; shape (7,) or an action chunk (N, 7),
+which is queued and returned one action per :meth:`act`. The reply's gripper is converted from the
+server's convention (``gripper``, see :mod:`embeval.subjects.conventions`) to embeval's.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import time
+from typing import Any, Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
+from embeval.subjects.adapters.numpy_json import decode_array, encode_array
+from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.protocols import Action, ActionSpec, Observation, check_image
+
+
+def resize_image(img: np.ndarray, size: int | Sequence[int] | None) -> np.ndarray:
+    """Resize an RGB uint8 image to ``size`` (int: square; (H, W)) with Lanczos; None: unchanged."""
+    if size is None:
+        return img
+    from PIL import Image
+
+    h, w = (size, size) if isinstance(size, int) else tuple(size)
+    if img.shape[:2] == (h, w):
+        return img
+    return np.asarray(Image.fromarray(img).resize((w, h), Image.LANCZOS), dtype=np.uint8)
+
+
+def parse_action_reply(data: Any, source: str) -> np.ndarray:
+    """The (N, 7) float array in an /act reply (json_numpy, list, or {"action": ...})."""
+    if isinstance(data, str):
+        raise ServerUnavailableError(f"{source} answered {data[:200]!r} instead of an action; see the server's log")
+    if isinstance(data, dict) and "__numpy__" not in data:
+        for key in ("action", "actions"):
+            if key in data:
+                data = data[key]
+                break
+        else:
+            raise InvalidInputError(f"{source} answered a JSON object without 'action': keys {sorted(data)[:8]}")
+    arr = np.asarray(decode_array(data), dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != 7 or arr.shape[0] == 0:
+        raise InvalidInputError(f"{source} returned an action of shape {arr.shape}; expected (7,) or (N, 7)")
+    if not np.all(np.isfinite(arr)):
+        raise InvalidInputError(f"{source} returned a NaN or inf action {arr.tolist()[:2]}; the policy output is invalid")
+    return arr
+
+
+class OpenVLARestPolicy:
+    """A policy served over OpenVLA's REST protocol (see module docstring)."""
+
+    def __init__(self, id: str = "openvla-rest", url: str = "http://127.0.0.1:8000", unnorm_key: str | None = "bridge_orig",
+                 camera: str | None = None, image_size: int | list[int] | None = None, gripper: str = "open1",
+                 encoded: bool = False, frame: str = "base", chunk_size: int = 1, timeout: float = 30.0,
+                 max_retries: int = 2, backoff: float = 0.5, extra_fields: dict[str, Any] | None = None):
+        if not url:
+            raise ConfigError("field 'url' is required: the OpenVLA server's address, e.g. http://127.0.0.1:8000")
+        self.id = id
+        self.url = url.rstrip("/")
+        if self.url.endswith("/act"):
+            self.url = self.url[: -len("/act")]
+        self.unnorm_key = unnorm_key
+        self.camera = camera
+        self.image_size = image_size
+        self.gripper = check_gripper(gripper)
+        self.encoded = bool(encoded)
+        self.timeout = float(timeout)
+        self.max_retries = int(max_retries)
+        self.backoff = float(backoff)
+        self.extra_fields = dict(extra_fields or {})
+        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
+                                      chunk_size=int(chunk_size))
+        self.instruction = ""
+        self._queue: collections.deque[np.ndarray] = collections.deque()
+        self._client = None
+
+    @property
+    def client(self):
+        if self._client is None:
+            import httpx
+
+            self._client = httpx.Client(timeout=self.timeout)
+        return self._client
+
+    def reset(self, instruction: str) -> None:
+        self.instruction = instruction
+        self._queue.clear()
+
+    def payload(self, observation: Observation) -> dict[str, Any]:
+        """The JSON body for ``observation`` (what OpenVLA's deploy.py clients send)."""
+        if not observation.images:
+            raise InvalidInputError("the observation has no camera image; OpenVLA needs one RGB image")
+        name = self.camera or next(iter(observation.images))
+        if name not in observation.images:
+            raise ConfigError(f"field 'params.camera': camera {name!r} not in the observation (has {sorted(observation.images)})")
+        img = resize_image(check_image(observation.images[name], f"images[{name!r}]"), self.image_size)
+        body: dict[str, Any] = {"image": encode_array(img), "instruction": observation.instruction or self.instruction}
+        if self.unnorm_key:
+            body["unnorm_key"] = self.unnorm_key
+        body.update(self.extra_fields)
+        if self.encoded:
+            return {"encoded": json.dumps(body)}
+        return body
+
+    def request(self, observation: Observation) -> np.ndarray:
+        """One round trip: the raw (N, 7) action array in the server's convention."""
+        endpoint = f"{self.url}/act"
+        body = self.payload(observation)
+        last = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                r = self.client.post(endpoint, json=body)
+            except Exception as exc:  # httpx transport errors
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if r.status_code in (429, 502, 503, 504):
+                last = f"HTTP {r.status_code}"
+                continue
+            if r.status_code >= 400:
+                raise ServerUnavailableError(f"{endpoint} failed (HTTP {r.status_code}): {r.text[:300]}")
+            try:
+                data = r.json()
+            except ValueError:
+                raise InvalidInputError(f"{endpoint} answered non-JSON: {r.text[:200]!r}") from None
+            return parse_action_reply(data, endpoint)
+        raise ServerUnavailableError(
+            f"OpenVLA server at {self.url} is not reachable ({last}); start it (OpenVLA: `python vla-scripts/deploy.py`; "
+            "any embeval policy: `embeval serve openvla --subject SPEC --port 8000`) or fix 'url' in the subject spec"
+        )
+
+    def act(self, observation: Observation) -> Action:
+        if not self._queue:
+            for row in self.request(observation):
+                self._queue.append(row)
+        v = self._queue.popleft().copy()
+        v[6] = gripper_to_embeval(v[6], self.gripper)
+        return Action(v)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None

@@ -1,0 +1,52 @@
+"""Gripper conventions of common models, and conversion to and from embeval's (``[0, 1]``, 1 = open).
+
+A registry: ``name -> (to_embeval, from_embeval)``. Add one with :func:`register_gripper`.
+Values are clipped into range after conversion; thresholds are for binarising policies.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from embeval.errors import ConfigError
+
+_GRIPPERS: dict[str, tuple[Callable[[float], float], Callable[[float], float], str]] = {}
+
+
+def register_gripper(name: str, to_embeval: Callable[[float], float], from_embeval: Callable[[float], float], doc: str) -> None:
+    _GRIPPERS[name] = (to_embeval, from_embeval, doc)
+
+
+register_gripper("open1", lambda g: g, lambda g: g,
+                 "[0, 1], 1 = open, 0 = closed (embeval and OpenVLA's raw predict_action output)")
+register_gripper("close1", lambda g: 1.0 - g, lambda g: 1.0 - g, "[0, 1], 1 = closed (e.g. LeRobot datasets of closing force)")
+register_gripper("signed_open_positive", lambda g: (g + 1.0) / 2.0, lambda g: 2.0 * g - 1.0, "[-1, 1], +1 = open, -1 = closed")
+register_gripper("signed_close_positive", lambda g: (1.0 - g) / 2.0, lambda g: 1.0 - 2.0 * g,
+                 "[-1, 1], +1 = closed, -1 = open (LIBERO / robosuite; OpenVLA's LIBERO deploy after invert_gripper_action)")
+
+
+def gripper_conventions() -> dict[str, str]:
+    return {k: v[2] for k, v in _GRIPPERS.items()}
+
+
+def _get(name: str):
+    try:
+        return _GRIPPERS[name]
+    except KeyError:
+        raise ConfigError(f"field 'params.gripper': unknown gripper convention {name!r}; choose from {', '.join(_GRIPPERS)}") from None
+
+
+def check_gripper(name: str) -> str:
+    _get(name)
+    return name
+
+
+def gripper_to_embeval(value: float, convention: str) -> float:
+    """Model's gripper value -> embeval's [0, 1], 1 = open (clipped)."""
+    return float(np.clip(_get(convention)[0](float(value)), 0.0, 1.0))
+
+
+def gripper_from_embeval(value: float, convention: str) -> float:
+    """embeval's [0, 1], 1 = open -> the model's convention."""
+    return float(_get(convention)[1](float(np.clip(value, 0.0, 1.0))))
