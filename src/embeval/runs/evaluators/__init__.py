@@ -1,0 +1,1 @@
+"""Built-in evaluation kinds (registered lazily in :data:`embeval.runs.registry.EVALUATORS`)."""

@@ -1,0 +1,175 @@
+"""Running units on one worker: the subject's state, batching and the hung-unit watchdog.
+
+Both backends use :class:`SubjectRunner`: the local backend in the main process, the Ray backend
+inside each actor. A unit that raises is recorded as failed with its error; a unit that runs past
+``unit_timeout_s`` is recorded as failed with the reason ``timeout`` (its thread is abandoned and
+the subject is set up afresh, so a hung model cannot poison later units); no unit is dropped.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import threading
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+from embeval.runs.units import Unit, UnitResult, outputs_json
+
+
+class UnitTimeout(Exception):
+    """A call ran past its watchdog deadline."""
+
+
+class Watchdog:
+    """Runs calls on a daemon worker thread and waits at most ``timeout_s`` for each.
+
+    Python cannot kill a thread: a call that overruns is abandoned (its daemon thread keeps running
+    until it returns or the process exits) and the next call gets a fresh thread.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue | None = None
+        self.abandoned = 0
+
+    def _start(self) -> queue.Queue:
+        jobs: queue.Queue = queue.Queue()
+
+        def loop() -> None:
+            while True:
+                job = jobs.get()
+                if job is None:
+                    return
+                fn, box, done = job
+                try:
+                    box.append((True, fn()))
+                except BaseException as exc:  # noqa: BLE001 - reported to the caller
+                    box.append((False, exc))
+                done.set()
+
+        threading.Thread(target=loop, name="embeval-unit", daemon=True).start()
+        return jobs
+
+    def call(self, fn: Callable[[], Any], timeout_s: float | None) -> Any:
+        if timeout_s is None:
+            return fn()
+        if self._jobs is None:
+            self._jobs = self._start()
+        box: list = []
+        done = threading.Event()
+        self._jobs.put((fn, box, done))
+        if not done.wait(timeout_s):
+            self._jobs.put(None)  # the worker exits once (if ever) the hung call returns
+            self._jobs = None
+            self.abandoned += 1
+            raise UnitTimeout(f"timeout: the unit ran longer than unit_timeout_s={timeout_s:g} s (watchdog); "
+                              "it is recorded as failed and retried on resume; raise backend.unit_timeout_s if it is just slow")
+        ok, value = box[0]
+        if ok:
+            return value
+        raise value
+
+    def close(self) -> None:
+        if self._jobs is not None:
+            self._jobs.put(None)
+            self._jobs = None
+
+
+def format_error(exc: BaseException) -> str:
+    """``Type: message`` plus the innermost frames (where it happened)."""
+    if isinstance(exc, UnitTimeout):
+        return str(exc)
+    frames = traceback.extract_tb(exc.__traceback__)[-3:]
+    where = " <- ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}" for f in reversed(frames))
+    return f"{type(exc).__name__}: {exc}" + (f" [at {where}]" if where else "")
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class SubjectRunner:
+    """One subject on one worker: set up once (lazily), then run units or batches of units."""
+
+    def __init__(self, evaluator, spec, subject, timeout_s: float | None = None, worker: str | None = None):
+        self.evaluator = evaluator
+        self.spec = spec
+        self.subject = subject
+        self.timeout_s = timeout_s
+        self.worker = worker or worker_name()
+        self.watchdog = Watchdog()
+        self._state: Any = None
+        self._ready = False
+        self._setup_error: str | None = None
+
+    def _ensure_setup(self) -> None:
+        if self._ready or self._setup_error:
+            return
+        try:
+            self._state = self.evaluator.setup(self.spec, self.subject)
+            self._ready = True
+        except Exception as exc:  # noqa: BLE001 - every unit of this subject is recorded as failed
+            self._setup_error = f"subject {self.subject.id!r} setup failed: {format_error(exc)}"
+
+    def _reset_after_timeout(self) -> None:
+        # the hung call still holds the old state: drop it and set the subject up again
+        self._state, self._ready = None, False
+
+    def run(self, units: Sequence[Unit]) -> list[UnitResult]:
+        """Run ``units`` (all of this subject); one result per unit, in order."""
+        self._ensure_setup()
+        if self._setup_error:
+            now = time.time()
+            return [UnitResult("failed", error=self._setup_error, started=now, finished=now, worker=self.worker) for _ in units]
+        seeds = [u.unit_seed(self.spec.evaluator) for u in units]
+        if len(units) > 1 and self.evaluator.batches:
+            started = time.time()
+            try:
+                timeout = None if self.timeout_s is None else self.timeout_s * len(units)
+                outs = self.watchdog.call(lambda: self.evaluator.run_batch(self.spec, self._state, units, seeds), timeout)
+                if len(outs) != len(units):
+                    raise ValueError(f"run_batch returned {len(outs)} outputs for {len(units)} units")
+                finished = time.time()
+                return [self._finish(o, started, finished) for o in outs]
+            except UnitTimeout:
+                self._reset_after_timeout()
+                self._ensure_setup()
+            except Exception:  # noqa: BLE001 - fall back to one by one, so each error lands on its unit
+                pass
+        return [self.run_one(u, s) for u, s in zip(units, seeds)]
+
+    def run_one(self, unit: Unit, unit_seed: int) -> UnitResult:
+        self._ensure_setup()
+        started = time.time()
+        if self._setup_error:
+            return UnitResult("failed", error=self._setup_error, started=started, finished=started, worker=self.worker)
+        state = self._state
+        try:
+            out = self.watchdog.call(lambda: self.evaluator.run_unit(self.spec, state, unit, unit_seed), self.timeout_s)
+        except UnitTimeout as exc:
+            self._reset_after_timeout()
+            return UnitResult("failed", error=str(exc), started=started, finished=time.time(), worker=self.worker)
+        except Exception as exc:  # noqa: BLE001 - recorded as failed, retried on resume
+            return UnitResult("failed", error=format_error(exc), started=started, finished=time.time(), worker=self.worker)
+        return self._finish(out, started, time.time())
+
+    def _finish(self, out: Any, started: float, finished: float) -> UnitResult:
+        if not isinstance(out, dict):
+            return UnitResult("failed", error=f"evaluator returned {type(out).__name__}, not a dict of outputs",
+                              started=started, finished=finished, worker=self.worker)
+        try:
+            outputs_json(out)
+        except (TypeError, ValueError) as exc:
+            return UnitResult("failed", error=f"outputs are not JSON-serialisable: {exc}", started=started,
+                              finished=finished, worker=self.worker)
+        return UnitResult("done", outputs=out, started=started, finished=finished, worker=self.worker)
+
+    def close(self) -> None:
+        self.watchdog.close()
+        if self._ready:
+            try:
+                self.evaluator.teardown(self._state)
+            except Exception:  # noqa: BLE001 - teardown problems must not lose results
+                pass
+        self._state, self._ready = None, False

@@ -1,0 +1,50 @@
+"""Validate a run spec and plan its units, before any work starts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from embeval.errors import ConfigError
+from embeval.runs.registry import Evaluator, get_evaluator, import_plugins, iter_subjects
+from embeval.runs.spec import RunSpec, SubjectEntry
+from embeval.runs.units import Unit
+
+
+@dataclass
+class Plan:
+    """A validated spec: its evaluator, subjects and every unit (in a stable order)."""
+
+    spec: RunSpec
+    evaluator: Evaluator
+    subjects: dict[str, SubjectEntry]
+    units: list[Unit]
+
+    @property
+    def run_id(self) -> str:
+        return self.spec.run_id
+
+
+def plan_run(spec: RunSpec) -> Plan:
+    """Check everything a run needs without loading a model; raise ConfigError/MissingFileError
+    naming the field (``spec.subjects[2].path: file not found ...``). Returns the :class:`Plan`."""
+    import_plugins(spec)
+    evaluator = get_evaluator(spec.evaluator)
+    subjects = tuple(iter_subjects(spec, evaluator))
+    if not subjects:
+        raise ConfigError(f"spec.subjects: evaluator {spec.evaluator!r} needs at least one subject")
+    for i, s in enumerate(subjects):
+        if s.kind not in evaluator.subject_kinds:
+            raise ConfigError(
+                f"spec.subjects[{i}].kind: evaluator {spec.evaluator!r} takes subjects of kind "
+                f"{', '.join(evaluator.subject_kinds)}; got {s.kind!r}"
+            )
+        evaluator.validate_subject(spec, i, s)
+    evaluator.validate(spec)
+    units = evaluator.units(spec)
+    if not units:
+        raise ConfigError("spec: the spec yields no units of work (no items?)")
+    keys = set()
+    for u in units:
+        if u.key in keys:
+            raise ConfigError(f"spec: evaluator {spec.evaluator!r} produced the unit {u.key} twice")
+        keys.add(u.key)
+    return Plan(spec=spec, evaluator=evaluator, subjects={s.id: s for s in subjects}, units=units)

@@ -1,0 +1,200 @@
+"""Run, resume and inspect runs: the run folder, sharding, retries and progress.
+
+A run folder holds ``spec.yaml`` (the normalised spec), ``run.json`` (spec hash, base folder of
+relative paths, code version at creation) and ``results.sqlite`` (:mod:`embeval.runs.store`).
+Running a spec into a folder that already holds it continues where it stopped: finished units
+are skipped and failed ones retried; a different spec in the same folder is refused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from embeval.errors import ConfigError, MissingFileError
+from embeval.provenance import code_version
+from embeval.runs.backends import get_backend
+from embeval.runs.plan import Plan, plan_run
+from embeval.runs.spec import RunSpec, load_spec, parse_spec, with_backend
+from embeval.runs.store import STORE_NAME, ResultsStore
+from embeval.runs.units import select_shard
+
+
+@dataclass
+class RunSummary:
+    """What one run/resume invocation did (counts are of this shard's units)."""
+
+    run_dir: Path
+    run_id: str
+    shard_index: int
+    num_shards: int
+    backend: str
+    total: int  # units in this shard
+    skipped: int  # already done before this invocation
+    done: int  # done by this invocation
+    failed: int  # still failed at the end of this invocation
+    elapsed_s: float
+    errors: list[str] = field(default_factory=list)  # a few distinct error messages
+
+    @property
+    def complete(self) -> bool:
+        return self.skipped + self.done == self.total
+
+    @property
+    def rate_per_s(self) -> float:
+        return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def prepare_run_dir(spec: RunSpec, run_dir: str | os.PathLike | None = None) -> Path:
+    """Create (or check) the run folder: a different spec already there is a ConfigError."""
+    d = Path(run_dir) if run_dir is not None else spec.default_run_dir()
+    meta = d / "run.json"
+    if meta.is_file():
+        old = json.loads(meta.read_text())
+        if old.get("spec_hash") != spec.hash:
+            raise ConfigError(
+                f"{d} already holds run {old.get('spec_hash')} from a different spec (this spec's hash is {spec.hash}); "
+                "resume it with `embeval resume`, or choose another output folder (--out)"
+            )
+        return d
+    import yaml
+
+    d.mkdir(parents=True, exist_ok=True)
+    _atomic_write(d / "spec.yaml", yaml.safe_dump(spec.to_dict(), sort_keys=False))
+    _atomic_write(meta, json.dumps({"spec_hash": spec.hash, "base_dir": spec.base_dir, "evaluator": spec.evaluator,
+                                    "name": spec.name, "code_version": code_version(), "created": time.time()}, indent=2))
+    return d
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def load_run_spec(run_dir: str | os.PathLike) -> RunSpec:
+    """The spec a run folder was made from (paths resolve against its original base folder)."""
+    import yaml
+
+    d = Path(run_dir)
+    meta, spec_file = d / "run.json", d / "spec.yaml"
+    if not meta.is_file() or not spec_file.is_file():
+        raise MissingFileError(f"{d} is not a run folder (no run.json/spec.yaml); start one with `embeval run SPEC.yaml`")
+    info = json.loads(meta.read_text())
+    spec = parse_spec(yaml.safe_load(spec_file.read_text()), base_dir=info.get("base_dir", d))
+    if spec.hash != info.get("spec_hash"):
+        raise ConfigError(f"{spec_file} was edited: its hash {spec.hash} differs from the run's {info.get('spec_hash')}; "
+                          "start a new run folder for a changed spec")
+    return spec
+
+
+def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = None, *, shard_index: int = 0,
+        num_shards: int = 1, backend: str | None = None, progress: bool | None = None,
+        unit_timeout_s: float | None | str = "spec") -> RunSummary:
+    """Run (or continue) ``spec``'s units of one shard; returns a :class:`RunSummary`.
+
+    Everything is validated before any work starts. Each unit's record is committed as it
+    finishes; failed units are retried ``spec.backend.retries`` times here and again on resume.
+    ``backend``/``progress``/``unit_timeout_s`` override the spec's backend settings.
+    """
+    if not isinstance(spec, RunSpec):
+        spec = load_spec(spec)
+    changes: dict[str, Any] = {}
+    if backend is not None:
+        changes["name"] = backend
+    if progress is not None:
+        changes["progress"] = progress
+    if unit_timeout_s != "spec":
+        changes["unit_timeout_s"] = unit_timeout_s
+    if changes:
+        spec = with_backend(spec, **changes)
+    plan = plan_run(spec)
+    units = select_shard(plan.units, shard_index, num_shards)  # validates the shard arguments
+    backend_impl = get_backend(spec.backend.name)
+    d = prepare_run_dir(spec, run_dir)
+    with ResultsStore(d / STORE_NAME) as store:
+        return _execute(plan, units, store, d, backend_impl, shard_index, num_shards)
+
+
+def resume(run_dir: str | os.PathLike, **kwargs: Any) -> RunSummary:
+    """Continue the run in ``run_dir`` (same keyword arguments as :func:`run`)."""
+    return run(load_run_spec(run_dir), run_dir, **kwargs)
+
+
+def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl, shard_index: int, num_shards: int) -> RunSummary:
+    spec = plan.spec
+    cv = code_version()
+    run_id, h = spec.run_id, spec.hash
+    store.register_run(run_id, h, spec.evaluator, spec.name, spec.to_dict(), spec.base_dir, cv, plan.units)
+    store.start_session(run_id, shard_index, num_shards, spec.backend.name, cv)
+    already = store.done_keys(run_id)
+    skipped = sum(1 for u in units if u.key in already)
+    t0 = time.perf_counter()
+    done = 0
+    errors: dict[str, int] = {}
+    bar = _progress(spec, len(units), skipped, shard_index, num_shards)
+    try:
+        for attempt in range(spec.backend.retries + 1):
+            finished = store.done_keys(run_id)
+            pending = [u for u in units if u.key not in finished]
+            if not pending:
+                break
+            failed_keys: set = set()
+
+            def on_results(rows, attempt=attempt) -> None:
+                nonlocal done
+                store.record_many(run_id, [(u, r, u.unit_seed(spec.evaluator)) for u, r in rows], spec_hash=h, code_version=cv)
+                for u, r in rows:
+                    if r.ok:
+                        done += 1
+                        failed_keys.discard(u.key)
+                    else:
+                        failed_keys.add(u.key)
+                        msg = (r.error or "").split(" [at ")[0][:200]
+                        errors[msg] = errors.get(msg, 0) + 1
+                if bar is not None:
+                    bar.update(sum(r.ok for _, r in rows))
+                    bar.set_postfix(failed=len(failed_keys), refresh=False)
+
+            backend_impl.execute(plan, pending, on_results)
+            if not failed_keys:
+                break
+    finally:
+        if bar is not None:
+            bar.close()
+    elapsed = time.perf_counter() - t0
+    final = store.done_keys(run_id)
+    failed = sum(1 for u in units if u.key not in final)
+    return RunSummary(run_dir, run_id, shard_index, num_shards, spec.backend.name, len(units), skipped, done, failed,
+                      elapsed, errors=sorted(errors, key=errors.get, reverse=True)[:5])
+
+
+def _progress(spec: RunSpec, total: int, initial: int, shard_index: int, num_shards: int):
+    if not spec.backend.progress:
+        return None
+    from tqdm.auto import tqdm
+
+    desc = f"{spec.name or spec.evaluator} [{spec.hash[:8]}]" + (f" shard {shard_index}/{num_shards}" if num_shards > 1 else "")
+    return tqdm(total=total, initial=initial, desc=desc, unit="unit", file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+
+
+def open_store(run_dir: str | os.PathLike) -> ResultsStore:
+    """The results store of an existing run folder (MissingFileError if there is none)."""
+    d = Path(run_dir)
+    return ResultsStore(d / STORE_NAME if d.is_dir() else d, create=False)
+
+
+def status(run_dir: str | os.PathLike, num_shards: int | None = None) -> dict[str, Any]:
+    """Done/failed/total per shard with recent rates, plus the run's identity."""
+    with open_store(run_dir) as store:
+        info = store.run_info()
+        shards = store.shard_status(info["run_id"], num_shards)
+        counts = store.counts(info["run_id"])
+        sessions = store.sessions(info["run_id"])
+    return {"run_id": info["run_id"], "name": info["name"], "evaluator": info["evaluator"], "total": info["total"],
+            "done": counts.get("done", 0), "failed": counts.get("failed", 0), "code_version": info["code_version"],
+            "shards": shards, "sessions": len(sessions)}

@@ -1,0 +1,240 @@
+"""The results store: SQLite in WAL mode, one row per unit, written as each unit finishes.
+
+Tables:
+
+- ``runs``: one row per run (run id = spec hash): spec JSON, base folder, evaluator, created.
+- ``plan``: every unit of the run with its group key (so ``status`` needs no plugins).
+- ``results``: one row per finished unit, ``UNIQUE(run_id, subject, item, distortion, level, seed)``;
+  ``status`` is ``done`` or ``failed`` (with ``error``); ``outputs`` holds the raw outputs as JSON;
+  every row carries the spec hash, code version, unit seed, worker and timings (unix seconds).
+- ``sessions``: every run/resume invocation (shard, backend, host, pid, code version).
+
+A unit's row is written in its own transaction the moment it finishes; a failed row is replaced
+when the unit later succeeds; a done row is never overwritten (so no unit is counted twice, even
+when two processes race). WAL with ``synchronous=NORMAL`` survives a killed process (SIGKILL) with
+every committed unit intact.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from embeval.errors import ConfigError, MissingFileError
+from embeval.runs.units import KEY_FIELDS, Unit, UnitKey, UnitResult, assign_shards, outputs_json
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs(
+  run_id TEXT PRIMARY KEY, spec_hash TEXT NOT NULL, evaluator TEXT NOT NULL, name TEXT,
+  spec_json TEXT NOT NULL, base_dir TEXT, created REAL NOT NULL, code_version TEXT, total INTEGER);
+CREATE TABLE IF NOT EXISTS plan(
+  run_id TEXT NOT NULL, subject TEXT NOT NULL, item TEXT NOT NULL, distortion TEXT NOT NULL,
+  level INTEGER NOT NULL, seed INTEGER NOT NULL, group_key TEXT NOT NULL, ord INTEGER NOT NULL,
+  PRIMARY KEY(run_id, subject, item, distortion, level, seed)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS results(
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL, subject TEXT NOT NULL, item TEXT NOT NULL, distortion TEXT NOT NULL,
+  level INTEGER NOT NULL, seed INTEGER NOT NULL, group_key TEXT,
+  status TEXT NOT NULL CHECK(status IN ('done', 'failed')), attempts INTEGER NOT NULL DEFAULT 1,
+  error TEXT, outputs TEXT, unit_seed INTEGER, spec_hash TEXT NOT NULL, code_version TEXT NOT NULL,
+  worker TEXT, started REAL, finished REAL, duration_s REAL,
+  UNIQUE(run_id, subject, item, distortion, level, seed));
+CREATE INDEX IF NOT EXISTS results_status ON results(run_id, status);
+CREATE TABLE IF NOT EXISTS sessions(
+  id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, shard_index INTEGER, num_shards INTEGER,
+  backend TEXT, host TEXT, pid INTEGER, code_version TEXT, started REAL);
+"""
+
+_UPSERT = """
+INSERT INTO results(run_id, subject, item, distortion, level, seed, group_key, status, attempts, error,
+                    outputs, unit_seed, spec_hash, code_version, worker, started, finished, duration_s)
+VALUES(?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(run_id, subject, item, distortion, level, seed) DO UPDATE SET
+  status=excluded.status, attempts=results.attempts + 1, error=excluded.error, outputs=excluded.outputs,
+  unit_seed=excluded.unit_seed, spec_hash=excluded.spec_hash, code_version=excluded.code_version,
+  worker=excluded.worker, started=excluded.started, finished=excluded.finished, duration_s=excluded.duration_s
+WHERE results.status != 'done'
+"""
+
+STORE_NAME = "results.sqlite"
+
+
+class ResultsStore:
+    """One SQLite file (``<run dir>/results.sqlite``); safe to share between local processes."""
+
+    def __init__(self, path: str | os.PathLike, create: bool = True, wal: bool = True):
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise MissingFileError(f"no results store at {self.path}; is this a run folder made by `embeval run`?")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        self.conn.execute("PRAGMA busy_timeout=60000")
+        if wal:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+        if create:
+            self.conn.executescript(SCHEMA)
+
+    # ----------------------------------------------------------- context
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "ResultsStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _tx(self):
+        return _Transaction(self.conn)
+
+    # ----------------------------------------------------------- runs and plan
+    def register_run(self, run_id: str, spec_hash: str, evaluator: str, name: str, spec: dict[str, Any],
+                     base_dir: str, code_version: str, units: Sequence[Unit]) -> None:
+        """Record the run and its plan (idempotent; a different spec under the same id is refused)."""
+        row = self.conn.execute("SELECT spec_hash FROM runs WHERE run_id=?", (run_id,)).fetchone()
+        if row and row[0] != spec_hash:  # pragma: no cover - run_id is the hash
+            raise ConfigError(f"run {run_id} exists with spec hash {row[0]}, not {spec_hash}")
+        n_plan = self.conn.execute("SELECT count(*) FROM plan WHERE run_id=?", (run_id,)).fetchone()[0]
+        if row and n_plan == len(units):
+            return
+        with self._tx():
+            self.conn.execute(
+                "INSERT OR IGNORE INTO runs(run_id, spec_hash, evaluator, name, spec_json, base_dir, created, code_version, total)"
+                " VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, spec_hash, evaluator, name, json.dumps(spec, sort_keys=True), base_dir, time.time(), code_version, len(units)),
+            )
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO plan(run_id, subject, item, distortion, level, seed, group_key, ord) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                ((run_id, *u.key, u.group, i) for i, u in enumerate(units)),
+            )
+
+    def run_ids(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT run_id FROM runs ORDER BY created")]
+
+    def run_info(self, run_id: str | None = None) -> dict[str, Any]:
+        run_id = run_id or self._only_run()
+        row = self.conn.execute(
+            "SELECT run_id, spec_hash, evaluator, name, spec_json, base_dir, created, code_version, total FROM runs WHERE run_id=?",
+            (run_id,)).fetchone()
+        if row is None:
+            raise ConfigError(f"run {run_id!r} is not in {self.path}")
+        keys = ("run_id", "spec_hash", "evaluator", "name", "spec", "base_dir", "created", "code_version", "total")
+        info = dict(zip(keys, row))
+        info["spec"] = json.loads(info["spec"])
+        return info
+
+    def _only_run(self) -> str:
+        ids = self.run_ids()
+        if not ids:
+            raise ConfigError(f"{self.path} holds no run yet")
+        return ids[-1]
+
+    def plan(self, run_id: str) -> list[tuple[UnitKey, str]]:
+        """(key, group key) of every planned unit, in plan order."""
+        rows = self.conn.execute(
+            "SELECT subject, item, distortion, level, seed, group_key FROM plan WHERE run_id=? ORDER BY ord", (run_id,))
+        return [((r[0], r[1], r[2], r[3], r[4]), r[5]) for r in rows]
+
+    def start_session(self, run_id: str, shard_index: int, num_shards: int, backend: str, code_version: str) -> None:
+        with self._tx():
+            self.conn.execute(
+                "INSERT INTO sessions(run_id, shard_index, num_shards, backend, host, pid, code_version, started) VALUES(?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, shard_index, num_shards, backend, socket.gethostname(), os.getpid(), code_version, time.time()))
+
+    def sessions(self, run_id: str) -> list[dict[str, Any]]:
+        cur = self.conn.execute(
+            "SELECT shard_index, num_shards, backend, host, pid, code_version, started FROM sessions WHERE run_id=? ORDER BY id", (run_id,))
+        cols = [c[0] for c in cur.description]
+        return [dict(zip(cols, r)) for r in cur]
+
+    # ----------------------------------------------------------- results
+    def record(self, run_id: str, unit: Unit, result: UnitResult, *, spec_hash: str, code_version: str, unit_seed: int) -> None:
+        """Write one finished unit in its own transaction (done rows are never overwritten)."""
+        self.record_many(run_id, [(unit, result, unit_seed)], spec_hash=spec_hash, code_version=code_version)
+
+    def record_many(self, run_id: str, rows: Iterable[tuple[Unit, UnitResult, int]], *, spec_hash: str, code_version: str) -> None:
+        """Write several finished units in one transaction."""
+        params = [
+            (run_id, *u.key, u.group, r.status, r.error,
+             None if r.outputs is None else outputs_json(r.outputs), int(seed), spec_hash, code_version,
+             r.worker, r.started, r.finished, r.duration_s)
+            for u, r, seed in rows
+        ]
+        with self._tx():
+            self.conn.executemany(_UPSERT, params)
+
+    def done_keys(self, run_id: str) -> set[UnitKey]:
+        rows = self.conn.execute(
+            "SELECT subject, item, distortion, level, seed FROM results WHERE run_id=? AND status='done'", (run_id,))
+        return {tuple(r) for r in rows}
+
+    def counts(self, run_id: str) -> dict[str, int]:
+        rows = self.conn.execute("SELECT status, count(*) FROM results WHERE run_id=? GROUP BY status", (run_id,))
+        out = {"done": 0, "failed": 0}
+        out.update(dict(rows.fetchall()))
+        return out
+
+    def rows(self, run_id: str, status: str | None = None) -> list[dict[str, Any]]:
+        """Result rows as dicts (``outputs`` parsed), ordered by key."""
+        q = ("SELECT run_id, subject, item, distortion, level, seed, group_key, status, attempts, error, outputs, unit_seed,"
+             " spec_hash, code_version, worker, started, finished, duration_s FROM results WHERE run_id=?")
+        args: list[Any] = [run_id]
+        if status:
+            q += " AND status=?"
+            args.append(status)
+        cur = self.conn.execute(q + " ORDER BY " + ", ".join(KEY_FIELDS), args)
+        cols = [c[0] for c in cur.description]
+        out = []
+        for r in cur:
+            d = dict(zip(cols, r))
+            d["outputs"] = None if d["outputs"] is None else json.loads(d["outputs"])
+            out.append(d)
+        return out
+
+    def results(self, run_id: str) -> dict[UnitKey, Any]:
+        """Key -> outputs of every done unit (what two runs are compared by)."""
+        rows = self.conn.execute(
+            "SELECT subject, item, distortion, level, seed, outputs FROM results WHERE run_id=? AND status='done'", (run_id,))
+        return {tuple(r[:5]): json.loads(r[5]) for r in rows}
+
+    # ----------------------------------------------------------- status
+    def shard_status(self, run_id: str, num_shards: int | None = None, window: int = 200) -> list[dict[str, Any]]:
+        """Per shard: done/failed/total and the recent rate (units/s over the last ``window``
+        finished units of that shard). ``num_shards`` defaults to the last session's."""
+        if num_shards is None:
+            row = self.conn.execute("SELECT num_shards FROM sessions WHERE run_id=? ORDER BY id DESC LIMIT 1", (run_id,)).fetchone()
+            num_shards = int(row[0]) if row and row[0] else 1
+        plan = self.plan(run_id)
+        shard_of_group = assign_shards((g for _, g in plan), num_shards)
+        shard_of_key = {k: shard_of_group[g] for k, g in plan}
+        stats = [{"shard": i, "num_shards": num_shards, "done": 0, "failed": 0, "total": 0, "finished": []} for i in range(num_shards)]
+        for k in shard_of_key.values():
+            stats[k]["total"] += 1
+        for r in self.conn.execute(
+                "SELECT subject, item, distortion, level, seed, status, finished FROM results WHERE run_id=?", (run_id,)):
+            s = stats[shard_of_key.get(tuple(r[:5]), 0)]
+            s[r[5]] += 1
+            if r[5] == "done" and r[6]:
+                s["finished"].append(r[6])
+        for s in stats:
+            fin = sorted(s.pop("finished"))[-window:]
+            s["rate_per_s"] = (len(fin) - 1) / (fin[-1] - fin[0]) if len(fin) > 1 and fin[-1] > fin[0] else None
+            s["last_finished"] = fin[-1] if fin else None
+        return stats
+
+
+class _Transaction:
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+
+    def __enter__(self):
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type, exc, tb):
+        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
