@@ -1,0 +1,263 @@
+"""Write and read robot demonstrations in the LeRobot dataset format (``codebase_version`` v3.0,
+the format of lerobot 0.4), without the hub and without importing lerobot.
+
+Layout under ``root`` (what :class:`LeRobotWriter` produces)::
+
+    meta/info.json                       fps, features (dtype/shape/names), path templates, totals
+    meta/stats.json                      per-feature min/max/mean/std/count
+    meta/tasks.parquet                   task string (index) -> task_index
+    meta/episodes/chunk-000/file-000.parquet   one row per episode: length, tasks, frame range
+    data/chunk-000/file-000.parquet      one row per frame: features + timestamp, frame_index,
+                                         episode_index, index, task_index
+
+Camera images are ``dtype: image`` features stored inside the data parquet as PNG bytes
+(``{"bytes", "path"}`` structs, the Hugging Face ``datasets`` Image encoding), so no video codec
+is needed. lerobot's ``LeRobotDataset(repo_id, root=root)`` reads the result offline.
+"""
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+
+CODEBASE_VERSION = "v3.0"
+DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+EPISODES_PATH = "meta/episodes/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+DEFAULT_FEATURES = {
+    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+    "index": {"dtype": "int64", "shape": [1], "names": None},
+    "task_index": {"dtype": "int64", "shape": [1], "names": None},
+}
+IMAGE_PREFIX = "observation.images."
+
+
+def _png(img: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def _unpng(b: bytes) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(b)).convert("RGB"))
+
+
+def _stats(x: np.ndarray, image: bool) -> dict[str, Any]:
+    x = np.asarray(x, dtype=np.float64)
+    if image:  # (N, H, W, 3) uint8 -> per-channel stats in [0, 1], shape (3, 1, 1) as lerobot stores them
+        x = x.reshape(-1, 3) / 255.0
+        f = lambda a: a.reshape(3, 1, 1).tolist()  # noqa: E731
+    else:
+        x = x.reshape(len(x), -1)
+        f = lambda a: a.tolist()  # noqa: E731
+    return {"min": f(x.min(0)), "max": f(x.max(0)), "mean": f(x.mean(0)), "std": f(x.std(0)), "count": [int(len(x))]}
+
+
+@dataclass
+class Feature:
+    """One per-frame feature: ``dtype`` ("image", "float32", "int64", ...), ``shape``, axis ``names``."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    names: list[str] | None = None
+
+    def to_dict(self) -> dict:
+        return {"dtype": self.dtype, "shape": list(self.shape), "names": self.names}
+
+
+class LeRobotWriter:
+    """Accumulate episodes, then :meth:`finalize` writes the dataset (one data file; small datasets).
+
+    >>> w = LeRobotWriter("demos", fps=10, features={"observation.images.third_person": Feature("image", (96, 96, 3)),
+    ...     "observation.state": Feature("float32", (4,), ["x", "y", "z", "gripper"]),
+    ...     "action": Feature("float32", (7,), ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"])})
+    >>> w.add_episode({"observation.images.third_person": imgs, "observation.state": s, "action": a}, task="pick the red cube")
+    >>> w.finalize()
+    """
+
+    def __init__(self, root: str | Path, fps: int, features: Mapping[str, Feature], robot_type: str = "ur5",
+                 overwrite: bool = False):
+        self.root = Path(root)
+        if (self.root / "meta" / "info.json").exists() and not overwrite:
+            raise ConfigError(f"{self.root} already holds a dataset; choose another --out or pass overwrite=True")
+        clash = set(features) & set(DEFAULT_FEATURES)
+        if clash:
+            raise ConfigError(f"features {sorted(clash)} are added by the writer; do not pass them")
+        self.fps = int(fps)
+        self.features = dict(features)
+        self.robot_type = robot_type
+        self._episodes: list[dict[str, np.ndarray]] = []
+        self._tasks: list[str] = []
+        self._episode_tasks: list[str] = []
+        self._extra: list[dict] = []
+
+    def add_episode(self, frames: Mapping[str, np.ndarray], task: str, extra: Mapping[str, Any] | None = None) -> int:
+        """Add one episode: ``frames[feature]`` has a leading time axis; returns its episode index."""
+        missing = set(self.features) - set(frames)
+        if missing:
+            raise InvalidInputError(f"episode lacks features {sorted(missing)}")
+        lengths = {k: len(frames[k]) for k in self.features}
+        if len(set(lengths.values())) != 1 or 0 in lengths.values():
+            raise InvalidInputError(f"features must have the same non-zero number of frames, got {lengths}")
+        ep = {}
+        for k, f in self.features.items():
+            a = np.asarray(frames[k])
+            if tuple(a.shape[1:]) != tuple(f.shape):
+                raise InvalidInputError(f"feature {k!r}: frames have shape {a.shape[1:]}, declared {tuple(f.shape)}")
+            ep[k] = a.astype(np.uint8) if f.dtype == "image" else a.astype(f.dtype)
+        if task not in self._tasks:
+            self._tasks.append(task)
+        self._episodes.append(ep)
+        self._episode_tasks.append(task)
+        self._extra.append(dict(extra or {}))
+        return len(self._episodes) - 1
+
+    def finalize(self) -> Path:
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        if not self._episodes:
+            raise InvalidInputError("no episodes to write")
+        (self.root / "meta").mkdir(parents=True, exist_ok=True)
+        cols: dict[str, list] = {k: [] for k in list(self.features) + list(DEFAULT_FEATURES)}
+        ep_rows, start = [], 0
+        for e, (ep, task) in enumerate(zip(self._episodes, self._episode_tasks)):
+            n = len(next(iter(ep.values())))
+            for k, f in self.features.items():
+                if f.dtype == "image":
+                    cols[k] += [{"bytes": _png(im), "path": None} for im in ep[k]]
+                else:
+                    cols[k] += list(ep[k])
+            cols["timestamp"] += list((np.arange(n) / self.fps).astype(np.float32))
+            cols["frame_index"] += list(range(n))
+            cols["episode_index"] += [e] * n
+            cols["index"] += list(range(start, start + n))
+            cols["task_index"] += [self._tasks.index(task)] * n
+            row = {"episode_index": e, "tasks": [task], "length": n,
+                   "data/chunk_index": 0, "data/file_index": 0,
+                   "dataset_from_index": start, "dataset_to_index": start + n,
+                   "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0}
+            row.update({f"embeval/{k}": json.dumps(v) for k, v in self._extra[e].items()})
+            ep_rows.append(row)
+            start += n
+        arrays, fields = [], []
+        for k, v in cols.items():
+            f = self.features.get(k) or Feature(**DEFAULT_FEATURES[k])
+            if f.dtype == "image":
+                typ = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+                arrays.append(pa.array(v, type=typ))
+            elif tuple(f.shape) == (1,):
+                arrays.append(pa.array(np.asarray(v).reshape(-1).astype(f.dtype)))
+            else:
+                arrays.append(pa.array([np.asarray(x).tolist() for x in v], type=pa.list_(pa.from_numpy_dtype(np.dtype(f.dtype)))))
+            fields.append(k)
+        table = pa.Table.from_arrays(arrays, names=fields)
+        data_file = self.root / DATA_PATH.format(chunk_index=0, file_index=0)
+        data_file.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, data_file)
+        ep_file = self.root / EPISODES_PATH.format(chunk_index=0, file_index=0)
+        ep_file.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pandas(pd.DataFrame(ep_rows), preserve_index=False), ep_file)
+        tasks = pd.DataFrame({"task_index": range(len(self._tasks))}, index=pd.Index(self._tasks, name="task"))
+        pq.write_table(pa.Table.from_pandas(tasks), self.root / "meta" / "tasks.parquet")
+        stats = {}
+        for k, f in self.features.items():
+            stats[k] = _stats(np.concatenate([ep[k] for ep in self._episodes]), f.dtype == "image")
+        for k in DEFAULT_FEATURES:
+            stats[k] = _stats(np.asarray(cols[k]).reshape(-1, 1), False)
+        (self.root / "meta" / "stats.json").write_text(json.dumps(stats, indent=1))
+        info = {
+            "codebase_version": CODEBASE_VERSION, "robot_type": self.robot_type,
+            "total_episodes": len(self._episodes), "total_frames": start, "total_tasks": len(self._tasks),
+            "chunks_size": 1000, "data_files_size_in_mb": 100, "video_files_size_in_mb": 500,
+            "fps": self.fps, "splits": {"train": f"0:{len(self._episodes)}"},
+            "data_path": DATA_PATH, "video_path": None,
+            "features": {**{k: f.to_dict() for k, f in self.features.items()}, **DEFAULT_FEATURES},
+        }
+        (self.root / "meta" / "info.json").write_text(json.dumps(info, indent=2))
+        return self.root
+
+
+@dataclass
+class LeRobotEpisodes:
+    """A dataset read back into memory: ``frames[feature]`` stacked over all frames (images decoded
+    to uint8 (N, H, W, 3)), plus ``episode_index``, ``task_index``, ``tasks`` and ``info``."""
+
+    frames: dict[str, np.ndarray]
+    episode_index: np.ndarray
+    task_index: np.ndarray
+    tasks: list[str]
+    info: dict
+    episodes: list[dict]
+
+
+def read_lerobot(root: str | Path) -> LeRobotEpisodes:
+    """Read a v3.0 dataset written by :class:`LeRobotWriter` (or lerobot with ``use_videos=False``)."""
+    import pyarrow.parquet as pq
+
+    root = Path(root)
+    info = validate_layout(root)
+    data_files = sorted((root / "data").glob("chunk-*/file-*.parquet"))
+    table = pq.read_table(data_files[0]) if len(data_files) == 1 else __import__("pyarrow").concat_tables(
+        [pq.read_table(f) for f in data_files])
+    frames = {}
+    for k, f in info["features"].items():
+        if k in DEFAULT_FEATURES:
+            continue
+        col = table.column(k).to_pylist()
+        if f["dtype"] == "image":
+            frames[k] = np.stack([_unpng(c["bytes"]) for c in col])
+        else:
+            frames[k] = np.asarray(col, dtype=f["dtype"]).reshape(len(col), *f["shape"])
+    tasks_df = pq.read_table(root / "meta" / "tasks.parquet").to_pandas()
+    tasks = [t for t, _ in sorted(zip(tasks_df.index, tasks_df["task_index"]), key=lambda x: x[1])]
+    ep_tab = pq.read_table(sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))[0]).to_pylist()
+    return LeRobotEpisodes(frames, np.asarray(table.column("episode_index")), np.asarray(table.column("task_index")),
+                           tasks, info, ep_tab)
+
+
+def validate_layout(root: str | Path) -> dict:
+    """Check the on-disk layout against the v3.0 format; returns ``info.json``.
+
+    Raises :class:`MissingFileError` (a file is missing) or :class:`InvalidInputError` (an
+    inconsistency, e.g. a declared feature absent from the data or a wrong frame count).
+    """
+    import pyarrow.parquet as pq
+
+    root = Path(root)
+    info_file = root / "meta" / "info.json"
+    if not info_file.exists():
+        raise MissingFileError(f"{root} is not a LeRobot dataset (no meta/info.json); record one with `embeval train demos`")
+    info = json.loads(info_file.read_text())
+    if info.get("codebase_version") != CODEBASE_VERSION:
+        raise InvalidInputError(f"{root}: codebase_version {info.get('codebase_version')!r}, this reader handles {CODEBASE_VERSION}")
+    for rel in ("meta/tasks.parquet", "meta/stats.json"):
+        if not (root / rel).exists():
+            raise MissingFileError(f"{root}: {rel} is missing")
+    data_files = sorted((root / "data").glob("chunk-*/file-*.parquet"))
+    ep_files = sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))
+    if not data_files or not ep_files:
+        raise MissingFileError(f"{root}: data/chunk-*/file-*.parquet or meta/episodes/... is missing")
+    names = set(pq.read_schema(data_files[0]).names)
+    declared = {k for k, f in info["features"].items() if f["dtype"] != "video"}
+    if declared - names:
+        raise InvalidInputError(f"{root}: features {sorted(declared - names)} are declared in info.json but not in the data")
+    n = sum(pq.read_metadata(f).num_rows for f in data_files)
+    if n != info["total_frames"]:
+        raise InvalidInputError(f"{root}: {n} frames in the data, info.json says {info['total_frames']}")
+    n_ep = sum(pq.read_metadata(f).num_rows for f in ep_files)
+    if n_ep != info["total_episodes"]:
+        raise InvalidInputError(f"{root}: {n_ep} episodes in meta/episodes, info.json says {info['total_episodes']}")
+    return info
