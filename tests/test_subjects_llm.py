@@ -253,3 +253,20 @@ def test_cached_vlm_keys_images_and_spec_cache(tmp_path):
     assert isinstance(load_subject(spec), CachedLLM)
     with pytest.raises(ConfigError, match="cache"):
         load_subject({"kind": "policy", "adapter": "scripted", "cache": str(tmp_path / "y.sqlite")})
+
+
+# --------------------------------------------------------------------------- CLI
+
+def test_cli_subjects_list_and_check(capsys):
+    from pathlib import Path
+
+    from embeval.cli import main
+
+    assert main(["subjects", "list", "--kind", "policy"]) == 0
+    out = capsys.readouterr().out
+    assert "openvla_rest" in out and "lerobot" in out and "openai" not in out
+    spec = Path(__file__).resolve().parents[1] / "config" / "subjects" / "scripted_llm.yaml"
+    assert main(["subjects", "check", str(spec), "--prompt", "ready?"]) == 0
+    assert "chat   -> 'yes'" in capsys.readouterr().out
+    assert main(["subjects", "check", str(spec.with_name("nope.yaml"))]) == 2
+    assert "does not exist" in capsys.readouterr().err

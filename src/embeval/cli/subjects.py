@@ -1,0 +1,130 @@
+"""``embeval subjects list|check`` and ``embeval serve openvla|openai``: load, check and serve subjects."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from embeval.cli._util import add_group
+
+
+def register(sub) -> None:
+    g = add_group(sub, "subjects", "list subject adapters and check a subject spec (a model behind a YAML file)")
+    p = g.add_parser(
+        "list", help="list the registered adapters (kind, name, implementation)",
+        description="List every registered subject adapter.",
+        epilog="example: embeval subjects list --kind policy",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--kind", choices=["vlm", "policy", "llm"], help="show only this kind")
+    p.set_defaults(func=_list)
+
+    p = g.add_parser(
+        "check", help="load a subject from its YAML spec and run one call",
+        description="Load the subject a spec describes and run one call: an LLM chats and chooses, a VLM answers "
+                    "about an image, a policy acts on an observation. Prints the output and the time taken.",
+        epilog="example: embeval subjects check config/subjects/scripted_llm.yaml --prompt 'ready?'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", type=Path, help="subject spec YAML (see config/subjects/)")
+    p.add_argument("--prompt", default=None, help="prompt (LLM/VLM) or instruction (policy); a default is used if omitted")
+    p.add_argument("--image", type=Path, default=None,
+                   help="RGB image file for a VLM or policy (default: a synthetic 224x224 test image)")
+    p.set_defaults(func=_check)
+
+    s = add_group(sub, "serve", "serve a subject on 127.0.0.1 under a standard protocol (OpenVLA REST, OpenAI chat)")
+    for name, what, example in [
+        ("openvla", "a policy under OpenVLA's REST protocol (POST /act)",
+         "embeval serve openvla --subject config/subjects/image_stats_policy.yaml --port 8000"),
+        ("openai", "an LLM or VLM as an OpenAI-compatible chat endpoint (POST /v1/chat/completions)",
+         "embeval serve openai --subject config/subjects/scripted_llm.yaml --port 8001"),
+    ]:
+        p = s.add_parser(name, help=f"serve {what}", description=f"Serve {what}.", epilog=f"example: {example}",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("--subject", type=Path, required=True, help="subject spec YAML")
+        p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the model on your network)")
+        p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+        if name == "openvla":
+            p.add_argument("--camera", default="third_person", help="observation camera name the image is given as")
+            p.add_argument("--gripper", default="open1", help="gripper convention of the replies (default open1, OpenVLA's)")
+        p.set_defaults(func=_serve, protocol=name)
+
+
+def _list(args) -> int:
+    from embeval.subjects.registry import list_adapters
+
+    rows = [r for r in list_adapters() if args.kind is None or r[0] == args.kind]
+    print(f"{'kind':<8} {'adapter':<16} implementation")
+    for kind, name, desc in rows:
+        print(f"{kind:<8} {name:<16} {desc}")
+    return 0
+
+
+def _test_image(path: Path | None):
+    import numpy as np
+
+    if path is None:
+        yy, xx = np.mgrid[0:224, 0:224]
+        img = np.stack([xx, yy, np.full_like(xx, 96)], axis=-1).astype(np.uint8)
+        img[80:144, 80:144] = (200, 30, 30)  # a red "cube"
+        return img
+    from PIL import Image
+
+    from embeval.errors import MissingFileError
+
+    if not path.is_file():
+        raise MissingFileError(f"image {path} does not exist")
+    return np.asarray(Image.open(path).convert("RGB"), dtype=np.uint8)
+
+
+def _check(args) -> int:
+    import time
+
+    from embeval.subjects.protocols import Observation
+    from embeval.subjects.registry import load_subject, read_spec
+
+    spec = read_spec(args.spec)
+    t0 = time.perf_counter()
+    subject = load_subject(spec)
+    t_load = time.perf_counter() - t0
+    print(f"loaded {spec.kind} {subject.id!r} (adapter {spec.adapter}) in {t_load:.2f} s")
+    t0 = time.perf_counter()
+    if spec.kind == "llm":
+        prompt = args.prompt or "Reply with one word: are you ready?"
+        print("chat   ->", repr(subject.chat([{"role": "user", "content": prompt}])))
+        print("choose ->", repr(subject.choose("Is a cube a round object?", ["yes", "no"])))
+    elif spec.kind == "vlm":
+        prompt = args.prompt or "Pick up the red cube. Answer in about 10 words."
+        print("generate ->", repr(subject.generate([_test_image(args.image)], prompt)))
+    else:
+        subject.reset(args.prompt or "pick up the red cube")
+        obs = Observation(images={"third_person": _test_image(args.image)}, instruction=args.prompt or "pick up the red cube")
+        action = subject.act(obs)
+        print("action [dx dy dz droll dpitch dyaw gripper] ->", " ".join(f"{x:+.4f}" for x in action.vector))
+        print("action spec ->", subject.action_spec)
+    print(f"one call in {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def _serve(args) -> int:
+    from embeval.serving.runner import serve_forever
+    from embeval.subjects.registry import load_subject, read_spec
+
+    spec = read_spec(args.subject)
+    if args.protocol == "openvla":
+        from embeval.errors import ConfigError
+        from embeval.serving.openvla_server import create_app
+
+        if spec.kind != "policy":
+            raise ConfigError(f"{args.subject}: `serve openvla` needs a policy subject, this spec has kind {spec.kind!r}")
+        app = create_app(load_subject(spec), camera=args.camera, gripper=args.gripper)
+        print(f"serving policy {spec.id!r} under the OpenVLA protocol: POST http://{args.host}:{args.port}/act")
+    else:
+        from embeval.errors import ConfigError
+        from embeval.serving.openai_server import create_app
+
+        if spec.kind == "policy":
+            raise ConfigError(f"{args.subject}: `serve openai` needs an llm or vlm subject, this spec has kind 'policy'")
+        app = create_app(load_subject(spec))
+        print(f"serving {spec.kind} {spec.id!r}: base_url http://{args.host}:{args.port}/v1 (model {spec.id!r})")
+    serve_forever(app, host=args.host, port=args.port)
+    return 0
