@@ -46,6 +46,8 @@ _ADAPTERS: dict[tuple[str, str], Any] = {
     ("policy", "openvla_hf"): "embeval.subjects.adapters.openvla_hf:OpenVLAHFPolicy",
     ("vlm", "hf"): "embeval.subjects.adapters.hf_vlm:HFVLM",
     ("policy", "lerobot"): "embeval.subjects.adapters.lerobot_policy:LeRobotPolicy",
+    ("policy", "embedded"): "embeval.subjects.embedded.adapter:EmbeddedPolicy",
+    ("vlm", "embedded"): "embeval.subjects.embedded.adapter:EmbeddedVLM",
 }
 _DESCRIPTIONS: dict[tuple[str, str], str] = {}
 

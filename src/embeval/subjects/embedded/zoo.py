@@ -1,0 +1,76 @@
+"""The shipped embedded models (``src/embeval/data/models/<name>/``) and how to load them.
+
+Names: ``tiny-vla`` (the reference policy) and the population ``tiny-vla-*``/``tiny-vlm-*``
+listed in ``src/embeval/data/models/population.json`` (written by ``embeval train population``).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from embeval.env import PACKAGE_DIR
+from embeval.errors import MissingWeightsError
+
+MODELS_DIR = PACKAGE_DIR / "data" / "models"
+POPULATION_FILE = MODELS_DIR / "population.json"
+
+
+def shipped_models(kind: str | None = None) -> list[str]:
+    """Names of the shipped checkpoints (``kind``: "vla", "vlm" or None for all), sorted."""
+    out = []
+    if MODELS_DIR.is_dir():
+        for d in sorted(MODELS_DIR.iterdir()):
+            cfg = d / "config.json"
+            if cfg.exists() and (kind is None or json.loads(cfg.read_text()).get("kind") == kind):
+                out.append(d.name)
+    return out
+
+
+def resolve_model(name_or_path: str | Path, kind: str) -> Path:
+    """A checkpoint folder from a shipped name (``"tiny-vla"``) or a path."""
+    p = Path(str(name_or_path)).expanduser()
+    if (p / "config.json").exists():
+        return p
+    q = MODELS_DIR / str(name_or_path)
+    if (q / "config.json").exists():
+        return q
+    raise MissingWeightsError(
+        f"no embedded {kind} named or at {name_or_path!r}; shipped: {', '.join(shipped_models(kind)) or '(none)'}; "
+        f"train one with `embeval train {kind} --out DIR`"
+    )
+
+
+def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
+    """Load a tiny VLA (:class:`~embeval.subjects.embedded.policy.TinyVLAPolicy`)."""
+    from embeval.subjects.embedded.policy import TinyVLAPolicy
+
+    return TinyVLAPolicy.load(resolve_model(name_or_path, "vla"), **kw)
+
+
+def load_vlm(name_or_path: str | Path = "tiny-vlm", **kw):
+    """Load a tiny VLM (:class:`~embeval.subjects.embedded.vlm.TinyVLM`)."""
+    from embeval.subjects.embedded.vlm import TinyVLM
+
+    return TinyVLM.load(resolve_model(name_or_path, "vlm"), **kw)
+
+
+def population_names(kind: str) -> list[str]:
+    """Member names of the shipped population of ``kind`` ("vla" or "vlm")."""
+    if POPULATION_FILE.exists():
+        return list(json.loads(POPULATION_FILE.read_text()).get(kind, []))
+    return shipped_models(kind)
+
+
+def load_population(kind: str) -> list:
+    """All shipped members of ``kind`` as subjects (policies for "vla", VLMs for "vlm")."""
+    names = population_names(kind)
+    if not names:
+        raise MissingWeightsError(f"no shipped {kind} population under {MODELS_DIR}; run `embeval train population`")
+    loader = load_vla if kind == "vla" else load_vlm
+    return [loader(n) for n in names]
+
+
+def subject_specs(kind: str) -> list[dict]:
+    """Subject specs (for :func:`embeval.subjects.load_subject`) of the shipped population."""
+    proto = "policy" if kind == "vla" else "vlm"
+    return [{"id": n, "kind": proto, "adapter": "embedded", "path": n} for n in population_names(kind)]
