@@ -1,0 +1,173 @@
+"""The Ray backend: the same units fan out over the cores and GPUs of a Ray cluster.
+
+Each subject runs in Ray actors that set the subject up once (load the model) and then take
+batches of that subject's units (``backend.batch_size`` per call where the evaluator batches);
+at most ``backend.num_workers`` actors exist at a time, each reserving ``num_cpus_per_worker`` /
+``num_gpus_per_worker``. Results come back to the driver, which writes them to the store as each
+batch finishes, so the store has a single writer.
+
+Watchdogs at two levels: inside the actor the per-unit watchdog of
+:class:`~embeval.runs.execute.SubjectRunner`; in the driver an actor that does not answer within
+``unit_timeout_s x batch + grace`` (a hang that holds the GIL, a dead node) is killed, its batches
+are recorded as failed with the reason and a fresh actor takes over.
+
+Without ``backend.address`` a local Ray instance is started on 127.0.0.1 (no dashboard, no usage
+statistics) and shut down afterwards; an already initialised Ray session is used as it is.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from embeval.runs.units import Unit, UnitResult, batches
+
+#: extra seconds the driver allows an actor beyond unit_timeout_s x batch size
+DRIVER_GRACE_S = 30.0
+#: extra seconds for an actor's first batch (it sets the subject up: model loading)
+SETUP_GRACE_S = 600.0
+#: an actor that dies this many times for one subject fails that subject's remaining units
+MAX_ACTOR_DEATHS = 3
+#: batches queued per actor (one running, one waiting: no idle gap between calls)
+INFLIGHT_PER_ACTOR = 2
+
+
+class _SubjectWorker:
+    """Ray actor body: one subject set up once, running batches of its units."""
+
+    def __init__(self, spec, subject, timeout_s):
+        from embeval.runs.execute import SubjectRunner
+        from embeval.runs.registry import get_evaluator, import_plugins
+
+        import_plugins(spec)
+        self.runner = SubjectRunner(get_evaluator(spec.evaluator), spec, subject, timeout_s,
+                                    worker=f"ray:{os.uname().nodename}:{os.getpid()}")
+
+    def run(self, units: list[Unit]) -> list[UnitResult]:
+        return self.runner.run(units)
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def ensure_ray(backend_spec) -> bool:
+    """Initialise Ray if needed; True when this call started it (the caller shuts it down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    if backend_spec.address:
+        ray.init(address=backend_spec.address, **common)
+    else:
+        ray.init(num_cpus=max(1, math.ceil(backend_spec.num_workers * backend_spec.num_cpus_per_worker)),
+                 num_gpus=math.ceil(backend_spec.num_workers * backend_spec.num_gpus_per_worker) or None,
+                 _node_ip_address="127.0.0.1", **common)
+    return True
+
+
+@dataclass
+class _Actor:
+    subject: str
+    handle: Any
+    inflight: deque = field(default_factory=deque)  # (ref, batch, submitted)
+    last_done: float = 0.0
+    calls: int = 0
+
+
+class RayBackend:
+    name = "ray"
+
+    def execute(self, plan, units, on_results) -> None:
+        import ray
+
+        spec = plan.spec
+        started_here = ensure_ray(spec.backend)
+        try:
+            self._execute(ray, plan, units, on_results)
+        finally:
+            if started_here:
+                ray.shutdown()
+
+    def _execute(self, ray, plan, units, on_results) -> None:
+        spec, b = plan.spec, plan.spec.backend
+        size = b.batch_size if plan.evaluator.batches else 1
+        queues: dict[str, deque] = {sid: deque() for sid in plan.subjects}
+        for batch in batches(list(units), size):
+            queues[batch[0].subject].append(batch)
+        remote_cls = ray.remote(_SubjectWorker).options(num_cpus=b.num_cpus_per_worker, num_gpus=b.num_gpus_per_worker,
+                                                         max_concurrency=1)
+        actors: list[_Actor] = []
+        deaths: dict[str, int] = {sid: 0 for sid in queues}
+
+        def fail(batch: list[Unit], reason: str) -> None:
+            now = time.time()
+            on_results([(u, UnitResult("failed", error=reason, started=now, finished=now, worker="ray-driver")) for u in batch])
+
+        def drop(actor: _Actor, reason: str) -> None:
+            ray.kill(actor.handle, no_restart=True)
+            actors.remove(actor)
+            for _, batch, _ in actor.inflight:
+                fail(batch, reason)
+            deaths[actor.subject] += 1
+            if deaths[actor.subject] >= MAX_ACTOR_DEATHS:
+                while queues[actor.subject]:
+                    fail(queues[actor.subject].popleft(), f"{reason}; gave up on subject {actor.subject!r} after {MAX_ACTOR_DEATHS} worker failures")
+
+        while any(queues.values()) or actors:
+            # start actors: share the slots among subjects that still have work
+            waiting = [sid for sid, q in queues.items() if q]
+            if waiting:
+                cap = max(1, b.num_workers // len(waiting))
+                for sid in waiting:
+                    have = sum(a.subject == sid for a in actors)
+                    while len(actors) < b.num_workers and have < min(cap, len(queues[sid])):
+                        actors.append(_Actor(sid, remote_cls.remote(spec, plan.subjects[sid], b.unit_timeout_s), last_done=time.time()))
+                        have += 1
+            # feed, retire idle actors
+            for a in list(actors):
+                q = queues[a.subject]
+                while len(a.inflight) < INFLIGHT_PER_ACTOR and q:
+                    batch = q.popleft()
+                    a.inflight.append((a.handle.run.remote(batch), batch, time.time()))
+                if not a.inflight:
+                    try:
+                        ray.get(a.handle.close.remote(), timeout=30)
+                    except Exception:  # noqa: BLE001 - closing is best effort
+                        pass
+                    ray.kill(a.handle, no_restart=True)
+                    actors.remove(a)
+            refs = {ref: a for a in actors for ref, _, _ in a.inflight}
+            if not refs:
+                continue
+            ready, _ = ray.wait(list(refs), num_returns=1, timeout=0.5)
+            for ref in ready:
+                a = refs[ref]
+                entry = next(e for e in a.inflight if e[0] == ref)
+                try:
+                    results = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as exc:
+                    if a in actors:
+                        drop(a, f"ray worker died: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}")
+                    continue
+                except ray.exceptions.RayTaskError as exc:  # a bug outside the unit (the runner catches unit errors)
+                    a.inflight.remove(entry)
+                    fail(entry[1], f"ray task failed: {str(exc).splitlines()[0][:300]}")
+                    continue
+                a.inflight.remove(entry)
+                a.last_done, a.calls = time.time(), a.calls + 1
+                on_results(list(zip(entry[1], results)))
+            # the driver-level watchdog
+            if b.unit_timeout_s is not None:
+                now = time.time()
+                for a in list(actors):
+                    if not a.inflight:
+                        continue
+                    _, batch, submitted = a.inflight[0]
+                    allowed = b.unit_timeout_s * len(batch) + DRIVER_GRACE_S + (SETUP_GRACE_S if a.calls == 0 else 0.0)
+                    if now - max(submitted, a.last_done) > allowed:
+                        drop(a, f"timeout: ray worker did not answer within {allowed:g} s (watchdog); killed, unit retried on resume")
