@@ -91,11 +91,11 @@ class DHParams:
             bad.append("alpha1, alpha4, alpha5 must be +/-pi/2")
         if abs(np.sin(al[1])) > tol or abs(np.sin(al[2])) > tol:
             bad.append("alpha2, alpha3 must be 0 (parallel shoulder, elbow and wrist 1 axes)")
-        if any(abs(self.a[i]) > tol for i in (0, 3, 4, 5)):
-            bad.append("a1, a4, a5, a6 must be 0")
+        if any(abs(self.a[i]) > tol for i in (0, 3, 4)):
+            bad.append("a1, a4, a5 must be 0")
         if abs(self.d[1]) > tol or abs(self.d[2]) > tol:
             bad.append("d2, d3 must be 0 (put the lateral offset into d4)")
-        if tuple(np.sign(al)) != tuple(np.sign(_ALPHA_UR)):
+        if tuple(np.sign(al[:5])) != tuple(np.sign(_ALPHA_UR[:5])):
             bad.append(f"alpha signs must follow UR's {tuple(np.round(_ALPHA_UR, 4))}")
         if bad:
             raise ConfigError(

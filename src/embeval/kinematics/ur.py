@@ -111,6 +111,9 @@ class UR:
                 raise ConfigError(f"tool must be a finite 4x4 transform (tool0 -> TCP), got shape {tool.shape}")
             self.tool = tool
             self._tool_inv = inv_transform(tool)
+        # frame 6 carries Tx(a6) Rx(alpha6) at its end; IK removes it from the target first
+        F6 = dh_matrices(0.0, self._a[5], 0.0, self._alpha[5])
+        self._flange_inv = None if np.allclose(F6, np.eye(4), atol=0, rtol=0) else inv_transform(F6)
         self._lo = np.asarray(self.limits.lower)
         self._hi = np.asarray(self.limits.upper)
 
@@ -228,13 +231,38 @@ class UR:
         if T.ndim != 3:
             raise InvalidInputError(f"ik_batch expects (N, 4, 4) poses, got shape {T.shape}")
         T06 = self._targets(T, frame)
+        if self._flange_inv is not None:
+            T06 = T06 @ self._flange_inv  # remove Tx(a6) Rx(alpha6) so frame 6 sits on the wrist-3 axis
+        Q, valid, suspect = self._solve(T06, q6_preference)
+        if limits:
+            Q, in_lim = self._apply_limits(Q)
+            valid = valid & in_lim
+        Q = np.where(valid[..., None], Q, 0.0)
+        # poses at a reachability boundary were clamped: keep only what FK confirms
+        rows = np.flatnonzero(suspect & np.any(valid, axis=1))
+        if rows.size:
+            dp, dr = pose_error(self._fk_base_tool0(Q[rows]), T06[rows, None])
+            valid[rows] &= (dp < self.verify_tol) & (dr < self.verify_tol)
+        # duplicates only arise at (near-)singular poses
+        rows = np.flatnonzero(suspect & (valid.sum(axis=1) > 1))
+        if rows.size:
+            valid[rows] &= ~self._duplicates(Q[rows], valid[rows])
+        Q = np.where(valid[..., None], Q, 0.0)
+        return Q, valid
+
+    def _solve(self, T06, q6_preference):
+        """Closed-form branches for base->frame-6 targets ``(N, 4, 4)``: ``(Q (N,8,6), valid, suspect (N,))``."""
         N = T06.shape[0]
         a2, a3 = self._a[1], self._a[2]
-        d1, d4, d6 = self._d[0], self._d[3], self._d[5]
+        d1, d4, d5, d6 = self._d[0], self._d[3], self._d[4], self._d[5]
+        ca1, sa1 = np.cos(self._alpha[0]), np.sin(self._alpha[0])
+        ca5, sa5 = np.cos(self._alpha[4]), np.sin(self._alpha[4])
         off = self._off
+        R06 = T06[:, :3, :3]
+        o6 = T06[:, :3, 3]
 
         # ---- q1 (shoulder branches) from the wrist centre p05 = p06 - d6 z6
-        p05 = T06[:, :3, 3] - d6 * T06[:, :3, 2]
+        p05 = o6 - d6 * R06[:, :, 2]
         R_wc = np.hypot(p05[:, 0], p05[:, 1])
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(R_wc > 0, d4 / R_wc, np.inf)
@@ -244,33 +272,40 @@ class UR:
         th1 = psi[:, None] + np.stack([phi, -phi], axis=1) + np.pi / 2  # (N, 2)
         s1, c1 = np.sin(th1), np.cos(th1)
 
-        # ---- q5, q6 (wrist branches) from v = R06^T z1, z1 = (s1, -c1, 0) = (s5 c6, -s5 s6, c5)
-        R06 = T06[:, None, :3, :3]
-        z1 = np.stack([s1, -c1, np.zeros_like(s1)], axis=-1)  # (N, 2, 3)
-        v = np.einsum("nsji,nsj->nsi", np.broadcast_to(R06, (N, 2, 3, 3)), z1)  # (N, 2, 3)
+        # ---- q5, q6 (wrist branches): v = R06^T z1 = (s5 c6, -s5 s6, c5), z1 = (s1, -c1, 0)
+        v = R06[:, None, 0, :] * s1[..., None] - R06[:, None, 1, :] * c1[..., None]  # (N, 2, 3)
         sin5 = np.hypot(v[..., 0], v[..., 1])
         th5_up = np.arctan2(sin5, v[..., 2])
         th5 = np.stack([th5_up, -th5_up], axis=-1)  # (N, 2 shoulder, 2 wrist)
-        sign = np.array([1.0, -1.0])
-        th6 = np.arctan2(-sign * v[..., 1, None], sign * v[..., 0, None])  # (N, 2, 2)
+        sgn = np.array([1.0, -1.0])
+        th6 = np.arctan2(-sgn * v[..., 1, None], sgn * v[..., 0, None])
         singular_w = sin5 < self.wrist_tol
         pref = np.broadcast_to(np.asarray(q6_preference, dtype=float), (N,)) + off[5]
         th6 = np.where(singular_w[..., None], pref[:, None, None], th6)
 
-        # ---- q2, q3, q4: T14 = T01^-1 T06 (T45 T56)^-1, planar 2-link in frame 1's x-y
-        T01 = dh_matrices(th1, self._a[0], d1, self._alpha[0])  # (N, 2, 4, 4)
-        T45 = dh_matrices(th5, self._a[4], self._d[4], self._alpha[4])  # (N, 2, 2, 4, 4)
-        T56 = dh_matrices(th6, self._a[5], d6, self._alpha[5])
-        T14 = inv_transform(T01)[:, :, None] @ T06[:, None, None] @ inv_transform(T45 @ T56)  # (N,2,2,4,4)
-        px, py = T14[..., 0, 3], T14[..., 1, 3]
+        # ---- frame 4 from frame 6: R46 = Rz(q5) Rx(alpha5) Rz(q6), p46 = (s5 sa5 d6, -c5 sa5 d6, d5 + ca5 d6)
+        s5, c5, s6, c6 = np.sin(th5), np.cos(th5), np.sin(th6), np.cos(th6)
+        row0 = np.stack([c5 * c6 - s5 * ca5 * s6, -c5 * s6 - s5 * ca5 * c6, s5 * sa5 * np.ones_like(c6)], -1)
+        row1 = np.stack([s5 * c6 + c5 * ca5 * s6, -s5 * s6 + c5 * ca5 * c6, -c5 * sa5 * np.ones_like(c6)], -1)
+        row2 = np.stack([sa5 * s6, sa5 * c6, ca5 * np.ones_like(c6)], -1)
+        w = (s5 * sa5 * d6)[..., None] * row0 + (-c5 * sa5 * d6)[..., None] * row1 + (d5 + ca5 * d6) * row2
+        Rb = R06[:, None, None]  # (N, 1, 1, 3, 3): R06 @ vector, written out (faster than einsum here)
+        o4 = o6[:, None, None, :] - (Rb[..., 0] * w[..., 0:1] + Rb[..., 1] * w[..., 1:2] + Rb[..., 2] * w[..., 2:3])
+        x4 = Rb[..., 0] * row0[..., 0:1] + Rb[..., 1] * row0[..., 1:2] + Rb[..., 2] * row0[..., 2:3]
+        # ---- planar 2-link in frame 1: p14 = (x1 . (o4 - o1), y1 . (o4 - o1)); x1 = (c1, s1, 0), y1 = (-s1 ca1, c1 ca1, sa1)
+        c1b, s1b = c1[..., None], s1[..., None]
+        dz = o4[..., 2] - d1
+        px = c1b * o4[..., 0] + s1b * o4[..., 1]
+        py = ca1 * (-s1b * o4[..., 0] + c1b * o4[..., 1]) + sa1 * dz
+        c234 = c1b * x4[..., 0] + s1b * x4[..., 1]
+        s234 = ca1 * (-s1b * x4[..., 0] + c1b * x4[..., 1]) + sa1 * x4[..., 2]
         r2 = px * px + py * py
         c3 = (r2 - a2 * a2 - a3 * a3) / (2.0 * a2 * a3)
         ok3 = np.abs(c3) <= 1.0 + 1e-12
         th3_up = np.arccos(np.clip(c3, -1.0, 1.0))
         th3 = np.stack([th3_up, -th3_up], axis=-1)  # (N, 2, 2, 2)
         th2 = np.arctan2(py, px)[..., None] - np.arctan2(a3 * np.sin(th3), a2 + a3 * np.cos(th3))
-        th234 = np.arctan2(T14[..., 1, 0], T14[..., 0, 0])[..., None]
-        th4 = th234 - th2 - th3
+        th4 = np.arctan2(s234, c234)[..., None] - th2 - th3
 
         shape = (N, 2, 2, 2)
         TH = np.stack(
@@ -284,20 +319,15 @@ class UR:
             ],
             axis=-1,
         ).reshape(N, 8, 6)
-        valid = np.broadcast_to(ok1[:, None, None, None] & np.broadcast_to(ok3[..., None], shape), shape).reshape(N, 8)
+        valid = (ok1[:, None, None, None] & ok3[..., None] & np.ones(shape, dtype=bool)).reshape(N, 8)
         Q = wrap_angle(TH - off)
-
-        if limits:
-            Q, in_lim = self._apply_limits(Q)
-            valid = valid & in_lim
-        # drop anything FK does not confirm (clamped near-boundary cases), then duplicates
-        Q = np.where(valid[..., None], Q, 0.0)
-        if np.any(valid):
-            dp, dr = pose_error(self._fk_base_tool0(Q), T06[:, None])
-            valid = valid & (dp < self.verify_tol) & (dr < self.verify_tol)
-        valid = valid & ~self._duplicates(Q, valid)
-        Q = np.where(valid[..., None], Q, 0.0)
-        return Q, valid
+        near = 1e-6
+        suspect = (
+            (np.abs(np.abs(ratio) - 1.0) < near)
+            | np.any(sin5 < near, axis=1)
+            | np.any(np.abs(np.abs(c3) - 1.0) < near, axis=(1, 2))
+        )
+        return Q, valid, suspect
 
     def _fk_base_tool0(self, Q) -> np.ndarray:
         Ti = dh_matrices(Q + self._off, self._a, self._d, self._alpha)
@@ -309,6 +339,8 @@ class UR:
     def _apply_limits(self, Q):
         """Shift each joint by +/- 2 pi into the limits where the wrapped value lies outside."""
         lo, hi = self._lo, self._hi
+        if np.all(lo <= -np.pi) and np.all(hi >= np.pi):  # (-pi, pi] lies inside: nothing to do
+            return Q, np.ones(Q.shape[:-1], dtype=bool)
         inside = (Q >= lo) & (Q <= hi)
         for shift in (2 * np.pi, -2 * np.pi):
             Qs = Q + shift
@@ -319,7 +351,8 @@ class UR:
 
     def _duplicates(self, Q, valid) -> np.ndarray:
         """Mark a solution duplicate when an earlier valid slot equals it (mod 2 pi, within dedup_tol)."""
-        diff = np.abs(wrap_angle(Q[:, :, None, :] - Q[:, None, :, :])).max(axis=-1)  # (N, 8, 8)
+        diff = np.abs(Q[:, :, None, :] - Q[:, None, :, :]) % (2 * np.pi)
+        diff = np.minimum(diff, 2 * np.pi - diff).max(axis=-1)  # (N, 8, 8)
         same = (diff < self.dedup_tol) & valid[:, :, None] & valid[:, None, :]
         earlier = np.tril(np.ones((8, 8), dtype=bool), k=-1)  # [j, i] with i < j
         return np.any(same & earlier, axis=-1)
