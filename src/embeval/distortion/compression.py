@@ -46,7 +46,9 @@ def packet_loss(img, fraction, rng):
     by, bx = -(-h // MACROBLOCK), -(-w // MACROBLOCK)
     n = by * bx
     mean_run = 4.0
-    start = rng.random(n) < fraction / mean_run
+    u = rng.random(n)
+    start = u < fraction / mean_run
+    start[np.argmin(u)] = True  # at least one run is lost at every level (the first to go at any level)
     run = rng.geometric(1.0 / mean_run, n)
     lost = np.zeros(n + int(run.max(initial=1)) + 1, dtype=np.int32)
     idx = np.flatnonzero(start)

@@ -66,16 +66,15 @@ def quantization(img, levels, rng):
     return cv2.LUT(img, lut)
 
 
-@register("color_block", "spatial", (2, 4, 7, 11, 16), param="number of 32x32 blocks at 640x480 (scaled with area)",
+@register("color_block", "spatial", (2, 4, 7, 11, 16), param="number of blocks (32x32 at 640x480, side scaled with sqrt(area))",
           description="random solid-colour blocks", stochastic=True)
 def color_block(img, count, rng):
-    """Paint ``count * H W / (640 480)`` (at least 1) random 32x32 blocks in random solid colours
-    (drawn once per seed: a higher level's blocks include the lower's)."""
+    """Paint ``count`` random square blocks in random solid colours; the side is 32 pixels at 640x480
+    and scales with the square root of the image area (drawn once per seed: a higher level's blocks
+    include the lower's)."""
     h, w = img.shape[:2]
-    size = min(32, h // 2, w // 2)
-    scale = h * w / (640 * 480)
-    n_max = max(1, int(round(16 * scale)))
-    n = max(1, int(round(count * scale)))
+    size = max(2, min(int(round(32 * np.sqrt(h * w / (640 * 480)))), h // 2, w // 2))
+    n_max, n = 16, int(count)
     ys = rng.integers(0, h - size + 1, n_max)
     xs = rng.integers(0, w - size + 1, n_max)
     cols = rng.integers(0, 256, (n_max, 3), dtype=np.uint8)

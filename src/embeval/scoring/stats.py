@@ -76,7 +76,7 @@ def fit_logistic(pred, mos, kind: str = "5pl", maxfev: int = 20000) -> LogisticF
     if kind not in ("4pl", "5pl"):
         raise ConfigError(f"unknown logistic kind {kind!r}; choose '4pl' or '5pl'")
     sx = float(x.std()) or 1.0
-    trend = 1.0 if stats.pearsonr(x, y)[0] >= 0 or np.ptp(x) == 0 else -1.0
+    trend = 1.0 if _pearson(x, y) >= 0 else -1.0
     tries = []
     if kind == "5pl":
         tries.append(("5pl", logistic5, [trend * float(np.ptp(y)) or 1.0, 1.0 / sx, float(np.median(x)), 0.0, float(y.mean())]))
@@ -85,6 +85,9 @@ def fit_logistic(pred, mos, kind: str = "5pl", maxfev: int = 20000) -> LogisticF
     messages = []
     if np.ptp(x) > 0 and np.ptp(y) > 0:
         for name, f, p0 in tries:
+            if x.size <= len(p0):
+                messages.append(f"{name} fit skipped: {x.size} points for {len(p0)} parameters")
+                continue
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
@@ -94,7 +97,7 @@ def fit_logistic(pred, mos, kind: str = "5pl", maxfev: int = 20000) -> LogisticF
                     raise RuntimeError("fit gave non-finite or constant output")
                 return LogisticFit(kind, name, tuple(float(p) for p in params), ok=name == kind,
                                    message="; ".join(messages))
-            except (RuntimeError, ValueError, optimize.OptimizeWarning, FloatingPointError) as exc:
+            except (RuntimeError, ValueError, TypeError, optimize.OptimizeWarning, FloatingPointError) as exc:
                 messages.append(f"{name} fit failed: {exc}")
     else:
         messages.append("constant predictions or scores: no logistic fit possible")

@@ -1,0 +1,89 @@
+"""Cognition (1 : 1 : 0.1 over 5 tasks) and decision scores."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from embeval.errors import InvalidInputError
+from embeval.scoring import text
+from embeval.scoring.cognition import CognitionConfig, CognitionWeights, cognition_scores, score_pairs
+from embeval.scoring.decision import DecisionConfig, decision_parts, decision_score
+from embeval.subjects.protocols import Action
+
+from test_scoring_text import HYPS, REFS
+
+
+def test_cognition_combines_and_sums_over_tasks():
+    answers = {("vlm", "img0", "jpeg", 3): (REFS[:5], HYPS[:5]), ("vlm", "img1", "jpeg", 3): (REFS[5:10], HYPS[5:10])}
+    out = cognition_scores(answers)
+    b = text.bleu(HYPS[:10], REFS[:10])
+    r = text.rouge_l(HYPS[:10], REFS[:10])
+    c = text.cider_d(HYPS[:10], REFS[:10])  # the corpus is all 10 pairs, scored at once
+    s0 = out[("vlm", "img0", "jpeg", 3)]
+    assert len(s0.tasks) == 5
+    assert s0.bleu == pytest.approx(sum(b[:5])) and s0.rouge_l == pytest.approx(sum(r[:5]))
+    assert s0.cider_d == pytest.approx(sum(c[:5]))
+    assert s0.total == pytest.approx(sum(b[:5]) + sum(r[:5]) + 0.1 * sum(c[:5]))
+    assert s0.tasks[2].combined == pytest.approx(b[2] + r[2] + 0.1 * c[2])
+    s1 = out[("vlm", "img1", "jpeg", 3)]
+    assert s1.total == pytest.approx(sum(b[5:]) + sum(r[5:]) + 0.1 * sum(c[5:]))
+
+
+def test_cognition_config_variants():
+    cfg = CognitionConfig(bleu_variant="coco", weights=CognitionWeights(bleu=0.0, rouge_l=0.0, cider_d=1.0))
+    ps = score_pairs(HYPS, REFS, cfg)
+    assert [p.combined for p in ps] == pytest.approx(text.cider_d(HYPS, REFS))
+    assert [p.bleu for p in ps] == pytest.approx(text.bleu(HYPS, REFS, variant="coco"))
+    with pytest.raises(InvalidInputError):
+        cognition_scores({"a": (REFS[:5], HYPS[:4])})
+    with pytest.raises(InvalidInputError):
+        cognition_scores({"a": ("one answer", "one answer")})
+
+
+def test_decision_hand_computed():
+    a = np.array([0.03, 0.0, 0.04, 0.0, 0.0, 0.1, 1.0])
+    b = np.array([0.0, 0.0, 0.04, 0.0, 0.0, -0.1, 0.25])
+    p = decision_parts(a, b)[0]
+    assert p.position == pytest.approx(1 - 0.03 / (0.05 + 0.04))
+    assert p.rotation == pytest.approx(0.0)  # opposite yaw directions: cos = -1
+    assert p.state == pytest.approx(0.25)
+    assert p.score == pytest.approx((p.position + p.rotation + p.state) / 3)
+    assert decision_parts(a, a)[0].score == pytest.approx(1.0)
+    q = decision_parts(a, b, DecisionConfig(position_scale_m=0.1))[0]
+    assert q.position == pytest.approx(0.7)
+
+
+def test_decision_rotation_convention_against_scipy():
+    rng = np.random.default_rng(0)
+    A = np.c_[rng.normal(0, 0.02, (20, 3)), rng.normal(0, 0.3, (20, 3)), rng.uniform(0, 1, 20)]
+    B = np.c_[rng.normal(0, 0.02, (20, 3)), rng.normal(0, 0.3, (20, 3)), rng.uniform(0, 1, 20)]
+    parts = decision_parts(A, B)
+    for a, b, p in zip(A, B, parts):
+        ra = Rotation.from_matrix(Rotation.from_euler("z", a[5]).as_matrix() @ Rotation.from_euler("y", a[4]).as_matrix()
+                                  @ Rotation.from_euler("x", a[3]).as_matrix()).as_rotvec()
+        rb = Rotation.from_matrix(Rotation.from_euler("z", b[5]).as_matrix() @ Rotation.from_euler("y", b[4]).as_matrix()
+                                  @ Rotation.from_euler("x", b[3]).as_matrix()).as_rotvec()
+        cos = ra @ rb / np.linalg.norm(ra) / np.linalg.norm(rb)
+        assert p.rotation == pytest.approx((1 + cos) / 2, abs=1e-9)
+        assert 0 <= p.position <= 1 and 0 <= p.score <= 1
+    rpy = decision_parts(A, B, DecisionConfig(rotation_direction="rpy"))
+    cos = np.einsum("ij,ij->i", A[:, 3:6], B[:, 3:6]) / np.linalg.norm(A[:, 3:6], axis=1) / np.linalg.norm(B[:, 3:6], axis=1)
+    assert [p.rotation for p in rpy] == pytest.approx((1 + cos) / 2)
+
+
+def test_decision_zero_rotations_and_actions():
+    z = Action.hold(1.0)
+    rot = Action(np.array([0, 0, 0, 0.2, 0, 0, 1.0]))
+    assert decision_parts(z, z)[0].rotation == 1.0 and decision_parts(z, z)[0].position == 1.0
+    assert decision_parts(z, rot)[0].rotation == 0.5
+    img = decision_score([z] * 5, [rot] * 5)
+    assert len(img.tasks) == 5
+    assert img.total == pytest.approx(5 * (1 + 0.5 + 1) / 3)
+    assert img.rotation == pytest.approx(2.5)
+    with pytest.raises(InvalidInputError):
+        decision_parts(np.zeros((2, 7)), np.zeros((3, 7)))
+    with pytest.raises(InvalidInputError):
+        decision_parts(np.zeros(6), np.zeros(6))
+    with pytest.raises(InvalidInputError):
+        decision_parts(np.r_[np.zeros(6), 2.0], np.zeros(7))
