@@ -1,0 +1,172 @@
+"""LeRobot policies (ACT, Diffusion, SmolVLA, pi0, ...) from a local checkpoint directory.
+
+The directory is what ``policy.save_pretrained`` (and ``lerobot-train``) writes: ``config.json`` +
+``model.safetensors``, plus ``policy_preprocessor.json`` / ``policy_postprocessor.json`` with the
+normalisation statistics (without them, inputs and outputs are not normalised).
+
+Observation -> LeRobot batch:
+- images: each of the policy's image features (``observation.images.*``) takes the camera named in
+  ``camera_map`` (feature -> our camera name), default: our cameras in order; uint8 HWC becomes
+  float CHW in [0, 1], resized to the feature's shape;
+- state: ``observation.state`` from ``observation.state[state_key]`` (default ``joint_positions``),
+  zero-padded/cut to the feature's size only when ``pad_state`` is set;
+- ``task``: the instruction (language-conditioned policies: SmolVLA, pi0).
+
+Action -> embeval: the policy's action vector (after un-normalisation), ``action_indices`` picks
+the 7 entries ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (default the first 7),
+``action_scale`` multiplies them (e.g. 0.001 for millimetres), and the gripper is converted from
+``gripper`` (see :mod:`embeval.subjects.conventions`). Declare what the numbers mean with
+``frame`` and ``absolute``; the policy's own chunking (``n_action_steps``) is kept.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
+from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.protocols import Action, ActionSpec, Observation, check_image
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def check_checkpoint(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise MissingWeightsError(f"field 'path': LeRobot checkpoint folder {p} does not exist; copy the folder "
+                                  "(config.json, model.safetensors, policy_*processor.json) there")
+    if not (p / "config.json").is_file():
+        raise MissingWeightsError(f"{p} has no config.json: point 'path' at the folder policy.save_pretrained() wrote "
+                                  "(for lerobot-train outputs: checkpoints/<step>/pretrained_model)")
+    if not any((p / w).is_file() for w in WEIGHT_FILES):
+        raise MissingWeightsError(f"{p} has no weights ({' or '.join(WEIGHT_FILES)}); copy them from the trained checkpoint")
+    return p
+
+
+def image_to_tensor(img: np.ndarray, shape: Sequence[int]):
+    """RGB uint8 (H, W, 3) -> float32 tensor (3, h, w) in [0, 1], resized (bilinear) to ``shape``."""
+    import torch
+    import torch.nn.functional as F
+
+    t = torch.from_numpy(np.ascontiguousarray(img)).permute(2, 0, 1).float().div_(255.0)
+    c, h, w = shape
+    if t.shape[1:] != (h, w):
+        t = F.interpolate(t[None], size=(h, w), mode="bilinear", align_corners=False, antialias=True)[0]
+    return t
+
+
+class LeRobotPolicy(HiddenStateMixin):
+    """A LeRobot policy checkpoint as an embeval Policy (see module docstring)."""
+
+    _hidden_seq_axis = 0  # ACT's transformer is sequence-first
+
+    def __init__(self, id: str = "lerobot-policy", path: str = "", camera_map: dict[str, str] | None = None,
+                 state_key: str = "joint_positions", pad_state: bool = False, action_indices: Sequence[int] | None = None,
+                 action_scale: float | Sequence[float] = 1.0, gripper: str = "open1", frame: str = "base",
+                 absolute: bool = False, device: str = "cpu", seed: int = 0):
+        self.id = id
+        self.path = check_checkpoint(path)
+        self.camera_map = dict(camera_map or {})
+        self.state_key = state_key
+        self.pad_state = bool(pad_state)
+        self.gripper = check_gripper(gripper)
+        self.device = device
+        self.seed = int(seed)
+        self._lock = threading.Lock()
+        self._load()
+        adim = int(self.config.output_features["action"].shape[0])
+        idx = list(range(7)) if action_indices is None else [int(i) for i in action_indices]
+        if len(idx) != 7 or any(not 0 <= i < adim for i in idx):
+            raise ConfigError(f"field 'params.action_indices' must list 7 indices into the policy's {adim}-dim action "
+                              f"(dx, dy, dz, droll, dpitch, dyaw, gripper), got {action_indices}")
+        self.action_indices = idx
+        scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float64), (7,)).copy()
+        self.action_scale = scale
+        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
+                                      chunk_size=int(getattr(self.config, "n_action_steps", 1) or 1), absolute=bool(absolute))
+        self.instruction = ""
+
+    def _load(self) -> None:
+        try:
+            from lerobot.configs.policies import PreTrainedConfig
+            from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        except ImportError:
+            raise ConfigError("lerobot is not installed: pip install lerobot (scripts/install.sh installs 0.4.4)") from None
+        import torch
+
+        cfg = PreTrainedConfig.from_pretrained(str(self.path))
+        cfg.device = self.device
+        if hasattr(cfg, "pretrained_backbone_weights"):
+            cfg.pretrained_backbone_weights = None  # the checkpoint holds the trained backbone; never download
+        torch.manual_seed(self.seed)
+        policy = get_policy_class(cfg.type).from_pretrained(str(self.path), config=cfg)
+        policy.eval()
+        self.config = cfg
+        self.policy = policy
+        if (self.path / "policy_preprocessor.json").is_file():
+            self.pre, self.post = make_pre_post_processors(cfg, pretrained_path=str(self.path))
+        else:
+            self.pre, self.post = make_pre_post_processors(cfg, dataset_stats=None)
+
+    def reset(self, instruction: str) -> None:
+        self.instruction = instruction
+        self.policy.reset()
+
+    def batch(self, observation: Observation) -> dict[str, Any]:
+        """The LeRobot batch (before the preprocessor) for ``observation``."""
+        import torch
+
+        out: dict[str, Any] = {}
+        cams = list(observation.images)
+        for i, (key, feat) in enumerate(self.config.image_features.items()):
+            cam = self.camera_map.get(key) or (cams[i] if i < len(cams) else None)
+            if cam is None or cam not in observation.images:
+                raise InvalidInputError(f"policy input {key!r} needs a camera image: set params.camera_map {{{key}: CAMERA}}; "
+                                        f"the observation has {cams}")
+            out[key] = image_to_tensor(check_image(observation.images[cam], f"images[{cam!r}]"), feat.shape)
+        state_feat = self.config.robot_state_feature
+        if state_feat is not None:
+            if self.state_key not in observation.state:
+                raise InvalidInputError(f"policy input 'observation.state' needs observation.state[{self.state_key!r}] "
+                                        f"(params.state_key); the observation has {sorted(observation.state)}")
+            s = np.asarray(observation.state[self.state_key], dtype=np.float32).reshape(-1)
+            n = int(state_feat.shape[0])
+            if s.size != n:
+                if not self.pad_state:
+                    raise InvalidInputError(f"observation.state[{self.state_key!r}] has {s.size} values, the policy expects {n}; "
+                                            "set params.pad_state: true to zero-pad/cut")
+                s = np.concatenate([s, np.zeros(max(0, n - s.size), np.float32)])[:n]
+            out["observation.state"] = torch.from_numpy(s)
+        if self.config.env_state_feature is not None:
+            raise InvalidInputError("policies that need observation.environment_state are not supported by this adapter")
+        out["task"] = observation.instruction or self.instruction
+        return out
+
+    def act(self, observation: Observation) -> Action:
+        import torch
+
+        with self._lock, torch.no_grad():
+            batch = self.pre(self.batch(observation))
+            raw = self.post(self.policy.select_action(batch))
+        a = np.asarray(raw.detach().cpu().numpy(), dtype=np.float64).reshape(-1)
+        if not np.all(np.isfinite(a)):
+            raise InvalidInputError(f"policy {self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
+        v = a[self.action_indices] * self.action_scale
+        v[6] = gripper_to_embeval(v[6], self.gripper)
+        return Action(v)
+
+    # hidden states: one full forward of the underlying model on the observation
+    def _hidden_module(self):
+        return self.policy
+
+    def _hidden_forward(self, observation: Observation) -> Any:
+        import torch
+
+        with torch.no_grad():
+            batch = self.pre(self.batch(observation))
+            self.policy.reset()
+            return self.policy.predict_action_chunk(batch)

@@ -1,0 +1,121 @@
+"""LeRobot adapter: an ACT policy with random weights built on the CPU, saved with its
+normalisation processors, reloaded through a YAML spec, acting on an embeval Observation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("lerobot")
+
+from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError  # noqa: E402
+from embeval.subjects import load_subject  # noqa: E402
+from embeval.subjects.protocols import Action, Observation  # noqa: E402
+
+ACTION_STD = 0.1
+
+
+@pytest.fixture(scope="module")
+def act_checkpoint(tmp_path_factory):
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    cfg = ACTConfig(
+        device="cpu", pretrained_backbone_weights=None, dim_model=32, n_heads=2, dim_feedforward=64,
+        n_encoder_layers=2, n_decoder_layers=1, use_vae=False, chunk_size=4, n_action_steps=4,
+        input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
+                        "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))},
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(8,))},
+    )
+    torch.manual_seed(0)
+    policy = ACTPolicy(cfg).eval()
+    stats = {
+        "observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
+        "observation.state": {"mean": torch.zeros(6), "std": torch.ones(6)},
+        "action": {"mean": torch.zeros(8), "std": torch.full((8,), ACTION_STD)},
+    }
+    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
+    d = tmp_path_factory.mktemp("act")
+    policy.save_pretrained(d)
+    pre.save_pretrained(d)
+    post.save_pretrained(d)
+    return d, policy, pre, post
+
+
+def _obs(seed=0):
+    rng = np.random.default_rng(seed)
+    return Observation(images={"third_person": rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)},
+                       instruction="pick up the cube", state={"joint_positions": rng.normal(size=6)})
+
+
+def _spec(d, **params):
+    base = {"action_indices": [0, 1, 2, 3, 4, 5, 7], "gripper": "signed_open_positive"}
+    return {"kind": "policy", "adapter": "lerobot", "path": str(d), "params": {**base, **params}}
+
+
+def test_reloaded_act_matches_original(act_checkpoint):
+    from embeval.subjects.adapters.lerobot_policy import image_to_tensor
+
+    d, policy, pre, post = act_checkpoint
+    subject = load_subject(_spec(d))
+    assert subject.action_spec.chunk_size == 4
+    subject.reset("pick up the cube")
+    obs = _obs(0)
+    got = subject.act(obs)
+    assert isinstance(got, Action)
+    # independent path: the original in-memory policy, its own processors, the same image conversion
+    batch = {"observation.images.top": image_to_tensor(obs.images["third_person"], (3, 32, 32)),
+             "observation.state": torch.tensor(obs.state["joint_positions"], dtype=torch.float32), "task": "x"}
+    policy.reset()
+    with torch.no_grad():
+        raw = post(policy.select_action(pre(batch))).numpy().reshape(-1)
+    want = raw[[0, 1, 2, 3, 4, 5, 7]].astype(np.float64)
+    want[6] = np.clip((want[6] + 1) / 2, 0, 1)
+    np.testing.assert_allclose(got.vector, want, rtol=1e-5, atol=1e-6)
+    # un-normalised by the saved statistics: actions are on the scale of ACTION_STD, not of N(0, 1)
+    assert 0.005 < np.abs(got.vector[:6]).max() < 10 * ACTION_STD
+
+
+def test_image_changes_action_and_scale(act_checkpoint):
+    d = act_checkpoint[0]
+    a = load_subject(_spec(d))
+    b = load_subject(_spec(d, action_scale=0.5))
+    a.reset("x"), b.reset("x")
+    va, vb = a.act(_obs(1)).vector, b.act(_obs(1)).vector
+    np.testing.assert_allclose(vb[:6], 0.5 * va[:6], rtol=1e-5, atol=1e-7)
+    a.reset("x")
+    assert not np.allclose(a.act(_obs(2)).vector[:6], va[:6])
+
+
+def test_hidden_states_of_act(act_checkpoint):
+    subject = load_subject(_spec(act_checkpoint[0]))
+    layers = subject.hidden_layers()
+    assert "model.encoder.layers.0" in layers and "model.decoder.layers.0" in layers
+    hs = subject.hidden_states(_obs(0))
+    assert hs["model.encoder.layers.1"].shape == (1, 32)  # (batch, dim_model), mean over tokens
+    hs2 = subject.hidden_states(_obs(3))
+    assert not np.allclose(hs["model.encoder.layers.1"], hs2["model.encoder.layers.1"])
+    raw = subject.hidden_states(_obs(0), layers=["model.encoder.layers.1"], pool="none")
+    assert raw["model.encoder.layers.1"].ndim == 3
+
+
+def test_failures(act_checkpoint, tmp_path):
+    d = act_checkpoint[0]
+    with pytest.raises(MissingWeightsError, match="does not exist"):
+        load_subject(_spec(tmp_path / "missing"))
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text((d / "config.json").read_text())
+    with pytest.raises(MissingWeightsError, match="no weights"):
+        load_subject(_spec(tmp_path / "cfg"))
+    with pytest.raises(ConfigError, match="action_indices"):
+        load_subject(_spec(d, action_indices=[0, 1, 2]))
+    subject = load_subject(_spec(d))
+    subject.reset("x")
+    no_state = Observation(images={"c": np.zeros((8, 8, 3), np.uint8)}, instruction="x")
+    with pytest.raises(InvalidInputError, match="state_key"):
+        subject.act(no_state)
+    subject.policy.select_action = lambda batch: torch.full((1, 8), float("nan"))
+    with pytest.raises(InvalidInputError, match="NaN"):
+        subject.act(_obs(0))
