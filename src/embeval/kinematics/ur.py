@@ -231,9 +231,9 @@ class UR:
         if T.ndim != 3:
             raise InvalidInputError(f"ik_batch expects (N, 4, 4) poses, got shape {T.shape}")
         T06 = self._targets(T, frame)
-        if self._flange_inv is not None:
-            T06 = T06 @ self._flange_inv  # remove Tx(a6) Rx(alpha6) so frame 6 sits on the wrist-3 axis
-        Q, valid, suspect = self._solve(T06, q6_preference)
+        # remove Tx(a6) Rx(alpha6) so that the solved frame sits on the wrist-3 axis
+        T_w = T06 if self._flange_inv is None else T06 @ self._flange_inv
+        Q, valid, suspect = self._solve(T_w, q6_preference)
         if limits:
             Q, in_lim = self._apply_limits(Q)
             valid = valid & in_lim

@@ -76,6 +76,15 @@ def _frame_link(name: str) -> str:
     return f'  <link name="{name}">\n' + _inertial(1e-4, (1e-8, 1e-8, 1e-8)) + "  </link>\n"
 
 
+def _rpy(R: Rotation) -> tuple[float, ...]:
+    """URDF roll-pitch-yaw (extrinsic x-y-z) of a rotation; any valid triple at gimbal lock."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return tuple(float(v) for v in R.as_euler("xyz"))
+
+
 def _cyl_inertia(m: float, r: float, length: float) -> tuple[float, float, float]:
     ixx = m * (3 * r * r + length * length) / 12.0
     return ixx, ixx, 0.5 * m * r * r
@@ -128,10 +137,10 @@ def _joint_origins(p: DHParams) -> list[tuple[tuple, tuple]]:
         ca, sa = math.cos(al_prev), math.sin(al_prev)
         xyz = (a_prev, -sa * p.d[i], ca * p.d[i])
         R = Rotation.from_euler("x", al_prev).as_matrix() @ Rotation.from_euler("z", p.theta_offset[i]).as_matrix()
-        rpy = tuple(Rotation.from_matrix(R).as_euler("xyz")) if (al_prev or p.theta_offset[i]) else (0.0, 0.0, 0.0)
+        rpy = _rpy(Rotation.from_matrix(R)) if (al_prev or p.theta_offset[i]) else (0.0, 0.0, 0.0)
         if i == 0:  # shoulder_pan is attached to base_link: include base_link -> base = Rz(pi)
             R0 = Rotation.from_euler("z", math.pi).as_matrix() @ R
-            rpy = tuple(Rotation.from_matrix(R0).as_euler("xyz"))
+            rpy = _rpy(Rotation.from_matrix(R0))
         out.append((xyz, rpy))
     return out
 
@@ -172,7 +181,10 @@ def ur_urdf(params: DHParams | str = "ur5", gripper: bool = False, name: str | N
             limit=(lim.lower[i], lim.upper[i], lim.effort[i], lim.velocity[i]),
         )
     s += _frame_link("flange")
-    s += _joint("wrist_3-flange", "fixed", "wrist_3_link", "flange", (0, 0, 0), (0, -hp, -hp))
+    # flange/tool0 as in ur_description (the two rotations cancel); Tx(a6) Rx(alpha6) of D-H row 6 goes here
+    R_fl = Rotation.from_euler("x", p.alpha[5]) * Rotation.from_euler("xyz", (0, -hp, -hp))
+    s += _joint("wrist_3-flange", "fixed", "wrist_3_link", "flange", (p.a[5], 0, 0),
+                _rpy(R_fl) if p.alpha[5] else (0, -hp, -hp))
     s += _frame_link("tool0")
     s += _joint("flange-tool0", "fixed", "flange", "tool0", (0, 0, 0), (hp, 0, hp))
     if gripper:
@@ -240,7 +252,3 @@ def write_shipped(out_dir: Path | None = None) -> list[Path]:
         paths.append(out_dir / fname)
     return paths
 
-
-if __name__ == "__main__":
-    for path in write_shipped():
-        print(f"wrote {path}")
