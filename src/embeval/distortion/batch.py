@@ -1,0 +1,150 @@
+"""Apply distortions to an image folder or to an image topic of a rosbag2 (MCAP) bag.
+
+Per-image seeds are derived from the master seed (``embeval.provenance.derive_seed``): from
+``(seed, file name, type, level)`` for folders and ``(seed, topic, message index, type, level)``
+for bags, so every output is reproducible and noise differs between images.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from embeval.distortion.registry import N_LEVELS, distort, get
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.provenance import code_version, derive_seed
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+
+
+@dataclass(frozen=True)
+class DistortedFile:
+    """One output of :func:`distort_folder` (a line of its ``manifest.jsonl``)."""
+
+    source: str
+    output: str
+    distortion: str
+    level: int
+    seed: int
+
+
+def read_rgb(path: Path) -> np.ndarray:
+    """Read an image file as RGB uint8 (H, W, 3)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"), dtype=np.uint8)
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InvalidInputError(f"cannot read image {path}: {exc}; remove or replace the file") from None
+
+
+def _plan(types: Sequence[str], levels: Sequence[int]) -> list[tuple[str, int]]:
+    if not types:
+        raise ConfigError("choose at least one distortion type (--type NAME or --all)")
+    for t in types:
+        get(t)
+    for lv in levels:
+        if lv not in range(1, N_LEVELS + 1):
+            raise ConfigError(f"distortion level must be 1..{N_LEVELS}, got {lv}")
+    return [(t, lv) for t in types for lv in levels]
+
+
+def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str], levels: Sequence[int],
+                   seed: int = 0, progress: bool = False, overwrite: bool = False) -> list[DistortedFile]:
+    """Write ``out_dir/<type>/L<level>/<stem>.png`` for every image in ``in_dir`` (sorted, not recursive) and
+    every (type, level); returns the records, also appended to ``out_dir/manifest.jsonl``. Existing outputs
+    are skipped unless ``overwrite`` (so an interrupted run resumes)."""
+    from PIL import Image
+
+    in_dir, out_dir = Path(in_dir), Path(out_dir)
+    if not in_dir.is_dir():
+        raise MissingFileError(f"input folder {in_dir} does not exist; pass a folder of images with --in")
+    files = sorted(p for p in in_dir.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
+    if not files:
+        raise MissingFileError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in {in_dir}")
+    if out_dir.resolve() == in_dir.resolve():
+        raise ConfigError("--out must differ from --in (inputs are never overwritten)")
+    plan = _plan(types, levels)
+    records: list[DistortedFile] = []
+    bar = _progress(len(files) * len(plan), progress, "distort")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "manifest.jsonl", "a") as manifest:
+        for f in files:
+            img = read_rgb(f)
+            for name, level in plan:
+                s = derive_seed(seed, f.name, name, level)
+                dst = out_dir / name / f"L{level}" / f"{f.stem}.png"
+                if overwrite or not dst.exists():
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = dst.with_suffix(".tmp.png")
+                    Image.fromarray(distort(img, name, level, s)).save(tmp)
+                    tmp.replace(dst)  # never leave a half-written image under the final name
+                rec = DistortedFile(str(f), str(dst), name, level, s)
+                records.append(rec)
+                manifest.write(json.dumps({**asdict(rec), "code_version": code_version()}) + "\n")
+                bar.update(1)
+    bar.close()
+    return records
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    from tqdm import tqdm
+
+    return tqdm(total=total, disable=not enabled, desc=desc, unit="img")
+
+
+def _image_msg(ts, header, img: np.ndarray):
+    Image = ts.types["sensor_msgs/msg/Image"]
+    h, w = img.shape[:2]
+    return Image(header=header, height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3,
+                 data=np.ascontiguousarray(img).reshape(-1))
+
+
+@dataclass(frozen=True)
+class BagResult:
+    input: str
+    output: str
+    topic: str
+    distortion: str
+    level: int
+    seed: int
+    images: int  # distorted messages
+    copied: int  # other messages copied unchanged
+
+
+def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, level: int, seed: int = 0,
+                other_topics: bool = True, progress: bool = False) -> BagResult:
+    """Copy rosbag2 bag ``in_bag`` to a new bag ``out_bag`` with every ``sensor_msgs/msg/Image`` on ``topic``
+    distorted (written as rgb8 with the original header and receive time). ``other_topics``: copy the other
+    topics unchanged (else drop them). Bags are rosbag2 folders with MCAP storage (``rosbags``)."""
+    from embeval.camera.bag import image_from_rosbags
+    from embeval.recording import BagRecorder, bag_info, read_bag, typestore
+
+    _plan([name], [level])
+    info = bag_info(in_bag)
+    if topic not in info["topics"]:
+        raise ConfigError(f"topic {topic} is not in bag {in_bag}; it has: {', '.join(sorted(info['topics'])) or 'no topics'}")
+    if info["topics"][topic]["type"] != "sensor_msgs/msg/Image":
+        raise ConfigError(f"topic {topic} is {info['topics'][topic]['type']}, not sensor_msgs/msg/Image")
+    ts = typestore()
+    keep: Iterable[str] | None = None if other_topics else [topic]
+    total = info["message_count"] if other_topics else info["topics"][topic]["count"]
+    n_img = n_copy = 0
+    bar = _progress(total, progress, f"distort {topic}")
+    with BagRecorder(out_bag, segment_s=3600.0, custom_data={"embeval.distortion": f"{name}:{level}:seed={seed}"}) as rec:
+        for m in read_bag(in_bag, keep):
+            rec.add_topic(m.topic, m.msgtype)
+            if m.topic == topic:
+                img = distort(image_from_rosbags(m.msg), name, level, derive_seed(seed, topic, n_img, name, level))
+                rec.write_msg(topic, _image_msg(ts, m.msg.header, img), m.timestamp_ns)
+                n_img += 1
+            else:
+                rec.write(m.topic, m.timestamp_ns, m.raw)
+                n_copy += 1
+            bar.update(1)
+    bar.close()
+    return BagResult(str(in_bag), str(out_bag), topic, name, level, seed, n_img, n_copy)
