@@ -20,9 +20,9 @@ from embeval.robot.base import SafetyMode, SafetyStatus
 
 OK = SafetyStatus()
 
-#: UR5 joint range: +-360 deg on every joint (the controller's hard limits).
-UR5_JOINT_LOWER: tuple[float, ...] = (-2 * np.pi,) * 6
-UR5_JOINT_UPPER: tuple[float, ...] = (2 * np.pi,) * 6
+#: UR5 joint range: +-360 deg on every joint except the elbow (+-180 deg, self-collision), as in ur_description.
+UR5_JOINT_LOWER: tuple[float, ...] = (-2 * np.pi, -2 * np.pi, -np.pi, -2 * np.pi, -2 * np.pi, -2 * np.pi)
+UR5_JOINT_UPPER: tuple[float, ...] = (2 * np.pi, 2 * np.pi, np.pi, 2 * np.pi, 2 * np.pi, 2 * np.pi)
 #: UR5 maximum joint speeds, rad/s (180 deg/s on every joint).
 UR5_MAX_JOINT_SPEED: tuple[float, ...] = (np.pi,) * 6
 

@@ -1,1 +1,22 @@
-"""embeval.sim"""
+"""embeval.sim: the simulated UR5 workcell (pybullet), tasks, scripted expert, reference images.
+
+- :mod:`~embeval.sim.scene`: plain-data scene specs (dataclasses <-> dict/YAML)
+- :mod:`~embeval.sim.objects`: procedural object builders (cubes, bowls, cards with image textures, buttons, drawers, ...)
+- :mod:`~embeval.sim.tasks`: the ten verbs, success predicates, seeded scene generators
+- :mod:`~embeval.sim.workcell`: the pybullet cell (robot, physics, safety, cameras)
+- :mod:`~embeval.sim.env`: ``SimEnv.reset(seed, task)`` / ``step(action)`` episodes
+- :mod:`~embeval.sim.expert`: the scripted expert
+- :mod:`~embeval.sim.execute`: run action sequences and score Execution
+- :mod:`~embeval.sim.references`: the Embodied-IQA reference-image generator
+
+See docs/sim.md.
+"""
+from embeval.sim.env import SimEnv, StepResult
+from embeval.sim.scene import VERBS, CameraSpec, LightingSpec, ObjectSpec, SceneSpec
+from embeval.sim.tasks import TaskSpec, WorldState, make_reference_scene, make_task
+from embeval.sim.workcell import SimConfig, Workcell
+
+__all__ = [
+    "SimEnv", "StepResult", "VERBS", "CameraSpec", "LightingSpec", "ObjectSpec", "SceneSpec", "TaskSpec", "WorldState",
+    "make_reference_scene", "make_task", "SimConfig", "Workcell",
+]

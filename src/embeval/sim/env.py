@@ -1,0 +1,161 @@
+"""A gym-like episode API over the workcell: ``reset(seed, task)``, ``step(action)``, observations, success.
+
+Actions are 7-DoF deltas ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` in frame ``base``
+(:mod:`embeval.subjects.protocols`); one step moves the TCP in a straight line by the delta (at
+``SimConfig.tcp_speed``, lasting at least ``1 / control_hz`` seconds), then actuates the gripper
+(``gripper < 0.5`` closes, 1 = open). Observations carry ``third_person`` and ``wrist`` RGB images
+and the state ``joint_positions`` (6,), ``tcp_pose`` (7,) ``[x,y,z,qx,qy,qz,qw]``, ``gripper`` (1,).
+
+Example::
+
+    from embeval.sim import SimEnv
+    env = SimEnv()
+    obs = env.reset(seed=0, task="Pick")
+    expert = env.expert()
+    while not env.done:
+        result = env.step(expert.act(obs))
+        obs = result.observation
+    print(result.success)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError
+from embeval.robot.base import apply_delta
+from embeval.robot.safety import SafetyLimits, check_step
+from embeval.sim.scene import SceneSpec
+from embeval.sim.tasks import TaskSpec, make_task
+from embeval.sim.workcell import SimConfig, Workcell
+from embeval.subjects.protocols import Action, ActionSpec, Observation
+
+
+@dataclass
+class StepResult:
+    """Outcome of one :meth:`SimEnv.step`."""
+
+    observation: Observation
+    success: bool  # task predicate after this step
+    done: bool  # success, safety stop, or step budget used up
+    stopped: bool  # protective stop (collision / limit); the episode scores 0 in Execution
+    reason: str = ""  # why the episode ended ("success", stop reason, "max_steps"), "" while running
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def as_action(action: Action | Sequence[float]) -> Action:
+    return action if isinstance(action, Action) else Action(np.asarray(action, dtype=np.float64))
+
+
+class SimEnv:
+    """One episode at a time on a :class:`Workcell`. Deterministic: same seed and actions -> same result."""
+
+    action_spec = ActionSpec(frame="base")
+
+    def __init__(self, config: SimConfig | None = None, limits: SafetyLimits | None = None):
+        self.config = config or SimConfig()
+        self.cell = Workcell(self.config, limits)
+        self.scene: SceneSpec | None = None
+        self.task: TaskSpec | None = None
+        self.seed = 0
+        self.n_steps = 0
+        self.done = False
+        self.reason = ""
+
+    def close(self) -> None:
+        self.cell.close()
+
+    def __enter__(self) -> "SimEnv":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, seed: int = 0, task: str | TaskSpec = "Pick", scene: SceneSpec | None = None,
+              render: bool | None = None) -> Observation:
+        """Start an episode. ``task`` a verb (scene generated from ``seed``) or a :class:`TaskSpec` with ``scene``."""
+        if isinstance(task, str):
+            if scene is not None:
+                raise ConfigError("pass either a verb (the scene is generated from the seed) or a TaskSpec with a scene")
+            scene, task = make_task(task, seed)
+        elif scene is None:
+            raise ConfigError("a TaskSpec needs its scene: reset(seed, task=TaskSpec(...), scene=SceneSpec(...))")
+        self.scene, self.task, self.seed = scene, task, int(seed)
+        self.cell.load(scene)
+        self.n_steps, self.done, self.reason = 0, False, ""
+        return self.observe(render)
+
+    def step(self, action: Action | Sequence[float], render: bool | None = None) -> StepResult:
+        """Execute one 7-DoF delta action (frame base); see the module docstring."""
+        if self.task is None:
+            raise ConfigError("call reset(seed, task) before step()")
+        a = as_action(action)
+        cell = self.cell
+        if self.done:
+            return self._result(render)
+        pre = check_step(a.translation, cell.limits)
+        if pre.stopped:
+            cell.safety.trip(pre)
+        else:
+            target = apply_delta(cell.tcp_pose(), a.vector[:6], self.action_spec.frame)
+            period = 1.0 / self.config.control_hz
+            if np.any(np.abs(a.vector[:6]) > 1e-9):
+                cell.move_tcp(target, min_duration=period)
+            else:
+                cell.idle(period)
+            if cell.safety.ok and ((a.gripper < 0.5) != (cell.gripper < 0.5)):
+                cell.set_gripper(0.0 if a.gripper < 0.5 else 1.0)
+        self.n_steps += 1
+        return self._result(render)
+
+    def _result(self, render: bool | None) -> StepResult:
+        cell = self.cell
+        success = self.success()
+        if not self.done:
+            if cell.safety.status.stopped:
+                self.done, self.reason = True, cell.safety.status.reason
+            elif success:
+                self.done, self.reason = True, "success"
+            elif self.n_steps >= self.task.max_steps:
+                self.done, self.reason = True, "max_steps"
+        info = {"steps": self.n_steps, "sim_time": cell.time, "safety": cell.safety.status.to_dict()}
+        return StepResult(self.observe(render), success and not cell.safety.status.stopped, self.done,
+                          cell.safety.status.stopped, self.reason, info)
+
+    def success(self) -> bool:
+        """The task's success predicate on the current world state (False after a safety stop)."""
+        if self.task is None or not self.task.implemented:
+            return False
+        return (not self.cell.safety.status.stopped) and self.task.success(self.cell.world_state(), self.scene)
+
+    def observe(self, render: bool | None = None) -> Observation:
+        cell = self.cell
+        render = self.config.render if render is None else render
+        images = {}
+        if render:
+            for name in self.config.obs_cameras:
+                images[name] = cell.render(name, self.config.obs_width, self.config.obs_height)
+        state = {
+            "joint_positions": cell.q.copy(),
+            "tcp_pose": _pose7(cell.tcp_pose()),
+            "gripper": np.array([cell.gripper]),
+        }
+        return Observation(images=images, instruction=self.task.instruction if self.task else "", state=state, timestamp=cell.time)
+
+    def expert(self, **kw: Any):
+        """A scripted expert for the current task (privileged state); see :mod:`embeval.sim.expert`."""
+        from embeval.sim.expert import ScriptedExpert
+
+        return ScriptedExpert(self, **kw)
+
+    def final_tcp_pose(self) -> np.ndarray:
+        return self.cell.tcp_pose()
+
+
+def _pose7(pose6: np.ndarray) -> np.ndarray:
+    from scipy.spatial.transform import Rotation
+
+    return np.concatenate([pose6[:3], Rotation.from_rotvec(pose6[3:6]).as_quat()])

@@ -1,0 +1,266 @@
+"""Scripted expert: solves every implemented task from privileged state with Cartesian moves.
+
+The expert plans a list of stages (TCP waypoint + gripper) per verb, re-reading object poses when a
+stage starts (closed loop), and emits 7-DoF delta actions in frame ``base`` clipped to
+``max_step`` metres / ``max_rot`` radians per step: exactly what a policy would output, so its
+episodes serve as demonstrations. Grasps are top-down (TCP z axis pointing down), fingers closing
+along the TCP y axis.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from embeval.errors import ConfigError
+from embeval.robot.base import pose_delta
+from embeval.subjects.protocols import Action, ActionSpec, Observation
+
+OPEN, CLOSED = 1.0, 0.0
+
+
+def topdown(xyz, yaw: float = 0.0) -> np.ndarray:
+    """TCP pose ``[x,y,z,rx,ry,rz]`` pointing straight down, rotated by ``yaw`` about z."""
+    R = Rotation.from_euler("z", yaw) * Rotation.from_euler("x", math.pi)
+    return np.concatenate([np.asarray(xyz, dtype=float), R.as_rotvec()])
+
+
+def _fold_yaw(yaw: float, period: float = math.pi / 2) -> float:
+    """Equivalent yaw of a symmetric object nearest 0 (cubes: period pi/2)."""
+    return float((yaw + period / 2) % period - period / 2)
+
+
+@dataclass
+class Stage:
+    """Go to ``pose()`` (computed when the stage starts) with the gripper at ``gripper``."""
+
+    name: str
+    pose: Callable[[], np.ndarray] | None  # None: stay (gripper-only stage)
+    gripper: float
+    wait: int = 0  # extra steps to hold after reaching
+
+
+class ScriptedExpert:
+    """Expert policy for a :class:`~embeval.sim.env.SimEnv` episode (a :class:`~embeval.subjects.protocols.Policy`)."""
+
+    id = "scripted-expert"
+    action_spec = ActionSpec(frame="base")
+
+    def __init__(self, env, max_step: float = 0.03, max_rot: float = 0.25, tol: float = 0.002):
+        self.env, self.max_step, self.max_rot, self.tol = env, max_step, max_rot, tol
+        task = env.task
+        if task is None:
+            raise ConfigError("reset the environment before creating the expert")
+        if task.verb not in PLANNERS:
+            raise ConfigError(f"the scripted expert cannot solve {task.verb!r} (implemented: {', '.join(PLANNERS)})")
+        self.stages: list[Stage] = PLANNERS[task.verb](self)
+        self.i = 0
+        self._target: np.ndarray | None = None
+        self._held = 0
+
+    # Policy protocol ----------------------------------------------------------------------
+    def reset(self, instruction: str = "") -> None:
+        self.__init__(self.env, self.max_step, self.max_rot, self.tol)
+
+    @property
+    def finished(self) -> bool:
+        return self.i >= len(self.stages)
+
+    def act(self, observation: Observation | None = None) -> Action:
+        cell = self.env.cell
+        while not self.finished:
+            st = self.stages[self.i]
+            if self._target is None:
+                self._target = cell.tcp_pose() if st.pose is None else st.pose()
+            cur = cell.tcp_pose()
+            d = pose_delta(cur, self._target)
+            grip_ok = (cell.gripper < 0.5) == (st.gripper < 0.5)
+            if np.linalg.norm(d[:3]) <= self.tol and np.linalg.norm(d[3:]) <= 0.01 and grip_ok:
+                if self._held < st.wait:
+                    self._held += 1
+                    return Action.hold(st.gripper)
+                self.i, self._target, self._held = self.i + 1, None, 0
+                continue
+            n = np.linalg.norm(d[:3])
+            if n > self.max_step:
+                d[:3] *= self.max_step / n
+            r = np.linalg.norm(d[3:])
+            if r > self.max_rot:
+                d[3:] *= self.max_rot / r
+            return Action(np.concatenate([d, [st.gripper]]))
+        return Action.hold(cell.gripper)
+
+    # helpers for planners ----------------------------------------------------------------
+    def obj(self, name: str):
+        pos, orn = self.env.cell.object_pose(name)
+        yaw = Rotation.from_quat(orn).as_euler("xyz")[2]
+        return pos, yaw
+
+    def top(self, name: str) -> float:
+        b = self.env.cell.bodies[name]
+        aabb = self.env.cell.p.getAABB(b.body_id, b.grasp_link if b.joint >= 0 else -1, physicsClientId=self.env.cell.client)
+        return float(aabb[1][2])
+
+
+PLANNERS: dict[str, Callable[[ScriptedExpert], list[Stage]]] = {}
+
+
+def planner(verb: str):
+    def deco(fn):
+        PLANNERS[verb] = fn
+        return fn
+
+    return deco
+
+
+def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
+    def yaw():
+        return _fold_yaw(e.obj(name)[1])
+
+    def above():
+        p, _ = e.obj(name)
+        return topdown([p[0], p[1], e.top(name) + 0.07], yaw())
+
+    def grasp():
+        p, _ = e.obj(name)
+        return topdown([p[0], p[1], max(e.top(name) - 0.022, 0.016)], yaw())
+
+    return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED)]
+
+
+def _lift(e: ScriptedExpert, z: float = 0.16) -> Stage:
+    def up():
+        p = e.env.cell.tcp_pose()
+        return np.concatenate([[p[0], p[1], z], p[3:]])
+
+    return Stage("lift", up, CLOSED)
+
+
+def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], surface_z: Callable[[], float]) -> list[Stage]:
+    """Carry the held object above ``xy``, lower it until its bottom is 1.5 cm above ``surface_z``, release, retreat."""
+
+    def carry():
+        p = e.env.cell.tcp_pose()
+        xy = xy_fn()
+        return np.concatenate([[xy[0], xy[1], 0.16], p[3:]])
+
+    def lower():
+        cell = e.env.cell
+        p = cell.tcp_pose()
+        aabb = cell.p.getAABB(cell.bodies[name].body_id, -1, physicsClientId=cell.client)
+        hang = p[2] - aabb[0][2]  # TCP height above the object's bottom
+        return np.concatenate([[p[0], p[1], surface_z() + 0.015 + hang], p[3:]])
+
+    def retreat():
+        p = e.env.cell.tcp_pose()
+        return np.concatenate([[p[0], p[1], 0.16], p[3:]])
+
+    return [Stage("carry", carry, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=3),
+            Stage("retreat", retreat, OPEN)]
+
+
+@planner("Pick")
+def _plan_pick(e: ScriptedExpert) -> list[Stage]:
+    return [*_grasp_stages(e, e.env.task.target), _lift(e)]
+
+
+@planner("Place")
+def _plan_place(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    return [*_grasp_stages(e, t.target), _lift(e),
+            *_place_at(e, t.target, lambda: e.obj(t.reference)[0][:2], lambda: e.top(t.reference))]
+
+
+@planner("Move")
+def _plan_move(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    return [*_grasp_stages(e, t.target), _lift(e), *_place_at(e, t.target, lambda: np.asarray(t.goal[:2]), lambda: 0.0)]
+
+
+@planner("Push")
+def _plan_push(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    cell = e.env.cell
+    goal = np.asarray(t.goal[:2]) if t.goal else e.obj(t.reference)[0][:2]
+    z_push = 0.02
+
+    def geom():
+        p, _ = e.obj(t.target)
+        u = goal - p[:2]
+        u = u / max(np.linalg.norm(u), 1e-9)
+        aabb = cell.p.getAABB(cell.bodies[t.target].body_id, -1, physicsClientId=cell.client)
+        half = 0.5 * float(np.max(np.array(aabb[1][:2]) - np.array(aabb[0][:2])))
+        yaw = math.atan2(u[1], u[0])  # fingers (TCP y) across the push direction
+        return p, u, half, _fold_yaw(yaw, math.pi)
+
+    def pre_above():
+        p, u, half, yaw = geom()
+        xy = p[:2] - u * (half + 0.035)
+        return topdown([xy[0], xy[1], 0.10], yaw)
+
+    def pre():
+        p, u, half, yaw = geom()
+        xy = p[:2] - u * (half + 0.035)
+        return topdown([xy[0], xy[1], z_push], yaw)
+
+    def push():
+        p, u, half, yaw = geom()
+        xy = goal - u * (half + 0.012)
+        return topdown([xy[0], xy[1], z_push], yaw)
+
+    def up():
+        q = cell.tcp_pose()
+        return np.concatenate([[q[0], q[1], 0.12], q[3:]])
+
+    return [Stage("close", None, CLOSED), Stage("pre_above", pre_above, CLOSED), Stage("pre", pre, CLOSED),
+            Stage("push", push, CLOSED), Stage("retreat", up, CLOSED)]
+
+
+@planner("Press")
+def _plan_press(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    cell = e.env.cell
+
+    def above():
+        g = cell.grasp_point(t.target)
+        return topdown([g[0], g[1], g[2] + 0.07])
+
+    def press():
+        g = cell.grasp_point(t.target)
+        b = cell.bodies[t.target]
+        travel = -b.joint_range[0]
+        return topdown([g[0], g[1], g[2] + 0.01 - travel * 0.9])  # fingertips 1 cm below the TCP
+
+    return [Stage("close", None, CLOSED), Stage("above", above, CLOSED), Stage("press", press, CLOSED, wait=1),
+            Stage("release", above, CLOSED)]
+
+
+@planner("Pull")
+def _plan_pull(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    cell = e.env.cell
+    _, yaw = e.obj(t.target)
+
+    def above():
+        g = cell.grasp_point(t.target)
+        return topdown([g[0], g[1], g[2] + 0.07], yaw)
+
+    def grasp():
+        g = cell.grasp_point(t.target)
+        return topdown([g[0], g[1], g[2]], yaw)
+
+    def pull():
+        p = cell.tcp_pose()
+        axis = Rotation.from_euler("z", yaw).apply([1.0, 0.0, 0.0])
+        xy = p[:2] - axis[:2] * (t.threshold or 0.08) * 1.4
+        return np.concatenate([[xy[0], xy[1], p[2]], p[3:]])
+
+    def up():
+        p = cell.tcp_pose()
+        return np.concatenate([[p[0], p[1], p[2] + 0.08], p[3:]])
+
+    return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),
+            Stage("pull", pull, CLOSED), Stage("release", None, OPEN), Stage("retreat", up, OPEN)]
