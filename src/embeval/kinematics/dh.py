@@ -145,10 +145,8 @@ class DHParams:
         deltas = {"a": "delta_a", "d": "delta_d", "alpha": "delta_alpha", "theta_offset": "delta_theta"}
         for key, dkey in deltas.items():
             if dkey in table:
-                base_v = np.asarray(vals.get(key, getattr(DHParams, key, None) or (0.0,) * 6))
-                if key == "alpha" and key not in vals:
-                    base_v = np.asarray(_ALPHA_UR)
-                vals[key] = tuple(base_v + np.asarray(_six(table[dkey], dkey)))
+                base_v = vals.get(key, _ALPHA_UR if key == "alpha" else (0.0,) * 6)
+                vals[key] = tuple(np.asarray(base_v) + np.asarray(_six(table[dkey], dkey)))
         if limits is None:
             limits = nominal.limits if nominal is not None else JointLimits()
         return cls(name=name, limits=limits, **vals)

@@ -32,9 +32,10 @@ from embeval.kinematics.transforms import inv_transform, pose_error, rot_z, wrap
 
 __all__ = ["UR", "UR5", "BRANCHES", "FRAMES"]
 
-#: branch labels per solution slot: (shoulder, wrist, elbow); slot = 4*s + 2*w + e.
+#: branch signs per solution slot ``4*s + 2*w + e``: (shoulder, wrist, elbow) where shoulder is the sign
+#: of the arccos term of q1, wrist the sign of sin(q5), elbow the sign of sin(q3) (D-H angles).
 BRANCHES: tuple[tuple[str, str, str], ...] = tuple(
-    (sh, wr, el) for sh in ("left", "right") for wr in ("up", "down") for el in ("up", "down")
+    (sh, wr, el) for sh in ("+", "-") for wr in ("+", "-") for el in ("+", "-")
 )
 #: frames a pose may be expressed in.
 FRAMES = ("base_link", "base")
