@@ -1,0 +1,248 @@
+"""The Data Agent: induce capability dimensions (Proposer + Reviewer with a shared memory), assign
+every example (Assigner), and sample a compact balanced suite (diversity-aware sampling).
+
+Loop (round r = 1 .. ``max_rounds``):
+1. the Proposer sees a seeded sample of item texts, the current dimensions, the last critique and
+   the balance statistics, and returns dimensions as JSON (schema-validated; re-asked on errors);
+2. the Reviewer sees the proposal, the sample and the balance statistics and returns a verdict,
+   a critique and the retained dimensions;
+3. the Assigner labels a probe sample with the retained dimensions; the label shares (and the
+   share of ``other``) are the balance statistics fed back in the next round.
+Stop when the dimension set is unchanged from the previous round (``"unchanged"``), the reviewer
+accepts an unchanged set, or at the round cap (``"round cap"``). Every proposal, critique and
+balance table is appended to the memory (JSONL, persisted when a path is given).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError
+from embeval_analysis.a2eval.assigner import OTHER, Assignment, Dimension, EmbeddingVoter, LLMVoter, assign
+from embeval_analysis.a2eval.llm import PROPOSAL_SCHEMA, REVIEW_SCHEMA, ask_json, build_llm
+
+
+@dataclass
+class VoterConfig:
+    kind: str = "llm"  # llm | embedding
+    llm: Any = "rules"  # preset name, preset mapping or subject spec (kind llm)
+    variant: int = 0  # prompt variant
+    max_calls: int | None = None  # LLM voters: abstain beyond this many calls
+    threshold: float = 0.05  # embedding voter: below -> other
+
+
+@dataclass
+class DataAgentConfig:
+    proposer: Any = "rules"
+    reviewer: Any = "rules"
+    voters: list[VoterConfig] = field(default_factory=lambda: [
+        VoterConfig("llm", "rules", 0), VoterConfig("llm", {"preset": "rules", "variant": 1}, 1),
+        VoterConfig("llm", {"preset": "rules", "variant": 2}, 2), VoterConfig("llm", {"preset": "rules", "variant": 3}, 0),
+        VoterConfig("embedding")])
+    max_rounds: int = 5
+    max_retries: int = 2
+    sample_size: int = 40  # items shown to the proposer / reviewer per round
+    probe_size: int = 80  # items the assigner labels per round for the balance statistics
+    k_per_dim: Any = 10  # int or {dimension: K, default: K}
+    keep_other: bool = False  # sample 'other' items too (as their own stratum)
+    seed: int = 0
+    cache: str | None = None  # LLM call cache (SQLite) shared by all roles
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DataAgentConfig":
+        d = dict(d or {})
+        unknown = set(d) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigError(f"data_agent: unknown field(s) {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}")
+        if "voters" in d:
+            vs = []
+            for i, v in enumerate(d["voters"]):
+                bad = set(v) - set(VoterConfig.__dataclass_fields__)
+                if bad:
+                    raise ConfigError(f"data_agent.voters[{i}]: unknown field(s) {sorted(bad)}")
+                vs.append(VoterConfig(**v))
+            d["voters"] = vs
+        return cls(**d)
+
+
+@dataclass
+class Round:
+    round: int
+    proposal: list[dict[str, str]]
+    rationale: str
+    verdict: str
+    critique: str
+    dimensions: list[str]
+    balance: dict[str, float]
+    seconds: float
+
+
+@dataclass
+class InductionResult:
+    dimensions: list[Dimension]
+    rounds: list[Round]
+    stop_reason: str
+    llm_log: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Memory:
+    """Proposals, critiques and balance statistics of every round; appended to ``path`` (JSONL)."""
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else None
+        self.records: list[dict[str, Any]] = []
+        if self.path and self.path.exists():
+            self.records = [json.loads(l) for l in self.path.read_text().splitlines() if l.strip()]
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.records.append(rec)
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+
+    def last(self, kind: str) -> dict[str, Any] | None:
+        return next((r for r in reversed(self.records) if r.get("kind") == kind), None)
+
+
+def build_voters(cfg: DataAgentConfig) -> list[Any]:
+    out = []
+    for i, v in enumerate(cfg.voters):
+        if v.kind == "llm":
+            out.append(LLMVoter(build_llm(v.llm, cfg.cache, f"voters[{i}]"), v.variant, v.max_calls))
+        elif v.kind == "embedding":
+            out.append(EmbeddingVoter(v.threshold))
+        else:
+            raise ConfigError(f"data_agent.voters[{i}].kind must be llm or embedding, got {v.kind!r}")
+    return out
+
+
+class DataAgent:
+    def __init__(self, cfg: DataAgentConfig | None = None, memory_path: str | Path | None = None, voters=None,
+                 proposer=None, reviewer=None):
+        self.cfg = cfg or DataAgentConfig()
+        self.memory = Memory(memory_path)
+        self.proposer = proposer or build_llm(self.cfg.proposer, self.cfg.cache, "proposer")
+        self.reviewer = reviewer or build_llm(self.cfg.reviewer, self.cfg.cache, "reviewer")
+        self.voters = voters if voters is not None else build_voters(self.cfg)
+
+    def induce(self, texts: Sequence[str]) -> InductionResult:
+        """Run the Proposer/Reviewer loop on the item texts; returns the final dimensions."""
+        from embeval.provenance import derive_seed
+
+        cfg = self.cfg
+        dims: list[Dimension] = []
+        critique, balance = "", {}
+        rounds: list[Round] = []
+        log: list[dict[str, Any]] = []
+        stop = "round cap"
+        for r in range(1, cfg.max_rounds + 1):
+            t0 = time.perf_counter()
+            rng = np.random.default_rng(derive_seed("a2eval-data-agent", cfg.seed, r))
+            sample = [texts[i] for i in rng.choice(len(texts), min(cfg.sample_size, len(texts)), replace=False)]
+            current = "\n".join(d.line() for d in dims)
+            bal = json.dumps({"shares": balance}) if balance else "{}"
+            prompt = ("Induce the capability dimensions these embodied benchmark examples test. Give 2-12 distinct "
+                      "dimensions (snake_case names, one-sentence descriptions).\n"
+                      f"<samples>\n" + "\n---\n".join(sample) + "\n</samples>\n"
+                      f"<current>\n{current}\n</current>\n<critique>\n{critique}\n</critique>\n<balance>\n{bal}\n</balance>")
+            proposal = ask_json(self.proposer, "proposer", prompt, PROPOSAL_SCHEMA, cfg.max_retries, _check_dims, log)
+            self.memory.add({"kind": "proposal", "round": r, **proposal})
+            rprompt = ("Review the proposed capability dimensions: merge duplicates, drop dimensions the examples do "
+                       "not cover, flag imbalance. Return the verdict, a critique and the retained dimensions.\n"
+                       f"<proposal>\n{json.dumps(proposal)}\n</proposal>\n<samples>\n" + "\n---\n".join(sample) +
+                       f"\n</samples>\n<current>\n{current}\n</current>\n<balance>\n{bal}\n</balance>")
+            review = ask_json(self.reviewer, "reviewer", rprompt, REVIEW_SCHEMA, cfg.max_retries, _check_dims, log)
+            critique = review["critique"]
+            self.memory.add({"kind": "critique", "round": r, **review})
+            new = [Dimension(d["name"], d["description"]) for d in review["dimensions"]]
+            probe_idx = rng.choice(len(texts), min(cfg.probe_size, len(texts)), replace=False)
+            balance = assign([texts[i] for i in probe_idx], new, self.voters).shares
+            self.memory.add({"kind": "balance", "round": r, "shares": balance})
+            unchanged = sorted(d.name for d in new) == sorted(d.name for d in dims)
+            rounds.append(Round(r, proposal["dimensions"], proposal.get("rationale", ""), review["verdict"], critique,
+                                [d.name for d in new], balance, time.perf_counter() - t0))
+            dims = new
+            if unchanged:
+                stop = "unchanged"
+                break
+        return InductionResult(dims, rounds, stop, log)
+
+
+def _check_dims(value: dict[str, Any]) -> str | None:
+    names = [d["name"] for d in value["dimensions"]]
+    if len(set(names)) != len(names):
+        return f"dimension names must be unique, got {names}"
+    if OTHER in names:
+        return "'other' is reserved for examples outside every dimension; do not propose it"
+    return None
+
+
+# --------------------------------------------------------------------------- the whole curation
+
+
+@dataclass
+class Curation:
+    """What ``embeval a2eval curate`` produces."""
+
+    dimensions: list[Dimension]
+    induction: InductionResult
+    assignment: Assignment
+    selection: Any  # sampling.Selection
+    item_ids: list[str]
+    seconds: dict[str, float]
+
+    def subset_ids(self) -> list[str]:
+        return [self.item_ids[i] for i in self.selection.indices]
+
+    def save(self, out: str | Path) -> Path:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "dimensions.json").write_text(json.dumps([asdict(d) for d in self.dimensions], indent=2))
+        (out / "induction.json").write_text(json.dumps({"stop_reason": self.induction.stop_reason,
+                                                        "rounds": [asdict(r) for r in self.induction.rounds],
+                                                        "llm_log": self.induction.llm_log}, indent=2))
+        with (out / "assignments.jsonl").open("w") as fh:
+            for i, iid in enumerate(self.item_ids):
+                fh.write(json.dumps({"id": iid, "label": self.assignment.labels[i], "votes": self.assignment.votes[i],
+                                     "agreement": self.assignment.agreement[i], "tie": self.assignment.tie[i]}) + "\n")
+        (out / "selection.json").write_text(json.dumps({
+            "item_ids": self.subset_ids(), **self.selection.to_dict(), "voters": self.assignment.voters,
+            "kappa": self.assignment.kappa, "kappa_items": self.assignment.kappa_items,
+            "tie_rule": self.assignment.tie_rule, "shares": self.assignment.shares, "seconds": self.seconds,
+            "pool_ids": self.item_ids}, indent=2))
+        return out
+
+
+def curate(items: Sequence[Any], cfg: DataAgentConfig | None = None, embed_cfg=None, out: str | Path | None = None,
+           agent: DataAgent | None = None, X: np.ndarray | None = None) -> Curation:
+    """Induce dimensions, assign every item, embed, k-means per dimension; saves to ``out`` if given.
+    ``X`` (precomputed embeddings) skips the embedding step."""
+    from embeval_analysis.a2eval.sampling import diversity_sample, embed_items
+
+    cfg = cfg or DataAgentConfig()
+    agent = agent or DataAgent(cfg, memory_path=(Path(out) / "memory.jsonl") if out else None)
+    texts = [it.text() for it in items]
+    t = {}
+    t0 = time.perf_counter()
+    ind = agent.induce(texts)
+    t["induce"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    asg = assign(texts, ind.dimensions, agent.voters)
+    t["assign"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if X is None:
+        X = embed_items(items, embed_cfg)
+    t["embed"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    sel = diversity_sample(X, asg.labels, cfg.k_per_dim, cfg.seed, exclude=() if cfg.keep_other else (OTHER,))
+    t["sample"] = time.perf_counter() - t0
+    cur = Curation(ind.dimensions, ind, asg, sel, [it.id for it in items], t)
+    if out:
+        cur.save(out)
+    return cur

@@ -1,0 +1,221 @@
+"""Fidelity of a compressed benchmark: does it rank models like the full one, at what cost?
+
+- :func:`rank_agreement`: Spearman rho, Kendall tau-b and Pearson r between two score vectors over
+  the same models, percentile-bootstrap intervals (resampling models), and the discordant pairs.
+- :func:`subset_fidelity`: full-pool model scores vs scores estimated from a subset (optionally
+  cluster-mass weighted), intervals by resampling the subset's items; score MAE.
+- :func:`random_baseline`: the same statistics for ``n_seeds`` (>= 20) random subsets of equal size.
+- :func:`kcenter`: the greedy k-center baseline subset on the same embeddings.
+- :func:`redundancy`: per-dimension near-duplicate statistics of the pool's embeddings.
+- :func:`cost_summary`: items and subject-seconds of the full pool vs the subset, and the speed-up.
+
+Statistics come from scipy (``spearmanr``, ``kendalltau`` variant b, ``pearsonr``).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from embeval.errors import InvalidInputError
+
+
+def _corrs(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    from scipy import stats
+
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan"), float("nan"), float("nan")
+    return (float(stats.spearmanr(a, b)[0]), float(stats.kendalltau(a, b, variant="b")[0]),
+            float(stats.pearsonr(a, b)[0]))
+
+
+def discordant_pairs(a: Sequence[float], b: Sequence[float], names: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """Pairs (i, j) ordered one way by ``a`` and the other way by ``b`` (ties in either are not discordant)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    names = list(names) if names is not None else [str(i) for i in range(len(a))]
+    out = []
+    for i in range(len(a)):
+        for j in range(i + 1, len(a)):
+            if (a[i] - a[j]) * (b[i] - b[j]) < 0:
+                out.append((names[i], names[j]))
+    return out
+
+
+@dataclass
+class Interval:
+    value: float
+    lo: float
+    hi: float
+
+    def __str__(self) -> str:
+        return f"{self.value:.3f} [{self.lo:.3f}, {self.hi:.3f}]"
+
+
+@dataclass
+class RankAgreement:
+    """Agreement between two rankings of the same models (95% percentile-bootstrap intervals)."""
+
+    n_models: int
+    spearman: Interval
+    kendall: Interval
+    pearson: Interval
+    discordant: list[tuple[str, str]] = field(default_factory=list)
+    mae: float | None = None  # mean absolute score difference, same units as the scores
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _interval(value: float, boots: np.ndarray, level: float) -> Interval:
+    boots = boots[np.isfinite(boots)]
+    if len(boots) == 0:
+        return Interval(value, float("nan"), float("nan"))
+    a = (1 - level) / 2
+    return Interval(value, float(np.quantile(boots, a)), float(np.quantile(boots, 1 - a)))
+
+
+def rank_agreement(reference: Sequence[float], other: Sequence[float], names: Sequence[str] | None = None,
+                   n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> RankAgreement:
+    """Spearman / Kendall tau-b / Pearson between ``reference`` and ``other`` (one score per model),
+    intervals from resampling models with replacement (``n_boot`` draws, ``seed``)."""
+    a, b = np.asarray(reference, float), np.asarray(other, float)
+    if a.shape != b.shape or a.ndim != 1 or len(a) < 3:
+        raise InvalidInputError(f"rank_agreement needs two equal-length score vectors of >= 3 models, got {a.shape} and {b.shape}")
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise InvalidInputError("rank_agreement: scores contain NaN or inf")
+    rho, tau, r = _corrs(a, b)
+    rng = np.random.default_rng(seed)
+    boots = np.full((n_boot, 3), np.nan)
+    for k in range(n_boot):
+        idx = rng.integers(0, len(a), len(a))
+        boots[k] = _corrs(a[idx], b[idx])
+    return RankAgreement(len(a), _interval(rho, boots[:, 0], level), _interval(tau, boots[:, 1], level),
+                         _interval(r, boots[:, 2], level), discordant_pairs(a, b, names),
+                         float(np.mean(np.abs(a - b))))
+
+
+def subset_fidelity(scores: np.ndarray, idx: Sequence[int], weights: Sequence[float] | None = None,
+                    names: Sequence[str] | None = None, n_boot: int = 1000, seed: int = 0,
+                    level: float = 0.95) -> RankAgreement:
+    """Full-pool means (``scores``: models x items in [0, 1]) vs the subset estimate
+    ``sum_i w_i s_i / sum_i w_i`` over ``idx``; intervals by resampling the subset's items."""
+    scores = np.asarray(scores, float)
+    idx = np.asarray(idx, int)
+    w = np.ones(len(idx)) if weights is None else np.asarray(weights, float)
+    if len(w) != len(idx) or len(idx) == 0:
+        raise InvalidInputError(f"subset_fidelity: {len(idx)} indices but {len(w)} weights")
+    full = scores.mean(axis=1)
+    est = (scores[:, idx] * w).sum(axis=1) / w.sum()
+    rho, tau, r = _corrs(full, est)
+    rng = np.random.default_rng(seed)
+    boots = np.full((n_boot, 3), np.nan)
+    for k in range(n_boot):
+        j = rng.integers(0, len(idx), len(idx))
+        e = (scores[:, idx[j]] * w[j]).sum(axis=1) / w[j].sum()
+        boots[k] = _corrs(full, e)
+    return RankAgreement(len(full), _interval(rho, boots[:, 0], level), _interval(tau, boots[:, 1], level),
+                         _interval(r, boots[:, 2], level), discordant_pairs(full, est, names),
+                         float(np.mean(np.abs(full - est))))
+
+
+@dataclass
+class BaselineStats:
+    """Distribution over seeds of one baseline's agreement with the full ranking."""
+
+    name: str
+    n_seeds: int
+    size: int
+    spearman_mean: Interval  # mean over seeds, with a bootstrap interval of the mean
+    kendall_mean: Interval
+    mae_mean: float
+    spearman_all: list[float]
+    kendall_all: list[float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _mean_interval(x: np.ndarray, seed: int, level: float = 0.95, n_boot: int = 2000) -> Interval:
+    x = x[np.isfinite(x)]
+    rng = np.random.default_rng(seed)
+    means = np.array([rng.choice(x, len(x)).mean() for _ in range(n_boot)]) if len(x) else np.array([])
+    return _interval(float(np.mean(x)) if len(x) else float("nan"), means, level)
+
+
+def random_baseline(scores: np.ndarray, size: int, n_seeds: int = 20, seed: int = 0) -> BaselineStats:
+    """Uniform random subsets of ``size`` items (``n_seeds`` >= 20 draws), unweighted means."""
+    if n_seeds < 20:
+        raise InvalidInputError(f"random_baseline: use at least 20 seeds for a stable mean, got {n_seeds}")
+    from embeval.provenance import derive_seed
+
+    scores = np.asarray(scores, float)
+    full = scores.mean(axis=1)
+    rhos, taus, maes = [], [], []
+    for s in range(n_seeds):
+        rng = np.random.default_rng(derive_seed("a2eval-random-subset", seed, s))
+        idx = rng.choice(scores.shape[1], size=size, replace=False)
+        est = scores[:, idx].mean(axis=1)
+        rho, tau, _ = _corrs(full, est)
+        rhos.append(rho), taus.append(tau), maes.append(float(np.mean(np.abs(full - est))))
+    rhos_a, taus_a = np.array(rhos), np.array(taus)
+    return BaselineStats("random", n_seeds, size, _mean_interval(rhos_a, seed), _mean_interval(taus_a, seed + 1),
+                         float(np.mean(maes)), rhos, taus)
+
+
+def kcenter(X: np.ndarray, k: int, seed: int = 0) -> np.ndarray:
+    """Greedy k-center (farthest-point) selection on rows of ``X`` (Euclidean); first centre seeded."""
+    X = np.asarray(X, float)
+    n = len(X)
+    k = min(k, n)
+    rng = np.random.default_rng(seed)
+    chosen = [int(rng.integers(n))]
+    d = np.linalg.norm(X - X[chosen[0]], axis=1)
+    while len(chosen) < k:
+        nxt = int(np.argmax(d))
+        chosen.append(nxt)
+        d = np.minimum(d, np.linalg.norm(X - X[nxt], axis=1))
+    return np.array(chosen)
+
+
+def kcenter_baseline(scores: np.ndarray, X: np.ndarray, size: int, n_seeds: int = 20, seed: int = 0) -> BaselineStats:
+    """k-center subsets of ``size`` from ``n_seeds`` seeded starting points, unweighted means."""
+    scores = np.asarray(scores, float)
+    full = scores.mean(axis=1)
+    rhos, taus, maes = [], [], []
+    for s in range(n_seeds):
+        idx = kcenter(X, size, seed=seed * 1000 + s)
+        est = scores[:, idx].mean(axis=1)
+        rho, tau, _ = _corrs(full, est)
+        rhos.append(rho), taus.append(tau), maes.append(float(np.mean(np.abs(full - est))))
+    return BaselineStats("k-center", n_seeds, size, _mean_interval(np.array(rhos), seed),
+                         _mean_interval(np.array(taus), seed + 1), float(np.mean(maes)), rhos, taus)
+
+
+def redundancy(X: np.ndarray, labels: Sequence[str], dup_threshold: float = 0.98) -> dict[str, dict[str, float]]:
+    """Per label: items, mean cosine similarity to the nearest other item of the same label, and the
+    share of items with a near-duplicate (cosine >= ``dup_threshold``)."""
+    X = np.asarray(X, float)
+    Xn = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    labels = np.asarray(labels)
+    out = {}
+    for lab in sorted(set(labels.tolist())):
+        sel = Xn[labels == lab]
+        if len(sel) < 2:
+            out[lab] = {"items": float(len(sel)), "nn_cosine": float("nan"), "dup_share": 0.0}
+            continue
+        sim = sel @ sel.T
+        np.fill_diagonal(sim, -np.inf)
+        nn = sim.max(axis=1)
+        out[lab] = {"items": float(len(sel)), "nn_cosine": float(nn.mean()), "dup_share": float(np.mean(nn >= dup_threshold))}
+    return out
+
+
+def cost_summary(n_full: int, n_subset: int, seconds_per_item: Sequence[float] | None = None) -> dict[str, float]:
+    """Items and (if per-item inference seconds per subject are given) subject-seconds, full vs subset."""
+    out = {"items_full": float(n_full), "items_subset": float(n_subset),
+           "reduction": 1.0 - n_subset / n_full, "speedup": n_full / max(n_subset, 1)}
+    if seconds_per_item is not None:
+        spi = float(np.sum(seconds_per_item))
+        out.update(seconds_full=spi * n_full, seconds_subset=spi * n_subset)
+    return out
