@@ -14,6 +14,7 @@ from typing import Any
 #: (name, "module:function") in run order.
 STAGES: list[tuple[str, str]] = [
     ("kinematics", "embeval.kinematics.demo:run"),
+    ("distortion", "embeval.distortion.demo:run"),
 ]
 
 
