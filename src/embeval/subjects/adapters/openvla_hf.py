@@ -1,0 +1,133 @@
+"""OpenVLA from a local checkpoint through transformers (``trust_remote_code``).
+
+``path`` is the downloaded ``openvla/openvla-7b`` folder (or a fine-tune). The model's own
+``predict_action(**inputs, unnorm_key=..., do_sample=False)`` is used when the checkpoint's code
+provides it; otherwise the adapter generates ``action_dim`` tokens greedily and decodes them the
+way OpenVLA does (:func:`decode_action_tokens`: the last 256 vocabulary ids are 256 uniform bins
+over [-1, 1]; un-normalised with the dataset's q01/q99 where the mask is set).
+
+OpenVLA's prompt: ``"In: What action should the robot take to {instruction}?\\nOut:"`` (instruction
+lower-cased). Its gripper is [0, 1] with 1 = open (``gripper: open1``), deltas in the robot's base
+frame for BridgeData V2 (``unnorm_key: bridge_orig``).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError, InvalidInputError
+from embeval.subjects.adapters.hf_vlm import drop_unused_inputs, load_auto
+from embeval.subjects.adapters.local_weights import require_hf_dir
+from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.protocols import Action, ActionSpec, Observation, check_image
+
+OPENVLA_PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
+
+
+def decode_action_tokens(token_ids: Sequence[int], vocab_size: int, stats: Mapping[str, Any] | None = None,
+                         n_bins: int = 256) -> np.ndarray:
+    """OpenVLA's action de-tokenisation: token id -> bin centre in [-1, 1] -> dataset units.
+
+    ``vocab_size`` is the tokenizer's vocabulary size without padding (32000 for Llama 2);
+    ``stats`` is ``norm_stats[unnorm_key]["action"]`` (``q01``, ``q99``, optional ``mask``);
+    without stats the normalised values are returned.
+    """
+    ids = np.asarray(token_ids, dtype=np.int64)
+    bins = np.linspace(-1.0, 1.0, n_bins)
+    centers = (bins[:-1] + bins[1:]) / 2.0
+    idx = np.clip(vocab_size - ids - 1, 0, centers.shape[0] - 1)
+    norm = centers[idx]
+    if stats is None:
+        return norm
+    lo = np.asarray(stats["q01"], dtype=np.float64)
+    hi = np.asarray(stats["q99"], dtype=np.float64)
+    mask = np.asarray(stats.get("mask", np.ones_like(lo, dtype=bool)), dtype=bool)
+    if lo.shape != norm.shape:
+        raise InvalidInputError(f"action statistics have {lo.shape[0]} dims, the model produced {norm.shape[0]} action tokens")
+    return np.where(mask, 0.5 * (norm + 1.0) * (hi - lo) + lo, norm)
+
+
+class OpenVLAHFPolicy(HiddenStateMixin):
+    """A local OpenVLA checkpoint as an embeval Policy (see module docstring)."""
+
+    def __init__(self, id: str = "openvla-hf", path: str | None = None, unnorm_key: str | None = "bridge_orig",
+                 camera: str | None = None, image_size: int | None = 224, dtype: str = "float32", device: str = "cpu",
+                 gripper: str = "open1", frame: str = "base", prompt_template: str = OPENVLA_PROMPT,
+                 trust_remote_code: bool = True, model_class: str = "auto", n_bins: int = 256,
+                 vocab_size: int | None = None):
+        self.id = id
+        self.path = require_hf_dir(path, "OpenVLA checkpoint")
+        self.unnorm_key = unnorm_key
+        self.camera = camera
+        self.image_size = image_size
+        self.device = device
+        self.gripper = check_gripper(gripper)
+        self.prompt_template = prompt_template
+        self.n_bins = int(n_bins)
+        self._lock = threading.Lock()
+        self.processor, self.model = load_auto(self.path, model_class, dtype, device, trust_remote_code)
+        tok = getattr(self.processor, "tokenizer", self.processor)
+        cfg = self.model.config
+        if vocab_size is None and getattr(cfg, "pad_to_multiple_of", None) and hasattr(cfg, "text_config"):
+            vocab_size = cfg.text_config.vocab_size - cfg.pad_to_multiple_of  # OpenVLA: 32064 - 64 = 32000
+        self.vocab_size = int(vocab_size or len(tok))
+        self.norm_stats = getattr(self.model.config, "norm_stats", None) or {}
+        if self.unnorm_key and self.norm_stats and self.unnorm_key not in self.norm_stats:
+            raise ConfigError(f"field 'params.unnorm_key': {self.unnorm_key!r} is not in the checkpoint's norm_stats; "
+                              f"choose from {', '.join(sorted(self.norm_stats))}")
+        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"))
+        self.instruction = ""
+
+    def reset(self, instruction: str) -> None:
+        self.instruction = instruction
+
+    def inputs(self, observation: Observation) -> dict[str, Any]:
+        from PIL import Image
+
+        if not observation.images:
+            raise InvalidInputError("the observation has no camera image; OpenVLA needs one RGB image")
+        name = self.camera or next(iter(observation.images))
+        if name not in observation.images:
+            raise ConfigError(f"field 'params.camera': {name!r} not in the observation (has {sorted(observation.images)})")
+        img = Image.fromarray(check_image(observation.images[name], f"images[{name!r}]"))
+        if self.image_size:
+            img = img.resize((self.image_size, self.image_size), Image.LANCZOS)
+        instruction = (observation.instruction or self.instruction).lower()
+        batch = self.processor(text=self.prompt_template.format(instruction=instruction), images=img, return_tensors="pt")
+        batch = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in batch.items()}
+        if batch.get("pixel_values") is not None and batch["pixel_values"].is_floating_point():
+            batch["pixel_values"] = batch["pixel_values"].to(self.model.dtype)
+        return drop_unused_inputs(self.model, batch)
+
+    def raw_action(self, observation: Observation) -> np.ndarray:
+        """The model's action in its dataset units (before the gripper conversion)."""
+        import torch
+
+        with self._lock, torch.no_grad():
+            batch = self.inputs(observation)
+            if hasattr(self.model, "predict_action"):
+                return np.asarray(self.model.predict_action(**batch, unnorm_key=self.unnorm_key, do_sample=False), dtype=np.float64)
+            stats = self.norm_stats.get(self.unnorm_key, {}).get("action") if self.unnorm_key else None
+            dim = len(stats["q01"]) if stats else 7
+            out = self.model.generate(**batch, max_new_tokens=dim, min_new_tokens=dim, do_sample=False)
+            tokens = out[0, batch["input_ids"].shape[1]:].cpu().numpy()
+        return decode_action_tokens(tokens, self.vocab_size, stats, self.n_bins)
+
+    def act(self, observation: Observation) -> Action:
+        a = self.raw_action(observation).reshape(-1)
+        if a.shape[0] < 7:
+            raise InvalidInputError(f"{self.id} produced {a.shape[0]} action values; expected 7")
+        if not np.all(np.isfinite(a)):
+            raise InvalidInputError(f"{self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
+        v = a[:7].copy()
+        v[6] = gripper_to_embeval(v[6], self.gripper)
+        return Action(v)
+
+    def _hidden_module(self):
+        return self.model
+
+    def _hidden_forward(self, observation: Observation) -> Any:
+        return self.model(**self.inputs(observation))

@@ -1,0 +1,149 @@
+"""transformers adapters against a tiny randomly initialised LLaVA (CLIP vision + Llama text) built
+here, saved to disk and reloaded: the HF VLM, OpenVLA's local-checkpoint path (action-token
+decoding), hidden-state capture, and missing-weights errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from embeval.errors import ConfigError, MissingWeightsError  # noqa: E402
+from embeval.subjects import load_subject  # noqa: E402
+from embeval.subjects.adapters.openvla_hf import decode_action_tokens  # noqa: E402
+from embeval.subjects.protocols import Action, Observation  # noqa: E402
+
+WORDS = ("<pad> <s> </s> <unk> <image> USER: ASSISTANT: pick up the red cube place move push a an on in to it is and "
+         "left right").split()
+TEMPLATE = ("{% for m in messages %}{{ m['role'].upper() }}: {% for c in m['content'] %}{% if c['type'] == 'image' %}"
+            "<image> {% else %}{{ c['text'] }} {% endif %}{% endfor %}{% endfor %}{% if add_generation_prompt %}ASSISTANT:{% endif %}")
+STATS = {"q01": [-0.1, -0.2, -0.05, -0.3, -0.3, -0.3, 0.0], "q99": [0.1, 0.2, 0.05, 0.3, 0.3, 0.3, 1.0],
+         "mask": [True] * 6 + [False]}
+
+
+def build_tiny_llava(d):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
+                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
+
+    vocab = {w: i for i, w in enumerate(WORDS)}
+    tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tk.decoder = decoders.WordPiece(prefix="##")
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                  pad_token="<pad>", model_input_names=["input_ids", "attention_mask"])
+    tok.add_tokens(["<image>"], special_tokens=True)
+    vc = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                          image_size=32, patch_size=8, projection_dim=32)
+    tc = LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                     num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=128,
+                     pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    cfg = LlavaConfig(vision_config=vc, text_config=tc, image_token_index=vocab["<image>"],
+                      vision_feature_select_strategy="default", vision_feature_layer=-1)
+    cfg.norm_stats = {"tiny_ds": {"action": STATS}}  # as OpenVLA checkpoints carry them
+    torch.manual_seed(0)
+    model = LlavaForConditionalGeneration(cfg).eval()
+    proc = LlavaProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+                          tokenizer=tok, patch_size=8, vision_feature_select_strategy="default", image_token="<image>",
+                          num_additional_image_tokens=1, chat_template=TEMPLATE)
+    model.save_pretrained(d)
+    proc.save_pretrained(d)
+    return model, proc
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny_llava")
+    model, proc = build_tiny_llava(d)
+    return d, model, proc
+
+
+def _img(seed):
+    return np.random.default_rng(seed).integers(0, 256, (40, 50, 3), dtype=np.uint8)
+
+
+def test_hf_vlm_reloaded_matches_original(tiny):
+    from PIL import Image
+
+    d, model, proc = tiny
+    vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(d), "params": {"max_new_tokens": 6}})
+    prompt = "pick up the red cube"
+    answer = vlm.generate([_img(0)], prompt)
+    text = proc.apply_chat_template([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": prompt}]}],
+                                    add_generation_prompt=True, tokenize=False)
+    assert text == "USER: <image> pick up the red cube ASSISTANT:"
+    inputs = proc(images=[Image.fromarray(_img(0))], text=text, return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=6, do_sample=False)
+    want = proc.decode(out[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True).strip()
+    assert answer == want
+    assert answer == vlm.generate([_img(0)], prompt)  # deterministic
+    assert all(w in WORDS for w in answer.split())
+
+
+def test_hf_vlm_hidden_states(tiny):
+    vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(tiny[0])})
+    layers = vlm.hidden_layers()
+    assert "model.language_model.layers.1" in layers and "model.vision_tower.vision_model.encoder.layers.0" in layers
+    a = vlm.hidden_states(([_img(0)], "pick up the cube"))
+    b = vlm.hidden_states(([_img(1)], "pick up the cube"))
+    assert a["model.language_model.layers.1"].shape == (1, 32)
+    assert not np.allclose(a["model.vision_tower.vision_model.encoder.layers.0"], b["model.vision_tower.vision_model.encoder.layers.0"])
+    # cross-check against transformers' own output_hidden_states (hidden_states[i + 1] = output of layer i)
+    inputs = vlm.inputs([_img(0)], "pick up the cube")
+    with torch.no_grad():
+        ref = vlm.model(**inputs, output_hidden_states=True).hidden_states
+    raw = vlm.hidden_states(([_img(0)], "pick up the cube"), layers=["model.language_model.layers.0"], pool="none")
+    np.testing.assert_allclose(raw["model.language_model.layers.0"], ref[1].numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ConfigError, match="unknown"):
+        vlm.hidden_states(([_img(0)], "x"), layers=["no.such.layer"])
+
+
+def test_decode_action_tokens_matches_openvla_binning():
+    vocab = 32000
+    ids = np.array([31999, 31744, 31872, 31900, 31800, 31850, 31999])
+    k = np.clip(vocab - ids - 1, 0, 254)
+    centers = -1 + (2 * k + 1) / 255.0  # bin centres of 256 uniform bins over [-1, 1]
+    np.testing.assert_allclose(decode_action_tokens(ids, vocab), centers)
+    out = decode_action_tokens(ids, vocab, STATS)
+    lo, hi = np.array(STATS["q01"]), np.array(STATS["q99"])
+    np.testing.assert_allclose(out[:6], ((centers + 1) / 2 * (hi - lo) + lo)[:6])
+    assert out[6] == pytest.approx(centers[6])  # masked (gripper) dims stay as decoded
+    assert decode_action_tokens([vocab - 1], vocab)[0] == pytest.approx(-1 + 1 / 255)
+    assert decode_action_tokens([vocab - 256], vocab)[0] == pytest.approx(1 - 1 / 255)  # top bin is clipped to 254
+
+
+def test_openvla_hf_generic_path(tiny):
+    d, model, proc = tiny
+    from PIL import Image
+
+    spec = {"kind": "policy", "adapter": "openvla_hf", "path": str(d),
+            "params": {"unnorm_key": "tiny_ds", "prompt_template": "USER: <image> {instruction} ASSISTANT:", "image_size": 32}}
+    policy = load_subject(spec)
+    policy.reset("Pick up the red cube")
+    obs = Observation(images={"third_person": _img(0)}, instruction="Pick up the red cube")
+    a = policy.act(obs)
+    assert isinstance(a, Action)
+    inputs = proc(images=[Image.fromarray(_img(0)).resize((32, 32), Image.LANCZOS)],
+                  text="USER: <image> pick up the red cube ASSISTANT:", return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=7, min_new_tokens=7, do_sample=False)
+    want = decode_action_tokens(out[0, inputs["input_ids"].shape[1]:].numpy(), len(WORDS), STATS)
+    np.testing.assert_allclose(a.vector[:6], want[:6])
+    assert a.gripper == pytest.approx(np.clip(want[6], 0, 1))
+    assert np.all(a.vector[:6] >= np.array(STATS["q01"][:6]) - 1e-9) and np.all(a.vector[:6] <= np.array(STATS["q99"][:6]) + 1e-9)
+    with pytest.raises(ConfigError, match="unnorm_key"):
+        load_subject({**spec, "params": {**spec["params"], "unnorm_key": "bridge_orig"}})
+
+
+def test_missing_weights(tmp_path, tiny):
+    for adapter, kind in [("hf", "vlm"), ("openvla_hf", "policy")]:
+        with pytest.raises(MissingWeightsError, match="does not exist"):
+            load_subject({"kind": kind, "adapter": adapter, "path": str(tmp_path / "nope")})
+        with pytest.raises(MissingWeightsError, match="required"):
+            load_subject({"kind": kind, "adapter": adapter})
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "config.json").write_text((tiny[0] / "config.json").read_text())
+    with pytest.raises(MissingWeightsError, match="no weights"):
+        load_subject({"kind": "vlm", "adapter": "hf", "path": str(tmp_path / "half")})
