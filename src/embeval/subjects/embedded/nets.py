@@ -1,9 +1,9 @@
 """Torch networks of the embedded subjects (trained from scratch here, see ``training.py``).
 
-Layer naming is part of the contract with the probing analysis (Act2Answer): every network
-exposes ``forward(..., return_hidden=True)`` which also returns a dict of per-layer hidden states
-named ``"backbone.<layer>"`` (vision + language fusion) and, for the policy,
-``"action_expert.<layer>"`` (the action head). Values are (B, D) float tensors.
+Layer naming is part of the contract with the probing analysis (Act2Answer): hidden states are
+captured with forward hooks (:mod:`embeval.subjects.hidden`) on the blocks of the module lists
+``backbone`` (vision + language fusion) and, for the policy, ``action_expert`` (the action head),
+plus the vision CNN blocks ``encoders.<camera>.blocks`` / ``encoder.blocks``.
 
 Images enter as float tensors (B, 3, H, W) in [0, 1]; text as (B, 384) MiniLM embeddings.
 """
@@ -90,10 +90,10 @@ def _mlp_layers(din: int, dims: list[int]) -> nn.ModuleList:
 
 @dataclass
 class VLAConfig:
-    """Architecture of a tiny VLA. Images are resized to ``image_size`` (square)."""
+    """Architecture of a tiny VLA. Images are resized to ``image_size`` (int: square, or [H, W])."""
 
-    cameras: list[str] = field(default_factory=lambda: ["third_person"])
-    image_size: int = 64
+    cameras: list[str] = field(default_factory=lambda: ["third_person", "wrist"])
+    image_size: int | list[int] = field(default_factory=lambda: [72, 96])
     vision: VisionConfig = field(default_factory=VisionConfig)
     state_keys: list[str] = field(default_factory=lambda: ["ee_pos", "gripper"])
     state_dim: int = 4
@@ -129,33 +129,24 @@ class TinyVLANet(nn.Module):
         self.action_expert = _mlp_layers(cfg.backbone_dims[-1] + cfg.state_dim, cfg.expert_dims)
         self.action_out = nn.Linear(cfg.expert_dims[-1], cfg.action_dim)
 
-    def forward(self, images: dict[str, torch.Tensor], text: torch.Tensor, state: torch.Tensor,
-                return_hidden: bool = False):
-        hidden: dict[str, torch.Tensor] = {}
+    def forward(self, images: dict[str, torch.Tensor], text: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
         t = self.text_proj(text)
-        feats = []
-        for cam, enc in self.encoders.items():
-            f = enc(images[cam], t)
-            hidden[f"backbone.vision_{cam}"] = f
-            feats.append(f)
+        feats = [enc(images[cam], t) for cam, enc in self.encoders.items()]
         x = torch.cat(feats + [t, state], dim=-1)
-        for i, layer in enumerate(self.backbone):
+        for layer in self.backbone:
             x = layer(x)
-            hidden[f"backbone.fusion{i}"] = x
         x = torch.cat([x, state], dim=-1)
-        for i, layer in enumerate(self.action_expert):
+        for layer in self.action_expert:
             x = layer(x)
-            hidden[f"action_expert.layer{i}"] = x
-        out = self.action_out(x)
-        return (out, hidden) if return_hidden else out
+        return self.action_out(x)
 
 
 @dataclass
 class VLMConfig:
     """Architecture of a tiny VLM: image + question -> one categorical head per answer slot."""
 
-    image_size: int = 64
-    vision: VisionConfig = field(default_factory=lambda: VisionConfig(width=16, pool="avg"))
+    image_size: int | list[int] = field(default_factory=lambda: [96, 128])
+    vision: VisionConfig = field(default_factory=lambda: VisionConfig(width=16))
     text_dim: int = EMBED_DIM
     backbone_dims: list[int] = field(default_factory=lambda: [128])
     slots: dict[str, list[str]] = field(default_factory=dict)  # slot name -> vocabulary
@@ -181,14 +172,9 @@ class TinyVLMNet(nn.Module):
         self.backbone = _mlp_layers(self.encoder.out_dim + 128, cfg.backbone_dims)
         self.heads = nn.ModuleDict({s: nn.Linear(cfg.backbone_dims[-1], len(v)) for s, v in cfg.slots.items()})
 
-    def forward(self, image: torch.Tensor, text: torch.Tensor, return_hidden: bool = False):
-        hidden: dict[str, torch.Tensor] = {}
+    def forward(self, image: torch.Tensor, text: torch.Tensor) -> dict[str, torch.Tensor]:
         t = self.text_proj(text)
-        f = self.encoder(image, t)
-        hidden["backbone.vision"] = f
-        x = torch.cat([f, t], dim=-1)
-        for i, layer in enumerate(self.backbone):
+        x = torch.cat([self.encoder(image, t), t], dim=-1)
+        for layer in self.backbone:
             x = layer(x)
-            hidden[f"backbone.fusion{i}"] = x
-        out = {s: h(x) for s, h in self.heads.items()}
-        return (out, hidden) if return_hidden else out
+        return {s: h(x) for s, h in self.heads.items()}

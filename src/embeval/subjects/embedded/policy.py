@@ -14,14 +14,19 @@ from embeval.errors import InvalidInputError
 from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image, state_vector
 from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
+from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import Action, ActionSpec, Observation
 
 
-class TinyVLAPolicy:
+class TinyVLAPolicy(HiddenStateMixin):
     """A trained :class:`~embeval.subjects.embedded.nets.TinyVLANet` with its normalisation.
 
     ``action_mean``/``action_std`` (6,) un-normalise the translation/rotation outputs;
     the gripper output is a logit (sigmoid, then thresholded at 0.5 unless ``binary_gripper=False``).
+
+    Hidden states (:meth:`hidden_states`, input: an Observation after :meth:`reset`): layers
+    ``encoders.<camera>.blocks.<i>`` (vision CNN, pooled over space), ``backbone.<i>`` (vision +
+    language fusion) and ``action_expert.<i>`` (the action head), each (1, D).
     """
 
     action_spec = ActionSpec(frame="base", chunk_size=1)
@@ -48,18 +53,18 @@ class TinyVLAPolicy:
         self._temb = self._torch.from_numpy(self._text.encode([instruction]))
 
     def act(self, observation: Observation) -> Action:
-        out = self._forward([observation], return_hidden=False)[0]
-        return Action(self._decode(out)[0])
+        return Action(self._decode(self._forward([observation]))[0])
 
     # -- extras ----------------------------------------------------------------------------
     def act_batch(self, observations: list[Observation]) -> np.ndarray:
         """Actions (N, 7) for observations that share the current instruction."""
-        return self._decode(self._forward(observations, return_hidden=False)[0])
+        return self._decode(self._forward(observations))
 
-    def hidden_states(self, observation: Observation) -> dict[str, np.ndarray]:
-        """Per-layer hidden states ``{"backbone.*" | "action_expert.*": (D,) float32}`` for one input."""
-        _, hidden = self._forward([observation], return_hidden=True)
-        return {k: v[0].numpy().astype(np.float32) for k, v in hidden.items()}
+    def _hidden_module(self):
+        return self.net
+
+    def _hidden_forward(self, observation: Observation):
+        return self._forward([observation])
 
     def _inputs(self, observations: list[Observation]):
         torch = self._torch
@@ -81,13 +86,9 @@ class TinyVLAPolicy:
         text = self._temb.expand(len(observations), -1)
         return images, text, state
 
-    def _forward(self, observations, return_hidden: bool):
+    def _forward(self, observations) -> np.ndarray:
         with self._torch.no_grad():
-            images, text, state = self._inputs(observations)
-            if return_hidden:
-                out, hidden = self.net(images, text, state, return_hidden=True)
-                return out.numpy(), hidden
-            return self.net(images, text, state).numpy(), None
+            return self.net(*self._inputs(observations)).numpy()
 
     def _decode(self, out: np.ndarray) -> np.ndarray:
         out = np.asarray(out, dtype=np.float64)

@@ -10,15 +10,22 @@ from embeval.errors import InvalidInputError
 from embeval.subjects.protocols import check_image
 
 
-def resize_image(img: np.ndarray, size: int) -> np.ndarray:
-    """RGB uint8 (H, W, 3) -> RGB uint8 (size, size, 3), area interpolation (no crop)."""
+def image_hw(size) -> tuple[int, int]:
+    """A model's input size: ``int`` (square) or ``[height, width]``."""
+    return (int(size), int(size)) if np.isscalar(size) else (int(size[0]), int(size[1]))
+
+
+def resize_image(img: np.ndarray, size) -> np.ndarray:
+    """RGB uint8 (H, W, 3) -> RGB uint8 (h, w, 3) for ``size`` (see :func:`image_hw`); area
+    interpolation when shrinking, no crop (the aspect ratio may change)."""
     import cv2
 
     img = check_image(img)
-    if img.shape[0] == size and img.shape[1] == size:
+    h, w = image_hw(size)
+    if img.shape[0] == h and img.shape[1] == w:
         return img
-    interp = cv2.INTER_AREA if img.shape[0] > size else cv2.INTER_LINEAR
-    return cv2.resize(img, (size, size), interpolation=interp)
+    interp = cv2.INTER_AREA if img.shape[0] > h else cv2.INTER_LINEAR
+    return cv2.resize(img, (w, h), interpolation=interp)
 
 
 def state_vector(state: Mapping[str, np.ndarray], keys: list[str]) -> np.ndarray:

@@ -17,10 +17,15 @@ from embeval.errors import InvalidInputError
 from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image
 from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
+from embeval.subjects.hidden import HiddenStateMixin
 
 
-class TinyVLM:
-    """A trained :class:`~embeval.subjects.embedded.nets.TinyVLMNet` plus its answer template."""
+class TinyVLM(HiddenStateMixin):
+    """A trained :class:`~embeval.subjects.embedded.nets.TinyVLMNet` plus its answer template.
+
+    Hidden states (:meth:`hidden_states`, input: ``(image, prompt)``): ``encoder.blocks.<i>`` and
+    ``backbone.<i>``, each (1, D).
+    """
 
     def __init__(self, net, template: str, id: str = "tiny-vlm", meta: dict | None = None,
                  text_encoder: TextEncoder | None = None):
@@ -46,16 +51,17 @@ class TinyVLM:
     def answer_batch(self, images: Sequence[np.ndarray], prompts: Sequence[str]) -> list[str]:
         return [self.template.format(**slots) for slots in self.predict_slots(images, prompts)]
 
-    def hidden_states(self, image: np.ndarray, prompt: str) -> dict[str, np.ndarray]:
-        """Per-layer hidden states ``{"backbone.*": (D,) float32}`` for one input."""
-        _, hidden = self._run([image], [prompt], return_hidden=True)
-        return {k: v[0].numpy().astype(np.float32) for k, v in hidden.items()}
+    def _hidden_module(self):
+        return self.net
+
+    def _hidden_forward(self, inputs):
+        image, prompt = inputs
+        return self._run([image], [prompt])
 
     def _logits(self, images, prompts) -> dict[str, np.ndarray]:
-        out, _ = self._run(images, prompts, return_hidden=False)
-        return {k: v.numpy() for k, v in out.items()}
+        return {k: v.numpy() for k, v in self._run(images, prompts).items()}
 
-    def _run(self, images, prompts, return_hidden: bool):
+    def _run(self, images, prompts):
         torch = self._torch
         if len(images) != len(prompts):
             raise InvalidInputError(f"{self.id}: {len(images)} images for {len(prompts)} prompts")
@@ -65,9 +71,7 @@ class TinyVLM:
         x = torch.from_numpy(x).permute(0, 3, 1, 2).float().div_(255.0)
         t = torch.from_numpy(self._text.encode(prompts))
         with torch.no_grad():
-            if return_hidden:
-                return self.net(x, t, return_hidden=True)
-            return self.net(x, t), None
+            return self.net(x, t)
 
     def save(self, path: str | Path) -> Path:
         extra = {"id": self.id, "template": self.template, "meta": self.meta}
