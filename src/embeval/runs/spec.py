@@ -14,9 +14,10 @@ A run spec is a YAML file parsed into the typed :class:`RunSpec`::
     params: {}                          # evaluator parameters
     plugins: []                         # modules imported first (they register evaluators)
     backend: {name: local, unit_timeout_s: 60}   # execution settings (not hashed)
-    output_dir: runs/quality-smoke      # where the run directory goes (not hashed)
+    output_dir: runs/quality-smoke      # the run folder, relative to the current folder (not hashed)
 
-Relative paths resolve against the spec file's folder. The run's identity is :func:`spec_hash`: a
+Relative paths (items, subjects) resolve against the spec file's folder; ``output_dir`` against
+the current folder. The run's identity is :func:`spec_hash`: a
 stable hash of the fields that change results (evaluator, subjects, items, distortions, levels,
 seeds, params, plugins); ``name``, ``description``, ``backend`` and ``output_dir`` are cosmetic, so a
 run started locally can be resumed on Ray. Validation happens before any work starts and every
@@ -144,9 +145,10 @@ class RunSpec:
         return q if q.is_absolute() else Path(self.base_dir) / q
 
     def default_run_dir(self) -> Path:
+        """``output_dir`` (relative to the current folder), else ``runs/<name>-<hash8>``."""
         if self.output_dir:
-            return self.resolve_path(self.output_dir)
-        return Path(self.base_dir) / "runs" / f"{self.name or self.evaluator}-{self.hash[:8]}"
+            return Path(os.path.expanduser(os.path.expandvars(self.output_dir)))
+        return Path("runs") / f"{self.name or self.evaluator}-{self.hash[:8]}"
 
 
 def spec_hash(spec: RunSpec) -> str:
