@@ -101,7 +101,7 @@ def test_shipped_config_examples_parse():
     from embeval.subjects.registry import adapter_kwargs, read_spec, resolve_adapter
 
     files = sorted((Path(__file__).resolve().parents[1] / "config" / "subjects").glob("*.yaml"))
-    assert len(files) >= 3
+    assert len(files) >= 8
     for f in files:
         spec = read_spec(f)
         factory = resolve_adapter(spec.kind, spec.adapter)

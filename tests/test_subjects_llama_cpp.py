@@ -1,0 +1,64 @@
+"""llama.cpp GGUF adapter on the embedded Gemma 3 270M (loaded once per module; tiny prompts),
+and llama-cpp-python's own OpenAI-compatible server as a counterpart for the OpenAI client."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+from embeval.errors import InvalidInputError, MissingWeightsError  # noqa: E402
+from embeval.subjects import load_subject  # noqa: E402
+from embeval.subjects.adapters.llama_cpp import LlamaCppLLM, embedded_gguf_path  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = {"type": "object", "properties": {"verb": {"enum": ["pick", "place", "push"]}, "count": {"type": "integer"}},
+          "required": ["verb", "count"]}
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    llm = load_subject({"kind": "llm", "adapter": "llama_cpp", "params": {"n_ctx": 256, "max_tokens": 24}})
+    llm.model  # load once
+    return llm
+
+
+def test_embedded_file_is_cached(gemma):
+    p = embedded_gguf_path()
+    assert p.is_file() and p.stat().st_size > 100e6 and embedded_gguf_path() == p
+
+
+def test_json_schema_constrained_output(gemma):
+    out = gemma.chat([{"role": "user", "content": "Robot verb for lifting a cup, as JSON."}], json_schema=SCHEMA)
+    value = json.loads(out)
+    assert value["verb"] in {"pick", "place", "push"} and isinstance(value["count"], int)
+    assert gemma.chat([{"role": "user", "content": "Say hi."}]).strip() != ""
+
+
+def test_loglikelihood_matches_full_forward_and_choose(gemma):
+    llm = gemma.model
+    prompt, cont = "The capital of France is", " Paris"
+    ll, n = gemma.loglikelihood(prompt, cont)
+    # independent computation: one forward pass with logits for every position
+    toks = llm.tokenize((prompt + cont).encode(), add_bos=True, special=False)
+    ptoks = llm.tokenize(prompt.encode(), add_bos=True, special=False)
+    k = next(i for i in range(len(toks)) if i >= len(ptoks) or toks[i] != ptoks[i])
+    ref = llama_cpp.Llama(model_path=str(embedded_gguf_path()), n_ctx=64, n_threads=2, logits_all=True, verbose=False)
+    ref.eval(toks)
+    logits = np.asarray(ref.scores[: len(toks)], dtype=np.float64)
+    logp = logits - logits.max(1, keepdims=True)
+    logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+    want = sum(logp[i - 1, toks[i]] for i in range(k, len(toks)))
+    assert n == len(toks) - k and ll == pytest.approx(want, abs=1e-3)
+    assert ll > gemma.loglikelihood(prompt, " Banana")[0]
+    assert gemma.choose("The capital of France is", ["Paris", "Banana"]) == "Paris"
+    with pytest.raises(InvalidInputError):
+        gemma.choose("x", [])
+
+
+def test_missing_gguf(tmp_path):
+    with pytest.raises(MissingWeightsError, match="does not exist"):
+        LlamaCppLLM(path=str(tmp_path / "nope.gguf"))
