@@ -86,3 +86,22 @@ def test_documented_behaviour_of_some_types():
     # packet loss: a higher level's lost blocks include the lower level's (same seed)
     lost = [np.any(distort(im, "packet_loss", lv, seed=5) != im, axis=2) for lv in (2, 4)]
     assert lost[0].sum() < lost[1].sum()
+
+
+def test_hsv_saturation_matches_opencv_hsv_round_trip():
+    import cv2
+
+    im = photo("coffee", SIZE)
+    for level, factor in enumerate(DISTORTIONS["color_saturation_hsv"].levels, start=1):
+        hsv = cv2.cvtColor(im.astype(np.float32) / 255, cv2.COLOR_RGB2HSV)
+        hsv[..., 1] *= factor
+        ref = np.clip(cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB) * 255 + 0.5, 0, 255).astype(np.uint8)
+        diff = np.abs(distort(im, "color_saturation_hsv", level).astype(int) - ref)
+        assert diff.max() <= 1, (level, diff.max())
+
+
+def test_contrast_change_matches_formula():
+    im = photo("rocket", SIZE)
+    f = DISTORTIONS["contrast_change"].levels[3]
+    ref = np.clip(im.mean() + f * (im.astype(float) - im.mean()), 0, 255)
+    assert np.abs(distort(im, "contrast_change", 4).astype(float) - ref).max() <= 0.5 + 1e-9

@@ -5,7 +5,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from embeval.distortion._util import lab_to_rgb, rgb_to_lab, to_float, to_uint8
+from embeval.distortion._util import clip_uint8, lab_to_rgb, rgb_to_lab
 from embeval.distortion.registry import register
 
 
@@ -53,10 +53,11 @@ def color_quantization(img, colors, rng):
 @register("color_saturation_hsv", "chrominance", (0.8, 0.6, 0.4, 0.2, 0.0), param="factor on HSV saturation",
           description="desaturation in HSV")
 def color_saturation_hsv(img, factor, rng):
-    """Multiply HSV saturation by ``factor`` (0 = grey); hue and value kept."""
-    hsv = cv2.cvtColor(to_float(img), cv2.COLOR_RGB2HSV)
-    hsv[..., 1] *= factor
-    return to_uint8(cv2.cvtColor(hsv, cv2.COLOR_HSV2RGB))
+    """Multiply HSV saturation by ``factor`` (0 = grey); hue and value kept. Computed without the HSV
+    round trip: with V = max(R, G, B), scaling S by f while keeping H and V is ``c <- V + f (c - V)``."""
+    x = img.astype(np.float32)
+    v = x.max(axis=2, keepdims=True)
+    return clip_uint8(v + np.float32(factor) * (x - v))
 
 
 @register("color_saturation_lab", "chrominance", (1.3, 1.7, 2.3, 3.2, 4.5), param="factor on CIELAB a*, b*",

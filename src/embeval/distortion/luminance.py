@@ -4,13 +4,13 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from embeval.distortion._util import clip_uint8, lab_to_rgb, linear_to_srgb, rgb_to_lab, srgb_to_linear, to_float, to_uint8
+from embeval.distortion._util import lab_to_rgb, linear_to_srgb, rgb_to_lab, srgb_to_linear, to_uint8
 from embeval.distortion.registry import register
 
 
 def _lightness_curve(img: np.ndarray, gamma: float) -> np.ndarray:
     lab = rgb_to_lab(img)
-    lab[..., 0] = 100.0 * np.power(np.clip(lab[..., 0], 0, 100) / 100.0, gamma)
+    lab[..., 0] = 100.0 * cv2.pow(np.clip(lab[..., 0] * np.float32(0.01), 0, 1), gamma)
     return lab_to_rgb(lab)
 
 

@@ -1,0 +1,89 @@
+"""Distortion throughput: images/s per type at 640x480 (level 3), with the ratio against
+albumentations' implementation of the same (or the closest) distortion, measured in the same run,
+interleaved call by call so that machine load affects both alike."""
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+W, H, LEVEL = 640, 480, 3
+
+
+def _albumentations():
+    """type -> (albumentations transform at roughly our level-3 parameter, "same" or "similar")."""
+    import albumentations as A
+    import cv2
+
+    from embeval.distortion import DISTORTIONS
+
+    p = {n: d.levels[LEVEL - 1] for n, d in DISTORTIONS.items()}
+    sig = p["gaussian_blur"]
+    k = 2 * int(np.ceil(3 * sig)) + 1
+    return {
+        "gaussian_blur": (A.GaussianBlur(blur_limit=(k, k), sigma_limit=(sig, sig), p=1), "same"),
+        "lens_blur": (A.Defocus(radius=(int(p["lens_blur"]),) * 2, alias_blur=(0.1, 0.1), p=1), "same"),
+        "motion_blur": (A.MotionBlur(blur_limit=(p["motion_blur"],) * 2, p=1), "same"),
+        "jpeg": (A.ImageCompression(compression_type="jpeg", quality_range=(p["jpeg"],) * 2, p=1), "same"),
+        "white_noise": (A.GaussNoise(std_range=(p["white_noise"] / 255,) * 2, p=1), "same"),
+        "impulse_noise": (A.SaltAndPepper(amount=(p["impulse_noise"],) * 2, p=1), "same"),
+        "multiplicative_noise": (A.MultiplicativeNoise(multiplier=(1 - 1.7 * p["multiplicative_noise"], 1 + 1.7 * p["multiplicative_noise"]),
+                                                       per_channel=True, elementwise=True, p=1), "similar (uniform, not Gaussian)"),
+        "color_noise": (A.ISONoise(color_shift=(0.05, 0.05), intensity=(0.0, 0.0), p=1), "similar (HLS hue noise)"),
+        "pixelate": (A.Downscale(scale_range=(1 / p["pixelate"],) * 2,
+                                 interpolation_pair={"downscale": cv2.INTER_AREA, "upscale": cv2.INTER_NEAREST}, p=1), "same"),
+        "quantization": (A.Posterize(num_bits=(3, 3), p=1), "similar (2^bits levels)"),
+        "color_saturation_hsv": (A.ColorJitter(brightness=(1, 1), contrast=(1, 1), saturation=(p["color_saturation_hsv"],) * 2,
+                                               hue=(0, 0), p=1), "similar (HLS saturation)"),
+        "contrast_change": (A.RandomBrightnessContrast(brightness_limit=(0, 0), contrast_limit=(p["contrast_change"] - 1,) * 2,
+                                                       p=1), "same"),
+        "mean_shift": (A.RandomBrightnessContrast(brightness_limit=(p["mean_shift"] / 255,) * 2, contrast_limit=(0, 0), p=1), "same"),
+        "brighten": (A.RandomGamma(gamma_limit=(int(100 / p["brighten"]),) * 2, p=1), "similar (RGB gamma, not L*)"),
+        "darken": (A.RandomGamma(gamma_limit=(int(100 * p["darken"]),) * 2, p=1), "similar (RGB gamma, not L*)"),
+        "high_sharpen": (A.UnsharpMask(blur_limit=(9, 9), sigma_limit=(1.5, 1.5), alpha=(1, 1), threshold=0, p=1),
+                         "similar (alpha <= 1)"),
+        "color_block": (A.CoarseDropout(num_holes_range=(p["color_block"],) * 2, hole_height_range=(32, 32),
+                                        hole_width_range=(32, 32), fill="random_uniform", p=1), "similar (noise fill)"),
+        "color_shift": (A.ChromaticAberration(primary_distortion_limit=(0.05, 0.05), secondary_distortion_limit=(0, 0),
+                                              mode="green_purple", p=1), "similar (radial, not edge-weighted)"),
+    }
+
+
+def run(quick: bool) -> list[dict]:
+    from embeval.distortion import DISTORTIONS, distort, list_distortions
+    from embeval.distortion.samples import photo
+
+    img = photo("astronaut", (W, H))
+    reps = 3 if quick else 20
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            albu = _albumentations()
+        except Exception as exc:  # albumentations missing or changed API: report ours alone
+            print(f"(albumentations unavailable: {exc})")
+            albu = {}
+        rows = []
+        for name in list_distortions():
+            t_ours = t_albu = 0.0
+            tf = albu.get(name, (None, ""))[0]
+            distort(img, name, LEVEL, 0)  # warm caches
+            if tf is not None:
+                tf(image=img)
+            for i in range(reps):
+                t0 = time.perf_counter()
+                distort(img, name, LEVEL, i)
+                t_ours += time.perf_counter() - t0
+                if tf is not None:
+                    t0 = time.perf_counter()
+                    tf(image=img)
+                    t_albu += time.perf_counter() - t0
+            row = {"type": name, "category": DISTORTIONS[name].category, "img_per_s": reps / t_ours,
+                   "ms_per_img": 1000 * t_ours / reps}
+            if tf is not None:
+                row.update({"albumentations": type(tf).__name__, "albu_img_per_s": reps / t_albu,
+                            "ratio_vs_albu": t_albu / t_ours, "match": albu[name][1]})
+            rows.append(row)
+    total = sum(r["ms_per_img"] for r in rows)
+    rows.append({"type": "ALL 30 (one image each)", "category": "", "img_per_s": 30 * 1000 / total, "ms_per_img": total / 30})
+    return rows
