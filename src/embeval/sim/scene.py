@@ -164,6 +164,10 @@ class LightingSpec:
     specular: float = 0.1
     shadow: bool = False
 
+    def __post_init__(self):
+        self.direction = _floats(self.direction, "lighting direction", 3)  # type: ignore[assignment]
+        self.color = _floats(self.color, "lighting color", 3)  # type: ignore[assignment]
+
 
 @dataclass
 class SceneSpec:
@@ -176,7 +180,9 @@ class SceneSpec:
     background: str = "wood"  # background category recorded in manifests
     floor_color: RGBA = (0.35, 0.35, 0.38, 1.0)
     wall_color: RGBA = (0.80, 0.80, 0.78, 1.0)
-    walls: bool = True  # back wall at x = 0.95 and side wall at y = -0.60
+    walls: bool = True  # a back wall and a side wall (inner faces at wall_back_x and wall_side_y)
+    wall_back_x: float = 0.98  # m, inner face of the back wall (beyond the UR5's reach by default)
+    wall_side_y: float = -0.64  # m, inner face of the side wall
     lighting: LightingSpec = field(default_factory=LightingSpec)
     cameras: list[CameraSpec] = field(default_factory=default_cameras)
     home_tcp: tuple[float, ...] = (0.45, 0.0, 0.30, 3.14159265, 0.0, 0.0)  # [x,y,z,rx,ry,rz]: TCP pointing down
@@ -189,7 +195,8 @@ class SceneSpec:
         self.cameras = [c if isinstance(c, CameraSpec) else _from_dict(CameraSpec, c, "camera") for c in self.cameras]
         if not isinstance(self.lighting, LightingSpec):
             self.lighting = _from_dict(LightingSpec, self.lighting, "lighting")
-        self.table_color = _floats(self.table_color, "table_color", 4)  # type: ignore[assignment]
+        for name in ("table_color", "floor_color", "wall_color"):
+            setattr(self, name, _floats(getattr(self, name), name, 4))
         self.home_tcp = _floats(self.home_tcp, "home_tcp", 6)
         names = [o.name for o in self.objects]
         dup = {n for n in names if names.count(n) > 1}

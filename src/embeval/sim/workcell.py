@@ -38,8 +38,6 @@ Q_NEAR_HOME = np.array([math.pi, -1.6, 1.6, -1.57, -1.57, -math.pi / 2])
 
 TABLE_X = (-0.35, 1.00)
 TABLE_Y = (-0.62, 0.62)
-WALL_BACK_X = 0.98  # inner face of the back wall
-WALL_SIDE_Y = -0.64  # inner face of the side wall
 
 
 @dataclass
@@ -57,6 +55,7 @@ class SimConfig:
     gripper_time: float = 0.25  # s to open/close the fingers
     settle_time: float = 0.25  # s of physics after loading a scene
     segment: float = 0.01  # m, Cartesian path resolution for IK
+    solver_iterations: int = 20  # pybullet constraint solver iterations per physics step
 
     def __post_init__(self):
         if self.mode not in ("physics", "kinematic"):
@@ -83,7 +82,8 @@ def intrinsics_projection(cam: CameraSpec) -> list[float]:
 @dataclass
 class _Grasp:
     body: Body
-    T_tcp_obj: np.ndarray  # object pose in the TCP frame at grasp time (rigid carry)
+    rel_pos: tuple  # object pose in the TCP frame at grasp time (rigid carry)
+    rel_orn: tuple
     tcp0: np.ndarray  # TCP position at grasp (articulated objects)
     joint0: float = 0.0
     axis_world: np.ndarray = field(default_factory=lambda: np.zeros(3))
@@ -116,6 +116,7 @@ class Workcell:
         self.time = 0.0
         self.steps = 0  # physics substeps since load
         self._joint_extremes: dict[str, list[float]] = {}
+        self._fk_cache: tuple = (None, None, None)
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self) -> "Workcell":
@@ -143,7 +144,7 @@ class Workcell:
         p.resetSimulation(physicsClientId=c)
         self.pb.clear()
         p.setGravity(0, 0, -9.81, physicsClientId=c)
-        p.setPhysicsEngineParameter(fixedTimeStep=1.0 / self.config.physics_hz, numSolverIterations=30,
+        p.setPhysicsEngineParameter(fixedTimeStep=1.0 / self.config.physics_hz, numSolverIterations=self.config.solver_iterations,
                                     deterministicOverlappingPairs=1, physicsClientId=c)
         self.scene = scene
         self.limits = self._base_limits or SafetyLimits.from_dict(scene.safety)
@@ -160,6 +161,7 @@ class Workcell:
         self.arm_joints = [names[n] for n in JOINT_NAMES]
         self.finger_joints = [names["left_finger_joint"], names["right_finger_joint"]]
         self.tcp_link = links["tcp"]
+        self._all_joints = self.arm_joints + self.finger_joints
         self.link_names = {j: n for n, j in links.items()}
         self.link_names[-1] = "base_link"
         for j in range(p.getNumJoints(self.robot, physicsClientId=c)):  # no motors: joints are set kinematically
@@ -202,8 +204,9 @@ class Workcell:
         self.floor = self._box([-2.0, -2.0, -0.80], [3.0, 3.0, -0.76], scene.floor_color, collide=False)
         self.walls: list[int] = []
         if scene.walls:
-            self.walls.append(self._box([WALL_BACK_X, TABLE_Y[0] - 0.04, -0.04], [WALL_BACK_X + 0.04, TABLE_Y[1], 0.70], scene.wall_color))
-            self.walls.append(self._box([TABLE_X[0], WALL_SIDE_Y - 0.04, -0.04], [WALL_BACK_X, WALL_SIDE_Y, 0.70], scene.wall_color))
+            bx, sy = scene.wall_back_x, scene.wall_side_y
+            self.walls.append(self._box([bx, min(sy, TABLE_Y[0]) - 0.04, -0.04], [bx + 0.04, TABLE_Y[1], 0.70], scene.wall_color))
+            self.walls.append(self._box([TABLE_X[0], sy - 0.04, -0.04], [bx, sy, 0.70], scene.wall_color))
         self.body_names = {self.table: "table", **{w: f"wall{i}" for i, w in enumerate(self.walls)}}
 
     def _box(self, lo, hi, rgba, collide: bool = True) -> int:
@@ -227,12 +230,19 @@ class Workcell:
         return T
 
     def tcp_matrix(self, q: np.ndarray | None = None) -> np.ndarray:
-        return self.kin.fk(self.q if q is None else q, frame="base")
+        """4x4 TCP pose in frame base for joints ``q`` (default: the current joints)."""
+        if q is not None:
+            return self.kin.fk(q, frame="base")
+        key = self.q.tobytes()
+        if self._fk_cache[0] != key:
+            T = self.kin.fk(self.q, frame="base")
+            self._fk_cache = (key, T, np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_rotvec()]))
+        return self._fk_cache[1].copy()
 
     def tcp_pose(self) -> np.ndarray:
         """``[x, y, z, rx, ry, rz]`` of the TCP in frame base (from the commanded joints)."""
-        T = self.tcp_matrix()
-        return np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_rotvec()])
+        self.tcp_matrix()
+        return self._fk_cache[2].copy()
 
     def status(self) -> SafetyStatus:
         return self.safety.status
@@ -283,12 +293,12 @@ class Workcell:
 
     # ------------------------------------------------------------------ low level
     def _set_robot(self, q: np.ndarray, gripper: float, qd: np.ndarray | None = None) -> None:
-        p, c = self.p, self.client
-        for k, j in enumerate(self.arm_joints):
-            p.resetJointState(self.robot, j, float(q[k]), 0.0 if qd is None else float(qd[k]), physicsClientId=c)
         f = float(np.clip(gripper, 0.0, 1.0)) * self.stroke
-        for j in self.finger_joints:
-            p.resetJointState(self.robot, j, f, physicsClientId=c)
+        qd = np.zeros(6) if qd is None else qd
+        self.p.resetJointStatesMultiDof(
+            self.robot, self._all_joints, [[float(v)] for v in q] + [[f], [f]],
+            targetVelocities=[[float(v)] for v in qd] + [[0.0], [0.0]], physicsClientId=self.client,
+        )
 
     def _contact_status(self) -> SafetyStatus:
         """Protective stop when any arm/gripper link (not the base) touches the table or a wall."""
@@ -312,16 +322,15 @@ class Workcell:
         if g is None:
             return
         p, c = self.p, self.client
-        T = self.tcp_matrix()
         b = g.body
         if b.joint >= 0:
             lo, hi = b.joint_range
-            s = float(np.dot(T[:3, 3] - g.tcp0, g.axis_world))
+            s = float(np.dot(self.tcp_matrix()[:3, 3] - g.tcp0, g.axis_world))
             p.resetJointState(b.body_id, b.joint, float(np.clip(g.joint0 + s, lo, hi)), physicsClientId=c)
         else:
-            To = T @ g.T_tcp_obj
-            p.resetBasePositionAndOrientation(b.body_id, To[:3, 3].tolist(), Rotation.from_matrix(To[:3, :3]).as_quat().tolist(),
-                                              physicsClientId=c)
+            st = p.getLinkState(self.robot, self.tcp_link, computeForwardKinematics=True, physicsClientId=c)
+            pos, orn = p.multiplyTransforms(st[4], st[5], g.rel_pos, g.rel_orn, physicsClientId=c)
+            p.resetBasePositionAndOrientation(b.body_id, pos, orn, physicsClientId=c)
             p.resetBaseVelocity(b.body_id, [0, 0, 0], [0, 0, 0], physicsClientId=c)
 
     def _substep(self, q: np.ndarray, gripper: float, qd: np.ndarray | None = None) -> SafetyStatus:
@@ -479,12 +488,13 @@ class Workcell:
         return None if best is None else (best[1], best[2])
 
     def _attach(self, b: Body) -> None:
+        p, c = self.p, self.client
         T = self.tcp_matrix()
         pos, orn = self.object_pose(b.name)
-        To = np.eye(4)
-        To[:3, :3] = Rotation.from_quat(orn).as_matrix()
-        To[:3, 3] = pos
-        g = _Grasp(b, np.linalg.inv(T) @ To, T[:3, 3].copy())
+        st = p.getLinkState(self.robot, self.tcp_link, computeForwardKinematics=True, physicsClientId=c)
+        ipos, iorn = p.invertTransform(st[4], st[5], physicsClientId=c)
+        rel_pos, rel_orn = p.multiplyTransforms(ipos, iorn, pos.tolist(), orn.tolist(), physicsClientId=c)
+        g = _Grasp(b, rel_pos, rel_orn, T[:3, 3].copy())
         if b.joint >= 0:
             info = self.p.getJointInfo(b.body_id, b.joint, physicsClientId=self.client)
             axis_local = np.array(info[13])
