@@ -270,3 +270,17 @@ def test_cli_subjects_list_and_check(capsys):
     assert "chat   -> 'yes'" in capsys.readouterr().out
     assert main(["subjects", "check", str(spec.with_name("nope.yaml"))]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_relative_paths_and_param_overrides(tmp_path):
+    from embeval.subjects.registry import read_spec
+
+    (tmp_path / "weights").mkdir()
+    spec = tmp_path / "s.yaml"
+    spec.write_text("kind: policy\nadapter: image_stats\npath: weights\n")
+    assert read_spec(spec).path == str(tmp_path / "weights")  # exists next to the YAML
+    spec.write_text("kind: policy\nadapter: image_stats\npath: tiny-vla\n")
+    assert read_spec(spec).path == "tiny-vla"  # a name the adapter resolves
+    spec.write_text("kind: policy\nadapter: image_stats\nparams: {scale: 0.1}\n")
+    assert load_subject(spec, params={"scale": 0.5}).scale == 0.5
+    assert load_subject(spec, scale=0.25).scale == 0.25

@@ -6,7 +6,8 @@ A subject spec (YAML or dict)::
     kind: vlm                  # vlm | policy | llm
     adapter: openai            # a registered adapter name (``embeval subjects list``)
     url: http://127.0.0.1:8000/v1   # for server adapters  (exactly one of url / path as the adapter needs)
-    path: ~/models/qwen2.5-vl  # for local weights; relative paths resolve against the YAML's folder
+    path: ~/models/qwen2.5-vl  # local weights; a relative path is taken from the YAML's folder when it
+                               # exists there, else as written (cwd, or a name the adapter knows)
     params: {model: Qwen/Qwen2.5-VL-3B-Instruct, temperature: 0}   # adapter keyword arguments
     cache: ~/.cache/embeval/llm_cache.sqlite   # optional (llm/vlm): persistent call cache
 
@@ -158,8 +159,8 @@ def _resolve_path(value: Any, base_dir: Path | None) -> str | None:
     if value in (None, ""):
         return None
     p = Path(os.path.expanduser(os.path.expandvars(str(value))))
-    if not p.is_absolute() and base_dir is not None:
-        p = base_dir / p
+    if not p.is_absolute() and base_dir is not None and (base_dir / p).exists():
+        p = base_dir / p  # relative to the spec file when it exists there; else as written (cwd, or a name)
     return str(p)
 
 
@@ -213,13 +214,16 @@ def adapter_kwargs(factory: Callable[..., Any], spec: SubjectSpec) -> dict[str, 
     return kwargs
 
 
-def load_subject(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLike, **overrides: Any):
-    """Build the subject a spec describes (a VLM, Policy or LLM); ``overrides`` update ``params``.
+def load_subject(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLike,
+                 params: Mapping[str, Any] | None = None, **overrides: Any):
+    """Build the subject a spec describes (a VLM, Policy or LLM); ``params`` and ``overrides``
+    (keyword arguments) update the spec's ``params``.
 
     Raises :class:`ConfigError` (malformed spec, naming the field), :class:`MissingWeightsError`
     (local weights absent) or :class:`ServerUnavailableError` (adapters that check their server).
     """
     spec = read_spec(spec_or_path)
+    overrides = {**(params or {}), **overrides}
     if overrides:
         spec = SubjectSpec(**{**spec.__dict__, "params": {**spec.params, **overrides}})
     factory = resolve_adapter(spec.kind, spec.adapter)
