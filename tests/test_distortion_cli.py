@@ -84,3 +84,17 @@ def test_grid(tmp_path):
     assert main(["distort", "grid", "--out", str(out), "--type", "jpeg", "pixelate", "--width", "128", "--thumb", "64"]) == 0
     sheet = np.asarray(Image.open(out))
     assert sheet.ndim == 3 and sheet.shape[1] > 6 * 64 and sheet.shape[0] > 2 * 48
+
+
+def test_frame_distorter_seeds_per_frame():
+    from embeval.distortion import FrameDistorter, frame_seed
+    from embeval.errors import ConfigError
+
+    f = synthetic_tabletop(64, 48, seed=0)
+    d = FrameDistorter("white_noise", 2, seed=3, stream="/cam")
+    a, b = d(f), d(f)
+    assert not np.array_equal(a, b)  # noise differs between frames
+    np.testing.assert_array_equal(a, distort(f, "white_noise", 2, frame_seed(3, "/cam", 0, "white_noise", 2)))
+    np.testing.assert_array_equal(b, FrameDistorter("white_noise", 2, seed=3, stream="/cam")(f, index=1))  # replay
+    with pytest.raises(ConfigError):
+        FrameDistorter("white_noise", 9)

@@ -2,7 +2,7 @@
 
 Per-image seeds are derived from the master seed (``embeval.provenance.derive_seed``): from
 ``(seed, file name, type, level)`` for folders and ``(seed, topic, message index, type, level)``
-for bags, so every output is reproducible and noise differs between images.
+for bags (:class:`embeval.distortion.stream.FrameDistorter`), so every output is reproducible and noise differs between images.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from embeval.distortion.registry import N_LEVELS, distort, get
+from embeval.distortion.stream import FrameDistorter
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
 from embeval.provenance import code_version, derive_seed
 
@@ -131,6 +132,7 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
     if info["topics"][topic]["type"] != "sensor_msgs/msg/Image":
         raise ConfigError(f"topic {topic} is {info['topics'][topic]['type']}, not sensor_msgs/msg/Image")
     ts = typestore()
+    distorter = FrameDistorter(name, level, seed, stream=topic)
     keep: Iterable[str] | None = None if other_topics else [topic]
     total = info["message_count"] if other_topics else info["topics"][topic]["count"]
     n_img = n_copy = 0
@@ -139,7 +141,7 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
         for m in read_bag(in_bag, keep):
             rec.add_topic(m.topic, m.msgtype)
             if m.topic == topic:
-                img = distort(image_from_rosbags(m.msg), name, level, derive_seed(seed, topic, n_img, name, level))
+                img = distorter(image_from_rosbags(m.msg), n_img)
                 rec.write_msg(topic, _image_msg(ts, m.msg.header, img), m.timestamp_ns)
                 n_img += 1
             else:

@@ -41,7 +41,8 @@ def packet_loss(img, fraction, rng):
     blocks), concealed as a decoder does: each lost block is interpolated linearly, column by column,
     between the pixel row above and the row below it (block interpolation), blocks processed in raster order.
 
-    With one seed the lost set at a higher level contains the lower level's set."""
+    At least one run is lost at every level; with one seed the lost set at a higher level contains
+    the lower level's set."""
     h, w = img.shape[:2]
     by, bx = -(-h // MACROBLOCK), -(-w // MACROBLOCK)
     n = by * bx
