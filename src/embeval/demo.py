@@ -15,6 +15,7 @@ from typing import Any
 STAGES: list[tuple[str, str]] = [
     ("kinematics", "embeval.kinematics.demo:run"),
     ("distortion", "embeval.distortion.demo:run"),
+    ("subjects", "embeval.subjects.demo:run"),
 ]
 
 
