@@ -1,0 +1,70 @@
+"""The simulated workcell as an :class:`~embeval.robot.base.ArmBackend` (what the ROS arm node drives with ``backend:=sim``).
+
+Example::
+
+    from embeval.robot.sim_backend import SimArmBackend
+    arm = SimArmBackend()                       # empty table scene; or SimArmBackend(scene=SceneSpec(...))
+    s = arm.move_tcp([0.5, 0.1, 0.2, 3.14159, 0, 0])
+    print(s.tcp_pose, s.safety.ok)
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from embeval.robot.base import ArmState, apply_delta
+from embeval.robot.safety import SafetyLimits, check_step
+from embeval.sim.scene import SceneSpec
+from embeval.sim.workcell import SimConfig, Workcell
+from embeval.subjects.protocols import Action
+
+
+class SimArmBackend:
+    """ArmBackend over a pybullet :class:`~embeval.sim.workcell.Workcell` (blocking moves in sim time)."""
+
+    name = "sim"
+
+    def __init__(self, scene: SceneSpec | None = None, config: SimConfig | None = None, limits: SafetyLimits | None = None,
+                 cell: Workcell | None = None):
+        self.cell = cell or Workcell(config, limits)
+        if cell is None or cell.scene is None:
+            self.cell.load(scene or SceneSpec(name="empty"))
+
+    def state(self) -> ArmState:
+        c = self.cell
+        return ArmState(joint_positions=c.q.copy(), tcp_pose=c.tcp_pose(), gripper=float(c.gripper), safety=c.safety.status,
+                        timestamp=c.time)
+
+    def move_joints(self, q: Sequence[float], speed: float | None = None) -> ArmState:
+        self.cell.move_joints(q, speed)
+        return self.state()
+
+    def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
+        self.cell.move_tcp(pose, speed)
+        return self.state()
+
+    def set_gripper(self, opening: float) -> ArmState:
+        self.cell.set_gripper(opening)
+        return self.state()
+
+    def apply_action(self, action: Action | Sequence[float], frame: str = "base") -> ArmState:
+        """Execute one 7-DoF delta action (move, then gripper), as :meth:`embeval.sim.env.SimEnv.step` does."""
+        a = action if isinstance(action, Action) else Action(action)
+        self.cell.safety.require_ok()
+        pre = check_step(a.translation, self.cell.limits)
+        if pre.stopped:
+            self.cell.safety.trip(pre)
+            return self.state()
+        self.cell.move_tcp(apply_delta(self.cell.tcp_pose(), a.vector[:6], frame))
+        if self.cell.safety.ok and (a.gripper < 0.5) != (self.cell.gripper < 0.5):
+            self.cell.set_gripper(0.0 if a.gripper < 0.5 else 1.0)
+        return self.state()
+
+    def stop(self) -> ArmState:
+        return self.state()  # moves are blocking: nothing is in motion between calls
+
+    def reset_safety(self) -> ArmState:
+        self.cell.reset_safety()
+        return self.state()
+
+    def close(self) -> None:
+        self.cell.close()
