@@ -83,24 +83,35 @@ class DHParams:
             object.__setattr__(self, key, v)
         self._check_ur_structure()
 
-    def _check_ur_structure(self, tol: float = 1e-6) -> None:
-        """The closed-form IK needs UR's structure: parallel joints 2-4, a1=a4=a5=a6=0."""
-        al = np.asarray(self.alpha)
-        bad = []
-        if abs(abs(al[0]) - _HALF_PI) > tol or abs(abs(al[3]) - _HALF_PI) > tol or abs(abs(al[4]) - _HALF_PI) > tol:
-            bad.append("alpha1, alpha4, alpha5 must be +/-pi/2")
-        if abs(np.sin(al[1])) > tol or abs(np.sin(al[2])) > tol:
-            bad.append("alpha2, alpha3 must be 0 (parallel shoulder, elbow and wrist 1 axes)")
-        if any(abs(self.a[i]) > tol for i in (0, 3, 4)):
-            bad.append("a1, a4, a5 must be 0")
-        if abs(self.d[1]) > tol or abs(self.d[2]) > tol:
-            bad.append("d2, d3 must be 0 (put the lateral offset into d4)")
-        if tuple(np.sign(al[:5])) != tuple(np.sign(_ALPHA_UR[:5])):
-            bad.append(f"alpha signs must follow UR's {tuple(np.round(_ALPHA_UR, 4))}")
-        if bad:
+    #: largest deviation from UR's structure (m or rad) accepted; beyond it the arm is not a UR-type arm
+    MAX_STRUCTURE_DEVIATION = 0.05
+
+    def structure_deviation(self) -> float:
+        """Largest deviation (metres or radians) from the structure the closed-form IK needs:
+        ``alpha1..5 = (pi/2, 0, 0, pi/2, -pi/2)``, ``a1 = a4 = a5 = 0``, ``d2 = d3 = 0``. 0 for nominal
+        UR tables; calibrated robots deviate by ~1e-4 (their IK is then refined numerically)."""
+        dal = np.asarray(self.alpha[:5]) - np.asarray(_ALPHA_UR[:5])
+        dal = np.abs((dal + np.pi) % (2 * np.pi) - np.pi)
+        return float(max(dal.max(), *(abs(self.a[i]) for i in (0, 3, 4)), abs(self.d[1]), abs(self.d[2])))
+
+    def nominal_structure(self) -> "DHParams":
+        """The nearest table with exact UR structure (d2 + d3 folded into d4, the parallel-axis
+        offsets along z add up); used to seed the IK of calibrated arms."""
+        return replace(
+            self,
+            a=(0.0, self.a[1], self.a[2], 0.0, 0.0, self.a[5]),
+            d=(self.d[0], 0.0, 0.0, self.d[3] + self.d[1] + self.d[2], self.d[4], self.d[5]),
+            alpha=_ALPHA_UR[:5] + (self.alpha[5],),
+            name=self.name + "_nominal",
+        )
+
+    def _check_ur_structure(self) -> None:
+        dev = self.structure_deviation()
+        if dev > self.MAX_STRUCTURE_DEVIATION:
             raise ConfigError(
-                f"D-H table {self.name!r} does not have a UR arm's structure ({'; '.join(bad)}); "
-                "the closed-form IK needs it. Use a UR preset or fix the table."
+                f"D-H table {self.name!r} is not a UR-type arm (deviates by {dev:.3g} m/rad from "
+                "alpha = (pi/2, 0, 0, pi/2, -pi/2, *), a1 = a4 = a5 = 0, d2 = d3 = 0); the IK needs that "
+                "structure. Use a UR preset (ur3, ur5, ur10, ...e) or fix the table."
             )
 
     # ------------------------------------------------------------------ constructors

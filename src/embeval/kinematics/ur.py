@@ -64,6 +64,23 @@ def dh_matrices(theta, a, d, alpha) -> np.ndarray:
     return T
 
 
+def _jacobian_from_frames(F) -> np.ndarray:
+    """Geometric Jacobian from frames 0..6 ``(..., 7, 4, 4)``: column i = [z_i x (p_6 - p_i); z_i]."""
+    z = F[..., :6, :3, 2]
+    p = F[..., :6, :3, 3]
+    pe = F[..., 6:7, :3, 3]
+    J = np.concatenate([np.cross(z, pe - p), z], axis=-1)  # (..., 6 joints, 6)
+    return np.swapaxes(J, -1, -2)
+
+
+def _twist_error(T_cur, T_target) -> np.ndarray:
+    """``[dp; omega]`` that moves ``T_cur`` towards ``T_target`` (base frame; small-angle rotation part)."""
+    dp = T_target[..., :3, 3] - T_cur[..., :3, 3]
+    Re = T_target[..., :3, :3] @ np.swapaxes(T_cur[..., :3, :3], -1, -2)
+    w = 0.5 * np.stack([Re[..., 2, 1] - Re[..., 1, 2], Re[..., 0, 2] - Re[..., 2, 0], Re[..., 1, 0] - Re[..., 0, 1]], -1)
+    return np.concatenate([dp, w], axis=-1)
+
+
 @dataclass(frozen=True)
 class Singularity:
     """Distances of a joint configuration from the three singularities (0 = singular)."""
@@ -105,6 +122,11 @@ class UR:
         self._d = np.asarray(params.d)
         self._alpha = np.asarray(params.alpha)
         self._off = np.asarray(params.theta_offset)
+        # calibrated arms deviate slightly from UR's structure: the closed form solves the nearest
+        # nominal table and Newton steps on the full model make the result exact
+        self.refined = params.structure_deviation() > 1e-12
+        cf = params.nominal_structure() if self.refined else params
+        self._ca, self._cd, self._calpha = np.asarray(cf.a), np.asarray(cf.d), np.asarray(cf.alpha)
         self.tool = None
         if tool is not None:
             tool = np.asarray(tool, dtype=float)
@@ -141,12 +163,7 @@ class UR:
 
     def link_frames(self, q, frame: str = "base_link") -> np.ndarray:
         """Poses of D-H frames 0..6 (base .. tool0) for ``q (..., 6)``: ``(..., 7, 4, 4)`` in ``frame``."""
-        q = self._check_q(q)
-        Ti = dh_matrices(q + self._off, self._a, self._d, self._alpha)  # (..., 6, 4, 4)
-        out = np.empty(q.shape[:-1] + (7, 4, 4))
-        out[..., 0, :, :] = np.eye(4)
-        for i in range(6):
-            out[..., i + 1, :, :] = out[..., i, :, :] @ Ti[..., i, :, :]
+        out = self._frames_base(self._check_q(q))
         F = self._frame(frame)
         return out if F is None else F @ out
 
@@ -173,15 +190,14 @@ class UR:
         return self.fk(Q, frame)
 
     def jacobian(self, q, frame: str = "base_link") -> np.ndarray:
-        """Geometric Jacobian ``(6, 6)`` of the TCP: rows ``[v; omega]`` in ``frame`` (per rad/s)."""
+        """Geometric Jacobian of the TCP for ``q (..., 6)``: ``(..., 6, 6)``, rows ``[v; omega]`` in ``frame``
+        (m/s and rad/s per rad/s of each joint)."""
+        q = self._check_q(q)
         F = self.link_frames(q, frame)
-        p_e = self.fk(q, frame)[:3, 3]
-        J = np.empty((6, 6))
-        for i in range(6):
-            z = F[i, :3, 2]
-            J[:3, i] = np.cross(z, p_e - F[i, :3, 3])
-            J[3:, i] = z
-        return J
+        if self.tool is not None:
+            F = F.copy()
+            F[..., 6, :, :] = F[..., 6, :, :] @ self.tool
+        return _jacobian_from_frames(F)
 
     def singularity(self, q) -> Singularity:
         """How far ``q (6,)`` is from each singularity (see module docstring)."""
@@ -234,7 +250,11 @@ class UR:
         T06 = self._targets(T, frame)
         # remove Tx(a6) Rx(alpha6) so that the solved frame sits on the wrist-3 axis
         T_w = T06 if self._flange_inv is None else T06 @ self._flange_inv
-        Q, valid, suspect = self._solve(T_w, q6_preference)
+        if self.refined:
+            Q, valid = self._refine(*self._virtual_targets(T06, q6_preference), T06)
+            suspect = np.ones(len(Q), dtype=bool)
+        else:
+            Q, valid, suspect = self._solve(T_w, q6_preference)
         if limits:
             Q, in_lim = self._apply_limits(Q)
             valid = valid & in_lim
@@ -254,10 +274,10 @@ class UR:
     def _solve(self, T06, q6_preference):
         """Closed-form branches for base->frame-6 targets ``(N, 4, 4)``: ``(Q (N,8,6), valid, suspect (N,))``."""
         N = T06.shape[0]
-        a2, a3 = self._a[1], self._a[2]
-        d1, d4, d5, d6 = self._d[0], self._d[3], self._d[4], self._d[5]
-        ca1, sa1 = np.cos(self._alpha[0]), np.sin(self._alpha[0])
-        ca5, sa5 = np.cos(self._alpha[4]), np.sin(self._alpha[4])
+        a2, a3 = self._ca[1], self._ca[2]
+        d1, d4, d5, d6 = self._cd[0], self._cd[3], self._cd[4], self._cd[5]
+        ca1, sa1 = np.cos(self._calpha[0]), np.sin(self._calpha[0])
+        ca5, sa5 = np.cos(self._calpha[4]), np.sin(self._calpha[4])
         off = self._off
         R06 = T06[:, :3, :3]
         o6 = T06[:, :3, 3]
@@ -267,7 +287,8 @@ class UR:
         R_wc = np.hypot(p05[:, 0], p05[:, 1])
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(R_wc > 0, d4 / R_wc, np.inf)
-        ok1 = np.abs(ratio) <= 1.0 + 1e-12
+        slack = 1e-2 if self.refined else 1e-12  # calibrated arms: seed near-boundary branches, Newton decides
+        ok1 = np.abs(ratio) <= 1.0 + slack
         phi = np.arccos(np.clip(ratio, -1.0, 1.0))
         psi = np.arctan2(p05[:, 1], p05[:, 0])
         th1 = psi[:, None] + np.stack([phi, -phi], axis=1) + np.pi / 2  # (N, 2)
@@ -302,7 +323,7 @@ class UR:
         s234 = ca1 * (-s1b * x4[..., 0] + c1b * x4[..., 1]) + sa1 * x4[..., 2]
         r2 = px * px + py * py
         c3 = (r2 - a2 * a2 - a3 * a3) / (2.0 * a2 * a3)
-        ok3 = np.abs(c3) <= 1.0 + 1e-12
+        ok3 = np.abs(c3) <= 1.0 + slack
         th3_up = np.arccos(np.clip(c3, -1.0, 1.0))
         th3 = np.stack([th3_up, -th3_up], axis=-1)  # (N, 2, 2, 2)
         th2 = np.arctan2(py, px)[..., None] - np.arctan2(a3 * np.sin(th3), a2 + a3 * np.cos(th3))
@@ -330,8 +351,65 @@ class UR:
         )
         return Q, valid, suspect
 
-    def _fk_base_tool0(self, Q) -> np.ndarray:
+    def _virtual_targets(self, T06, q6_preference, iters: int = 4):
+        """Calibrated arms, per branch: solve the nominal closed form for a corrected target
+        ``T' = T D^-1`` with ``D = fk_nom(q)^-1 fk(q)`` the calibration's pose distortion at the current
+        solution; converges at a rate ~ the calibration's size and keeps every branch its identity."""
+        N = T06.shape[0]
+        diag = np.arange(8)
+        Tp = np.repeat(T06[:, None], 8, axis=1)  # (N, 8, 4, 4): one virtual target per branch
+        pref = np.repeat(np.broadcast_to(np.asarray(q6_preference, dtype=float), (N,)), 8)
+        for _ in range(iters):
+            Tw = Tp.reshape(-1, 4, 4)
+            if self._flange_inv is not None:
+                Tw = Tw @ self._flange_inv
+            Qa, Va, _ = self._solve(Tw, pref)
+            Q = Qa.reshape(N, 8, 8, 6)[:, diag, diag]
+            V = Va.reshape(N, 8, 8)[:, diag, diag]
+            D = inv_transform(self._fk_base_tool0(Q, nominal=True)) @ self._fk_base_tool0(Q)
+            Tp = T06[:, None] @ inv_transform(D)
+        return Q, V
+
+    def _refine(self, Q, valid, T06, iters: int = 30):
+        """Newton steps (damped least squares) on the full model from the nominal closed-form solutions."""
+        N = Q.shape[0]
+        flat = Q.reshape(-1, 6).copy()
+        ok = valid.reshape(-1).copy()
+        idx = np.flatnonzero(ok)
+        q = flat[idx]
+        Tt = np.broadcast_to(T06[:, None], (N, 8, 4, 4)).reshape(-1, 4, 4)[idx]
+        lam2 = 1e-18
+        err = np.full(len(idx), np.inf)
+        act = np.arange(len(idx))  # still iterating
+        for _ in range(iters):
+            F = self._frames_base(q[act])
+            e = _twist_error(F[:, 6], Tt[act])
+            err[act] = np.abs(e).max(axis=1)
+            keep = (err[act] > 1e-14) & (err[act] < 1.0)  # converged, or diverged: stop either way
+            act, F, e = act[keep], F[keep], e[keep]
+            if act.size == 0:
+                break
+            J = _jacobian_from_frames(F)
+            JJt = J @ np.swapaxes(J, -1, -2) + lam2 * np.eye(6)
+            q[act] += np.einsum("mji,mj->mi", J, np.linalg.solve(JJt, e[..., None])[..., 0])
+        ok[idx] = err < 1e-11
+        flat[idx] = wrap_angle(q)
+        return flat.reshape(N, 8, 6), ok.reshape(N, 8)
+
+    def _frames_base(self, Q) -> np.ndarray:
+        """D-H frames 0..6 in ``base`` for ``Q (..., 6)``: ``(..., 7, 4, 4)`` (full model)."""
         Ti = dh_matrices(Q + self._off, self._a, self._d, self._alpha)
+        out = np.empty(Q.shape[:-1] + (7, 4, 4))
+        out[..., 0, :, :] = np.eye(4)
+        for i in range(6):
+            out[..., i + 1, :, :] = out[..., i, :, :] @ Ti[..., i, :, :]
+        return out
+
+    def _fk_base_tool0(self, Q, nominal: bool = False) -> np.ndarray:
+        if nominal:
+            Ti = dh_matrices(Q + self._off, self._ca, self._cd, self._calpha)
+        else:
+            Ti = dh_matrices(Q + self._off, self._a, self._d, self._alpha)
         T = Ti[..., 0, :, :]
         for i in range(1, 6):
             T = T @ Ti[..., i, :, :]
