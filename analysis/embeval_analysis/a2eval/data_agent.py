@@ -111,10 +111,21 @@ class Memory:
 
 
 def build_voters(cfg: DataAgentConfig) -> list[Any]:
+    """The configured voters. An LLM voter whose model cannot load here (e.g. llama-cpp-python not
+    installed for the embedded Gemma) is replaced by a rule-based voter, named as such, with a note."""
+    from embeval.errors import EmbevalError
+    from embeval_analysis.a2eval.llm import RulesLLM
+
     out = []
     for i, v in enumerate(cfg.voters):
         if v.kind == "llm":
-            out.append(LLMVoter(build_llm(v.llm, cfg.cache, f"voters[{i}]"), v.variant, v.max_calls))
+            try:
+                llm = build_llm(v.llm, cfg.cache, f"voters[{i}]")
+                out.append(LLMVoter(llm, v.variant, v.max_calls))
+            except (EmbevalError, ImportError) as exc:
+                print(f"a2eval: voter {i} ({v.llm}) unavailable ({str(exc)[:120]}); using a rule-based voter instead")
+                out.append(LLMVoter(RulesLLM(variant=4 + i), v.variant, None,
+                                    name=f"llm:a2eval-rules-v{4 + i}#{v.variant} (fallback for {v.llm})"))
         elif v.kind == "embedding":
             out.append(EmbeddingVoter(v.threshold))
         else:

@@ -165,8 +165,10 @@ except BaseException as e:
     out["load_error"] = "".join(traceback.format_exception_only(type(e), e)).strip()
     fn = None
 if fn is not None:
-    for args in job["inputs"]:
+    for k, args in enumerate(job["inputs"]):
         try:
+            if job["announce"]:
+                _rpc("begin", index=k)  # lets the parent serve model calls for input k
             r = fn(*args)
             json.dumps(r)
             out["outputs"].append(r); out["errors"].append(None)
@@ -220,13 +222,14 @@ def scrubbed_env(home: str) -> dict[str, str]:
 def run_sandboxed(code: str, entry: str, inputs: Sequence[Sequence[Any]], limits: SandboxLimits | None = None,
                   rpc: Mapping[str, Callable[..., Any]] | None = None, guard: bool = True,
                   network_namespace: bool = True, drop_privileges: bool = True,
-                  allowed_modules: Sequence[str] = ALLOWED_MODULES) -> SandboxResult:
+                  allowed_modules: Sequence[str] = ALLOWED_MODULES, announce: bool = False) -> SandboxResult:
     """Define ``code`` in a sandbox and call ``entry(*args)`` for each ``args`` in ``inputs``.
 
     ``inputs`` and return values must be JSON-serialisable. ``rpc`` maps a name (``"generate"``)
     to a parent-side handler taking the request's keyword arguments. ``guard``,
     ``network_namespace`` and ``drop_privileges`` switch single layers off (tests use this to show
-    that each OS layer contains hostile code on its own). Never raises for the code's behaviour:
+    that each OS layer contains hostile code on its own). ``announce``: before each input the runner
+    calls the ``begin`` handler with ``index=k``, so model calls can be tied to input k. Never raises for the code's behaviour:
     errors, kills and limits are reported in the :class:`SandboxResult`.
     """
     limits = limits or SandboxLimits()
@@ -238,7 +241,7 @@ def run_sandboxed(code: str, entry: str, inputs: Sequence[Sequence[Any]], limits
     t0 = time.monotonic()
     try:
         job = {"code": code, "entry": entry, "inputs": [list(a) for a in inputs], "allowed": list(allowed_modules),
-               "guard": guard, "drop_uid": drop, "nproc": limits.max_processes + 1}
+               "guard": guard, "announce": announce, "drop_uid": drop, "nproc": limits.max_processes + 1}
         Path(tmp, "job.json").write_text(json.dumps(job))
         Path(tmp, "runner.py").write_text(_RUNNER)
         if drop is not None:

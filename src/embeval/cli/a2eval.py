@@ -1,0 +1,206 @@
+"""``embeval a2eval pool|curate|evaluate|report``: agentic benchmark curation and evaluation (A2Eval)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from embeval.cli._util import add_group
+
+_CFG_HELP = "A2Eval config YAML (default: config/a2eval/default.yaml; config/a2eval/ci.yaml is small and rule-based)"
+
+
+def register(sub) -> None:
+    g = add_group(sub, "a2eval", "A2Eval: curate a compact balanced benchmark (Data Agent) and synthesise its "
+                                 "evaluation code (Eval Agent)")
+    ex = argparse.RawDescriptionHelpFormatter
+
+    p = g.add_parser("pool", help="check pool files against the schema, or write the procedural pool",
+                     formatter_class=ex, description="Check benchmark pools (JSONL, Parquet, lmms-eval task exports) "
+                     "or generate the procedural embodied-reasoning pool.",
+                     epilog="examples:\n  embeval a2eval pool --procedural 600 --out runs/a2eval/pool.jsonl\n"
+                            "  embeval a2eval pool my_bench.jsonl other.parquet lmms_task_dir/")
+    p.add_argument("files", nargs="*", type=Path, help="pool files or lmms-eval task folders to check")
+    p.add_argument("--procedural", type=int, metavar="N", help="generate the procedural pool with N items")
+    p.add_argument("--seed", type=int, default=0, help="seed of the procedural pool (default 0)")
+    p.add_argument("--out", type=Path, help="write the (generated or checked) pool here as JSONL")
+    p.set_defaults(func=_pool)
+
+    c = g.add_parser("curate", help="run the Data Agent: induce dimensions, assign, sample the compact suite",
+                     formatter_class=ex, description="Run the Data Agent on a pool and write dimensions.json, "
+                     "memory.jsonl, assignments.jsonl, selection.json and subset.jsonl to --out.",
+                     epilog="example:\n  embeval a2eval curate --config config/a2eval/ci.yaml --out runs/a2eval\n"
+                            "  embeval a2eval curate my_bench.jsonl --k 10 --out runs/a2eval_mine")
+    c.add_argument("files", nargs="*", type=Path, help="pool files (default: the config's pool)")
+    c.add_argument("--config", type=Path, help=_CFG_HELP)
+    c.add_argument("--k", type=int, help="clusters (kept examples) per dimension; overrides data_agent.k_per_dim")
+    c.add_argument("--out", type=Path, default=Path("runs/a2eval"), help="output folder (default runs/a2eval)")
+    c.set_defaults(func=_curate)
+
+    e = g.add_parser("evaluate", help="run the Eval Agent on a curated suite and export an lmms-eval task",
+                     formatter_class=ex, description="Synthesise run_vlm_inference / eval_score in the sandbox, "
+                     "evaluate the subjects on the curated suite, export <out>/lmms_task/.",
+                     epilog="example:\n  embeval a2eval evaluate --config config/a2eval/ci.yaml --out runs/a2eval")
+    e.add_argument("--config", type=Path, help=_CFG_HELP)
+    e.add_argument("--out", type=Path, default=Path("runs/a2eval"), help="the curate output folder (default runs/a2eval)")
+    e.set_defaults(func=_evaluate)
+
+    r = g.add_parser("report", help="fidelity report: curated vs full rankings, random and k-center baselines, cost",
+                     formatter_class=ex, description="Compare the curated suite's ranking of the subjects with the "
+                     "full pool's (Spearman/Kendall/Pearson with bootstrap intervals, discordant pairs, score MAE), "
+                     "against >= 20 random subsets of equal size and k-center; writes report.json.",
+                     epilog="example:\n  embeval a2eval report --config config/a2eval/ci.yaml --out runs/a2eval")
+    r.add_argument("--config", type=Path, help=_CFG_HELP)
+    r.add_argument("--out", type=Path, default=Path("runs/a2eval"), help="the curate output folder (default runs/a2eval)")
+    r.set_defaults(func=_report)
+
+
+def _load(args, need_curation: bool = True):
+    import json
+
+    from embeval.errors import MissingFileError
+    from embeval_analysis.a2eval import pipeline as P
+
+    cfg = P.load_config(args.config)
+    files = getattr(args, "files", None)
+    if files:
+        cfg["pool"] = {"files": [str(f) for f in files]}
+    elif need_curation and (args.out / "pool.json").exists():
+        cfg["pool"] = json.loads((args.out / "pool.json").read_text())
+    items = P.make_pool(cfg)
+    sel = None
+    if need_curation:
+        f = args.out / "selection.json"
+        if not f.exists():
+            raise MissingFileError(f"{f} not found: run `embeval a2eval curate --out {args.out}` first")
+        sel = json.loads(f.read_text())
+        if sel["pool_ids"] != [it.id for it in items]:
+            raise MissingFileError(f"{f} was curated from a different pool; rerun curate with the same pool/config")
+    return cfg, items, sel
+
+
+def _pool(args) -> int:
+    from collections import Counter
+
+    from embeval.errors import ConfigError
+    from embeval_analysis.a2eval.pool import load_pool, write_jsonl
+    from embeval_analysis.a2eval.procedural import procedural_pool
+
+    if args.procedural:
+        items = procedural_pool(n_items=args.procedural, seed=args.seed)
+    elif args.files:
+        items = load_pool(args.files)
+    else:
+        raise ConfigError("give pool files to check, or --procedural N to generate the procedural pool")
+    print(f"{len(items)} items OK (schema checked)")
+    print(f"{'answer type':<14}{'items':>6}")
+    for k, v in sorted(Counter(it.answer_type for it in items).items()):
+        print(f"{k:<14}{v:>6}")
+    dims = Counter(it.dimension or "-" for it in items)
+    if len(dims) > 1:
+        print(f"\n{'true dimension':<16}{'items':>6}")
+        for k, v in sorted(dims.items()):
+            print(f"{k:<16}{v:>6}")
+    if args.out:
+        write_jsonl(items, args.out)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _curate(args) -> int:
+    import json
+
+    from embeval_analysis.a2eval import pipeline as P
+    from embeval_analysis.a2eval.data_agent import curate
+    from embeval_analysis.a2eval.pool import write_jsonl
+
+    cfg, items, _ = _load(args, need_curation=False)
+    dcfg = P.data_agent_config(cfg)
+    if args.k:
+        dcfg.k_per_dim = args.k
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "memory.jsonl").unlink(missing_ok=True)
+    cur = curate(items, dcfg, P.embed_config(cfg), out=args.out)
+    (args.out / "pool.json").write_text(json.dumps(cfg.get("pool") or {}))
+    write_jsonl([items[i] for i in cur.selection.indices], args.out / "subset.jsonl")
+    ind = cur.induction
+    print(f"dimensions after {len(ind.rounds)} round(s) (stop: {ind.stop_reason}): {', '.join(d.name for d in cur.dimensions)}")
+    print(f"assigner: {len(cur.assignment.voters)} voters, Fleiss' kappa {cur.assignment.kappa:.3f} "
+          f"on {cur.assignment.kappa_items} items, ties {sum(cur.assignment.tie)}")
+    print(f"{'dimension':<14}{'pool':>6}{'kept':>6}")
+    for d in [x.name for x in cur.dimensions] + ["other"]:
+        n_pool = sum(l == d for l in cur.assignment.labels)
+        n_kept = sum(x == d for x in cur.selection.dimensions)
+        print(f"{d:<14}{n_pool:>6}{n_kept:>6}")
+    n = len(cur.selection.indices)
+    print(f"subset {n} of {len(items)} items ({1 - n / len(items):.0%} smaller) -> {args.out}/subset.jsonl")
+    return 0
+
+
+def _evaluate(args) -> int:
+    from embeval_analysis.a2eval import pipeline as P
+    from embeval_analysis.a2eval.eval_agent import EvalAgent, evaluate
+    from embeval_analysis.a2eval.lmms_export import export_lmms_task
+
+    cfg, items, sel = _load(args)
+    subset = [items[i] for i in sel["indices"]]
+    subjects = P.make_subjects(cfg)
+    ecfg = P.eval_agent_config(cfg)
+    agent = EvalAgent(ecfg)
+    synth = agent.synthesise(subset, subjects[len(subjects) // 2], seed=cfg.get("seed", 0))
+    P.save_json(synth.to_dict(), args.out / "synthesis.json")
+    for t, code in synth.inference_code.items():
+        (args.out / f"run_vlm_inference_{t}.py").write_text(code)
+    for t, code in synth.scorer_code.items():
+        (args.out / f"eval_score_{t}.py").write_text(code)
+    print(f"{'role':<10}{'task':<9}{'attempts':>9}  result")
+    for role in ("evaluator", "scorer"):
+        for t in sorted({a.task for a in synth.attempts}):
+            att = [a for a in synth.attempts if a.role == role and a.task == t]
+            ok = t in (synth.inference_code if role == "evaluator" else synth.scorer_code)
+            extra = f" (probe fidelity {synth.probe_fidelity[t]:.1%})" if role == "scorer" and ok else ""
+            print(f"{role:<10}{t:<9}{len(att):>9}  {'ok' + extra if ok else 'FAILED: ' + str(synth.failed.get(f'{role}:{t}'))[:80]}")
+    ev = evaluate(synth, subjects, subset, ecfg.limits())
+    P.save_json(ev.to_dict(), args.out / "evaluation.json")
+    print(f"\nsynthesised scorer agrees with the reference scorers on {ev.scorer_fidelity:.1%} of "
+          f"{ev.synth_scores.size} predictions ({ev.seconds:.1f} s in the sandbox)")
+    w = sel["weights"]
+    print(f"{'subject':<14}{'balanced':>9}{'weighted':>9}")
+    import numpy as np
+
+    for k, s in enumerate(ev.subjects):
+        row = np.nan_to_num(ev.synth_scores[k])
+        print(f"{s:<14}{row.mean():>9.3f}{np.dot(row, w) / np.sum(w):>9.3f}")
+    if not synth.failed:
+        path = export_lmms_task(args.out / "lmms_task", subset, synth.inference_code, synth.scorer_code, w)
+        print(f"lmms-eval task -> {path}")
+    return 0
+
+
+def _report(args) -> int:
+    import time
+
+    from embeval_analysis.a2eval import pipeline as P
+    from embeval_analysis.a2eval.sampling import Selection, embed_items
+    from embeval_analysis.a2eval.subjects import collect_results
+
+    cfg, items, sel = _load(args)
+    subjects = P.make_subjects(cfg)
+    t0 = time.perf_counter()
+    res = collect_results(subjects, items)
+    spi = [(time.perf_counter() - t0) / max(len(items), 1) / len(subjects)] * len(subjects)
+    X = embed_items(items, P.embed_config(cfg))
+    labels = [l["label"] for l in _read_jsonl(args.out / "assignments.jsonl")]
+    selection = Selection(sel["indices"], sel["weights"], sel["dimensions"], sel.get("cluster_of", []))
+    rc = cfg.get("report") or {}
+    rep = P.fidelity_report(res.scores, res.subjects, selection, X, labels, rc.get("n_random", 20),
+                            rc.get("n_boot", 1000), rc.get("n_kcenter", 5), cfg.get("seed", 0), spi)
+    P.save_json(rep, args.out / "report.json")
+    print(P.format_report(rep))
+    print(f"\nreport -> {args.out}/report.json")
+    return 0
+
+
+def _read_jsonl(path):
+    import json
+
+    return [json.loads(l) for l in Path(path).read_text().splitlines() if l.strip()]
