@@ -40,3 +40,14 @@ def test_cli_tool_and_urdf(capsys, tmp_path):
     assert main(["kinematics", "urdf", "--model", "ur5e", "--gripper", "-o", str(out)]) == 0
     text = out.read_text()
     assert '<link name="tcp">' in text and 'name="ur5e_gripper"' in text
+
+
+def test_docs_quickstart_runs():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "kinematics.md").read_text()
+    first = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    ns: dict = {}
+    exec(compile(first, "docs/kinematics.md", "exec"), ns)  # noqa: S102 - our own documentation
+    assert ns["q_grasp"] is not None and ns["Q"].shape == (1000, 8, 6)

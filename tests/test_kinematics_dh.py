@@ -52,6 +52,7 @@ def test_default_kinematics_yaml_converts_to_dh(tmp_path):
     assert np.allclose(p.a, ref.a, atol=1e-9) and np.allclose(p.d, ref.d, atol=1e-9)
     assert np.allclose(wrap_angle(np.array(p.alpha) - ref.alpha), 0, atol=1e-8)
     assert np.allclose(p.theta_offset, 0, atol=1e-8)
+    assert p.structure_deviation() == 0.0 and not UR(p).refined  # rounded pi/2 snapped: pure closed form
     q = np.array([0.1, -1.2, 1.3, -0.4, 0.5, 0.6])
     assert np.allclose(UR(p).fk(q), UR5().fk(q), atol=1e-8)
 

@@ -274,3 +274,16 @@ def test_calibrated_arm_off_ur_structure_is_solved_exactly():
     assert (d.min(axis=1) < 1e-9).mean() > 0.995  # misses only within ~1e-3 rad of a singularity
     # same branch count as the nominal arm almost everywhere
     assert (V.sum(axis=1) == UR5().ik_batch(UR5().fk(Q))[1].sum(axis=1)).mean() > 0.95
+
+
+def test_ik_closest_batch_matches_single(arm):
+    rng = np.random.default_rng(8)
+    Q = rng.uniform(-np.pi, np.pi, (40, 6))
+    T = arm.fk(Q)
+    T[5] = pose_to_matrix([2.0, 0, 0, 0, 0, 0])  # one unreachable row
+    near = Q + rng.normal(0, 0.1, Q.shape)
+    B, ok = arm.ik_closest_batch(T, near)
+    assert not ok[5] and np.array_equal(B[5], near[5]) and ok.sum() == 39
+    for i in np.flatnonzero(ok):
+        assert np.allclose(B[i], arm.ik_closest(T[i], near[i]), atol=1e-12)
+        assert np.abs(B[i] - Q[i]).max() < 1e-8

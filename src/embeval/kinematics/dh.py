@@ -255,6 +255,16 @@ def _from_urdf_origins(kin: Mapping[str, Any], name: str, limits: JointLimits | 
             "expressed as a, d, alpha, theta offsets. Give the controller's D-H calibration instead "
             "(`base: ur5` plus delta_a, delta_d, delta_alpha, delta_theta)."
         )
+    # the files round pi/2 to ~10 digits: snap angles within 1e-8 rad of a multiple of pi/2 and
+    # lengths below 1e-9 m, so a nominal file gives the exact nominal table (pure closed-form IK)
+    def snap_angle(x: float) -> float:
+        k = round(x / _HALF_PI)
+        return k * _HALF_PI if abs(x - k * _HALF_PI) < 1e-8 else x
+
+    alpha = [snap_angle(x) for x in alpha]
+    th = [snap_angle(x) if abs(x) < 1e-8 else x for x in th]
+    a = [0.0 if abs(x) < 1e-9 else x for x in a]
+    d = [0.0 if abs(x) < 1e-9 else x for x in d]
     return DHParams(a=tuple(a), d=tuple(d), alpha=tuple(alpha), theta_offset=tuple(th), name=name,
                     limits=limits or JointLimits())
 

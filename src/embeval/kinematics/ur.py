@@ -455,18 +455,29 @@ class UR:
         Each joint may be shifted by +/- 2 pi (within the limits) to come nearer; at the wrist
         singularity q6 = ``q_near[5]``. Returns ``(6,)`` or None when the pose is unreachable.
         """
-        q_near = self._check_q(q_near)
-        sols = self.ik(T, frame, q6_preference=float(q_near[5]))
-        if len(sols) == 0:
-            return None
+        T = np.asarray(T, dtype=float)
+        if T.shape != (4, 4):
+            raise InvalidInputError(f"ik_closest expects one (4, 4) pose, got shape {T.shape}; use ik_closest_batch")
+        Q, ok = self.ik_closest_batch(T[None], np.asarray(q_near, dtype=float)[None], frame, weights)
+        return Q[0] if ok[0] else None
+
+    def ik_closest_batch(self, T, q_near, frame: str = "base_link", weights=None):
+        """Nearest solution per pose: ``T (N, 4, 4)``, ``q_near (N, 6)`` or ``(6,)`` ->
+        ``(Q (N, 6), ok (N,))``; rows with ``ok`` False (unreachable) hold ``q_near``."""
+        T = np.asarray(T, dtype=float)
+        q_near = self._check_q(np.broadcast_to(np.asarray(q_near, dtype=float), (len(T), 6)))
+        S, V = self.ik_batch(T, frame, q6_preference=q_near[:, 5])
         w = np.ones(6) if weights is None else np.asarray(weights, dtype=float)
-        cand = sols[:, None, :] + 2 * np.pi * np.arange(-2, 3)[None, :, None]  # (n, 5, 6)
+        cand = S[:, :, None, :] + 2 * np.pi * np.arange(-2, 3)[None, None, :, None]  # (N, 8, 5, 6)
         inside = (cand >= self._lo - 1e-12) & (cand <= self._hi + 1e-12)
-        dist = np.where(inside, np.abs(cand - q_near), np.inf)
-        k = np.argmin(dist, axis=1)  # (n, 6): best shift per joint
-        best = np.take_along_axis(cand, k[:, None, :], axis=1)[:, 0, :]
-        cost = np.sqrt(np.sum(w * (best - q_near) ** 2, axis=-1))
-        return best[int(np.argmin(cost))]
+        dist = np.where(inside, np.abs(cand - q_near[:, None, None, :]), np.inf)
+        k = np.argmin(dist, axis=2)  # (N, 8, 6): best 2 pi shift per joint
+        best = np.take_along_axis(cand, k[:, :, None, :], axis=2)[:, :, 0, :]
+        cost = np.where(V, np.sqrt(np.sum(w * (best - q_near[:, None, :]) ** 2, axis=-1)), np.inf)
+        i = np.argmin(cost, axis=1)
+        ok = V.any(axis=1)
+        Q = np.where(ok[:, None], best[np.arange(len(T)), i], q_near)
+        return Q, ok
 
 
 class UR5(UR):
