@@ -16,6 +16,8 @@ STAGES: list[tuple[str, str]] = [
     ("kinematics", "embeval.kinematics.demo:run"),
     ("distortion", "embeval.distortion.demo:run"),
     ("subjects", "embeval.subjects.demo:run"),
+    ("a2eval", "embeval_analysis.a2eval.demo:run"),
+    ("runs", "embeval.runs.demo:run"),
 ]
 
 
