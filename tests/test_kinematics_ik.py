@@ -287,3 +287,29 @@ def test_ik_closest_batch_matches_single(arm):
     for i in np.flatnonzero(ok):
         assert np.allclose(B[i], arm.ik_closest(T[i], near[i]), atol=1e-12)
         assert np.abs(B[i] - Q[i]).max() < 1e-8
+
+
+def test_jacobian_matches_finite_differences():
+    from embeval.kinematics import matrix_to_rotvec
+
+    g = UR5(tool=gripper_tcp())
+    q = np.array([0.4, -1.1, 1.3, -1.7, -1.4, 0.8])
+    J = g.jacobian(q)
+    h = 1e-6
+    num = np.empty((6, 6))
+    T0 = g.fk(q)
+    for i in range(6):
+        dq = np.zeros(6)
+        dq[i] = h
+        Tp, Tm = g.fk(q + dq), g.fk(q - dq)
+        num[:3, i] = (Tp[:3, 3] - Tm[:3, 3]) / (2 * h)
+        num[3:, i] = (matrix_to_rotvec(Tp[:3, :3] @ T0[:3, :3].T) - matrix_to_rotvec(Tm[:3, :3] @ T0[:3, :3].T)) / (2 * h)
+    assert np.allclose(J, num, atol=1e-8)
+    assert g.jacobian(np.stack([q, q])).shape == (2, 6, 6)
+
+
+def test_empty_batches(arm):
+    Q, V = arm.ik_batch(np.zeros((0, 4, 4)))
+    assert Q.shape == (0, 8, 6) and V.shape == (0, 8)
+    B, ok = arm.ik_closest_batch(np.zeros((0, 4, 4)), np.zeros(6))
+    assert B.shape == (0, 6) and ok.shape == (0,)
