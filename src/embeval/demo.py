@@ -14,6 +14,7 @@ from typing import Any
 #: (name, "module:function") in run order.
 STAGES: list[tuple[str, str]] = [
     ("kinematics", "embeval.kinematics.demo:run"),
+    ("workcell", "embeval.sim.demo:run"),
     ("distortion", "embeval.distortion.demo:run"),
     ("subjects", "embeval.subjects.demo:run"),
     ("a2eval", "embeval_analysis.a2eval.demo:run"),

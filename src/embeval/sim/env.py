@@ -89,12 +89,16 @@ class SimEnv:
         return self.observe(render)
 
     def step(self, action: Action | Sequence[float], render: bool | None = None) -> StepResult:
-        """Execute one 7-DoF delta action (frame base); see the module docstring."""
+        """Execute one 7-DoF delta action (frame base); see the module docstring.
+
+        Steps after ``done`` still execute (an Execution run plays its whole action sequence),
+        except after a safety stop, when the arm no longer moves.
+        """
         if self.task is None:
             raise ConfigError("call reset(seed, task) before step()")
         a = as_action(action)
         cell = self.cell
-        if self.done:
+        if cell.safety.status.stopped:  # after a stop nothing moves; after success/max_steps the caller decides
             return self._result(render)
         pre = check_step(a.translation, cell.limits)
         if pre.stopped:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import math
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -342,9 +342,9 @@ def build_hole(pb: PB, spec: ObjectSpec) -> Body:
 
 
 def build(pb: PB, spec: ObjectSpec) -> Body:
-    """Build one object; :class:`ConfigError` for an unknown kind."""
+    """Build one object; :class:`ConfigError` for an unknown kind. ``spec`` is not modified (builders get a copy)."""
     try:
         builder = BUILDERS[spec.kind]
     except KeyError:
         raise ConfigError(f"object {spec.name!r}: unknown kind {spec.kind!r}; known kinds: {sorted(BUILDERS)}") from None
-    return builder(pb, spec)
+    return builder(pb, replace(spec))
