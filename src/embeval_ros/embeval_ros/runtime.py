@@ -27,7 +27,8 @@ def declare(node, name: str, default, description: str):
     """Declare a parameter with a description (shown by ``ros2 param describe``) and return its value."""
     from rcl_interfaces.msg import ParameterDescriptor
 
-    return node.declare_parameter(name, default, ParameterDescriptor(description=description)).value
+    # dynamic typing: a YAML "30" for a float parameter must not abort the launch; nodes coerce values
+    return node.declare_parameter(name, default, ParameterDescriptor(description=description, dynamic_typing=True)).value
 
 
 def run_node(factory: Callable, args: Sequence[str] | None = None) -> int:

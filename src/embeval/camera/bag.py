@@ -1,0 +1,62 @@
+"""Replay images from a rosbag2 (MCAP) recorded by embeval or ``ros2 bag record`` (read with rosbags)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from embeval.camera.base import IMAGE_TOPIC, Frame, Intrinsics
+from embeval.errors import ConfigError, InvalidInputError
+
+
+def image_from_rosbags(msg) -> np.ndarray:
+    """A rosbags ``sensor_msgs/msg/Image`` (rgb8, bgr8, mono8, rgba8, bgra8; row padding ok) -> RGB uint8 (H, W, 3)."""
+    ch = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}.get(msg.encoding)
+    if ch is None:
+        raise InvalidInputError(f"unsupported image encoding {msg.encoding!r} in the bag; record rgb8 images")
+    buf = np.asarray(msg.data, dtype=np.uint8)
+    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, : msg.width * ch].reshape(msg.height, msg.width, ch)
+    if ch == 1:
+        return np.repeat(img, 3, axis=2)
+    if msg.encoding.startswith("bgr"):
+        img = img[:, :, 2::-1]
+    return np.ascontiguousarray(img[:, :, :3])
+
+
+class BagSource:
+    """Frames of ``topic`` in a bag, with their recorded header stamps (``restamp``: use the replay time)."""
+
+    name = "bag"
+
+    def __init__(self, path: str | Path, topic: str = IMAGE_TOPIC, loop: bool = False, restamp: bool = True,
+                 vfov_deg: float = 58.0):
+        from embeval.recording import bag_info, read_bag
+
+        info = bag_info(path)
+        if topic not in info["topics"]:
+            raise ConfigError(f"topic {topic} is not in bag {path}; it has: {', '.join(sorted(info['topics'])) or 'no topics'}")
+        if info["topics"][topic]["type"] != "sensor_msgs/msg/Image":
+            raise ConfigError(f"topic {topic} in {path} is {info['topics'][topic]['type']}, not sensor_msgs/msg/Image")
+        self.path, self.topic, self.loop, self.restamp = Path(path), topic, loop, restamp
+        self._read_bag = read_bag
+        self._it = iter(read_bag(self.path, [topic]))
+        self._n = 0
+        first = self._peek = next(self._it, None)
+        if first is None:
+            raise ConfigError(f"topic {topic} in {path} holds no messages")
+        self.intrinsics = Intrinsics.from_fov(first.msg.width, first.msg.height, vfov_deg)
+
+    def read(self) -> Frame | None:
+        m, self._peek = (self._peek, None) if self._peek is not None else (next(self._it, None), None)
+        if m is None:
+            if not self.loop or self._n == 0:
+                return None
+            self._it = iter(self._read_bag(self.path, [self.topic]))
+            m = next(self._it)
+        self._n += 1
+        stamp = time.time_ns() if self.restamp else m.msg.header.stamp.sec * 1_000_000_000 + m.msg.header.stamp.nanosec
+        return Frame(image_from_rosbags(m.msg), stamp, self.intrinsics, self._n - 1)
+
+    def close(self) -> None:
+        pass

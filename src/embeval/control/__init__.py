@@ -1,0 +1,14 @@
+"""Closed-loop step logic shared by the ROS nodes and offline runners (pure Python, no rclpy).
+
+- :mod:`~embeval.control.watchdog`: staleness of inputs (images, instructions, commands);
+- :mod:`~embeval.control.policy_step`: one guarded policy step (watchdogs, clipping, dry run);
+- :mod:`~embeval.control.arm_step`: one guarded arm step (delta -> target, limits, protective stop);
+- :mod:`~embeval.control.episodes`: pair distorted episodes with their reference; Decision/Execution scores.
+"""
+from embeval.control.arm_step import ArmCommander, ArmStepResult, ur_safety_mode
+from embeval.control.episodes import Episode, EpisodeBook, score_pair
+from embeval.control.policy_step import PolicyStepper, StepperConfig, StepResult, clip_action
+from embeval.control.watchdog import Watchdog
+
+__all__ = ["Episode", "EpisodeBook", "score_pair", "ArmCommander", "ArmStepResult", "PolicyStepper", "StepResult", "StepperConfig", "Watchdog", "clip_action",
+           "ur_safety_mode"]

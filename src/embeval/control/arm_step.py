@@ -1,0 +1,108 @@
+"""One guarded arm step: a 7-DoF delta action becomes a checked TCP move; any doubt is a protective stop.
+
+Frame ``base`` (UR controller frame), metres, radians. UR safety-mode numbers follow
+``ur_dashboard_msgs/msg/SafetyMode`` (1 NORMAL, 3 PROTECTIVE_STOP, 7 ROBOT_EMERGENCY_STOP, ...).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from embeval.errors import EmbevalError
+from embeval.robot.base import ArmBackend, ArmState, SafetyMode, SafetyStatus, apply_delta
+from embeval.robot.safety import ProtectiveStop, SafetyLimits, check_command
+
+#: ur_dashboard_msgs/msg/SafetyMode numbering
+UR_SAFETY_MODES = {
+    "NORMAL": 1, "REDUCED": 2, "PROTECTIVE_STOP": 3, "RECOVERY": 4, "SAFEGUARD_STOP": 5,
+    "SYSTEM_EMERGENCY_STOP": 6, "ROBOT_EMERGENCY_STOP": 7, "VIOLATION": 8, "FAULT": 9,
+    "VALIDATE_JOINT_ID": 10, "UNDEFINED_SAFETY_MODE": 11, "AUTOMATIC_MODE_SAFEGUARD_STOP": 12,
+    "SYSTEM_THREE_POSITION_ENABLING_STOP": 13,
+}
+
+
+def ur_safety_mode(status: SafetyStatus) -> int:
+    """Map an embeval :class:`SafetyStatus` to the UR controller's safety-mode number."""
+    return {SafetyMode.NORMAL: 1, SafetyMode.PROTECTIVE_STOP: 3, SafetyMode.EMERGENCY_STOP: 7}[status.mode]
+
+
+@dataclass(frozen=True)
+class ArmStepResult:
+    state: ArmState
+    executed: bool
+    reason: str = ""  # why not executed (or the stop cause)
+
+
+class ArmCommander:
+    """Apply delta actions to an :class:`ArmBackend` within :class:`SafetyLimits`.
+
+    Before each move the target is checked (step size, workspace box, joint limits via the
+    backend); a violation, a non-finite action, an unknown frame or a backend error trips a
+    protective stop and the arm does not move. ``speed`` (m/s) is capped at ``limits.max_tcp_speed``.
+    """
+
+    def __init__(self, backend: ArmBackend, limits: SafetyLimits | None = None, frame: str = "base",
+                 speed: float | None = None, gripper_threshold: float = 0.05):
+        self.backend, self.limits, self.frame = backend, limits or SafetyLimits(), frame
+        self.speed = min(speed or self.limits.default_tcp_speed, self.limits.max_tcp_speed)
+        self.gripper_threshold = gripper_threshold
+        #: the commander's own latch: after a stop it refuses commands until reset(), whatever the backend does
+        self.latch = ProtectiveStop()
+
+    @property
+    def stop_reason(self) -> str:
+        return self.latch.status.reason
+
+    def protective_stop(self, reason: str) -> ArmStepResult:
+        """Latch a protective stop with ``reason`` and stop the backend (never raises)."""
+        self.latch.trip(reason)
+        trip = getattr(self.backend, "protective_stop", None)
+        try:
+            state = trip(reason) if trip else self.backend.stop()
+        except Exception:  # noqa: BLE001 - stopping must never raise further
+            state = self.backend.state()
+        return ArmStepResult(state, False, reason)
+
+    def step(self, vector) -> ArmStepResult:
+        """Execute one 7-DoF action ``[dx,dy,dz,droll,dpitch,dyaw,gripper]`` (frame :attr:`frame`)."""
+        if not self.latch.ok:
+            return ArmStepResult(self.backend.state(), False, f"protective stop latched: {self.stop_reason}; reset first")
+        try:
+            state = self.backend.state()
+        except Exception as exc:  # noqa: BLE001
+            return self.protective_stop(f"cannot read arm state: {exc}")
+        if state.safety.stopped:
+            self.latch.trip(state.safety)
+            return ArmStepResult(state, False, f"arm stopped: {state.safety.reason}")
+        v = np.asarray(vector, dtype=np.float64).reshape(-1)
+        if v.shape != (7,) or not np.all(np.isfinite(v)):
+            return self.protective_stop(f"invalid action {v.tolist()}: need 7 finite numbers")
+        if self.frame not in ("base", "tool0"):
+            return self.protective_stop(f"unknown action frame {self.frame!r}")
+        target = apply_delta(state.tcp_pose, v[:6], self.frame)
+        delta_world = target[:3] - state.tcp_position
+        status = check_command(self.limits, tcp_target=target[:3], delta_translation=delta_world)
+        if status.stopped:
+            return self.protective_stop(status.reason)
+        try:
+            if abs(v[6] - state.gripper) > self.gripper_threshold:
+                state = self.backend.set_gripper(float(np.clip(v[6], 0.0, 1.0)))
+            if np.any(v[:6] != 0):
+                state = self.backend.move_tcp(target, speed=self.speed)
+        except EmbevalError as exc:
+            return self.protective_stop(str(exc))
+        except Exception as exc:  # noqa: BLE001 - any doubt: stop
+            return self.protective_stop(f"backend error: {type(exc).__name__}: {exc}")
+        if state.safety.stopped:
+            self.latch.trip(state.safety)
+            return ArmStepResult(state, False, state.safety.reason)
+        return ArmStepResult(state, True, "")
+
+    def reset(self, home_q=None) -> ArmState:
+        """Clear a protective stop and (optionally) move home (joint move, rad)."""
+        self.latch.reset()
+        state = self.backend.reset_safety()
+        if home_q is not None:
+            state = self.backend.move_joints(home_q)
+        return state

@@ -1,0 +1,93 @@
+"""Episode bookkeeping for the ROS graph's scorer: pair each distorted episode with its reference run.
+
+An episode is one instruction executed on one (possibly distorted) image stream. The reference
+episode of an item has ``distortion == "none"``. When both exist, the Decision score compares the
+first actions (:func:`embeval.scoring.decision.decision_parts`) and the Execution score compares
+the final TCP positions: ``100 - distance_cm`` clipped to [0, 100] (success = 100 when
+``success`` is known and True; a protective/emergency stop = 0), DESIGN section 1.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Episode:
+    item: str
+    distortion: str = "none"
+    level: int = 0
+    instruction: str = ""
+    subject: str = ""
+    seed: int = 0
+    actions: list[list[float]] = field(default_factory=list)  # 7-DoF vectors, in order
+    final_tcp: list[float] | None = None  # [x,y,z,rx,ry,rz] frame base at episode end
+    stopped: bool = False  # a protective or emergency stop happened
+    stop_reason: str = ""
+    success: bool | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def execution_score(reference: Episode, distorted: Episode) -> float:
+    """0..100: 0 on a stop, 100 on known success, else 100 - |p_ref - p_dist| in cm (clipped at 0)."""
+    try:  # the scoring engineer's implementation when present
+        from embeval.scoring.execution import execution_score as _impl  # noqa: PLC0415
+
+        return float(_impl(reference.final_tcp, distorted.final_tcp, stopped=distorted.stopped, success=distorted.success))
+    except (ImportError, TypeError):
+        pass
+    if distorted.stopped:
+        return 0.0
+    if distorted.success:
+        return 100.0
+    if reference.final_tcp is None or distorted.final_tcp is None:
+        return float("nan")
+    d_cm = 100.0 * float(np.linalg.norm(np.asarray(reference.final_tcp[:3]) - np.asarray(distorted.final_tcp[:3])))
+    return max(0.0, 100.0 - d_cm)
+
+
+def score_pair(reference: Episode, distorted: Episode) -> dict[str, Any]:
+    """The Decision (first action) and Execution scores of ``distorted`` against ``reference``."""
+    from embeval.scoring.decision import decision_parts
+
+    out: dict[str, Any] = {"execution": execution_score(reference, distorted)}
+    if reference.actions and distorted.actions:
+        d = decision_parts(np.asarray(reference.actions[0]), np.asarray(distorted.actions[0]))[0]
+        out.update(decision=d.score, decision_position=d.position, decision_rotation=d.rotation, decision_state=d.state)
+    else:
+        out["decision"] = float("nan")
+    return out
+
+
+class EpisodeBook:
+    """Collect episodes; score each non-reference episode as soon as its reference exists."""
+
+    def __init__(self):
+        self.references: dict[str, Episode] = {}
+        self.pending: dict[str, list[Episode]] = {}
+        self.records: list[dict[str, Any]] = []
+
+    def finish(self, ep: Episode) -> list[dict[str, Any]]:
+        """File a finished episode; return the score records it completes (maybe several)."""
+        new: list[dict[str, Any]] = []
+        if ep.distortion in ("", "none"):
+            self.references[ep.item] = ep
+            for d in self.pending.pop(ep.item, []):
+                new.append(self._record(ep, d))
+            new.append(self._record(ep, ep))  # the reference against itself (sanity row: execution 100)
+        elif ep.item in self.references:
+            new.append(self._record(self.references[ep.item], ep))
+        else:
+            self.pending.setdefault(ep.item, []).append(ep)
+        self.records += new
+        return new
+
+    @staticmethod
+    def _record(ref: Episode, ep: Episode) -> dict[str, Any]:
+        return {"item": ep.item, "subject": ep.subject, "distortion": ep.distortion or "none", "level": ep.level,
+                "seed": ep.seed, "scores": score_pair(ref, ep),
+                "raw": {"reference": ref.to_dict(), "distorted": ep.to_dict()}}

@@ -1,0 +1,184 @@
+"""The real UR5 over ``ur_rtde`` (RTDE control/receive + dashboard), behind the ArmBackend protocol.
+
+Every command is checked against :class:`~embeval.robot.safety.SafetyLimits` *before* it is sent
+(workspace box, joint limits, speed caps); a violation triggers the controller's protective stop
+(``triggerProtectiveStop``) and nothing moves. The controller's own safety mode (UR numbering:
+1 NORMAL, 2 REDUCED, 3 PROTECTIVE_STOP, 5 SAFEGUARD_STOP, 6/7 EMERGENCY_STOP, 8 VIOLATION, 9 FAULT)
+is read on every state() call. Frame ``base`` (ur_rtde's frame), metres, radians, seconds.
+
+The gripper is driven through a tool digital output (``gripper_output``; True closes) or disabled
+(``gripper_output=None``); integrate another gripper by subclassing and overriding :meth:`set_gripper`.
+
+``ur_rtde`` is imported lazily: constructing :class:`URRtdeArm` without the package or without a
+reachable robot raises :class:`~embeval.errors.ServerUnavailableError` naming the fix.
+"""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
+from embeval.robot.base import ArmState, SafetyMode, SafetyStatus, as_joints6, as_pose6
+from embeval.robot.safety import ProtectiveStop, SafetyLimits, check_command, check_joint_limits
+
+#: UR safety modes (RTDE ``safety_mode`` / ``ur_dashboard_msgs/msg/SafetyMode``) -> embeval mode
+UR_MODE_MAP = {
+    1: SafetyMode.NORMAL, 2: SafetyMode.NORMAL,  # REDUCED is still allowed to move
+    3: SafetyMode.PROTECTIVE_STOP, 4: SafetyMode.PROTECTIVE_STOP, 5: SafetyMode.PROTECTIVE_STOP,
+    6: SafetyMode.EMERGENCY_STOP, 7: SafetyMode.EMERGENCY_STOP, 8: SafetyMode.EMERGENCY_STOP,
+    9: SafetyMode.EMERGENCY_STOP, 10: SafetyMode.PROTECTIVE_STOP, 11: SafetyMode.PROTECTIVE_STOP,
+    12: SafetyMode.PROTECTIVE_STOP, 13: SafetyMode.PROTECTIVE_STOP,
+}
+UR_MODE_NAMES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY", 5: "SAFEGUARD_STOP",
+                 6: "SYSTEM_EMERGENCY_STOP", 7: "ROBOT_EMERGENCY_STOP", 8: "VIOLATION", 9: "FAULT",
+                 10: "VALIDATE_JOINT_ID", 11: "UNDEFINED_SAFETY_MODE", 12: "AUTOMATIC_MODE_SAFEGUARD_STOP",
+                 13: "SYSTEM_THREE_POSITION_ENABLING_STOP"}
+
+
+def _import_rtde():
+    try:
+        import dashboard_client  # noqa: PLC0415
+        import rtde_control  # noqa: PLC0415
+        import rtde_io  # noqa: PLC0415
+        import rtde_receive  # noqa: PLC0415
+    except ImportError as exc:
+        raise ServerUnavailableError(
+            f"the ur_rtde package is missing ({exc}); install it with `pip install ur-rtde` to drive a real UR5"
+        ) from None
+    return rtde_control, rtde_receive, rtde_io, dashboard_client
+
+
+class URRtdeArm:
+    """A UR5 (or any e-Series/CB3 arm) at ``robot_ip`` driven by ur_rtde.
+
+    ``acceleration`` in m/s^2 (Cartesian) and rad/s^2 (joint); ``speed_scaling`` (0, 1] scales
+    every commanded speed on top of the limits (the controller's own slider still applies).
+    """
+
+    name = "ur_rtde"
+
+    def __init__(self, robot_ip: str, limits: SafetyLimits | None = None, *, acceleration: float = 0.5,
+                 speed_scaling: float = 1.0, gripper_output: int | None = 0, frequency: float = 125.0,
+                 modules=None):
+        if not robot_ip:
+            raise ConfigError("robot_ip is empty; pass the UR controller's IP address (e.g. robot_ip:=192.168.1.102)")
+        if not 0 < speed_scaling <= 1:
+            raise ConfigError(f"speed_scaling must lie in (0, 1], got {speed_scaling}")
+        self.robot_ip, self.limits = robot_ip, limits or SafetyLimits()
+        self.acceleration, self.speed_scaling, self.gripper_output = acceleration, speed_scaling, gripper_output
+        rc, rr, rio, dash = modules or _import_rtde()
+        try:
+            self._recv = rr.RTDEReceiveInterface(robot_ip, frequency)
+            self._ctrl = rc.RTDEControlInterface(robot_ip, frequency)
+            self._io = rio.RTDEIOInterface(robot_ip)
+            self._dash = dash.DashboardClient(robot_ip)
+            self._dash.connect()
+        except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError for every connection failure
+            raise ServerUnavailableError(
+                f"cannot connect to the UR controller at {robot_ip}: {exc}. Check the network cable and IP, that the "
+                "robot is powered on and in remote control mode, and that no other program holds RTDE"
+            ) from None
+        self._latch = ProtectiveStop()
+        self._gripper = 1.0
+        self._t0 = time.monotonic()
+
+    # -- state --------------------------------------------------------------------------------
+    def ur_safety_mode(self) -> int:
+        """The controller's safety mode number (UR numbering)."""
+        return int(self._recv.getSafetyMode())
+
+    def speed_scaling_state(self) -> float:
+        """The controller's combined speed scaling in [0, 1] (the UR driver's speed_scaling topic)."""
+        return float(self._recv.getSpeedScalingCombined())
+
+    def _safety(self) -> SafetyStatus:
+        mode = self.ur_safety_mode()
+        m = UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP)
+        if m is not SafetyMode.NORMAL:
+            self._latch.trip(SafetyStatus(m, f"controller safety mode {UR_MODE_NAMES.get(mode, mode)}"))
+        return self._latch.status
+
+    def state(self) -> ArmState:
+        return ArmState(
+            np.asarray(self._recv.getActualQ(), dtype=np.float64),
+            np.asarray(self._recv.getActualTCPPose(), dtype=np.float64),
+            self._gripper,
+            self._safety(),
+            time.monotonic() - self._t0,
+            np.asarray(self._recv.getActualQd(), dtype=np.float64),
+        )
+
+    # -- motion -------------------------------------------------------------------------------
+    def _refuse(self, status: SafetyStatus) -> ArmState:
+        self._latch.trip(status)
+        self._ctrl.triggerProtectiveStop()
+        return self.state()
+
+    def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
+        self._safety()
+        self._latch.require_ok()
+        p = as_pose6(pose, "TCP target")
+        speed = min(self.limits.default_tcp_speed if speed is None else float(speed), self.limits.max_tcp_speed)
+        status = check_command(self.limits, tcp_target=p[:3])
+        if status.stopped:
+            return self._refuse(status)
+        if not self._ctrl.moveL(p.tolist(), speed * self.speed_scaling, self.acceleration):
+            self._latch.trip("moveL was rejected by the controller")
+        return self.state()
+
+    def move_joints(self, q: Sequence[float], speed: float | None = None) -> ArmState:
+        self._safety()
+        self._latch.require_ok()
+        qv = as_joints6(q)
+        speed = min(self.limits.default_joint_speed if speed is None else float(speed), min(self.limits.max_joint_speed))
+        status = check_joint_limits(qv, self.limits)
+        if status.stopped:
+            return self._refuse(status)
+        if not self._ctrl.moveJ(qv.tolist(), speed * self.speed_scaling, self.acceleration):
+            self._latch.trip("moveJ was rejected by the controller")
+        return self.state()
+
+    def set_gripper(self, opening: float) -> ArmState:
+        self._latch.require_ok()
+        g = float(opening)
+        if not np.isfinite(g) or not 0 <= g <= 1:
+            raise InvalidInputError(f"gripper opening must lie in [0, 1] (1 = open), got {opening!r}")
+        if self.gripper_output is not None:
+            self._io.setToolDigitalOut(int(self.gripper_output), g < 0.5)
+            time.sleep(0.3)  # finger travel; a digital gripper gives no feedback
+        self._gripper = 1.0 if g >= 0.5 else 0.0
+        return self.state()
+
+    def stop(self) -> ArmState:
+        self._ctrl.stopL(2.0)
+        return self.state()
+
+    def protective_stop(self, reason: str) -> ArmState:
+        """Trigger the controller's protective stop and latch ``reason``."""
+        self._latch.trip(reason)
+        self._ctrl.triggerProtectiveStop()
+        return self.state()
+
+    def reset_safety(self) -> ArmState:
+        """Unlock a protective stop through the dashboard server (needs remote control mode)."""
+        if self.ur_safety_mode() in (3, 4, 5):
+            self._dash.closeSafetyPopup()
+            self._dash.unlockProtectiveStop()
+            time.sleep(0.5)
+        if self.ur_safety_mode() in (6, 7, 8, 9):
+            raise ServerUnavailableError("the robot is in an emergency stop / fault: release the e-stop on the "
+                                         "teach pendant and restart safety before resetting")
+        if not self._ctrl.isConnected():
+            self._ctrl.reconnect()
+        self._latch.reset()
+        return self.state()
+
+    def close(self) -> None:
+        for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(),
+                   lambda: self._dash.disconnect()):
+            try:
+                fn()
+            except Exception:  # noqa: BLE001 - best effort on shutdown
+                pass

@@ -1,0 +1,150 @@
+"""arm node: execute 7-DoF actions on a backend (sim | mock | ur_rtde) within safety limits.
+
+Publishes the UR driver's topics (/joint_states, /tcp_pose_broadcaster/pose in frame ``base``,
+/io_and_status_controller/safety_mode in UR numbering, /speed_scaling_state_broadcaster/speed_scaling)
+at ``state_rate_hz``. Every action on /embeval/action goes through
+:class:`embeval.control.ArmCommander` (workspace box, step and speed limits); a stale command
+(header.stamp older than ``max_command_age_s``), a malformed one, a limit violation or a backend
+error trips a protective stop, latched until /embeval/arm/reset (std_srvs/Trigger).
+"""
+from __future__ import annotations
+
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Float64, UInt8
+from std_srvs.srv import Trigger
+
+from embeval.errors import ConfigError
+from embeval_ros import topics as T
+from embeval_ros.base import EmbevalNode
+from embeval_ros.conversions import joint_state_msg, msg_to_action, pose_msg, stamp_to_ns
+from embeval_ros.diagnostics import diag
+from embeval_ros.runtime import qos_reliable, run_node
+
+#: backend name -> "module:factory" taking (limits=..., **backend kwargs)
+BACKENDS = {
+    "mock": "embeval.robot.mock_backend:MockArm",
+    "ur_rtde": "embeval.robot.ur_rtde_backend:URRtdeArm",
+    "sim": "embeval.sim.arm:SimArm",
+}
+
+
+def make_backend(name: str, limits, **kw):
+    import importlib
+
+    if name not in BACKENDS:
+        raise ConfigError(f"unknown arm backend {name!r}; choose from {', '.join(BACKENDS)}")
+    module, attr = BACKENDS[name].split(":")
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"arm backend {name!r} is not available here ({exc}); use backend:=mock") from None
+    return factory(limits=limits, **kw)
+
+
+class ArmNode(EmbevalNode):
+    def __init__(self, **kw):
+        super().__init__("embeval_arm", **kw)
+        from embeval.control import ArmCommander
+        from embeval.robot.safety import SafetyLimits
+
+        backend = self.param("backend", "mock", "arm backend: sim | mock | ur_rtde")
+        robot_ip = self.param("robot_ip", "", "UR controller IP (backend=ur_rtde)")
+        lo = self.param("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
+        hi = self.param("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
+        max_speed = float(self.param("max_tcp_speed", 0.25, "TCP speed cap (m/s)"))
+        speed = float(self.param("tcp_speed", 0.1, "commanded TCP speed (m/s), capped at max_tcp_speed"))
+        max_step = float(self.param("max_step_translation", 0.05, "refuse (protective stop) a single step longer than this (m)"))
+        self.max_age = float(self.param("max_command_age_s", 1.0, "stale-command watchdog: older commands stop the arm (s)"))
+        self.frame = self.param("action_frame", "base", "frame of the deltas: base | tool0")
+        rate = float(self.param("state_rate_hz", 50.0, "state publish rate (Hz)"))
+        home = list(self.param("home_joints", [0.0], "home joint angles (rad, 6 values); [0.0]: the backend's home"))
+        self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
+        self.limits = SafetyLimits(workspace_lower=tuple(lo), workspace_upper=tuple(hi), max_tcp_speed=max_speed,
+                                   default_tcp_speed=min(speed, max_speed), max_step_translation=max_step)
+        extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {}
+        self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
+        self.home_q = home if len(home) == 6 else getattr(self.backend, "home_q", None)
+        self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=speed)
+        self.executed = self.refused = 0
+        cmd_group = MutuallyExclusiveCallbackGroup()
+        self.js_pub = self.create_publisher(JointState, T.JOINT_STATES, qos_reliable())
+        self.pose_pub = self.create_publisher(PoseStamped, T.TCP_POSE, qos_reliable())
+        self.mode_pub = self.create_publisher(UInt8, T.SAFETY_MODE, qos_reliable())
+        self.scale_pub = self.create_publisher(Float64, T.SPEED_SCALING, qos_reliable())
+        self.status_pub = self.create_publisher(DiagnosticArray, T.ARM_STATUS, qos_reliable())
+        self.create_subscription(JointState, T.ACTION, self._on_action, qos_reliable(), callback_group=cmd_group)
+        self.create_service(Trigger, T.ARM_RESET, self._on_reset, callback_group=cmd_group)
+        self.create_service(Trigger, T.ARM_STOP, self._on_stop)
+        self.create_timer(1.0 / rate, lambda: self._publish_state(), callback_group=MutuallyExclusiveCallbackGroup())
+
+    def _on_action(self, msg: JointState) -> None:
+        t_in = time.perf_counter()
+        self.log.received += 1
+        stamp = stamp_to_ns(msg.header.stamp)
+        age = (self.now_ns() - stamp) / 1e9
+        try:
+            vec = msg_to_action(msg)
+        except Exception as exc:  # noqa: BLE001
+            res = self.commander.protective_stop(f"malformed action message: {exc}")
+        else:
+            if age > self.max_age:
+                res = self.commander.protective_stop(f"stale command: {age:.2f} s old > max_command_age_s {self.max_age:.2f}")
+            elif msg.header.frame_id and msg.header.frame_id != self.frame:
+                res = self.commander.protective_stop(f"action frame {msg.header.frame_id!r} != arm action_frame {self.frame!r}")
+            else:
+                res = self.commander.step(vec)
+        if res.executed:
+            self.executed += 1
+        else:
+            self.refused += 1
+            self.get_logger().warning(f"action not executed: {res.reason}", throttle_duration_sec=2.0)
+        self.log.add(t_in)
+        self._publish_state(res.state)
+        self.status_pub.publish(diag("arm", "ok" if res.executed else "error", res.reason or "executed",
+                                     {"executed": self.executed, "refused": self.refused,
+                                      "backend": getattr(self.backend, "name", "?")}, stamp))
+
+    def _on_reset(self, request, response):
+        try:
+            self.commander.reset(self.home_q if self.go_home_on_reset else None)
+            response.success, response.message = True, "protective stop cleared" + (", at home" if self.go_home_on_reset else "")
+        except Exception as exc:  # noqa: BLE001
+            response.success, response.message = False, f"reset failed: {exc}"
+        self._publish_state()
+        return response
+
+    def _on_stop(self, request, response):
+        self.commander.protective_stop("protective stop requested on " + T.ARM_STOP)
+        response.success, response.message = True, "protective stop latched; call " + T.ARM_RESET
+        return response
+
+    def _publish_state(self, state=None) -> None:
+        from embeval.control import ur_safety_mode
+        from embeval.robot.base import SafetyMode, SafetyStatus
+
+        state = state or self.backend.state()
+        now = self.now_ns()
+        self.js_pub.publish(joint_state_msg(state.joint_positions, now, state.joint_velocities, gripper=state.gripper))
+        self.pose_pub.publish(pose_msg(state.tcp_pose, now, "base"))
+        safety = state.safety if state.safety.stopped or self.commander.latch.ok else \
+            SafetyStatus(SafetyMode.PROTECTIVE_STOP, self.commander.stop_reason)
+        self.mode_pub.publish(UInt8(data=ur_safety_mode(safety)))
+        scaling = getattr(self.backend, "speed_scaling_state", None)
+        self.scale_pub.publish(Float64(data=float(scaling()) if scaling else 1.0))
+
+    def close(self) -> None:
+        if "arm" not in self.shared:
+            self.backend.close()
+
+
+def main(args=None) -> int:
+    return run_node(ArmNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

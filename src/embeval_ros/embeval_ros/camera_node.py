@@ -1,0 +1,87 @@
+"""camera node: publish an image source on the realsense-ros topics (rgb8 + camera_info) at ``rate_hz``.
+
+Sources (``source`` parameter): sim (the shared pybullet workcell when composed, else the synthetic
+tabletop that follows /tcp_pose_broadcaster/pose), synthetic, realsense, folder, bag.
+"""
+from __future__ import annotations
+
+import time
+
+from sensor_msgs.msg import CameraInfo, Image
+
+from embeval_ros import topics as T
+from embeval_ros.base import EmbevalNode
+from embeval_ros.conversions import camera_info_msg, image_to_msg, msg_to_pose6
+from embeval_ros.runtime import qos_reliable, run_node
+
+
+class CameraNode(EmbevalNode):
+    def __init__(self, **kw):
+        super().__init__("embeval_camera", **kw)
+        self.source_kind = self.param("source", "sim", "image source: sim | synthetic | realsense | folder | bag")
+        rate = self.param("rate_hz", 30.0, "publish rate (Hz)")
+        w = self.param("width", 640, "image width (px) for sim/synthetic/realsense")
+        h = self.param("height", 480, "image height (px) for sim/synthetic/realsense")
+        self.frame_id = self.param("frame_id", "camera_color_optical_frame", "header.frame_id (realsense-ros optical frame)")
+        folder = self.param("folder", "", "image folder (source=folder)")
+        bag = self.param("bag", "", "rosbag2 folder to replay (source=bag)")
+        bag_topic = self.param("bag_topic", T.IMAGE_RAW, "image topic inside the bag (source=bag)")
+        serial = self.param("serial", "", "RealSense serial number (source=realsense; empty: first device)")
+        loop = self.param("loop", True, "restart finite sources (folder, bag) at the end")
+        seed = self.param("seed", 0, "seed of the synthetic scene")
+        self.max_frames = self.param("max_frames", 0, "stop publishing after this many frames (0: never)")
+        self.camera_name = self.param("sim_camera", "third_person", "camera name in the simulated workcell")
+        self.source = self._make_source(w, h, folder, bag, bag_topic, serial, loop, seed)
+        self.pub = self.create_publisher(Image, T.IMAGE_RAW, qos_reliable())
+        self.info_pub = self.create_publisher(CameraInfo, T.CAMERA_INFO, qos_reliable())
+        self.frames = 0
+        self.timer = self.create_timer(1.0 / float(rate), self._tick)
+
+    def _make_source(self, w, h, folder, bag, bag_topic, serial, loop, seed):
+        from embeval.camera import make_source
+
+        kind = self.source_kind
+        if kind == "sim":
+            renderer = self.shared.get("renderer")
+            if renderer is not None:
+                return make_source("sim", renderer=renderer, camera=self.camera_name)
+            kind = "synthetic"  # separate process: mirror the arm's TCP into the synthetic tabletop
+        if kind == "synthetic":
+            src = make_source("synthetic", width=w, height=h, seed=seed)
+            from geometry_msgs.msg import PoseStamped
+
+            self.create_subscription(PoseStamped, T.TCP_POSE, lambda m: src.set_tcp(msg_to_pose6(m)), qos_reliable())
+            return src
+        if kind == "realsense":
+            return make_source("realsense", width=w, height=h, serial=serial)
+        if kind == "folder":
+            return make_source("folder", path=folder, loop=loop)
+        if kind == "bag":
+            return make_source("bag", path=bag, topic=bag_topic, loop=loop)
+        return make_source(kind)  # raises ConfigError listing the choices
+
+    def _tick(self) -> None:
+        if self.max_frames and self.frames >= self.max_frames:
+            return
+        t_in = time.perf_counter()
+        frame = self.source.read()
+        if frame is None:
+            self.get_logger().info("image source exhausted; camera idle", once=True)
+            return
+        msg = image_to_msg(frame.image, frame.stamp_ns, self.frame_id)
+        k = frame.intrinsics
+        self.pub.publish(msg)
+        self.info_pub.publish(camera_info_msg(k.width, k.height, k.fx, k.fy, k.cx, k.cy, frame.stamp_ns, self.frame_id))
+        self.frames += 1
+        self.log.add(t_in)
+
+    def close(self) -> None:
+        self.source.close()
+
+
+def main(args=None) -> int:
+    return run_node(CameraNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

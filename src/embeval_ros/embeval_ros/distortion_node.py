@@ -1,0 +1,115 @@
+"""distortion node: distort every camera image with a configured type/level (or a schedule) and republish.
+
+The output keeps the source ``header`` (stamp and frame). A live image-quality score (PSNR of the
+distorted against the source image, dB) goes to /embeval/image_quality. Episode events
+(``{"event": "episode_start", "distortion": ..., "level": ...}`` on /embeval/events) switch the
+distortion, so a conductor can run the reference and the distorted episodes of an item.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
+from sensor_msgs.msg import Image
+from std_msgs.msg import String
+
+from embeval.distortion.measures import psnr as psnr_db
+from embeval.errors import ConfigError
+from embeval_ros import topics as T
+from embeval_ros.base import EmbevalNode
+from embeval_ros.conversions import image_to_msg, msg_to_image, stamp_to_ns
+from embeval_ros.diagnostics import diag
+from embeval_ros.runtime import qos_reliable, run_node
+
+
+def parse_schedule(items: list[str]) -> list[tuple[str, int, float]]:
+    """``["gaussian_blur:3:5.0", "none:0:2"]`` -> [(type, level, seconds)], cycled in order."""
+    out = []
+    for it in items:
+        parts = it.split(":")
+        if len(parts) != 3:
+            raise ConfigError(f"schedule entry {it!r} must be 'type:level:seconds', e.g. 'gaussian_blur:3:5.0'")
+        out.append((parts[0], int(parts[1]), float(parts[2])))
+    return out
+
+
+class DistortionNode(EmbevalNode):
+    def __init__(self, **kw):
+        super().__init__("embeval_distortion", **kw)
+        self.distortion = self.param("distortion", "none", "distortion type from the registry (`embeval distort list`); none: pass through")
+        self.level = int(self.param("level", 1, "distortion level 1 (mild) .. 5 (severe)"))
+        sched = self.param("schedule", [""], "cycle of 'type:level:seconds' entries (overrides distortion/level while set)")
+        self.seed = int(self.param("seed", 0, "base seed; frame n uses derive_seed(seed, n)"))
+        self.quality = bool(self.param("publish_quality", True, "publish PSNR (dB) against the source image"))
+        in_topic = self.param("input_topic", T.IMAGE_RAW, "source image topic")
+        out_topic = self.param("output_topic", T.IMAGE_DISTORTED, "distorted image topic")
+        self.schedule = parse_schedule([s for s in sched if s])
+        self._check(self.distortion, self.level)
+        for name, lvl, _ in self.schedule:
+            self._check(name, lvl)
+        self._t0 = time.monotonic()
+        self.count = 0
+        self.pub = self.create_publisher(Image, out_topic, qos_reliable())
+        self.qpub = self.create_publisher(DiagnosticArray, T.IMAGE_QUALITY, qos_reliable())
+        self.create_subscription(Image, in_topic, self._on_image, qos_reliable())
+        self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
+
+    @staticmethod
+    def _check(name: str, level: int) -> None:
+        if name in ("", "none"):
+            return
+        from embeval.distortion import registry
+
+        registry.get(name).param_for(int(level))  # ConfigError naming the choices
+
+    def current(self) -> tuple[str, int]:
+        if not self.schedule:
+            return self.distortion, self.level
+        period = sum(s for _, _, s in self.schedule)
+        t = (time.monotonic() - self._t0) % period
+        for name, lvl, secs in self.schedule:
+            if t < secs:
+                return name, lvl
+            t -= secs
+        return self.schedule[-1][:2]
+
+    def _on_event(self, msg: String) -> None:
+        try:
+            ev = json.loads(msg.data)
+        except json.JSONDecodeError:
+            return
+        if ev.get("event") == "episode_start" and "distortion" in ev:
+            self._check(ev["distortion"], int(ev.get("level", 0) or 1))
+            self.distortion, self.level, self.schedule = ev["distortion"], int(ev.get("level", 0) or 0), []
+
+    def _on_image(self, msg: Image) -> None:
+        t_in = time.perf_counter()
+        self.log.received += 1
+        name, level = self.current()
+        if name in ("", "none"):
+            out_msg, psnr = msg, float("inf")
+        else:
+            from embeval.distortion import distort
+            from embeval.provenance import derive_seed
+
+            src = msg_to_image(msg)
+            out = distort(src, name, level, seed=derive_seed(self.seed, self.count))
+            out_msg = image_to_msg(out, stamp_to_ns(msg.header.stamp), msg.header.frame_id)
+            out_msg.header = msg.header
+            psnr = psnr_db(src, out) if self.quality else float("nan")
+        self.pub.publish(out_msg)
+        self.count += 1
+        self.log.add(t_in)
+        if self.quality:
+            self.qpub.publish(diag("image_quality", "ok", f"{name}:{level}",
+                                   {"psnr_db": f"{psnr:.3f}", "distortion": name, "level": level, "frame": self.count},
+                                   stamp_to_ns(msg.header.stamp)))
+
+
+def main(args=None) -> int:
+    return run_node(DistortionNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,190 @@
+"""Compose the embeval nodes in one process with a MultiThreadedExecutor (a stand-in for ``ros2 launch``).
+
+The parameter file is a standard ROS 2 parameter YAML (``node_name: {ros__parameters: {...}}``,
+``/**`` for every node), the same file the launch files pass to the nodes, so
+``embeval graph --params config/embeval_sim.yaml`` runs the graph that
+``ros2 launch embeval_ros sim.launch.py`` starts as separate processes.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from embeval.errors import ConfigError, MissingFileError
+
+#: ROS node name -> "module:class"; also the executables' names without the embeval_ prefix
+NODE_CLASSES: dict[str, str] = {
+    "embeval_camera": "embeval_ros.camera_node:CameraNode",
+    "embeval_distortion": "embeval_ros.distortion_node:DistortionNode",
+    "embeval_policy": "embeval_ros.policy_node:PolicyNode",
+    "embeval_arm": "embeval_ros.arm_node:ArmNode",
+    "embeval_scorer": "embeval_ros.scorer_node:ScorerNode",
+    "embeval_recorder": "embeval_ros.recorder_node:RecorderNode",
+    "embeval_conductor": "embeval_ros.conductor_node:ConductorNode",
+}
+ORDER = list(NODE_CLASSES)
+
+
+#: how nodes are spun in one process: one SingleThreadedExecutor per node, each in its own thread (the
+#: default: like one process per node, a slow node cannot starve the others), or one MultiThreadedExecutor
+#: for all nodes (measured slower here: the shared wait set is rebuilt for every callback)
+EXECUTORS = ("per_node", "multi")
+
+
+def _per_node_executor(kind: str, context):
+    from rclpy.executors import SingleThreadedExecutor
+
+    return SingleThreadedExecutor(context=context)
+
+
+def _spin_quietly(executor) -> None:
+    from rclpy.executors import ExternalShutdownException
+
+    try:
+        executor.spin()
+    except (ExternalShutdownException, KeyboardInterrupt):
+        pass
+
+
+def load_params(path: str | Path | dict) -> dict[str, dict[str, Any]]:
+    """Read a ROS 2 parameter YAML into ``{node_name: {param: value}}`` (``/**`` merged into every node)."""
+    import yaml
+
+    if isinstance(path, dict):
+        data = path
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise MissingFileError(f"parameter file {p} not found; see config/ for examples (config/embeval_sim.yaml)")
+        data = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a ROS 2 parameter file maps node names to {{ros__parameters: ...}}")
+    common: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
+    for name, body in data.items():
+        params = (body or {}).get("ros__parameters", {}) if isinstance(body, dict) else None
+        if params is None:
+            raise ConfigError(f"{path}: node {name!r} needs a 'ros__parameters:' mapping")
+        key = name.strip("/")
+        if key in ("**", "*"):
+            common.update(params)
+        else:
+            if key not in NODE_CLASSES:
+                raise ConfigError(f"{path}: unknown node {name!r}; embeval nodes are {', '.join(NODE_CLASSES)}")
+            out[key] = dict(params)
+    return {k: {**common, **v} for k, v in out.items()}
+
+
+def node_class(name: str):
+    module, cls = NODE_CLASSES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def _overrides(params: dict[str, Any]) -> list:
+    from rclpy.parameter import Parameter
+
+    return [Parameter(k, value=v) for k, v in params.items()]
+
+
+class Graph:
+    """The node graph in one process. Use as a context manager; :meth:`spin` runs it.
+
+    ``params``: ``{node_name: {param: value}}`` (see :func:`load_params`); ``nodes``: which nodes to
+    start (default: every node named in ``params``); ``shared``: in-process objects handed to the
+    nodes (``arm``: an ArmBackend, ``renderer``: its camera renderer, ``policy``: a Policy).
+    """
+
+    def __init__(self, params: dict[str, dict[str, Any]], nodes: Iterable[str] | None = None,
+                 shared: dict | None = None, threads: int | None = None, executor: str = "per_node"):
+        self.params = params
+        self.names = [n for n in ORDER if n in (set(nodes) if nodes is not None else set(params))]
+        unknown = set(nodes or []) - set(NODE_CLASSES)
+        if unknown:
+            raise ConfigError(f"unknown nodes {sorted(unknown)}; choose from {', '.join(NODE_CLASSES)}")
+        self.shared = shared if shared is not None else {}
+        self.threads = threads
+        if executor not in EXECUTORS:
+            raise ConfigError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+        self.executor_kind = executor
+        self.nodes: dict[str, Any] = {}
+        self._threads: list = []
+        self._executors: list = []
+
+    def __enter__(self) -> "Graph":
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import MultiThreadedExecutor
+
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.executor = None
+        try:
+            if self.executor_kind == "multi":
+                self.executor = MultiThreadedExecutor(num_threads=self.threads, context=self.context)
+            for name in self.names:
+                node = node_class(name)(parameter_overrides=_overrides(self.params.get(name, {})), shared=self.shared,
+                                        context=self.context)
+                self.nodes[name] = node
+                if self.executor is not None:
+                    self.executor.add_node(node)
+                else:  # one executor per node, each spinning in its own thread (like one process per node)
+                    ex = _per_node_executor(self.executor_kind, self.context)
+                    ex.add_node(node)
+                    self._executors.append(ex)
+            for ex in self._executors:
+                t = threading.Thread(target=_spin_quietly, args=(ex,), daemon=True)
+                t.start()
+                self._threads.append(t)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def spin(self, duration_s: float | None = None, until: Callable[["Graph"], bool] | None = None) -> float:
+        """Spin until ``duration_s`` elapsed or ``until(graph)`` is true (checked every 50 ms); returns seconds spun."""
+        t0 = time.monotonic()
+        while True:
+            if self.executor is not None:
+                self.executor.spin_once(timeout_sec=0.05)
+            else:
+                time.sleep(0.05)
+            if until is not None and until(self):
+                break
+            if duration_s is not None and time.monotonic() - t0 >= duration_s:
+                break
+        return time.monotonic() - t0
+
+    def __exit__(self, *exc) -> None:
+        import rclpy
+
+        for ex in self._executors:
+            ex.shutdown(timeout_sec=2.0)
+        for t in self._threads:
+            t.join(timeout=5.0)
+        for node in reversed(list(self.nodes.values())):
+            try:
+                node.close()
+            finally:
+                node.destroy_node()
+        self.nodes.clear()
+        if getattr(self, "executor", None) is not None:
+            self.executor.shutdown(timeout_sec=2.0)
+        if self.context.ok():
+            rclpy.shutdown(context=self.context)
+
+    def stage_latencies(self) -> dict[str, dict[str, float]]:
+        """Per node: p50/p99 processing latency (ms), messages received and published."""
+        import numpy as np
+
+        out = {}
+        for name, node in self.nodes.items():
+            lat = np.asarray(node.log.latency_s, dtype=np.float64) * 1e3
+            out[name] = {
+                "p50_ms": float(np.percentile(lat, 50)) if lat.size else float("nan"),
+                "p99_ms": float(np.percentile(lat, 99)) if lat.size else float("nan"),
+                "received": node.log.received, "published": node.log.published,
+            }
+        return out

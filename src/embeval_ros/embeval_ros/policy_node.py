@@ -1,0 +1,127 @@
+"""policy node: run any registry subject (policy) on the latest image and instruction, guarded.
+
+Dry run by default: actions go to /embeval/action_proposed only; with ``dry_run:=false`` they
+are also commanded on /embeval/action. The instruction topic is latched (transient local), so a
+late-starting policy still gets the task. A stale image or instruction holds the arm (no action);
+each action is clipped per step (``max_step_translation`` m, ``max_step_rotation`` rad). Status
+(ok | dry_run | hold | error, reason, model time) goes to /embeval/policy/status.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import Image, JointState
+from std_msgs.msg import String
+
+from embeval_ros import topics as T
+from embeval_ros.base import EmbevalNode
+from embeval_ros.conversions import action_to_msg, msg_to_image, msg_to_pose6, stamp_to_ns
+from embeval_ros.diagnostics import diag
+from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+
+
+def load_policy(subject: str, params_json: str = ""):
+    """``subject``: a subject YAML path, or an adapter name of kind policy (e.g. ``image_stats``, ``embedded``)."""
+    from pathlib import Path
+
+    from embeval.subjects.registry import load_subject
+
+    params = json.loads(params_json) if params_json else {}
+    if subject.endswith((".yaml", ".yml")) or Path(subject).exists():
+        return load_subject(subject, **({"params": params} if params else {}))
+    return load_subject({"kind": "policy", "adapter": subject, "params": params})
+
+
+class PolicyNode(EmbevalNode):
+    def __init__(self, **kw):
+        super().__init__("embeval_policy", **kw)
+        from embeval.control import PolicyStepper, StepperConfig
+
+        subject = self.param("subject", "image_stats", "subject YAML path or policy adapter name (`embeval subjects list`)")
+        params_json = self.param("subject_params", "", "JSON object of adapter parameters, e.g. '{\"scale\": 0.1}'")
+        self.config = StepperConfig(
+            max_image_age_s=float(self.param("max_image_age_s", 0.5, "hold when the newest image is older (s)")),
+            max_instruction_age_s=float(self.param("max_instruction_age_s", 600.0, "hold when the instruction is older (s)")),
+            max_step_translation=float(self.param("max_step_translation", 0.05, "per-step translation clip (m)")),
+            max_step_rotation=float(self.param("max_step_rotation", 0.25, "per-step rotation clip (rad)")),
+            dry_run=bool(self.param("dry_run", True, "true: never command the arm, only publish proposed actions")),
+        )
+        self.rate_hz = float(self.param("rate_hz", 10.0, "maximum policy rate (Hz); 0: act on every image"))
+        self.max_steps = int(self.param("max_steps", 0, "actions per instruction, then hold (0: unlimited)"))
+        image_topic = self.param("image_topic", T.IMAGE_DISTORTED, "image topic the policy sees")
+        self.policy = self.shared.get("policy") or load_policy(subject, params_json)
+        self.stepper = PolicyStepper(self.policy, self.config)
+        self.frame = getattr(getattr(self.policy, "action_spec", None), "frame", "base")
+        self.action_pub = self.create_publisher(JointState, T.ACTION, qos_reliable())
+        self.proposed_pub = self.create_publisher(JointState, T.ACTION_PROPOSED, qos_reliable())
+        self.status_pub = self.create_publisher(DiagnosticArray, T.POLICY_STATUS, qos_reliable())
+        self.create_subscription(Image, image_topic, self._on_image, qos_reliable(2))
+        self.create_subscription(String, T.INSTRUCTION, self._on_instruction, qos_latched())
+        self.create_subscription(PoseStamped, T.TCP_POSE, self._on_pose, qos_reliable())
+        self._last_step = 0.0
+        self.model_s: list[float] = []
+        self.last_status = ""
+        self.create_timer(0.5, self._watchdog)
+
+    def _on_instruction(self, msg: String) -> None:
+        try:
+            self.stepper.set_instruction(msg.data, time.monotonic())
+            self.get_logger().info(f"instruction: {msg.data!r}")
+        except Exception as exc:  # noqa: BLE001
+            self._status("error", str(exc), 0)
+
+    def _on_pose(self, msg: PoseStamped) -> None:
+        pose = msg_to_pose6(msg)
+        from scipy.spatial.transform import Rotation
+
+        import numpy as np
+
+        self.stepper.state["tcp_pose"] = np.concatenate([pose[:3], Rotation.from_rotvec(pose[3:]).as_quat()])
+
+    def _on_image(self, msg: Image) -> None:
+        t_in = time.perf_counter()
+        self.log.received += 1
+        now = time.monotonic()
+        self.stepper.set_image(msg_to_image(msg), now)
+        if self.rate_hz > 0 and now - self._last_step < 1.0 / self.rate_hz:
+            return
+        if self.max_steps and self.stepper.steps >= self.max_steps:
+            return
+        self._last_step = now
+        stamp = stamp_to_ns(msg.header.stamp)
+        res = self.stepper.step(now, timestamp=stamp / 1e9)
+        if res.action is not None:
+            m = action_to_msg(res.action.vector, stamp, self.frame)
+            self.proposed_pub.publish(m)
+            if res.command:
+                self.action_pub.publish(m)
+            self.model_s.append(res.model_s)
+            self.log.latency_s.append(time.perf_counter() - t_in - res.model_s)  # stage latency without model time
+            self.log.published += 1
+        self._status(res.status, res.reason, stamp, model_ms=f"{1e3 * res.model_s:.2f}", clipped=res.clipped,
+                     steps=self.stepper.steps)
+
+    def _watchdog(self) -> None:
+        reason = self.stepper.watchdog.reason(time.monotonic())
+        if reason and self.stepper.instruction:
+            self._status("hold", reason, self.now_ns())
+
+    def _status(self, status: str, reason: str, stamp_ns: int, **values) -> None:
+        level = {"ok": "ok", "dry_run": "ok", "hold": "warn", "error": "error"}[status]
+        if status != self.last_status and status in ("hold", "error"):
+            self.get_logger().warning(f"policy {status}: {reason}")
+        self.last_status = status
+        self.status_pub.publish(diag("policy", level, reason or status,
+                                     {"status": status, "subject": getattr(self.policy, "id", "?"),
+                                      "dry_run": self.config.dry_run, **values}, stamp_ns))
+
+
+def main(args=None) -> int:
+    return run_node(PolicyNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

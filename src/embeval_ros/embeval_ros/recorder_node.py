@@ -1,0 +1,69 @@
+"""recorder node: write the chosen topics to a rosbag2 (MCAP) with embeval.recording, safe to kill.
+
+Subscriptions take the serialised CDR bytes (``raw=True``): nothing is decoded or re-encoded.
+The bag is written in ``segment_s`` segments; after ``kill -9`` the bag stays readable and loses
+at most the open segment (see :mod:`embeval.recording.bag`).
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from embeval_ros import topics as T
+from embeval_ros.base import EmbevalNode
+from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+
+DEFAULT_TOPICS = [T.IMAGE_RAW, T.CAMERA_INFO, T.IMAGE_DISTORTED, T.IMAGE_QUALITY, T.INSTRUCTION, T.ACTION,
+                  T.ACTION_PROPOSED, T.POLICY_STATUS, T.JOINT_STATES, T.TCP_POSE, T.SAFETY_MODE, T.SPEED_SCALING,
+                  T.ARM_STATUS, T.EVENTS, T.SCORES]
+
+
+class RecorderNode(EmbevalNode):
+    def __init__(self, **kw):
+        super().__init__("embeval_recorder", **kw)
+        from embeval.recording import BagRecorder
+
+        bag_dir = self.param("bag_dir", "", "bag folder to create (empty: runs/bags/embeval_<UTC time>)")
+        topics = [t for t in self.param("topics", DEFAULT_TOPICS, "topics to record (standard message types)") if t]
+        types = list(self.param("topic_types", [""], "types for topics not in embeval's table, 'topic=pkg/msg/Type'"))
+        segment_s = float(self.param("segment_s", 1.0, "seconds per bag segment (at most this is lost on kill -9)"))
+        if not bag_dir:
+            bag_dir = str(Path("runs/bags") / time.strftime("embeval_%Y%m%d_%H%M%S", time.gmtime()))
+        type_map = dict(T.TOPIC_TYPES)
+        for entry in types:
+            if entry:
+                topic, _, typ = entry.partition("=")
+                type_map[topic] = typ
+        self.bag = BagRecorder(bag_dir, segment_s=segment_s, custom_data={"recorder": "embeval_ros"})
+        self.counts: dict[str, int] = {}
+        for topic in topics:
+            if topic not in type_map:
+                from embeval.errors import ConfigError
+
+                raise ConfigError(f"no message type known for {topic}; add topic_types:=['{topic}=pkg/msg/Type']")
+            self.bag.add_topic(topic, type_map[topic])
+            qos = qos_latched() if topic == T.INSTRUCTION else qos_reliable(100)
+            self.create_subscription(T.msg_class(type_map[topic]), topic, self._writer(topic), qos, raw=True)
+        self.create_timer(0.25, lambda: self.bag.tick(time.time_ns()))
+        self.get_logger().info(f"recording {len(topics)} topics to {bag_dir}")
+
+    def _writer(self, topic: str):
+        def cb(data: bytes) -> None:
+            t_in = time.perf_counter()
+            self.log.received += 1
+            self.bag.write(topic, time.time_ns(), data)
+            self.counts[topic] = self.counts.get(topic, 0) + 1
+            self.log.add(t_in)
+
+        return cb
+
+    def close(self) -> None:
+        self.bag.close()
+
+
+def main(args=None) -> int:
+    return run_node(RecorderNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""scorer node: turn episodes into Decision/Execution score records (results store + /embeval/scores).
+
+It listens to the conductor's episode events (JSON on /embeval/events), the commanded or proposed
+actions, the TCP pose and the safety mode. At ``episode_end`` the episode is filed with
+:class:`embeval.control.EpisodeBook`; as soon as an item's reference episode (distortion none)
+exists each distorted episode is scored and the record is published as JSON and written to the
+results store (SQLite, :class:`embeval.runs.store.ResultsStore`) when ``store`` is set. Cognition
+records (VLM answers) arrive as ``{"event": "cognition", ...}`` events and are stored as they are.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from geometry_msgs.msg import PoseStamped
+from sensor_msgs.msg import JointState
+from std_msgs.msg import String, UInt8
+
+from embeval_ros import topics as T
+from embeval_ros.base import EmbevalNode
+from embeval_ros.conversions import msg_to_action, msg_to_pose6
+from embeval_ros.runtime import qos_reliable, run_node
+
+
+class ScorerNode(EmbevalNode):
+    def __init__(self, **kw):
+        super().__init__("embeval_scorer", **kw)
+        from embeval.control import EpisodeBook
+
+        self.store_path = self.param("store", "", "results store (SQLite) path; empty: publish only")
+        self.run_id = self.param("run_id", "ros-graph", "run id of the records in the store")
+        use_proposed = bool(self.param("score_proposed", True, "score /embeval/action_proposed (works in dry run) instead of /embeval/action"))
+        self.book = EpisodeBook()
+        self.episode = None
+        self.tcp = None
+        self.safety_mode = 1
+        self.pub = self.create_publisher(String, T.SCORES, qos_reliable(50))
+        self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
+        self.create_subscription(JointState, T.ACTION_PROPOSED if use_proposed else T.ACTION, self._on_action, qos_reliable(50))
+        self.create_subscription(PoseStamped, T.TCP_POSE, lambda m: setattr(self, "tcp", msg_to_pose6(m).tolist()), qos_reliable())
+        self.create_subscription(UInt8, T.SAFETY_MODE, self._on_safety, qos_reliable())
+        self.stored = 0
+
+    def _on_safety(self, msg: UInt8) -> None:
+        self.safety_mode = int(msg.data)
+        if self.episode is not None and self.safety_mode != 1:
+            self.episode.stopped = True
+            self.episode.stop_reason = self.episode.stop_reason or f"UR safety mode {self.safety_mode}"
+
+    def _on_action(self, msg: JointState) -> None:
+        if self.episode is not None:
+            self.episode.actions.append(msg_to_action(msg).tolist())
+
+    def _on_event(self, msg: String) -> None:
+        from embeval.control import Episode
+
+        try:
+            ev = json.loads(msg.data)
+        except json.JSONDecodeError:
+            self.get_logger().warning(f"ignoring a non-JSON event: {msg.data[:80]!r}")
+            return
+        kind = ev.get("event")
+        if kind == "episode_start":
+            self.episode = Episode(item=str(ev.get("item", "item")), distortion=str(ev.get("distortion", "none")),
+                                   level=int(ev.get("level", 0) or 0), instruction=str(ev.get("instruction", "")),
+                                   subject=str(ev.get("subject", "")), seed=int(ev.get("seed", 0)))
+        elif kind == "episode_end" and self.episode is not None:
+            t_in = time.perf_counter()
+            ep, self.episode = self.episode, None
+            ep.final_tcp = self.tcp
+            if "success" in ev:
+                ep.success = bool(ev["success"])
+            if ev.get("stopped"):
+                ep.stopped, ep.stop_reason = True, str(ev.get("stop_reason", "stopped"))
+            for rec in self.book.finish(ep):
+                self._emit(rec)
+            self.log.add(t_in)
+        elif kind == "cognition":
+            self._emit(ev)
+
+    def _emit(self, rec: dict) -> None:
+        self.pub.publish(String(data=json.dumps(rec, default=float)))
+        if self.store_path:
+            self._store(rec)
+
+    def _store(self, rec: dict) -> None:
+        from embeval.provenance import code_version, stable_hash
+        from embeval.runs.store import ResultsStore
+        from embeval.runs.units import Unit, UnitResult
+
+        unit = Unit(subject=rec.get("subject", ""), item=rec.get("item", ""), distortion=rec.get("distortion", "none"),
+                    level=int(rec.get("level", 0)), seed=int(rec.get("seed", 0)))
+        now = time.time()
+        spec = {"kind": "ros_graph", "run_id": self.run_id}
+        # one short connection per record: callbacks run on any executor thread (sqlite objects are per-thread)
+        with ResultsStore(self.store_path) as store:
+            if self.run_id not in store.run_ids():
+                store.register_run(self.run_id, stable_hash(spec), "ros_graph", self.run_id, spec,
+                                   base_dir="", code_version=code_version(), units=[])
+            store.record(self.run_id, unit, UnitResult("done", outputs=rec, started=now, finished=now),
+                         spec_hash=stable_hash(spec), code_version=code_version(), unit_seed=unit.seed)
+        self.stored += 1
+
+
+def main(args=None) -> int:
+    return run_node(ScorerNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
