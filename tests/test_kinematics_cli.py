@@ -51,3 +51,15 @@ def test_docs_quickstart_runs():
     ns: dict = {}
     exec(compile(first, "docs/kinematics.md", "exec"), ns)  # noqa: S102 - our own documentation
     assert ns["q_grasp"] is not None and ns["Q"].shape == (1000, 8, 6)
+
+
+def test_cli_params_file(capsys, tmp_path):
+    f = tmp_path / "arm.yaml"
+    f.write_text("base: ur5e\ndelta_theta: [0.001, 0, 0, 0, 0, 0]\n")
+    assert main(["kinematics", "fk", "0", "-1.57", "1.57", "0", "1.57", "0", "--params", str(f), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    from embeval.kinematics import UR, DHParams
+
+    ref = UR(DHParams.from_yaml(f)).fk([0, -1.57, 1.57, 0, 1.57, 0])
+    assert np.allclose(out["pose_xyz_rotvec"], matrix_to_pose(ref), atol=1e-6)
+    assert main(["kinematics", "fk", "0", "0", "0", "0", "0", "0", "--params", str(tmp_path / "missing.yaml")]) == 2

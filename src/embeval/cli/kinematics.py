@@ -131,8 +131,10 @@ def _ik(args) -> int:
         rows.append({"branch": "shoulder{} wrist{} elbow{}".format(*BRANCHES[slot]), "q": q, "err_m": float(dp), "err_rad": float(dr)})
     if args.near is not None:
         best = arm.ik_closest(T, np.array(args.near), frame=args.frame)
-        rows = [] if best is None else [{"branch": "closest", "q": best, "err_m": float(pose_error(arm.fk(best, frame=args.frame), T)[0]),
-                                         "err_rad": float(pose_error(arm.fk(best, frame=args.frame), T)[1])}]
+        rows = []
+        if best is not None:
+            dp, dr = pose_error(arm.fk(best, frame=args.frame), T)
+            rows = [{"branch": "closest", "q": best, "err_m": float(dp), "err_rad": float(dr)}]
     if args.json:
         print(json.dumps([{**r, "q": np.asarray(r["q"]).round(9).tolist()} for r in rows]))
         return 0 if rows else 1

@@ -273,16 +273,17 @@ def _ur(name: str, a2: float, a3: float, d1: float, d4: float, d5: float, d6: fl
     return DHParams(a=(0.0, a2, a3, 0.0, 0.0, 0.0), d=(d1, 0.0, 0.0, d4, d5, d6), name=name, **kw)
 
 
-_WRIST_SMALL = JointLimits(velocity=(2.16, 2.16, 3.15, 3.2, 3.2, 3.2), effort=(330.0, 330.0, 150.0, 54.0, 54.0, 54.0))
+_LIMITS_UR10 = JointLimits(velocity=(2.16, 2.16, 3.15, 3.2, 3.2, 3.2), effort=(330.0, 330.0, 150.0, 54.0, 54.0, 54.0))
+_LIMITS_UR3 = JointLimits(velocity=(3.15, 3.15, 3.15, 6.28, 6.28, 6.28), effort=(56.0, 56.0, 28.0, 12.0, 12.0, 12.0))
 
 #: UR's published nominal D-H parameters (metres); limits as in ur_description (elbow +/- pi).
 PRESETS: dict[str, DHParams] = {
     "ur5": _ur("ur5", -0.425, -0.39225, 0.089159, 0.10915, 0.09465, 0.0823),
     "ur5e": _ur("ur5e", -0.425, -0.3922, 0.1625, 0.1333, 0.0997, 0.0996),
-    "ur3": _ur("ur3", -0.24365, -0.21325, 0.1519, 0.11235, 0.08535, 0.0819),
-    "ur3e": _ur("ur3e", -0.24355, -0.2132, 0.15185, 0.13105, 0.08535, 0.0921),
-    "ur10": _ur("ur10", -0.612, -0.5723, 0.1273, 0.163941, 0.1157, 0.0922, limits=_WRIST_SMALL),
-    "ur10e": _ur("ur10e", -0.6127, -0.57155, 0.1807, 0.17415, 0.11985, 0.11655, limits=_WRIST_SMALL),
+    "ur3": _ur("ur3", -0.24365, -0.21325, 0.1519, 0.11235, 0.08535, 0.0819, limits=_LIMITS_UR3),
+    "ur3e": _ur("ur3e", -0.24355, -0.2132, 0.15185, 0.13105, 0.08535, 0.0921, limits=_LIMITS_UR3),
+    "ur10": _ur("ur10", -0.612, -0.5723, 0.1273, 0.163941, 0.1157, 0.0922, limits=_LIMITS_UR10),
+    "ur10e": _ur("ur10e", -0.6127, -0.57155, 0.1807, 0.17415, 0.11985, 0.11655, limits=_LIMITS_UR10),
 }
 
 
