@@ -175,3 +175,14 @@ def test_ikpy_numeric_ik_lands_on_one_of_our_solutions(ikpy_chain):
         assert d.min() < 1e-4  # ikpy stops at ~1e-7 pose error; joints agree to its precision
         compared += 1
     assert compared >= 4
+
+
+def test_urdf_path_env_override_and_errors(tmp_path, monkeypatch):
+    from embeval.errors import MissingFileError
+    from embeval.kinematics.urdf import write_shipped
+
+    write_shipped(tmp_path)
+    monkeypatch.setenv("EMBEVAL_URDF_DIR", str(tmp_path))
+    assert urdf_path("ur5_gripper") == tmp_path / "ur5_gripper.urdf"
+    with pytest.raises(MissingFileError, match="available: table, ur5, ur5_gripper"):
+        urdf_path("ur10")

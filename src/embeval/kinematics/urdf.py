@@ -34,7 +34,9 @@ _MASSES = {
 
 
 def urdf_dir() -> Path:
-    """The repository's ``urdf/`` folder (found upwards from this file, or $EMBEVAL_URDF_DIR)."""
+    """The folder of the workcell URDFs: ``$EMBEVAL_URDF_DIR``, else the repository's ``urdf/`` (found
+    upwards from this file), else (a wheel install without the repository) the files generated from
+    the D-H table into ``~/.cache/embeval/urdf`` (``$XDG_CACHE_HOME`` respected)."""
     import os
 
     env = os.environ.get("EMBEVAL_URDF_DIR")
@@ -44,9 +46,10 @@ def urdf_dir() -> Path:
         cand = parent / "urdf"
         if (cand / "ur5.urdf").is_file():
             return cand
-    raise MissingFileError(
-        "urdf/ folder with ur5.urdf not found above the embeval package; run from a checkout or set EMBEVAL_URDF_DIR"
-    )
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "embeval" / "urdf"
+    if not (cache / "ur5.urdf").is_file():
+        write_shipped(cache)
+    return cache
 
 
 def urdf_path(name: str) -> Path:
