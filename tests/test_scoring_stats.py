@@ -74,6 +74,14 @@ def test_bootstrap_ci(data):
                           n_resamples=400, method="percentile", rng=np.random.default_rng(1)).confidence_interval
     assert a.low == pytest.approx(ref.low, abs=0.02) and a.high == pytest.approx(ref.high, abs=0.02)
     assert bootstrap_ci(x, y, "plcc", n_resamples=50, seed=0).estimate == pytest.approx(stats.pearsonr(x, y)[0])
+    # the vectorised resampling equals the plain loop over resamples
+    idx = np.random.default_rng(3).integers(0, x.size, size=(60, x.size))
+    loop = np.array([stats.spearmanr(x[i], y[i])[0] for i in idx])
+    c = bootstrap_ci(x, y, "srcc", n_resamples=60, seed=3, confidence=0.9)
+    assert (c.low, c.high) == pytest.approx(tuple(np.quantile(loop, [0.05, 0.95])), abs=1e-12)
+    krcc = bootstrap_ci(x, y, "krcc", n_resamples=60, seed=3, confidence=0.9)
+    loop_k = np.array([stats.kendalltau(x[i], y[i])[0] for i in idx])
+    assert (krcc.low, krcc.high) == pytest.approx(tuple(np.quantile(loop_k, [0.05, 0.95])), abs=1e-12)
 
 
 def test_rank_agreement():

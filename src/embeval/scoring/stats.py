@@ -163,6 +163,16 @@ STATISTICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 }
 
 
+def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson r of each row pair; 0 for a constant row (as :func:`_pearson`)."""
+    a = a - a.mean(axis=1, keepdims=True)
+    b = b - b.mean(axis=1, keepdims=True)
+    den = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (a * b).sum(axis=1) / den
+    return np.where(den > 0, np.clip(r, -1.0, 1.0), 0.0)
+
+
 @dataclass(frozen=True)
 class ConfidenceInterval:
     statistic: str
@@ -190,7 +200,13 @@ def bootstrap_ci(pred, mos, statistic: str = "srcc", n_resamples: int = 1000, co
     f = STATISTICS[statistic]
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, x.size, size=(n_resamples, x.size))
-    vals = np.array([f(x[i], y[i]) for i in idx])
+    if statistic in ("srcc", "plcc"):  # vectorised over resamples (same values as the per-resample loop)
+        xs, ys = x[idx], y[idx]
+        if statistic == "srcc":
+            xs, ys = stats.rankdata(xs, axis=1), stats.rankdata(ys, axis=1)
+        vals = _rowwise_pearson(xs, ys)
+    else:
+        vals = np.array([f(x[i], y[i]) for i in idx])
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(vals, [alpha, 1 - alpha])
     return ConfidenceInterval(statistic, f(x, y), float(lo), float(hi), confidence, n_resamples, seed)
