@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 EVALUATORS: dict[str, Any] = {
     "synthetic": "embeval.runs.evaluators.synthetic:SyntheticEvaluator",
     "distortion-quality": "embeval.runs.evaluators.distortion_quality:DistortionQualityEvaluator",
+    "policy-decision": "embeval.runs.evaluators.policy_decision:PolicyDecisionEvaluator",
 }
 
 
@@ -71,7 +72,7 @@ class Evaluator:
     def validate_subject(self, spec: "RunSpec", index: int, subject: "SubjectEntry") -> None:
         """Check one subject without loading it (default: the embeval.subjects registry)."""
         where = f"spec.subjects[{index}]"
-        if subject.path is not None:
+        if subject.path is not None and _looks_like_path(subject.path):
             p = spec.resolve_path(subject.path)
             if not p.exists():
                 raise MissingFileError(f"{where}.path: file not found: {p}; put the model files there or fix the path")
@@ -132,6 +133,12 @@ class Evaluator:
         and one ``out.<name>`` column per scalar output; ``stamp`` names spec hash and code version
         and must appear on every figure)."""
         return []
+
+
+def _looks_like_path(value: str) -> bool:
+    """True for ``dir/x``, ``./x``, ``~/x``, ``x.safetensors``; False for a bare name such as a
+    shipped model (``tiny-vla``), which the adapter resolves itself."""
+    return "/" in value or value.startswith(("~", ".")) or Path(value).suffix != ""
 
 
 def register_evaluator(name: str):

@@ -254,9 +254,10 @@ def _subject(raw: Any, where: _Field, base_dir: Path) -> SubjectEntry:
             raise where.error(f"{p} is not valid YAML: {exc}") from None
         data = dict(_mapping(data, where))
         data.setdefault("id", p.stem)
-        if data.get("path") and not os.path.isabs(os.path.expanduser(str(data["path"]))):
+        rel = data.get("path")
+        if rel and not os.path.isabs(os.path.expanduser(str(rel))) and (p.parent / str(rel)).exists():
             # relative to the subject YAML's folder; stored relative to the run spec's folder
-            data["path"] = os.path.relpath(p.parent / str(data["path"]), base_dir)
+            data["path"] = os.path.relpath(p.parent / str(rel), base_dir)
         raw = data
     raw = _mapping(raw, where)
     _check_keys(raw, allowed, where)

@@ -1,0 +1,90 @@
+"""``policy-decision``: the Embodied-IQA decision score of policies under image distortion.
+
+For every policy subject x item (a reference image, see :mod:`._images`) x distortion x level x
+seed, the policy is reset with each task instruction and acts once on the reference image and
+once on the distorted image (camera ``params.camera``); the two 7-DoF actions per task are
+compared by :func:`embeval.scoring.decision.decision_score` (position, rotation, state parts,
+each 0..1 per task, summed over the tasks). Outputs keep both actions of every task (the raw
+outputs), the per-task parts and the distorted image's fingerprint.
+
+Parameters (``spec.params``): ``tasks`` (instructions; default five manipulation tasks of rising
+difficulty), ``camera`` (observation image key, default ``third_person``), ``position_scale_m``
+and ``rotation_direction`` (see :class:`embeval.scoring.decision.DecisionConfig`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from embeval.errors import ConfigError
+from embeval.runs.evaluators._images import DistortedImageEvaluator, fingerprint, level_figures
+from embeval.runs.registry import Evaluator, ReportSection
+
+DEFAULT_TASKS = (
+    "press the red button",
+    "pick up the green block",
+    "push the blue box to the left",
+    "place the yellow cube on the plate",
+    "pour the cup into the bowl",
+)
+_PARAMS = ("tasks", "camera", "position_scale_m", "rotation_direction")
+
+
+class PolicyDecisionEvaluator(DistortedImageEvaluator):
+    subject_kinds = ("policy",)
+
+    def validate(self, spec) -> None:
+        super().validate(spec)
+        for k in spec.params:
+            if k not in _PARAMS:
+                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'policy-decision'; allowed: {', '.join(_PARAMS)}")
+        tasks = spec.params.get("tasks", list(DEFAULT_TASKS))
+        if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t.strip() for t in tasks):
+            raise ConfigError("spec.params.tasks: must be a non-empty list of instructions (strings)")
+        if spec.params.get("rotation_direction", "rotvec") not in ("rotvec", "rpy"):
+            raise ConfigError("spec.params.rotation_direction: must be 'rotvec' or 'rpy'")
+        scale = spec.params.get("position_scale_m")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0):
+            raise ConfigError(f"spec.params.position_scale_m: must be a positive number of metres or null, got {scale!r}")
+
+    def setup(self, spec, subject) -> dict[str, Any]:
+        return {"policy": Evaluator.setup(self, spec, subject)}
+
+    def teardown(self, state) -> None:
+        super().teardown(state.get("policy"))
+
+    def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
+        from embeval.scoring.decision import DecisionConfig, decision_score
+        from embeval.subjects.protocols import Observation
+
+        p = spec.params
+        policy, camera = state["policy"], p.get("camera", "third_person")
+        ref, dist = self.pair(spec, state, unit, unit_seed)
+        tasks = p.get("tasks", list(DEFAULT_TASKS))
+        acts_ref, acts_dist = [], []
+        for task in tasks:
+            for img, acts in ((ref, acts_ref), (dist, acts_dist)):
+                policy.reset(task)  # same state for reference and distorted
+                acts.append(policy.act(Observation(images={camera: img}, instruction=task)))
+        cfg = DecisionConfig(position_scale_m=p.get("position_scale_m"), rotation_direction=p.get("rotation_direction", "rotvec"))
+        s = decision_score(acts_ref, acts_dist, cfg)
+        return {
+            "decision": s.total, "position": s.position, "rotation": s.rotation, "state": s.state, "n_tasks": len(tasks),
+            "task_scores": [t.score for t in s.tasks],
+            "reference_actions": [a.vector.tolist() for a in acts_ref],
+            "distorted_actions": [a.vector.tolist() for a in acts_dist],
+            "distorted_sha256": fingerprint(dist),
+        }
+
+    def report_sections(self, spec, frame, stamp):
+        d = frame[frame["distortion"] != "none"] if not frame.empty else frame
+        if d.empty or "out.decision" not in d:
+            return []
+        parts = ["decision", "position", "rotation", "state"]
+        table = d.groupby(["subject", "distortion", "level"])[[f"out.{m}" for m in parts]].mean().reset_index()
+        table.columns = ["subject", "distortion", "level"] + parts
+        overall = table.groupby(["distortion", "level"])[["decision"]].mean().reset_index()
+        figs = level_figures(overall, ["decision"], {"decision": "decision score (sum over tasks)"}, stamp,
+                             "mean over items and policies")
+        return [ReportSection("Decision score by policy, distortion and level",
+                              html=table.to_html(index=False, float_format="%.4f"), figures=figs,
+                              caption="Each part is 0..1 per task, summed over the tasks (DESIGN: Embodied-IQA decision score).")]

@@ -1,0 +1,79 @@
+"""The policy-decision evaluator: registry policies on reference vs distorted images."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embeval.errors import ConfigError, MissingFileError
+from embeval.provenance import derive_seed
+from embeval.runs import ResultsStore, parse_spec, plan_run, run
+
+SPEC = {
+    "evaluator": "policy-decision",
+    "subjects": [
+        {"id": "stats", "kind": "policy", "adapter": "image_stats", "params": {"scale": 0.2}},
+        {"id": "const", "kind": "policy", "adapter": "scripted", "params": {"vector": [0.01, 0, 0, 0, 0, 0.1, 1]}},
+    ],
+    "items": {"source": "synthetic", "count": 2, "params": {"size": [48, 40]}},
+    "distortions": ["none", "darken", "white_noise"],
+    "levels": [2, 5],
+    "params": {"tasks": ["pick up the block", "press the button"]},
+    "backend": {"progress": False},
+}
+
+
+def _independent_decision(a: np.ndarray, b: np.ndarray) -> float:
+    """Position/rotation/state parts written out for these policies (no rotation or equal rotations)."""
+    total = 0.0
+    for x, y in zip(a, b):
+        d, den = np.linalg.norm(x[:3] - y[:3]), np.linalg.norm(x[:3]) + np.linalg.norm(y[:3])
+        pos = 1 - d / den if den > 0 else 1.0
+        rot = 1.0 if np.allclose(x[3:6], y[3:6]) else None
+        assert rot is not None
+        total += (pos + rot + (1 - abs(x[6] - y[6]))) / 3
+    return total
+
+
+def test_decision_scores_match_an_independent_computation(tmp_path):
+    from embeval.distortion import distort
+    from embeval.runs.evaluators._images import DistortedImageEvaluator
+
+    spec = parse_spec(SPEC, base_dir=tmp_path)
+    s = run(spec, tmp_path / "run")
+    assert (s.total, s.done, s.failed) == (2 * 2 * (1 + 2 * 2), 20, 0)
+    with ResultsStore(tmp_path / "run" / "results.sqlite") as st:
+        rows = st.rows(s.run_id)
+    ref_of = {}
+    for r in rows:
+        o = r["outputs"]
+        a, b = np.array(o["reference_actions"]), np.array(o["distorted_actions"])
+        assert a.shape == b.shape == (2, 7) and o["n_tasks"] == 2
+        if r["subject"] == "const":
+            assert o["decision"] == pytest.approx(2.0)  # the same action whatever the image
+            continue
+        item = r["item"]
+        if item not in ref_of:
+            ref_of[item] = DistortedImageEvaluator().reference(spec, {}, item)
+        ref = ref_of[item]
+        seed = derive_seed("policy-decision", r["subject"], item, r["distortion"], r["level"], r["seed"])
+        dist = ref if r["distortion"] == "none" else distort(ref, r["distortion"], r["level"], seed=seed)
+        for img, acts in ((ref, a), (dist, b)):  # ImageStatsPolicy: 0.2 * (mean RGB - 0.5)
+            assert np.allclose(acts[:, :3], 0.2 * (img.reshape(-1, 3).mean(0) / 255 - 0.5))
+        assert o["decision"] == pytest.approx(_independent_decision(a, b), abs=1e-12)
+        if r["distortion"] == "none":
+            assert o["decision"] == pytest.approx(2.0)
+    stats = {(r["distortion"], r["level"]): r["outputs"]["decision"] for r in rows if r["subject"] == "stats" and r["item"] == "item00000"}
+    assert stats[("darken", 5)] < stats[("darken", 2)] < 2.0  # darker image, more different action
+
+
+def test_policy_subject_errors_fail_before_work(tmp_path):
+    bad = dict(SPEC, subjects=[{"id": "x", "kind": "policy", "adapter": "nope"}])
+    with pytest.raises(ConfigError, match=r"spec.subjects\[0\]: .*unknown adapter 'nope'"):
+        plan_run(parse_spec(bad, base_dir=tmp_path))
+    missing = dict(SPEC, subjects=[SPEC["subjects"][0], {"id": "vla", "kind": "policy", "adapter": "embedded", "path": "ckpt/tiny-vla"}])
+    with pytest.raises(MissingFileError, match=r"spec.subjects\[1\].path: file not found: .*ckpt/tiny-vla"):
+        plan_run(parse_spec(missing, base_dir=tmp_path))
+    with pytest.raises(ConfigError, match=r"spec.subjects\[0\].kind: evaluator 'policy-decision' takes subjects of kind policy"):
+        plan_run(parse_spec(dict(SPEC, subjects=[{"id": "v", "kind": "vlm", "adapter": "scripted"}]), base_dir=tmp_path))
+    with pytest.raises(ConfigError, match="spec.params.tasks"):
+        plan_run(parse_spec(dict(SPEC, params={"tasks": []}), base_dir=tmp_path))
