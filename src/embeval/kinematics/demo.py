@@ -81,6 +81,31 @@ def _singular_section(arm: UR5) -> None:
     _table(["case", "detected", "solutions", "max err m", "max err rad", "|det J|"], rows)
 
 
+def _other_arms_section(seed: int, n: int) -> None:
+    from embeval.kinematics import UR, DHParams, preset
+
+    print(f"\nOther arms and calibrations ({n} random poses each; 'refined' = calibrated, off UR's exact structure)")
+    nominal = preset("ur5")
+    cal = DHParams(  # a made-up calibration of the size real robots have (1e-4 m, 1e-3 rad)
+        a=(2e-4, nominal.a[1] + 2e-4, nominal.a[2] + 1e-4, -1e-4, 3e-4, 0.0), d=nominal.d,
+        alpha=(np.pi / 2 + 1e-3, -2e-4, 5e-4, np.pi / 2 - 3e-4, -np.pi / 2 + 2e-4, 0.0),
+        theta_offset=(1e-4, 0.0, 0.0, -2e-4, 0.0, 1e-4), name="ur5_calibrated",
+    )
+    rows = []
+    rng = np.random.default_rng(seed)
+    for arm in (UR("ur5"), UR("ur5e"), UR("ur10e"), UR(cal)):
+        Q = rng.uniform(-np.pi, np.pi, (n, 6))
+        T = arm.fk_batch(Q)
+        t0 = time.perf_counter()
+        S, V = arm.ik_batch(T)
+        dt = time.perf_counter() - t0
+        dp, dr = pose_error(arm.fk(S), T[:, None])
+        d = np.abs(np.angle(np.exp(1j * (S - Q[:, None])))).max(axis=-1) + np.where(V, 0, np.inf)
+        rows.append([arm.params.name, "yes" if arm.refined else "no", f"{V.sum(axis=1).mean():.2f}",
+                     f"{(d.min(axis=1) < 1e-8).mean():.2%}", f"{max(dp[V].max(), dr[V].max()):.1e}", f"{n / dt:,.0f}"])
+    _table(["arm", "refined", "solutions/pose", "q recovered", "max fk err", "poses/s"], rows)
+
+
 def _pybullet_section(arm: UR5, seed: int) -> float:
     import pybullet as p
 
@@ -139,6 +164,7 @@ def run(ctx) -> None:
     _fk_section(arm)
     _T, sols = _branches_section(arm)
     _singular_section(arm)
+    _other_arms_section(ctx.seed, 500 if ctx.quick else 2_000)
     worst = _pybullet_section(arm, ctx.seed)
 
     n = 2_000 if ctx.quick else 20_000

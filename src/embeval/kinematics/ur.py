@@ -381,11 +381,13 @@ class UR:
         lam2 = 1e-18
         err = np.full(len(idx), np.inf)
         act = np.arange(len(idx))  # still iterating
-        for _ in range(iters):
+        for it in range(iters):
             F = self._frames_base(q[act])
             e = _twist_error(F[:, 6], Tt[act])
-            err[act] = np.abs(e).max(axis=1)
-            keep = (err[act] > 1e-14) & (err[act] < 1.0)  # converged, or diverged: stop either way
+            new = np.abs(e).max(axis=1)
+            # stop when converged, diverged, or no longer improving (rounding floor reached)
+            keep = (new > 1e-14) & (new < 1.0) & ((new < 0.5 * err[act]) | (it < 5))
+            err[act] = new
             act, F, e = act[keep], F[keep], e[keep]
             if act.size == 0:
                 break
