@@ -1,6 +1,7 @@
 """Contact sheet: every distortion type (rows) at every level (columns) on one image."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Sequence
 
@@ -13,9 +14,11 @@ from embeval.subjects.protocols import check_image
 
 
 def contact_sheet(img: np.ndarray, names: Sequence[str] | None = None, seed: int = 0, thumb_width: int = 160,
-                  label_width: int = 150, show_psnr: bool = True) -> np.ndarray:
+                  label_width: int = 150, show_psnr: bool = True, stats: dict | None = None) -> np.ndarray:
     """RGB uint8 sheet: one row per type (reference first), columns level 1..5, labelled with the
-    type, its category and (``show_psnr``) each cell's PSNR in dB against the reference."""
+    type, its category and (``show_psnr``) each cell's PSNR in dB against the reference.
+
+    ``stats``: a dict to fill with ``name -> {"psnr": [dB per level], "ms": [milliseconds per call]}``."""
     from PIL import Image, ImageDraw
 
     from embeval.distortion.registry import get
@@ -32,7 +35,13 @@ def contact_sheet(img: np.ndarray, names: Sequence[str] | None = None, seed: int
     cells = []
     for r, name in enumerate(names):
         y = head + pad + r * (th + pad)
-        row = [ref_small] + [distort(img, name, lv, seed) for lv in range(1, N_LEVELS + 1)]
+        row, ms = [ref_small], []
+        for lv in range(1, N_LEVELS + 1):
+            t0 = time.perf_counter()
+            row.append(distort(img, name, lv, seed))
+            ms.append(1000 * (time.perf_counter() - t0))
+        if stats is not None:
+            stats[name] = {"psnr": [psnr(img, im) for im in row[1:]], "ms": ms}
         for c, im in enumerate(row):
             x = label_width + pad + c * (tw + pad)
             small = im if im.shape[:2] == (th, tw) else cv2.resize(im, (tw, th), interpolation=cv2.INTER_AREA)

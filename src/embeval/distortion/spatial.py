@@ -31,20 +31,22 @@ _PATCH = 16  # pixels
           description="patches replaced by nearby patches", stochastic=True)
 def non_eccentricity_patch(img, density, rng):
     """Replace ``density * H * W / 16`` random 16x16 patches with the patch displaced by a random offset of
-    8..24 pixels (patch positions drawn once per seed: a higher level's patches include the lower's)."""
+    8..24 pixels (patch positions drawn once per seed: a higher level's patches include the lower's).
+    Images under 64 pixels on a side use proportionally smaller patches and offsets."""
     h, w = img.shape[:2]
-    if h <= 3 * _PATCH or w <= 3 * _PATCH:
-        return img.copy()
+    size = max(2, min(_PATCH, h // 4, w // 4))
     n_max = int(round(0.016 * h * w / _PATCH))
-    n = int(round(density * h * w / _PATCH))
-    ys = rng.integers(0, h - _PATCH, n_max)
-    xs = rng.integers(0, w - _PATCH, n_max)
-    off = rng.integers(8, 25, (n_max, 2)) * rng.choice((-1, 1), (n_max, 2))
+    n = max(1, int(round(density * h * w / _PATCH)))
+    n_max = max(n, n_max)
+    ys = rng.integers(0, h - size + 1, n_max)
+    xs = rng.integers(0, w - size + 1, n_max)
+    lo, hi = max(1, size // 2), max(2, 3 * size // 2 + 1)
+    off = rng.integers(lo, hi, (n_max, 2)) * rng.choice((-1, 1), (n_max, 2))
     out = img.copy()
     for y, x, (dy, dx) in zip(ys[:n], xs[:n], off[:n]):
-        sy = int(np.clip(y + dy, 0, h - _PATCH))
-        sx = int(np.clip(x + dx, 0, w - _PATCH))
-        out[y:y + _PATCH, x:x + _PATCH] = img[sy:sy + _PATCH, sx:sx + _PATCH]
+        sy = int(np.clip(y + dy, 0, h - size))
+        sx = int(np.clip(x + dx, 0, w - size))
+        out[y:y + size, x:x + size] = img[sy:sy + size, sx:sx + size]
     return out
 
 
