@@ -29,7 +29,7 @@ from embeval_ros.runtime import qos_reliable, run_node
 BACKENDS = {
     "mock": "embeval.robot.mock_backend:MockArm",
     "ur_rtde": "embeval.robot.ur_rtde_backend:URRtdeArm",
-    "sim": "embeval.sim.arm:SimArm",
+    "sim": "embeval.control.sim_arm:WorkcellArm",
 }
 
 
@@ -54,6 +54,7 @@ class ArmNode(EmbevalNode):
 
         backend = self.param("backend", "mock", "arm backend: sim | mock | ur_rtde")
         robot_ip = self.param("robot_ip", "", "UR controller IP (backend=ur_rtde)")
+        self.ur_type = self.param("ur_type", "ur5", "UR model (ur3, ur5, ur5e, ...); recorded in the arm status")
         lo = self.param("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
         hi = self.param("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
         max_speed = float(self.param("max_tcp_speed", 0.25, "TCP speed cap (m/s)"))
@@ -66,7 +67,9 @@ class ArmNode(EmbevalNode):
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
         self.limits = SafetyLimits(workspace_lower=tuple(lo), workspace_upper=tuple(hi), max_tcp_speed=max_speed,
                                    default_tcp_speed=min(speed, max_speed), max_step_translation=max_step)
-        extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {}
+        sim_task = self.param("sim_task", "Pick", "task verb of the generated sim scene (backend=sim)")
+        sim_seed = int(self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)"))
+        extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
         self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
         self.home_q = home if len(home) == 6 else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=speed)

@@ -122,6 +122,7 @@ class Graph:
         rclpy.init(context=self.context)
         self.executor = None
         try:
+            self._share_sim()
             if self.executor_kind == "multi":
                 self.executor = MultiThreadedExecutor(num_threads=self.threads, context=self.context)
             for name in self.names:
@@ -142,6 +143,19 @@ class Graph:
             self.__exit__(None, None, None)
             raise
         return self
+
+    def _share_sim(self) -> None:
+        """With the sim arm composed in this process, the camera renders that same workcell."""
+        arm = self.params.get("embeval_arm", {})
+        if "embeval_arm" not in self.names or arm.get("backend", "mock") != "sim" or "arm" in self.shared:
+            return
+        from embeval.control.sim_arm import WorkcellArm
+
+        cam = self.params.get("embeval_camera", {})
+        w, h = int(cam.get("width", 640)), int(cam.get("height", 480))
+        sim = WorkcellArm(task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)))
+        self.shared["arm"] = sim
+        self.shared["renderer"] = lambda camera: sim.render(camera, w, h)
 
     def spin(self, duration_s: float | None = None, until: Callable[["Graph"], bool] | None = None) -> float:
         """Spin until ``duration_s`` elapsed or ``until(graph)`` is true (checked every 50 ms); returns seconds spun."""
@@ -174,6 +188,9 @@ class Graph:
             self.executor.shutdown(timeout_sec=2.0)
         if self.context.ok():
             rclpy.shutdown(context=self.context)
+        arm = self.shared.pop("arm", None)
+        if arm is not None and self.shared.pop("renderer", None) is not None:
+            arm.close()
 
     def stage_latencies(self) -> dict[str, dict[str, float]]:
         """Per node: p50/p99 processing latency (ms), messages received and published."""

@@ -1,0 +1,42 @@
+"""The embeval graph in simulation (pybullet workcell): the same nodes as on the real UR5.
+
+    ros2 launch embeval_ros sim.launch.py
+    ros2 launch embeval_ros sim.launch.py record:=false policy_subject:=embedded
+
+Without ros2 launch (this repository's venv): ``embeval graph --params config/embeval_sim.yaml``.
+"""
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+PKG = "embeval_ros"
+
+
+def generate_launch_description():
+    share = get_package_share_directory(PKG)
+    args = [
+        DeclareLaunchArgument("params_file", default_value=os.path.join(share, "config", "embeval_sim.yaml"),
+                              description="ROS 2 parameter file for the embeval nodes"),
+        DeclareLaunchArgument("policy_subject", default_value="image_stats", description="policy adapter or subject YAML"),
+        DeclareLaunchArgument("record", default_value="true", description="record the topics to an MCAP bag"),
+        DeclareLaunchArgument("bag_dir", default_value="", description="bag folder (empty: runs/bags/embeval_<time>)"),
+    ]
+    params = LaunchConfiguration("params_file")
+    nodes = [
+        # separate processes: the camera mirrors the arm's TCP in the synthetic tabletop (the workcell lives in arm_node)
+        Node(package=PKG, executable="camera_node", name="embeval_camera", parameters=[params, {"source": "synthetic"}]),
+        Node(package=PKG, executable="distortion_node", name="embeval_distortion", parameters=[params]),
+        Node(package=PKG, executable="policy_node", name="embeval_policy",
+             parameters=[params, {"subject": LaunchConfiguration("policy_subject")}]),
+        Node(package=PKG, executable="arm_node", name="embeval_arm", parameters=[params, {"backend": "sim"}]),
+        Node(package=PKG, executable="scorer_node", name="embeval_scorer", parameters=[params]),
+        Node(package=PKG, executable="conductor_node", name="embeval_conductor", parameters=[params]),
+        Node(package=PKG, executable="recorder_node", name="embeval_recorder",
+             parameters=[params, {"bag_dir": LaunchConfiguration("bag_dir")}], condition=IfCondition(LaunchConfiguration("record"))),
+    ]
+    return LaunchDescription(args + nodes)

@@ -1,0 +1,161 @@
+"""Launch files and parameter files: every executable, node name and parameter they name exists.
+
+launch/launch_ros are not installable here, so the launch files are executed against stub modules
+that record what they declare; node parameters are read from the node sources (AST of self.param calls).
+"""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCH = sorted((ROOT / "launch").glob("*.launch.py"))
+CONFIGS = sorted(p for p in (ROOT / "config").glob("*.yaml"))
+PKG_DIR = ROOT / "src" / "embeval_ros"
+
+
+def _executables() -> dict[str, str]:
+    tree = ast.parse((PKG_DIR / "setup.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "EXECUTABLES":
+            return ast.literal_eval(node.value)
+    raise AssertionError("EXECUTABLES not found in setup.py")
+
+
+def _declared(module: str) -> set[str]:
+    src = (PKG_DIR / "embeval_ros" / f"{module}.py").read_text()
+    names = set()
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "param" and node.args:
+            if isinstance(node.args[0], ast.Constant):
+                names.add(node.args[0].value)
+    return names
+
+
+NODE_MODULE = {"embeval_camera": "camera_node", "embeval_distortion": "distortion_node", "embeval_policy": "policy_node",
+               "embeval_arm": "arm_node", "embeval_scorer": "scorer_node", "embeval_recorder": "recorder_node",
+               "embeval_conductor": "conductor_node"}
+
+
+class _Rec:
+    """Records constructor arguments (a stand-in for launch / launch_ros classes)."""
+
+    made: list = []
+
+    def __init__(self, *args, **kw):
+        self.args, self.kw = args, kw
+        _Rec.made.append(self)
+
+
+def _stub_modules(share: Path) -> dict[str, types.ModuleType]:
+    mods = {}
+    for name in ("launch", "launch.actions", "launch.conditions", "launch.substitutions", "launch_ros", "launch_ros.actions",
+                 "ament_index_python", "ament_index_python.packages"):
+        mods[name] = types.ModuleType(name)
+    kinds = {}
+    for mod, cls in [("launch", "LaunchDescription"), ("launch.actions", "DeclareLaunchArgument"),
+                     ("launch.actions", "SetEnvironmentVariable"), ("launch.actions", "IncludeLaunchDescription"),
+                     ("launch.conditions", "IfCondition"), ("launch.conditions", "UnlessCondition"),
+                     ("launch.substitutions", "LaunchConfiguration"), ("launch.substitutions", "PythonExpression"),
+                     ("launch.substitutions", "PathJoinSubstitution"), ("launch_ros.actions", "Node")]:
+        kinds[cls] = type(cls, (_Rec,), {})
+        setattr(mods[mod], cls, kinds[cls])
+    mods["ament_index_python.packages"].get_package_share_directory = lambda pkg: str(share)
+    return mods
+
+
+def _load(path: Path, monkeypatch, tmp_path):
+    share = tmp_path / "share"
+    (share / "config").mkdir(parents=True, exist_ok=True)
+    for c in CONFIGS:
+        (share / "config" / c.name).write_text(c.read_text())
+    for name, mod in _stub_modules(share).items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    _Rec.made = []
+    spec = importlib.util.spec_from_file_location(path.stem.replace(".", "_"), path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ld = module.generate_launch_description()
+    return ld, list(_Rec.made), share
+
+
+def test_there_are_launch_files():
+    names = {p.name for p in LAUNCH}
+    assert {"ur5_execution.launch.py", "sim.launch.py", "act2answer_sim2real.launch.py", "hil_regression.launch.py"} <= names
+
+
+@pytest.mark.parametrize("path", LAUNCH, ids=lambda p: p.name)
+def test_launch_file_names_real_executables_and_parameters(path, monkeypatch, tmp_path):
+    ld, made, share = _load(path, monkeypatch, tmp_path)
+    assert type(ld).__name__ == "LaunchDescription"
+    exes = _executables()
+    args = {m.args[0]: m.kw for m in made if type(m).__name__ == "DeclareLaunchArgument"}
+    assert all(kw.get("description") for kw in args.values()), "every launch argument needs a description"
+    nodes = [m for m in made if type(m).__name__ == "Node"]
+    assert len(nodes) >= 6
+    for n in nodes:
+        assert n.kw["package"] == "embeval_ros"
+        assert n.kw["executable"] in exes, f"{path.name}: unknown executable {n.kw['executable']}"
+        name = n.kw["name"]
+        assert NODE_MODULE[name] == exes[n.kw["executable"]], f"{path.name}: {name} runs the wrong executable"
+        declared = _declared(NODE_MODULE[name])
+        for p in n.kw.get("parameters", []):
+            if isinstance(p, dict):
+                unknown = set(p) - declared
+                assert not unknown, f"{path.name}: node {name} has no parameter(s) {sorted(unknown)}"
+    # every LaunchConfiguration used refers to a declared argument
+    used = {m.args[0] for m in made if type(m).__name__ == "LaunchConfiguration"}
+    assert used <= set(args), f"{path.name}: undeclared launch arguments {sorted(used - set(args))}"
+    # the default parameter file exists in the installed share folder
+    default = args["params_file"]["default_value"]
+    assert Path(default).is_file() and Path(default).parent == share / "config"
+
+
+def test_ur5_launch_has_the_documented_arguments(monkeypatch, tmp_path):
+    _, made, _ = _load(ROOT / "launch" / "ur5_execution.launch.py", monkeypatch, tmp_path)
+    args = {m.args[0] for m in made if type(m).__name__ == "DeclareLaunchArgument"}
+    assert {"ur_type", "robot_ip", "use_mock_hardware", "backend", "record", "bag_dir"} <= args
+
+
+@pytest.mark.parametrize("path", [c for c in CONFIGS], ids=lambda p: p.name)
+def test_parameter_files_name_declared_parameters(path):
+    from embeval_ros.graph import load_params
+
+    params = load_params(path)
+    assert params, f"{path.name} configures no node"
+    for node, values in params.items():
+        unknown = set(values) - _declared(NODE_MODULE[node])
+        assert not unknown, f"{path.name}: {node} has no parameter(s) {sorted(unknown)}"
+
+
+def test_every_executable_module_has_main():
+    for exe, mod in _executables().items():
+        src = (PKG_DIR / "embeval_ros" / f"{mod}.py").read_text()
+        assert re.search(r"^def main\(", src, re.M), f"{mod}.py lacks main() for executable {exe}"
+
+
+def test_package_xml_is_format_3_ament_python():
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(PKG_DIR / "package.xml").getroot()
+    assert root.get("format") == "3" and root.findtext("name") == "embeval_ros"
+    assert root.find("export/build_type").text == "ament_python"
+    deps = {e.text for e in root.findall("exec_depend")}
+    assert {"rclpy", "sensor_msgs", "std_msgs", "geometry_msgs", "diagnostic_msgs", "std_srvs"} <= deps
+    assert (PKG_DIR / "resource" / "embeval_ros").exists() and (PKG_DIR / "setup.cfg").exists()
+
+
+def test_colcon_workspace_links_the_packages():
+    src = ROOT / "ros2_ws" / "src"
+    link = src / "embeval_ros"
+    assert link.is_symlink() and (link / "package.xml").exists()
+    assert (ROOT / "docker" / "Dockerfile").exists()
+    text = (ROOT / "docker" / "Dockerfile").read_text()
+    assert "ros:kilted" in text and "colcon build" in text
