@@ -47,7 +47,7 @@ def test_docs_quickstart_runs():
     from pathlib import Path
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "kinematics.md").read_text()
-    first = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    first = re.findall(r"```python\n(.*?)```", text, re.DOTALL)[0]
     ns: dict = {}
     exec(compile(first, "docs/kinematics.md", "exec"), ns)  # noqa: S102 - our own documentation
     assert ns["q_grasp"] is not None and ns["Q"].shape == (1000, 8, 6)

@@ -114,7 +114,7 @@ def _numeric_solutions(arm, T, starts):
 
 def test_ik_complete_against_numeric_multistart(arm, random_set):
     """No solution that a numeric solver finds is missing from the closed form (incl. poses with < 8)."""
-    Q, T, S, V = random_set
+    _, T, S, V = random_set
     counts = V.sum(axis=1)
     rows = list(np.flatnonzero(counts < 8)[:3]) + list(np.flatnonzero(counts == 8)[:1])
     rng = np.random.default_rng(7)

@@ -81,6 +81,19 @@ def _singular_section(arm: UR5) -> None:
     _table(["case", "detected", "solutions", "max err m", "max err rad", "|det J|"], rows)
 
 
+def _round_trip(arm, n: int, rng) -> dict:
+    """IK of the FK of n random joint vectors: throughput, worst error, branches, recovery of q."""
+    Q = rng.uniform(-np.pi, np.pi, (n, 6))
+    T = arm.fk_batch(Q)
+    t0 = time.perf_counter()
+    S, V = arm.ik_batch(T)
+    dt = time.perf_counter() - t0
+    dp, dr = pose_error(arm.fk(S), T[:, None])
+    d = np.abs(np.angle(np.exp(1j * (S - Q[:, None])))).max(axis=-1) + np.where(V, 0, np.inf)
+    return {"rate": n / dt, "err_m": float(dp[V].max()), "err_rad": float(dr[V].max()),
+            "solutions": float(V.sum(axis=1).mean()), "recovered": float((d.min(axis=1) < 1e-8).mean())}
+
+
 def _other_arms_section(seed: int, n: int) -> None:
     from embeval.kinematics import UR, DHParams, preset
 
@@ -94,15 +107,9 @@ def _other_arms_section(seed: int, n: int) -> None:
     rows = []
     rng = np.random.default_rng(seed)
     for arm in (UR("ur5"), UR("ur5e"), UR("ur10e"), UR(cal)):
-        Q = rng.uniform(-np.pi, np.pi, (n, 6))
-        T = arm.fk_batch(Q)
-        t0 = time.perf_counter()
-        S, V = arm.ik_batch(T)
-        dt = time.perf_counter() - t0
-        dp, dr = pose_error(arm.fk(S), T[:, None])
-        d = np.abs(np.angle(np.exp(1j * (S - Q[:, None])))).max(axis=-1) + np.where(V, 0, np.inf)
-        rows.append([arm.params.name, "yes" if arm.refined else "no", f"{V.sum(axis=1).mean():.2f}",
-                     f"{(d.min(axis=1) < 1e-8).mean():.2%}", f"{max(dp[V].max(), dr[V].max()):.1e}", f"{n / dt:,.0f}"])
+        r = _round_trip(arm, n, rng)
+        rows.append([arm.params.name, "yes" if arm.refined else "no", f"{r['solutions']:.2f}", f"{r['recovered']:.2%}",
+                     f"{max(r['err_m'], r['err_rad']):.1e}", f"{r['rate']:,.0f}"])
     _table(["arm", "refined", "solutions/pose", "q recovered", "max fk err", "poses/s"], rows)
 
 
@@ -168,18 +175,11 @@ def run(ctx) -> None:
     worst = _pybullet_section(arm, ctx.seed)
 
     n = 2_000 if ctx.quick else 20_000
-    rng = np.random.default_rng(ctx.seed)
-    Q = rng.uniform(-np.pi, np.pi, (n, 6))
-    T = arm.fk_batch(Q)
-    t0 = time.perf_counter()
-    S, V = arm.ik_batch(T)
-    dt = time.perf_counter() - t0
-    dp, dr = pose_error(arm.fk(S), T[:, None])
-    recovered = (np.abs(np.angle(np.exp(1j * (S - Q[:, None])))).max(axis=-1) + np.where(V, 0, np.inf)).min(axis=1) < 1e-8
-    print(f"\nBatched IK on {n} random poses: {n / dt:,.0f} poses/s ({dt * 1e3:.1f} ms), "
-          f"max fk(ik) error {dp[V].max():.1e} m / {dr[V].max():.1e} rad, "
-          f"{V.sum(axis=1).mean():.2f} solutions per pose, original joints recovered for {recovered.mean():.1%}")
+    r = _round_trip(arm, n, np.random.default_rng(ctx.seed))
+    print(f"\nBatched IK on {n} random poses: {r['rate']:,.0f} poses/s ({n / r['rate'] * 1e3:.1f} ms), "
+          f"max fk(ik) error {r['err_m']:.1e} m / {r['err_rad']:.1e} rad, "
+          f"{r['solutions']:.2f} solutions per pose, original joints recovered for {r['recovered']:.1%}")
     path = ctx.out_dir / "kinematics_ik_branches.png"
     _plot_branches(arm, sols, path)
     print(f"Plot: {path}")
-    ctx.shared["kinematics"] = {"ik_poses_per_s": n / dt, "pybullet_max_dev": worst}
+    ctx.shared["kinematics"] = {"ik_poses_per_s": r["rate"], "pybullet_max_dev": worst}

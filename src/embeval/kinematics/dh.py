@@ -8,15 +8,16 @@ offsets (``delta_*`` keys, as in the controller's calibration) or as a ur_descri
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from embeval.errors import ConfigError, MissingFileError
 
-__all__ = ["DHParams", "JointLimits", "PRESETS", "JOINT_NAMES", "preset"]
+__all__ = ["JOINT_NAMES", "PRESETS", "DHParams", "JointLimits", "preset"]
 
 #: UR driver joint names, base to flange.
 JOINT_NAMES: tuple[str, ...] = (
@@ -51,7 +52,7 @@ class JointLimits:
             raise ConfigError(f"JointLimits: lower {self.lower} exceeds upper {self.upper} for some joint")
 
     @classmethod
-    def unlimited(cls) -> "JointLimits":
+    def unlimited(cls) -> JointLimits:
         """Limits that never filter a solution (for analysis)."""
         return cls(lower=(-np.inf,) * 6, upper=(np.inf,) * 6)
 
@@ -94,7 +95,7 @@ class DHParams:
         dal = np.abs((dal + np.pi) % (2 * np.pi) - np.pi)
         return float(max(dal.max(), *(abs(self.a[i]) for i in (0, 3, 4)), abs(self.d[1]), abs(self.d[2])))
 
-    def nominal_structure(self) -> "DHParams":
+    def nominal_structure(self) -> DHParams:
         """The nearest table with exact UR structure (d2 + d3 folded into d4, the parallel-axis
         offsets along z add up); used to seed the IK of calibrated arms."""
         return replace(
@@ -116,12 +117,12 @@ class DHParams:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def preset(cls, name: str) -> "DHParams":
+    def preset(cls, name: str) -> DHParams:
         """Nominal parameters of a UR model: one of :data:`PRESETS` (``ur5``, ``ur5e``, ...)."""
         return preset(name)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], name: str = "custom") -> "DHParams":
+    def from_dict(cls, data: Mapping[str, Any], name: str = "custom") -> DHParams:
         """Build from a mapping; accepted layouts (all metres / radians):
 
         1. a D-H table: ``{a: [...6], d: [...6], alpha: [...6] (optional, UR's default),
@@ -163,7 +164,7 @@ class DHParams:
         return cls(name=name, limits=limits, **vals)
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "DHParams":
+    def from_yaml(cls, path: str | Path) -> DHParams:
         """Read a YAML file in one of the layouts of :meth:`from_dict`."""
         import yaml
 
@@ -179,7 +180,7 @@ class DHParams:
             raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
         return cls.from_dict(data or {}, name=path.stem)
 
-    def with_limits(self, limits: JointLimits) -> "DHParams":
+    def with_limits(self, limits: JointLimits) -> DHParams:
         return replace(self, limits=limits)
 
     def table(self) -> np.ndarray:

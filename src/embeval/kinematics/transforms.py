@@ -14,18 +14,18 @@ from scipy.spatial.transform import Rotation
 from embeval.errors import InvalidInputError
 
 __all__ = [
-    "wrap_angle",
+    "inv_transform",
+    "matrix_to_pose",
+    "matrix_to_quat",
+    "matrix_to_rotvec",
+    "pose_error",
+    "pose_to_matrix",
+    "quat_to_matrix",
     "rot_x",
     "rot_z",
-    "trans",
-    "inv_transform",
     "rotvec_to_matrix",
-    "matrix_to_rotvec",
-    "quat_to_matrix",
-    "matrix_to_quat",
-    "pose_to_matrix",
-    "matrix_to_pose",
-    "pose_error",
+    "trans",
+    "wrap_angle",
 ]
 
 

@@ -30,7 +30,7 @@ from embeval.errors import ConfigError, InvalidInputError
 from embeval.kinematics.dh import DHParams, JointLimits, preset
 from embeval.kinematics.transforms import inv_transform, pose_error, rot_z, wrap_angle
 
-__all__ = ["UR", "UR5", "BRANCHES", "FRAMES"]
+__all__ = ["BRANCHES", "FRAMES", "UR", "UR5"]
 
 #: branch signs per solution slot ``4*s + 2*w + e``: (shoulder, wrist, elbow) where shoulder is the sign
 #: of the arccos term of q1, wrist the sign of sin(q5), elbow the sign of sin(q3) (D-H angles).

@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 from scipy.spatial.transform import Rotation
 
 from embeval.errors import MissingFileError
 from embeval.kinematics.dh import JOINT_NAMES, DHParams, preset
 
-__all__ = ["urdf_path", "urdf_dir", "ur_urdf", "table_urdf", "GRIPPER_TCP_Z", "GRIPPER_STROKE", "LINK_NAMES"]
+__all__ = ["GRIPPER_STROKE", "GRIPPER_TCP_Z", "LINK_NAMES", "table_urdf", "ur_urdf", "urdf_dir", "urdf_path"]
 
 #: tool0 -> tcp distance (metres) of the Robotiq-like gripper: centre between the fingertip pads.
 GRIPPER_TCP_Z = 0.14
