@@ -98,3 +98,16 @@ def test_frame_distorter_seeds_per_frame():
     np.testing.assert_array_equal(b, FrameDistorter("white_noise", 2, seed=3, stream="/cam")(f, index=1))  # replay
     with pytest.raises(ConfigError):
         FrameDistorter("white_noise", 9)
+
+
+def test_demo_stage_quick(tmp_path, capsys):
+    from embeval.demo import DemoContext
+    from embeval.distortion.demo import run
+
+    ctx = DemoContext(out_dir=tmp_path, seed=0, quick=True)
+    run(ctx)
+    out = capsys.readouterr().out
+    assert "all 30 types" in out
+    assert (tmp_path / "distortion_grid_astronaut.png").exists() and (tmp_path / "distortion_grid_tabletop.png").exists()
+    table = ctx.shared["distortion_psnr"]
+    assert len(table) == 30 and all(np.all(np.diff(v) < 0) for v in table.values())
