@@ -164,6 +164,8 @@ def test_singularities(arm, name, q):
     # the Jacobian loses rank exactly there (independent of the IK's branch logic)
     assert abs(np.linalg.det(arm.jacobian(q))) < 1e-9
     assert abs(np.linalg.det(arm.jacobian(q + 0.3))) > 1e-4
+    m = arm.manipulability(np.stack([q, q + 0.3]))
+    assert m[0] < 1e-9 < 1e-4 < m[1]
     T = arm.fk(q)
     sols = arm.ik(T, q6_preference=q[5])
     assert 1 <= len(sols) < 8  # the coinciding branches are reported once

@@ -199,6 +199,10 @@ class UR:
             F[..., 6, :, :] = F[..., 6, :, :] @ self.tool
         return _jacobian_from_frames(F)
 
+    def manipulability(self, q) -> np.ndarray:
+        """Yoshikawa's manipulability ``|det J|`` for ``q (..., 6)`` (0 at a singularity; UR5 typical 0.01-0.1)."""
+        return np.abs(np.linalg.det(self.jacobian(q)))
+
     def singularity(self, q) -> Singularity:
         """How far ``q (6,)`` is from each singularity (see module docstring)."""
         q = self._check_q(q)
