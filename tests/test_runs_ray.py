@@ -67,3 +67,21 @@ def test_ray_distortion_quality_matches_local(ray_session, tmp_path):
     p.write_text(yaml.safe_dump(spec))
     local, remote, fa, fb, _ = _compare(p, tmp_path)
     assert local.done == remote.done == 8 and not fa and not fb
+
+
+def test_ray_worker_loss_is_recorded_and_the_run_goes_on(ray_session, tmp_path):
+    spec = {
+        "evaluator": "synthetic", "subjects": [{"id": "a", "kind": "synthetic"}],
+        "items": {"source": "synthetic", "count": 12}, "params": {"crash_items": ["item00003"]},
+        "backend": {"name": "ray", "num_workers": 2, "progress": False},
+    }
+    p = tmp_path / "spec.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    s = run(p, tmp_path / "run")
+    # the crashing unit fails, and so may the batch queued behind it on the same actor
+    assert s.total == 12 and 1 <= s.failed <= 2 and s.done == 12 - s.failed
+    with _store(tmp_path / "run") as st:
+        failed = st.rows(s.run_id, "failed")
+    assert "item00003" in {r["item"] for r in failed} and all("ray worker died" in r["error"] for r in failed)
+    again = run(p, tmp_path / "run")  # resume: the innocent unit now succeeds, the crashing one fails again
+    assert (again.skipped + again.done, again.failed) == (11, 1)

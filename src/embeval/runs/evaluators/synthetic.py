@@ -4,7 +4,8 @@ Each unit draws numbers from a generator seeded with the unit seed and (optional
 ``params.work_ms`` milliseconds of CPU. Subjects are of kind ``synthetic`` (no model). Knobs for
 tests: ``params.fail_items`` fail while the file ``params.fail_flag`` exists (or always when no
 flag is given); ``params.hang_items`` sleep ``params.hang_s`` seconds (the watchdog's business);
-``params.setup_ms`` simulates loading a model once per subject and worker.
+``params.setup_ms`` simulates loading a model once per subject and worker; ``params.crash_items``
+end the worker process (``os._exit``: for testing the loss of Ray workers, never use it locally).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, ReportSection
 from embeval.runs.spec import SubjectEntry
 
-_PARAMS = ("work_ms", "fail_items", "fail_flag", "hang_items", "hang_s", "setup_ms", "group_by")
+_PARAMS = ("work_ms", "fail_items", "fail_flag", "hang_items", "hang_s", "setup_ms", "group_by", "crash_items")
 
 
 class SyntheticEvaluator(Evaluator):
@@ -54,6 +55,8 @@ class SyntheticEvaluator(Evaluator):
 
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
         p = spec.params
+        if unit.item in p.get("crash_items", ()):
+            os._exit(3)  # a worker lost mid-unit (segfault, OOM kill, preempted node)
         if unit.item in p.get("hang_items", ()):
             time.sleep(float(p.get("hang_s", 3600)))
         if unit.item in p.get("fail_items", ()):
