@@ -49,7 +49,7 @@ class ScriptedExpert:
     id = "scripted-expert"
     action_spec = ActionSpec(frame="base")
 
-    def __init__(self, env, max_step: float = 0.03, max_rot: float = 0.25, tol: float = 0.002):
+    def __init__(self, env, max_step: float = 0.05, max_rot: float = 0.3, tol: float = 0.002):
         self.env, self.max_step, self.max_rot, self.tol = env, max_step, max_rot, tol
         task = env.task
         if task is None:

@@ -46,7 +46,7 @@ class SimConfig:
 
     physics_hz: int = 240
     control_hz: float = 10.0  # one step() of a policy lasts at least 1/control_hz
-    tcp_speed: float = 0.25  # m/s, Cartesian moves (a longer delta takes longer)
+    tcp_speed: float = 0.5  # m/s, Cartesian moves (a longer delta takes longer)
     mode: str = "physics"  # "physics" | "kinematic"
     obs_width: int = 128  # policy observation size (D455 intrinsics scaled)
     obs_height: int = 96

@@ -1,0 +1,65 @@
+"""Execution score: success 100, failure 100 - distance (cm) floored at 0, safety stop 0; records keep raw poses."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from embeval.errors import InvalidInputError
+from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score, mean_score, tcp_distance_cm
+
+
+def outcome(xyz, success=False, stopped=False, reason=""):
+    return ExecutionOutcome(final_tcp_pose=(*xyz, math.pi, 0.0, 0.0), success=success, stopped=stopped, stop_reason=reason)
+
+
+REF = outcome((0.50, 0.10, 0.20), success=True)
+
+
+def test_success_scores_100_even_far_away():
+    rec = execution_score(REF, outcome((0.30, -0.2, 0.4), success=True))
+    assert rec.score == 100.0 and rec.reason == "success"
+    assert rec.distance_cm == pytest.approx(100 * np.linalg.norm([0.2, 0.3, -0.2]))
+
+
+def test_failure_is_100_minus_distance_in_cm():
+    rec = execution_score(REF, outcome((0.53, 0.14, 0.20)))  # 3-4-5 triangle: 5 cm
+    assert rec.reason == "failure"
+    assert rec.distance_cm == pytest.approx(5.0)
+    assert rec.score == pytest.approx(95.0)
+
+
+def test_failure_floored_at_zero():
+    rec = execution_score(REF, outcome((0.50, 0.10, 1.50)))  # 130 cm away
+    assert rec.score == 0.0 and rec.reason == "failure" and rec.distance_cm == pytest.approx(130.0)
+
+
+def test_estop_scores_zero_and_keeps_reason_even_when_task_succeeded():
+    dis = outcome((0.50, 0.10, 0.20), success=True, stopped=True, reason="contact: wrist_3_link with table")
+    rec = execution_score(REF, dis)
+    assert rec.score == 0.0 and rec.reason == "estop"
+    assert rec.detail == "contact: wrist_3_link with table"
+    assert rec.distance_cm == 0.0
+
+
+def test_distance_ignores_rotation_and_matches_numpy():
+    a = ExecutionOutcome((0.1, 0.2, 0.3, 0.0, 0.0, 0.0), False, False)
+    b = ExecutionOutcome((0.4, -0.2, 0.0, 1.0, 2.0, 0.5), False, False)
+    assert tcp_distance_cm(a.final_tcp_pose, b.final_tcp_pose) == pytest.approx(100 * math.dist((0.1, 0.2, 0.3), (0.4, -0.2, 0.0)))
+
+
+def test_record_round_trip_and_mean():
+    rec = execution_score(REF, outcome((0.52, 0.10, 0.20)))
+    again = ExecutionRecord.from_dict(rec.to_dict())
+    assert again == rec
+    assert again.reference.final_tcp_pose == REF.final_tcp_pose  # raw poses kept
+    assert mean_score([rec, execution_score(REF, outcome((0, 0, 0), stopped=True))]) == pytest.approx((98.0 + 0.0) / 2)
+    assert math.isnan(mean_score([]))
+
+
+def test_invalid_pose_rejected():
+    with pytest.raises(InvalidInputError):
+        ExecutionOutcome((0.1, 0.2, float("nan"), 0, 0, 0), False, False)
+    with pytest.raises(InvalidInputError):
+        ExecutionOutcome((0.1, 0.2), False, False)

@@ -1,0 +1,124 @@
+"""Scene specs as plain data, task definitions and success predicates (no simulator)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embeval.errors import ConfigError, MissingFileError
+from embeval.sim.scene import VERBS, CameraSpec, ObjectSpec, SceneSpec
+from embeval.sim.tasks import (
+    DIFFICULTY,
+    PREDICATES,
+    ObjectState,
+    TaskSpec,
+    WorldState,
+    make_reference_scene,
+    make_task,
+)
+
+
+def test_scene_round_trips_through_yaml_and_dict(tmp_path):
+    scene, task = make_task("Place", seed=4)
+    card = ObjectSpec("card_a", "card", position=(0.5, 0.2), texture="img.png")
+    scene = scene.with_objects(card)
+    path = tmp_path / "s.yaml"
+    scene.to_yaml(path)
+    again = SceneSpec.from_yaml(path)
+    assert again == scene
+    assert SceneSpec.from_dict(scene.to_dict()) == scene
+    assert again.object("card_a").texture == "img.png"
+    assert TaskSpec.from_dict(task.to_dict()) == task
+
+
+def test_spec_errors_name_the_problem(tmp_path):
+    with pytest.raises(ConfigError, match="unique"):
+        SceneSpec(objects=[ObjectSpec("a", "box"), ObjectSpec("a", "box")])
+    with pytest.raises(ConfigError, match="unknown field"):
+        SceneSpec.from_dict({"objects": [{"name": "a", "kind": "box", "colour": "red"}]})
+    with pytest.raises(ConfigError, match="no object"):
+        SceneSpec().object("missing")
+    with pytest.raises(MissingFileError, match="embeval sim scene"):
+        SceneSpec.from_yaml(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="verb"):
+        TaskSpec("Juggle", "juggle", 1, "cube")
+    with pytest.raises(ConfigError, match="1..5"):
+        TaskSpec("Pick", "pick", 6, "cube")
+
+
+def test_camera_scaling_keeps_field_of_view():
+    cam = CameraSpec("c")
+    small = cam.scaled(160, 120)
+    assert small.fx == pytest.approx(cam.fx / 4) and small.fy == pytest.approx(cam.fy / 4)
+    assert 2 * np.degrees(np.arctan(cam.width / 2 / cam.fx)) == pytest.approx(2 * np.degrees(np.arctan(80 / small.fx)))
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_has_instruction_difficulty_and_scene(verb):
+    scene, task = make_task(verb, seed=11)
+    assert task.verb == verb and task.instruction and 1 <= task.difficulty <= 5
+    assert task.difficulty == DIFFICULTY[verb]
+    names = {o.name for o in scene.objects}
+    assert task.target in names
+    if task.reference:
+        assert task.reference in names
+    assert task.implemented == (verb in {"Pick", "Place", "Push", "Move", "Press", "Pull"})
+    # deterministic from the seed
+    assert make_task(verb, seed=11) == (scene, task)
+    assert make_task(verb, seed=12)[0] != scene
+
+
+def test_unimplemented_verb_has_no_predicate():
+    scene, task = make_task("Pour", seed=0)
+    assert not task.implemented
+    with pytest.raises(ConfigError, match="no success predicate"):
+        task.success(WorldState({}, np.zeros(6), 1.0), scene)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_reference_scene_has_five_tasks_of_rising_difficulty(seed):
+    scene, tasks = make_reference_scene(seed)
+    assert [t.difficulty for t in tasks] == [1, 2, 3, 4, 5]
+    assert all(t.verb in VERBS for t in tasks)
+    names = [o.name for o in scene.objects]
+    assert len(names) == len(set(names))
+    for t in tasks:
+        assert t.target in names
+    # objects do not overlap on the table (footprint centres apart)
+    xy = np.array([o.xy for o in scene.objects if o.kind != "marker"])
+    d = np.linalg.norm(xy[:, None] - xy[None], axis=-1) + np.eye(len(xy))
+    assert d.min() > 0.03
+
+
+def _obj(pos, bottom, joint=None, jmin=None):
+    return ObjectState(np.asarray(pos, float), np.array([0, 0, 0, 1.0]), bottom, joint, jmin, jmin)
+
+
+def test_predicates_on_hand_built_world_states():
+    ws = lambda objs, grasped=None, ever=(): WorldState(objs, np.zeros(6), 1.0, grasped, frozenset(ever))  # noqa: E731
+    pick = TaskSpec("Pick", "pick", 1, "cube", threshold=0.05)
+    assert pick.success(ws({"cube": _obj((0.5, 0, 0.1), 0.08)}))
+    assert not pick.success(ws({"cube": _obj((0.5, 0, 0.02), 0.0)}))
+
+    scene = SceneSpec(objects=[ObjectSpec("cube", "box"), ObjectSpec("bowl", "bowl", size=(0.07, 0.045, 0.008))])
+    place = TaskSpec("Place", "place", 2, "cube", reference="bowl", tolerance=0.03)
+    inside = {"cube": _obj((0.52, 0.01, 0.03), 0.01), "bowl": _obj((0.5, 0, 0.02), 0.0)}
+    assert place.success(ws(inside), scene)
+    assert not place.success(ws(inside, grasped="cube"), scene)  # still held
+    assert not place.success(ws({**inside, "cube": _obj((0.58, 0.0, 0.02), 0.0)}), scene)  # outside the rim
+
+    move = TaskSpec("Move", "move", 3, "cube", goal=(0.4, 0.1), tolerance=0.04)
+    assert move.success(ws({"cube": _obj((0.43, 0.12, 0.02), 0.0)}))
+    assert not move.success(ws({"cube": _obj((0.45, 0.13, 0.02), 0.0)}))  # 5.8 cm away
+
+    push = TaskSpec("Push", "push", 2, "cube", goal=(0.4, 0.1), tolerance=0.04)
+    assert push.success(ws({"cube": _obj((0.41, 0.1, 0.02), 0.0)}))
+    assert not push.success(ws({"cube": _obj((0.41, 0.1, 0.02), 0.0)}, ever={"cube"}))  # carried, not pushed
+
+    press = TaskSpec("Press", "press", 1, "button", threshold=0.007)
+    assert press.success(ws({"button": _obj((0.5, 0, 0.01), 0.0, joint=0.0, jmin=-0.009)}))  # pressed earlier
+    assert not press.success(ws({"button": _obj((0.5, 0, 0.01), 0.0, joint=0.0, jmin=-0.004)}))
+
+    pull = TaskSpec("Pull", "pull", 3, "drawer", threshold=0.08)
+    assert pull.success(ws({"drawer": _obj((0.5, 0, 0.03), 0.0, joint=-0.09)}))
+    assert not pull.success(ws({"drawer": _obj((0.5, 0, 0.03), 0.0, joint=-0.05)}))
+    assert set(PREDICATES) == {"Pick", "Place", "Move", "Push", "Press", "Pull"}
