@@ -50,7 +50,7 @@ class FiLMConv(nn.Module):
 
 @dataclass
 class VisionConfig:
-    width: int = 32  # channels of the first conv block; later blocks use 2x
+    width: int = 16  # channels of the first conv block; later blocks use 2x
     depth: int = 3  # conv blocks
     pool: str = "spatial_softmax"  # "spatial_softmax" or "avg"
     film: bool = True  # condition conv features on the instruction
@@ -93,7 +93,7 @@ class VLAConfig:
     """Architecture of a tiny VLA. Images are resized to ``image_size`` (int: square, or [H, W])."""
 
     cameras: list[str] = field(default_factory=lambda: ["third_person", "wrist"])
-    image_size: int | list[int] = field(default_factory=lambda: [72, 96])
+    image_size: int | list[int] = field(default_factory=lambda: [48, 64])
     vision: VisionConfig = field(default_factory=VisionConfig)
     state_keys: list[str] = field(default_factory=lambda: ["ee_pos", "gripper"])
     state_dim: int = 4

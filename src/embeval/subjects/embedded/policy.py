@@ -23,6 +23,9 @@ class TinyVLAPolicy(HiddenStateMixin):
 
     ``action_mean``/``action_std`` (6,) un-normalise the translation/rotation outputs;
     the gripper output is a logit (sigmoid, then thresholded at 0.5 unless ``binary_gripper=False``).
+    Workspace floor: when the observation has ``tcp_pose`` and ``min_tcp_z`` is set (metres, frame
+    base; default 0.016, the expert's lowest grasp height), ``dz`` is clipped so the commanded TCP
+    stays at or above it, as a deployment's workspace limits would (None disables it).
 
     Hidden states (:meth:`hidden_states`, input: an Observation after :meth:`reset`): layers
     ``encoders.<camera>.blocks.<i>`` (vision CNN, pooled over space), ``backbone.<i>`` (vision +
@@ -32,7 +35,7 @@ class TinyVLAPolicy(HiddenStateMixin):
     action_spec = ActionSpec(frame="base", chunk_size=1)
 
     def __init__(self, net, action_mean, action_std, id: str = "tiny-vla", meta: dict | None = None,
-                 text_encoder: TextEncoder | None = None, binary_gripper: bool = True):
+                 text_encoder: TextEncoder | None = None, binary_gripper: bool = True, min_tcp_z: float | None = 0.016):
         import torch
 
         self.net = net.eval()
@@ -42,6 +45,7 @@ class TinyVLAPolicy(HiddenStateMixin):
         self.action_mean = np.asarray(action_mean, dtype=np.float32)
         self.action_std = np.asarray(action_std, dtype=np.float32)
         self.binary_gripper = binary_gripper
+        self.min_tcp_z = min_tcp_z
         self._text = text_encoder or shared_text_encoder()
         self._instruction: str | None = None
         self._temb = None
@@ -53,12 +57,12 @@ class TinyVLAPolicy(HiddenStateMixin):
         self._temb = self._torch.from_numpy(self._text.encode([instruction]))
 
     def act(self, observation: Observation) -> Action:
-        return Action(self._decode(self._forward([observation]))[0])
+        return Action(self._clip(self._decode(self._forward([observation])), [observation])[0])
 
     # -- extras ----------------------------------------------------------------------------
     def act_batch(self, observations: list[Observation]) -> np.ndarray:
         """Actions (N, 7) for observations that share the current instruction."""
-        return self._decode(self._forward(observations))
+        return self._clip(self._decode(self._forward(observations)), observations)
 
     def _hidden_module(self):
         return self.net
@@ -98,10 +102,19 @@ class TinyVLAPolicy(HiddenStateMixin):
         act[:, 6] = (p_open > 0.5).astype(np.float64) if self.binary_gripper else p_open
         return act
 
+    def _clip(self, act: np.ndarray, observations) -> np.ndarray:
+        if self.min_tcp_z is None:
+            return act
+        for a, ob in zip(act, observations):
+            if "tcp_pose" in ob.state:
+                z = float(np.asarray(ob.state["tcp_pose"]).reshape(-1)[2])
+                a[2] = max(a[2], min(0.0, self.min_tcp_z - z))
+        return act
+
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
         extra = {"id": self.id, "action_mean": self.action_mean.tolist(), "action_std": self.action_std.tolist(),
-                 "binary_gripper": self.binary_gripper, "meta": self.meta}
+                 "binary_gripper": self.binary_gripper, "min_tcp_z": self.min_tcp_z, "meta": self.meta}
         return save_checkpoint(path, "vla", self.cfg.to_dict(), self.net.state_dict(), extra)
 
     @classmethod
@@ -112,5 +125,6 @@ class TinyVLAPolicy(HiddenStateMixin):
         net = TinyVLANet(VLAConfig.from_dict(doc["config"]))
         net.load_state_dict(state)
         kw.setdefault("binary_gripper", doc.get("binary_gripper", True))
+        kw.setdefault("min_tcp_z", doc.get("min_tcp_z", 0.016))
         return cls(net, doc["action_mean"], doc["action_std"], id=id or doc.get("id", Path(path).name),
                    meta=doc.get("meta"), **kw)
