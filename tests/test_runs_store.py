@@ -185,6 +185,35 @@ def test_cli_run_status_resume_export_report(tmp_path, capsys):
     assert main(["export", str(rd), "--parquet", str(tmp_path / "x.parquet")]) == 0
     assert len(pd.read_parquet(tmp_path / "x.parquet")) == 144
     assert main(["report", str(rd), "--out", str(tmp_path / "r.html")]) == 0
+    assert main(["merge", str(tmp_path / "copy"), str(rd)]) == 0 and "144 new done units" in capsys.readouterr().out
     assert main(["run", str(write_spec(tmp_path, evaluator="bogus")), "--check"]) == 2
     assert "spec.evaluator: unknown evaluator 'bogus'" in capsys.readouterr().err
     assert main(["status", str(tmp_path / "nowhere")]) == 2
+
+
+def test_parallel_shards_share_one_store_and_separate_stores_merge(tmp_path):
+    import subprocess
+    import sys
+
+    from embeval.runs.runner import merge
+
+    spec_file = write_spec(tmp_path, params={"work_ms": 1})
+    child = "import sys; from embeval.runs import run; run(sys.argv[1], sys.argv[2], shard_index=int(sys.argv[3]), num_shards=3, progress=False)"
+    procs = [subprocess.Popen([sys.executable, "-c", child, str(spec_file), str(tmp_path / "shared"), str(k)]) for k in range(3)]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]  # three writers on one SQLite store
+    for k in range(3):
+        run(spec_file, tmp_path / f"machine{k}", shard_index=k, num_shards=3)
+    r = merge(tmp_path / "merged", [tmp_path / f"machine{k}" for k in range(3)])
+    assert r == {"new_done": 144, "done": 144}
+    assert merge(tmp_path / "merged", [tmp_path / "machine0"])["new_done"] == 0  # merging again adds nothing
+    whole = run(spec_file, tmp_path / "whole")
+    with ResultsStore(tmp_path / "shared" / "results.sqlite") as a, ResultsStore(tmp_path / "merged" / "results.sqlite") as b, \
+            ResultsStore(tmp_path / "whole" / "results.sqlite") as c:
+        assert a.results(whole.run_id) == b.results(whole.run_id) == c.results(whole.run_id)
+        assert b.conn.execute("SELECT count(*) FROM results").fetchone()[0] == 144
+        assert len(b.sessions(whole.run_id)) == 3
+    assert run(spec_file, tmp_path / "merged").skipped == 144  # the merged folder is a complete run
+    other = write_spec(tmp_path, seeds=[9])
+    run(other, tmp_path / "other")
+    with pytest.raises(Exception, match="different run spec"):
+        merge(tmp_path / "merged", [tmp_path / "other"])

@@ -59,6 +59,15 @@ def register(sub) -> None:
     p.set_defaults(func=_export)
 
     p = sub.add_parser(
+        "merge", help="merge run folders of the same spec (shards run on other machines) into one",
+        description="Copy the units of SOURCE run folders into RUN (created if missing). Done units are never\n"
+                    "overwritten or counted twice; a failed unit is replaced by a done one.",
+        epilog="example:\n  embeval merge runs/big runs/big-shard0 runs/big-shard1 runs/big-shard2", formatter_class=_RAW)
+    p.add_argument("run_dir", type=Path, metavar="RUN", help="the run folder to merge into")
+    p.add_argument("sources", type=Path, nargs="+", metavar="SOURCE", help="run folders to merge from")
+    p.set_defaults(func=_merge)
+
+    p = sub.add_parser(
         "report", help="write a self-contained HTML report (tables and figures) of a run",
         description="Build an HTML report from the run's store; every figure names the run spec hash and code version.",
         epilog="example:\n  embeval report runs/quality --out report.html", formatter_class=_RAW)
@@ -154,4 +163,12 @@ def _report(args) -> int:
 
     out = build_report(args.run_dir, args.out)
     print(f"wrote {out}")
+    return 0
+
+
+def _merge(args) -> int:
+    from embeval.runs.runner import merge
+
+    r = merge(args.run_dir, args.sources)
+    print(f"merged {len(args.sources)} run folder(s) into {args.run_dir}: {r['new_done']} new done units, {r['done']} done in all")
     return 0

@@ -198,3 +198,26 @@ def status(run_dir: str | os.PathLike, num_shards: int | None = None) -> dict[st
     return {"run_id": info["run_id"], "name": info["name"], "evaluator": info["evaluator"], "total": info["total"],
             "done": counts.get("done", 0), "failed": counts.get("failed", 0), "code_version": info["code_version"],
             "shards": shards, "sessions": len(sessions)}
+
+
+def merge(run_dir: str | os.PathLike, sources: list[str | os.PathLike]) -> dict[str, int]:
+    """Merge other run folders of the same spec (shards run on other machines) into ``run_dir``
+    (created from the first source when missing). Done units are never overwritten or duplicated."""
+    import shutil
+
+    d = Path(run_dir)
+    for src in map(Path, sources):
+        if not (src / "run.json").is_file():
+            raise MissingFileError(f"{src} is not a run folder (no run.json); give folders made by `embeval run`")
+        if not (d / "run.json").is_file():
+            d.mkdir(parents=True, exist_ok=True)
+            for name in ("spec.yaml", "run.json"):
+                shutil.copy2(src / name, d / name)
+        elif json.loads((src / "run.json").read_text())["spec_hash"] != json.loads((d / "run.json").read_text())["spec_hash"]:
+            raise ConfigError(f"{src} holds a different run spec than {d}; merge only shards of the same spec")
+    out: dict[str, int] = {"new_done": 0, "done": 0}
+    with ResultsStore(d / STORE_NAME) as store:
+        for src in sources:
+            r = store.merge_from(Path(src) / STORE_NAME)
+            out = {"new_done": out["new_done"] + r["new_done"], "done": r["done"]}
+    return out

@@ -202,6 +202,43 @@ class ResultsStore:
             "SELECT subject, item, distortion, level, seed, outputs FROM results WHERE run_id=? AND status='done'", (run_id,))
         return {tuple(r[:5]): json.loads(r[5]) for r in rows}
 
+    def merge_from(self, other: str | os.PathLike) -> dict[str, int]:
+        """Copy another store's runs, plan, sessions and results into this one (e.g. shards run on
+        machines without a shared disk). The same rules as for live writes hold: a done row is
+        never overwritten; a failed row is replaced by the other store's row. Returns counts."""
+        other = Path(other)
+        if not other.is_file():
+            raise MissingFileError(f"no results store at {other}")
+        with ResultsStore(other, create=False) as o:
+            theirs = set(o.run_ids())
+        mine = set(self.run_ids())
+        if mine and theirs - mine:
+            raise ConfigError(f"{other} holds run(s) {', '.join(sorted(theirs - mine))}, this store {', '.join(sorted(mine))}: "
+                              "merge only stores of the same run spec")
+        cols = ("run_id, subject, item, distortion, level, seed, group_key, status, attempts, error, outputs, unit_seed,"
+                " spec_hash, code_version, worker, started, finished, duration_s")
+        before = self.conn.execute("SELECT count(*) FROM results WHERE status='done'").fetchone()[0]
+        self.conn.execute("ATTACH DATABASE ? AS src", (str(other),))
+        try:
+            with self._tx():
+                self.conn.execute("INSERT OR IGNORE INTO runs SELECT * FROM src.runs")
+                self.conn.execute("INSERT OR IGNORE INTO plan SELECT * FROM src.plan")
+                self.conn.execute("INSERT INTO sessions(run_id, shard_index, num_shards, backend, host, pid, code_version, started)"
+                                  " SELECT run_id, shard_index, num_shards, backend, host, pid, code_version, started FROM src.sessions s"
+                                  " WHERE NOT EXISTS (SELECT 1 FROM sessions m WHERE m.run_id = s.run_id AND m.host IS s.host"
+                                  " AND m.pid IS s.pid AND m.started IS s.started)")
+                self.conn.execute(
+                    f"INSERT INTO results({cols}) SELECT {cols} FROM src.results WHERE true "
+                    "ON CONFLICT(run_id, subject, item, distortion, level, seed) DO UPDATE SET "
+                    "status=excluded.status, attempts=results.attempts + excluded.attempts, error=excluded.error, "
+                    "outputs=excluded.outputs, unit_seed=excluded.unit_seed, spec_hash=excluded.spec_hash, "
+                    "code_version=excluded.code_version, worker=excluded.worker, started=excluded.started, "
+                    "finished=excluded.finished, duration_s=excluded.duration_s WHERE results.status != 'done'")
+        finally:
+            self.conn.execute("DETACH DATABASE src")
+        after = self.conn.execute("SELECT count(*) FROM results WHERE status='done'").fetchone()[0]
+        return {"new_done": after - before, "done": after}
+
     # ----------------------------------------------------------- status
     def shard_status(self, run_id: str, num_shards: int | None = None, window: int = 200) -> list[dict[str, Any]]:
         """Per shard: done/failed/total and the recent rate (units/s over the last ``window``

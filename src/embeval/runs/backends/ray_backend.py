@@ -38,12 +38,14 @@ INFLIGHT_PER_ACTOR = 2
 class _SubjectWorker:
     """Ray actor body: one subject set up once, running batches of its units."""
 
-    def __init__(self, spec, subject, timeout_s):
+    def __init__(self, evaluator_cls, spec, subject, timeout_s):
         from embeval.runs.execute import SubjectRunner
-        from embeval.runs.registry import get_evaluator, import_plugins
+        from embeval.runs.registry import import_plugins
 
         import_plugins(spec)
-        self.runner = SubjectRunner(get_evaluator(spec.evaluator), spec, subject, timeout_s,
+        # the class travels with the call (by reference, or by value for classes defined in a
+        # script), so evaluators registered at run time in the driver work in the actors too
+        self.runner = SubjectRunner(evaluator_cls(), spec, subject, timeout_s,
                                     worker=f"ray:{os.uname().nodename}:{os.getpid()}")
 
     def run(self, units: list[Unit]) -> list[UnitResult]:
@@ -126,7 +128,7 @@ class RayBackend:
                 for sid in waiting:
                     have = sum(a.subject == sid for a in actors)
                     while len(actors) < b.num_workers and have < min(cap, len(queues[sid])):
-                        actors.append(_Actor(sid, remote_cls.remote(spec, plan.subjects[sid], b.unit_timeout_s), last_done=time.time()))
+                        actors.append(_Actor(sid, remote_cls.remote(type(plan.evaluator), spec, plan.subjects[sid], b.unit_timeout_s), last_done=time.time()))
                         have += 1
             # feed, retire idle actors
             for a in list(actors):
