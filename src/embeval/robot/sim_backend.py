@@ -9,7 +9,10 @@ Example::
 """
 from __future__ import annotations
 
+import threading
 from typing import Sequence
+
+import numpy as np
 
 from embeval.robot.base import ArmState, apply_delta
 from embeval.robot.safety import SafetyLimits, check_step
@@ -19,52 +22,81 @@ from embeval.subjects.protocols import Action
 
 
 class SimArmBackend:
-    """ArmBackend over a pybullet :class:`~embeval.sim.workcell.Workcell` (blocking moves in sim time)."""
+    """ArmBackend over a pybullet :class:`~embeval.sim.workcell.Workcell` (blocking moves in sim time).
+
+    The scene: ``scene`` (a :class:`SceneSpec`), or the generated scene of ``task`` (a verb) and
+    ``seed``, or an empty table. Calls are serialised with a lock, so a camera thread may
+    :meth:`render` while another thread commands the arm.
+    """
 
     name = "sim"
 
     def __init__(self, scene: SceneSpec | None = None, config: SimConfig | None = None, limits: SafetyLimits | None = None,
-                 cell: Workcell | None = None):
+                 cell: Workcell | None = None, task: str | None = None, seed: int = 0):
+        self.lock = threading.RLock()
         self.cell = cell or Workcell(config, limits)
-        if cell is None or cell.scene is None:
+        if scene is None and task is not None:
+            from embeval.sim.tasks import make_task
+
+            scene = make_task(task, int(seed))[0]
+        if cell is None or cell.scene is None or scene is not None:
             self.cell.load(scene or SceneSpec(name="empty"))
+        self.home_q = self.cell.q.copy()
 
     def state(self) -> ArmState:
-        c = self.cell
-        return ArmState(joint_positions=c.q.copy(), tcp_pose=c.tcp_pose(), gripper=float(c.gripper), safety=c.safety.status,
-                        timestamp=c.time)
+        with self.lock:
+            c = self.cell
+            return ArmState(joint_positions=c.q.copy(), tcp_pose=c.tcp_pose(), gripper=float(c.gripper),
+                            safety=c.safety.status, timestamp=c.time)
 
     def move_joints(self, q: Sequence[float], speed: float | None = None) -> ArmState:
-        self.cell.move_joints(q, speed)
-        return self.state()
+        with self.lock:
+            self.cell.move_joints(q, speed)
+            return self.state()
 
     def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
-        self.cell.move_tcp(pose, speed)
-        return self.state()
+        with self.lock:
+            self.cell.move_tcp(pose, speed)
+            return self.state()
 
     def set_gripper(self, opening: float) -> ArmState:
-        self.cell.set_gripper(opening)
-        return self.state()
+        with self.lock:
+            self.cell.set_gripper(opening)
+            return self.state()
+
+    def protective_stop(self, reason: str) -> ArmState:
+        """Latch a protective stop from outside (watchdog, operator)."""
+        with self.lock:
+            self.cell.safety.trip(reason)
+            return self.state()
+
+    def render(self, camera: str = "third_person", width: int | None = None, height: int | None = None) -> np.ndarray:
+        """RGB uint8 image of a scene camera (``third_person`` or ``wrist``)."""
+        with self.lock:
+            return self.cell.render(camera, width, height)
 
     def apply_action(self, action: Action | Sequence[float], frame: str = "base") -> ArmState:
         """Execute one 7-DoF delta action (move, then gripper), as :meth:`embeval.sim.env.SimEnv.step` does."""
         a = action if isinstance(action, Action) else Action(action)
-        self.cell.safety.require_ok()
-        pre = check_step(a.translation, self.cell.limits)
-        if pre.stopped:
-            self.cell.safety.trip(pre)
+        with self.lock:
+            self.cell.safety.require_ok()
+            pre = check_step(a.translation, self.cell.limits)
+            if pre.stopped:
+                self.cell.safety.trip(pre)
+                return self.state()
+            self.cell.move_tcp(apply_delta(self.cell.tcp_pose(), a.vector[:6], frame))
+            if self.cell.safety.ok and (a.gripper < 0.5) != (self.cell.gripper < 0.5):
+                self.cell.set_gripper(0.0 if a.gripper < 0.5 else 1.0)
             return self.state()
-        self.cell.move_tcp(apply_delta(self.cell.tcp_pose(), a.vector[:6], frame))
-        if self.cell.safety.ok and (a.gripper < 0.5) != (self.cell.gripper < 0.5):
-            self.cell.set_gripper(0.0 if a.gripper < 0.5 else 1.0)
-        return self.state()
 
     def stop(self) -> ArmState:
         return self.state()  # moves are blocking: nothing is in motion between calls
 
     def reset_safety(self) -> ArmState:
-        self.cell.reset_safety()
-        return self.state()
+        with self.lock:
+            self.cell.reset_safety()
+            return self.state()
 
     def close(self) -> None:
-        self.cell.close()
+        with self.lock:
+            self.cell.close()
