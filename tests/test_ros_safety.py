@@ -1,0 +1,268 @@
+"""Safety, tested on the mock-hardware tier (always runs): dry run by default, workspace and speed limits,
+stale-input watchdogs, protective stop on any doubt, the ur_rtde backend against a fake controller."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embeval.control import ArmCommander, PolicyStepper, StepperConfig, Watchdog, clip_action, ur_safety_mode
+from embeval.errors import SafetyError, ServerUnavailableError
+from embeval.robot.base import ArmBackend, SafetyMode
+from embeval.robot.mock_backend import MockArm
+from embeval.robot.safety import SafetyLimits
+from embeval.subjects.protocols import Action
+from embeval.subjects.scripted import ConstantPolicy, ImageStatsPolicy
+
+IMG = np.full((8, 8, 3), 200, np.uint8)
+
+
+def test_mock_arm_is_an_arm_backend_and_tracks_kinematics():
+    arm = MockArm()
+    assert isinstance(arm, ArmBackend)
+    s = arm.state()
+    np.testing.assert_allclose(s.tcp_pose[:3], [0.45, 0.0, 0.30])
+    from embeval.kinematics import UR5
+    from embeval.kinematics.transforms import matrix_to_pose
+
+    # the joints reported really reach the reported TCP (independent check through forward kinematics)
+    np.testing.assert_allclose(matrix_to_pose(UR5().fk(s.joint_positions, frame="base"))[:3], s.tcp_pose[:3], atol=1e-9)
+    s2 = arm.move_tcp([0.5, 0.1, 0.25, np.pi, 0, 0])
+    np.testing.assert_allclose(matrix_to_pose(UR5().fk(s2.joint_positions, frame="base"))[:3], [0.5, 0.1, 0.25], atol=1e-9)
+
+
+def test_workspace_violation_is_a_protective_stop_without_motion():
+    arm = MockArm()
+    c = ArmCommander(arm)
+    r = c.step([0.6, 0, 0, 0, 0, 0, 1])  # x = 1.05 m: outside the box
+    assert not r.executed and "workspace" in r.reason
+    assert arm.state().safety.mode is SafetyMode.PROTECTIVE_STOP
+    np.testing.assert_allclose(arm.state().tcp_pose[:3], [0.45, 0.0, 0.30])  # did not move
+    assert ur_safety_mode(arm.state().safety) == 3
+    # latched: a harmless command is refused until reset
+    assert not c.step([0.01, 0, 0, 0, 0, 0, 1]).executed
+    with pytest.raises(SafetyError):
+        arm.move_tcp([0.46, 0, 0.3, np.pi, 0, 0])
+    c.reset()
+    assert c.step([0.01, 0, 0, 0, 0, 0, 1]).executed and ur_safety_mode(arm.state().safety) == 1
+
+
+def test_step_and_speed_limits():
+    limits = SafetyLimits(max_step_translation=0.02, max_tcp_speed=0.1, default_tcp_speed=0.05)
+    arm = MockArm(limits)
+    c = ArmCommander(arm, limits, speed=5.0)
+    assert c.speed == 0.1  # a requested speed above the limit is capped
+    r = c.step([0.03, 0, 0, 0, 0, 0, 1])
+    assert not r.executed and "step limit" in r.reason
+    c.reset()
+    assert c.step([0.015, 0, 0, 0, 0, 0, 1]).executed
+    assert arm.log[-1][0] == "move_tcp" and arm.log[-1][1][1] == pytest.approx(0.1)
+    # the backend itself refuses an over-speed move (protective stop, no motion)
+    arm2 = MockArm(limits)
+    s = arm2.move_tcp([0.46, 0, 0.3, np.pi, 0, 0], speed=0.5)
+    assert s.safety.stopped and "speed" in s.safety.reason and s.tcp_pose[0] == pytest.approx(0.45)
+
+
+@pytest.mark.parametrize("bad", [[np.nan, 0, 0, 0, 0, 0, 1], [0, 0, 0], [np.inf] * 7])
+def test_malformed_action_stops(bad):
+    arm = MockArm()
+    r = ArmCommander(arm).step(bad)
+    assert not r.executed and arm.state().safety.stopped
+
+
+def test_backend_fault_and_unknown_frame_stop():
+    arm = MockArm()
+    arm.inject_fault("contact: wrist with table")
+    r = ArmCommander(arm).step([0.01, 0, 0, 0, 0, 0, 1])
+    assert not r.executed and "contact" in r.reason
+    arm2 = MockArm()
+    r2 = ArmCommander(arm2, frame="world").step([0.01, 0, 0, 0, 0, 0, 1])
+    assert not r2.executed and arm2.state().safety.stopped
+
+
+def test_gripper_command():
+    arm = MockArm()
+    c = ArmCommander(arm)
+    assert c.step([0, 0, 0, 0, 0, 0, 0.0]).state.gripper == 0.0
+    assert [e[0] for e in arm.log] == ["set_gripper"]  # no motion for a zero delta
+
+
+def test_policy_dry_run_by_default_and_watchdogs():
+    st = PolicyStepper(ConstantPolicy(vector=(0.01, 0, 0, 0, 0, 0, 1)))
+    assert st.config.dry_run is True
+    assert st.step(now=0.0).status == "hold"  # nothing received yet
+    st.set_instruction("push the button", now=0.0)
+    assert "stale image" in st.step(now=0.1).reason
+    st.set_image(IMG, now=0.1)
+    r = st.step(now=0.2)
+    assert r.status == "dry_run" and not r.command and r.action is not None
+    r = st.step(now=0.1 + 0.6)  # the image is now 0.6 s old > 0.5 s
+    assert r.status == "hold" and r.action is None and "stale image" in r.reason
+    live = PolicyStepper(ImageStatsPolicy(), StepperConfig(dry_run=False, max_instruction_age_s=5.0))
+    live.set_instruction("pick", 0.0)
+    live.set_image(IMG, 0.0)
+    assert live.step(0.1).command
+    live.set_image(IMG, 5.5)
+    assert "stale instruction" in live.step(5.6).reason
+
+
+def test_per_step_clipping():
+    v, clipped = clip_action([0.3, 0.4, 0.0, 0.0, 0.0, 2.0, 1.5], 0.05, 0.25)
+    assert clipped
+    np.testing.assert_allclose(np.linalg.norm(v[:3]), 0.05)
+    np.testing.assert_allclose(v[:3] / np.linalg.norm(v[:3]), [0.6, 0.8, 0.0])  # direction kept
+    np.testing.assert_allclose(v[3:6], [0, 0, 0.25])
+    assert v[6] == 1.0
+    v2, c2 = clip_action([0.01, 0, 0, 0, 0, 0.1, 0.5], 0.05, 0.25)
+    assert not c2 and np.allclose(v2, [0.01, 0, 0, 0, 0, 0.1, 0.5])
+
+
+def test_broken_policy_holds_instead_of_crashing():
+    class Broken:
+        id = "broken"
+
+        def reset(self, instruction):
+            pass
+
+        def act(self, obs):
+            raise RuntimeError("CUDA out of memory")
+
+    st = PolicyStepper(Broken(), StepperConfig(dry_run=False))
+    st.set_instruction("pick", 0)
+    st.set_image(IMG, 0)
+    r = st.step(0.01)
+    assert r.status == "error" and not r.command and "out of memory" in r.reason
+
+
+def test_watchdog_ages():
+    w = Watchdog({"image": 0.5, "command": 1.0})
+    assert w.stale(0.0) == ["image", "command"]
+    w.feed("image", 1.0)
+    w.feed("command", 1.0)
+    assert w.stale(1.4) == [] and w.stale(1.6) == ["image"] and w.stale(2.1) == ["image", "command"]
+    assert "never received" in Watchdog({"x": 1.0}).reason(0.0)
+
+
+class _FakeRTDE:
+    """A fake UR controller: records calls, reports a configurable safety mode."""
+
+    def __init__(self):
+        self.calls = []
+        self.mode = 1
+        self.tcp = [0.45, 0.0, 0.3, np.pi, 0.0, 0.0]
+        fake = self
+
+        class Recv:
+            def __init__(self, ip, freq=125.0):
+                fake.calls.append(("connect", ip))
+
+            def getActualQ(self):
+                return [0.0] * 6
+
+            def getActualQd(self):
+                return [0.0] * 6
+
+            def getActualTCPPose(self):
+                return list(fake.tcp)
+
+            def getSafetyMode(self):
+                return fake.mode
+
+            def getSpeedScalingCombined(self):
+                return 0.5
+
+        class Ctrl:
+            def __init__(self, ip, freq=125.0):
+                pass
+
+            def moveL(self, pose, speed, acc):
+                fake.calls.append(("moveL", tuple(pose), speed))
+                fake.tcp = list(pose)
+                return True
+
+            def moveJ(self, q, speed, acc):
+                fake.calls.append(("moveJ", tuple(q), speed))
+                return True
+
+            def triggerProtectiveStop(self):
+                fake.calls.append(("triggerProtectiveStop",))
+                fake.mode = 3
+
+            def stopL(self, a):
+                fake.calls.append(("stopL",))
+
+            def isConnected(self):
+                return True
+
+            def stopScript(self):
+                pass
+
+            def disconnect(self):
+                pass
+
+        class IO:
+            def __init__(self, ip):
+                pass
+
+            def setToolDigitalOut(self, pin, level):
+                fake.calls.append(("tool_out", pin, level))
+
+        class Dash:
+            def __init__(self, ip):
+                pass
+
+            def connect(self):
+                pass
+
+            def closeSafetyPopup(self):
+                pass
+
+            def unlockProtectiveStop(self):
+                fake.calls.append(("unlock",))
+                fake.mode = 1
+
+            def disconnect(self):
+                pass
+
+        ns = type("M", (), {})
+        self.modules = (type("rc", (), {"RTDEControlInterface": Ctrl}), type("rr", (), {"RTDEReceiveInterface": Recv}),
+                        type("rio", (), {"RTDEIOInterface": IO}), type("dash", (), {"DashboardClient": Dash}))
+        del ns
+
+
+def test_ur_rtde_backend_checks_before_sending(monkeypatch):
+    from embeval.robot import ur_rtde_backend as ur
+
+    monkeypatch.setattr(ur.time, "sleep", lambda s: None)
+    fake = _FakeRTDE()
+    limits = SafetyLimits(max_tcp_speed=0.1)
+    arm = ur.URRtdeArm("10.0.0.2", limits, modules=fake.modules, speed_scaling=0.5)
+    assert isinstance(arm, ArmBackend) and arm.speed_scaling_state() == 0.5
+    arm.move_tcp([0.5, 0.0, 0.3, np.pi, 0, 0], speed=1.0)
+    moves = [c for c in fake.calls if c[0] == "moveL"]
+    assert moves and moves[0][2] == pytest.approx(0.1 * 0.5)  # capped at max_tcp_speed, then scaled
+    s = arm.move_tcp([1.5, 0.0, 0.3, np.pi, 0, 0])  # outside the box: never sent, protective stop triggered
+    assert len([c for c in fake.calls if c[0] == "moveL"]) == 1
+    assert ("triggerProtectiveStop",) in fake.calls and s.safety.stopped
+    with pytest.raises(SafetyError):
+        arm.move_tcp([0.5, 0.0, 0.3, np.pi, 0, 0])
+    arm.reset_safety()
+    assert ("unlock",) in fake.calls and arm.state().safety.ok
+    arm.set_gripper(0.0)
+    assert ("tool_out", 0, True) in fake.calls
+    fake.mode = 7  # e-stop pressed on the pendant
+    assert arm.state().safety.mode is SafetyMode.EMERGENCY_STOP
+    with pytest.raises(ServerUnavailableError, match="emergency"):
+        arm.reset_safety()
+
+
+def test_ur_rtde_unreachable_names_the_fix():
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    class Boom:
+        def __init__(self, *a, **k):
+            raise RuntimeError("timeout")
+
+    mods = (type("rc", (), {"RTDEControlInterface": Boom}), type("rr", (), {"RTDEReceiveInterface": Boom}),
+            type("rio", (), {"RTDEIOInterface": Boom}), type("d", (), {"DashboardClient": Boom}))
+    with pytest.raises(ServerUnavailableError, match="remote control"):
+        URRtdeArm("10.0.0.3", modules=mods)
