@@ -77,3 +77,25 @@ def test_policy_subject_errors_fail_before_work(tmp_path):
         plan_run(parse_spec(dict(SPEC, subjects=[{"id": "v", "kind": "vlm", "adapter": "scripted"}]), base_dir=tmp_path))
     with pytest.raises(ConfigError, match="spec.params.tasks"):
         plan_run(parse_spec(dict(SPEC, params={"tasks": []}), base_dir=tmp_path))
+
+
+def test_batched_policies_give_the_same_results(tmp_path):
+    from embeval.subjects import register_adapter
+    from embeval.subjects.scripted import ImageStatsPolicy
+
+    calls = {"batch": 0}
+
+    class BatchedStats(ImageStatsPolicy):  # the same policy with an act_batch, as the tiny VLA has
+        def act_batch(self, observations):
+            calls["batch"] += 1
+            return np.stack([self.act(o).vector for o in observations])
+
+    register_adapter("_batched_stats", "policy", BatchedStats)
+    subj = [{"id": "stats", "kind": "policy", "adapter": "_batched_stats", "params": {"scale": 0.2}}]
+    one = run(parse_spec(dict(SPEC, subjects=subj), base_dir=tmp_path), tmp_path / "one")
+    assert calls["batch"] == 0  # batch_size 1: unit by unit
+    spec8 = parse_spec(dict(SPEC, subjects=subj, backend={"progress": False, "batch_size": 4}), base_dir=tmp_path)
+    eight = run(spec8, tmp_path / "batched")
+    assert calls["batch"] == 3 * 2  # 10 units in batches of 4, 4, 2 (same subject), one call per task
+    with ResultsStore(tmp_path / "one" / "results.sqlite") as a, ResultsStore(tmp_path / "batched" / "results.sqlite") as b:
+        assert a.results(one.run_id) == b.results(eight.run_id) and len(a.results(one.run_id)) == 10

@@ -31,6 +31,7 @@ _PARAMS = ("tasks", "camera", "position_scale_m", "rotation_direction")
 
 class PolicyDecisionEvaluator(DistortedImageEvaluator):
     subject_kinds = ("policy",)
+    batches = True  # policies with act_batch(observations) -> (N, 7) get backend.batch_size units per call
 
     def validate(self, spec) -> None:
         super().validate(spec)
@@ -53,18 +54,42 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         super().teardown(state.get("policy"))
 
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
-        from embeval.scoring.decision import DecisionConfig, decision_score
         from embeval.subjects.protocols import Observation
 
-        p = spec.params
-        policy, camera = state["policy"], p.get("camera", "third_person")
+        policy, camera = state["policy"], spec.params.get("camera", "third_person")
         ref, dist = self.pair(spec, state, unit, unit_seed)
-        tasks = p.get("tasks", list(DEFAULT_TASKS))
         acts_ref, acts_dist = [], []
-        for task in tasks:
+        for task in spec.params.get("tasks", list(DEFAULT_TASKS)):
             for img, acts in ((ref, acts_ref), (dist, acts_dist)):
                 policy.reset(task)  # same state for reference and distorted
                 acts.append(policy.act(Observation(images={camera: img}, instruction=task)))
+        return self._outputs(spec, acts_ref, acts_dist, dist)
+
+    def run_batch(self, spec, state, units, unit_seeds) -> list[dict[str, Any]]:
+        """One ``act_batch`` call per task for all reference and distorted images of the batch,
+        where the policy has it (e.g. the embedded tiny VLA); otherwise one unit at a time."""
+        policy = state["policy"]
+        if not callable(getattr(policy, "act_batch", None)):
+            return super().run_batch(spec, state, units, unit_seeds)
+        from embeval.subjects.protocols import Action, Observation
+
+        camera = spec.params.get("camera", "third_person")
+        pairs = [self.pair(spec, state, u, s) for u, s in zip(units, unit_seeds)]
+        acts: list[tuple[list, list]] = [([], []) for _ in units]
+        for task in spec.params.get("tasks", list(DEFAULT_TASKS)):
+            policy.reset(task)
+            obs = [Observation(images={camera: img}, instruction=task) for pair in pairs for img in pair]
+            out = policy.act_batch(obs)
+            for i in range(len(units)):
+                acts[i][0].append(Action(out[2 * i]))
+                acts[i][1].append(Action(out[2 * i + 1]))
+        return [self._outputs(spec, a, b, pair[1]) for (a, b), pair in zip(acts, pairs)]
+
+    def _outputs(self, spec, acts_ref, acts_dist, dist) -> dict[str, Any]:
+        from embeval.scoring.decision import DecisionConfig, decision_score
+
+        p = spec.params
+        tasks = p.get("tasks", list(DEFAULT_TASKS))
         cfg = DecisionConfig(position_scale_m=p.get("position_scale_m"), rotation_direction=p.get("rotation_direction", "rotvec"))
         s = decision_score(acts_ref, acts_dist, cfg)
         return {
