@@ -5,7 +5,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from embeval.distortion._util import clip_uint8, lab_to_rgb, rgb_to_lab
+from embeval.distortion._util import lab_to_rgb, rgb_to_lab
 from embeval.distortion.registry import register
 
 
@@ -55,9 +55,9 @@ def color_quantization(img, colors, rng):
 def color_saturation_hsv(img, factor, rng):
     """Multiply HSV saturation by ``factor`` (0 = grey); hue and value kept. Computed without the HSV
     round trip: with V = max(R, G, B), scaling S by f while keeping H and V is ``c <- V + f (c - V)``."""
-    x = img.astype(np.float32)
-    v = x.max(axis=2, keepdims=True)
-    return clip_uint8(v + np.float32(factor) * (x - v))
+    r, g, b = cv2.split(img)
+    v = cv2.max(cv2.max(r, g), b)
+    return cv2.addWeighted(img, float(factor), cv2.merge([v, v, v]), 1.0 - float(factor), 0.0)  # rounds, saturates
 
 
 @register("color_saturation_lab", "chrominance", (1.3, 1.7, 2.3, 3.2, 4.5), param="factor on CIELAB a*, b*",

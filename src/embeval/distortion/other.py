@@ -21,6 +21,6 @@ def high_sharpen(img, amount, rng):
           description="contrast reduction")
 def contrast_change(img, factor, rng):
     """``mean + factor (x - mean)`` per pixel with the image's mean grey level; RMS contrast falls with the level."""
-    m = float(img.mean())
+    m = float(np.mean(cv2.mean(img)[:3]))  # grey level over all pixels and channels
     lut = np.clip(m + factor * (np.arange(256) - m) + 0.5, 0, 255).astype(np.uint8)
     return cv2.LUT(img, lut)
