@@ -41,10 +41,28 @@ def voter_prompt(item_text: str, dims: Sequence[Dimension], variant: int = 0) ->
 
 
 class LLMVoter:
-    def __init__(self, llm: Any, variant: int = 0, max_calls: int | None = None, name: str | None = None):
-        self.llm, self.variant, self.max_calls = llm, variant, max_calls
+    """``fallback``: an LLM used instead (with a printed note, and the voter renamed) if ``llm``
+    fails to load on its first call, e.g. the embedded GGUF without llama-cpp-python."""
+
+    def __init__(self, llm: Any, variant: int = 0, max_calls: int | None = None, name: str | None = None,
+                 fallback: Any = None):
+        self.llm, self.variant, self.max_calls, self.fallback = llm, variant, max_calls, fallback
         self.name = name or f"llm:{getattr(llm, 'id', 'llm')}#{variant}"
         self.calls = 0
+
+    def _choose(self, prompt: str, options: list[str]) -> str:
+        from embeval.errors import EmbevalError
+
+        try:
+            return self.llm.choose(prompt, options)
+        except (EmbevalError, ImportError) as exc:
+            if self.fallback is None or self.llm is self.fallback:
+                raise
+            print(f"a2eval: voter {self.name} unavailable ({str(exc)[:100]}); "
+                  f"using {getattr(self.fallback, 'id', 'fallback')} instead")
+            self.name = f"llm:{getattr(self.fallback, 'id', 'fallback')}#{self.variant} (fallback for {self.name})"
+            self.llm, self.max_calls = self.fallback, None
+            return self.llm.choose(prompt, options)
 
     def vote(self, texts: Sequence[str], dims: Sequence[Dimension]) -> list[str | None]:
         options = [d.name for d in dims] + [OTHER]
@@ -54,7 +72,7 @@ class LLMVoter:
                 out.append(None)
                 continue
             self.calls += 1
-            ans = str(self.llm.choose(voter_prompt(t, dims, self.variant), options)).strip()
+            ans = str(self._choose(voter_prompt(t, dims, self.variant), options)).strip()
             out.append(ans if ans in options else OTHER)
         return out
 

