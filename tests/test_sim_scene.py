@@ -122,3 +122,25 @@ def test_predicates_on_hand_built_world_states():
     assert pull.success(ws({"drawer": _obj((0.5, 0, 0.03), 0.0, joint=-0.09)}))
     assert not pull.success(ws({"drawer": _obj((0.5, 0, 0.03), 0.0, joint=-0.05)}))
     assert set(PREDICATES) == {"Pick", "Place", "Move", "Push", "Press", "Pull"}
+
+
+def test_procedural_textures_are_seeded_and_resolve_to_files():
+    from pathlib import Path
+
+    from embeval.sim import textures
+
+    for kind in textures.TEXTURES:
+        a, b = textures.procedural(kind, 3), textures.procedural(kind, 3)
+        assert a.dtype == np.uint8 and a.shape == (256, 256, 3) and np.array_equal(a, b)
+        assert not np.array_equal(a, textures.procedural(kind, 4))
+        assert a.std() > 3  # has structure, not a flat colour
+    path = textures.resolve(textures.name("checker", 7))
+    assert Path(path).is_file() and path == textures.resolve("procedural:checker:7")
+    assert textures.resolve("my.png") == "my.png"
+    with pytest.raises(ConfigError):
+        textures.resolve("procedural:marble:1")
+    # textured backgrounds are sampled and recorded as categories
+    styles = [make_task("Pick", s)[0] for s in range(40)]
+    textured = [s for s in styles if s.table_texture]
+    assert textured and all(s.table_texture.startswith("procedural:") for s in textured)
+    assert len({s.background for s in styles}) >= 6

@@ -67,10 +67,14 @@ class PB:
         self._textures: dict[str, int] = {}
 
     def texture(self, path: str) -> int:
+        """pybullet texture id of an image file or a ``procedural:<kind>:<seed>`` name (cached)."""
         if path not in self._textures:
-            if not Path(path).exists():
-                raise MissingFileError(f"texture image {path} not found; give an existing PNG/JPG path in the object spec")
-            self._textures[path] = self.p.loadTexture(str(path), physicsClientId=self.client)
+            from embeval.sim.textures import resolve
+
+            file = resolve(path)
+            if not Path(file).exists():
+                raise MissingFileError(f"texture image {file} not found; give an existing PNG/JPG path in the object spec")
+            self._textures[path] = self.p.loadTexture(str(file), physicsClientId=self.client)
         return self._textures[path]
 
     def clear(self) -> None:

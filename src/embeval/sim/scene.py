@@ -114,7 +114,7 @@ class CameraSpec:
     fy: float = 382.6
     cx: float | None = None  # default width / 2
     cy: float | None = None  # default height / 2
-    position: tuple[float, float, float] = (0.30, 0.85, 0.70)
+    position: tuple[float, float, float] = (0.40, 0.68, 0.58)
     target: tuple[float, float, float] = (0.55, -0.02, 0.0)
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)
     mount: str = "world"
@@ -145,9 +145,9 @@ def d455_camera(name: str, mount: str = "world", **kw: Any) -> CameraSpec:
 
 
 def default_cameras() -> list[CameraSpec]:
-    """Third-person (fixed, front-left of the table) and wrist (on the TCP) D455-like cameras."""
+    """Third-person (fixed, on the left (+y) side of the table) and wrist (on the TCP) D455-like cameras."""
     return [
-        d455_camera("third_person", position=(0.30, 0.85, 0.70), target=(0.55, -0.02, 0.0)),
+        d455_camera("third_person", position=(0.40, 0.68, 0.58), target=(0.55, -0.02, 0.0)),
         # wrist: 10 cm behind the TCP along the approach axis and 7 cm off-axis, looking along it
         d455_camera("wrist", mount="wrist", position=(0.07, 0.0, -0.10), target=(0.0, 0.0, 0.25), up=(1.0, 0.0, 0.0)),
     ]

@@ -38,6 +38,9 @@ BACKGROUNDS: dict[str, tuple[float, float, float, float]] = {
     "green_mat": (0.20, 0.42, 0.28, 1.0),
     "blue_mat": (0.22, 0.30, 0.48, 1.0),
 }
+#: Textured backgrounds: category -> procedural texture kind (embeval.sim.textures).
+TEXTURED_BACKGROUNDS: dict[str, str] = {"wood_grain": "wood_grain", "checker": "checker", "speckle": "speckle",
+                                        "fabric": "fabric"}
 
 
 @dataclass
@@ -379,16 +382,22 @@ def _distractor(rng: np.random.Generator, lay: Layout, i: int, exclude: set[str]
 
 
 def scene_style(rng: np.random.Generator) -> dict[str, Any]:
-    """Sampled background and lighting (texture/lighting variation)."""
+    """Sampled background (plain colour or procedural table texture), wall colour and lighting."""
     from embeval.sim.scene import LightingSpec
 
-    bg = str(rng.choice(list(BACKGROUNDS)))
+    from embeval.sim import textures
+
+    bg = str(rng.choice(list(BACKGROUNDS) + list(TEXTURED_BACKGROUNDS)))
+    tex_seed = int(rng.integers(0, 2**31 - 1))
     light = LightingSpec(
         direction=tuple(float(v) for v in (rng.uniform(-0.8, 0.8), rng.uniform(-0.8, 0.8), 1.0)),
         color=tuple(float(v) for v in rng.uniform(0.85, 1.0, 3)),
         ambient=float(rng.uniform(0.45, 0.7)), diffuse=float(rng.uniform(0.35, 0.6)), specular=float(rng.uniform(0.0, 0.2)),
     )
     wall = tuple(float(v) for v in (*rng.uniform(0.6, 0.9, 3), 1.0))
+    if bg in TEXTURED_BACKGROUNDS:
+        return {"background": bg, "table_color": (1.0, 1.0, 1.0, 1.0), "lighting": light, "wall_color": wall,
+                "table_texture": textures.name(TEXTURED_BACKGROUNDS[bg], tex_seed)}
     return {"background": bg, "table_color": BACKGROUNDS[bg], "lighting": light, "wall_color": wall}
 
 

@@ -1,0 +1,96 @@
+"""Procedural textures (seeded) for texture variation of the table, named in specs as
+``"procedural:<kind>:<seed>"`` so scene YAMLs stay portable (no image files to ship).
+
+Kinds: ``wood_grain``, ``checker``, ``speckle``, ``fabric``. Images are RGB uint8, 256x256.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from embeval.errors import ConfigError
+
+PREFIX = "procedural:"
+TEXTURES: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {}
+
+
+def texture(kind: str):
+    def deco(fn):
+        TEXTURES[kind] = fn
+        return fn
+
+    return deco
+
+
+def _muted(rng: np.random.Generator, lo: float, hi: float) -> np.ndarray:
+    """A random colour pulled halfway towards its grey (table-like, not neon)."""
+    c = rng.uniform(lo, hi, 3)
+    return 0.5 * c + 0.5 * c.mean()
+
+
+def _grid(n: int):
+    y, x = np.mgrid[0:n, 0:n] / n
+    return x, y
+
+
+@texture("wood_grain")
+def _wood(rng: np.random.Generator, n: int) -> np.ndarray:
+    x, y = _grid(n)
+    freq = rng.uniform(12, 24)
+    warp = 0.04 * np.sin(2 * np.pi * (y * rng.uniform(1, 3) + rng.uniform()))
+    rings = 0.5 + 0.5 * np.sin(2 * np.pi * freq * (x + warp + 0.02 * rng.standard_normal((n, n)).cumsum(0) / n))
+    base = rng.uniform([0.45, 0.30, 0.18], [0.70, 0.52, 0.35])
+    img = base[None, None] * (0.75 + 0.25 * rings[..., None])
+    return (np.clip(img, 0, 1) * 255).astype(np.uint8)
+
+
+@texture("checker")
+def _checker(rng: np.random.Generator, n: int) -> np.ndarray:
+    x, y = _grid(n)
+    k = int(rng.integers(12, 28))
+    cell = ((np.floor(x * k) + np.floor(y * k)) % 2)[..., None]
+    a, b = _muted(rng, 0.6, 0.9), _muted(rng, 0.15, 0.45)
+    return (np.clip(a * cell + b * (1 - cell), 0, 1) * 255).astype(np.uint8)
+
+
+@texture("speckle")
+def _speckle(rng: np.random.Generator, n: int) -> np.ndarray:
+    base = _muted(rng, 0.3, 0.75)
+    noise = rng.normal(0.0, 0.08, (n, n, 1))
+    return (np.clip(base[None, None] + noise, 0, 1) * 255).astype(np.uint8)
+
+
+@texture("fabric")
+def _fabric(rng: np.random.Generator, n: int) -> np.ndarray:
+    x, y = _grid(n)
+    f = rng.uniform(40, 70)
+    weave = 0.5 + 0.25 * np.sin(2 * np.pi * f * x) * np.sin(2 * np.pi * f * y)
+    base = _muted(rng, 0.25, 0.65)
+    return (np.clip(base[None, None] * (0.7 + 0.6 * weave[..., None]), 0, 1) * 255).astype(np.uint8)
+
+
+def procedural(kind: str, seed: int, size: int = 256) -> np.ndarray:
+    """The RGB uint8 (size, size, 3) texture ``kind`` for ``seed`` (deterministic)."""
+    if kind not in TEXTURES:
+        raise ConfigError(f"unknown procedural texture {kind!r}; use one of {sorted(TEXTURES)}")
+    return TEXTURES[kind](np.random.default_rng(seed), size)
+
+
+def name(kind: str, seed: int) -> str:
+    """The spec string for a procedural texture: ``procedural:<kind>:<seed>``."""
+    return f"{PREFIX}{kind}:{int(seed)}"
+
+
+def resolve(value: str) -> str:
+    """A texture spec value -> an image file path (procedural names are rendered to a cached PNG)."""
+    if not value.startswith(PREFIX):
+        return value
+    try:
+        _, kind, seed = value.split(":")
+        seed_i = int(seed)
+    except ValueError:
+        raise ConfigError(f"procedural texture must look like 'procedural:<kind>:<seed>', got {value!r}") from None
+    from embeval.sim.objects import texture_file
+
+    return texture_file(procedural(kind, seed_i))
