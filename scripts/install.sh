@@ -16,7 +16,7 @@ LLAMA_SPEC="llama-cpp-python==0.3.36"
 # Portable llama.cpp build: the default native build segfaults on some CPUs (AMX paths).
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 
-KEY=$( { cat "$0" pyproject.toml; "$PYTHON" --version; } | sha256sum | cut -c1-16)
+KEY=$( { cat "$0" pyproject.toml scripts/constraints.txt; "$PYTHON" --version; } | sha256sum | cut -c1-16)
 STAMP="$VENV/.embeval-install-$KEY"
 if [ -f "$STAMP" ]; then
   exit 0
@@ -25,16 +25,18 @@ fi
 echo "[install] preparing $VENV (install key $KEY); first run takes several minutes"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+# An up-to-date pip: pip 23's resolver crashes on the ROS wheels' egg-info metadata.
+"${PIP[@]}" install -q --upgrade "pip>=25"
 
 echo "[install] 1/4 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC)"
 "${PIP[@]}" install -q --isolated "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
 echo "[install] 2/4 embeval (editable) with the ROS 2 Kilted wheels and LeRobot"
-"${PIP[@]}" install -q -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC" "$TORCH_SPEC" "$TORCHVISION_SPEC"
+"${PIP[@]}" install -q -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC"
 
 echo "[install] 3/4 llama-cpp-python (portable CPU build; cached after the first time)"
 if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" install -q "$LLAMA_SPEC"
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" install -q -c scripts/constraints.txt "$LLAMA_SPEC"
 fi
 
 echo "[install] 4/4 checking the environment"
