@@ -74,6 +74,7 @@ class ArmNode(EmbevalNode):
         self.home_q = home if len(home) == 6 else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=speed)
         self.executed = self.refused = 0
+        self.command_age_s: list[float] = []
         cmd_group = MutuallyExclusiveCallbackGroup()
         self.js_pub = self.create_publisher(JointState, T.JOINT_STATES, qos_reliable())
         self.pose_pub = self.create_publisher(PoseStamped, T.TCP_POSE, qos_reliable())
@@ -90,6 +91,7 @@ class ArmNode(EmbevalNode):
         self.log.received += 1
         stamp = stamp_to_ns(msg.header.stamp)
         age = (self.now_ns() - stamp) / 1e9
+        self.command_age_s.append(age)  # image capture -> command arrival (end-to-end latency)
         try:
             vec = msg_to_action(msg)
         except Exception as exc:  # noqa: BLE001

@@ -50,6 +50,8 @@ class DistortionNode(EmbevalNode):
             self._check(name, lvl)
         self._t0 = time.monotonic()
         self.count = 0
+        self.transport_s: list[float] = []
+        self.compute_s: list[float] = []  # distort() + PSNR seconds per frame (excluded from the stage latency)
         self.pub = self.create_publisher(Image, out_topic, qos_reliable())
         self.qpub = self.create_publisher(DiagnosticArray, T.IMAGE_QUALITY, qos_reliable())
         self.create_subscription(Image, in_topic, self._on_image, qos_reliable())
@@ -86,7 +88,9 @@ class DistortionNode(EmbevalNode):
     def _on_image(self, msg: Image) -> None:
         t_in = time.perf_counter()
         self.log.received += 1
+        self.transport_s.append(time.time_ns() / 1e9 - stamp_to_ns(msg.header.stamp) / 1e9)  # camera -> here
         name, level = self.current()
+        compute = 0.0
         if name in ("", "none"):
             out_msg, psnr = msg, float("inf")
         else:
@@ -94,13 +98,17 @@ class DistortionNode(EmbevalNode):
             from embeval.provenance import derive_seed
 
             src = msg_to_image(msg)
+            t_c = time.perf_counter()
             out = distort(src, name, level, seed=derive_seed(self.seed, self.count))
+            psnr = psnr_db(src, out) if self.quality else float("nan")
+            compute = time.perf_counter() - t_c
             out_msg = image_to_msg(out, stamp_to_ns(msg.header.stamp), msg.header.frame_id)
             out_msg.header = msg.header
-            psnr = psnr_db(src, out) if self.quality else float("nan")
         self.pub.publish(out_msg)
         self.count += 1
-        self.log.add(t_in)
+        self.compute_s.append(compute)
+        self.log.latency_s.append(time.perf_counter() - t_in - compute)  # graph work, image-processing time excluded
+        self.log.published += 1
         if self.quality:
             self.qpub.publish(diag("image_quality", "ok", f"{name}:{level}",
                                    {"psnr_db": f"{psnr:.3f}", "distortion": name, "level": level, "frame": self.count},
