@@ -87,3 +87,12 @@ def test_decision_zero_rotations_and_actions():
         decision_parts(np.zeros(6), np.zeros(6))
     with pytest.raises(InvalidInputError):
         decision_parts(np.r_[np.zeros(6), 2.0], np.zeros(7))
+
+
+def test_decision_floors_for_tiny_motions():
+    a = np.array([1e-5, 0, 0, 1e-5, 0, 0, 1.0])
+    b = np.array([-1e-5, 0, 0, -1e-5, 0, 0, 1.0])  # opposite, but both below the noise floors
+    p = decision_parts(a, b)[0]
+    assert p.position == pytest.approx(1 - 2e-5 / 1e-3) and p.rotation == 1.0
+    strict = decision_parts(a, b, DecisionConfig(position_floor_m=1e-9, zero_rotation=1e-9))[0]
+    assert strict.position == pytest.approx(0.0) and strict.rotation == pytest.approx(0.0)

@@ -5,12 +5,14 @@ metres, radians (roll-pitch-yaw, extrinsic x-y-z), gripper in [0, 1] (1 = open).
 
 Per task, comparing the distorted-image action ``b`` with the reference-image action ``a``:
 
-- position: ``1 - |t_a - t_b| / (|t_a| + |t_b|)`` (scale-free, 0..1 by the triangle inequality; 1 when
-  both are zero), or with ``position_scale_m = s``: ``1 - min(|t_a - t_b| / s, 1)``;
+- position: ``1 - |t_a - t_b| / max(|t_a| + |t_b|, floor)`` (scale-free, 0..1 by the triangle
+  inequality; ``floor = position_floor_m`` = 1 mm keeps two near-zero translations from counting as
+  opposite), or with ``position_scale_m = s``: ``1 - min(|t_a - t_b| / s, 1)``;
 - rotation: ``(1 + cos) / 2`` of the angle between the rotation *directions*: by default the
   rotation vectors (axis * angle) of the two roll-pitch-yaw rotations (``rotation_direction="rotvec"``),
   or the raw (droll, dpitch, dyaw) triples (``"rpy"``). Zero rotations (norm below ``zero_rotation``
-  radians): both zero -> 1, only one zero -> 0.5 (no direction to agree with);
+  = 1e-3 rad, so that numerical noise has no direction): both zero -> 1, only one zero -> 0.5 (no
+  direction to agree with);
 - state: ``1 - |g_a - g_b|`` (gripper in [0, 1]).
 
 The task score is the mean of the three (0..1); an image's score is the sum over its tasks.
@@ -29,8 +31,9 @@ from embeval.subjects.protocols import Action
 @dataclass(frozen=True)
 class DecisionConfig:
     position_scale_m: float | None = None  # None: scale-free normalisation (see module docstring)
+    position_floor_m: float = 1e-3  # metres; lower bound of the scale-free denominator
     rotation_direction: str = "rotvec"  # "rotvec" or "rpy"
-    zero_rotation: float = 1e-9  # radians
+    zero_rotation: float = 1e-3  # radians; shorter rotation vectors count as no rotation
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,10 @@ def decision_parts(reference, distorted, config: DecisionConfig = DecisionConfig
         raise InvalidInputError(f"{len(a)} reference actions but {len(b)} distorted actions; they must pair up")
     d = np.linalg.norm(a[:, :3] - b[:, :3], axis=1)
     if config.position_scale_m is None:
-        denom = np.linalg.norm(a[:, :3], axis=1) + np.linalg.norm(b[:, :3], axis=1)
-        pos = np.where(denom > 0, 1.0 - d / np.where(denom > 0, denom, 1.0), 1.0)
+        if config.position_floor_m <= 0:
+            raise ConfigError(f"position_floor_m must be > 0 metres, got {config.position_floor_m}")
+        denom = np.maximum(np.linalg.norm(a[:, :3], axis=1) + np.linalg.norm(b[:, :3], axis=1), config.position_floor_m)
+        pos = 1.0 - d / denom
     else:
         if config.position_scale_m <= 0:
             raise ConfigError(f"position_scale_m must be > 0 metres, got {config.position_scale_m}")
