@@ -61,7 +61,7 @@ def test_every_verb_has_instruction_difficulty_and_scene(verb):
     assert task.target in names
     if task.reference:
         assert task.reference in names
-    assert task.implemented == (verb in {"Pick", "Place", "Push", "Move", "Press", "Pull"})
+    assert task.implemented == (verb in {"Pick", "Place", "Push", "Move", "Press", "Pull", "Twist", "Insert"})
     # deterministic from the seed
     assert make_task(verb, seed=11) == (scene, task)
     assert make_task(verb, seed=12)[0] != scene
@@ -121,7 +121,16 @@ def test_predicates_on_hand_built_world_states():
     pull = TaskSpec("Pull", "pull", 3, "drawer", threshold=0.08)
     assert pull.success(ws({"drawer": _obj((0.5, 0, 0.03), 0.0, joint=-0.09)}))
     assert not pull.success(ws({"drawer": _obj((0.5, 0, 0.03), 0.0, joint=-0.05)}))
-    assert set(PREDICATES) == {"Pick", "Place", "Move", "Push", "Press", "Pull"}
+    twist = TaskSpec("Twist", "twist", 4, "knob", threshold=1.2)
+    assert twist.success(ws({"knob": _obj((0.5, 0, 0.03), 0.0, joint=-1.3)}))
+    assert not twist.success(ws({"knob": _obj((0.5, 0, 0.03), 0.0, joint=0.9)}))
+
+    insert = TaskSpec("Insert", "insert", 5, "peg", reference="hole", tolerance=0.008)
+    inside = {"peg": _obj((0.503, 0.004, 0.04), 0.0), "hole": _obj((0.5, 0.0, 0.02), 0.0)}
+    assert insert.success(ws(inside))
+    assert not insert.success(ws(inside, grasped="peg"))
+    assert not insert.success(ws({**inside, "peg": _obj((0.51, 0.0, 0.08), 0.04)}))  # resting on the block's rim
+    assert set(PREDICATES) == {"Pick", "Place", "Move", "Push", "Press", "Pull", "Twist", "Insert"}
 
 
 def test_procedural_textures_are_seeded_and_resolve_to_files():

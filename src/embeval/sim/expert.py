@@ -264,3 +264,65 @@ def _plan_pull(e: ScriptedExpert) -> list[Stage]:
 
     return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),
             Stage("pull", pull, CLOSED), Stage("release", None, OPEN), Stage("retreat", up, OPEN)]
+
+
+@planner("Twist")
+def _plan_twist(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    cell = e.env.cell
+    turn = 1.45  # rad, a bit less than a quarter turn, above the 1.2 rad success threshold
+
+    def knob_yaw():
+        return _fold_yaw(e.obj(t.target)[1] + (cell.joint_value(t.target) or 0.0), math.pi)
+
+    def above():
+        g = cell.grasp_point(t.target)
+        return topdown([g[0], g[1], g[2] + 0.07], knob_yaw())
+
+    def grasp():
+        g = cell.grasp_point(t.target)
+        return topdown([g[0], g[1], g[2]], knob_yaw())
+
+    def twist():
+        p = cell.tcp_pose()
+        yaw = Rotation.from_rotvec(p[3:]).as_euler("ZYX")[0]
+        return topdown(p[:3], yaw + (turn if yaw < 0 else -turn))  # turn towards the wrist's centre
+
+    def up():
+        p = cell.tcp_pose()
+        return np.concatenate([[p[0], p[1], p[2] + 0.08], p[3:]])
+
+    return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),
+            Stage("twist", twist, CLOSED), Stage("release", None, OPEN), Stage("retreat", up, OPEN)]
+
+
+@planner("Insert")
+def _plan_insert(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    cell = e.env.cell
+    z_carry = 0.20
+
+    def align():  # turn the held peg so its faces line up with the hole's
+        p = cell.tcp_pose()
+        yaw = Rotation.from_rotvec(p[3:]).as_euler("ZYX")[0]
+        d = _fold_yaw(e.obj(t.reference)[1] - e.obj(t.target)[1])
+        return topdown([p[0], p[1], z_carry], yaw + d)
+
+    def above_hole():
+        p = cell.tcp_pose()
+        off = p[:2] - e.obj(t.target)[0][:2]  # TCP relative to the peg's centre
+        xy = e.obj(t.reference)[0][:2] + off
+        return np.concatenate([[xy[0], xy[1], z_carry], p[3:]])
+
+    def lower():
+        p = cell.tcp_pose()
+        aabb = cell.p.getAABB(cell.bodies[t.target].body_id, -1, physicsClientId=cell.client)
+        return np.concatenate([[p[0], p[1], p[2] - (aabb[0][2] - 0.004)], p[3:]])
+
+    def retreat():
+        p = cell.tcp_pose()
+        return np.concatenate([[p[0], p[1], 0.16], p[3:]])
+
+    return [*_grasp_stages(e, t.target), _lift(e, z_carry), Stage("align", align, CLOSED),
+            Stage("above_hole", above_hole, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=2),
+            Stage("retreat", retreat, OPEN)]

@@ -4,8 +4,8 @@ A :class:`TaskSpec` is plain data (it also describes a task on the real cell). I
 predicate reads a :class:`WorldState` (object poses and articulation joints, measured in the sim
 or on the real cell), so the same definition scores both.
 
-Implemented (predicate + scripted expert): Pick, Place, Push, Move, Press, Pull.
-Defined only (instruction, scene spec, ``implemented = False``): Cover, Insert, Pour, Twist.
+Implemented (predicate + scripted expert): Pick, Place, Push, Move, Press, Pull, Twist, Insert.
+Defined only (instruction, scene spec, ``implemented = False``): Cover, Pour.
 
 Frame base == world; the table top is z = 0; "left" is +y and "in front of" is towards the robot (-x).
 """
@@ -186,6 +186,21 @@ def _pull(task: TaskSpec, world: WorldState, scene=None) -> bool:
     return d.joint is not None and -d.joint >= (task.threshold or 0.08)
 
 
+@predicate("Twist")
+def _twist(task: TaskSpec, world: WorldState, scene=None) -> bool:
+    """The knob turned by at least ``threshold`` radians (default 1.2, a quarter turn is 1.57) either way."""
+    k = _obj(world, task.target)
+    return k.joint is not None and abs(k.joint) >= (task.threshold or 1.2)
+
+
+@predicate("Insert")
+def _insert(task: TaskSpec, world: WorldState, scene=None) -> bool:
+    """Released inside the hole: centres within ``tolerance`` (default 8 mm) in xy, peg bottom below 1 cm."""
+    peg, hole = _obj(world, task.target), _obj(world, task.reference)
+    return (world.grasped != task.target and _xy_dist(peg.position, hole.position) <= (task.tolerance or 0.008)
+            and peg.bottom_z <= 0.01)
+
+
 # ---------------------------------------------------------------------------------------------
 # scene generation
 class Layout:
@@ -352,7 +367,8 @@ def _make_insert(rng, lay, d):
     peg = ObjectSpec(name="peg", kind="peg", position=lay.place(0.03), color=COLORS[pc], color_name=pc, mass=0.05)
     hole = ObjectSpec(name="hole", kind="hole", position=lay.place(0.07), color=COLORS[hc], color_name=hc, fixed=True,
                       category="block")
-    return [peg, hole], TaskSpec("Insert", f"insert the {pc} peg into the hole of the {hc} block", d, "peg", reference="hole")
+    return [peg, hole], TaskSpec("Insert", f"insert the {pc} peg into the hole of the {hc} block", d, "peg", reference="hole",
+                                 tolerance=0.008, max_steps=110)
 
 
 @maker("Pour")
@@ -368,7 +384,8 @@ def _make_pour(rng, lay, d):
 def _make_twist(rng, lay, d):
     c = _color(rng)
     k = ObjectSpec(name="knob", kind="knob", position=lay.place(0.06), color=COLORS[c], color_name=c, fixed=True)
-    return [k], TaskSpec("Twist", f"twist the {c} knob a quarter turn", d, "knob")
+    k.yaw = float(rng.uniform(-0.8, 0.8))
+    return [k], TaskSpec("Twist", f"twist the {c} knob a quarter turn", d, "knob", threshold=1.2, max_steps=50)
 
 
 def _distractor(rng: np.random.Generator, lay: Layout, i: int, exclude: set[str]) -> ObjectSpec:

@@ -87,6 +87,8 @@ class _Grasp:
     tcp0: np.ndarray  # TCP position at grasp (articulated objects)
     joint0: float = 0.0
     axis_world: np.ndarray = field(default_factory=lambda: np.zeros(3))
+    revolute: bool = False
+    R0: np.ndarray = field(default_factory=lambda: np.eye(3))  # TCP rotation at grasp (revolute joints)
 
 
 class Workcell:
@@ -325,7 +327,11 @@ class Workcell:
         b = g.body
         if b.joint >= 0:
             lo, hi = b.joint_range
-            s = float(np.dot(self.tcp_matrix()[:3, 3] - g.tcp0, g.axis_world))
+            T = self.tcp_matrix()
+            if g.revolute:  # the TCP's rotation since the grasp, about the joint axis
+                s = float(np.dot(Rotation.from_matrix(T[:3, :3] @ g.R0.T).as_rotvec(), g.axis_world))
+            else:  # the TCP's translation since the grasp, along the joint axis
+                s = float(np.dot(T[:3, 3] - g.tcp0, g.axis_world))
             p.resetJointState(b.body_id, b.joint, float(np.clip(g.joint0 + s, lo, hi)), physicsClientId=c)
         else:
             st = p.getLinkState(self.robot, self.tcp_link, computeForwardKinematics=True, physicsClientId=c)
@@ -500,6 +506,8 @@ class Workcell:
             axis_local = np.array(info[13])
             g.axis_world = Rotation.from_quat(orn).as_matrix() @ axis_local
             g.joint0 = self.joint_value(b.name) or 0.0
+            g.revolute = info[2] == p.JOINT_REVOLUTE
+            g.R0 = T[:3, :3].copy()
         self.grasp = g
         self.ever_grasped.add(b.name)
 
