@@ -4,24 +4,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import numpy as np
-
-from embeval.camera.base import IMAGE_TOPIC, Frame, Intrinsics
-from embeval.errors import ConfigError, InvalidInputError
-
-
-def image_from_rosbags(msg) -> np.ndarray:
-    """A rosbags ``sensor_msgs/msg/Image`` (rgb8, bgr8, mono8, rgba8, bgra8; row padding ok) -> RGB uint8 (H, W, 3)."""
-    ch = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}.get(msg.encoding)
-    if ch is None:
-        raise InvalidInputError(f"unsupported image encoding {msg.encoding!r} in the bag; record rgb8 images")
-    buf = np.asarray(msg.data, dtype=np.uint8)
-    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, : msg.width * ch].reshape(msg.height, msg.width, ch)
-    if ch == 1:
-        return np.repeat(img, 3, axis=2)
-    if msg.encoding.startswith("bgr"):
-        img = img[:, :, 2::-1]
-    return np.ascontiguousarray(img[:, :, :3])
+from embeval.camera.base import IMAGE_TOPIC, Frame, Intrinsics, image_from_msg
+from embeval.errors import ConfigError
 
 
 class BagSource:
@@ -56,7 +40,7 @@ class BagSource:
             m = next(self._it)
         self._n += 1
         stamp = time.time_ns() if self.restamp else m.msg.header.stamp.sec * 1_000_000_000 + m.msg.header.stamp.nanosec
-        return Frame(image_from_rosbags(m.msg), stamp, self.intrinsics, self._n - 1)
+        return Frame(image_from_msg(m.msg), stamp, self.intrinsics, self._n - 1)
 
     def close(self) -> None:
         pass

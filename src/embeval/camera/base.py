@@ -44,6 +44,31 @@ class Frame:
     index: int = 0  # running frame number of this source
 
 
+#: bytes per pixel of the image encodings we read
+CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
+
+
+def image_from_msg(msg) -> np.ndarray:
+    """A ``sensor_msgs/Image`` (rclpy or rosbags object; rgb8, bgr8, mono8, rgba8, bgra8; any row padding)
+    -> RGB uint8 (H, W, 3), without cv_bridge."""
+    from embeval.errors import InvalidInputError
+
+    ch = CHANNELS.get(msg.encoding)
+    if ch is None:
+        raise InvalidInputError(f"unsupported image encoding {msg.encoding!r}; publish rgb8 "
+                                "(realsense-ros: rgb_camera.color_format RGB8)")
+    buf = np.frombuffer(msg.data, dtype=np.uint8) if not isinstance(msg.data, np.ndarray) else msg.data.view(np.uint8)
+    if buf.size < msg.step * msg.height or msg.step < msg.width * ch:
+        raise InvalidInputError(f"image data too short: {buf.size} bytes for {msg.width}x{msg.height} {msg.encoding} "
+                                f"step {msg.step}")
+    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, : msg.width * ch].reshape(msg.height, msg.width, ch)
+    if ch == 1:
+        return np.repeat(img, 3, axis=2)
+    if msg.encoding.startswith("bgr"):
+        img = img[:, :, 2::-1]
+    return np.ascontiguousarray(img[:, :, :3])
+
+
 @runtime_checkable
 class ImageSource(Protocol):
     """What the camera node reads from. ``read()`` returns None when a finite source is exhausted."""

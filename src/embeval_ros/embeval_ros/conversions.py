@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from embeval.camera.base import image_from_msg
 from embeval.robot.base import JOINT_NAMES
 
 #: the 7-DoF action layout on /embeval/action (DESIGN section 4)
 ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
-_CHANNELS = {"rgb8": 3, "bgr8": 3, "mono8": 1, "rgba8": 4, "bgra8": 4}
 
 
 def stamp_to_ns(stamp) -> int:
@@ -49,20 +49,7 @@ def image_to_msg(img: np.ndarray, stamp_ns: int, frame_id: str = "camera_color_o
 
 def msg_to_image(msg) -> np.ndarray:
     """``sensor_msgs/Image`` (rgb8 | bgr8 | mono8 | rgba8 | bgra8, any row padding) -> RGB uint8 (H, W, 3)."""
-    from embeval.errors import InvalidInputError
-
-    ch = _CHANNELS.get(msg.encoding)
-    if ch is None:
-        raise InvalidInputError(f"unsupported image encoding {msg.encoding!r}; publish rgb8 (realsense-ros: rgb_camera.color_format RGB8)")
-    buf = np.frombuffer(bytes(msg.data) if not isinstance(msg.data, (bytes, memoryview)) else msg.data, dtype=np.uint8)
-    if buf.size < msg.step * msg.height or msg.step < msg.width * ch:
-        raise InvalidInputError(f"image data too short: {buf.size} bytes for {msg.width}x{msg.height} {msg.encoding} step {msg.step}")
-    img = buf[: msg.step * msg.height].reshape(msg.height, msg.step)[:, : msg.width * ch].reshape(msg.height, msg.width, ch)
-    if msg.encoding == "mono8":
-        return np.repeat(img, 3, axis=2)
-    if msg.encoding.startswith("bgr"):
-        img = img[:, :, 2::-1]
-    return np.ascontiguousarray(img[:, :, :3])
+    return image_from_msg(msg)
 
 
 def camera_info_msg(width: int, height: int, fx: float, fy: float, cx: float, cy: float, stamp_ns: int,
