@@ -78,10 +78,8 @@ def test_ray_worker_loss_is_recorded_and_the_run_goes_on(ray_session, tmp_path):
     p = tmp_path / "spec.yaml"
     p.write_text(yaml.safe_dump(spec))
     s = run(p, tmp_path / "run")
-    # the crashing unit fails, and so may the batch queued behind it on the same actor
-    assert s.total == 12 and 1 <= s.failed <= 2 and s.done == 12 - s.failed
+    # the crashing unit fails; the batch queued behind it on the same actor is handed to a new actor
+    assert (s.total, s.done, s.failed) == (12, 11, 1)
     with _store(tmp_path / "run") as st:
-        failed = st.rows(s.run_id, "failed")
-    assert "item00003" in {r["item"] for r in failed} and all("ray worker died" in r["error"] for r in failed)
-    again = run(p, tmp_path / "run")  # resume: the innocent unit now succeeds, the crashing one fails again
-    assert (again.skipped + again.done, again.failed) == (11, 1)
+        (row,) = st.rows(s.run_id, "failed")
+    assert row["item"] == "item00003" and "ray worker died" in row["error"]

@@ -111,10 +111,13 @@ class RayBackend:
             on_results([(u, UnitResult("failed", error=reason, started=now, finished=now, worker="ray-driver")) for u in batch])
 
         def drop(actor: _Actor, reason: str) -> None:
+            """Kill an actor: the batch it was running fails with ``reason``; the ones queued
+            behind it never started, so they go back to the front of the subject's queue."""
             ray.kill(actor.handle, no_restart=True)
             actors.remove(actor)
-            for _, batch, _ in actor.inflight:
-                fail(batch, reason)
+            if actor.inflight:
+                fail(actor.inflight[0][1], reason)
+                queues[actor.subject].extendleft(reversed([batch for _, batch, _ in list(actor.inflight)[1:]]))
             deaths[actor.subject] += 1
             if deaths[actor.subject] >= MAX_ACTOR_DEATHS:
                 while queues[actor.subject]:
@@ -130,12 +133,14 @@ class RayBackend:
                     while len(actors) < b.num_workers and have < min(cap, len(queues[sid])):
                         actors.append(_Actor(sid, remote_cls.remote(type(plan.evaluator), spec, plan.subjects[sid], b.unit_timeout_s), last_done=time.time()))
                         have += 1
-            # feed, retire idle actors
+            # feed round-robin (every actor gets a batch before any gets a second), retire idle actors
+            for depth in range(1, INFLIGHT_PER_ACTOR + 1):
+                for a in actors:
+                    q = queues[a.subject]
+                    if len(a.inflight) < depth and q:
+                        batch = q.popleft()
+                        a.inflight.append((a.handle.run.remote(batch), batch, time.time()))
             for a in list(actors):
-                q = queues[a.subject]
-                while len(a.inflight) < INFLIGHT_PER_ACTOR and q:
-                    batch = q.popleft()
-                    a.inflight.append((a.handle.run.remote(batch), batch, time.time()))
                 if not a.inflight:
                     try:
                         ray.get(a.handle.close.remote(), timeout=30)
