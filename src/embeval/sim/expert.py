@@ -131,12 +131,18 @@ def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
     return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED)]
 
 
-def _lift(e: ScriptedExpert, z: float = 0.16) -> Stage:
-    def up():
-        p = e.env.cell.tcp_pose()
-        return np.concatenate([[p[0], p[1], z], p[3:]])
+def _vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = None, dz: float = 0.0) -> Stage:
+    """Straight up/down from wherever the TCP is: to height ``z`` or by ``dz`` metres."""
 
-    return Stage("lift", up, CLOSED)
+    def target():
+        p = e.env.cell.tcp_pose()
+        return np.concatenate([[p[0], p[1], p[2] + dz if z is None else z], p[3:]])
+
+    return Stage(name, target, gripper)
+
+
+def _lift(e: ScriptedExpert, z: float = 0.16) -> Stage:
+    return _vertical(e, "lift", CLOSED, z=z)
 
 
 def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], surface_z: Callable[[], float]) -> list[Stage]:
@@ -154,12 +160,8 @@ def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], sur
         hang = p[2] - aabb[0][2]  # TCP height above the object's bottom
         return np.concatenate([[p[0], p[1], surface_z() + 0.015 + hang], p[3:]])
 
-    def retreat():
-        p = e.env.cell.tcp_pose()
-        return np.concatenate([[p[0], p[1], 0.16], p[3:]])
-
     return [Stage("carry", carry, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=3),
-            Stage("retreat", retreat, OPEN)]
+            _vertical(e, "retreat", OPEN, z=0.16)]
 
 
 @planner("Pick")
@@ -211,12 +213,8 @@ def _plan_push(e: ScriptedExpert) -> list[Stage]:
         xy = goal - u * (half + 0.012)
         return topdown([xy[0], xy[1], z_push], yaw)
 
-    def up():
-        q = cell.tcp_pose()
-        return np.concatenate([[q[0], q[1], 0.12], q[3:]])
-
     return [Stage("close", None, CLOSED), Stage("pre_above", pre_above, CLOSED), Stage("pre", pre, CLOSED),
-            Stage("push", push, CLOSED), Stage("retreat", up, CLOSED)]
+            Stage("push", push, CLOSED), _vertical(e, "retreat", CLOSED, z=0.12)]
 
 
 @planner("Press")
@@ -258,12 +256,8 @@ def _plan_pull(e: ScriptedExpert) -> list[Stage]:
         xy = p[:2] - axis[:2] * (t.threshold or 0.08) * 1.4
         return np.concatenate([[xy[0], xy[1], p[2]], p[3:]])
 
-    def up():
-        p = cell.tcp_pose()
-        return np.concatenate([[p[0], p[1], p[2] + 0.08], p[3:]])
-
     return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),
-            Stage("pull", pull, CLOSED), Stage("release", None, OPEN), Stage("retreat", up, OPEN)]
+            Stage("pull", pull, CLOSED), Stage("release", None, OPEN), _vertical(e, "retreat", OPEN, dz=0.08)]
 
 
 @planner("Twist")
@@ -288,12 +282,8 @@ def _plan_twist(e: ScriptedExpert) -> list[Stage]:
         yaw = Rotation.from_rotvec(p[3:]).as_euler("ZYX")[0]
         return topdown(p[:3], yaw + (turn if yaw < 0 else -turn))  # turn towards the wrist's centre
 
-    def up():
-        p = cell.tcp_pose()
-        return np.concatenate([[p[0], p[1], p[2] + 0.08], p[3:]])
-
     return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),
-            Stage("twist", twist, CLOSED), Stage("release", None, OPEN), Stage("retreat", up, OPEN)]
+            Stage("twist", twist, CLOSED), Stage("release", None, OPEN), _vertical(e, "retreat", OPEN, dz=0.08)]
 
 
 @planner("Insert")
@@ -319,10 +309,6 @@ def _plan_insert(e: ScriptedExpert) -> list[Stage]:
         aabb = cell.p.getAABB(cell.bodies[t.target].body_id, -1, physicsClientId=cell.client)
         return np.concatenate([[p[0], p[1], p[2] - (aabb[0][2] - 0.004)], p[3:]])
 
-    def retreat():
-        p = cell.tcp_pose()
-        return np.concatenate([[p[0], p[1], 0.16], p[3:]])
-
     return [*_grasp_stages(e, t.target), _lift(e, z_carry), Stage("align", align, CLOSED),
             Stage("above_hole", above_hole, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=2),
-            Stage("retreat", retreat, OPEN)]
+            _vertical(e, "retreat", OPEN, z=0.16)]
