@@ -83,3 +83,23 @@ def test_ray_worker_loss_is_recorded_and_the_run_goes_on(ray_session, tmp_path):
     with _store(tmp_path / "run") as st:
         (row,) = st.rows(s.run_id, "failed")
     assert row["item"] == "item00003" and "ray worker died" in row["error"]
+
+
+def test_ray_driver_watchdog_kills_a_worker_hung_with_the_gil_held(ray_session, tmp_path, monkeypatch):
+    from embeval.runs.backends import ray_backend
+
+    monkeypatch.setattr(ray_backend, "DRIVER_GRACE_S", 1.0)
+    monkeypatch.setattr(ray_backend, "SETUP_GRACE_S", 60.0)
+    spec = {
+        "evaluator": "synthetic", "subjects": [{"id": "a", "kind": "synthetic"}],
+        "items": {"source": "synthetic", "count": 6},
+        "params": {"hang_items": ["item00002"], "hang_s": 60, "hang_holds_gil": True},
+        "backend": {"name": "ray", "num_workers": 2, "unit_timeout_s": 0.3, "progress": False},
+    }
+    p = tmp_path / "spec.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    s = run(p, tmp_path / "run")
+    assert (s.total, s.done, s.failed) == (6, 5, 1)
+    with _store(tmp_path / "run") as st:
+        (row,) = st.rows(s.run_id, "failed")
+    assert row["item"] == "item00002" and "did not answer" in row["error"] and "killed" in row["error"]

@@ -3,7 +3,8 @@
 Each unit draws numbers from a generator seeded with the unit seed and (optionally) spends
 ``params.work_ms`` milliseconds of CPU. Subjects are of kind ``synthetic`` (no model). Knobs for
 tests: ``params.fail_items`` fail while the file ``params.fail_flag`` exists (or always when no
-flag is given); ``params.hang_items`` sleep ``params.hang_s`` seconds (the watchdog's business);
+flag is given); ``params.hang_items`` sleep ``params.hang_s`` seconds (the watchdog's business; with
+``params.hang_holds_gil: true`` in C with the GIL held, which only the Ray driver's watchdog ends);
 ``params.setup_ms`` simulates loading a model once per subject and worker; ``params.crash_items``
 end the worker process (``os._exit``: for testing the loss of Ray workers, never use it locally).
 """
@@ -19,7 +20,8 @@ from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, ReportSection
 from embeval.runs.spec import SubjectEntry
 
-_PARAMS = ("work_ms", "fail_items", "fail_flag", "hang_items", "hang_s", "setup_ms", "group_by", "crash_items")
+_PARAMS = ("work_ms", "fail_items", "fail_flag", "hang_items", "hang_s", "setup_ms", "group_by", "crash_items",
+           "hang_holds_gil")
 
 
 class SyntheticEvaluator(Evaluator):
@@ -58,7 +60,12 @@ class SyntheticEvaluator(Evaluator):
         if unit.item in p.get("crash_items", ()):
             os._exit(3)  # a worker lost mid-unit (segfault, OOM kill, preempted node)
         if unit.item in p.get("hang_items", ()):
-            time.sleep(float(p.get("hang_s", 3600)))
+            if p.get("hang_holds_gil"):
+                import ctypes
+
+                ctypes.PyDLL(None).sleep(int(p.get("hang_s", 3600)))  # libc sleep, GIL held: no Python thread runs
+            else:
+                time.sleep(float(p.get("hang_s", 3600)))
         if unit.item in p.get("fail_items", ()):
             flag = p.get("fail_flag")
             if flag is None or os.path.exists(spec.resolve_path(flag)):
