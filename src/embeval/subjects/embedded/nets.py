@@ -145,7 +145,7 @@ class TinyVLANet(nn.Module):
 class VLMConfig:
     """Architecture of a tiny VLM: image + question -> one categorical head per answer slot."""
 
-    image_size: int | list[int] = field(default_factory=lambda: [96, 128])
+    image_size: int | list[int] = field(default_factory=lambda: [72, 96])
     vision: VisionConfig = field(default_factory=lambda: VisionConfig(width=16))
     text_dim: int = EMBED_DIM
     backbone_dims: list[int] = field(default_factory=lambda: [128])

@@ -41,7 +41,8 @@ class VLARecipe:
     """Everything ``embeval train vla`` needs to reproduce a policy from a seed."""
 
     name: str = "tiny-vla"
-    seed: int = 0
+    seed: int = 0  # initialisation, batches, data subset
+    demo_seed: int = 0  # scenes + action noise of the demonstrations (shared by the population)
     demo_episodes: int = 80
     episode_fraction: float = 1.0  # train on this share of the demonstration episodes (population variety)
     arch: dict = field(default_factory=dict)  # VLAConfig overrides
@@ -58,9 +59,9 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
     t0 = time.perf_counter()
     report: dict = {"recipe": asdict(recipe)}
     if demos is None:
-        demos = Path(work or Path(out).parent / "_work") / f"demos-{recipe.seed}-{recipe.demo_episodes}"
+        demos = Path(work or Path(out).parent / "_work") / f"demos-{recipe.demo_seed}-{recipe.demo_episodes}"
         if not (Path(demos) / "meta" / "info.json").exists():
-            rep = record_demos(demos, DemoConfig(episodes=recipe.demo_episodes, seed=recipe.seed), overwrite=True, log=log)
+            rep = record_demos(demos, DemoConfig(episodes=recipe.demo_episodes, seed=recipe.demo_seed), overwrite=True, log=log)
             report["demos"] = asdict(rep)
     vcfg = VLAConfig.from_dict({**VLAConfig().to_dict(), **recipe.arch})
     tcfg = TrainConfig(**{**asdict(TrainConfig()), **recipe.train})
@@ -87,3 +88,102 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
     report["seconds"] = time.perf_counter() - t0
     (Path(out) / "report.json").write_text(json.dumps(report, indent=1, default=str))
     return report
+
+
+def render_vqa(scenes: int, seed: int, split: str = "train", camera: str = "third_person", width: int = 128,
+               height: int = 96, log: Log | None = None):
+    """VQA supervision from simulated reference scenes (5 tasks each, :func:`embeval.sim.tasks.make_reference_scene`):
+    one example per (scene, task, prompt wrapper); returns :class:`~embeval.subjects.embedded.training.VQAArrays`
+    (images at the render size; the model resizes)."""
+    from embeval.datasets.demos import episode_seed
+    from embeval.sim.tasks import make_reference_scene
+    from embeval.sim.workcell import SimConfig, Workcell
+    from embeval.subjects.embedded import vqa
+    from embeval.subjects.embedded.training import VQAArrays
+
+    rng = np.random.default_rng(episode_seed(seed, 0, f"vqa-{split}"))
+    images, prompts, pidx, rows, scene_idx = [], [], [], [], []
+    with Workcell(SimConfig(mode="kinematic", settle_time=0.0, render=False)) as cell:
+        for i in range(scenes):
+            scene, tasks = make_reference_scene(episode_seed(seed, i, f"vqa-{split}"))
+            cell.load(scene)
+            img = cell.render(camera, width, height)
+            for task in tasks:
+                p = vqa.PROMPTS[int(rng.integers(len(vqa.PROMPTS)))].format(instruction=task.instruction)
+                if p not in prompts:
+                    prompts.append(p)
+                images.append(img)
+                pidx.append(prompts.index(p))
+                rows.append(vqa.task_slots(scene, task))
+                scene_idx.append(i)
+            if log and (i + 1) % 100 == 0:
+                log(f"vqa {split}: {i + 1}/{scenes} scenes rendered")
+    return rows, np.stack(images), prompts, np.asarray(pidx), np.asarray(scene_idx)
+
+
+def vqa_arrays(rows, images, prompts, pidx, scene_idx, vocab: dict[str, list[str]] | None = None):
+    from embeval.subjects.embedded import vqa
+    from embeval.subjects.embedded.training import VQAArrays
+
+    vocab = vocab or vqa.slot_vocabulary([r["category"] for r in rows])
+    labels = {s: np.asarray([vocab[s].index(r[s]) if r[s] in vocab[s] else 0 for r in rows]) for s in vocab}
+    return VQAArrays(images, pidx, prompts, labels, vocab, vqa.TEMPLATE, scene_idx)
+
+
+@dataclass
+class VLMRecipe:
+    """Everything ``embeval train vlm`` needs to reproduce a tiny VLM from a seed."""
+
+    name: str = "tiny-vlm"
+    seed: int = 0
+    scenes: int = 300  # training reference scenes (x 5 tasks)
+    scene_fraction: float = 1.0
+    arch: dict = field(default_factory=dict)  # VLMConfig overrides
+    train: dict = field(default_factory=lambda: {"steps": 600})
+    eval_scenes: int = 60
+
+
+def train_vlm_recipe(recipe: VLMRecipe, out: str | Path, log: Log | None = print, data_cache: dict | None = None) -> dict:
+    """Render scenes, train, evaluate on held-out scenes (slot and exact-answer accuracy), save."""
+    from embeval.subjects.embedded.nets import VLMConfig
+    from embeval.subjects.embedded.training import train_vlm
+
+    t0 = time.perf_counter()
+    cache = data_cache if data_cache is not None else {}
+    key = ("train", recipe.seed, recipe.scenes)
+    if key not in cache:
+        cache[key] = render_vqa(recipe.scenes, recipe.seed, "train", log=log)
+    rows, images, prompts, pidx, sidx = cache[key]
+    ekey = ("eval", recipe.seed, recipe.eval_scenes)
+    if ekey not in cache:
+        cache[ekey] = render_vqa(recipe.eval_scenes, recipe.seed, "eval", log=log)
+    data = vqa_arrays(rows, images, prompts, pidx, sidx)
+    if recipe.scene_fraction < 1.0:
+        rng = np.random.default_rng(recipe.seed)
+        chosen = rng.choice(recipe.scenes, size=max(1, int(recipe.scenes * recipe.scene_fraction)), replace=False)
+        data = data.subset(np.isin(sidx, chosen))
+    vcfg = VLMConfig.from_dict({**VLMConfig().to_dict(), **recipe.arch})
+    data.images = np.stack([resize_image(im, vcfg.image_size) for im in data.images])
+    tcfg = TrainConfig(**{**asdict(TrainConfig()), **recipe.train})
+    if log:
+        log(f"{recipe.name}: {len(data)} examples; training {tcfg.steps} steps")
+    vlm, res = train_vlm(data, vcfg, tcfg, seed=recipe.seed, id=recipe.name, log=log)
+    erows, eimages, eprompts, epidx, _ = cache[ekey]
+    ev = evaluate_vlm(vlm, erows, eimages, [eprompts[i] for i in epidx])
+    vlm.meta.update({"recipe": asdict(recipe), "eval": ev})
+    vlm.save(out)
+    report = {"recipe": asdict(recipe), "train": res.to_dict(), "eval": ev, "seconds": time.perf_counter() - t0}
+    (Path(out) / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    return report
+
+
+def evaluate_vlm(vlm, rows, images, prompts) -> dict:
+    """Per-slot accuracy and exact-answer accuracy on held-out examples."""
+    from embeval.subjects.embedded import vqa
+
+    pred = []
+    for i in range(0, len(prompts), 64):
+        pred += vlm.predict_slots(list(images[i:i + 64]), prompts[i:i + 64])
+    acc = {s: float(np.mean([p[s] == r[s] for p, r in zip(pred, rows)])) for s in rows[0]}
+    exact = float(np.mean([vqa.TEMPLATE.format(**p) == vqa.TEMPLATE.format(**r) for p, r in zip(pred, rows)]))
+    return {"examples": len(rows), "slot_accuracy": acc, "exact_answer_accuracy": exact}

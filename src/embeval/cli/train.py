@@ -1,0 +1,126 @@
+"""``embeval train``: build the embedded models offline on the CPU (demos, tiny VLA, tiny VLM, population)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from embeval.cli._util import add_group
+
+
+def register(sub) -> None:
+    g = add_group(sub, "train", "train the embedded models in simulation (offline, CPU, seeded)")
+
+    p = g.add_parser("demos", help="record scripted-expert demonstrations as a LeRobot dataset",
+                     description="Record scripted-expert Pick/Place demonstrations in the LeRobot v3.0 format.",
+                     epilog="example: embeval train demos --episodes 20 --out runs/demos")
+    p.add_argument("--episodes", type=int, default=80, help="expert episodes to run (default 80; failed ones are skipped)")
+    p.add_argument("--out", type=Path, required=True, help="dataset folder to create")
+    p.add_argument("--seed", type=int, default=0, help="master seed of the scenes and the action noise (default 0)")
+    p.add_argument("--verbs", nargs="+", default=["Pick", "Place"], help="task verbs, alternating (default Pick Place)")
+    p.add_argument("--noise", type=float, default=0.3, help="relative std of the executed action noise (default 0.3; 0 = none)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing dataset in --out")
+    p.set_defaults(func=_demos)
+
+    p = g.add_parser("vla", help="record demos, train the tiny VLA, evaluate it closed loop, save it",
+                     description="Train the tiny VLA (CNN + MiniLM + action expert) by behaviour cloning, then "
+                                 "evaluate it on seeded Pick/Place episodes it never saw.",
+                     epilog="example: embeval train vla --out runs/tiny-vla --seed 0")
+    p.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (config.json, model.safetensors, report.json)")
+    p.add_argument("--seed", type=int, default=None, help="seed of initialisation and batches (default: the recipe's, 0 for tiny-vla)")
+    p.add_argument("--demo-seed", type=int, default=None, help="seed of the recorded demonstrations (default: the recipe's, 0)")
+    p.add_argument("--demos", type=Path, help="use this LeRobot dataset instead of recording one")
+    p.add_argument("--episodes", type=int, default=None, help="demonstration episodes to record (default: the recipe's)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
+    p.add_argument("--eval-episodes", type=int, default=None, help="closed-loop evaluation episodes (default: the recipe's; 0 = skip)")
+    p.add_argument("--recipe", default="tiny-vla", help="population recipe to follow (default tiny-vla; see `embeval train population --list`)")
+    p.set_defaults(func=_vla)
+
+    p = g.add_parser("vlm", help="render scenes, train the tiny VLM (image + task -> ~10-word answer), save it",
+                     description="Train the tiny VLM: a text-conditioned CNN predicting answer slots on simulated reference scenes.",
+                     epilog="example: embeval train vlm --out runs/tiny-vlm --seed 0")
+    p.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
+    p.add_argument("--seed", type=int, default=None, help="seed of the scenes, initialisation and batches (default: the recipe's, 0 for tiny-vlm)")
+    p.add_argument("--scenes", type=int, default=None, help="training scenes (default: the recipe's)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
+    p.add_argument("--recipe", default="tiny-vlm", help="population recipe to follow (default tiny-vlm)")
+    p.set_defaults(func=_vlm)
+
+    p = g.add_parser("population", help="train every VLA and VLM of the shipped population",
+                     description="Train the population (>= 5 VLAs, >= 5 VLMs of different architectures, widths, seeds "
+                                 "and data subsets), report their pairwise agreement, and write population.json.",
+                     epilog="example: embeval train population --out runs/models   (or --list to see the recipes)")
+    p.add_argument("--out", type=Path, default=None, help="folder for the checkpoints (default: the shipped models folder)")
+    p.add_argument("--list", action="store_true", help="only list the recipes")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="train only these members")
+    p.add_argument("--kind", choices=["vla", "vlm"], help="train only this kind")
+    p.set_defaults(func=_population)
+
+
+def _demos(args) -> int:
+    from embeval.datasets.demos import DemoConfig, record_demos
+
+    rep = record_demos(args.out, DemoConfig(episodes=args.episodes, seed=args.seed, verbs=tuple(args.verbs), noise=args.noise),
+                       overwrite=args.overwrite, log=print)
+    print(f"wrote {rep.episodes} episodes ({rep.frames} frames; {rep.failures} expert failures skipped) to {rep.root} "
+          f"in {rep.seconds:.0f} s")
+    return 0
+
+
+def _vla(args) -> int:
+    from embeval.subjects.embedded.population import vla_recipe
+    from embeval.subjects.embedded.recipes import train_vla_recipe
+
+    r = vla_recipe(args.recipe)
+    if args.seed is not None:
+        r.seed = args.seed
+    if args.demo_seed is not None:
+        r.demo_seed = args.demo_seed
+    if args.episodes is not None:
+        r.demo_episodes = args.episodes
+    if args.steps is not None:
+        r.train = {**r.train, "steps": args.steps}
+    if args.eval_episodes is not None:
+        r.eval_episodes = args.eval_episodes
+    rep = train_vla_recipe(r, args.out, demos=args.demos, log=print)
+    _print_vla(rep)
+    print(f"saved to {args.out} in {rep['seconds']:.0f} s")
+    return 0
+
+
+def _print_vla(rep: dict) -> None:
+    ev = rep.get("eval")
+    if ev:
+        lo, hi = ev["wilson95"]
+        print(f"success {ev['successes']}/{ev['episodes']} = {ev['rate']:.0%} (Wilson 95% [{lo:.2f}, {hi:.2f}]); "
+              + ", ".join(f"{v} {d['successes']}/{d['episodes']}" for v, d in ev["by_verb"].items()))
+
+
+def _vlm(args) -> int:
+    from embeval.subjects.embedded.population import vlm_recipe
+    from embeval.subjects.embedded.recipes import train_vlm_recipe
+
+    r = vlm_recipe(args.recipe)
+    if args.seed is not None:
+        r.seed = args.seed
+    if args.scenes is not None:
+        r.scenes = args.scenes
+    if args.steps is not None:
+        r.train = {**r.train, "steps": args.steps}
+    rep = train_vlm_recipe(r, args.out, log=print)
+    ev = rep["eval"]
+    print("held-out slot accuracy: " + ", ".join(f"{k} {v:.2f}" for k, v in ev["slot_accuracy"].items())
+          + f"; exact answers {ev['exact_answer_accuracy']:.2f}")
+    print(f"saved to {args.out} in {rep['seconds']:.0f} s")
+    return 0
+
+
+def _population(args) -> int:
+    from embeval.subjects.embedded import population as pop
+
+    if args.list:
+        for kind, recipes in (("vla", pop.VLA_RECIPES), ("vlm", pop.VLM_RECIPES)):
+            for r in recipes:
+                print(f"{kind}  {r.name:24s} seed {r.seed}  {pop.describe(r)}")
+        return 0
+    rep = pop.train_population(args.out, only=args.only, kind=args.kind, log=print)
+    pop.print_population_report(rep)
+    return 0

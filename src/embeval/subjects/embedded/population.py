@@ -1,0 +1,194 @@
+"""The shipped population of embedded subjects: VLAs and VLMs that differ in architecture, width,
+seed and training subset, so that a "mean opinion" over them is not one model's opinion.
+
+``embeval train population`` trains every recipe below from seeds, writes the checkpoints and
+``population.json`` (member names, their evaluation, and pairwise agreement).
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, replace
+from itertools import combinations
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from embeval.errors import ConfigError
+from embeval.subjects.embedded.recipes import VLARecipe, VLMRecipe
+
+#: VLA members: the reference ``tiny-vla`` first.
+VLA_RECIPES: list[VLARecipe] = [
+    VLARecipe("tiny-vla", seed=0),
+    VLARecipe("tiny-vla-wide", seed=1, arch={"vision": {"width": 24}}),
+    VLARecipe("tiny-vla-avgpool", seed=2, arch={"vision": {"pool": "avg"}}),
+    VLARecipe("tiny-vla-nofilm", seed=3, arch={"vision": {"film": False}}),
+    VLARecipe("tiny-vla-wrist", seed=4, arch={"cameras": ["wrist"]}),
+    VLARecipe("tiny-vla-half", seed=5, episode_fraction=0.5),
+]
+#: VLM members: the reference ``tiny-vlm`` first.
+VLM_RECIPES: list[VLMRecipe] = [
+    VLMRecipe("tiny-vlm", seed=0),
+    VLMRecipe("tiny-vlm-avgpool", seed=1, arch={"vision": {"pool": "avg"}}),
+    VLMRecipe("tiny-vlm-small", seed=2, arch={"image_size": [48, 64], "vision": {"width": 8}}),
+    VLMRecipe("tiny-vlm-nofilm", seed=3, arch={"vision": {"film": False}}),
+    VLMRecipe("tiny-vlm-half", seed=4, scene_fraction=0.4),
+    VLMRecipe("tiny-vlm-deep", seed=5, arch={"backbone_dims": [128, 128]}),
+]
+
+
+def _find(recipes, name):
+    for r in recipes:
+        if r.name == name:
+            return replace(r)
+    raise ConfigError(f"unknown recipe {name!r}; choose from {', '.join(r.name for r in recipes)}")
+
+
+def vla_recipe(name: str = "tiny-vla") -> VLARecipe:
+    return _find(VLA_RECIPES, name)
+
+
+def vlm_recipe(name: str = "tiny-vlm") -> VLMRecipe:
+    return _find(VLM_RECIPES, name)
+
+
+def describe(r) -> str:
+    parts = [f"{k}={v}" for k, v in r.arch.items()]
+    frac = getattr(r, "episode_fraction", getattr(r, "scene_fraction", 1.0))
+    if frac < 1.0:
+        parts.append(f"data={frac:.0%}")
+    return ", ".join(parts) or "reference architecture"
+
+
+def vla_agreement(policies, observations) -> dict:
+    """Pairwise agreement of policies on the same observations: mean cosine of the translation
+    steps, and the share of equal gripper commands."""
+    acts = {}
+    for p in policies:
+        out = []
+        for instr, obs in observations:
+            p.reset(instr)
+            out.append(p.act(obs).vector)
+        acts[p.id] = np.asarray(out)
+    pairs = {}
+    for a, b in combinations(acts, 2):
+        x, y = acts[a][:, :3], acts[b][:, :3]
+        cos = (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1) + 1e-9)
+        pairs[f"{a}|{b}"] = {"translation_cosine": float(cos.mean()),
+                             "gripper_agreement": float(np.mean((acts[a][:, 6] > 0.5) == (acts[b][:, 6] > 0.5)))}
+    return pairs
+
+
+def vlm_agreement(vlms, images, prompts) -> dict:
+    """Pairwise share of identical answers on the same (image, prompt) pairs."""
+    ans = {v.id: [v.generate([im], p) for im, p in zip(images, prompts)] for v in vlms}
+    return {f"{a}|{b}": float(np.mean([x == y for x, y in zip(ans[a], ans[b])])) for a, b in combinations(ans, 2)}
+
+
+def train_population(out: str | Path | None = None, only=None, kind: str | None = None,
+                     log: Callable[[str], None] | None = print, vla_steps: int | None = None,
+                     vlm_steps: int | None = None, eval_episodes: int | None = None) -> dict:
+    """Train the population into ``out`` (default: the shipped models folder); returns the report
+    also written to ``out/population.json``."""
+    from embeval.subjects.embedded.recipes import train_vla_recipe, train_vlm_recipe
+    from embeval.subjects.embedded.zoo import MODELS_DIR
+
+    out = Path(out) if out else MODELS_DIR
+    out.mkdir(parents=True, exist_ok=True)
+    pop_file = out / "population.json"
+    report = json.loads(pop_file.read_text()) if pop_file.exists() else {"vla": [], "vlm": [], "members": {}}
+    t0 = time.perf_counter()
+    work = out.parent / (out.name + "_work")
+    if kind in (None, "vla"):
+        for r in VLA_RECIPES:
+            if only and r.name not in only:
+                continue
+            r = replace(r)
+            if vla_steps:
+                r.train = {**r.train, "steps": vla_steps}
+            if eval_episodes is not None:
+                r.eval_episodes = eval_episodes
+            rep = train_vla_recipe(r, out / r.name, work=work, log=log)
+            report["members"][r.name] = {"kind": "vla", "describe": describe(r), **{k: rep[k] for k in ("eval", "seconds") if k in rep}}
+            if r.name not in report["vla"]:
+                report["vla"].append(r.name)
+            pop_file.write_text(json.dumps(report, indent=1, default=str))
+    if kind in (None, "vlm"):
+        cache: dict = {}
+        for r in VLM_RECIPES:
+            if only and r.name not in only:
+                continue
+            r = replace(r)
+            if vlm_steps:
+                r.train = {**r.train, "steps": vlm_steps}
+            rep = train_vlm_recipe(r, out / r.name, log=log, data_cache=cache)
+            report["members"][r.name] = {"kind": "vlm", "describe": describe(r), "eval": rep["eval"], "seconds": rep["seconds"]}
+            if r.name not in report["vlm"]:
+                report["vlm"].append(r.name)
+            pop_file.write_text(json.dumps(report, indent=1, default=str))
+    report["agreement"] = population_agreement(out, report)
+    report["seconds"] = time.perf_counter() - t0
+    pop_file.write_text(json.dumps(report, indent=1, default=str))
+    return report
+
+
+def population_agreement(folder: Path, report: dict, n_obs: int = 40, n_vqa: int = 100, seed: int = 0) -> dict:
+    """Agreement matrices of the population members found in ``folder``."""
+    from embeval.subjects.embedded.recipes import render_vqa
+    from embeval.subjects.embedded.zoo import load_vla, load_vlm
+
+    agree: dict = {}
+    vlas = [load_vla(folder / n) for n in report.get("vla", []) if (folder / n / "config.json").exists()]
+    if len(vlas) >= 2:
+        agree["vla"] = vla_agreement(vlas, _probe_observations(n_obs, seed))
+    vlms = [load_vlm(folder / n) for n in report.get("vlm", []) if (folder / n / "config.json").exists()]
+    if len(vlms) >= 2:
+        rows, images, prompts, pidx, _ = render_vqa(max(1, n_vqa // 5), seed, "agreement")
+        agree["vlm"] = vlm_agreement(vlms, list(images), [prompts[i] for i in pidx])
+    return agree
+
+
+def _probe_observations(n: int, seed: int):
+    """(instruction, observation) pairs from expert rollouts on held-out scenes."""
+    from embeval.datasets.demos import episode_seed
+    from embeval.sim.env import SimEnv
+
+    out = []
+    with SimEnv() as env:
+        i = 0
+        while len(out) < n:
+            obs = env.reset(seed=episode_seed(seed, i, "probe"), task=("Pick", "Place")[i % 2])
+            ex = env.expert()
+            k = 0
+            while not env.done and len(out) < n:
+                if k % 4 == 0:
+                    out.append((env.task.instruction, obs))
+                obs = env.step(ex.act(obs)).observation
+                k += 1
+            i += 1
+    return out
+
+
+def print_population_report(rep: dict) -> None:
+    """Readable tables of a population report."""
+    print(f"{'member':24s} {'kind':4s} result")
+    for name, m in rep.get("members", {}).items():
+        ev = m.get("eval") or {}
+        if m["kind"] == "vla" and ev:
+            res = f"success {ev['successes']}/{ev['episodes']} ({ev['rate']:.0%})"
+        elif ev:
+            res = f"exact answers {ev['exact_answer_accuracy']:.2f}, " + ", ".join(
+                f"{k} {v:.2f}" for k, v in ev["slot_accuracy"].items())
+        else:
+            res = ""
+        print(f"{name:24s} {m['kind']:4s} {res}   [{m.get('describe', '')}]")
+    ag = rep.get("agreement", {})
+    if "vla" in ag:
+        print("\nVLA pairwise agreement (translation cosine / gripper agreement):")
+        for pair, v in ag["vla"].items():
+            print(f"  {pair:45s} {v['translation_cosine']:.2f} / {v['gripper_agreement']:.2f}")
+    if "vlm" in ag:
+        print("\nVLM pairwise identical-answer rate:")
+        for pair, v in ag["vlm"].items():
+            print(f"  {pair:45s} {v:.2f}")
