@@ -122,7 +122,7 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
     """Copy rosbag2 bag ``in_bag`` to a new bag ``out_bag`` with every ``sensor_msgs/msg/Image`` on ``topic``
     distorted (written as rgb8 with the original header and receive time). ``other_topics``: copy the other
     topics unchanged (else drop them). Bags are rosbag2 folders with MCAP storage (``rosbags``)."""
-    from embeval.camera.bag import image_from_rosbags
+    from embeval.camera.base import image_from_msg
     from embeval.recording import BagRecorder, bag_info, read_bag, typestore
 
     _plan([name], [level])
@@ -141,7 +141,7 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
         for m in read_bag(in_bag, keep):
             rec.add_topic(m.topic, m.msgtype)
             if m.topic == topic:
-                img = distorter(image_from_rosbags(m.msg), n_img)
+                img = distorter(image_from_msg(m.msg), n_img)
                 rec.write_msg(topic, _image_msg(ts, m.msg.header, img), m.timestamp_ns)
                 n_img += 1
             else:

@@ -5,7 +5,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from embeval.distortion._util import lab_to_rgb, rgb_to_lab
+from embeval.distortion._util import lab8_to_rgb, lut, rgb_to_lab8
 from embeval.distortion.registry import register
 
 
@@ -13,10 +13,10 @@ from embeval.distortion.registry import register
           description="colour bleeding: chroma blurred, lightness kept")
 def color_diffusion(img, sigma, rng):
     """Gaussian blur of the CIELAB a* and b* channels with ``sigma`` pixels; L* untouched."""
-    lab = rgb_to_lab(img)
+    lab = rgb_to_lab8(img)
     k = 2 * int(np.ceil(3 * sigma)) + 1
-    lab[..., 1:] = cv2.GaussianBlur(lab[..., 1:], (k, k), sigma, borderType=cv2.BORDER_REFLECT_101)
-    return lab_to_rgb(lab)
+    lab[..., 1:] = cv2.GaussianBlur(np.ascontiguousarray(lab[..., 1:]), (k, k), sigma, borderType=cv2.BORDER_REFLECT_101)
+    return lab8_to_rgb(lab)
 
 
 @register("color_shift", "chrominance", (1.0, 3.0, 6.0, 8.0, 12.0), param="green-channel displacement (pixels); direction from the seed",
@@ -64,6 +64,6 @@ def color_saturation_hsv(img, factor, rng):
           description="over-saturation in CIELAB")
 def color_saturation_lab(img, factor, rng):
     """Multiply the CIELAB chroma channels a*, b* by ``factor``; out-of-gamut colours clip."""
-    lab = rgb_to_lab(img)
-    lab[..., 1:] *= factor
-    return lab_to_rgb(lab)
+    lab = rgb_to_lab8(img)
+    lab[..., 1:] = cv2.LUT(np.ascontiguousarray(lab[..., 1:]), lut(lambda v: 128.0 + factor * (v - 128.0)))
+    return lab8_to_rgb(lab)

@@ -4,14 +4,14 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from embeval.distortion._util import lab_to_rgb, linear_to_srgb, rgb_to_lab, srgb_to_linear, to_uint8
+from embeval.distortion._util import lab8_to_rgb, linear_to_srgb, lut, rgb_to_lab8, srgb_to_linear, to_uint8
 from embeval.distortion.registry import register
 
 
 def _lightness_curve(img: np.ndarray, gamma: float) -> np.ndarray:
-    lab = rgb_to_lab(img)
-    lab[..., 0] = 100.0 * cv2.pow(np.clip(lab[..., 0] * np.float32(0.01), 0, 1), gamma)
-    return lab_to_rgb(lab)
+    lab = rgb_to_lab8(img)
+    lab[..., 0] = cv2.LUT(np.ascontiguousarray(lab[..., 0]), lut(lambda v: 255.0 * (v / 255.0) ** gamma))
+    return lab8_to_rgb(lab)
 
 
 @register("brighten", "luminance", (1.1, 1.3, 1.6, 2.0, 2.6), param="gamma g; L* <- 100 (L*/100)^(1/g)",
@@ -32,13 +32,12 @@ def darken(img, g, rng):
           description="constant intensity offset with clipping")
 def mean_shift(img, offset, rng):
     """Add ``offset`` to all channels and clip to 0..255 (the mean rises by up to ``offset``)."""
-    lut = np.clip(np.arange(256) + offset, 0, 255).astype(np.uint8)
-    return cv2.LUT(img, lut)
+    return cv2.LUT(img, lut(lambda v: v + offset))
 
 
 @register("overexposure", "luminance", (1.25, 1.6, 2.2, 3.2, 5.0), param="exposure gain in linear light",
           description="overexposed sensor: linear gain, highlights clipped", kadid=False)
 def overexposure(img, gain, rng):
     """Multiply linear-light intensities (sRGB decoded) by ``gain``; values above full scale clip to white."""
-    lut = to_uint8(linear_to_srgb(srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0) * gain))
-    return cv2.LUT(img, lut)
+    table = to_uint8(linear_to_srgb(srgb_to_linear(np.arange(256, dtype=np.float32) / 255.0) * gain))
+    return cv2.LUT(img, table)
