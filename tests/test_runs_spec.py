@@ -34,6 +34,8 @@ def test_hash_ignores_cosmetic_fields_and_key_order():
                               backend={"name": "ray", "num_workers": 7, "progress": True})).hash == h
     reordered = dict(reversed(list(copy.deepcopy(BASE).items())))
     assert parse_spec(reordered).hash == h
+    described = spec_of(subjects=[{"id": "a", "kind": "synthetic", "description": "words"}, {"id": "b", "kind": "synthetic"}])
+    assert parse_spec(described).hash == h
     assert parse_spec(spec_of(seeds=[1])).hash != h
     assert parse_spec(spec_of(levels=[0, 2])).hash != h
     assert parse_spec(spec_of(params={"work_ms": 1})).hash != h

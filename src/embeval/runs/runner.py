@@ -115,6 +115,8 @@ def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = N
     plan = plan_run(spec)
     units = select_shard(plan.units, shard_index, num_shards)  # validates the shard arguments
     backend_impl = get_backend(spec.backend.name)
+    if hasattr(backend_impl, "check"):
+        backend_impl.check(spec)
     d = prepare_run_dir(spec, run_dir)
     with ResultsStore(d / STORE_NAME) as store:
         return _execute(plan, units, store, d, backend_impl, shard_index, num_shards)

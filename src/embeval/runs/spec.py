@@ -120,6 +120,8 @@ class RunSpec:
         d = self.to_dict()
         for k in COSMETIC_FIELDS:
             d.pop(k, None)
+        for s in d["subjects"]:
+            s.pop("description", None)
         return d
 
     @property

@@ -84,6 +84,15 @@ class _Actor:
 class RayBackend:
     name = "ray"
 
+    def check(self, spec) -> None:
+        """Fail before any work starts when Ray is missing."""
+        import importlib.util
+
+        from embeval.errors import ConfigError
+
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("backend.name: 'ray' needs the ray package: pip install 'ray[default]' (or use backend local)")
+
     def execute(self, plan, units, on_results) -> None:
         import ray
 
