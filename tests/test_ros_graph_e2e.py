@@ -60,11 +60,12 @@ def test_sim_graph_end_to_end_bag(tmp_path):
         g.spin(150, until=lambda g: g.nodes["embeval_conductor"].finished)
         assert g.nodes["embeval_conductor"].finished, "the conductor did not finish its two episodes"
         g.spin(1.5)  # drain: the recorder sees the last messages
-        rec_counts = dict(g.nodes["embeval_recorder"].counts)
+        recorder = g.nodes["embeval_recorder"]
         arm = g.nodes["embeval_arm"]
         records = list(g.nodes["embeval_scorer"].book.records)
         stats = g.stage_latencies()
         arm_received = arm.log.received
+    rec_counts = dict(recorder.counts)  # final: every executor has stopped and the bag is closed
     # -- scores: the reference scored against itself and the distorted episode against the reference
     assert [r["distortion"] for r in records] == ["none", "gaussian_blur"]
     ref, dist = records
