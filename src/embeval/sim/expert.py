@@ -117,8 +117,14 @@ def planner(verb: str):
 
 
 def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
+    spec = e.env.cell.bodies[name].spec
+    size = spec.size if spec is not None else ()
+
     def yaw():
-        return _fold_yaw(e.obj(name)[1])
+        y = e.obj(name)[1]
+        if len(size) == 3 and abs(size[0] - size[1]) > 1e-3:  # elongated box: close across its short side
+            return _fold_yaw(y + (math.pi / 2 if size[0] < size[1] else 0.0), math.pi)
+        return _fold_yaw(y)
 
     def above():
         p, _ = e.obj(name)

@@ -254,8 +254,17 @@ def maker(verb: str):
 @maker("Pick")
 def _make_pick(rng, lay, d):
     c = _color(rng)
-    cube = _cube("cube", lay.place(0.035), c, rng)
-    return [cube], TaskSpec("Pick", f"pick up the {c} cube", d, "cube", threshold=0.05, max_steps=60)
+    what = str(rng.choice(["cube", "can", "bar"]))  # main-object variety for reference images
+    xy = lay.place(0.04)
+    if what == "cube":
+        obj = _cube("cube", xy, c, rng)
+    elif what == "can":
+        obj = ObjectSpec(name="can", kind="cylinder", position=xy, size=(float(rng.uniform(0.02, 0.026)), 0.06),
+                         color=COLORS[c], color_name=c, category="can", mass=0.08)
+    else:
+        obj = ObjectSpec(name="bar", kind="box", position=xy, yaw=float(rng.uniform(-1.5, 1.5)), size=(0.07, 0.03, 0.03),
+                         color=COLORS[c], color_name=c, category="bar", mass=0.06)
+    return [obj], TaskSpec("Pick", f"pick up the {c} {obj.category}", d, obj.name, threshold=0.05, max_steps=60)
 
 
 @maker("Place")

@@ -481,10 +481,8 @@ class Workcell:
                 half_w, reach = 0.012, 0.03
             else:
                 aabb = self.p.getAABB(b.body_id, -1, physicsClientId=self.client)
-                ext = np.array(aabb[1]) - np.array(aabb[0])
-                axis_y = np.abs(R[:, 1])
-                half_w = 0.5 * float(ext @ axis_y)
-                reach = max(0.5 * float(ext[2]), 0.01) + 0.01
+                reach = max(0.5 * float(aabb[1][2] - aabb[0][2]), 0.01) + 0.01
+                half_w = 0.5 * self._width_along(b, R[:, 1], aabb)
             if half_w * 2 > 2 * self.stroke + 1e-3:
                 continue  # wider than the open gripper
             if abs(local[0]) <= 0.02 and abs(local[1]) <= 0.03 and abs(local[2]) <= reach:
@@ -492,6 +490,17 @@ class Workcell:
                 if best is None or d < best[0]:
                     best = (d, b, 2 * half_w)
         return None if best is None else (best[1], best[2])
+
+    def _width_along(self, b: Body, axis: np.ndarray, aabb) -> float:
+        """Extent (m) of an object along a world direction: oriented box / cylinder diameter / AABB fallback."""
+        size = b.spec.size if b.spec is not None else ()
+        if b.kind in ("box", "card", "peg") and len(size) == 3:
+            Ro = Rotation.from_quat(self.object_pose(b.name)[1]).as_matrix()
+            return float(np.sum(np.abs(Ro.T @ axis) * np.asarray(size)))
+        if b.kind in ("cylinder", "plate", "bowl", "cup") and size:
+            return 2.0 * float(size[0])
+        ext = np.array(aabb[1]) - np.array(aabb[0])
+        return float(ext @ np.abs(axis))
 
     def _attach(self, b: Body) -> None:
         p, c = self.p, self.client
