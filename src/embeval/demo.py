@@ -19,6 +19,7 @@ STAGES: list[tuple[str, str]] = [
     ("subjects", "embeval.subjects.demo:run"),
     ("a2eval", "embeval_analysis.a2eval.demo:run"),
     ("runs", "embeval.runs.demo:run"),
+    ("ros", "embeval_ros.demo:run"),
 ]
 
 
