@@ -1,0 +1,106 @@
+"""Linear probes per layer, their controls, and Chance-Normalized Retention (CNR).
+
+Each layer's features are standardised and fed to an L2 logistic regression; accuracy is
+estimated by grouped k-fold cross-validation (an item's two layouts share a fold). Controls:
+
+- shuffled labels: the same probe on permuted labels (seeded); should sit at chance;
+- random weights: the same probe on features from the same architecture with random weights
+  (pass them as ``control_features``); a probe that beats it reads what *training* put there.
+
+CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps): the best above-chance probe accuracy of the
+action-expert layers relative to that of the backbone layers (c = chance, 0.5 for binary items).
+1 means the action layers keep all the answer information the backbone had; 0 none.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from embeval.errors import ConfigError
+
+
+@dataclass
+class LayerProbe:
+    layer: str
+    accuracy: float  # mean cross-validated accuracy
+    accuracy_std: float
+    shuffled: float  # shuffled-label control accuracy
+    random_weights: float | None = None  # same layer of the random-weight network
+    dim: int = 0
+
+
+@dataclass
+class ProbeReport:
+    subject: str
+    n_samples: int
+    folds: int
+    chance: float
+    layers: list[LayerProbe] = field(default_factory=list)
+    cnr: float = float("nan")
+    backbone_best: float = float("nan")
+    expert_best: float = float("nan")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def table(self) -> str:
+        lines = [f"{'layer':<22} {'dim':>5} {'acc':>6} {'+-':>5} {'shuffled':>9} {'random-w':>9}"]
+        for p in self.layers:
+            rw = "" if p.random_weights is None else f"{p.random_weights:.3f}"
+            lines.append(f"{p.layer:<22} {p.dim:>5} {p.accuracy:6.3f} {p.accuracy_std:5.3f} {p.shuffled:9.3f} {rw:>9}")
+        lines.append(f"CNR = {self.cnr:.3f} (best backbone {self.backbone_best:.3f}, best action expert "
+                     f"{self.expert_best:.3f}, chance {self.chance:.2f}; n = {self.n_samples}, {self.folds}-fold grouped CV)")
+        return "\n".join(lines)
+
+
+def chance_normalized_retention(expert_scores: Sequence[float], backbone_scores: Sequence[float], chance: float = 0.5,
+                                eps: float = 1e-6) -> float:
+    """CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps) (see the module docstring)."""
+    if len(expert_scores) == 0 or len(backbone_scores) == 0:
+        raise ConfigError("CNR needs at least one backbone and one action-expert layer score")
+    return float((max(expert_scores) - chance) / (max(backbone_scores) - chance + eps))
+
+
+def _cv_accuracy(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, seed: int) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import GroupKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000, random_state=seed))
+    return cross_val_score(clf, X, y, groups=groups, cv=GroupKFold(n_splits=folds), scoring="accuracy")
+
+
+def probe_layers(features, control_features=None, folds: int = 5, seed: int = 0, chance: float = 0.5,
+                 backbone_prefix: str = "backbone.", expert_prefix: str = "action_expert.") -> ProbeReport:
+    """Probe every layer of ``features`` (:class:`~embeval_analysis.probing.features.Features`)."""
+    y, g = features.labels, features.groups
+    n_groups = len(np.unique(g))
+    if len(np.unique(y)) < 2:
+        raise ConfigError("probing needs both labels (left and right correct); run both layouts")
+    folds = min(folds, n_groups)
+    if folds < 2:
+        raise ConfigError(f"probing needs at least 2 items for cross-validation, got {n_groups}")
+    rng = np.random.default_rng(seed)
+    y_shuf = rng.permutation(y)
+    rep = ProbeReport(features.subject, len(y), folds, chance)
+    for name, X in features.layers.items():
+        acc = _cv_accuracy(X, y, g, folds, seed)
+        shuf = _cv_accuracy(X, y_shuf, g, folds, seed)
+        rw = None
+        if control_features is not None and name in control_features.layers:
+            rw = float(_cv_accuracy(control_features.layers[name], control_features.labels, control_features.groups, folds, seed).mean())
+        rep.layers.append(LayerProbe(name, float(acc.mean()), float(acc.std()), float(shuf.mean()), rw, int(X.shape[1])))
+    return retention(rep, backbone_prefix, expert_prefix)
+
+
+def retention(rep: ProbeReport, backbone_prefix: str = "backbone.", expert_prefix: str = "action_expert.") -> ProbeReport:
+    """Fill ``rep.cnr`` from its layers (backbone vs action expert by name prefix)."""
+    bb = [p.accuracy for p in rep.layers if p.layer.startswith(backbone_prefix)]
+    ex = [p.accuracy for p in rep.layers if p.layer.startswith(expert_prefix)]
+    if bb and ex:
+        rep.backbone_best, rep.expert_best = max(bb), max(ex)
+        rep.cnr = chance_normalized_retention(ex, bb, rep.chance)
+    return rep

@@ -1,0 +1,116 @@
+"""One Act2Answer episode in the simulated cell: the policy answers by moving the cube.
+
+``run_episode`` resets the cell to the item's scene in one layout, resets the policy with the
+instruction, steps it closed loop until the spec's termination rule fires (see
+:mod:`embeval.act2answer.scene`), lets the cube settle and classifies its zone
+(:func:`embeval.act2answer.zones.classify`). The record keeps the raw actions.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from embeval.act2answer.items import BinaryItem
+from embeval.act2answer.scene import EpisodeSpec, build_scene
+from embeval.act2answer.zones import classify
+
+
+@dataclass
+class EpisodeResult:
+    """What one episode produced (metres; ``success`` is 1.0 in the correct zone, else 0.0)."""
+
+    item: str
+    category: str
+    layout: str  # "original" | "swapped"
+    correct_side: str  # correct side in this layout
+    zone: str  # "correct" | "incorrect" | "out_of_bounds"
+    choice: str | None  # card side holding the cube, or None
+    success: float
+    cube_xy: tuple[float, float]
+    distance_correct: float
+    termination: str  # the rule in force ("release_after_lift" | "max_steps")
+    end_reason: str  # what ended it: "released", "max_steps", or the protective-stop reason
+    stopped: bool  # protective stop (e-stop)
+    steps: int
+    subject: str = ""
+    instruction: str = ""
+    seed: int = 0
+    actions: list[list[float]] = field(default_factory=list)  # raw 7-DoF actions, in order
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["cube_xy"] = list(self.cube_xy)
+        return d
+
+
+def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | None = None, seed: int = 0,
+                keep_actions: bool = True) -> EpisodeResult:
+    """Run ``item`` in ``layout`` on ``env`` (:class:`embeval.sim.SimEnv`) with ``policy`` (a Policy)."""
+    spec = spec or EpisodeSpec()
+    scene, task = build_scene(item, layout, spec)
+    obs = env.reset(seed, task, scene)
+    policy.reset(task.instruction)
+    cube_z0 = float(env.cell.object_pose("cube")[0][2])
+    lifted, reason, actions, n = False, "max_steps", [], 0
+    while n < spec.max_steps:
+        action = policy.act(obs)
+        if keep_actions:
+            actions.append([round(float(v), 6) for v in action.vector])
+        res = env.step(action)
+        obs, n = res.observation, n + 1
+        if res.stopped:
+            reason = res.reason or "protective stop"
+            break
+        z = float(env.cell.object_pose("cube")[0][2])
+        if z - cube_z0 >= spec.lift_m:
+            lifted = True
+        if spec.termination == "release_after_lift" and lifted and env.cell.gripper >= 0.5:
+            reason = "released"
+            break
+    if env.cell.safety.ok and spec.settle_s > 0:
+        env.cell.idle(spec.settle_s)
+    pos, _ = env.cell.object_pose("cube")
+    correct = item.correct_side_in(layout)
+    z = classify(pos[:2], spec.left_card_xy, spec.right_card_xy, correct, spec.eps)
+    return EpisodeResult(
+        item=item.id, category=item.category, layout=layout, correct_side=correct, zone=z.zone, choice=z.choice,
+        success=1.0 if z.zone == "correct" else 0.0, cube_xy=(round(float(pos[0]), 5), round(float(pos[1]), 5)),
+        distance_correct=round(z.distance_correct, 5), termination=spec.termination, end_reason=reason,
+        stopped=bool(env.cell.safety.status.stopped), steps=n, subject=str(getattr(policy, "id", "")),
+        instruction=task.instruction, seed=int(seed), actions=actions,
+    )
+
+
+def sim_config(obs_width: int = 128, obs_height: int = 96, mode: str = "physics"):
+    """The simulation settings Act2Answer episodes use (observation size matches the tiny VLA's cameras)."""
+    from embeval.sim.workcell import SimConfig
+
+    return SimConfig(obs_width=obs_width, obs_height=obs_height, mode=mode)
+
+
+def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
+              layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True) -> Iterator[EpisodeResult]:
+    """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
+
+    Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own
+    :class:`embeval.sim.SimEnv` unless ``env`` is given.
+    """
+    from embeval.provenance import derive_seed
+    from embeval.sim import SimEnv
+
+    own = env is None
+    env = env or SimEnv(sim_config())
+    try:
+        for item in items:
+            for layout in layouts:
+                yield run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
+    finally:
+        if own:
+            env.close()
+
+
+def results_array(results: Iterable[EpisodeResult]) -> np.ndarray:
+    """Success values as a float array (convenience for quick summaries)."""
+    return np.array([r.success for r in results], dtype=float)

@@ -1,0 +1,163 @@
+"""Binary-choice Act2Answer items and their JSONL files.
+
+An item is one question with two candidate images. In its *original* layout the image
+``left_image`` lies on the left card (robot frame +y) and ``right_image`` on the right card;
+``correct_side`` says which of them answers the question. Every item is also run in the
+*swapped* layout (images exchanged, so the correct side flips).
+
+Image paths in a JSONL file are stored relative to the file's folder when they lie under it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+
+SIDES = ("left", "right")
+LAYOUTS = ("original", "swapped")
+
+
+def other_side(side: str) -> str:
+    if side not in SIDES:
+        raise InvalidInputError(f"side must be 'left' or 'right', got {side!r}")
+    return "right" if side == "left" else "left"
+
+
+@dataclass
+class BinaryItem:
+    """One binary-choice question (see the module docstring for the layout convention)."""
+
+    id: str
+    question: str  # the VQA question ("Which face is happy?")
+    left_image: str  # image file (PNG/JPG) on the left card in the original layout
+    right_image: str
+    correct_side: str  # "left" | "right" in the original layout
+    category: str  # knowledge category ("color", "emotion", ...)
+    source: str = ""  # where it came from ("procedural", "mllm-compbench", ...)
+    instruction: str = ""  # action instruction; empty: built from the question (see instruction_for)
+    context_image: str | None = None  # optional question image shown on a third card (MMBench, OK-VQA)
+    options: tuple[str, str] = ("", "")  # text of the (left, right) options where the source has text
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self):
+        if not self.id:
+            raise ConfigError("item id must not be empty")
+        if self.correct_side not in SIDES:
+            raise ConfigError(f"item {self.id!r}: correct_side must be 'left' or 'right', got {self.correct_side!r}")
+        if not self.question.strip():
+            raise ConfigError(f"item {self.id!r}: question must not be empty")
+        self.options = tuple(str(o) for o in self.options)  # type: ignore[assignment]
+        if len(self.options) != 2:
+            raise ConfigError(f"item {self.id!r}: options must have 2 entries (left, right), got {self.options}")
+
+    # -- layouts ------------------------------------------------------------------------------
+    def correct_side_in(self, layout: str) -> str:
+        """The correct side in ``layout`` ("original" or "swapped")."""
+        if layout not in LAYOUTS:
+            raise ConfigError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+        return self.correct_side if layout == "original" else other_side(self.correct_side)
+
+    def images_in(self, layout: str) -> tuple[str, str]:
+        """(left image, right image) in ``layout``."""
+        self.correct_side_in(layout)
+        return (self.left_image, self.right_image) if layout == "original" else (self.right_image, self.left_image)
+
+    def swapped(self) -> "BinaryItem":
+        """The item with its layout exchanged (same question, same correct image)."""
+        return replace(self, left_image=self.right_image, right_image=self.left_image,
+                       correct_side=other_side(self.correct_side), options=(self.options[1], self.options[0]))
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self, base: Path | None = None) -> dict[str, Any]:
+        d = asdict(self)
+        d["options"] = list(self.options)
+        if base is not None:
+            for k in ("left_image", "right_image", "context_image"):
+                if d[k]:
+                    d[k] = _relative(d[k], base)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], base: Path | None = None, where: str = "item") -> "BinaryItem":
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"{where} must be a JSON object, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+        missing = [k for k in ("id", "question", "left_image", "right_image", "correct_side", "category") if k not in d]
+        if missing:
+            raise ConfigError(f"{where}: missing field(s) {missing}")
+        d = dict(d)
+        if base is not None:
+            for k in ("left_image", "right_image", "context_image"):
+                if d.get(k) and not Path(d[k]).is_absolute():
+                    d[k] = str(base / d[k])
+        d["id"] = str(d["id"])
+        return cls(**d)
+
+
+def _relative(path: str, base: Path) -> str:
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(base.resolve()))
+    except ValueError:
+        return str(p)
+
+
+def write_items(items: Iterable[BinaryItem], path: str | Path) -> Path:
+    """Write items as JSONL (one object a line); image paths relative to the file's folder."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    items = list(items)
+    ids = [it.id for it in items]
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise ConfigError(f"item ids must be unique; repeated: {dup}")
+    with path.open("w") as f:
+        for it in items:
+            f.write(json.dumps(it.to_dict(path.parent), sort_keys=True) + "\n")
+    return path
+
+
+def read_items(path: str | Path, check_images: bool = False) -> list[BinaryItem]:
+    """Read a JSONL item file; relative image paths resolve against its folder.
+
+    ``check_images``: raise :class:`MissingFileError` when an image file does not exist.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError(f"item file {path} not found; make one with `embeval act2answer items generate --out {path}`")
+    out = []
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{path} line {n}: not valid JSON ({exc})") from None
+        it = BinaryItem.from_dict(d, path.parent, where=f"{path} line {n}")
+        if check_images:
+            for p in (it.left_image, it.right_image, it.context_image):
+                if p and not Path(p).is_file():
+                    raise MissingFileError(f"{path} line {n}: image {p} not found; copy the images next to the item file")
+        out.append(it)
+    ids = [it.id for it in out]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: item ids must be unique")
+    return out
+
+
+def load_image(path: str) -> "Any":
+    """An item image as RGB uint8 (H, W, 3)."""
+    import numpy as np
+    from PIL import Image
+
+    p = Path(path)
+    if not p.is_file():
+        raise MissingFileError(f"image {p} not found; check the item file's image paths")
+    with Image.open(p) as im:
+        return np.asarray(im.convert("RGB"), dtype=np.uint8)

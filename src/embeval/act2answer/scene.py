@@ -1,0 +1,133 @@
+"""The Act2Answer episode spec: two image cards, a cube and the arm, as plain data (YAML).
+
+The same :class:`EpisodeSpec` describes the simulated cell and the real cell: card centres,
+card size, the cube's start, the zone radius ``eps`` and the termination rule. Frame: the UR
+controller frame ``base`` (metres; +y is the robot's left, see :mod:`embeval.sim.scene`).
+
+Termination rules (:data:`TERMINATIONS`), always recorded with each result:
+
+- ``release_after_lift``: the episode ends at the first step where the gripper opens after the
+  cube was lifted at least ``lift_m`` above the table (the answer is "put down"); otherwise at
+  ``max_steps``;
+- ``max_steps``: the episode always runs ``max_steps`` policy steps.
+
+A protective stop (arm or gripper touching the table/wall, workspace limit: the e-stop of the
+real cell) ends any episode; its zone is read where the cube then lies.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from embeval.act2answer.items import BinaryItem
+from embeval.errors import ConfigError, MissingFileError
+
+TERMINATIONS = ("release_after_lift", "max_steps")
+
+#: Instruction template used when an item has no instruction of its own.
+DEFAULT_INSTRUCTION = "{question} Put the cube on the correct picture."
+
+
+@dataclass
+class EpisodeSpec:
+    """Geometry and rules of one Act2Answer episode (metres, seconds)."""
+
+    left_card_xy: tuple[float, float] = (0.55, 0.15)
+    right_card_xy: tuple[float, float] = (0.55, -0.15)
+    card_size: float = 0.12  # square card edge, m
+    context_card_xy: tuple[float, float] = (0.74, 0.0)  # third card for an item's question image
+    cube_xy: tuple[float, float] = (0.42, 0.0)
+    cube_size: float = 0.04
+    cube_color: str = "red"
+    eps: float = 0.08  # zone radius around each card centre, m
+    termination: str = "release_after_lift"
+    max_steps: int = 24  # policy steps per episode (cap)
+    lift_m: float = 0.02  # cube height above its start that counts as "lifted"
+    settle_s: float = 0.3  # physics after the last step before the zone is read
+    instruction_template: str = DEFAULT_INSTRUCTION
+
+    def __post_init__(self):
+        for k in ("left_card_xy", "right_card_xy", "context_card_xy", "cube_xy"):
+            v = tuple(float(x) for x in getattr(self, k))
+            if len(v) != 2:
+                raise ConfigError(f"episode spec {k} must be (x, y) in metres, got {v}")
+            setattr(self, k, v)
+        if self.termination not in TERMINATIONS:
+            raise ConfigError(f"episode spec termination must be one of {TERMINATIONS}, got {self.termination!r}")
+        if self.max_steps < 1:
+            raise ConfigError(f"episode spec max_steps must be >= 1, got {self.max_steps}")
+        from embeval.act2answer.zones import classify
+
+        classify(self.cube_xy, self.left_card_xy, self.right_card_xy, "left", self.eps)  # eps sanity
+
+    def card_xy(self, side: str) -> tuple[float, float]:
+        return self.left_card_xy if side == "left" else self.right_card_xy
+
+    # -- serialisation -------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "EpisodeSpec":
+        d = dict(d or {})
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"unknown episode spec field(s) {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**d)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "EpisodeSpec":
+        p = Path(path)
+        if not p.is_file():
+            raise MissingFileError(f"episode spec {p} not found; see config/act2answer/episode.yaml for an example")
+        data = yaml.safe_load(p.read_text()) or {}
+        return cls.from_dict(data.get("episode", data))
+
+    def to_yaml(self, path: str | Path | None = None) -> str:
+        text = yaml.safe_dump({"episode": self.to_dict()}, sort_keys=False)
+        if path is not None:
+            Path(path).write_text(text)
+        return text
+
+
+def instruction_for(item: BinaryItem, spec: EpisodeSpec | None = None) -> str:
+    """The policy's instruction: the item's own (e.g. LLM-rewritten) or the template on its question."""
+    if item.instruction.strip():
+        return item.instruction.strip()
+    tpl = (spec or EpisodeSpec()).instruction_template
+    return tpl.format(question=item.question.strip())
+
+
+def build_scene(item: BinaryItem, layout: str, spec: EpisodeSpec | None = None, base=None):
+    """``(SceneSpec, TaskSpec)`` of ``item`` in ``layout``: two fixed textured cards, a cube, the arm.
+
+    ``base``: a :class:`embeval.sim.scene.SceneSpec` to add the objects to (table colour,
+    cameras, lighting of a calibrated real cell); default: the standard workcell.
+    """
+    from embeval.sim.scene import COLORS, ObjectSpec, SceneSpec
+    from embeval.sim.tasks import TaskSpec
+
+    spec = spec or EpisodeSpec()
+    left, right = item.images_in(layout)
+    s, h = spec.card_size, 0.003
+    objs = [
+        ObjectSpec("card_left", "card", position=spec.left_card_xy, size=(s, s, h), texture=str(left), fixed=True,
+                   category="image card"),
+        ObjectSpec("card_right", "card", position=spec.right_card_xy, size=(s, s, h), texture=str(right), fixed=True,
+                   category="image card"),
+        ObjectSpec("cube", "box", position=spec.cube_xy, size=(spec.cube_size,) * 3,
+                   color=COLORS.get(spec.cube_color, COLORS["red"]), color_name=spec.cube_color, category="cube"),
+    ]
+    if item.context_image:
+        objs.append(ObjectSpec("card_context", "card", position=spec.context_card_xy, size=(s, s, h),
+                               texture=str(item.context_image), fixed=True, category="question card"))
+    scene = (base or SceneSpec(name=f"act2answer-{item.id}-{layout}")).with_objects(*objs)
+    correct = item.correct_side_in(layout)
+    # verb Move with the correct card as goal; the episode runner applies its own zones and termination
+    task = TaskSpec("Move", instruction_for(item, spec), 3, "cube", goal=spec.card_xy(correct), tolerance=spec.eps,
+                    max_steps=10 ** 6)
+    return scene, task
