@@ -2,7 +2,7 @@
 
 A subject spec (YAML or dict)::
 
-    id: qwen-vl-local          # optional; default: the YAML file's stem, else "<adapter>:<path|url>"
+    id: qwen-vl-local          # optional; default: the YAML file's stem, else "<adapter>:<path|url>", else the adapter's
     kind: vlm                  # vlm | policy | llm
     adapter: openai            # a registered adapter name (``embeval subjects list``)
     url: http://127.0.0.1:8000/v1   # for server adapters  (exactly one of url / path as the adapter needs)
@@ -147,7 +147,7 @@ class SubjectSpec:
         path = _resolve_path(data.get("path"), base_dir)
         url = os.path.expandvars(str(data["url"])) if data.get("url") else None
         cache = _resolve_path(data.get("cache"), base_dir)
-        sid = str(data.get("id") or default_id or f"{data['adapter']}:{Path(path).name if path else (url or kind)}")
+        sid = str(data.get("id") or default_id or (f"{data['adapter']}:{Path(path).name if path else url}" if path or url else ""))
         return cls(kind=kind, adapter=str(data["adapter"]), id=sid, path=path, url=url, params=dict(params),
                    cache=cache, description=str(data.get("description") or ""))
 
@@ -187,7 +187,7 @@ def read_spec(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLike)
 
 def adapter_kwargs(factory: Callable[..., Any], spec: SubjectSpec) -> dict[str, Any]:
     """Keyword arguments for ``factory`` from ``spec``; :class:`ConfigError` on unknown/missing names."""
-    kwargs: dict[str, Any] = {"id": spec.id}
+    kwargs: dict[str, Any] = {"id": spec.id} if spec.id else {}  # no id: the adapter's default
     if spec.path is not None:
         kwargs["path"] = spec.path
     if spec.url is not None:

