@@ -132,7 +132,7 @@ def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
 
     def grasp():
         p, _ = e.obj(name)
-        return topdown([p[0], p[1], max(e.top(name) - 0.022, 0.016)], yaw())
+        return topdown([p[0], p[1], max(e.top(name) - 0.02, 0.02)], yaw())
 
     return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED)]
 
