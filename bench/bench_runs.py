@@ -3,7 +3,8 @@
 The baseline is a bare Python loop calling the evaluator's ``run_unit`` with no store, watchdog
 or progress bar, measured in the same process; ``vs_bare_loop`` is the backend's throughput over
 the baseline's (1.0 = no overhead; Ray can exceed 1 when it runs on several cores). Ray's
-numbers include creating the actors but not starting Ray itself (reported separately).
+numbers include creating the actors but not starting Ray itself (reported separately). All
+numbers are wall clock on a shared machine: compare ratios within one run.
 """
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ import time
 from pathlib import Path
 
 
-def _spec(n_items: int, work_ms: float, batch_size: int):
+def _spec(n_items: int, work: dict, batch_size: int):
     from embeval.runs.spec import parse_spec
 
     return parse_spec({
         "name": "bench", "evaluator": "synthetic",
         "subjects": [{"id": "a", "kind": "synthetic"}, {"id": "b", "kind": "synthetic"}],
         "items": {"source": "synthetic", "count": n_items}, "levels": [0, 1], "seeds": [0],
-        "params": {"work_ms": work_ms},
+        "params": work,
         "backend": {"progress": False, "num_workers": 2, "batch_size": batch_size, "unit_timeout_s": 60},
     })
 
@@ -31,10 +32,13 @@ def _bare_loop(spec) -> float:
     plan = plan_run(spec)
     ev = plan.evaluator
     states = {sid: ev.setup(spec, s) for sid, s in plan.subjects.items()}
-    t0 = time.perf_counter()
-    for u in plan.units:
-        ev.run_unit(spec, states[u.subject], u, u.unit_seed(spec.evaluator))
-    return len(plan.units) / (time.perf_counter() - t0)
+    best = 0.0
+    for _ in range(2):  # best of two: the machine is shared
+        t0 = time.perf_counter()
+        for u in plan.units:
+            ev.run_unit(spec, states[u.subject], u, u.unit_seed(spec.evaluator))
+        best = max(best, len(plan.units) / (time.perf_counter() - t0))
+    return best
 
 
 def _backend(spec, backend: str, root: Path) -> tuple[int, float]:
@@ -58,20 +62,27 @@ def run(quick: bool = False) -> list[dict]:
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
         started = True
+    ray.get(ray.remote(lambda: None).remote())  # wait until Ray's processes have settled
     ray_start = time.perf_counter() - t0
+    time.sleep(1.0)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for work_ms in (0.0, 2.0):
+            t0 = time.perf_counter()
+            _backend(_spec(1, {}, 1), "ray", Path(tmp))
+            actor_start = time.perf_counter() - t0
+            for case, work in (("0 ms units (pure overhead)", {}), ("2 ms CPU units", {"work_ms": 2}),
+                               ("2 ms waiting units (model server, GPU)", {"sleep_ms": 2})):
                 for batch in (1, 16):
-                    spec = _spec(n_items, work_ms, batch)
+                    spec = _spec(n_items, work, batch)
                     base = _bare_loop(spec)
                     for backend in ("local", "ray"):
                         n, ups = _backend(spec, backend, Path(tmp))
-                        rows.append({"case": f"synthetic work={work_ms:g}ms", "batch": batch, "backend": backend, "units": n,
+                        rows.append({"case": case, "batch": batch, "backend": backend, "units": n,
                                      "units_per_s": round(ups, 1), "bare_loop_units_per_s": round(base, 1),
                                      "vs_bare_loop": round(ups / base, 3)})
     finally:
         if started:
             ray.shutdown()
     rows.append({"case": "ray.init(num_cpus=2), once", "backend": "ray", "seconds": round(ray_start, 2)})
+    rows.append({"case": "ray run of 4 units (2 actors start up)", "backend": "ray", "seconds": round(actor_start, 2)})
     return rows

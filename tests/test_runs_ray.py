@@ -103,3 +103,14 @@ def test_ray_driver_watchdog_kills_a_worker_hung_with_the_gil_held(ray_session, 
     with _store(tmp_path / "run") as st:
         (row,) = st.rows(s.run_id, "failed")
     assert row["item"] == "item00002" and "did not answer" in row["error"] and "killed" in row["error"]
+
+
+def test_ray_refuses_workers_no_node_can_host(ray_session, tmp_path):
+    from embeval.errors import ConfigError
+
+    spec = {"evaluator": "synthetic", "items": {"source": "synthetic", "count": 2},
+            "backend": {"name": "ray", "num_gpus_per_worker": 1, "progress": False}}
+    p = tmp_path / "spec.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match="backend.num_gpus_per_worker: each worker needs 1 GPU"):
+        run(p, tmp_path / "run")

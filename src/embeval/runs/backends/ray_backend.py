@@ -65,11 +65,24 @@ def ensure_ray(backend_spec) -> bool:
     common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if backend_spec.address:
         ray.init(address=backend_spec.address, **common)
-    else:
+    else:  # GPUs are detected, never invented
         ray.init(num_cpus=max(1, math.ceil(backend_spec.num_workers * backend_spec.num_cpus_per_worker)),
-                 num_gpus=math.ceil(backend_spec.num_workers * backend_spec.num_gpus_per_worker) or None,
                  _node_ip_address="127.0.0.1", **common)
     return True
+
+
+def check_resources(backend_spec) -> None:
+    """ConfigError when no node could ever host one actor (it would wait forever)."""
+    import ray
+
+    from embeval.errors import ConfigError
+
+    have = ray.cluster_resources()
+    for key, field, need in (("CPU", "num_cpus_per_worker", backend_spec.num_cpus_per_worker),
+                             ("GPU", "num_gpus_per_worker", backend_spec.num_gpus_per_worker)):
+        if need > have.get(key, 0):
+            raise ConfigError(f"backend.{field}: each worker needs {need:g} {key}(s) but the Ray cluster has "
+                              f"{have.get(key, 0):g}; lower it or add nodes")
 
 
 @dataclass
@@ -99,6 +112,7 @@ class RayBackend:
         spec = plan.spec
         started_here = ensure_ray(spec.backend)
         try:
+            check_resources(spec.backend)
             self._execute(ray, plan, units, on_results)
         finally:
             if started_here:

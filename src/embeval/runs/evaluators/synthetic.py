@@ -20,7 +20,7 @@ from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, ReportSection
 from embeval.runs.spec import SubjectEntry
 
-_PARAMS = ("work_ms", "fail_items", "fail_flag", "hang_items", "hang_s", "setup_ms", "group_by", "crash_items",
+_PARAMS = ("work_ms", "sleep_ms", "fail_items", "fail_flag", "hang_items", "hang_s", "setup_ms", "group_by", "crash_items",
            "hang_holds_gil")
 
 
@@ -70,6 +70,8 @@ class SyntheticEvaluator(Evaluator):
             flag = p.get("fail_flag")
             if flag is None or os.path.exists(spec.resolve_path(flag)):
                 raise RuntimeError(f"synthetic failure on item {unit.item}")
+        if p.get("sleep_ms"):
+            time.sleep(float(p["sleep_ms"]) / 1000)
         work = float(p.get("work_ms", 0)) / 1000
         if work:
             t_end = time.perf_counter() + work
