@@ -202,3 +202,46 @@ def test_sim_backend_is_an_arm_backend():
 def test_kinematic_mode_pick():
     with SimEnv(SimConfig(render=False, mode="kinematic")) as e:
         assert run_expert_episode(e, "Pick", 2).success
+
+
+class _HoldPolicy:
+    """A policy that never moves: the episode must end at its step budget, unsuccessful."""
+
+    id = "hold"
+
+    def __init__(self):
+        from embeval.subjects.protocols import ActionSpec
+
+        self.action_spec = ActionSpec()
+        self.instructions = []
+
+    def reset(self, instruction):
+        self.instructions.append(instruction)
+
+    def act(self, observation):
+        from embeval.subjects.protocols import Action
+
+        return Action.hold(1.0)
+
+
+def test_rollout_of_a_policy_and_sequence_stops_at_the_first_violation(env):
+    from embeval.sim.execute import rollout
+
+    pol = _HoldPolicy()
+    out = rollout(env, pol, task="Press", seed=4, max_steps=5)
+    assert pol.instructions == [env.task.instruction] and out.n_actions == 5
+    assert not out.success and not out.stopped and out.extra["task"] == "Press"
+    scene, task = make_task("Pick", seed=2)
+    seq = [[0, 0, -0.05, 0, 0, 0, 1], [0, 0, -0.5, 0, 0, 0, 1], [0, 0, 0.1, 0, 0, 0, 1]]
+    out = run_actions(env, scene, task, seq, seed=2)
+    assert out.stopped and out.n_actions == 2 and out.final_tcp_pose[2] == pytest.approx(scene.home_tcp[2] - 0.05)
+
+
+def test_unreachable_home_and_unknown_kind_are_config_errors():
+    from embeval.errors import ConfigError
+
+    with Workcell() as cell:
+        with pytest.raises(ConfigError, match="not reachable"):
+            cell.load(SceneSpec(home_tcp=(2.0, 0.0, 0.3, np.pi, 0, 0)))
+        with pytest.raises(ConfigError, match="unknown kind"):
+            cell.load(SceneSpec(objects=[ObjectSpec("x", "teapot")]))
