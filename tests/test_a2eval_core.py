@@ -115,7 +115,7 @@ def test_assigner_with_rules_voters_labels_procedural_items(small_pool):
     a = assign(texts, dims, voters)
     for it, lab in zip(small_pool[:30], a.labels):
         assert lab == (it.dimension if it.dimension in ("counting", "spatial") else "other")
-    assert a.kappa_items == 5 and sum(v is None for row in a.votes for v in row) == 25  # budgeted voter abstains
+    assert a.kappa_all_items == 5 and a.kappa_items == 30 and len(a.kappa_voters) == 3 and sum(v is None for row in a.votes for v in row) == 25  # budgeted voter abstains
 
 
 def test_diversity_sample_keeps_all_below_k_and_weights_sum_to_pool():
@@ -172,3 +172,21 @@ def test_data_agent_loop_stops_and_persists_memory(tmp_path, small_pool):
     assert capped.induce([it.text() for it in small_pool]).stop_reason == "round cap"
     with pytest.raises(ConfigError, match="unknown field"):
         DataAgentConfig.from_dict({"k": 3})
+
+
+def test_video_items_yield_frames(tmp_path):
+    import cv2
+
+    path = tmp_path / "clip.avi"
+    vw = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (32, 24))
+    for k in range(10):
+        frame = np.zeros((24, 32, 3), np.uint8)
+        frame[:, :, 2] = 25 * k  # red rises over time (BGR)
+        vw.write(frame)
+    vw.release()
+    (tmp_path / "v.jsonl").write_text(json.dumps({"id": "v1", "question": "Is it getting redder?", "answer": "yes",
+                                                  "video": "clip.avi"}) + "\n")
+    it = load_pool(tmp_path / "v.jsonl")[0]
+    frames = it.load_images(video_frames=3)
+    assert len(frames) == 3 and frames[0].shape == (24, 32, 3)
+    assert frames[0][..., 0].mean() < frames[1][..., 0].mean() < frames[2][..., 0].mean()

@@ -10,7 +10,8 @@ Voters:
 Aggregation: majority vote over the non-abstaining voters. **Tie rule** (recorded per item as
 ``tie=True``): among the tied labels, the one chosen by the earliest voter in the configured
 order wins. Per-item agreement = share of voting voters that chose the winning label.
-Fleiss' kappa over the items every voter rated (Fleiss 1971).
+Fleiss' kappa (Fleiss 1971) over the voters that rated every item, and over all voters on the
+items every voter rated (budgeted LLM voters abstain beyond their budget).
 """
 from __future__ import annotations
 
@@ -104,10 +105,13 @@ class Assignment:
     voters: list[str]
     agreement: list[float]
     tie: list[bool]
-    kappa: float
-    kappa_items: int  # items rated by every voter (used for kappa)
+    kappa: float  # Fleiss' kappa of the voters that rated every item (``kappa_voters``), over all items
+    kappa_items: int
     tie_rule: str = "earliest voter in configured order among the tied labels"
     shares: dict[str, float] = field(default_factory=dict)
+    kappa_voters: list[str] = field(default_factory=list)
+    kappa_all_voters: float = float("nan")  # all voters, on the ``kappa_all_items`` items every voter rated
+    kappa_all_items: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -149,11 +153,19 @@ def assign(texts: Sequence[str], dims: Sequence[Dimension], voters: Sequence[Any
         lab, a, t = majority(row)
         labels.append(lab), agree.append(a), ties.append(t)
     cats = [d.name for d in dims] + [OTHER]
+
+    def kappa_of(rows):
+        table = np.array([[sum(v == c for v in row) for c in cats] for row in rows])
+        return fleiss_kappa(table)
+
+    # kappa over the voters that rated every item (budgeted voters that abstained are left out) ...
+    complete = [j for j in range(len(voters)) if all(row[j] is not None for row in votes)]
+    kappa = kappa_of([[row[j] for j in complete] for row in votes]) if len(complete) >= 2 and votes else float("nan")
+    # ... and over all voters on the items every voter rated
     full = [row for row in votes if all(v is not None for v in row)]
-    kappa = float("nan")
-    if full and len(voters) >= 2:
-        table = np.array([[sum(v == c for v in row) for c in cats] for row in full])
-        kappa = fleiss_kappa(table)
+    kappa_all = kappa_of(full) if full and len(voters) >= 2 else float("nan")
     counts = Counter(labels)
     shares = {c: counts.get(c, 0) / max(len(labels), 1) for c in cats}
-    return Assignment(labels, votes, [v.name for v in voters], agree, ties, kappa, len(full), shares=shares)
+    return Assignment(labels, votes, [v.name for v in voters], agree, ties, kappa, len(votes), shares=shares,
+                      kappa_voters=[voters[j].name for j in complete], kappa_all_voters=kappa_all,
+                      kappa_all_items=len(full))

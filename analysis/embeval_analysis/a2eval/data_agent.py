@@ -173,7 +173,9 @@ class DataAgent:
             self.memory.add({"kind": "critique", "round": r, **review})
             new = [Dimension(d["name"], d["description"]) for d in review["dimensions"]]
             probe_idx = rng.choice(len(texts), min(cfg.probe_size, len(texts)), replace=False)
-            balance = assign([texts[i] for i in probe_idx], new, self.voters).shares
+            # balance statistics from the unbudgeted voters (budgeted ones keep their calls for the final labels)
+            cheap = [v for v in self.voters if getattr(v, "max_calls", None) is None] or self.voters
+            balance = assign([texts[i] for i in probe_idx], new, cheap).shares
             self.memory.add({"kind": "balance", "round": r, "shares": balance})
             unchanged = sorted(d.name for d in new) == sorted(d.name for d in dims)
             rounds.append(Round(r, proposal["dimensions"], proposal.get("rationale", ""), review["verdict"], critique,
@@ -225,6 +227,8 @@ class Curation:
         (out / "selection.json").write_text(json.dumps({
             "item_ids": self.subset_ids(), **self.selection.to_dict(), "voters": self.assignment.voters,
             "kappa": self.assignment.kappa, "kappa_items": self.assignment.kappa_items,
+            "kappa_voters": self.assignment.kappa_voters, "kappa_all_voters": self.assignment.kappa_all_voters,
+            "kappa_all_items": self.assignment.kappa_all_items,
             "tie_rule": self.assignment.tie_rule, "shares": self.assignment.shares, "seconds": self.seconds,
             "pool_ids": self.item_ids}, indent=2))
         return out

@@ -26,7 +26,7 @@ def run(ctx) -> None:
     out = ctx.out_dir / "a2eval"
     out.mkdir(parents=True, exist_ok=True)
     n_items, k = (240, 6) if ctx.quick else (600, 12)
-    gemma_calls = 12 if ctx.quick else 30
+    gemma_calls = 4 if ctx.quick else 8  # Gemma 270M: ~5-15 s per 7-way choice on 2 busy cores; cached
     cache = str(out / "llm_cache.sqlite")
     t0 = time.perf_counter()
     items = procedural_pool(n_items=n_items, seed=ctx.seed)
@@ -49,8 +49,16 @@ def run(ctx) -> None:
         print(f"{r.round:>5}  {r.verdict:<8}{', '.join(r.dimensions)}")
     acc = np.mean([l == it.dimension for l, it in zip(cur.assignment.labels, items)])
     print(f"Assigner voters: {', '.join(cur.assignment.voters)}")
-    print(f"Fleiss' kappa {cur.assignment.kappa:.3f} on {cur.assignment.kappa_items} fully rated items; "
-          f"majority label = true dimension for {acc:.1%} of items; ties {sum(cur.assignment.tie)}")
+    a = cur.assignment
+    print(f"Fleiss' kappa {a.kappa:.3f} ({len(a.kappa_voters)} voters x {a.kappa_items} items); all "
+          f"{len(a.voters)} voters on the {a.kappa_all_items} items all rated: {a.kappa_all_voters:.3f}")
+    print(f"majority label = true dimension for {acc:.1%} of items; ties {sum(a.tie)}")
+    gem = [j for j, n in enumerate(a.voters) if "gemma" in n and "fallback" not in n]
+    if gem:
+        j = gem[0]
+        rated = [(row[j], it.dimension) for row, it in zip(a.votes, items) if row[j] is not None]
+        print(f"Gemma 3 270M voter: {len(rated)} votes, {np.mean([v == d for v, d in rated]):.0%} equal to the true "
+              "dimension (a weak model: plumbing and log-likelihood voting only)")
     rep = P.fidelity_report(res.scores, res.subjects, cur.selection, X, cur.assignment.labels, 20,
                             300 if ctx.quick else 1000, 5, ctx.seed)
     P.save_json(rep, out / "report.json")

@@ -55,9 +55,13 @@ class PoolItem:
     dimension: str | None = None  # ground-truth capability dimension, if the source has one (never shown to agents)
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def load_images(self) -> list[np.ndarray]:
-        """The item's images as RGB uint8 arrays (decoding paths and bytes)."""
-        return [load_image(im, f"item {self.id!r} image {i}") for i, im in enumerate(self.images)]
+    def load_images(self, video_frames: int = 4) -> list[np.ndarray]:
+        """The item's images as RGB uint8 arrays (decoding paths and bytes), followed by
+        ``video_frames`` frames sampled uniformly from its video, if it has one."""
+        out = [load_image(im, f"item {self.id!r} image {i}") for i, im in enumerate(self.images)]
+        if self.video and video_frames > 0:
+            out += load_video_frames(self.video, video_frames)
+        return out
 
     def text(self) -> str:
         """The text an agent sees: question plus options."""
@@ -146,6 +150,28 @@ def load_image(im: Any, what: str = "image") -> np.ndarray:
     if arr.ndim != 3 or arr.shape[2] not in (3, 4):
         raise InvalidInputError(f"{what}: expected an RGB image, got shape {arr.shape}")
     return np.ascontiguousarray(arr[:, :, :3].astype(np.uint8))
+
+
+def load_video_frames(path: str | Path, n: int = 4) -> list[np.ndarray]:
+    """``n`` frames sampled uniformly over the video (OpenCV), RGB uint8."""
+    import cv2
+
+    cap = cv2.VideoCapture(str(path))
+    try:
+        total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        if not cap.isOpened() or total <= 0:
+            raise InvalidInputError(f"video {path}: cannot be decoded by OpenCV; re-encode it as MP4 (H.264) or MJPG AVI")
+        frames = []
+        for idx in np.linspace(0, total - 1, min(n, total)).round().astype(int):
+            cap.set(cv2.CAP_PROP_POS_FRAMES, int(idx))
+            ok, bgr = cap.read()
+            if ok:
+                frames.append(np.ascontiguousarray(bgr[:, :, ::-1]))
+        if not frames:
+            raise InvalidInputError(f"video {path}: no frame could be read")
+        return frames
+    finally:
+        cap.release()
 
 
 # --------------------------------------------------------------------------- schema check

@@ -124,8 +124,9 @@ def _curate(args) -> int:
     write_jsonl([items[i] for i in cur.selection.indices], args.out / "subset.jsonl")
     ind = cur.induction
     print(f"dimensions after {len(ind.rounds)} round(s) (stop: {ind.stop_reason}): {', '.join(d.name for d in cur.dimensions)}")
-    print(f"assigner: {len(cur.assignment.voters)} voters, Fleiss' kappa {cur.assignment.kappa:.3f} "
-          f"on {cur.assignment.kappa_items} items, ties {sum(cur.assignment.tie)}")
+    a = cur.assignment
+    print(f"assigner: {len(a.voters)} voters, Fleiss' kappa {a.kappa:.3f} ({len(a.kappa_voters)} voters x "
+          f"{a.kappa_items} items; all voters on {a.kappa_all_items} items: {a.kappa_all_voters:.3f}), ties {sum(a.tie)}")
     print(f"{'dimension':<14}{'pool':>6}{'kept':>6}")
     for d in [x.name for x in cur.dimensions] + ["other"]:
         n_pool = sum(l == d for l in cur.assignment.labels)
