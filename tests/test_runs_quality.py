@@ -72,6 +72,11 @@ def test_sharded_quality_run_equals_whole_and_keeps_references_together(image_di
         assert a.results(whole.run_id) == b.results(whole.run_id)
 
 
+def test_reference_only_spec_needs_no_levels(image_dir):
+    spec = parse_spec({**SPEC, "distortions": ["none"], "levels": [0]}, base_dir=image_dir)
+    assert [u.key[2:] for u in plan_run(spec).units] == [("none", 0, 0)] * 3
+
+
 @pytest.mark.parametrize("changes, msg", [
     ({"distortions": ["gaussian_blur", "blurr"]}, r"spec.distortions\[1\]: unknown distortion 'blurr'"),
     ({"levels": [1, 6]}, r"spec.levels\[1\]: distortion levels run 1..5"),

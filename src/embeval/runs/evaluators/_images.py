@@ -34,7 +34,8 @@ class DistortedImageEvaluator(Evaluator):
                     distortion.get(name)
                 except ConfigError as exc:
                     raise ConfigError(f"spec.distortions[{i}]: {exc}") from None
-        for i, level in enumerate(spec.levels):
+        real = [d for d in spec.distortions if d != "none"]
+        for i, level in enumerate(spec.levels if real else ()):  # 'none' alone needs no levels
             if not 1 <= level <= distortion.N_LEVELS:
                 raise ConfigError(f"spec.levels[{i}]: distortion levels run 1..{distortion.N_LEVELS}, got {level} "
                                   "(the undistorted reference is the distortion 'none')")
