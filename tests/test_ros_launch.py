@@ -159,3 +159,16 @@ def test_colcon_workspace_links_the_packages():
     assert (ROOT / "docker" / "Dockerfile").exists()
     text = (ROOT / "docker" / "Dockerfile").read_text()
     assert "ros:kilted" in text and "colcon build" in text
+
+
+@pytest.mark.skipif(__import__("shutil").which("colcon") is None, reason="colcon is not installed (pip install colcon-common-extensions)")
+def test_colcon_build_installs_nodes_launch_and_config(tmp_path):
+    import subprocess
+
+    subprocess.run(["colcon", "--log-base", str(tmp_path / "log"), "build", "--build-base", str(tmp_path / "build"),
+                    "--install-base", str(tmp_path / "install")], cwd=ROOT / "ros2_ws", check=True, capture_output=True, timeout=600)
+    share = tmp_path / "install" / "embeval_ros" / "share" / "embeval_ros"
+    assert {p.name for p in (share / "launch").iterdir()} == {p.name for p in LAUNCH}
+    assert (share / "config" / "embeval_sim.yaml").exists() and (share / "package.xml").exists()
+    for exe in _executables():
+        assert (tmp_path / "install" / "embeval_ros" / "lib" / "embeval_ros" / exe).exists()

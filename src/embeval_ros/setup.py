@@ -46,7 +46,7 @@ setup(
     install_requires=["setuptools"],
     zip_safe=True,
     maintainer="embeval developers",
-    maintainer_email="embeval@localhost",
+    maintainer_email="embeval@example.com",
     description="ROS 2 nodes for embeval: camera, distortion, policy, arm, scorer, recorder, conductor.",
     license="Apache-2.0",
     entry_points={
