@@ -198,6 +198,8 @@ def adapter_kwargs(factory: Callable[..., Any], spec: SubjectSpec) -> dict[str, 
     kwargs.update(spec.params)
     sig = inspect.signature(factory)
     params = sig.parameters
+    if "id" not in kwargs and "id" in params and params["id"].default is params["id"].empty:
+        kwargs["id"] = spec.adapter  # the adapter has no default id of its own
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
         accepted = [n for n, p in params.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
         for name in kwargs:
