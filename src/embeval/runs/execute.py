@@ -76,6 +76,22 @@ class Watchdog:
             self._jobs = None
 
 
+def seed_global_rngs(seed: int) -> None:
+    """Seed the process-wide generators (``random``, NumPy's legacy global, torch when loaded) from
+    the unit seed, so a model that samples without an explicit generator still gives the same
+    output for a unit whatever ran before it, on whichever worker or backend."""
+    import random
+    import sys
+
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed % (2**32))
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed % (2**63))
+
+
 def format_error(exc: BaseException) -> str:
     """``Type: message`` plus the innermost frames (where it happened)."""
     if isinstance(exc, UnitTimeout):
@@ -127,6 +143,7 @@ class SubjectRunner:
             started = time.time()
             try:
                 timeout = None if self.timeout_s is None else self.timeout_s * len(units)
+                seed_global_rngs(seeds[0])  # a batch is seeded by its first unit
                 outs = self.watchdog.call(lambda: self.evaluator.run_batch(self.spec, self._state, units, seeds), timeout)
                 if len(outs) != len(units):
                     raise ValueError(f"run_batch returned {len(outs)} outputs for {len(units)} units")
@@ -145,6 +162,7 @@ class SubjectRunner:
         if self._setup_error:
             return UnitResult("failed", error=self._setup_error, started=started, finished=started, worker=self.worker)
         state = self._state
+        seed_global_rngs(unit_seed)
         try:
             out = self.watchdog.call(lambda: self.evaluator.run_unit(self.spec, state, unit, unit_seed), self.timeout_s)
         except UnitTimeout as exc:

@@ -52,7 +52,9 @@ class Evaluator:
 
     Life cycle per worker and subject: ``state = setup(spec, subject)`` once (load the model),
     then ``run_unit``/``run_batch`` for each unit, then ``teardown(state)``. ``run_unit`` must be
-    deterministic given ``unit_seed`` and return a JSON-serialisable dict (the raw outputs).
+    deterministic given ``unit_seed`` and return a JSON-serialisable dict (the raw outputs). Use
+    ``unit_seed`` for every random choice; as a safety net the runner also seeds ``random``, NumPy's
+    global generator and torch (when loaded) with it before each unit (a batch: its first unit's).
     """
 
     name: ClassVar[str] = ""
