@@ -321,3 +321,32 @@ def test_cli_serve_openai_subprocess():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_choose_by_logprobs_and_fallback():
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    seen = []
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: __import__("fastapi").Request):
+        body = await request.json()
+        seen.append(body)
+        if body.get("logprobs"):
+            top = [{"token": " B", "logprob": -0.2}, {"token": "A", "logprob": -1.9}, {"token": "C.", "logprob": -3.0},
+                   {"token": "b", "logprob": -0.1}]  # lower-case b counts as B
+            return {"choices": [{"message": {"role": "assistant", "content": "B"},
+                                 "logprobs": {"content": [{"token": "B", "logprob": -0.2, "top_logprobs": top}]}}]}
+        return {"choices": [{"message": {"role": "assistant", "content": '{"answer": "cat"}'}}]}
+
+    with serve_in_thread(app) as srv:
+        llm = OpenAIChatLLM(url=srv.url + "/v1", choose_method="logprobs")
+        assert llm.choose("Which one purrs?", ["dog", "cat", "cow"]) == "cat"
+        assert llm.last_choice_logprobs == {"dog": -1.9, "cat": -0.1, "cow": -3.0}
+        assert seen[-1]["max_tokens"] == 1 and "B. cat" in seen[-1]["messages"][0]["content"]
+        plain = OpenAIChatLLM(url=srv.url + "/v1")  # schema method
+        assert plain.choose("Which one purrs?", ["dog", "cat"]) == "cat"
+        assert seen[-1]["response_format"]["json_schema"]["schema"]["properties"]["answer"]["enum"] == ["dog", "cat"]
+    with pytest.raises(ConfigError, match="choose_method"):
+        OpenAIChatLLM(url="http://127.0.0.1:1/v1", choose_method="vibes")

@@ -100,8 +100,8 @@ class OpenAIChatClient:
             return {"type": "json_object", "schema": dict(schema)}
         return None
 
-    def complete(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
-        """Send a chat request; return the assistant's non-empty text (validated JSON when a schema is given)."""
+    def request(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> dict[str, Any]:
+        """Send a chat request; return the server's whole JSON reply (non-empty, schema-valid content)."""
         body: dict[str, Any] = {"model": self.model, "messages": list(messages), **self.extra_body, **gen}
         if json_schema is not None:
             rf = self._response_format(json_schema)
@@ -131,7 +131,8 @@ class OpenAIChatClient:
                     f"({self.model!r}) and that the server supports this request (images, response_format)"
                 )
             try:
-                text = r.json()["choices"][0]["message"]["content"]
+                data = r.json()
+                text = data["choices"][0]["message"]["content"]
             except (ValueError, KeyError, IndexError, TypeError):
                 last = f"malformed reply {r.text[:200]!r}"
                 continue
@@ -144,12 +145,16 @@ class OpenAIChatClient:
                 except InvalidInputError as exc:
                     last = str(exc)
                     continue
-            return str(text)
+            return data
         raise ServerUnavailableError(
             f"OpenAI-compatible server at {self.base_url} failed after {self.max_retries + 1} attempts ({last}); "
             "start the server (e.g. `vllm serve MODEL --port 8000`, `ollama serve`, `llama-server -m FILE.gguf`, "
             "or `embeval serve openai --subject SPEC`) or fix 'url' in the subject spec / OPENAI_BASE_URL"
         )
+
+    def complete(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
+        """Send a chat request; return the assistant's non-empty text (validated JSON when a schema is given)."""
+        return str(self.request(messages, json_schema, **gen)["choices"][0]["message"]["content"])
 
     def close(self) -> None:
         if self._client is not None:
@@ -179,17 +184,31 @@ def match_option(text: str, options: Sequence[str]) -> str | None:
     return None
 
 
+CHOOSE_METHODS = ("schema", "logprobs")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
 class OpenAIChatLLM:
-    """LLM subject over an OpenAI-compatible endpoint. ``choose`` constrains the answer to the
-    options with a JSON-schema enum (servers without logprob echo cannot score likelihoods)."""
+    """LLM subject over an OpenAI-compatible endpoint.
+
+    ``choose_method``: ``schema`` (default) constrains the answer to the options with a JSON-schema
+    enum; ``logprobs`` lists the options as letters and picks the letter with the highest
+    log-probability as the first answer token (``logprobs``/``top_logprobs``, supported by OpenAI,
+    vLLM and llama.cpp's server), falling back to ``schema`` when no letter is among the top tokens.
+    """
 
     def __init__(self, id: str = "openai-llm", url: str | None = None, model: str | None = None,
                  api_key: str | None = None, temperature: float = 0.0, max_tokens: int = 512,
                  timeout: float = 120.0, max_retries: int = 3, backoff: float = 0.5,
-                 json_mode: str = "json_schema", extra_body: Mapping[str, Any] | None = None):
+                 json_mode: str = "json_schema", choose_method: str = "schema",
+                 extra_body: Mapping[str, Any] | None = None):
         self.id = id
         self.client = OpenAIChatClient(url, model, api_key, timeout, max_retries, backoff, json_mode, True, extra_body)
         self.defaults = {"temperature": temperature, "max_tokens": max_tokens}
+        if choose_method not in CHOOSE_METHODS:
+            raise ConfigError(f"field 'params.choose_method': {choose_method!r} is not one of {', '.join(CHOOSE_METHODS)}")
+        self.choose_method = choose_method
+        self.last_choice_logprobs: dict[str, float] = {}
 
     def chat(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
         return self.client.complete(messages, json_schema, **{**self.defaults, **gen})
@@ -198,6 +217,10 @@ class OpenAIChatLLM:
         options = list(options)
         if not options:
             raise InvalidInputError("choose() needs at least one option")
+        if self.choose_method == "logprobs" and len(options) <= len(LETTERS):
+            choice = self._choose_logprobs(prompt, options)
+            if choice is not None:
+                return choice
         schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": options}}, "required": ["answer"]}
         listing = "\n".join(f"- {o}" for o in options)
         msg = [{"role": "user", "content": f"{prompt}\n\nAnswer with exactly one of these options:\n{listing}\n"
@@ -207,6 +230,27 @@ class OpenAIChatLLM:
         if choice is None:
             raise InvalidInputError(f"{self.client.base_url} answered {text[:200]!r}, which names none of the options {options}")
         return choice
+
+
+    def _choose_logprobs(self, prompt: str, options: list[str]) -> str | None:
+        """The option whose letter has the highest log-probability as the first answer token."""
+        letters = LETTERS[: len(options)]
+        listing = "\n".join(f"{l}. {o}" for l, o in zip(letters, options))
+        msg = [{"role": "user", "content": f"{prompt}\n\n{listing}\n\nAnswer with the letter only."}]
+        data = self.client.request(msg, None, temperature=0.0, max_tokens=1, logprobs=True, top_logprobs=min(20, 2 * len(options) + 5))
+        try:
+            top = data["choices"][0]["logprobs"]["content"][0]["top_logprobs"]
+        except (KeyError, IndexError, TypeError):
+            return None  # the server does not return logprobs
+        best: dict[str, float] = {}
+        for entry in top:
+            tok = str(entry.get("token", "")).strip().rstrip(".)").upper()
+            if tok in letters and len(tok) == 1:
+                best[tok] = max(best.get(tok, float("-inf")), float(entry["logprob"]))
+        self.last_choice_logprobs = {options[letters.index(k)]: v for k, v in best.items()}
+        if not best:
+            return None
+        return options[letters.index(max(best, key=best.get))]
 
 
 class OpenAIChatVLM:
