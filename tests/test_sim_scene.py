@@ -61,14 +61,15 @@ def test_every_verb_has_instruction_difficulty_and_scene(verb):
     assert task.target in names
     if task.reference:
         assert task.reference in names
-    assert task.implemented == (verb in {"Pick", "Place", "Push", "Move", "Press", "Pull", "Twist", "Insert"})
+    assert task.implemented  # all ten verbs have a success predicate
     # deterministic from the seed
     assert make_task(verb, seed=11) == (scene, task)
     assert make_task(verb, seed=12)[0] != scene
 
 
-def test_unimplemented_verb_has_no_predicate():
+def test_verb_without_predicate_reports_not_implemented(monkeypatch):
     scene, task = make_task("Pour", seed=0)
+    monkeypatch.delitem(PREDICATES, "Pour")
     assert not task.implemented
     with pytest.raises(ConfigError, match="no success predicate"):
         task.success(WorldState({}, np.zeros(6), 1.0), scene)
@@ -130,7 +131,22 @@ def test_predicates_on_hand_built_world_states():
     assert insert.success(ws(inside))
     assert not insert.success(ws(inside, grasped="peg"))
     assert not insert.success(ws({**inside, "peg": _obj((0.51, 0.0, 0.08), 0.04)}))  # resting on the block's rim
-    assert set(PREDICATES) == {"Pick", "Place", "Move", "Push", "Press", "Pull", "Twist", "Insert"}
+    cover = TaskSpec("Cover", "cover", 4, "plate", reference="bowl", tolerance=0.015)
+    on_rim = {"plate": _obj((0.505, 0.0, 0.045), 0.04), "bowl": _obj((0.5, 0.0, 0.02), 0.0)}
+    assert cover.success(ws(on_rim))
+    assert not cover.success(ws({**on_rim, "plate": _obj((0.56, 0.0, 0.005), 0.0)}))  # beside the bowl
+
+    from scipy.spatial.transform import Rotation
+
+    pour = TaskSpec("Pour", "pour", 5, "cup", reference="bowl", threshold=np.radians(80))
+    tipped = Rotation.from_euler("x", -np.radians(95)).as_quat()  # cup axis -> +y
+    cup = ObjectState(np.array([0.5, -0.06, 0.2]), tipped, 0.16)
+    assert pour.success(ws({"cup": cup, "bowl": _obj((0.5, 0.0, 0.02), 0.0)}))
+    upright = ObjectState(np.array([0.5, -0.06, 0.2]), np.array([0, 0, 0, 1.0]), 0.16)
+    assert not pour.success(ws({"cup": upright, "bowl": _obj((0.5, 0.0, 0.02), 0.0)}))
+    away = ObjectState(np.array([0.5, -0.06, 0.2]), Rotation.from_euler("x", np.radians(95)).as_quat(), 0.16)
+    assert not pour.success(ws({"cup": away, "bowl": _obj((0.5, 0.0, 0.02), 0.0)}))  # mouth away from the bowl
+    assert set(PREDICATES) == set(VERBS)
 
 
 def test_procedural_textures_are_seeded_and_resolve_to_files():

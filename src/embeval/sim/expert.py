@@ -318,3 +318,37 @@ def _plan_insert(e: ScriptedExpert) -> list[Stage]:
     return [*_grasp_stages(e, t.target), _lift(e, z_carry), Stage("align", align, CLOSED),
             Stage("above_hole", above_hole, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=2),
             _vertical(e, "retreat", OPEN, z=0.16)]
+
+
+@planner("Cover")
+def _plan_cover(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    return [*_grasp_stages(e, t.target), _lift(e),
+            *_place_at(e, t.target, lambda: e.obj(t.reference)[0][:2], lambda: e.top(t.reference))]
+
+
+@planner("Pour")
+def _plan_pour(e: ScriptedExpert) -> list[Stage]:
+    t = e.env.task
+    cell = e.env.cell
+    z_pour = 0.20
+    tilt = math.radians(100)
+
+    def geometry():
+        bowl = e.obj(t.reference)[0]
+        side = 1.0 if bowl[1] < 0 else -1.0  # tip the mouth towards the robot's centre line
+        return bowl, side
+
+    def above_bowl():
+        p = cell.tcp_pose()
+        bowl, side = geometry()
+        return np.concatenate([[bowl[0], bowl[1] - side * 0.04, z_pour], p[3:]])
+
+    def tip():
+        p = cell.tcp_pose()
+        _, side = geometry()
+        R = Rotation.from_euler("x", -side * tilt) * Rotation.from_rotvec(p[3:])
+        return np.concatenate([p[:3], R.as_rotvec()])
+
+    return [*_grasp_stages(e, t.target), _lift(e, z_pour), Stage("above_bowl", above_bowl, CLOSED),
+            Stage("tip", tip, CLOSED, wait=1)]

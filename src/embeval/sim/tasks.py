@@ -4,8 +4,9 @@ A :class:`TaskSpec` is plain data (it also describes a task on the real cell). I
 predicate reads a :class:`WorldState` (object poses and articulation joints, measured in the sim
 or on the real cell), so the same definition scores both.
 
-Implemented (predicate + scripted expert): Pick, Place, Push, Move, Press, Pull, Twist, Insert.
-Defined only (instruction, scene spec, ``implemented = False``): Cover, Pour.
+Implemented (predicate + scripted expert): all ten (Pour is a geometric proxy: no liquid is
+simulated; the cup is tipped with its mouth over the bowl). A verb without a predicate would report
+``implemented = False``.
 
 Frame base == world; the table top is z = 0; "left" is +y and "in front of" is towards the robot (-x).
 """
@@ -201,6 +202,38 @@ def _insert(task: TaskSpec, world: WorldState, scene=None) -> bool:
             and peg.bottom_z <= 0.01)
 
 
+@predicate("Cover")
+def _cover(task: TaskSpec, world: WorldState, scene=None) -> bool:
+    """Released on top of the receptacle: centres within ``tolerance`` (1.5 cm) in xy, resting on its rim."""
+    lid, rec = _obj(world, task.target), _obj(world, task.reference)
+    height = 0.04
+    if scene is not None and len(scene.object(task.reference).size) > 1:
+        height = scene.object(task.reference).size[1]
+    return (world.grasped != task.target and _xy_dist(lid.position, rec.position) <= (task.tolerance or 0.015)
+            and lid.bottom_z >= rec.bottom_z + height - 0.012)
+
+
+def _axis_z(orientation_xyzw) -> np.ndarray:
+    from scipy.spatial.transform import Rotation
+
+    return Rotation.from_quat(orientation_xyzw).apply([0.0, 0.0, 1.0])
+
+
+@predicate("Pour")
+def _pour(task: TaskSpec, world: WorldState, scene=None) -> bool:
+    """(No liquid is simulated.) The cup is tipped past ``threshold`` (80 deg) with its mouth over the bowl."""
+    cup, bowl = _obj(world, task.target), _obj(world, task.reference)
+    cup_h, bowl_r = 0.08, 0.075
+    if scene is not None:
+        cs, bs = scene.object(task.target).size, scene.object(task.reference).size
+        cup_h = cs[1] if len(cs) > 1 else cup_h
+        bowl_r = bs[0] if bs else bowl_r
+    axis = _axis_z(cup.orientation)
+    tilt = float(np.arccos(np.clip(axis[2], -1.0, 1.0)))
+    mouth = cup.position + axis * cup_h / 2
+    return tilt >= (task.threshold or np.radians(80)) and _xy_dist(mouth, bowl.position) <= bowl_r - 0.01
+
+
 # ---------------------------------------------------------------------------------------------
 # scene generation
 class Layout:
@@ -363,11 +396,13 @@ def _make_pull(rng, lay, d):
 @maker("Cover")
 def _make_cover(rng, lay, d):
     bc, pc = _color(rng), _color(rng)
-    bowl = ObjectSpec(name="bowl", kind="bowl", position=lay.place(0.08), size=(0.06, 0.045, 0.008), color=COLORS[bc],
-                      color_name=bc, mass=0.4)
-    plate = ObjectSpec(name="plate", kind="plate", position=lay.place(0.08), size=(0.08, 0.012), color=COLORS[pc],
-                       color_name=pc, mass=0.2)
-    return [bowl, plate], TaskSpec("Cover", f"cover the {bc} bowl with the {pc} plate", d, "plate", reference="bowl")
+    bowl = ObjectSpec(name="bowl", kind="bowl", position=lay.place(0.045), size=(0.034, 0.04, 0.006), color=COLORS[bc],
+                      color_name=bc, mass=0.3)
+    # the plate is just narrower than the open gripper (8.5 cm) and wider than the bowl
+    plate = ObjectSpec(name="plate", kind="plate", position=lay.place(0.05), size=(0.040, 0.010), color=COLORS[pc],
+                       color_name=pc, mass=0.1)
+    return [bowl, plate], TaskSpec("Cover", f"cover the {bc} bowl with the {pc} plate", d, "plate", reference="bowl",
+                                   tolerance=0.015, max_steps=110)
 
 
 @maker("Insert")
@@ -386,7 +421,8 @@ def _make_pour(rng, lay, d):
     cup = ObjectSpec(name="cup", kind="cup", position=lay.place(0.045), color=COLORS[cc], color_name=cc, mass=0.15)
     bowl = ObjectSpec(name="bowl", kind="bowl", position=lay.place(0.08), size=(0.075, 0.045, 0.008), color=COLORS[bc],
                       color_name=bc, mass=0.4)
-    return [cup, bowl], TaskSpec("Pour", f"pour the {cc} cup into the {bc} bowl", d, "cup", reference="bowl")
+    return [cup, bowl], TaskSpec("Pour", f"pour the {cc} cup into the {bc} bowl", d, "cup", reference="bowl",
+                                 threshold=np.radians(80), max_steps=110)
 
 
 @maker("Twist")
