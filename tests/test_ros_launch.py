@@ -13,7 +13,6 @@ import types
 from pathlib import Path
 
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 LAUNCH = sorted((ROOT / "launch").glob("*.launch.py"))

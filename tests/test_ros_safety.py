@@ -10,7 +10,6 @@ from embeval.errors import SafetyError, ServerUnavailableError
 from embeval.robot.base import ArmBackend, SafetyMode
 from embeval.robot.mock_backend import MockArm
 from embeval.robot.safety import SafetyLimits
-from embeval.subjects.protocols import Action
 from embeval.subjects.scripted import ConstantPolicy, ImageStatsPolicy
 
 IMG = np.full((8, 8, 3), 200, np.uint8)

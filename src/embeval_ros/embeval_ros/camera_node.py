@@ -46,6 +46,8 @@ class CameraNode(EmbevalNode):
             if renderer is not None:
                 return make_source("sim", renderer=renderer, camera=self.camera_name)
             kind = "synthetic"  # separate process: mirror the arm's TCP into the synthetic tabletop
+            self.get_logger().info("source sim without an in-process workcell (separate process): using the synthetic "
+                                   "tabletop that follows /tcp_pose_broadcaster/pose; run `embeval graph` to render the workcell")
         if kind == "synthetic":
             src = make_source("synthetic", width=w, height=h, seed=seed)
             from geometry_msgs.msg import PoseStamped
