@@ -175,6 +175,7 @@ def _plan_pick(e: ScriptedExpert) -> list[Stage]:
     return [*_grasp_stages(e, e.env.task.target), _lift(e)]
 
 
+@planner("Cover")  # the plate is placed onto the bowl's rim
 @planner("Place")
 def _plan_place(e: ScriptedExpert) -> list[Stage]:
     t = e.env.task
@@ -318,13 +319,6 @@ def _plan_insert(e: ScriptedExpert) -> list[Stage]:
     return [*_grasp_stages(e, t.target), _lift(e, z_carry), Stage("align", align, CLOSED),
             Stage("above_hole", above_hole, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=2),
             _vertical(e, "retreat", OPEN, z=0.16)]
-
-
-@planner("Cover")
-def _plan_cover(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    return [*_grasp_stages(e, t.target), _lift(e),
-            *_place_at(e, t.target, lambda: e.obj(t.reference)[0][:2], lambda: e.top(t.reference))]
 
 
 @planner("Pour")
