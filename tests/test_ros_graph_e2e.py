@@ -18,6 +18,20 @@ pytest.importorskip("rclpy", reason="the ROS 2 wheels (ros-rclpy) are not instal
 pytestmark = pytest.mark.ros
 
 
+@pytest.fixture
+def no_dds_leak():
+    """Sniff every interface during the test (as root) and fail if any RTPS packet leaves loopback."""
+    from embeval_ros.netcheck import RtpsSniffer, can_sniff
+
+    ok, _ = can_sniff()
+    if not ok or os.environ.get("EMBEVAL_DDS_LOCALHOST", "1") == "0":
+        yield None
+        return
+    with RtpsSniffer() as sniffer:
+        yield sniffer
+    assert sniffer.result.outside_loopback() == 0, f"DDS traffic left loopback: {sniffer.result.samples}"
+
+
 def _policy_subject() -> str:
     """The tiny VLA when the embedded model ships, else the registry's image-dependent scripted policy."""
     try:
@@ -48,7 +62,7 @@ def _params(tmp_path, camera="sim", backend="sim", w=128, h=96):
     })
 
 
-def test_sim_graph_end_to_end_bag(tmp_path):
+def test_sim_graph_end_to_end_bag(tmp_path, no_dds_leak):
     from embeval.recording import bag_info, read_bag
     from embeval.runs.store import ResultsStore
     from embeval_ros.graph import Graph
@@ -121,7 +135,7 @@ while True:
 """
 
 
-def test_recorder_node_killed_leaves_readable_bag(tmp_path):
+def test_recorder_node_killed_leaves_readable_bag(tmp_path, no_dds_leak):
     """SIGKILL the recorder node process mid-recording: the bag on disk is readable with no gaps."""
     from embeval.recording import read_bag
 
