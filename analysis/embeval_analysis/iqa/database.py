@@ -1,0 +1,242 @@
+"""Build an Embodied-IQA database: references x distortions x subjects -> Cognition / Decision scores.
+
+Layout of a database folder ``DB``::
+
+    DB/references/<ref_id>.png                 reference images (RGB)
+    DB/distorted/<ref_id>__<type>__<level>.png  distorted images
+    DB/manifest.json                           config, references (tasks, view, source, state), images
+    DB/images.csv                              one row per distorted image (paths relative to DB)
+    DB/run/                                    the embeval.runs folder of the "iqa" evaluator (resumable)
+    DB/subject_scores.csv                      one row per (distorted image, subject): score and parts
+    DB/scores.csv                              one row per distorted image: means over subjects
+
+Scores (DESIGN section 1): Cognition per VLM = sum over 5 tasks of BLEU-4 + ROUGE-L + 0.1 CIDEr-D of
+the answer on the distorted image against the answer on the reference (0..15); Decision per VLA =
+sum over 5 tasks of the mean of position / rotation / state agreement (0..5). The image's score is
+the mean over subjects. Higher = the distortion changed less.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from embeval.errors import ConfigError, MissingFileError
+from embeval.provenance import code_version, derive_seed
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class BuildConfig:
+    """What ``embeval iqa build`` builds (see ``config/iqa/default.yaml``)."""
+
+    source: str = "sim"  # see embeval_analysis.iqa.sources.SOURCES
+    source_params: dict[str, Any] = field(default_factory=lambda: {"n": 30, "size": [128, 96]})
+    distortions: list[str] | str = "all"  # names from `embeval distort list`, or "all"
+    levels: str | list[int] = "sample"  # "sample": one level per reference x type; "all"; or a list
+    subjects: list[Any] | str = "embedded"  # "embedded" (shipped population) or subject specs (dicts / YAML paths)
+    seed: int = 0
+    batch_size: int = 64  # units per model call (policies with act_batch, VLMs with answer_batch)
+    cameras: list[str] = field(default_factory=lambda: ["third_person", "wrist"])  # the image is given under these names
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BuildConfig":
+        allowed = set(cls.__dataclass_fields__)
+        bad = sorted(set(d) - allowed)
+        if bad:
+            raise ConfigError(f"iqa build config: unknown field(s) {bad}; allowed: {sorted(allowed)}")
+        return cls(**d)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "BuildConfig":
+        import yaml
+
+        p = Path(path)
+        if not p.exists():
+            raise MissingFileError(f"config {p} not found; start from config/iqa/default.yaml")
+        return cls.from_dict((yaml.safe_load(p.read_text()) or {}).get("build", {}))
+
+
+def resolve_subjects(subjects) -> list[dict[str, Any]]:
+    """Subject specs (embeval.subjects format) from ``"embedded"`` or a list of specs / YAML paths."""
+    if subjects == "embedded":
+        from embeval.subjects.embedded.zoo import subject_specs
+
+        specs = subject_specs("vla") + subject_specs("vlm")
+        if not specs:
+            from embeval.errors import MissingWeightsError
+
+            raise MissingWeightsError("no embedded subjects are shipped; train them with `embeval train population` "
+                                      "or list subject specs under build.subjects")
+        return specs
+    if not isinstance(subjects, list) or not subjects:
+        raise ConfigError("build.subjects: 'embedded' or a non-empty list of subject specs")
+    return [s if isinstance(s, dict) else str(s) for s in subjects]
+
+
+def _levels_for(cfg: BuildConfig, ref_id: str, name: str) -> list[int]:
+    from embeval.distortion import N_LEVELS
+
+    if cfg.levels == "all":
+        return list(range(1, N_LEVELS + 1))
+    if cfg.levels == "sample":
+        return [1 + derive_seed("iqa-level", cfg.seed, ref_id, name) % N_LEVELS]
+    if isinstance(cfg.levels, list) and all(isinstance(v, int) and 1 <= v <= N_LEVELS for v in cfg.levels):
+        return list(cfg.levels)
+    raise ConfigError(f"build.levels: 'sample', 'all' or a list of levels 1..{N_LEVELS}, got {cfg.levels!r}")
+
+
+def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=None) -> dict[str, Any]:
+    """Write the reference and distorted images and the manifest (images already on disk are kept)."""
+    from PIL import Image
+
+    from embeval import distortion
+    from embeval_analysis.iqa.sources import load_references
+
+    db = Path(db)
+    (db / "references").mkdir(parents=True, exist_ok=True)
+    (db / "distorted").mkdir(parents=True, exist_ok=True)
+    names = distortion.list_distortions() if cfg.distortions == "all" else list(cfg.distortions)
+    for n in names:
+        distortion.get(n)  # ConfigError naming the choices
+    t0 = time.perf_counter()
+    if refs is None:
+        params = dict(cfg.source_params)
+        if "size" in params and params["size"] is not None:
+            params["size"] = tuple(params["size"])
+        if cfg.source == "sim":
+            params.setdefault("seed", cfg.seed)
+            params.setdefault("work_dir", db / "_sim")
+        refs = load_references(cfg.source, **params)
+    cats = {n: distortion.get(n).category for n in names}
+    images, references = [], []
+    for r in refs:
+        rp = db / "references" / f"{r.ref_id}.png"
+        if not rp.exists():
+            Image.fromarray(r.image).save(rp)
+        references.append({"ref_id": r.ref_id, "path": str(rp.relative_to(db)), "tasks": r.tasks, "scene_id": r.scene_id,
+                           "view": r.view, "source": r.source, "state": r.state,
+                           "height": int(r.image.shape[0]), "width": int(r.image.shape[1])})
+        for n in names:
+            for lv in _levels_for(cfg, r.ref_id, n):
+                image_id = f"{r.ref_id}__{n}__{lv}"
+                p = db / "distorted" / f"{image_id}.png"
+                if not p.exists():
+                    img = distortion.distort(r.image, n, lv, seed=derive_seed("iqa-distort", cfg.seed, r.ref_id, n, lv) % 2**32)
+                    Image.fromarray(img).save(p)
+                images.append({"image_id": image_id, "ref_id": r.ref_id, "path": str(p.relative_to(db)),
+                               "ref_path": str(rp.relative_to(db)), "distortion": n, "category": cats[n], "level": lv,
+                               "scene_id": r.scene_id, "view": r.view, "source": r.source})
+    manifest = {"config": asdict(cfg), "code_version": code_version(), "references": references, "images": images}
+    (db / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    import pandas as pd
+
+    pd.DataFrame(images).to_csv(db / "images.csv", index=False)
+    if log:
+        log(f"database {db}: {len(references)} references, {len(names)} distortion types, {len(images)} distorted images "
+            f"({time.perf_counter() - t0:.1f} s)")
+    return manifest
+
+
+def load_manifest(db: str | Path) -> dict[str, Any]:
+    p = Path(db) / "manifest.json"
+    if not p.exists():
+        raise MissingFileError(f"{p} not found; build the database first with `embeval iqa build --out {db}`")
+    return json.loads(p.read_text())
+
+
+def run_spec(cfg: BuildConfig, db: str | Path) -> dict[str, Any]:
+    """The embeval.runs spec (evaluator ``iqa``) scoring every subject on every distorted image."""
+    from embeval import distortion
+
+    man = load_manifest(db)
+    return {
+        "name": "iqa-database",
+        "evaluator": "iqa",
+        "plugins": ["embeval_analysis.iqa.evaluator"],
+        "subjects": resolve_subjects(cfg.subjects),
+        "items": {"source": "list", "ids": [r["ref_id"] for r in man["references"]]},
+        "distortions": sorted({im["distortion"] for im in man["images"]}),
+        "levels": list(range(1, distortion.N_LEVELS + 1)),
+        "seeds": [cfg.seed],
+        "params": {"database": str(Path(db).resolve()), "cameras": list(cfg.cameras)},
+        "backend": {"name": "local", "batch_size": int(cfg.batch_size), "progress": False, "unit_timeout_s": None},
+    }
+
+
+def score_subjects(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):
+    """Run (or resume) the ``iqa`` evaluator over the database; returns the run summary."""
+    from embeval.runs.runner import run
+    from embeval.runs.spec import parse_spec
+
+    import embeval_analysis.iqa.evaluator  # noqa: F401  (registers "iqa")
+
+    spec = parse_spec(run_spec(cfg, db), base_dir=Path(db).resolve())
+    t0 = time.perf_counter()
+    summary = run(spec, Path(db) / "run", progress=progress)
+    if log:
+        log(f"scored: {summary.done} units done, {summary.failed} failed ({time.perf_counter() - t0:.1f} s)")
+    return summary
+
+
+def aggregate(db: str | Path, log: Log | None = print):
+    """Per-subject and mean scores from the run store -> ``subject_scores.csv`` and ``scores.csv``.
+
+    Cognition is scored over the whole corpus of answers in one call (CIDEr-D needs the corpus)."""
+    import pandas as pd
+
+    from embeval.runs.runner import load_run_spec
+    from embeval.runs.store import ResultsStore
+    from embeval.scoring.cognition import cognition_scores
+
+    db = Path(db)
+    spec = load_run_spec(db / "run")
+    with ResultsStore(db / "run" / "results.sqlite") as st:
+        res = st.results(spec.hash)
+    rows, answers = [], {}
+    for (subject, item, dist, level, _seed), out in res.items():
+        image_id = f"{item}__{dist}__{level}"
+        if out.get("kind") == "vlm":
+            answers[(subject, image_id)] = (out["reference_answers"], out["distorted_answers"])
+        else:
+            rows.append({"image_id": image_id, "subject": subject, "kind": "vla", "decision": out["decision"],
+                         "position": out["position"], "rotation": out["rotation"], "state": out["state"]})
+    if answers:
+        for (subject, image_id), s in cognition_scores(answers).items():
+            rows.append({"image_id": image_id, "subject": subject, "kind": "vlm", "cognition": s.total,
+                         "bleu": s.bleu, "rouge_l": s.rouge_l, "cider_d": s.cider_d})
+    long = pd.DataFrame(rows)
+    long.to_csv(db / "subject_scores.csv", index=False)
+    images = pd.read_csv(db / "images.csv")
+    parts = {"vla": ["decision", "position", "rotation", "state"], "vlm": ["cognition", "bleu", "rouge_l", "cider_d"]}
+    out = images.copy()
+    for kind, cols in parts.items():
+        sub = long[long["kind"] == kind] if not long.empty else long
+        if sub.empty:
+            continue
+        mean = sub.groupby("image_id")[cols].mean()
+        mean[f"n_{kind}"] = sub.groupby("image_id")["subject"].nunique()
+        out = out.merge(mean, left_on="image_id", right_index=True, how="left")
+    out.to_csv(db / "scores.csv", index=False)
+    if log:
+        n_vla = long.loc[long["kind"] == "vla", "subject"].nunique() if not long.empty else 0
+        n_vlm = long.loc[long["kind"] == "vlm", "subject"].nunique() if not long.empty else 0
+        log(f"scores: {len(out)} distorted images, {n_vla} VLA and {n_vlm} VLM subjects -> {db / 'scores.csv'}")
+    return out, long
+
+
+def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):
+    """materialise -> score_subjects -> aggregate; resumable at every step. Returns the scores frame."""
+    materialise(cfg, db, log)
+    summary = score_subjects(cfg, db, log, progress)
+    if summary.failed:
+        from embeval.errors import InvalidInputError
+
+        raise InvalidInputError(f"{summary.failed} units failed (recorded in {Path(db) / 'run'}); fix the cause and run "
+                                f"`embeval iqa build` again: finished units are kept")
+    return aggregate(db, log)[0]
