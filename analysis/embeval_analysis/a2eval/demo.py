@@ -97,6 +97,7 @@ def _plot(rep, path) -> None:
     ax[0].set_xlabel("full-pool score"), ax[0].set_ylabel("subset score"), ax[0].legend(fontsize=8)
     ax[1].hist(rep["random"]["spearman_all"], bins=10, alpha=0.7, label="random subsets (20 seeds)")
     ax[1].axvline(rep["a2eval_weighted"]["spearman"]["value"], color="C3", label="A2Eval (mass-weighted)")
+    ax[1].axvline(rep["a2eval_balanced"]["spearman"]["value"], color="C2", ls="--", label="A2Eval (balanced)")
     ax[1].set_xlabel("Spearman rho vs full ranking"), ax[1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
