@@ -45,15 +45,10 @@ def _save_figure(df, spec_hash: str, path) -> None:
     import matplotlib.pyplot as plt
 
     from embeval.provenance import code_version
+    from embeval.runs.evaluators._images import level_figures
 
     d = df[df["distortion"] != "none"].groupby(["distortion", "level"])["out.psnr"].mean().reset_index()
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    for name, g in d.groupby("distortion"):
-        ax.plot(g["level"], g["out.psnr"], marker="o", label=name)
-    ax.set_xlabel("distortion level")
-    ax.set_ylabel("PSNR (dB)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title(f"PSNR by level (run spec {spec_hash} | {code_version()})", fontsize=8)
-    fig.tight_layout()
+    (fig,) = level_figures(d, ["out.psnr"], {"out.psnr": "PSNR (dB)"}, f"run spec {spec_hash} | {code_version()}",
+                           "of distorted vs reference, mean over items")
     fig.savefig(path, dpi=110)
     plt.close(fig)
