@@ -447,7 +447,7 @@ class Workcell:
         """Open (1) / close (0) the fingers; closing on an object between the fingers grasps it."""
         self.safety.require_ok()
         g = float(np.clip(opening, 0.0, 1.0))
-        closing = g < 0.5 <= self.gripper or (g < 0.5 and self.grasp is None and self.gripper >= 0.5)
+        closing = g < 0.5 <= self.gripper
         opening_now = g >= 0.5 > self.gripper
         if opening_now and self.grasp is not None:
             self.grasp = None
