@@ -87,3 +87,21 @@ def test_reference_only_spec_needs_no_levels(image_dir):
 def test_quality_spec_errors_name_the_field(image_dir, changes, msg):
     with pytest.raises(ConfigError, match=msg):
         plan_run(parse_spec({**SPEC, **changes}, base_dir=image_dir))
+
+
+def test_every_report_figure_names_spec_hash_and_code_version(image_dir):
+    from embeval.provenance import code_version
+    from embeval.runs import ResultsStore, get_evaluator, results_frame
+    from embeval.runs.report import _generic_sections
+
+    spec = parse_spec(SPEC, base_dir=image_dir)
+    run(spec, image_dir / "run")
+    with ResultsStore(image_dir / "run" / "results.sqlite") as st:
+        frame = results_frame(st)
+        shards = st.shard_status(spec.run_id)
+    stamp = f"run spec {spec.hash} | {code_version()}"
+    sections = get_evaluator(spec.evaluator).report_sections(spec, frame, stamp) + _generic_sections(frame, shards, stamp)
+    figs = [f for s in sections for f in s.figures]
+    assert len(figs) == 4 + 1  # psnr, ssim, mse, mae + the time histogram
+    for f in figs:
+        assert spec.hash in f.axes[0].get_title() and code_version() in f.axes[0].get_title()

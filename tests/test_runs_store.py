@@ -72,6 +72,7 @@ def test_store_upsert_keeps_done_rows_and_replaces_failed(tmp_path):
         assert len(rows) == 1
         r = rows[0]
         assert (r["status"], r["outputs"], r["attempts"], r["error"]) == ("done", {"v": 1}, 2, None)
+        assert st.conn.execute("PRAGMA user_version").fetchone()[0] == 1
         with pytest.raises(sqlite3.IntegrityError):
             st.conn.execute("INSERT INTO results(run_id, subject, item, distortion, level, seed, status, spec_hash, code_version)"
                             " VALUES('run', 'a', 'x', 'none', 0, 0, 'done', 'h', 'c')")
@@ -241,3 +242,13 @@ def test_global_generators_are_seeded_per_unit(tmp_path):
             assert ra == b.results(whole.run_id) and len({o["np"] for o in ra.values()}) == len(ra)
     finally:
         del EVALUATORS["_global"]
+
+
+def test_store_from_a_newer_schema_is_refused(tmp_path):
+    from embeval.errors import ConfigError
+
+    con = sqlite3.connect(tmp_path / "r.sqlite")
+    con.execute("PRAGMA user_version=99")
+    con.close()
+    with pytest.raises(ConfigError, match="newer embeval"):
+        ResultsStore(tmp_path / "r.sqlite")

@@ -61,6 +61,8 @@ WHERE results.status != 'done'
 """
 
 STORE_NAME = "results.sqlite"
+#: bumped when the schema changes incompatibly (PRAGMA user_version)
+SCHEMA_VERSION = 1
 
 
 class ResultsStore:
@@ -76,8 +78,15 @@ class ResultsStore:
         if wal:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            self.conn.close()
+            raise ConfigError(f"{self.path} was written by a newer embeval (store schema {version}, this one reads "
+                              f"{SCHEMA_VERSION}); upgrade embeval to read or resume it")
         if create:
             self.conn.executescript(SCHEMA)
+            if version < SCHEMA_VERSION:
+                self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # ----------------------------------------------------------- context
     def close(self) -> None:
