@@ -58,7 +58,7 @@ class PolicyNode(EmbevalNode):
         self.action_pub = self.create_publisher(JointState, T.ACTION, qos_reliable())
         self.proposed_pub = self.create_publisher(JointState, T.ACTION_PROPOSED, qos_reliable())
         self.status_pub = self.create_publisher(DiagnosticArray, T.POLICY_STATUS, qos_reliable())
-        self.create_subscription(Image, image_topic, self._on_image, qos_reliable(2))
+        self.create_subscription(Image, image_topic, self._on_image, qos_reliable(10))
         self.create_subscription(String, T.INSTRUCTION, self._on_instruction, qos_latched())
         self.create_subscription(PoseStamped, T.TCP_POSE, self._on_pose, qos_reliable())
         self._last_step = 0.0

@@ -1,11 +1,15 @@
 """recorder node: write the chosen topics to a rosbag2 (MCAP) with embeval.recording, safe to kill.
 
 Subscriptions take the serialised CDR bytes (``raw=True``): nothing is decoded or re-encoded.
-The bag is written in ``segment_s`` segments; after ``kill -9`` the bag stays readable and loses
-at most the open segment (see :mod:`embeval.recording.bag`).
+Like rosbag2's cache, callbacks only enqueue; one writer thread appends to the bag in arrival
+order, so a slow disk write never blocks the subscriptions. The bag is written in ``segment_s``
+segments; after ``kill -9`` the bag stays readable and loses at most the open segment and the
+queue (see :mod:`embeval.recording.bag`).
 """
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from pathlib import Path
 
@@ -44,20 +48,46 @@ class RecorderNode(EmbevalNode):
             self.bag.add_topic(topic, type_map[topic])
             qos = qos_latched() if topic == T.INSTRUCTION else qos_reliable(100)
             self.create_subscription(T.msg_class(type_map[topic]), topic, self._writer(topic), qos, raw=True)
-        self.create_timer(0.25, lambda: self.bag.tick(time.time_ns()))
+        self.queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.max_backlog = 0
+        self.write_error = ""
+        self._thread = threading.Thread(target=self._write_loop, name="embeval_bag_writer", daemon=True)
+        self._thread.start()
         self.get_logger().info(f"recording {len(topics)} topics to {bag_dir}")
 
     def _writer(self, topic: str):
         def cb(data: bytes) -> None:
             t_in = time.perf_counter()
             self.log.received += 1
-            self.bag.write(topic, time.time_ns(), data)
-            self.counts[topic] = self.counts.get(topic, 0) + 1
+            self.queue.put((topic, time.time_ns(), data))
             self.log.add(t_in)
 
         return cb
 
+    def _write_loop(self) -> None:
+        while True:
+            try:
+                item = self.queue.get(timeout=0.25)
+            except queue.Empty:
+                self.bag.tick(time.time_ns())
+                continue
+            if item is None:
+                return
+            self.max_backlog = max(self.max_backlog, self.queue.qsize())
+            topic, t_ns, data = item
+            try:
+                self.bag.write(topic, t_ns, data)
+            except Exception as exc:  # noqa: BLE001 - keep recording the other topics, report once
+                if not self.write_error:
+                    self.write_error = str(exc)
+                    self.get_logger().error(f"bag write failed: {exc}")
+                continue
+            self.counts[topic] = self.counts.get(topic, 0) + 1
+
     def close(self) -> None:
+        """Drain the queue into the bag, then close it (complete metadata)."""
+        self.queue.put(None)
+        self._thread.join(timeout=60)
         self.bag.close()
 
 
