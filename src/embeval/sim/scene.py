@@ -148,8 +148,8 @@ def default_cameras() -> list[CameraSpec]:
     """Third-person (fixed, on the left (+y) side of the table) and wrist (on the TCP) D455-like cameras."""
     return [
         d455_camera("third_person", position=(0.40, 0.68, 0.58), target=(0.55, -0.02, 0.0)),
-        # wrist: 10 cm behind the TCP along the approach axis and 7 cm off-axis, looking along it
-        d455_camera("wrist", mount="wrist", position=(0.07, 0.0, -0.10), target=(0.0, 0.0, 0.25), up=(1.0, 0.0, 0.0)),
+        # wrist: 9 cm behind the TCP along the approach axis and 9 cm off-axis, looking along it (fingertips in view)
+        d455_camera("wrist", mount="wrist", position=(0.09, 0.0, -0.09), target=(0.02, 0.0, 0.25), up=(1.0, 0.0, 0.0)),
     ]
 
 
