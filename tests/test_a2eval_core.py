@@ -190,3 +190,26 @@ def test_video_items_yield_frames(tmp_path):
     frames = it.load_images(video_frames=3)
     assert len(frames) == 3 and frames[0].shape == (24, 32, 3)
     assert frames[0][..., 0].mean() < frames[1][..., 0].mean() < frames[2][..., 0].mean()
+
+
+def test_cli_pool_and_config_errors(tmp_path, capsys):
+    from embeval.cli import main
+    from embeval_analysis.a2eval import pipeline as P
+
+    assert main(["a2eval", "pool", "--procedural", "30", "--out", str(tmp_path / "p.jsonl")]) == 0
+    out = capsys.readouterr().out
+    assert "30 items OK" in out and "counting" in out
+    assert main(["a2eval", "pool", str(tmp_path / "p.jsonl")]) == 0
+    assert main(["a2eval", "pool"]) == 2  # neither files nor --procedural: a clear error, no traceback
+    assert "--procedural" in capsys.readouterr().err
+    assert main(["a2eval", "evaluate", "--config", str(P.CONFIG_DIR / "ci.yaml"), "--out", str(tmp_path / "none")]) == 2
+    assert "run `embeval a2eval curate" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data_agnt: {}\n")
+    with pytest.raises(ConfigError, match="unknown section"):
+        P.load_config(bad)
+    with pytest.raises(ConfigError, match="pool.procedural"):
+        P.make_pool({"pool": {"procedural": {"items": 3}}})
+    for name in ("default.yaml", "ci.yaml"):  # shipped configs parse into valid agent configs
+        cfg = P.load_config(P.CONFIG_DIR / name)
+        assert len(P.data_agent_config(cfg).voters) == 5 and P.eval_agent_config(cfg).max_attempts >= 1

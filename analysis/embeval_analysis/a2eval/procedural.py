@@ -292,7 +292,10 @@ def procedural_pool(cfg: ProceduralConfig | None = None, **kw) -> list[PoolItem]
     from embeval.provenance import derive_seed
 
     total = sum(cfg.shares.values())
-    counts = {d: int(round(cfg.n_items * s / total)) for d, s in cfg.shares.items()}
+    raw = {d: cfg.n_items * s / total for d, s in cfg.shares.items()}
+    counts = {d: int(np.floor(v)) for d, v in raw.items()}
+    for d in sorted(raw, key=lambda d: counts[d] - raw[d])[: cfg.n_items - sum(counts.values())]:
+        counts[d] += 1  # largest remainders: the pool has exactly n_items items
     items: list[PoolItem] = []
     for dim, n in counts.items():
         rng = np.random.default_rng(derive_seed("a2eval-procedural", cfg.seed, dim))
