@@ -63,3 +63,13 @@ def test_invalid_pose_rejected():
         ExecutionOutcome((0.1, 0.2, float("nan"), 0, 0, 0), False, False)
     with pytest.raises(InvalidInputError):
         ExecutionOutcome((0.1, 0.2), False, False)
+
+
+def test_action_sequence_normalisation():
+    from embeval.sim.execute import _seq
+    from embeval.subjects.protocols import Action
+
+    a = Action.hold()
+    assert len(_seq(a)) == 1 and len(_seq([a] * 7)) == 7  # seven Actions are a sequence, not one action
+    assert len(_seq([0.0] * 7)) == 1 and len(_seq(np.zeros(7))) == 1
+    assert len(_seq(np.zeros((3, 7)))) == 3 and len(_seq([[0] * 7] * 2)) == 2

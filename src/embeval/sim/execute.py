@@ -84,7 +84,10 @@ def rollout(env: SimEnv, policy, scene: SceneSpec | None = None, task: TaskSpec 
 
 
 def _seq(actions) -> list:
-    arr = actions if isinstance(actions, Action) else np.asarray(actions, dtype=object)
-    if isinstance(actions, Action) or (getattr(arr, "ndim", 0) == 1 and len(arr) == 7 and not hasattr(arr[0], "__len__")):
+    """One action (7 numbers or an :class:`Action`) -> [action]; a sequence of actions -> list."""
+    if isinstance(actions, Action):
         return [actions]
-    return list(actions)
+    items = list(actions)
+    if items and all(isinstance(x, (int, float, np.integer, np.floating)) for x in items):
+        return [actions]
+    return items
