@@ -1,0 +1,256 @@
+"""``embeval iqa bench``: how well do quality metrics predict what a distortion does to robots?
+
+For every target score (Decision, Cognition: means over subjects) and every split (8:2, disjoint by
+scene, ``n_splits`` repeats) the zero-shot metrics are evaluated on the test images and the trained
+metrics are fitted on the training images and evaluated on the test images. Reported: SRCC, KRCC,
+PLCC (raw) and PLCC after the 4-parameter logistic (:func:`embeval.scoring.stats.correlations`),
+median over splits with the 2.5/97.5 percentiles over splits as interval, broken down by
+
+- ``all``; ``dimension``: the target's parts (Decision: position / rotation / state; Cognition:
+  BLEU / ROUGE-L / CIDEr-D), predicted by the metric trained on the total;
+- ``jnd``: thirds of the test images by the target score (mild / medium / severe);
+- ``view`` (first / third person), ``source`` (simulated / real), ``level`` (1..5).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from embeval_analysis.iqa.metrics import TrainConfig
+
+Log = Callable[[str], None]
+PARTS = {"decision": ["position", "rotation", "state"], "cognition": ["bleu", "rouge_l", "cider_d"]}
+
+
+@dataclass
+class BenchConfig:
+    targets: list[str] = field(default_factory=lambda: ["decision", "cognition"])
+    zero_shot: list[str] = field(default_factory=lambda: ["psnr", "ssim", "gmsd", "nlpd", "piqe", "niqe", "brisque"])
+    trained: list[str] = field(default_factory=lambda: ["cnniqa", "fr-fusion"])
+    n_splits: int = 10
+    test_size: float = 0.2
+    seed: int = 0
+    cnniqa_splits: int | None = None  # train CNNIQA on the first k splits only (CPU time); None: all
+    min_group: int = 6  # smallest breakdown group that gets correlations
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BenchConfig":
+        from embeval.errors import ConfigError
+
+        d = dict(d)
+        bad = sorted(set(d) - set(cls.__dataclass_fields__))
+        if bad:
+            raise ConfigError(f"iqa bench config: unknown field(s) {bad}; allowed: {sorted(cls.__dataclass_fields__)}")
+        if "train" in d:
+            d["train"] = TrainConfig(**d["train"])
+        return cls(**d)
+
+
+@dataclass
+class BenchResult:
+    per_split: Any  # pandas DataFrame: one row per metric x target x breakdown group x split
+    summary: Any  # median over splits with intervals
+    unavailable: dict[str, str]
+    metric_values: dict[str, np.ndarray]  # zero-shot values per image (all images)
+    split0: dict[str, Any]  # test indices and predictions of split 0 (for the gate)
+    seconds: float = 0.0
+
+
+def _load_images(db: Path, scores) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    from PIL import Image
+
+    def rd(p):
+        with Image.open(db / p) as im:
+            return np.asarray(im.convert("RGB"))
+
+    refs = {p: rd(p) for p in scores["ref_path"].unique()}
+    return [rd(p) for p in scores["path"]], [refs[p] for p in scores["ref_path"]]
+
+
+def _groups(frame, y: np.ndarray, target: str) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
+    from embeval.scoring.jnd import jnd_split
+
+    allidx = np.arange(len(frame))
+    out = [("all", "all", allidx, y)]
+    for part in PARTS.get(target, []):
+        if part in frame:
+            out.append(("dimension", part, allidx, frame[part].to_numpy(float)))
+    for name, idx in jnd_split(y).items():
+        out.append(("jnd", name, np.asarray(idx), y))
+    for col in ("view", "source", "level"):
+        if col in frame:
+            vals = frame[col].to_numpy()
+            for v in sorted(set(vals.tolist()), key=str):
+                out.append((col, str(v), np.flatnonzero(vals == v), y))
+    return out
+
+
+def _rows(metric, mode, kind, target, split, pred, hib, frame, y, min_group) -> list[dict]:
+    from embeval.scoring.stats import correlations
+
+    import warnings
+
+    rows = []
+    for bd, group, idx, yy in _groups(frame, y, target):
+        if len(idx) < max(3, min_group):
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # overflow in the logistic while curve_fit explores
+            c = correlations(pred[idx], yy[idx], higher_is_better=hib)
+        rows.append({"metric": metric, "mode": mode, "kind": kind, "target": target, "breakdown": bd, "group": group,
+                     "split": split, "n": len(idx), "srcc": c.srcc, "krcc": c.krcc, "plcc": c.plcc, "plcc_4pl": c.plcc_4pl})
+    return rows
+
+
+def summarise(per_split):
+    """Median over splits and 2.5/97.5 percentile interval of SRCC, per metric/target/breakdown group."""
+    keys = ["metric", "mode", "kind", "target", "breakdown", "group"]
+    g = per_split.groupby(keys, sort=False)
+    out = g[["srcc", "krcc", "plcc", "plcc_4pl", "n"]].median()
+    out["srcc_lo"] = g["srcc"].quantile(0.025)
+    out["srcc_hi"] = g["srcc"].quantile(0.975)
+    out["n_splits"] = g["split"].nunique()
+    return out.reset_index()
+
+
+def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = print) -> BenchResult:
+    import pandas as pd
+
+    from embeval.errors import MissingFileError
+    from embeval_analysis.iqa.export import scene_splits
+    from embeval_analysis.iqa.metrics import FRFusion, ZERO_SHOT, train_cnniqa, zero_shot_scores
+
+    cfg = cfg or BenchConfig()
+    db = Path(db)
+    t0 = time.perf_counter()
+    if not (db / "scores.csv").exists():
+        raise MissingFileError(f"{db}/scores.csv not found; build the database with `embeval iqa build --out {db}`")
+    scores = pd.read_csv(db / "scores.csv")
+    targets = [t for t in cfg.targets if t in scores and scores[t].notna().all()]
+    if not targets:
+        raise MissingFileError(f"{db}/scores.csv has none of the targets {cfg.targets} (no VLA/VLM subjects scored?)")
+    dist, refs = _load_images(db, scores)
+    if log:
+        log(f"benchmark on {len(scores)} distorted images of {scores['ref_id'].nunique()} references "
+            f"({scores['scene_id'].nunique()} scenes); zero-shot metrics:")
+    names = list(dict.fromkeys(cfg.zero_shot + (["psnr", "ssim", "gmsd", "nlpd"] if "fr-fusion" in cfg.trained else [])))
+    values, missing, hib = zero_shot_scores(dist, refs, names, log)
+    splits = scene_splits(scores["scene_id"].to_numpy(), cfg.n_splits, cfg.test_size, cfg.seed)
+    rows: list[dict] = []
+    split0: dict[str, Any] = {"test": splits[0][1], "train": splits[0][0], "pred": {}, "predictor": {}}
+    n_cnn = len(splits) if cfg.cnniqa_splits is None else min(cfg.cnniqa_splits, len(splits))
+    for target in targets:
+        y = scores[target].to_numpy(float)
+        for k, (tr, te) in enumerate(splits):
+            frame = scores.iloc[te].reset_index(drop=True)
+            preds: dict[str, tuple[np.ndarray, bool, str, str]] = {}
+            for name, v in values.items():
+                if name in cfg.zero_shot:
+                    preds[name] = (v[te], hib[name], ZERO_SHOT.get(name, ("?",))[0], "zero-shot")
+            if "fr-fusion" in cfg.trained:
+                preds["fr-fusion"] = (FRFusion(seed=cfg.seed + k).fit(values, tr, y[tr]).predict(values, te), True, "FR", "trained")
+            if "cnniqa" in cfg.trained and k < n_cnn:
+                t1 = time.perf_counter()
+                model = train_cnniqa([dist[i] for i in tr], y[tr], cfg.train, seed=cfg.seed + k, target=target)
+                preds["cnniqa"] = (model.predict([dist[i] for i in te]), True, "NR", "trained")
+                if k == 0:
+                    split0["predictor"][target] = model
+                if log:
+                    log(f"  cnniqa -> {target}, split {k + 1}/{n_cnn}: trained in {time.perf_counter() - t1:.1f} s")
+            for name, (p, h, mode, kind) in preds.items():
+                rows += _rows(name, mode, kind, target, k, p, h, frame, frame[target].to_numpy(float), cfg.min_group)
+                if k == 0:
+                    split0["pred"][(name, target)] = p
+    per_split = pd.DataFrame(rows)
+    return BenchResult(per_split, summarise(per_split), missing, values, split0, time.perf_counter() - t0)
+
+
+def main_table(res: BenchResult):
+    """The headline table: breakdown ``all``, one row per metric, columns per target."""
+    s = res.summary[res.summary["breakdown"] == "all"]
+    return s[["metric", "mode", "kind", "target", "srcc", "srcc_lo", "srcc_hi", "krcc", "plcc", "plcc_4pl", "n_splits"]]
+
+
+def print_table(res: BenchResult, out=print) -> None:
+    t = main_table(res)
+    out(f"{'metric':12s} {'mode':4s} {'kind':9s} {'target':9s} {'SRCC [95% over splits]':>24s} {'KRCC':>6s} "
+        f"{'PLCC':>6s} {'PLCC4':>6s} {'splits':>6s}")
+    for _, r in t.sort_values(["target", "srcc"], ascending=[True, False]).iterrows():
+        out(f"{r.metric:12s} {r['mode']:4s} {r.kind:9s} {r.target:9s} {r.srcc:7.3f} [{r.srcc_lo:6.3f},{r.srcc_hi:6.3f}] "
+            f"{r.krcc:6.3f} {r.plcc:6.3f} {r.plcc_4pl:6.3f} {int(r.n_splits):6d}")
+    for k, v in res.unavailable.items():
+        out(f"  unavailable: {k}: {v}")
+
+
+def print_breakdowns(res: BenchResult, target: str = "decision", out=print) -> None:
+    s = res.summary[(res.summary["target"] == target) & (res.summary["breakdown"] != "all")]
+    if s.empty:
+        return
+    piv = s.pivot_table(index=["breakdown", "group"], columns="metric", values="srcc", sort=False)
+    out(f"\nSRCC by breakdown ({target}; median over splits):")
+    out(piv.to_string(float_format=lambda v: f"{v:6.3f}"))
+
+
+def trained_vs_psnr(res: BenchResult, target: str = "decision") -> list[dict[str, Any]]:
+    """Per trained metric: median SRCC against PSNR's on the same held-out splits, and the number of
+    splits in which it is higher."""
+    ps = res.per_split
+    ps = ps[(ps["breakdown"] == "all") & (ps["target"] == target)]
+    base = ps[ps["metric"] == "psnr"].set_index("split")["srcc"]
+    out = []
+    for m in ps.loc[ps["kind"] == "trained", "metric"].unique():
+        s = ps[ps["metric"] == m].set_index("split")["srcc"]
+        common = s.index.intersection(base.index)
+        out.append({"metric": m, "target": target, "srcc": float(s[common].median()), "psnr_srcc": float(base[common].median()),
+                    "splits_better": int((s[common] > base[common]).sum()), "splits": len(common),
+                    "better": bool(s[common].median() > base[common].median())})
+    return out
+
+
+def gate_comparison(pred: np.ndarray, psnr: np.ndarray, y: np.ndarray, rates=(0.1, 0.2, 0.3),
+                    low_quantile: float = 1 / 3) -> list[dict[str, Any]]:
+    """A predicted-score gate against a PSNR-threshold gate at the same withheld rate on one stream.
+
+    "Low" frames: true score in the lowest ``low_quantile`` of the stream (the JND "severe" third).
+    Per gate: precision = share of withheld frames that are low; recall = share of low frames
+    withheld; mean true score of the frames passed to the policy."""
+    from embeval.iqa.gate import threshold_for_rate
+
+    y = np.asarray(y, float)
+    low = y <= np.quantile(y, low_quantile)
+    out = []
+    for r in rates:
+        row: dict[str, Any] = {"rate": r, "low_share": float(low.mean())}
+        for name, s in (("gate", np.asarray(pred, float)), ("psnr", np.asarray(psnr, float))):
+            k = int(round(r * len(y)))
+            withheld = np.zeros(len(y), bool)
+            withheld[np.argsort(s, kind="stable")[:k]] = True  # the k lowest: exactly the same rate for both gates
+            row[f"{name}_threshold"] = threshold_for_rate(s, r)
+            row[f"{name}_precision"] = float(low[withheld].mean()) if k else float("nan")
+            row[f"{name}_recall"] = float(withheld[low].mean())
+            row[f"{name}_passed_mean"] = float(y[~withheld].mean())
+        out.append(row)
+    return out
+
+
+def save_gate(res: BenchResult, out: str | Path, rate: float = 0.2, target: str = "decision") -> Path | None:
+    """Save split 0's CNNIQA predictor (trained on training scenes only) with the threshold that
+    withholds ``rate`` of its training frames (``gate.json``)."""
+    import json
+
+    model = res.split0["predictor"].get(target)
+    if model is None:
+        return None
+    p = model.save(out)
+    (p / "gate.json").write_text(json.dumps({"threshold": float(np.quantile(res.split0["pred"][("cnniqa", target)], rate)),
+                                             "rate": rate, "target": target}, indent=1))
+    return p
+
+
+def config_dict(cfg: BenchConfig) -> dict[str, Any]:
+    return asdict(cfg)

@@ -1,0 +1,155 @@
+"""Quality metrics of the Embodied-IQA benchmark.
+
+Zero-shot metrics are computed through pyiqa (:data:`ZERO_SHOT`: no weight files needed). Metrics
+whose files pyiqa would download (NIQE, BRISQUE, LPIPS, DISTS, ...) work when the user puts the
+file where pyiqa looks (``~/.cache/torch/hub/pyiqa/`` or ``.../checkpoints/``); otherwise
+:func:`zero_shot_scores` reports them as unavailable with the file that is missing.
+
+Trained metrics (:data:`TRAINED`), fitted on the training split only:
+- ``cnniqa`` (NR): pyiqa's CNNIQA architecture trained from scratch (:mod:`embeval.iqa.predictor`),
+  or fine-tuned from a user-given pyiqa weight file (``init_weights``);
+- ``fr-fusion`` (FR): an SVR (RBF, scikit-learn) over the zero-shot FR metrics (VMAF-style fusion).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+#: name -> (mode, higher_is_better); computed without any weight file
+ZERO_SHOT: dict[str, tuple[str, bool]] = {
+    "psnr": ("FR", True), "ssim": ("FR", True), "gmsd": ("FR", False), "nlpd": ("FR", False),
+    "vif": ("FR", True), "fsim": ("FR", True), "piqe": ("NR", False),
+}
+#: metrics that need a file the user provides (pyiqa downloads it otherwise)
+NEEDS_FILES = {"niqe": "niqe_modelparameters.mat", "brisque": "brisque_svm_weights.pth",
+               "ilniqe": "ILNIQE_templateModel.mat", "nrqm": "NRQM_model.mat", "lpips": "alexnet + LPIPS weights",
+               "dists": "vgg16 + DISTS weights", "cnniqa (pretrained)": "CNNIQA_koniq10k-e6f14c91.pth"}
+FR_FEATURES = ("psnr", "ssim", "gmsd", "nlpd")
+
+
+def _tensor(img: np.ndarray):
+    import torch
+
+    return torch.from_numpy(np.array(img, copy=True)).permute(2, 0, 1)[None].float().div_(255.0)
+
+
+def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psnr", "ssim", "gmsd", "nlpd", "piqe"),
+                     log: Callable[[str], None] | None = None) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, bool]]:
+    """({metric: values (N,)}, {unavailable metric: reason}, {metric: higher_is_better}).
+
+    PSNR of identical images is capped at 60 dB."""
+    import warnings
+
+    import pyiqa
+    import torch
+
+    values, missing, hib = {}, {}, {}
+    for name in names:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m = pyiqa.create_metric(name, device="cpu", as_loss=False)
+        except Exception as exc:  # noqa: BLE001 - pyiqa raises URLError/HTTPError/OSError for missing downloads
+            f = re.search(r"/([^/\s]+\.(?:pth|mat|pt|bin))", str(exc)) or re.search(r"'([^']+)'", str(exc))
+            missing[name] = (f"needs {f.group(1) if f else NEEDS_FILES.get(name, 'weights')} in "
+                             f"{Path(torch.hub.get_dir()) / 'pyiqa'} (no network): {type(exc).__name__}")
+            continue
+        out = np.empty(len(dist))
+        with torch.no_grad():
+            for i, (d, r) in enumerate(zip(dist, refs)):
+                v = m(_tensor(d), _tensor(r)) if m.metric_mode == "FR" else m(_tensor(d))
+                out[i] = float(v)
+        if name == "psnr":
+            out = np.minimum(np.nan_to_num(out, posinf=60.0), 60.0)
+        values[name], hib[name] = out, not m.lower_better
+        if log:
+            log(f"  {name}: {len(out)} images")
+    return values, missing, hib
+
+
+@dataclass
+class TrainConfig:
+    """Training of the learned metrics (CPU, from scratch)."""
+
+    epochs: int = 12
+    batch_size: int = 32
+    lr: float = 1e-3
+    input_size: list[int] = field(default_factory=lambda: [96, 128])  # [height, width]
+    n_kers: int = 50
+    n_nodes: int = 256
+    init_weights: str | None = None  # a pyiqa CNNIQA weight file to start from (user-given)
+
+
+def train_cnniqa(images: list[np.ndarray], y: np.ndarray, cfg: TrainConfig, seed: int = 0, target: str = "decision"):
+    """Train CNNIQA (L1 loss on the z-scored target, Adam, random horizontal flips); returns an
+    :class:`embeval.iqa.predictor.NRPredictor`."""
+    import torch
+
+    from embeval.iqa.predictor import NRPredictor, PredictorConfig, build_net, to_tensor
+
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    y = np.asarray(y, dtype=np.float64)
+    mu, sd = float(y.mean()), float(y.std() or 1.0)
+    pcfg = PredictorConfig(input_size=list(cfg.input_size), n_kers=cfg.n_kers, n_nodes=cfg.n_nodes, target=target,
+                           target_mean=mu, target_std=sd)
+    net = build_net(pcfg)
+    if cfg.init_weights:
+        from pyiqa.archs.arch_util import load_pretrained_network
+
+        load_pretrained_network(net, cfg.init_weights, True, "params")
+    x = to_tensor(images, cfg.input_size)
+    z = torch.from_numpy((y - mu) / sd).float()
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, cfg.epochs))
+    net.train()
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(x))
+        for i in range(0, len(order), cfg.batch_size):
+            idx = torch.from_numpy(order[i:i + cfg.batch_size])
+            xb = x[idx]
+            flip = torch.from_numpy(rng.random(len(idx)) < 0.5)
+            xb[flip] = xb[flip].flip(-1)
+            loss = torch.nn.functional.l1_loss(net(xb).reshape(-1), z[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        sched.step()
+    return NRPredictor(net.eval(), pcfg)
+
+
+class FRFusion:
+    """SVR over zero-shot FR metric values (features standardised on the training split)."""
+
+    def __init__(self, features=FR_FEATURES, seed: int = 0):
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+        from sklearn.svm import SVR
+
+        self.features = tuple(features)
+        self.model = make_pipeline(StandardScaler(), SVR(C=3.0, epsilon=0.05))
+
+    def _x(self, feats: dict[str, np.ndarray], idx) -> np.ndarray:
+        return np.stack([feats[f][idx] for f in self.features], axis=1)
+
+    def fit(self, feats, idx, y) -> "FRFusion":
+        self.model.fit(self._x(feats, idx), y)
+        return self
+
+    def predict(self, feats, idx) -> np.ndarray:
+        return self.model.predict(self._x(feats, idx))
+
+
+#: trained metric name -> (mode, description)
+TRAINED: dict[str, tuple[str, str]] = {
+    "cnniqa": ("NR", "pyiqa CNNIQA trained from scratch"),
+    "fr-fusion": ("FR", "SVR over " + "/".join(FR_FEATURES)),
+}
+
+
+def describe_missing(missing: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"metric": k, "reason": v} for k, v in missing.items()]
