@@ -213,3 +213,29 @@ def test_cli_pool_and_config_errors(tmp_path, capsys):
     for name in ("default.yaml", "ci.yaml"):  # shipped configs parse into valid agent configs
         cfg = P.load_config(P.CONFIG_DIR / name)
         assert len(P.data_agent_config(cfg).voters) == 5 and P.eval_agent_config(cfg).max_attempts >= 1
+
+
+def test_roles_over_an_openai_compatible_endpoint_with_call_cache(tmp_path, small_pool):
+    """Proposer and reviewer point at an OpenAI-compatible server (127.0.0.1) serving the rule-based
+    roles; every call goes through HTTP the first time and comes from the SQLite cache the second."""
+    from embeval.serving.openai_server import create_app
+    from embeval.serving.runner import serve_in_thread
+
+    class Counting(RulesLLM):
+        n = 0
+
+        def chat(self, messages, json_schema=None, **gen):
+            Counting.n += 1
+            return super().chat(messages, json_schema, **gen)
+
+    texts = [it.text() for it in small_pool]
+    with serve_in_thread(create_app(Counting(id="served-rules"), model_name="rules")) as srv:
+        role = {"kind": "llm", "adapter": "openai", "url": f"{srv.url}/v1", "params": {"model": "rules"}}
+        cfg = DataAgentConfig(proposer=role, reviewer=role, voters=[], max_rounds=4, probe_size=120,
+                              cache=str(tmp_path / "cache.sqlite"))
+        first = DataAgent(cfg, voters=[LLMVoter(RulesLLM(), 0)]).induce(texts)
+        calls = Counting.n
+        again = DataAgent(cfg, voters=[LLMVoter(RulesLLM(), 0)]).induce(texts)
+    assert calls == 2 * len(first.rounds) and Counting.n == calls  # second run: all from the cache
+    assert [d.name for d in again.dimensions] == [d.name for d in first.dimensions]
+    assert {d.name for d in first.dimensions} >= {"counting", "spatial", "affordance"}
