@@ -67,6 +67,8 @@ def _run(args) -> int:
         print(f"\nran {spun:.1f} s")
         print(f"{'node':<20} {'p50 ms':>8} {'p99 ms':>8} {'received':>9} {'published':>10}")
         for name, s in g.stage_latencies().items():
+            if not (s["received"] or s["published"]):
+                continue
             print(f"{name:<20} {s['p50_ms']:>8.2f} {s['p99_ms']:>8.2f} {s['received']:>9} {s['published']:>10}")
         if scorer is not None and scorer.book.records:
             print(f"\n{'item':<10} {'distortion':<16} {'level':>5} {'decision':>9} {'execution':>10}")
