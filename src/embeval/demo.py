@@ -18,6 +18,7 @@ STAGES: list[tuple[str, str]] = [
     ("distortion", "embeval.distortion.demo:run"),
     ("subjects", "embeval.subjects.demo:run"),
     ("a2eval", "embeval_analysis.a2eval.demo:run"),
+    ("iqa", "embeval_analysis.iqa.demo:run"),
     ("runs", "embeval.runs.demo:run"),
     ("ros", "embeval_ros.demo:run"),
 ]

@@ -29,7 +29,7 @@ PARTS = {"decision": ["position", "rotation", "state"], "cognition": ["bleu", "r
 @dataclass
 class BenchConfig:
     targets: list[str] = field(default_factory=lambda: ["decision", "cognition"])
-    zero_shot: list[str] = field(default_factory=lambda: ["psnr", "ssim", "gmsd", "nlpd", "piqe", "niqe", "brisque"])
+    zero_shot: list[str] = field(default_factory=lambda: ["psnr", "ssim", "gmsd", "piqe", "niqe", "brisque"])
     trained: list[str] = field(default_factory=lambda: ["cnniqa", "fr-fusion"])
     n_splits: int = 10
     test_size: float = 0.2
@@ -138,7 +138,7 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     if log:
         log(f"benchmark on {len(scores)} distorted images of {scores['ref_id'].nunique()} references "
             f"({scores['scene_id'].nunique()} scenes); zero-shot metrics:")
-    names = list(dict.fromkeys(cfg.zero_shot + (["psnr", "ssim", "gmsd", "nlpd"] if "fr-fusion" in cfg.trained else [])))
+    names = list(dict.fromkeys(cfg.zero_shot + (["psnr", "ssim", "gmsd"] if "fr-fusion" in cfg.trained else [])))
     values, missing, hib = zero_shot_scores(dist, refs, names, log)
     splits = scene_splits(scores["scene_id"].to_numpy(), cfg.n_splits, cfg.test_size, cfg.seed)
     rows: list[dict] = []

@@ -28,7 +28,7 @@ ZERO_SHOT: dict[str, tuple[str, bool]] = {
 NEEDS_FILES = {"niqe": "niqe_modelparameters.mat", "brisque": "brisque_svm_weights.pth",
                "ilniqe": "ILNIQE_templateModel.mat", "nrqm": "NRQM_model.mat", "lpips": "alexnet + LPIPS weights",
                "dists": "vgg16 + DISTS weights", "cnniqa (pretrained)": "CNNIQA_koniq10k-e6f14c91.pth"}
-FR_FEATURES = ("psnr", "ssim", "gmsd", "nlpd")
+FR_FEATURES = ("psnr", "ssim", "gmsd")  # cheap ones: NLPD costs ~1 s per image on the CPU
 
 
 def _tensor(img: np.ndarray):

@@ -1,0 +1,87 @@
+"""Demo stage ``iqa``: build a small Embodied-IQA database on the embedded defaults (simulated
+references x all 30 distortion types, one sampled level each, x the shipped VLA and VLM
+population), benchmark quality metrics against the Decision and Cognition scores, compare the
+live quality gate with a PSNR gate at the same withheld rate, and plot the analyses."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+
+def _subjects(log=print) -> list:
+    from embeval.errors import MissingWeightsError
+    from embeval_analysis.iqa.database import resolve_subjects
+
+    try:
+        return resolve_subjects("embedded")
+    except MissingWeightsError as exc:
+        log(f"NOTE: {exc}\n      using image-statistics policies and scripted VLMs as stand-in subjects (plumbing only)")
+        return ([{"id": f"stats-vla-{i}", "kind": "policy", "adapter": "image_stats", "params": {"scale": 0.02 * (i + 1)}}
+                 for i in range(5)] + [{"id": f"scripted-vlm-{i}", "kind": "vlm", "adapter": "scripted"} for i in range(5)])
+
+
+def run(ctx) -> None:
+    import pandas as pd
+
+    from embeval import distortion
+    from embeval_analysis.iqa import analyses
+    from embeval_analysis.iqa.bench import (BenchConfig, gate_comparison, print_breakdowns, print_table, run_bench,
+                                            save_gate, trained_vs_psnr)
+    from embeval_analysis.iqa.database import BuildConfig, build_database
+    from embeval_analysis.iqa.export import export_pyiqa
+    from embeval_analysis.iqa.metrics import TrainConfig
+
+    out = Path(ctx.out_dir) / "iqa"
+    db = out / "db"
+    t0 = time.perf_counter()
+    subjects = _subjects()
+    types = distortion.list_distortions()
+    cfg = BuildConfig(source="sim", source_params={"n": 8 if ctx.quick else 30, "size": [128, 96]},
+                      distortions=types[::3] if ctx.quick else "all", levels="sample", subjects=subjects, seed=ctx.seed)
+    scores = build_database(cfg, db)
+    n_vla = int(scores["n_vla"].max()) if "n_vla" in scores else 0
+    n_vlm = int(scores["n_vlm"].max()) if "n_vlm" in scores else 0
+    print(f"database: {scores['ref_id'].nunique()} references ({scores['scene_id'].nunique()} scenes), "
+          f"{scores['distortion'].nunique()} distortion types, {len(scores)} distorted images, {n_vla} VLA + {n_vlm} VLM subjects "
+          f"({time.perf_counter() - t0:.0f} s)")
+    files = export_pyiqa(scores, out / "pyiqa", seed=ctx.seed)
+    print("pyiqa export: " + ", ".join(p.name for p in files.values()))
+
+    bcfg = BenchConfig(n_splits=3 if ctx.quick else 10, cnniqa_splits=1 if ctx.quick else 3, seed=ctx.seed,
+                       zero_shot=["psnr", "ssim", "gmsd", "piqe", "niqe", "brisque"],
+                       train=TrainConfig(epochs=4 if ctx.quick else 12, input_size=[48, 64], n_nodes=256))
+    res = run_bench(db, bcfg)
+    res.per_split.to_csv(out / "bench_per_split.csv", index=False)
+    res.summary.to_csv(out / "bench_summary.csv", index=False)
+    print(f"\nIQA benchmark (held-out scenes, {bcfg.n_splits} splits 8:2; CNNIQA trained on the first "
+          f"{bcfg.cnniqa_splits} splits, {bcfg.train.epochs} epochs at {bcfg.train.input_size[1]}x{bcfg.train.input_size[0]}):")
+    print_table(res)
+    print_breakdowns(res, "decision")
+    print("\nTrained metrics vs PSNR on the Decision score (same held-out splits):")
+    for r in trained_vs_psnr(res, "decision"):
+        verdict = "better than PSNR" if r["better"] else "NOT better than PSNR"
+        print(f"  {r['metric']:10s} SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f}: {verdict} "
+              f"(higher in {r['splits_better']}/{r['splits']} splits)")
+
+    s0 = res.split0
+    if ("cnniqa", "decision") in s0["pred"]:
+        y = scores["decision"].to_numpy(float)[s0["test"]]
+        rows = gate_comparison(s0["pred"][("cnniqa", "decision")], res.metric_values["psnr"][s0["test"]], y)
+        print(f"\nQuality gate on the held-out stream of split 1 ({len(y)} distorted frames; 'low' = Decision in the lowest third):")
+        print(f"  {'withheld':>8s} {'gate precision':>14s} {'PSNR precision':>14s} {'gate passed mean':>16s} {'PSNR passed mean':>16s}")
+        for r in rows:
+            print(f"  {r['rate']:8.0%} {r['gate_precision']:14.2f} {r['psnr_precision']:14.2f} {r['gate_passed_mean']:16.3f} "
+                  f"{r['psnr_passed_mean']:16.3f}")
+        pd.DataFrame(rows).to_csv(out / "gate_comparison.csv", index=False)
+        p = save_gate(res, out / "predictor", rate=0.2)
+        ctx.shared["iqa_predictor"] = str(p)
+        print(f"  gate predictor for the ROS node: {p} (QualityGate.load)")
+
+    tabs = analyses.run_all(db, out)
+    rel = ", ".join(f"{k}: {v:.3f}" for k, v in tabs["relations"].items())
+    print(f"\nSRCC between stage scores: {rel or 'n/a'}")
+    if not tabs["jnd"].empty:
+        print("most sensitive types (share in the JND severe third): " + ", ".join(
+            f"{k} {v:.2f}" for k, v in tabs["jnd"].iloc[:, 0].head(5).items()))
+    print(f"plots: {', '.join(sorted(p.name for p in out.glob('*.png')))} in {out}")
+    print(f"iqa stage total {time.perf_counter() - t0:.0f} s")

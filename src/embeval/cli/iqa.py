@@ -1,0 +1,186 @@
+"""``embeval iqa``: build an Embodied-IQA database, export it for pyiqa, benchmark quality metrics,
+plot the analyses, and calibrate / try the live quality gate."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from embeval.cli._util import add_group
+
+
+def register(sub) -> None:
+    g = add_group(sub, "iqa", "Embodied-IQA: image quality as robots see it (database, benchmark, quality gate)")
+    raw = argparse.RawDescriptionHelpFormatter
+
+    p = g.add_parser("build", help="build the database: references x distortions x subjects -> scores",
+                     formatter_class=raw, description="Build (or resume) an Embodied-IQA database: reference images from a "
+                     "source, distorted copies, every subject's answers/actions (through embeval.runs), per-subject and mean "
+                     "Cognition/Decision scores.",
+                     epilog="examples:\n  embeval iqa build --out runs/iqa/db                       # config/iqa/default.yaml\n"
+                            "  embeval iqa build --out db --source folder --path imgs --tasks imgs/tasks.yaml\n"
+                            "  embeval iqa build --out db --source rosbag --path run.mcap --n 50 --levels all")
+    p.add_argument("--out", type=Path, required=True, help="database folder (created; an existing one is resumed)")
+    p.add_argument("--config", type=Path, default=None, help="YAML with a 'build:' section (default: config/iqa/default.yaml values)")
+    p.add_argument("--source", choices=["sim", "folder", "lerobot", "rosbag"], help="image source (overrides the config)")
+    p.add_argument("--path", help="folder / LeRobot dataset / bag of the source")
+    p.add_argument("--tasks", help="folder source: task file (YAML: {'*': [5 instructions], 'img.png': [...]})")
+    p.add_argument("--topic", help="rosbag source: image topic")
+    p.add_argument("--n", type=int, help="number of reference images")
+    p.add_argument("--size", type=int, nargs=2, metavar=("W", "H"), help="resize references to W x H pixels")
+    p.add_argument("--levels", help="'sample' (one level per reference x type), 'all', or comma-separated levels")
+    p.add_argument("--distortions", help="comma-separated distortion types (default: all 30)")
+    p.add_argument("--subjects", nargs="+", help="subject spec YAMLs (default: the embedded VLA/VLM population)")
+    p.add_argument("--progress", action="store_true", help="show a progress bar while scoring")
+    p.set_defaults(func=_build)
+
+    p = g.add_parser("export", help="export in pyiqa's format (meta CSVs, scene-disjoint 8:2 splits x10)",
+                     formatter_class=raw, description="Write meta_nr_<target>.csv, meta_fr_<target>.csv and a split file for "
+                     "pyiqa's GeneralNRDataset / GeneralFRDataset (dataroot = the database folder).",
+                     epilog="example:\n  embeval iqa export --db runs/iqa/db --out runs/iqa/pyiqa")
+    p.add_argument("--db", type=Path, required=True, help="database folder")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--splits", type=int, default=10, help="number of repeated splits (default 10)")
+    p.add_argument("--test-size", type=float, default=0.2, help="share of scenes in the test set (default 0.2)")
+    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.set_defaults(func=_export)
+
+    p = g.add_parser("bench", help="benchmark zero-shot and trained IQA metrics against the robot scores",
+                     formatter_class=raw, description="Zero-shot metrics (pyiqa) and trained metrics (CNNIQA from scratch, "
+                     "FR fusion) on scene-disjoint splits; SRCC/KRCC/PLCC (raw, 4PL), median over splits, breakdowns.",
+                     epilog="examples:\n  embeval iqa bench --db runs/iqa/db --out runs/iqa/bench\n"
+                            "  embeval iqa bench --db db --out b --splits 10 --cnniqa-splits 3 --epochs 12 --save-predictor b/predictor\n"
+                            "  embeval iqa bench --db db --out b --init-weights ~/w/CNNIQA_koniq10k-e6f14c91.pth")
+    p.add_argument("--db", type=Path, required=True, help="database folder")
+    p.add_argument("--out", type=Path, required=True, help="folder for bench_summary.csv / bench_per_split.csv")
+    p.add_argument("--splits", type=int, default=10, help="repeated 8:2 splits (default 10)")
+    p.add_argument("--cnniqa-splits", type=int, default=None, help="train CNNIQA on the first K splits only (CPU time)")
+    p.add_argument("--epochs", type=int, default=12, help="CNNIQA training epochs (default 12)")
+    p.add_argument("--input-size", type=int, nargs=2, default=[64, 48], metavar=("W", "H"), help="CNNIQA input size")
+    p.add_argument("--zero-shot", help="comma-separated pyiqa metrics (default psnr,ssim,gmsd,piqe,niqe,brisque; nlpd, vif, fsim cost ~1 s per image)")
+    p.add_argument("--trained", default="cnniqa,fr-fusion", help="trained metrics (default cnniqa,fr-fusion)")
+    p.add_argument("--init-weights", help="a pyiqa CNNIQA weight file to start training from (user-given)")
+    p.add_argument("--save-predictor", type=Path, help="save split 1's CNNIQA Decision predictor (for the quality gate)")
+    p.add_argument("--seed", type=int, default=0, help="seed of splits and training (default 0)")
+    p.set_defaults(func=_bench)
+
+    p = g.add_parser("analyse", help="plots: score by type and level, JND sensitivity, subject SRCC matrix, stage scores",
+                     formatter_class=raw, description="Write the analysis PNGs of a database and print their numbers.",
+                     epilog="example:\n  embeval iqa analyse --db runs/iqa/db --out runs/iqa/plots")
+    p.add_argument("--db", type=Path, required=True, help="database folder")
+    p.add_argument("--out", type=Path, required=True, help="folder for the PNGs")
+    p.set_defaults(func=_analyse)
+
+    p = g.add_parser("gate", help="run the quality gate on images (or calibrate its threshold)",
+                     formatter_class=raw, description="Score images with a saved NR predictor and say which frames the gate "
+                     "withholds; --rate calibrates the threshold on these images and stores it in PREDICTOR/gate.json.",
+                     epilog="examples:\n  embeval iqa gate --predictor runs/demo/iqa/predictor runs/iqa/db/distorted/*.png\n"
+                            "  embeval iqa gate --predictor P --rate 0.2 calib/*.png     # store the threshold")
+    p.add_argument("--predictor", type=Path, required=True, help="folder with predictor.json + model.safetensors")
+    p.add_argument("images", nargs="+", type=Path, help="image files (PNG/JPEG)")
+    p.add_argument("--threshold", type=float, help="withhold frames predicted below this (default: PREDICTOR/gate.json)")
+    p.add_argument("--rate", type=float, help="calibrate: the threshold that withholds this share of the given images")
+    p.set_defaults(func=_gate)
+
+
+def _build(args) -> int:
+    from embeval_analysis.iqa.database import BuildConfig, build_database
+
+    cfg = BuildConfig.from_yaml(args.config) if args.config else BuildConfig()
+    if args.source:
+        cfg.source = args.source
+        cfg.source_params = {}
+    sp = dict(cfg.source_params)
+    for key, val in (("path", args.path), ("tasks_file", args.tasks), ("topic", args.topic), ("n", args.n),
+                     ("size", list(args.size) if args.size else None)):
+        if val is not None:
+            sp[key] = val
+    cfg.source_params = sp
+    if args.levels:
+        cfg.levels = args.levels if args.levels in ("sample", "all") else [int(v) for v in args.levels.split(",")]
+    if args.distortions:
+        cfg.distortions = args.distortions.split(",")
+    if args.subjects:
+        cfg.subjects = [str(Path(s).resolve()) for s in args.subjects]
+    scores = build_database(cfg, args.out, progress=args.progress)
+    cols = [c for c in ("decision", "cognition") if c in scores]
+    print(scores.groupby("category")[cols].mean().to_string(float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+def _export(args) -> int:
+    import pandas as pd
+
+    from embeval.errors import MissingFileError
+    from embeval_analysis.iqa.export import export_pyiqa
+
+    f = args.db / "scores.csv"
+    if not f.exists():
+        raise MissingFileError(f"{f} not found; build the database first with `embeval iqa build --out {args.db}`")
+    for name, p in export_pyiqa(pd.read_csv(f), args.out, n_splits=args.splits, test_size=args.test_size, seed=args.seed).items():
+        print(f"{name}: {p}")
+    return 0
+
+
+def _bench(args) -> int:
+    from embeval_analysis.iqa.bench import BenchConfig, print_breakdowns, print_table, run_bench, save_gate, trained_vs_psnr
+    from embeval_analysis.iqa.metrics import TrainConfig
+
+    cfg = BenchConfig(n_splits=args.splits, cnniqa_splits=args.cnniqa_splits, seed=args.seed,
+                      trained=[t for t in args.trained.split(",") if t],
+                      train=TrainConfig(epochs=args.epochs, input_size=[args.input_size[1], args.input_size[0]],
+                                        init_weights=args.init_weights))
+    if args.zero_shot:
+        cfg.zero_shot = args.zero_shot.split(",")
+    res = run_bench(args.db, cfg)
+    args.out.mkdir(parents=True, exist_ok=True)
+    res.summary.to_csv(args.out / "bench_summary.csv", index=False)
+    res.per_split.to_csv(args.out / "bench_per_split.csv", index=False)
+    print_table(res)
+    print_breakdowns(res, "decision")
+    for r in trained_vs_psnr(res, "decision"):
+        print(f"{r['metric']}: SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f} ({r['splits_better']}/{r['splits']} splits higher)")
+    if args.save_predictor:
+        p = save_gate(res, args.save_predictor)
+        print(f"predictor: {p}" if p else "no CNNIQA Decision predictor trained (add cnniqa to --trained)")
+    print(f"tables in {args.out}/ ({res.seconds:.0f} s)")
+    return 0
+
+
+def _analyse(args) -> int:
+    from embeval_analysis.iqa.analyses import run_all
+
+    tabs = run_all(args.db, args.out)
+    print("SRCC between stage scores: " + ", ".join(f"{k} {v:.3f}" for k, v in tabs["relations"].items()))
+    if not tabs["jnd"].empty:
+        print("share of images in the JND severe third, by type and subject kind:")
+        print(tabs["jnd"].to_string(float_format=lambda v: f"{v:.2f}"))
+    print(f"plots in {args.out}/")
+    return 0
+
+
+def _gate(args) -> int:
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    from embeval.iqa.gate import QualityGate, threshold_for_rate
+    from embeval.iqa.predictor import NRPredictor
+
+    pred = NRPredictor.load(args.predictor)
+    imgs = []
+    for f in args.images:
+        with Image.open(f) as im:
+            imgs.append(np.asarray(im.convert("RGB")))
+    scores = pred.predict(imgs)
+    thr = args.threshold
+    if args.rate is not None:
+        thr = threshold_for_rate(scores, args.rate)
+        (args.predictor / "gate.json").write_text(json.dumps({"threshold": thr, "rate": args.rate, "target": pred.cfg.target}))
+        print(f"threshold {thr:.4f} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
+    gate = QualityGate(pred, thr) if thr is not None else QualityGate.load(args.predictor)
+    for f, s in zip(args.images, scores):
+        print(f"{'PASS' if s >= gate.threshold else 'WITHHOLD':8s} {s:8.4f}  {f}")
+    print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {gate.threshold:.4f} "
+          f"(predicted {pred.cfg.target} score)")
+    return 0
