@@ -65,8 +65,8 @@ def load_params(path: str | Path | dict) -> dict[str, dict[str, Any]]:
     common: dict[str, Any] = {}
     out: dict[str, dict[str, Any]] = {}
     for name, body in data.items():
-        params = (body or {}).get("ros__parameters", {}) if isinstance(body, dict) else None
-        if params is None:
+        params = (body["ros__parameters"] or {}) if isinstance(body, dict) and "ros__parameters" in body else None
+        if not isinstance(params, dict):
             raise ConfigError(f"{path}: node {name!r} needs a 'ros__parameters:' mapping")
         key = name.strip("/")
         if key in ("**", "*"):
