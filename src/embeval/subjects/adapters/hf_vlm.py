@@ -40,7 +40,11 @@ def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code
         raise ConfigError(f"field 'params.model_class': {model_class!r} is not available; choose from {', '.join(avail)}")
     processor = transformers.AutoProcessor.from_pretrained(str(path), trust_remote_code=trust_remote_code)
     cls = getattr(transformers, model_class)
-    model = cls.from_pretrained(str(path), dtype=torch_dtype(dtype), trust_remote_code=trust_remote_code)
+    from packaging.version import Version
+
+    # transformers >= 4.56 names it dtype (torch_dtype is deprecated there); older versions only know torch_dtype
+    key = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
+    model = cls.from_pretrained(str(path), trust_remote_code=trust_remote_code, **{key: torch_dtype(dtype)})
     model.to(device).eval()
     return processor, model
 
