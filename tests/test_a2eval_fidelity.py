@@ -129,3 +129,15 @@ def test_eval_agent_feeds_errors_back_and_exports_lmms_task(curated, tmp_path):
         pred = solve(it.load_images(), utils.doc_to_text(doc)).answer
         assert utils.process_results(doc, [pred])["a2eval_score"] == reference_score(it, pred) == 1.0
     assert "metric: a2eval_score" in path.read_text()
+
+
+def test_ranking_table_cli(tmp_path, capsys):
+    from embeval.cli import main
+
+    csv = tmp_path / "t.csv"
+    csv.write_text("model,original,a2eval\nm1,50,40\nm2,60,55\nm3,70,52\nm4,80,70\n")
+    res = F.ranking_table(str(csv), "original")
+    assert res["a2eval"].spearman.value == pytest.approx(0.8) and res["a2eval"].discordant == [("m2", "m3")]
+    assert main(["a2eval", "ranks", str(csv), "--boot", "200"]) == 0
+    assert "0.800" in capsys.readouterr().out
+    assert main(["a2eval", "ranks", str(csv), "--reference", "nope"]) == 2

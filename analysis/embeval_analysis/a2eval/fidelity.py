@@ -9,7 +9,8 @@
 - :func:`redundancy`: per-dimension near-duplicate statistics of the pool's embeddings.
 - :func:`cost_summary`: items and subject-seconds of the full pool vs the subset, and the speed-up.
 
-Statistics come from scipy (``spearmanr``, ``kendalltau`` variant b, ``pearsonr``).
+Statistics come from scipy (``spearmanr``, ``kendalltau`` variant b, ``pearsonr``); model-resampling
+intervals from :func:`embeval.scoring.stats.bootstrap_ci`.
 """
 from __future__ import annotations
 
@@ -78,21 +79,21 @@ def _interval(value: float, boots: np.ndarray, level: float) -> Interval:
 def rank_agreement(reference: Sequence[float], other: Sequence[float], names: Sequence[str] | None = None,
                    n_boot: int = 2000, seed: int = 0, level: float = 0.95) -> RankAgreement:
     """Spearman / Kendall tau-b / Pearson between ``reference`` and ``other`` (one score per model),
-    intervals from resampling models with replacement (``n_boot`` draws, ``seed``)."""
+    percentile intervals from resampling models with replacement (``n_boot`` draws, ``seed``),
+    computed by :func:`embeval.scoring.stats.bootstrap_ci`."""
+    from embeval.scoring.stats import bootstrap_ci
+
     a, b = np.asarray(reference, float), np.asarray(other, float)
     if a.shape != b.shape or a.ndim != 1 or len(a) < 3:
         raise InvalidInputError(f"rank_agreement needs two equal-length score vectors of >= 3 models, got {a.shape} and {b.shape}")
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         raise InvalidInputError("rank_agreement: scores contain NaN or inf")
     rho, tau, r = _corrs(a, b)
-    rng = np.random.default_rng(seed)
-    boots = np.full((n_boot, 3), np.nan)
-    for k in range(n_boot):
-        idx = rng.integers(0, len(a), len(a))
-        boots[k] = _corrs(a[idx], b[idx])
-    return RankAgreement(len(a), _interval(rho, boots[:, 0], level), _interval(tau, boots[:, 1], level),
-                         _interval(r, boots[:, 2], level), discordant_pairs(a, b, names),
-                         float(np.mean(np.abs(a - b))))
+    ivs = []
+    for stat, value in (("srcc", rho), ("krcc", tau), ("plcc", r)):
+        ci = bootstrap_ci(b, a, stat, n_resamples=n_boot, confidence=level, seed=seed)
+        ivs.append(Interval(value, ci.low, ci.high))
+    return RankAgreement(len(a), *ivs, discordant_pairs(a, b, names), float(np.mean(np.abs(a - b))))
 
 
 def subset_fidelity(scores: np.ndarray, idx: Sequence[int], weights: Sequence[float] | None = None,
@@ -219,3 +220,26 @@ def cost_summary(n_full: int, n_subset: int, seconds_per_item: Sequence[float] |
         spi = float(np.sum(seconds_per_item))
         out.update(seconds_full=spi * n_full, seconds_subset=spi * n_subset)
     return out
+
+
+def ranking_table(path: str, reference: str, others: Sequence[str] | None = None, n_boot: int = 2000,
+                  seed: int = 0) -> dict[str, RankAgreement]:
+    """Rank statistics of a published-style table: a CSV with a ``model`` column and one score column
+    per suite (e.g. ``original,a2eval,human``); each column in ``others`` is compared with ``reference``.
+    Use it to reproduce a paper's ranking table from its own numbers."""
+    import pandas as pd
+
+    from embeval.errors import ConfigError, MissingFileError
+
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise MissingFileError(f"ranking table {path} not found") from None
+    if "model" not in df.columns or reference not in df.columns:
+        raise ConfigError(f"{path}: needs columns 'model' and {reference!r}; has {list(df.columns)}")
+    others = list(others or [c for c in df.columns if c not in ("model", reference)])
+    missing = [c for c in others if c not in df.columns]
+    if missing:
+        raise ConfigError(f"{path}: no column(s) {missing}; has {list(df.columns)}")
+    return {c: rank_agreement(df[reference].to_numpy(float), df[c].to_numpy(float), df["model"].astype(str).tolist(),
+                              n_boot, seed) for c in others}

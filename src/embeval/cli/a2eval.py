@@ -53,6 +53,17 @@ def register(sub) -> None:
     r.add_argument("--out", type=Path, default=Path("runs/a2eval"), help="the curate output folder (default runs/a2eval)")
     r.set_defaults(func=_report)
 
+    k = g.add_parser("ranks", help="rank statistics of a score table (e.g. a paper's ranking table) with intervals",
+                     formatter_class=ex, description="Spearman / Kendall tau-b / Pearson with model-bootstrap "
+                     "intervals and discordant pairs between a reference score column and the others of a CSV "
+                     "with a 'model' column.",
+                     epilog="example:\n  embeval a2eval ranks table3.csv --reference original")
+    k.add_argument("table", type=Path, help="CSV: model,<reference>,<other suites...>")
+    k.add_argument("--reference", default="original", help="reference column (default: original)")
+    k.add_argument("--columns", nargs="+", help="columns to compare (default: all others)")
+    k.add_argument("--boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
+    k.set_defaults(func=_ranks)
+
 
 def _load(args, need_curation: bool = True):
     import json
@@ -205,3 +216,15 @@ def _read_jsonl(path):
     import json
 
     return [json.loads(l) for l in Path(path).read_text().splitlines() if l.strip()]
+
+
+def _ranks(args) -> int:
+    from embeval_analysis.a2eval.fidelity import ranking_table
+
+    res = ranking_table(str(args.table), args.reference, args.columns, args.boot)
+    print(f"{'column':<14}{'n':>3}  {'Spearman [95% CI]':<26}{'Kendall tau-b [95% CI]':<26}{'Pearson':>8}  discordant")
+    for col, ra in res.items():
+        pairs = ", ".join(f"{a}/{b}" for a, b in ra.discordant[:4]) + (" ..." if len(ra.discordant) > 4 else "")
+        print(f"{col:<14}{ra.n_models:>3}  {str(ra.spearman):<26}{str(ra.kendall):<26}{ra.pearson.value:>8.3f}  "
+              f"{len(ra.discordant)} {pairs}")
+    return 0
