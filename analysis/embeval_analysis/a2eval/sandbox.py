@@ -214,6 +214,19 @@ def _user_process_count() -> int:
     return n
 
 
+def network_namespace_available() -> bool:
+    """Whether this process may create an empty network namespace (root, or unprivileged user namespaces)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        flags = CLONE_NEWNET if os.geteuid() == 0 else (CLONE_NEWUSER | CLONE_NEWNET)
+        os._exit(0 if libc.unshare(flags) == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
 def scrubbed_env(home: str) -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
