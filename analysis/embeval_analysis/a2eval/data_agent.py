@@ -158,10 +158,15 @@ class DataAgent:
             sample = [texts[i] for i in rng.choice(len(texts), min(cfg.sample_size, len(texts)), replace=False)]
             current = "\n".join(d.line() for d in dims)
             bal = json.dumps({"shares": balance}) if balance else "{}"
+            history = "\n".join(  # the shared memory, compact: what was proposed and criticised so far
+                f"round {m['round']} {m['kind']}: " + (", ".join(d["name"] for d in m.get("dimensions", []))
+                                                      + (f" | {m['critique']}" if m.get("critique") else ""))
+                for m in self.memory.records if m.get("kind") in ("proposal", "critique"))
             prompt = ("Induce the capability dimensions these embodied benchmark examples test. Give 2-12 distinct "
                       "dimensions (snake_case names, one-sentence descriptions).\n"
                       f"<samples>\n" + "\n---\n".join(sample) + "\n</samples>\n"
-                      f"<current>\n{current}\n</current>\n<critique>\n{critique}\n</critique>\n<balance>\n{bal}\n</balance>")
+                      f"<current>\n{current}\n</current>\n<critique>\n{critique}\n</critique>\n<balance>\n{bal}\n</balance>\n"
+                      f"<memory>\n{history}\n</memory>")
             proposal = ask_json(self.proposer, "proposer", prompt, PROPOSAL_SCHEMA, cfg.max_retries, _check_dims, log)
             self.memory.add({"kind": "proposal", "round": r, **proposal})
             rprompt = ("Review the proposed capability dimensions: merge duplicates, drop dimensions the examples do "

@@ -185,7 +185,10 @@ def _evaluate(args) -> int:
     if not synth.failed:
         path = export_lmms_task(args.out / "lmms_task", subset, synth.inference_code, synth.scorer_code, w)
         print(f"lmms-eval task -> {path}")
-    return 0
+        return 0
+    print(f"no lmms-eval export: synthesis failed for {sorted(synth.failed)} within the budget of "
+          f"{ecfg.max_attempts} attempts; see {args.out}/synthesis.json, use a stronger model or raise max_attempts")
+    return 1
 
 
 def _report(args) -> int:
