@@ -10,7 +10,7 @@ from embeval.subjects.embedded.synthetic import synthetic_demos, synthetic_vqa
 from embeval.subjects.embedded.training import TrainConfig, train_vla, train_vlm
 from embeval.subjects.protocols import VLM, Action, Observation, Policy
 
-SMALL_VLA = dict(cameras=["third_person"], image_size=32, vision=VisionConfig(width=8), backbone_dims=[64], expert_dims=[64])
+SMALL_VLA = dict(cameras=["third_person"], image_size=32, aux_dim=0, vision=VisionConfig(width=8), backbone_dims=[64], expert_dims=[64])
 
 
 @pytest.fixture(scope="module")

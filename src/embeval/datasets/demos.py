@@ -9,7 +9,10 @@ from small deviations, which a cloned policy needs in closed loop.
 
 Features: ``observation.images.<camera>`` (H, W, 3) uint8, ``observation.state`` (8,) =
 TCP pose ``[x, y, z, qx, qy, qz, qw]`` (frame base, metres) + gripper opening (1 = open),
-``action`` (7,) ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (frame base).
+``action`` (7,) ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (frame base), and
+``observation.environment_state`` (6,) = privileged task geometry: the target object's position
+and the goal position (the receptacle for Place, 16 cm above the target for Pick), metres, frame
+base, measured at the frame (used as auxiliary supervision, never as a policy input).
 """
 from __future__ import annotations
 
@@ -25,6 +28,20 @@ from embeval.provenance import code_version, derive_seed
 
 STATE_NAMES = ["x", "y", "z", "qx", "qy", "qz", "qw", "gripper"]
 ACTION_NAMES = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
+ENV_NAMES = ["target_x", "target_y", "target_z", "goal_x", "goal_y", "goal_z"]
+
+
+def task_geometry(env) -> np.ndarray:
+    """(6,) target position + goal position (see module docstring) of the current episode."""
+    task, cell = env.task, env.cell
+    t = np.asarray(cell.object_pose(task.target)[0], dtype=np.float64)
+    if task.reference:
+        g = np.asarray(cell.object_pose(task.reference)[0], dtype=np.float64)
+    elif task.goal:
+        g = np.array([task.goal[0], task.goal[1], 0.0])
+    else:
+        g = np.array([t[0], t[1], 0.16])
+    return np.concatenate([t, g])
 
 
 @dataclass
@@ -65,6 +82,7 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
              for c in cfg.cameras}
     feats["observation.state"] = Feature("float32", (8,), STATE_NAMES)
     feats["action"] = Feature("float32", (7,), ACTION_NAMES)
+    feats["observation.environment_state"] = Feature("float32", (6,), ENV_NAMES)
     writer = LeRobotWriter(out, fps=cfg.fps, features=feats, robot_type="ur5_2f_gripper", overwrite=overwrite)
     rng = np.random.default_rng(derive_seed("embedded-demos-noise", cfg.seed))
     sim_cfg = SimConfig(obs_width=cfg.width, obs_height=cfg.height, obs_cameras=tuple(cfg.cameras))
@@ -83,6 +101,7 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
                     rec[f"observation.images.{c}"].append(obs.images[c])
                 rec["observation.state"].append(np.r_[obs.state["tcp_pose"], obs.state["gripper"]])
                 rec["action"].append(a)
+                rec["observation.environment_state"].append(task_geometry(env))
                 ex = a.copy()
                 if cfg.noise > 0:
                     ex[:3] += rng.normal(0.0, cfg.noise * np.linalg.norm(a[:3]), 3)

@@ -93,3 +93,61 @@ def evaluate_policy(policy, episodes: int = 20, seed: int = 0, verbs: Sequence[s
             env.close()
     rep.seconds = time.perf_counter() - t0
     return rep
+
+
+def probe_observations(n: int, seed: int = 0, verbs: Sequence[str] = ("Pick", "Place"), every: int = 4,
+                       cameras: Sequence[str] = ("third_person", "wrist")):
+    """``n`` (instruction, observation) pairs sampled every ``every`` steps of expert rollouts on
+    held-out scenes (the "probe" seed stream)."""
+    from embeval.sim.env import SimEnv
+    from embeval.sim.workcell import SimConfig
+
+    out = []
+    with SimEnv(SimConfig(obs_cameras=tuple(cameras))) as env:
+        i = 0
+        while len(out) < n:
+            obs = env.reset(seed=episode_seed(seed, i, "probe"), task=verbs[i % len(verbs)])
+            ex, k = env.expert(), 0
+            while not env.done and len(out) < n:
+                if k % every == 0:
+                    out.append((env.task.instruction, obs))
+                obs = env.step(ex.act(obs)).observation
+                k += 1
+            i += 1
+    return out
+
+
+def action_sensitivity(policy, observations, distortions: Sequence[str], levels: Sequence[int] = (1, 3, 5),
+                       seed: int = 0) -> list[dict]:
+    """How much ``policy``'s action changes when every camera image is distorted.
+
+    For each distortion type and level: mean/max translation change (mm), mean rotation change
+    (rad, L2 of the rotation-delta difference) and the share of flipped gripper commands, over
+    ``observations`` ((instruction, Observation) pairs). Distortions come from
+    :func:`embeval.distortion.distort` with a seed derived per observation.
+    """
+    from embeval.distortion import distort
+    from embeval.distortion import get as get_distortion
+    from embeval.provenance import derive_seed
+    from embeval.subjects.protocols import Observation
+
+    ref = []
+    for instr, ob in observations:
+        policy.reset(instr)
+        ref.append(policy.act(ob).vector)
+    rows = []
+    for name in distortions:
+        for level in levels:
+            dt, dr, flips = [], [], []
+            for j, ((instr, ob), a0) in enumerate(zip(observations, ref)):
+                imgs = {c: distort(im, name, level, seed=derive_seed(seed, name, level, j, c)) for c, im in ob.images.items()}
+                policy.reset(instr)
+                a = policy.act(Observation(imgs, ob.instruction, ob.state, ob.timestamp)).vector
+                dt.append(1000 * np.linalg.norm(a[:3] - a0[:3]))
+                dr.append(np.linalg.norm(a[3:6] - a0[3:6]))
+                flips.append((a[6] > 0.5) != (a0[6] > 0.5))
+            rows.append({"distortion": name, "category": get_distortion(name).category, "level": level,
+                         "translation_change_mm": float(np.mean(dt)), "translation_change_max_mm": float(np.max(dt)),
+                         "rotation_change_rad": float(np.mean(dr)), "gripper_flip_rate": float(np.mean(flips)),
+                         "observations": len(observations)})
+    return rows

@@ -101,6 +101,7 @@ class VLAConfig:
     backbone_dims: list[int] = field(default_factory=lambda: [256, 256])
     expert_dims: list[int] = field(default_factory=lambda: [256, 128])
     action_dim: int = 7
+    aux_dim: int = 6  # auxiliary head: task geometry (target + goal position), fed to the action expert; 0 = none
 
     @classmethod
     def from_dict(cls, d: dict) -> "VLAConfig":
@@ -126,19 +127,23 @@ class TinyVLANet(nn.Module):
         self.encoders = nn.ModuleDict({cam: VisionEncoder(cfg.vision, 128) for cam in cfg.cameras})
         fused = sum(e.out_dim for e in self.encoders.values()) + 128 + cfg.state_dim
         self.backbone = _mlp_layers(fused, cfg.backbone_dims)
-        self.action_expert = _mlp_layers(cfg.backbone_dims[-1] + cfg.state_dim, cfg.expert_dims)
+        self.aux_head = nn.Linear(cfg.backbone_dims[-1], cfg.aux_dim) if cfg.aux_dim else None
+        self.action_expert = _mlp_layers(cfg.backbone_dims[-1] + cfg.state_dim + cfg.aux_dim, cfg.expert_dims)
         self.action_out = nn.Linear(cfg.expert_dims[-1], cfg.action_dim)
 
-    def forward(self, images: dict[str, torch.Tensor], text: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    def forward(self, images: dict[str, torch.Tensor], text: torch.Tensor, state: torch.Tensor, with_aux: bool = False):
+        """(B, 7) action outputs; with ``with_aux`` also the (B, aux_dim) normalised task-geometry prediction."""
         t = self.text_proj(text)
         feats = [enc(images[cam], t) for cam, enc in self.encoders.items()]
         x = torch.cat(feats + [t, state], dim=-1)
         for layer in self.backbone:
             x = layer(x)
-        x = torch.cat([x, state], dim=-1)
+        aux = self.aux_head(x) if self.aux_head is not None else x[:, :0]
+        x = torch.cat([x, state, aux], dim=-1)
         for layer in self.action_expert:
             x = layer(x)
-        return self.action_out(x)
+        out = self.action_out(x)
+        return (out, aux) if with_aux else out
 
 
 @dataclass

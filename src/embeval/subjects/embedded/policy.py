@@ -24,7 +24,7 @@ class TinyVLAPolicy(HiddenStateMixin):
     ``action_mean``/``action_std`` (6,) un-normalise the translation/rotation outputs;
     the gripper output is a logit (sigmoid, then thresholded at 0.5 unless ``binary_gripper=False``).
     Workspace floor: when the observation has ``tcp_pose`` and ``min_tcp_z`` is set (metres, frame
-    base; default 0.016, the expert's lowest grasp height), ``dz`` is clipped so the commanded TCP
+    base; default 0.02, the expert's lowest grasp height), ``dz`` is clipped so the commanded TCP
     stays at or above it, as a deployment's workspace limits would (None disables it).
 
     Hidden states (:meth:`hidden_states`, input: an Observation after :meth:`reset`): layers
@@ -35,7 +35,7 @@ class TinyVLAPolicy(HiddenStateMixin):
     action_spec = ActionSpec(frame="base", chunk_size=1)
 
     def __init__(self, net, action_mean, action_std, id: str = "tiny-vla", meta: dict | None = None,
-                 text_encoder: TextEncoder | None = None, binary_gripper: bool = True, min_tcp_z: float | None = 0.016):
+                 text_encoder: TextEncoder | None = None, binary_gripper: bool = True, min_tcp_z: float | None = 0.02):
         import torch
 
         self.net = net.eval()
@@ -125,6 +125,6 @@ class TinyVLAPolicy(HiddenStateMixin):
         net = TinyVLANet(VLAConfig.from_dict(doc["config"]))
         net.load_state_dict(state)
         kw.setdefault("binary_gripper", doc.get("binary_gripper", True))
-        kw.setdefault("min_tcp_z", doc.get("min_tcp_z", 0.016))
+        kw.setdefault("min_tcp_z", doc.get("min_tcp_z", 0.02))
         return cls(net, doc["action_mean"], doc["action_std"], id=id or doc.get("id", Path(path).name),
                    meta=doc.get("meta"), **kw)

@@ -135,39 +135,19 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
 
 def population_agreement(folder: Path, report: dict, n_obs: int = 40, n_vqa: int = 100, seed: int = 0) -> dict:
     """Agreement matrices of the population members found in ``folder``."""
+    from embeval.subjects.embedded.evaluate import probe_observations
     from embeval.subjects.embedded.recipes import render_vqa
     from embeval.subjects.embedded.zoo import load_vla, load_vlm
 
     agree: dict = {}
     vlas = [load_vla(folder / n) for n in report.get("vla", []) if (folder / n / "config.json").exists()]
     if len(vlas) >= 2:
-        agree["vla"] = vla_agreement(vlas, _probe_observations(n_obs, seed))
+        agree["vla"] = vla_agreement(vlas, probe_observations(n_obs, seed))
     vlms = [load_vlm(folder / n) for n in report.get("vlm", []) if (folder / n / "config.json").exists()]
     if len(vlms) >= 2:
         rows, images, prompts, pidx, _ = render_vqa(max(1, n_vqa // 5), seed, "agreement")
         agree["vlm"] = vlm_agreement(vlms, list(images), [prompts[i] for i in pidx])
     return agree
-
-
-def _probe_observations(n: int, seed: int):
-    """(instruction, observation) pairs from expert rollouts on held-out scenes."""
-    from embeval.datasets.demos import episode_seed
-    from embeval.sim.env import SimEnv
-
-    out = []
-    with SimEnv() as env:
-        i = 0
-        while len(out) < n:
-            obs = env.reset(seed=episode_seed(seed, i, "probe"), task=("Pick", "Place")[i % 2])
-            ex = env.expert()
-            k = 0
-            while not env.done and len(out) < n:
-                if k % 4 == 0:
-                    out.append((env.task.instruction, obs))
-                obs = env.step(ex.act(obs)).observation
-                k += 1
-            i += 1
-    return out
 
 
 def print_population_report(rep: dict) -> None:

@@ -32,8 +32,9 @@ def demo_arrays(root: str | Path, image_size, cameras, episodes: np.ndarray | No
         images[cam] = np.stack([resize_image(im, image_size) for im in d.frames[key][keep]])
     st = d.frames["observation.state"][keep]
     state = np.concatenate([st[:, :3], st[:, 7:8]], axis=1).astype(np.float32)
+    aux = d.frames.get("observation.environment_state")
     return DemoArrays(images, state, d.frames["action"][keep].astype(np.float64), d.task_index[keep], d.tasks,
-                      d.episode_index[keep])
+                      d.episode_index[keep], None if aux is None else aux[keep].astype(np.float64))
 
 
 @dataclass

@@ -30,14 +30,10 @@ class DemoArrays:
     task_index: np.ndarray
     tasks: list[str]
     episode_index: np.ndarray
+    aux: np.ndarray | None = None  # (N, A) auxiliary targets (task geometry), optional
 
     def __len__(self) -> int:
         return len(self.action)
-
-    def subset_episodes(self, episodes) -> "DemoArrays":
-        keep = np.isin(self.episode_index, np.asarray(list(episodes)))
-        return DemoArrays({k: v[keep] for k, v in self.images.items()}, self.state[keep], self.action[keep],
-                          self.task_index[keep], self.tasks, self.episode_index[keep])
 
 
 @dataclass
@@ -48,7 +44,8 @@ class TrainConfig:
     weight_decay: float = 1e-4
     shift_pixels: int = 4  # random-shift augmentation (pad + crop), 0 = off
     gripper_weight: float = 0.5
-    threads: int = 2
+    aux_weight: float = 0.5  # weight of the auxiliary task-geometry loss (when the data has it)
+    threads: int = 1  # torch CPU threads; 1 is fastest for these tiny nets on a busy machine
     log_every: int = 100
 
 
@@ -140,13 +137,22 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
     state = torch.from_numpy(np.asarray(data.state, dtype=np.float32))
     task = torch.from_numpy(np.asarray(data.task_index, dtype=np.int64))
     vla_cfg.state_dim = state.shape[1]
+    use_aux = data.aux is not None and vla_cfg.aux_dim == data.aux.shape[1]
+    if not use_aux:
+        vla_cfg.aux_dim = 0
+    aux_t = None
+    if use_aux:
+        aux_t = torch.from_numpy(((data.aux - data.aux.mean(0)) / np.maximum(data.aux.std(0), 1e-3)).astype(np.float32))
     net = TinyVLANet(vla_cfg).train()
 
     def step_fn(idx):
         ii = torch.from_numpy(idx)
         imgs = {c: random_shift(v[ii].float().div_(255.0), train_cfg.shift_pixels, rng) for c, v in images.items()}
-        out = net(imgs, temb[task[ii]], state[ii])
-        return F.mse_loss(out[:, :6], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, 6], grip[ii])
+        out, aux = net(imgs, temb[task[ii]], state[ii], with_aux=True)
+        loss = F.mse_loss(out[:, :6], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, 6], grip[ii])
+        if aux_t is not None:
+            loss = loss + train_cfg.aux_weight * F.mse_loss(aux, aux_t[ii])
+        return loss
 
     res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
     meta = {"seed": seed, "train": asdict(train_cfg), "frames": len(data),
