@@ -62,3 +62,25 @@ def test_loglikelihood_matches_full_forward_and_choose(gemma):
 def test_missing_gguf(tmp_path):
     with pytest.raises(MissingWeightsError, match="does not exist"):
         LlamaCppLLM(path=str(tmp_path / "nope.gguf"))
+
+
+def test_openai_client_against_llama_cpp_python_server():
+    """A third-party OpenAI-compatible server (llama-cpp-python's) serving the embedded GGUF."""
+    pytest.importorskip("llama_cpp.server.app", exc_type=ImportError)
+    from llama_cpp.server.app import create_app
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    from embeval.errors import ServerUnavailableError
+    from embeval.serving.runner import serve_in_thread
+    from embeval.subjects.adapters.openai_chat import OpenAIChatLLM
+
+    app = create_app(server_settings=ServerSettings(host="127.0.0.1", port=0),
+                     model_settings=[ModelSettings(model=str(embedded_gguf_path()), model_alias="gemma", n_ctx=256,
+                                                   n_threads=1, chat_format="gemma", verbose=False)])
+    with serve_in_thread(app) as srv:
+        llm = OpenAIChatLLM(url=srv.url + "/v1", model="gemma", max_tokens=20, json_mode="json_object", max_retries=0)
+        value = json.loads(llm.chat([{"role": "user", "content": "Robot verb for lifting a cup, as JSON."}], json_schema=SCHEMA))
+        assert value["verb"] in {"pick", "place", "push"}
+        strict = OpenAIChatLLM(url=srv.url + "/v1", model="gemma", max_tokens=4, max_retries=0)  # json_schema type: unknown there
+        with pytest.raises(ServerUnavailableError, match="json_mode"):
+            strict.chat([{"role": "user", "content": "x"}], json_schema=SCHEMA)

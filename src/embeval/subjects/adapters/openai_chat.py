@@ -109,6 +109,7 @@ class OpenAIChatClient:
                 body["response_format"] = rf
         endpoint = f"{self.base_url}/chat/completions"
         last = "no attempt made"
+        reached = False
         for attempt in range(self.max_retries + 1):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
@@ -117,6 +118,7 @@ class OpenAIChatClient:
             except Exception as exc:  # httpx.TransportError and friends
                 last = f"{type(exc).__name__}: {exc}"
                 continue
+            reached = True
             if r.status_code in RETRY_STATUS:
                 last = f"HTTP {r.status_code}: {r.text[:200]}"
                 continue
@@ -146,6 +148,12 @@ class OpenAIChatClient:
                     last = str(exc)
                     continue
             return data
+        if reached:
+            raise ServerUnavailableError(
+                f"OpenAI-compatible server at {self.base_url} is running but failed {self.max_retries + 1} times "
+                f"(last: {last[:400]}); check the server's log, params.model ({self.model!r}), and params.json_mode "
+                "(json_object for servers that reject response_format type json_schema, e.g. llama-cpp-python's)"
+            )
         raise ServerUnavailableError(
             f"OpenAI-compatible server at {self.base_url} failed after {self.max_retries + 1} attempts ({last}); "
             "start the server (e.g. `vllm serve MODEL --port 8000`, `ollama serve`, `llama-server -m FILE.gguf`, "
