@@ -9,7 +9,8 @@ estimated by grouped k-fold cross-validation (an item's two layouts share a fold
 
 CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps): the best above-chance probe accuracy of the
 action-expert layers relative to that of the backbone layers (c = chance, 0.5 for binary items).
-1 means the action layers keep all the answer information the backbone had; 0 none.
+1 means the action layers keep all the answer information the backbone had; 0 none. When no
+backbone layer beats chance the ratio is undefined and reported as NaN (nothing to retain).
 """
 from __future__ import annotations
 
@@ -57,10 +58,14 @@ class ProbeReport:
 
 def chance_normalized_retention(expert_scores: Sequence[float], backbone_scores: Sequence[float], chance: float = 0.5,
                                 eps: float = 1e-6) -> float:
-    """CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps) (see the module docstring)."""
+    """CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps) (see the module docstring); NaN when the
+    best backbone layer is at or below chance."""
     if len(expert_scores) == 0 or len(backbone_scores) == 0:
         raise ConfigError("CNR needs at least one backbone and one action-expert layer score")
-    return float((max(expert_scores) - chance) / (max(backbone_scores) - chance + eps))
+    den = max(backbone_scores) - chance
+    if den <= 0:
+        return float("nan")
+    return float((max(expert_scores) - chance) / (den + eps))
 
 
 def _cv_accuracy(X: np.ndarray, y: np.ndarray, groups: np.ndarray, folds: int, seed: int) -> np.ndarray:

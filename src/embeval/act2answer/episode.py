@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
 
-import numpy as np
 
 from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec, build_scene
@@ -90,18 +89,32 @@ def sim_config(obs_width: int = 128, obs_height: int = 96, mode: str = "physics"
     return SimConfig(obs_width=obs_width, obs_height=obs_height, mode=mode)
 
 
+def obs_size_for(policy, default: tuple[int, int] = (128, 96)) -> tuple[int, int]:
+    """(width, height) to render observations at: the policy's own input size when it declares one
+    (``policy.cfg.image_size`` [H, W], e.g. the tiny VLA's 64x48), else ``default``. Rendering at the
+    input size skips a resize and is about twice as fast as 128x96."""
+    size = getattr(getattr(policy, "cfg", None), "image_size", None)
+    if isinstance(size, int):
+        return (size, size)
+    if isinstance(size, (list, tuple)) and len(size) == 2:
+        return (int(size[1]), int(size[0]))
+    return default
+
+
 def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
-              layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True) -> Iterator[EpisodeResult]:
+              layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True,
+              obs_size: tuple[int, int] | None = None) -> Iterator[EpisodeResult]:
     """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
 
     Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own
-    :class:`embeval.sim.SimEnv` unless ``env`` is given.
+    :class:`embeval.sim.SimEnv` unless ``env`` is given, rendering at ``obs_size`` (width, height;
+    default :func:`obs_size_for` the policy).
     """
     from embeval.provenance import derive_seed
     from embeval.sim import SimEnv
 
     own = env is None
-    env = env or SimEnv(sim_config())
+    env = env or SimEnv(sim_config(*(obs_size or obs_size_for(policy))))
     try:
         for item in items:
             for layout in layouts:
@@ -111,6 +124,27 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
             env.close()
 
 
-def results_array(results: Iterable[EpisodeResult]) -> np.ndarray:
-    """Success values as a float array (convenience for quick summaries)."""
-    return np.array([r.success for r in results], dtype=float)
+def write_results(results: Iterable[EpisodeResult | dict], path) -> "Path":
+    """Append-free JSONL of episode (or VLM answer) records."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for r in results:
+            f.write(json.dumps(r.to_dict() if hasattr(r, "to_dict") else r, sort_keys=True) + "\n")
+    return path
+
+
+def read_results(path) -> list[dict[str, Any]]:
+    """Records written by :func:`write_results` (or exported by a run), as dicts."""
+    import json
+    from pathlib import Path
+
+    from embeval.errors import MissingFileError
+
+    p = Path(path)
+    if not p.is_file():
+        raise MissingFileError(f"results file {p} not found; produce one with `embeval act2answer run --out {p.parent}`")
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]

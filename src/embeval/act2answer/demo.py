@@ -1,0 +1,107 @@
+"""Demo stage ``act2answer``: a procedural suite (6 categories x 40 items x both layouts) run by the
+embedded tiny VLA in the simulated cell, the embedded VLMs answering the same items as text, the
+per-category table with Wilson intervals and regimes, swap statistics, and layerwise probing of
+the tiny VLA with its Chance-Normalized Retention (offline, CPU)."""
+from __future__ import annotations
+
+import time
+
+DEMO_CATEGORIES = ["color", "shape", "counting", "emotion", "traffic", "spatial"]
+
+
+def run(ctx) -> None:
+    import torch
+
+    from embeval.act2answer.aggregate import category_table, format_table, swap_stats
+    from embeval.act2answer.baseline import answer_items
+    from embeval.act2answer.episode import obs_size_for, run_items, sim_config, write_results
+    from embeval.act2answer.generator import generate_items
+    from embeval.act2answer.reference_policies import ExpertPolicy
+    from embeval.act2answer.scene import EpisodeSpec
+    from embeval.act2answer.subjects import embedded_policy, embedded_vlms, untrained_policy
+    from embeval.provenance import code_version
+    from embeval.sim import SimEnv
+
+    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    out = ctx.out_dir / "act2answer"
+    per_cat = 6 if ctx.quick else 40
+    items = generate_items(out / "suite", DEMO_CATEGORIES, per_cat, seed=ctx.seed)
+    spec = EpisodeSpec()
+    print(f"{len(items)} procedural items ({len(DEMO_CATEGORIES)} categories x {per_cat}), both layouts -> "
+          f"{2 * len(items)} episodes; zones eps = {spec.eps} m, termination {spec.termination!r}, cap {spec.max_steps} steps")
+
+    policy = embedded_policy("tiny-vla", seed=ctx.seed)
+    results = {}
+    env = SimEnv(sim_config(*obs_size_for(policy)))
+    try:
+        t0 = time.perf_counter()
+        eps = list(run_items(policy, items, spec, seed=ctx.seed, env=env))
+        dt = time.perf_counter() - t0
+        print(f"{policy.id}: {len(eps)} episodes in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)")
+        results[policy.id] = eps
+        write_results(eps, out / f"episodes_{policy.id}.jsonl")
+        # control ceiling: the privileged scripted expert on the first 2 items of each category
+        sub = [it for c in DEMO_CATEGORIES for it in [i for i in items if i.category == c][:2]]
+        results["expert (privileged)"] = list(run_items(ExpertPolicy(env, "answer", spec), sub, spec, seed=ctx.seed, env=env))
+    finally:
+        env.close()
+
+    vlms = embedded_vlms()
+    if not vlms:
+        print("no shipped tiny VLMs: the text baseline needs `embeval train population` (skipped)")
+    for vlm in vlms[: 2 if ctx.quick else 4]:
+        results[f"{vlm.id} (text)"] = list(answer_items(vlm, items))
+
+    table = category_table(results)
+    print("\nAct2Answer soft success rate by category (swap-averaged):")
+    print(format_table(table))
+    table.to_csv(out / "category_table.csv", index=False)
+    print("\nswap statistics:")
+    for subject, recs in results.items():
+        ss = swap_stats(recs)
+        print(f"  {subject:<24} pairs {ss.n_pairs:4d}  consistency {ss.consistency:5.2f}  same side {ss.same_side:5.2f}  "
+              f"position bias {ss.position_bias:+5.2f}  McNemar b={ss.original_only} c={ss.swapped_only} p={ss.mcnemar_p_exact:.3g}")
+    _zone_plot(results, out / "act2answer_zones.png", code_version())
+
+    # layerwise probing of the tiny VLA (+ random-weight control)
+    from embeval_analysis.probing import collect_features, plot_layer_accuracy, probe_layers
+
+    t0 = time.perf_counter()
+    probe_items = items if not ctx.quick else items
+    feats = collect_features(policy, probe_items, spec, seed=ctx.seed, obs_size=obs_size_for(policy))
+    ctrl = collect_features(untrained_policy("tiny-vla-random", seed=ctx.seed + 1), probe_items, spec, seed=ctx.seed,
+                            obs_size=obs_size_for(policy))
+    rep = probe_layers(feats, ctrl, folds=5, seed=ctx.seed)
+    print(f"\nlayerwise probing of {policy.id} ({len(feats)} samples, {time.perf_counter() - t0:.0f} s): "
+          "predict the correct side from each layer")
+    print(rep.table())
+    png = plot_layer_accuracy(rep, out / "act2answer_probing.png", stamp=code_version())
+    print(f"\nfigures: {out / 'act2answer_zones.png'}, {png}\ntables:  {out / 'category_table.csv'}")
+    ctx.shared["act2answer_cnr"] = rep.cnr
+
+
+def _zone_plot(results, path, stamp: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from embeval.act2answer.aggregate import rows
+
+    subjects = list(results)
+    zones = ["correct", "incorrect", "out_of_bounds"]
+    frac = np.array([[np.mean([r.get("zone") == z for r in rows(results[s])]) for z in zones] for s in subjects])
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(subjects) + 1.4))
+    left = np.zeros(len(subjects))
+    for j, (z, col) in enumerate(zip(zones, ["tab:green", "tab:red", "tab:grey"])):
+        ax.barh(subjects, frac[:, j], left=left, color=col, label=z)
+        left += frac[:, j]
+    ax.axvline(0.5, color="black", lw=0.8, ls="--")
+    ax.set_xlabel("share of episodes / answers")
+    ax.legend(fontsize=7, ncol=3, loc="lower right")
+    ax.set_title("Act2Answer zones", fontsize=9)
+    fig.text(0.99, 0.01, stamp, ha="right", va="bottom", fontsize=6, color="grey")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
