@@ -19,6 +19,7 @@ def embedded_policy(name: str = "tiny-vla", seed: int = 0, allow_untrained: bool
     except MissingWeightsError:
         if not allow_untrained:
             raise
+    warnings.warn(f"no shipped {name} weights; using {name}-untrained (random weights, seed {seed})", stacklevel=2)
     return untrained_policy(f"{name}-untrained", seed)
 
 
@@ -30,7 +31,6 @@ def untrained_policy(id: str = "tiny-vla-untrained", seed: int = 0):
     from embeval.subjects.embedded.nets import TinyVLANet, VLAConfig
     from embeval.subjects.embedded.policy import TinyVLAPolicy
 
-    warnings.warn(f"no shipped tiny VLA weights; using {id} (random weights, seed {seed})", stacklevel=2)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         net = TinyVLANet(VLAConfig())

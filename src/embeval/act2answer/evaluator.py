@@ -1,0 +1,137 @@
+"""``act2answer``: the runs-infrastructure evaluator (sharded, resumable, swap pairs together).
+
+Spec example (``config/act2answer/run_tiny_vla.yaml``)::
+
+    evaluator: act2answer
+    plugins: [embeval.act2answer.evaluator]
+    subjects: [{id: tiny-vla, kind: policy, adapter: embedded, path: tiny-vla}]
+    items: {source: file, path: suite/items.jsonl}      # an Act2Answer item JSONL
+    distortions: [none]                                 # or image distortions of the observations
+    levels: [0]
+    params: {episode: {eps: 0.08, max_steps: 24}, layouts: [original, swapped]}
+
+Units are ``<item id>@<layout>``; their group key is the subject and the item id, so the two
+layouts of an item always run in the same shard. A distortion other than ``none`` is applied to
+every observation image (seeded per step) before the policy sees it. Each unit's outputs are an
+:class:`~embeval.act2answer.episode.EpisodeResult` as a dict (zone, choice, cube position,
+termination rule and reason, the raw actions).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from embeval.errors import ConfigError
+from embeval.runs.registry import Evaluator, ReportSection, register_evaluator
+
+_PARAMS = ("episode", "layouts", "obs_size", "keep_actions")
+
+
+def split_unit_item(uid: str) -> tuple[str, str]:
+    item, _, layout = uid.rpartition("@")
+    if not item or layout not in ("original", "swapped"):
+        raise ConfigError(f"act2answer unit item {uid!r} must be '<item id>@original' or '<item id>@swapped'")
+    return item, layout
+
+
+class _DistortedObservations:
+    """Wraps a policy: distorts every observation image (seeded per step) before ``act``."""
+
+    def __init__(self, policy, distortion: str, level: int, seed: int):
+        self.inner, self.distortion, self.level, self.seed = policy, distortion, level, seed
+        self.id = policy.id
+        self.action_spec = policy.action_spec
+        self._step = 0
+
+    def reset(self, instruction: str) -> None:
+        self._step = 0
+        self.inner.reset(instruction)
+
+    def act(self, observation):
+        from embeval.distortion import distort
+        from embeval.provenance import derive_seed
+        from embeval.subjects.protocols import Observation
+
+        imgs = {k: distort(v, self.distortion, self.level, derive_seed(self.seed, k, self._step))
+                for k, v in observation.images.items()}
+        self._step += 1
+        return self.inner.act(Observation(imgs, observation.instruction, observation.state, observation.timestamp))
+
+
+@register_evaluator("act2answer")
+class Act2AnswerEvaluator(Evaluator):
+    subject_kinds = ("policy",)
+
+    def validate(self, spec) -> None:
+        from embeval.act2answer.scene import EpisodeSpec
+
+        for k in spec.params:
+            if k not in _PARAMS:
+                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'act2answer'; allowed: {', '.join(_PARAMS)}")
+        EpisodeSpec.from_dict(spec.params.get("episode"))
+        lay = spec.params.get("layouts", ["original", "swapped"])
+        if not isinstance(lay, list) or not lay or any(x not in ("original", "swapped") for x in lay):
+            raise ConfigError("spec.params.layouts: a non-empty list of 'original' / 'swapped'")
+        if spec.items.source != "file":
+            raise ConfigError("spec.items: act2answer needs {source: file, path: items.jsonl} (an Act2Answer item file)")
+        for d in spec.distortions:
+            if d != "none":
+                from embeval.distortion import get
+
+                get(d)
+
+    def items(self, spec) -> list[str]:
+        from embeval.runs.registry import list_items
+
+        lay = spec.params.get("layouts", ["original", "swapped"])
+        return [f"{i}@{layout}" for i in list_items(spec) for layout in lay]
+
+    def group_key(self, unit) -> str:
+        return f"{unit.subject}|{split_unit_item(unit.item)[0]}"
+
+    def setup(self, spec, subject) -> dict[str, Any]:
+        from embeval.act2answer.episode import obs_size_for, sim_config
+        from embeval.act2answer.items import read_items
+        from embeval.act2answer.scene import EpisodeSpec
+        from embeval.sim import SimEnv
+
+        policy = Evaluator.setup(self, spec, subject)
+        items = {it.id: it for it in read_items(spec.resolve_path(spec.items.path))}
+        size = spec.params.get("obs_size") or obs_size_for(getattr(policy, "inner", policy))
+        return {"policy": policy, "items": items, "spec": EpisodeSpec.from_dict(spec.params.get("episode")),
+                "env": SimEnv(sim_config(*size))}
+
+    def teardown(self, state) -> None:
+        state["env"].close()
+        super().teardown(state.get("policy"))
+
+    def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
+        from embeval.act2answer.episode import run_episode
+
+        iid, layout = split_unit_item(unit.item)
+        if iid not in state["items"]:
+            raise ConfigError(f"item {iid!r} is not in {spec.items.path}")
+        policy = state["policy"]
+        if unit.distortion != "none":
+            policy = _DistortedObservations(policy, unit.distortion, unit.level, unit_seed)
+        r = run_episode(state["env"], policy, state["items"][iid], layout, state["spec"], unit_seed,
+                        keep_actions=bool(spec.params.get("keep_actions", True)))
+        out = r.to_dict()
+        out["item"] = iid
+        return out
+
+    def report_sections(self, spec, frame, stamp):
+        if frame.empty or "out.success" not in frame:
+            return []
+        from embeval.act2answer.aggregate import category_table
+
+        recs = {}
+        for (subject, dist, level), g in frame.groupby(["subject", "distortion", "level"]):
+            name = subject if dist == "none" else f"{subject} [{dist} {level}]"
+            recs[name] = [{"item": r["out.item"], "category": r["out.category"], "layout": r["out.layout"],
+                           "success": r["out.success"],
+                           "choice": r.get("out.choice") if isinstance(r.get("out.choice"), str) else None}
+                          for _, r in g.iterrows()]
+        table = category_table(recs)
+        return [ReportSection("Act2Answer soft success rate by category",
+                              html=table.to_html(index=False, float_format="%.3f"),
+                              caption=f"Swap-averaged soft success, Wilson 95% intervals, regimes vs 0.5 +- 0.1 ({stamp}).")]
