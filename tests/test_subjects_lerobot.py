@@ -119,3 +119,36 @@ def test_failures(act_checkpoint, tmp_path):
     subject.policy.select_action = lambda batch: torch.full((1, 8), float("nan"))
     with pytest.raises(InvalidInputError, match="NaN"):
         subject.act(_obs(0))
+
+
+def test_diffusion_policy_roundtrip(tmp_path):
+    """A second policy family through the same adapter: Diffusion Policy (min-max normalised actions)."""
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
+    from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    cfg = DiffusionConfig(
+        device="cpu", pretrained_backbone_weights=None, n_obs_steps=2, horizon=8, n_action_steps=4, num_inference_steps=2,
+        down_dims=(16, 32), diffusion_step_embed_dim=16, crop_shape=None, spatial_softmax_num_keypoints=8,
+        input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
+                        "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))},
+        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(7,))},
+    )
+    torch.manual_seed(0)
+    policy = DiffusionPolicy(cfg).eval()
+    lim = torch.tensor([0.02, 0.02, 0.02, 0.1, 0.1, 0.1, 1.0])
+    stats = {"observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
+             "observation.state": {"min": -torch.ones(6), "max": torch.ones(6)},
+             "action": {"min": torch.cat([-lim[:6], torch.zeros(1)]), "max": lim}}
+    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
+    for obj in (policy, pre, post):
+        obj.save_pretrained(tmp_path)
+    subject = load_subject({"kind": "policy", "adapter": "lerobot", "path": str(tmp_path), "params": {"seed": 0}})
+    assert subject.action_spec.chunk_size == 4
+    subject.reset("x")
+    a = subject.act(_obs(0))
+    # un-normalised into the min-max box of the saved statistics (the sampler clips to [-1, 1])
+    assert np.all(np.abs(a.vector[:6]) <= lim[:6].numpy() + 1e-6) and 0.0 <= a.gripper <= 1.0
+    hs = subject.hidden_states(_obs(0), layers=["diffusion.unet.mid_modules.0"])
+    assert hs["diffusion.unet.mid_modules.0"].shape == (1, 32)  # (B, C, T) pooled over T

@@ -28,7 +28,8 @@ def register(sub) -> None:
     p.add_argument("spec", type=Path, help="subject spec YAML (see config/subjects/)")
     p.add_argument("--prompt", default=None, help="prompt (LLM/VLM) or instruction (policy); a default is used if omitted")
     p.add_argument("--image", type=Path, default=None,
-                   help="RGB image file for a VLM or policy (default: a synthetic 224x224 test image)")
+                   help="RGB image file for a VLM or policy (default: a synthetic 224x224 test image; a policy gets it "
+                        "as cameras third_person and wrist, with zero joint positions)")
     p.set_defaults(func=_check)
 
     s = add_group(sub, "serve", "serve a subject on 127.0.0.1 under a standard protocol (OpenVLA REST, OpenAI chat)")
@@ -97,7 +98,11 @@ def _check(args) -> int:
         print("generate ->", repr(subject.generate([_test_image(args.image)], prompt)))
     else:
         subject.reset(args.prompt or "pick up the red cube")
-        obs = Observation(images={"third_person": _test_image(args.image)}, instruction=args.prompt or "pick up the red cube")
+        import numpy as np
+
+        img = _test_image(args.image)
+        obs = Observation(images={"third_person": img, "wrist": img}, instruction=args.prompt or "pick up the red cube",
+                          state={"joint_positions": np.zeros(6), "tcp_pose": np.array([0.4, 0.0, 0.3, 0, 0, 0, 1.0])})
         action = subject.act(obs)
         print("action [dx dy dz droll dpitch dyaw gripper] ->", " ".join(f"{x:+.4f}" for x in action.vector))
         print("action spec ->", subject.action_spec)

@@ -6,7 +6,8 @@ layers are the blocks of the model's stacks (every element of an ``nn.ModuleList
 are transformer/conv blocks), named by their module path, e.g. ``model.language_model.layers.3``.
 
 Pooling (``pool``): ``"none"`` keeps each output as is (float32); ``"mean"`` averages over the
-sequence axis (``seq_axis``; 1 for batch-first transformers, 0 for sequence-first ones like ACT) or
+sequence axis (``seq_axis``: 1 for batch-first transformers, 0 for sequence-first ones like ACT, 2 for
+(B, C, T) 1-D convolutions like Diffusion Policy's U-Net) or
 over the spatial axes of (B, C, H, W) maps; ``"last"`` takes the last sequence position. Pooled
 arrays have shape (batch, features).
 """
@@ -68,8 +69,7 @@ def pool_array(x: np.ndarray, pool: str, seq_axis: int = 1) -> np.ndarray:
     if x.ndim == 4:  # (B, C, H, W) feature maps
         return x.mean(axis=(2, 3)) if pool == "mean" else x[:, :, -1, -1]
     if x.ndim == 3:
-        if seq_axis == 0:
-            x = np.swapaxes(x, 0, 1)
+        x = np.moveaxis(x, seq_axis, 1)  # -> (batch, sequence, features)
         return x.mean(axis=1) if pool == "mean" else x[:, -1]
     if x.ndim == 2:
         return x

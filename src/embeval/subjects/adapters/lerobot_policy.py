@@ -62,7 +62,13 @@ def image_to_tensor(img: np.ndarray, shape: Sequence[int]):
 class LeRobotPolicy(HiddenStateMixin):
     """A LeRobot policy checkpoint as an embeval Policy (see module docstring)."""
 
-    _hidden_seq_axis = 0  # ACT's transformer is sequence-first
+    #: where the sequence axis of 3-D layer outputs lies, by policy type (ACT: sequence-first
+    #: transformer; Diffusion: (B, C, T) U-Net); others batch-first
+    SEQ_AXIS = {"act": 0, "diffusion": 2}
+
+    @property
+    def _hidden_seq_axis(self) -> int:
+        return self.SEQ_AXIS.get(self.config.type, 1)
 
     def __init__(self, id: str = "lerobot-policy", path: str = "", camera_map: dict[str, str] | None = None,
                  state_key: str = "joint_positions", pad_state: bool = False, action_indices: Sequence[int] | None = None,
@@ -159,14 +165,17 @@ class LeRobotPolicy(HiddenStateMixin):
         v[6] = gripper_to_embeval(v[6], self.gripper)
         return Action(v)
 
-    # hidden states: one full forward of the underlying model on the observation
+    # hidden states: one full inference of the underlying model on the observation. This resets the
+    # policy's observation/action queues (as reset() does), so call it between episodes, not inside one.
     def _hidden_module(self):
         return self.policy
 
     def _hidden_forward(self, observation: Observation) -> Any:
         import torch
 
-        with torch.no_grad():
+        with self._lock, torch.no_grad():
             batch = self.pre(self.batch(observation))
             self.policy.reset()
-            return self.policy.predict_action_chunk(batch)
+            out = self.policy.select_action(batch)
+            self.policy.reset()
+            return out
