@@ -120,3 +120,12 @@ def test_subject_from_yaml_file_and_items_from_files(tmp_path):
     plan = plan_run(spec)
     assert sorted({u.item for u in plan.units}) == ["q1", "q2"]
     assert len(plan.units) == 1 * 2 * 1 * 2 * 1
+
+
+def test_unreachable_ray_address_fails_fast(tmp_path):
+    from embeval.errors import ServerUnavailableError
+    from embeval.runs.backends.ray_backend import _check_reachable
+
+    with pytest.raises(ServerUnavailableError, match="backend.address: nothing answers at '127.0.0.1:1'"):
+        _check_reachable("127.0.0.1:1")
+    _check_reachable("auto")  # resolved by Ray itself

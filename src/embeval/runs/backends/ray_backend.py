@@ -64,11 +64,38 @@ def ensure_ray(backend_spec) -> bool:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     if backend_spec.address:
-        ray.init(address=backend_spec.address, **common)
+        _check_reachable(backend_spec.address)
+        try:
+            ray.init(address=backend_spec.address, **common)
+        except Exception as exc:  # noqa: BLE001 - Ray raises several types for an unreachable cluster
+            from embeval.errors import ServerUnavailableError
+
+            raise ServerUnavailableError(
+                f"backend.address: cannot connect to the Ray cluster at {backend_spec.address!r}: {str(exc).splitlines()[0]}; "
+                "start it (`ray start --head`) or leave address empty for a local instance") from None
     else:  # GPUs are detected, never invented
         ray.init(num_cpus=max(1, math.ceil(backend_spec.num_workers * backend_spec.num_cpus_per_worker)),
                  _node_ip_address="127.0.0.1", **common)
     return True
+
+
+def _check_reachable(address: str, timeout_s: float = 5.0) -> None:
+    """Fail fast on a ``host:port`` (or ``ray://host:port``) nobody listens on; Ray itself retries for minutes."""
+    import socket
+
+    from embeval.errors import ServerUnavailableError
+
+    hostport = address.split("://", 1)[-1]
+    if address == "auto" or ":" not in hostport:
+        return
+    host, _, port = hostport.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return
+    except (OSError, ValueError) as exc:
+        raise ServerUnavailableError(
+            f"backend.address: nothing answers at {address!r} ({exc}); start the cluster (`ray start --head`) "
+            "or leave address empty for a local instance") from None
 
 
 def check_resources(backend_spec) -> None:
