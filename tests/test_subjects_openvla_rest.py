@@ -154,3 +154,24 @@ def test_server_down_names_url_and_fix():
     with pytest.raises(ServerUnavailableError) as ei:
         client.act(_obs(0))
     assert f"127.0.0.1:{port}" in str(ei.value) and "embeval serve openvla" in str(ei.value)
+
+
+def test_oft_style_payload_extra_cameras_and_state():
+    class Seen(ImageStatsPolicy):
+        def act(self, observation):
+            self.last = observation
+            return super().act(observation)
+
+    policy = Seen(camera="wrist_image")  # acts on the wrist camera only
+    with serve_in_thread(create_app(policy)) as srv:
+        client = OpenVLARestPolicy(url=srv.url, image_key="full_image", extra_cameras={"wrist_image": "wrist"},
+                                   state_fields={"state": "joint_positions"}, unnorm_key=None)
+        bright = np.full((8, 8, 3), 250, np.uint8)
+        obs = Observation(images={"third_person": np.zeros((8, 8, 3), np.uint8), "wrist": bright}, instruction="x",
+                          state={"joint_positions": np.arange(6.0)})
+        assert "full_image" in client.payload(obs) and "unnorm_key" not in client.payload(obs)
+        assert client.act(obs).gripper == 1.0  # decided by the wrist image
+        assert sorted(policy.last.images) == ["third_person", "wrist_image"]
+        np.testing.assert_array_equal(policy.last.state["state"], np.arange(6.0))
+        with pytest.raises(InvalidInputError, match="extra_cameras"):
+            client.act(Observation(images={"third_person": bright}, instruction="x", state={"joint_positions": np.zeros(6)}))

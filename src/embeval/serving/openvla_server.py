@@ -2,7 +2,8 @@
 
 ``POST /act``: JSON ``{"image": uint8 HxWx3 (json_numpy dict or nested list), "instruction": str,
 "unnorm_key": str (accepted, ignored: our policies act in embeval units)}`` or ``{"encoded": "<that
-JSON as a string>"}``. Reply: the 7-DoF action as a json_numpy float32 array (as OpenVLA's
+JSON as a string>"}``. OpenVLA-OFT's form is accepted too: ``full_image`` for ``image``, further
+``*image*`` fields become cameras named by their key, ``state`` / ``proprio`` go to ``Observation.state``. Reply: the 7-DoF action as a json_numpy float32 array (as OpenVLA's
 deploy.py answers), in embeval's convention converted to ``gripper`` (default ``open1``, which is
 also OpenVLA's raw convention). The policy is reset whenever the instruction changes, and by
 ``POST /reset {"instruction": ...}``. Errors answer HTTP 4xx/5xx with ``{"error": message}``.
@@ -30,15 +31,32 @@ def decode_act_payload(payload: Any) -> tuple[np.ndarray, str, dict[str, Any]]:
             payload = json.loads(payload["encoded"])
         except (TypeError, ValueError):
             raise InvalidInputError("'encoded' must be a JSON string of the /act payload") from None
-    missing = [k for k in ("image", "instruction") if k not in payload]
+    image_key = "image" if "image" in payload else "full_image"  # OpenVLA-OFT names it full_image
+    missing = [k for k in (image_key, "instruction") if k not in payload]
     if missing:
         raise InvalidInputError(f"the /act body misses {', '.join(missing)}")
-    image = decode_array(payload["image"])
+    image = _as_image(decode_array(payload[image_key]), image_key)
+    rest = {k: v for k, v in payload.items() if k not in (image_key, "instruction")}
+    return image, str(payload["instruction"]), rest
+
+
+def _as_image(image: np.ndarray, name: str) -> np.ndarray:
     if image.dtype != np.uint8 and image.size and np.issubdtype(image.dtype, np.integer) and image.min() >= 0 and image.max() <= 255:
         image = image.astype(np.uint8)
-    check_image(image, "image")
-    rest = {k: v for k, v in payload.items() if k not in ("image", "instruction")}
-    return image, str(payload["instruction"]), rest
+    return check_image(image, name)
+
+
+def observation_from_payload(image: np.ndarray, instruction: str, rest: dict[str, Any], camera: str) -> Observation:
+    """The Observation for an /act body: the main image as ``camera``; other ``*image*`` fields as cameras
+    named by their key; ``state`` / ``proprio`` arrays in ``Observation.state`` under their key."""
+    images = {camera: image}
+    state = {}
+    for key, value in rest.items():
+        if "image" in key:
+            images[key] = _as_image(decode_array(value), key)
+        elif key in ("state", "proprio"):
+            state[key] = np.asarray(decode_array(value), dtype=np.float64)
+    return Observation(images=images, instruction=instruction, state=state)
 
 
 def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"):
@@ -70,12 +88,13 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
         except ValueError:
             return JSONResponse(status_code=400, content={"error": "request body is not JSON"})
         try:
-            image, instruction, _ = decode_act_payload(payload)
+            image, instruction, rest = decode_act_payload(payload)
+            obs = observation_from_payload(image, instruction, rest, camera)
             with lock:
                 if instruction != state["instruction"]:
                     policy.reset(instruction)
                     state["instruction"] = instruction
-                action = policy.act(Observation(images={camera: image}, instruction=instruction))
+                action = policy.act(obs)
                 state["calls"] += 1
         except InvalidInputError as exc:
             return JSONResponse(status_code=400 if "policy output" not in str(exc) else 500, content={"error": str(exc)})

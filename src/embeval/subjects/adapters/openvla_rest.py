@@ -1,7 +1,8 @@
 """Client policy for the OpenVLA REST protocol (``vla-scripts/deploy.py`` and its many forks).
 
 Request: ``POST {url}/act`` with JSON ``{"image": <uint8 HxWx3 in json_numpy form>, "instruction":
-str, "unnorm_key": str}`` (or, with ``encoded: true``, the same payload JSON-encoded as a string
+str, "unnorm_key": str}`` (``image_key`` renames ``image``, e.g. ``full_image`` for OpenVLA-OFT's server;
+``extra_cameras`` and ``state_fields`` add more images / proprioception) (or, with ``encoded: true``, the same payload JSON-encoded as a string
 under the single key ``"encoded"``, for servers that expect that). Reply: the action as a
 json_numpy array, a plain list, or ``{"action": ...}``; shape (7,) or an action chunk (N, 7),
 which is queued and returned one action per :meth:`act`. The reply's gripper is converted from the
@@ -61,7 +62,9 @@ class OpenVLARestPolicy:
     def __init__(self, id: str = "openvla-rest", url: str = "http://127.0.0.1:8000", unnorm_key: str | None = "bridge_orig",
                  camera: str | None = None, image_size: int | list[int] | None = None, gripper: str = "open1",
                  encoded: bool = False, frame: str = "base", chunk_size: int = 1, timeout: float = 30.0,
-                 max_retries: int = 2, backoff: float = 0.5, extra_fields: dict[str, Any] | None = None):
+                 max_retries: int = 2, backoff: float = 0.5, extra_fields: dict[str, Any] | None = None,
+                 image_key: str = "image", extra_cameras: dict[str, str] | None = None,
+                 state_fields: dict[str, str] | None = None):
         if not url:
             raise ConfigError("field 'url' is required: the OpenVLA server's address, e.g. http://127.0.0.1:8000")
         self.id = id
@@ -77,6 +80,9 @@ class OpenVLARestPolicy:
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
         self.extra_fields = dict(extra_fields or {})
+        self.image_key = image_key
+        self.extra_cameras = dict(extra_cameras or {})
+        self.state_fields = dict(state_fields or {})
         self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
                                       chunk_size=int(chunk_size))
         self.instruction = ""
@@ -103,7 +109,15 @@ class OpenVLARestPolicy:
         if name not in observation.images:
             raise ConfigError(f"field 'params.camera': camera {name!r} not in the observation (has {sorted(observation.images)})")
         img = resize_image(check_image(observation.images[name], f"images[{name!r}]"), self.image_size)
-        body: dict[str, Any] = {"image": encode_array(img), "instruction": observation.instruction or self.instruction}
+        body: dict[str, Any] = {self.image_key: encode_array(img), "instruction": observation.instruction or self.instruction}
+        for key, cam in self.extra_cameras.items():  # e.g. OpenVLA-OFT: wrist_image
+            if cam not in observation.images:
+                raise InvalidInputError(f"params.extra_cameras wants camera {cam!r} for {key!r}; the observation has {sorted(observation.images)}")
+            body[key] = encode_array(resize_image(check_image(observation.images[cam], f"images[{cam!r}]"), self.image_size))
+        for key, name in self.state_fields.items():  # e.g. OpenVLA-OFT: state <- joint_positions
+            if name not in observation.state:
+                raise InvalidInputError(f"params.state_fields wants observation.state[{name!r}] for {key!r}; it has {sorted(observation.state)}")
+            body[key] = encode_array(np.asarray(observation.state[name], dtype=np.float64))
         if self.unnorm_key:
             body["unnorm_key"] = self.unnorm_key
         body.update(self.extra_fields)
