@@ -22,7 +22,7 @@ SCHEMA = {"type": "object", "properties": {"verb": {"enum": ["pick", "place", "p
 @pytest.fixture(scope="module")
 def gemma():
     llm = load_subject({"kind": "llm", "adapter": "llama_cpp", "params": {"n_ctx": 256, "max_tokens": 20}})
-    llm.model  # load once
+    _ = llm.model  # load once
     return llm
 
 

@@ -80,7 +80,7 @@ def run(ctx) -> None:
 
         t0 = time.perf_counter()
         gemma = LlamaCppLLM(n_ctx=256, max_tokens=32)
-        gemma.model
+        _ = gemma.model
         load_s = time.perf_counter() - t0
         schema = {"type": "object", "properties": {"verb": {"enum": ["pick", "place", "push", "pour"]}}, "required": ["verb"]}
         with tempfile.TemporaryDirectory() as d:

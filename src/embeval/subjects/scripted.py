@@ -8,7 +8,7 @@ They are plumbing, never opinions: do not report scores from them as model resul
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
