@@ -1,0 +1,222 @@
+"""``embeval act2answer``: binary VQA items answered by tabletop actions (items, run, report, probe)."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from embeval.cli._util import add_group
+
+_FMT = argparse.RawDescriptionHelpFormatter
+
+
+def register(sub) -> None:
+    g = add_group(sub, "act2answer", "Act2Answer: VQA items answered by moving a cube onto one of two image cards")
+
+    items = add_group(g, "items", "make Act2Answer item files (convert VQA data or generate procedural items)")
+    p = items.add_parser("convert", help="convert a multiple-choice VQA file into binary items", formatter_class=_FMT,
+                         description="Convert JSONL/JSON/Parquet/TSV records in a known layout into binary items "
+                                     "(items.jsonl + images). Optionally rewrite questions into instructions with an LLM.",
+                         epilog="example:\n  embeval act2answer items convert --layout mmbench --input mmbench_dev.tsv --out items/mmbench\n"
+                                "  embeval act2answer items convert --layout iconqa --input iconqa.jsonl --image-root iconqa/ "
+                                "--out items/iconqa --rewrite-llm config/subjects/llm.yaml")
+    p.add_argument("--layout", required=True, help="source layout: mllm-compbench, iconqa, mmbench, okvqa, vl-think")
+    p.add_argument("--input", type=Path, required=True, help="the VQA records file (.jsonl, .json, .parquet, .tsv, .csv)")
+    p.add_argument("--out", type=Path, required=True, help="output folder (items.jsonl and images/)")
+    p.add_argument("--image-root", type=Path, help="folder that relative image paths start from (default: the input's folder)")
+    p.add_argument("--seed", type=int, default=0, help="seed for distractors and correct sides (default 0)")
+    p.add_argument("--limit", type=int, help="convert only the first N records")
+    p.add_argument("--rewrite-llm", type=Path, help="LLM subject YAML: rewrite questions into action instructions")
+    p.add_argument("--cache", type=Path, help="LLM call cache (SQLite; default OUT/rewrite_cache.sqlite)")
+    p.set_defaults(func=_convert)
+
+    p = items.add_parser("generate", help="draw procedural items with ground truth", formatter_class=_FMT,
+                         description="Draw procedural binary items (cards) per category; the full suite is 10 categories "
+                                     "x 172 items = 1,720 items = 3,440 episodes.",
+                         epilog="example:\n  embeval act2answer items generate --out suite/ --per-category 40\n"
+                                "  embeval act2answer items generate --out suite/ --categories color emotion --per-category 10")
+    p.add_argument("--out", type=Path, required=True, help="output folder (items.jsonl and images/)")
+    p.add_argument("--categories", nargs="+", help="categories (default all: color shape counting symmetry attribute "
+                                                    "state emotion time traffic spatial)")
+    p.add_argument("--per-category", type=int, default=172, help="items per category (default 172, the full suite)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.set_defaults(func=_generate)
+
+    p = g.add_parser("run", help="run items in the simulated cell (both layouts) and/or ask VLMs as text",
+                     formatter_class=_FMT,
+                     description="Run every item in both layouts with a policy in the simulated cell; optionally ask VLM "
+                                 "subjects the same items as text. Writes episodes_<subject>.jsonl and prints the table. "
+                                 "For sharded/resumable runs use `embeval runs run config/act2answer/run_tiny_vla.yaml`.",
+                     epilog="example:\n  embeval act2answer run --items suite/items.jsonl --policy tiny-vla --out results/\n"
+                            "  embeval act2answer run --items suite/items.jsonl --policy my_vla.yaml --vlm my_vlm.yaml --out results/")
+    p.add_argument("--items", type=Path, required=True, help="item file (items.jsonl)")
+    p.add_argument("--policy", nargs="*", default=["tiny-vla"], help="policies: shipped embedded names or subject YAMLs "
+                                                                      "(default tiny-vla; none: only --vlm)")
+    p.add_argument("--vlm", nargs="*", default=[], help="VLM subject YAMLs (or shipped tiny-vlm names) answering as text")
+    p.add_argument("--episode", type=Path, help="episode spec YAML (default config: eps 0.08 m, 24 steps, release_after_lift)")
+    p.add_argument("--out", type=Path, default=Path("act2answer_results"), help="output folder (default act2answer_results/)")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--limit", type=int, help="use only the first N items")
+    p.add_argument("--delta", type=float, default=0.1, help="regime margin around chance 0.5 (default 0.1)")
+    p.set_defaults(func=_run)
+
+    p = g.add_parser("report", help="per-category table, intervals, regimes and swap statistics from result files",
+                     formatter_class=_FMT, description="Aggregate episode/answer JSONL files (one subject each, or with a "
+                                                       "'subject' field) or a runs Parquet export into the paper's table.",
+                     epilog="example:\n  embeval act2answer report results/episodes_*.jsonl --csv table.csv")
+    p.add_argument("results", nargs="+", type=Path, help="results JSONL files or a runs Parquet export")
+    p.add_argument("--delta", type=float, default=0.1, help="regime margin around chance 0.5 (default 0.1)")
+    p.add_argument("--confidence", type=float, default=0.95, help="Wilson interval confidence (default 0.95)")
+    p.add_argument("--csv", type=Path, help="also write the long table as CSV")
+    p.set_defaults(func=_report)
+
+    p = g.add_parser("probe", help="layerwise linear probes of a torch policy and its Chance-Normalized Retention",
+                     formatter_class=_FMT,
+                     description="Capture each layer's hidden state at the first observation of every item x layout, train "
+                                 "cross-validated linear probes (grouped by item) with shuffled-label and random-weight "
+                                 "controls, plot accuracy by layer and print CNR.",
+                     epilog="example:\n  embeval act2answer probe --items suite/items.jsonl --policy tiny-vla --out probe/")
+    p.add_argument("--items", type=Path, required=True, help="item file (items.jsonl)")
+    p.add_argument("--policy", default="tiny-vla", help="shipped embedded name or subject YAML with hidden-state capture")
+    p.add_argument("--layers", default=r"(backbone|action_expert)\.\d+", help="regex of module names to probe")
+    p.add_argument("--out", type=Path, default=Path("act2answer_probe"), help="output folder (PNG, JSON)")
+    p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    p.add_argument("--limit", type=int, help="use only the first N items")
+    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--no-random-control", action="store_true", help="skip the random-weight control (tiny VLA only)")
+    p.set_defaults(func=_probe)
+
+
+def _load_policy(ref: str):
+    if Path(ref).suffix in (".yaml", ".yml"):
+        from embeval.subjects.registry import load_subject
+
+        return load_subject(str(ref))
+    from embeval.act2answer.subjects import embedded_policy
+
+    return embedded_policy(ref)
+
+
+def _load_vlm(ref: str):
+    if Path(ref).suffix in (".yaml", ".yml"):
+        from embeval.subjects.registry import load_subject
+
+        return load_subject(str(ref))
+    from embeval.subjects.embedded.zoo import load_vlm
+
+    return load_vlm(ref)
+
+
+def _convert(args) -> int:
+    from embeval.act2answer.convert import convert_file, rewrite_instructions
+    from embeval.act2answer.items import write_items
+
+    items = convert_file(args.input, args.layout, args.out, args.image_root, args.seed, args.limit)
+    if args.rewrite_llm:
+        from embeval.subjects.registry import load_subject
+
+        items = rewrite_instructions(items, load_subject(str(args.rewrite_llm)), args.cache or args.out / "rewrite_cache.sqlite")
+        write_items(items, args.out / "items.jsonl")
+    cats = sorted({it.category for it in items})
+    print(f"{len(items)} items ({len(cats)} categories: {', '.join(cats[:8])}{' ...' if len(cats) > 8 else ''}) -> {args.out / 'items.jsonl'}")
+    return 0
+
+
+def _generate(args) -> int:
+    from embeval.act2answer.generator import generate_items
+
+    items = generate_items(args.out, args.categories, args.per_category, args.seed)
+    print(f"{len(items)} items ({2 * len(items)} episodes with both layouts) -> {args.out / 'items.jsonl'}")
+    return 0
+
+
+def _items(path, limit):
+    from embeval.act2answer.items import read_items
+
+    items = read_items(path, check_images=True)
+    return items[:limit] if limit else items
+
+
+def _run(args) -> int:
+    import time
+
+    from embeval.act2answer.aggregate import category_table, format_table
+    from embeval.act2answer.baseline import answer_items
+    from embeval.act2answer.episode import run_items, write_results
+    from embeval.act2answer.scene import EpisodeSpec
+
+    items = _items(args.items, args.limit)
+    spec = EpisodeSpec.from_yaml(args.episode) if args.episode else EpisodeSpec()
+    results = {}
+    for ref in args.policy or []:
+        policy = _load_policy(ref)
+        t0, recs = time.perf_counter(), []
+        for r in run_items(policy, items, spec, seed=args.seed):
+            recs.append(r)
+            if len(recs) % 50 == 0:
+                print(f"  {policy.id}: {len(recs)}/{2 * len(items)} episodes ({len(recs) / (time.perf_counter() - t0):.2f}/s)", flush=True)
+        results[policy.id] = recs
+        print(f"{policy.id}: {len(recs)} episodes -> {write_results(recs, args.out / f'episodes_{policy.id}.jsonl')}")
+    for ref in args.vlm or []:
+        vlm = _load_vlm(ref)
+        recs = list(answer_items(vlm, items))
+        results[f"{vlm.id} (text)"] = recs
+        print(f"{vlm.id}: {len(recs)} text answers -> {write_results(recs, args.out / f'answers_{vlm.id}.jsonl')}")
+    if results:
+        table = category_table(results, delta=args.delta)
+        table.to_csv(args.out / "category_table.csv", index=False)
+        print(format_table(table))
+    return 0
+
+
+def _report(args) -> int:
+    from embeval.act2answer.aggregate import category_table, format_table, swap_stats
+    from embeval.act2answer.episode import read_results
+
+    results: dict[str, list] = {}
+    for path in args.results:
+        if path.suffix == ".parquet":
+            import pandas as pd
+
+            df = pd.read_parquet(path)
+            for (subject, dist, level), g in df.groupby(["subject", "distortion", "level"]):
+                name = subject if dist == "none" else f"{subject} [{dist} {level}]"
+                results.setdefault(name, []).extend(
+                    {"item": r["out.item"], "category": r["out.category"], "layout": r["out.layout"], "success": r["out.success"],
+                     "choice": r["out.choice"] if isinstance(r.get("out.choice"), str) else None} for _, r in g.iterrows())
+            continue
+        for r in read_results(path):
+            results.setdefault(r.get("subject") or path.stem, []).append(r)
+    table = category_table(results, delta=args.delta, confidence=args.confidence)
+    print(format_table(table))
+    for subject, recs in results.items():
+        ss = swap_stats(recs)
+        print(f"{subject}: swap pairs {ss.n_pairs}, consistency {ss.consistency:.3f}, same side {ss.same_side:.3f}, "
+              f"position bias {ss.position_bias:+.3f}, McNemar b={ss.original_only} c={ss.swapped_only} "
+              f"exact p={ss.mcnemar_p_exact:.4g}")
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+        print(f"table -> {args.csv}")
+    return 0
+
+
+def _probe(args) -> int:
+    import json
+
+    from embeval.act2answer.episode import obs_size_for
+    from embeval.act2answer.subjects import untrained_policy
+    from embeval_analysis.probing import collect_features, plot_layer_accuracy, probe_layers
+
+    items = _items(args.items, args.limit)
+    policy = _load_policy(args.policy)
+    size = obs_size_for(policy)
+    feats = collect_features(policy, items, layers=args.layers, seed=args.seed, obs_size=size)
+    ctrl = None
+    if not args.no_random_control and hasattr(policy, "net") and type(policy).__name__ == "TinyVLAPolicy":
+        ctrl = collect_features(untrained_policy("random-weights", args.seed + 1), items, layers=args.layers, seed=args.seed,
+                                obs_size=size)
+    rep = probe_layers(feats, ctrl, folds=args.folds, seed=args.seed)
+    print(rep.table())
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "probe.json").write_text(json.dumps(rep.to_dict(), indent=1))
+    print(f"plot -> {plot_layer_accuracy(rep, args.out / 'probing.png')}")
+    return 0
