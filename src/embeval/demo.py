@@ -20,6 +20,7 @@ STAGES: list[tuple[str, str]] = [
     ("a2eval", "embeval_analysis.a2eval.demo:run"),
     ("iqa", "embeval_analysis.iqa.demo:run"),
     ("runs", "embeval.runs.demo:run"),
+    ("act2answer", "embeval.act2answer.demo:run"),
     ("ros", "embeval_ros.demo:run"),
 ]
 
