@@ -131,3 +131,33 @@ def build_scene(item: BinaryItem, layout: str, spec: EpisodeSpec | None = None, 
     task = TaskSpec("Move", instruction_for(item, spec), 3, "cube", goal=spec.card_xy(correct), tolerance=spec.eps,
                     max_steps=10 ** 6)
     return scene, task
+
+
+def export_scenes(items, out_dir: str | Path, spec: EpisodeSpec | None = None,
+                  layouts: tuple[str, ...] = ("original", "swapped")) -> Path:
+    """Write, for the ROS graph and the real cell, one scene YAML per item x layout
+    (``<item>@<layout>.yaml``: cards, cube, arm; card textures as absolute paths), the episode spec
+    (``episode.yaml``) and ``conductor.yaml`` (the conductor node's ``items``/``instructions`` lists
+    in the same order). Returns ``out_dir``."""
+    spec = spec or EpisodeSpec()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ids, instr, rows = [], [], []
+    for item in items:
+        for layout in layouts:
+            scene, task = build_scene(item, layout, spec)
+            uid = f"{item.id}@{layout}"
+            for o in scene.objects:
+                if o.texture:
+                    o.texture = str(Path(o.texture).resolve())
+            scene.to_yaml(out / f"{uid}.yaml")
+            ids.append(uid)
+            instr.append(task.instruction)
+            rows.append({"unit": uid, "correct_side": item.correct_side_in(layout), "category": item.category})
+    spec.to_yaml(out / "episode.yaml")
+    conductor = {"embeval_conductor": {"ros__parameters": {
+        "items": ids, "instructions": instr, "distortions": ["none"] * len(ids), "levels": [0] * len(ids),
+        "steps_per_episode": spec.max_steps}}}
+    (out / "conductor.yaml").write_text(yaml.safe_dump(conductor, sort_keys=False, width=200))
+    (out / "manifest.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
+    return out

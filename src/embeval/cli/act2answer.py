@@ -59,6 +59,17 @@ def register(sub) -> None:
     p.add_argument("--delta", type=float, default=0.1, help="regime margin around chance 0.5 (default 0.1)")
     p.set_defaults(func=_run)
 
+    p = g.add_parser("scenes", help="write per-item scene YAMLs and conductor parameters for the ROS graph / real cell",
+                     formatter_class=_FMT,
+                     description="Write <item>@<layout>.yaml scene specs (two cards, cube, arm), episode.yaml and the "
+                                 "conductor node's parameter lists (conductor.yaml) for sim-to-real runs.",
+                     epilog="example:\n  embeval act2answer scenes --items suite/items.jsonl --out scenes/ --limit 10")
+    p.add_argument("--items", type=Path, required=True, help="item file (items.jsonl)")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--episode", type=Path, help="episode spec YAML (default: built-in geometry)")
+    p.add_argument("--limit", type=int, help="use only the first N items")
+    p.set_defaults(func=_scenes)
+
     p = g.add_parser("report", help="per-category table, intervals, regimes and swap statistics from result files",
                      formatter_class=_FMT, description="Aggregate episode/answer JSONL files (one subject each, or with a "
                                                        "'subject' field) or a runs Parquet export into the paper's table.",
@@ -165,6 +176,16 @@ def _run(args) -> int:
         table = category_table(results, delta=args.delta)
         table.to_csv(args.out / "category_table.csv", index=False)
         print(format_table(table))
+    return 0
+
+
+def _scenes(args) -> int:
+    from embeval.act2answer.scene import EpisodeSpec, export_scenes
+
+    items = _items(args.items, args.limit)
+    spec = EpisodeSpec.from_yaml(args.episode) if args.episode else EpisodeSpec()
+    out = export_scenes(items, args.out, spec)
+    print(f"{2 * len(items)} scene specs, episode.yaml, conductor.yaml -> {out}")
     return 0
 
 
