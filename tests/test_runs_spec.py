@@ -129,3 +129,17 @@ def test_unreachable_ray_address_fails_fast(tmp_path):
     with pytest.raises(ServerUnavailableError, match="backend.address: nothing answers at '127.0.0.1:1'"):
         _check_reachable("127.0.0.1:1")
     _check_reachable("auto")  # resolved by Ray itself
+
+
+def test_shipped_example_specs_validate():
+    from pathlib import Path
+
+    specs = sorted((Path(__file__).resolve().parents[1] / "config" / "runs").glob("*.yaml"))
+    assert len(specs) >= 4
+    for p in specs:
+        spec = load_spec(p)
+        if spec.items.source == "folder":  # needs the user's images
+            with pytest.raises(MissingFileError, match="spec.items.path: folder not found"):
+                plan_run(spec)
+        else:
+            assert len(plan_run(spec).units) > 0, p
