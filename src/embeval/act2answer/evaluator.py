@@ -33,6 +33,18 @@ def split_unit_item(uid: str) -> tuple[str, str]:
     return item, layout
 
 
+def frame_records(frame) -> dict[str, list[dict[str, Any]]]:
+    """Act2Answer records per subject (``"<subject> [<distortion> <level>]"`` when distorted) from a
+    runs results frame / Parquet export (columns ``out.item``, ``out.category``, ...)."""
+    recs: dict[str, list[dict[str, Any]]] = {}
+    for (subject, dist, level), g in frame.groupby(["subject", "distortion", "level"]):
+        name = subject if dist == "none" else f"{subject} [{dist} {level}]"
+        recs.setdefault(name, []).extend(
+            {"item": r["out.item"], "category": r["out.category"], "layout": r["out.layout"], "success": r["out.success"],
+             "choice": r.get("out.choice") if isinstance(r.get("out.choice"), str) else None} for _, r in g.iterrows())
+    return recs
+
+
 class _DistortedObservations:
     """Wraps a policy: distorts every observation image (seeded per step) before ``act``."""
 
@@ -124,14 +136,7 @@ class Act2AnswerEvaluator(Evaluator):
             return []
         from embeval.act2answer.aggregate import category_table
 
-        recs = {}
-        for (subject, dist, level), g in frame.groupby(["subject", "distortion", "level"]):
-            name = subject if dist == "none" else f"{subject} [{dist} {level}]"
-            recs[name] = [{"item": r["out.item"], "category": r["out.category"], "layout": r["out.layout"],
-                           "success": r["out.success"],
-                           "choice": r.get("out.choice") if isinstance(r.get("out.choice"), str) else None}
-                          for _, r in g.iterrows()]
-        table = category_table(recs)
+        table = category_table(frame_records(frame))
         return [ReportSection("Act2Answer soft success rate by category",
                               html=table.to_html(index=False, float_format="%.3f"),
                               caption=f"Swap-averaged soft success, Wilson 95% intervals, regimes vs 0.5 +- 0.1 ({stamp}).")]

@@ -198,12 +198,10 @@ def _report(args) -> int:
         if path.suffix == ".parquet":
             import pandas as pd
 
-            df = pd.read_parquet(path)
-            for (subject, dist, level), g in df.groupby(["subject", "distortion", "level"]):
-                name = subject if dist == "none" else f"{subject} [{dist} {level}]"
-                results.setdefault(name, []).extend(
-                    {"item": r["out.item"], "category": r["out.category"], "layout": r["out.layout"], "success": r["out.success"],
-                     "choice": r["out.choice"] if isinstance(r.get("out.choice"), str) else None} for _, r in g.iterrows())
+            from embeval.act2answer.evaluator import frame_records
+
+            for name, recs in frame_records(pd.read_parquet(path)).items():
+                results.setdefault(name, []).extend(recs)
             continue
         for r in read_results(path):
             results.setdefault(r.get("subject") or path.stem, []).append(r)
