@@ -73,3 +73,14 @@ def test_action_sequence_normalisation():
     assert len(_seq(a)) == 1 and len(_seq([a] * 7)) == 7  # seven Actions are a sequence, not one action
     assert len(_seq([0.0] * 7)) == 1 and len(_seq(np.zeros(7))) == 1
     assert len(_seq(np.zeros((3, 7)))) == 3 and len(_seq([[0] * 7] * 2)) == 2
+
+
+def test_score_from_raw_poses_for_real_arm_episodes():
+    from embeval.scoring.execution import execution_score_from_poses
+
+    ref = [0.5, 0.1, 0.2, np.pi, 0, 0]
+    rec = execution_score_from_poses(ref, [0.5, 0.13, 0.24, np.pi, 0, 0])  # success unknown: by distance
+    assert rec.reason == "failure" and rec.score == pytest.approx(95.0)
+    assert execution_score_from_poses(ref, [0, 0, 0, 0, 0, 0], success=True).score == 100.0
+    rec = execution_score_from_poses(ref, ref, stopped=True, stop_reason="protective stop")
+    assert rec.score == 0.0 and rec.detail == "protective stop"

@@ -98,6 +98,16 @@ def execution_score(reference: ExecutionOutcome, distorted: ExecutionOutcome) ->
     return ExecutionRecord(max(0.0, 100.0 - d), "failure", d, reference, distorted)
 
 
+def execution_score_from_poses(reference_tcp: Sequence[float], distorted_tcp: Sequence[float], *, stopped: bool = False,
+                               success: bool | None = None, stop_reason: str = "",
+                               reference_success: bool | None = None) -> ExecutionRecord:
+    """:func:`execution_score` from raw final TCP poses (e.g. a real-arm episode whose success is
+    unknown: ``success=None`` scores by distance)."""
+    ref = ExecutionOutcome(tuple(reference_tcp), bool(reference_success), False)
+    dis = ExecutionOutcome(tuple(distorted_tcp), bool(success), bool(stopped), stop_reason)
+    return execution_score(ref, dis)
+
+
 def mean_score(records: Sequence[ExecutionRecord]) -> float:
     """Mean Execution score over records (e.g. the 5 tasks of an image or many subjects); NaN when empty."""
     return float(np.mean([r.score for r in records])) if records else float("nan")
