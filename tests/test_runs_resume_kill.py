@@ -19,13 +19,13 @@ SPEC = {
     "name": "kill-test",
     "evaluator": "synthetic",
     "subjects": [{"id": "a", "kind": "synthetic"}, {"id": "b", "kind": "synthetic", "params": {"offset": 0.25}}],
-    "items": {"source": "synthetic", "count": 100},
+    "items": {"source": "synthetic", "count": 150},
     "levels": [0, 1],
     "seeds": [3],
     "params": {"work_ms": 3},
     "backend": {"progress": False, "unit_timeout_s": 30},
 }
-N_UNITS = 2 * 100 * 2
+N_UNITS = 2 * 150 * 2
 CHILD = "import sys; from embeval.runs.runner import run; run(sys.argv[1], sys.argv[2], progress=False)"
 
 
