@@ -10,9 +10,8 @@ import time
 
 from embeval.sim.bench_util import run_expert_episode
 from embeval.sim.env import SimEnv
-from embeval.sim.workcell import SimConfig
-
 from embeval.sim.expert import PLANNERS
+from embeval.sim.workcell import SimConfig
 
 VERBS = tuple(PLANNERS)  # every implemented task
 

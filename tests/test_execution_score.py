@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from embeval.errors import InvalidInputError
-from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score, mean_score, tcp_distance_cm
+from embeval.scoring.execution import (
+    ExecutionOutcome,
+    ExecutionRecord,
+    execution_score,
+    mean_score,
+    tcp_distance_cm,
+)
 
 
 def outcome(xyz, success=False, stopped=False, reason=""):

@@ -31,7 +31,8 @@ def test_references_manifest_images_and_resume(tmp_path):
     a, b = (np.asarray(Image.open(out / r.path)) for r in recs[:2])
     assert not np.array_equal(a, b)
     assert [r.to_dict() for r in load_manifest(out)] == [r.to_dict() for r in recs]
-    rows = list(csv.DictReader(open(out / "manifest.csv")))
+    with open(out / "manifest.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
     assert len(rows) == 4 and rows[0]["task5_difficulty"] == "5"
     meta = json.loads((out / "manifest.json").read_text())["meta"]
     assert meta["n_scenes"] == 2 and meta["code_version"].startswith("embeval")

@@ -95,7 +95,7 @@ def _obj(pos, bottom, joint=None, jmin=None):
 
 
 def test_predicates_on_hand_built_world_states():
-    ws = lambda objs, grasped=None, ever=(): WorldState(objs, np.zeros(6), 1.0, grasped, frozenset(ever))  # noqa: E731
+    ws = lambda objs, grasped=None, ever=(): WorldState(objs, np.zeros(6), 1.0, grasped, frozenset(ever))
     pick = TaskSpec("Pick", "pick", 1, "cube", threshold=0.05)
     assert pick.success(ws({"cube": _obj((0.5, 0, 0.1), 0.08)}))
     assert not pick.success(ws({"cube": _obj((0.5, 0, 0.02), 0.0)}))

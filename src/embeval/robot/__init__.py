@@ -5,10 +5,26 @@
 - :mod:`embeval.robot.safety`: :class:`SafetyLimits`, pre-motion checks, :class:`ProtectiveStop`.
 - :mod:`embeval.robot.sim_backend`: the pybullet workcell as an :class:`ArmBackend`.
 """
-from embeval.robot.base import JOINT_NAMES, ArmBackend, ArmState, SafetyMode, SafetyStatus, apply_delta, pose_delta
+from embeval.robot.base import (
+    JOINT_NAMES,
+    ArmBackend,
+    ArmState,
+    SafetyMode,
+    SafetyStatus,
+    apply_delta,
+    pose_delta,
+)
 from embeval.robot.safety import ProtectiveStop, SafetyLimits, check_command
 
 __all__ = [
-    "JOINT_NAMES", "ArmBackend", "ArmState", "SafetyMode", "SafetyStatus", "apply_delta", "pose_delta",
-    "ProtectiveStop", "SafetyLimits", "check_command",
+    "JOINT_NAMES",
+    "ArmBackend",
+    "ArmState",
+    "ProtectiveStop",
+    "SafetyLimits",
+    "SafetyMode",
+    "SafetyStatus",
+    "apply_delta",
+    "check_command",
+    "pose_delta",
 ]

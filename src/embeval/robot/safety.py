@@ -10,8 +10,9 @@ stop and the arm does not move. During motion the backend reports contacts and m
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class SafetyLimits:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "SafetyLimits":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> SafetyLimits:
         d = dict(d or {})
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known

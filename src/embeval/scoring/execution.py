@@ -12,8 +12,9 @@ real UR5 share one scorer. Poses: ``[x, y, z, rx, ry, rz]`` in frame base, metre
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ class ExecutionOutcome:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ExecutionOutcome":
+    def from_dict(cls, d: Mapping[str, Any]) -> ExecutionOutcome:
         return cls(**dict(d))
 
 
@@ -74,7 +75,7 @@ class ExecutionRecord:
                 "reference": self.reference.to_dict(), "distorted": self.distorted.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ExecutionRecord":
+    def from_dict(cls, d: Mapping[str, Any]) -> ExecutionRecord:
         d = dict(d)
         d["reference"] = ExecutionOutcome.from_dict(d["reference"])
         d["distorted"] = ExecutionOutcome.from_dict(d["distorted"])

@@ -17,6 +17,17 @@ from embeval.sim.tasks import TaskSpec, WorldState, make_reference_scene, make_t
 from embeval.sim.workcell import SimConfig, Workcell
 
 __all__ = [
-    "SimEnv", "StepResult", "VERBS", "CameraSpec", "LightingSpec", "ObjectSpec", "SceneSpec", "TaskSpec", "WorldState",
-    "make_reference_scene", "make_task", "SimConfig", "Workcell",
+    "VERBS",
+    "CameraSpec",
+    "LightingSpec",
+    "ObjectSpec",
+    "SceneSpec",
+    "SimConfig",
+    "SimEnv",
+    "StepResult",
+    "TaskSpec",
+    "Workcell",
+    "WorldState",
+    "make_reference_scene",
+    "make_task",
 ]

@@ -19,8 +19,9 @@ Example::
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -67,7 +68,7 @@ class SimEnv:
     def close(self) -> None:
         self.cell.close()
 
-    def __enter__(self) -> "SimEnv":
+    def __enter__(self) -> SimEnv:
         return self
 
     def __exit__(self, *exc) -> None:

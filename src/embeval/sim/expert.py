@@ -9,8 +9,8 @@ along the TCP y axis.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -216,7 +216,7 @@ def _plan_push(e: ScriptedExpert) -> list[Stage]:
         return topdown([xy[0], xy[1], z_push], yaw)
 
     def push():
-        p, u, half, yaw = geom()
+        _, u, half, yaw = geom()
         xy = goal - u * (half + 0.012)
         return topdown([xy[0], xy[1], z_push], yaw)
 

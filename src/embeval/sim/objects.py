@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import math
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

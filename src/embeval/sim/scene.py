@@ -12,9 +12,10 @@ right direction the local -y axis (an upright picture for a viewer looking down 
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -130,7 +131,7 @@ class CameraSpec:
         if self.width < 8 or self.height < 8:
             raise ConfigError(f"camera {self.name!r} size {self.width}x{self.height} is too small (>= 8x8)")
 
-    def scaled(self, width: int, height: int) -> "CameraSpec":
+    def scaled(self, width: int, height: int) -> CameraSpec:
         """The same camera at another resolution (intrinsics scaled, same field of view)."""
         sx, sy = width / self.width, height / self.height
         return replace(
@@ -219,7 +220,7 @@ class SceneSpec:
                 return c
         raise ConfigError(f"scene {self.name!r} has no camera {name!r}; cameras: {[c.name for c in self.cameras]}")
 
-    def with_objects(self, *extra: ObjectSpec) -> "SceneSpec":
+    def with_objects(self, *extra: ObjectSpec) -> SceneSpec:
         """A copy with objects added (e.g. image cards for Act2Answer)."""
         return replace(self, objects=[*self.objects, *extra])
 
@@ -228,7 +229,7 @@ class SceneSpec:
         return _plain(asdict(self))
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "SceneSpec":
+    def from_dict(cls, d: Mapping[str, Any]) -> SceneSpec:
         return _from_dict(cls, d, "scene spec")
 
     def to_yaml(self, path: str | Path | None = None) -> str:
@@ -238,7 +239,7 @@ class SceneSpec:
         return text
 
     @classmethod
-    def from_yaml(cls, path_or_text: str | Path) -> "SceneSpec":
+    def from_yaml(cls, path_or_text: str | Path) -> SceneSpec:
         p = Path(path_or_text) if not str(path_or_text).lstrip().startswith(("{", "name:", "objects:")) else None
         if p is not None:
             if not p.exists():

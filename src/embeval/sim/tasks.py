@@ -12,8 +12,9 @@ Frame base == world; the table top is z = 0; "left" is +y and "in front of" is t
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class TaskSpec:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "TaskSpec":
+    def from_dict(cls, d: Mapping[str, Any]) -> TaskSpec:
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:
@@ -445,9 +446,8 @@ def _distractor(rng: np.random.Generator, lay: Layout, i: int, exclude: set[str]
 
 def scene_style(rng: np.random.Generator) -> dict[str, Any]:
     """Sampled background (plain colour or procedural table texture), wall colour and lighting."""
-    from embeval.sim.scene import LightingSpec
-
     from embeval.sim import textures
+    from embeval.sim.scene import LightingSpec
 
     bg = str(rng.choice(list(BACKGROUNDS) + list(TEXTURED_BACKGROUNDS)))
     tex_seed = int(rng.integers(0, 2**31 - 1))

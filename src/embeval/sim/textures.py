@@ -5,7 +5,7 @@ Kinds: ``wood_grain``, ``checker``, ``speckle``, ``fabric``. Images are RGB uint
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

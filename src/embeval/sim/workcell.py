@@ -20,15 +20,21 @@ Frames: the world frame is the UR controller frame ``base``; table top z = 0.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
 from embeval.errors import ConfigError
 from embeval.robot.base import SafetyMode, SafetyStatus, as_joints6, as_pose6
-from embeval.robot.safety import OK, ProtectiveStop, SafetyLimits, check_command, check_joint_limits
+from embeval.robot.safety import (
+    OK,
+    ProtectiveStop,
+    SafetyLimits,
+    check_command,
+    check_joint_limits,
+)
 from embeval.sim.objects import PB, Body, build
 from embeval.sim.scene import CameraSpec, SceneSpec
 from embeval.sim.tasks import ObjectState, WorldState
@@ -121,7 +127,7 @@ class Workcell:
         self._fk_cache: tuple = (None, None, None)
 
     # ------------------------------------------------------------------ lifecycle
-    def __enter__(self) -> "Workcell":
+    def __enter__(self) -> Workcell:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -357,7 +363,7 @@ class Workcell:
 
     def idle(self, seconds: float) -> SafetyStatus:
         """Let physics run with the arm holding still."""
-        n = max(1, int(round(seconds * self.config.physics_hz)))
+        n = max(1, round(seconds * self.config.physics_hz))
         for _ in range(n):
             if self._substep(self.q, self.gripper).stopped:
                 break
@@ -371,7 +377,7 @@ class Workcell:
         dist = float(np.linalg.norm(target[:3] - start[:3]))
         rots = Rotation.from_rotvec(np.stack([start[3:], target[3:]]))
         ang = float((rots[1] * rots[0].inv()).magnitude())
-        n = max(1, int(math.ceil(max(dist / self.config.segment, ang / 0.1))))
+        n = max(1, math.ceil(max(dist / self.config.segment, ang / 0.1)))
         slerp = Slerp([0.0, 1.0], rots)
         qs, q = [], self.q
         for i in range(1, n + 1):
@@ -396,7 +402,7 @@ class Workcell:
         seglen = np.max(np.abs(np.diff(path, axis=0)), axis=1)
         vmax = np.array(self.limits.max_joint_speed) * 0.9
         duration = max(duration, float(np.max(np.sum(np.abs(np.diff(path, axis=0)), axis=0) / vmax)))
-        n = max(1, int(math.ceil(duration * self.config.physics_hz)))
+        n = max(1, math.ceil(duration * self.config.physics_hz))
         cum = np.concatenate([[0.0], np.cumsum(np.maximum(seglen, 1e-12))])
         cum /= cum[-1]
         dt = 1.0 / self.config.physics_hz
@@ -439,7 +445,7 @@ class Workcell:
             return self.safety.trip(s)
         v = speed or self.limits.default_joint_speed
         dur = float(np.max(np.abs(q - self.q))) / v
-        n = max(1, int(math.ceil(dur / 0.05)))
+        n = max(1, math.ceil(dur / 0.05))
         qs = [self.q + (q - self.q) * (i / n) for i in range(1, n + 1)]
         return self._run_path(qs, dur, self.gripper)
 
@@ -458,7 +464,7 @@ class Workcell:
                 body, width = hit
                 target = max(g, min(1.0, width / (2 * self.stroke)))
                 self._attach(body)
-        n = max(1, int(round(self.config.gripper_time * self.config.physics_hz)))
+        n = max(1, round(self.config.gripper_time * self.config.physics_hz))
         g0 = self.gripper
         for k in range(1, n + 1):
             self.gripper = g0 + (target - g0) * k / n
