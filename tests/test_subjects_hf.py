@@ -147,3 +147,16 @@ def test_missing_weights(tmp_path, tiny):
     (tmp_path / "half" / "config.json").write_text((tiny[0] / "config.json").read_text())
     with pytest.raises(MissingWeightsError, match="no weights"):
         load_subject({"kind": "vlm", "adapter": "hf", "path": str(tmp_path / "half")})
+
+
+def test_hf_vlm_served_over_openai_protocol(tiny):
+    """The tiny LLaVA behind embeval's OpenAI-compatible server answers the OpenAI VLM client exactly as in-process."""
+    from embeval.serving.openai_server import create_app
+    from embeval.serving.runner import serve_in_thread
+    from embeval.subjects.adapters.openai_chat import OpenAIChatVLM
+
+    vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(tiny[0]), "params": {"max_new_tokens": 5}})
+    with serve_in_thread(create_app(vlm)) as srv:
+        client = OpenAIChatVLM(url=srv.url + "/v1", max_tokens=5)
+        for seed in (0, 1):
+            assert client.generate([_img(seed)], "pick up the red cube") == vlm.generate([_img(seed)], "pick up the red cube", max_new_tokens=5)

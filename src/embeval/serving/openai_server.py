@@ -92,6 +92,8 @@ def create_app(subject: Any, model_name: str | None = None):
             return error(400, str(exc), "invalid_request_error")
         except EmbevalError as exc:
             return error(503, str(exc), "server_error")
+        except Exception as exc:  # a model failure: answer it, keep serving
+            return error(500, f"{type(exc).__name__}: {exc}", "server_error")
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
             "object": "chat.completion",

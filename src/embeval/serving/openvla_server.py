@@ -100,6 +100,8 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
             return JSONResponse(status_code=400 if "policy output" not in str(exc) else 500, content={"error": str(exc)})
         except EmbevalError as exc:
             return JSONResponse(status_code=503, content={"error": str(exc)})
+        except Exception as exc:  # a model failure: answer it, keep serving
+            return JSONResponse(status_code=500, content={"error": f"{type(exc).__name__}: {exc}"})
         v = np.asarray(action.vector, dtype=np.float64).copy()
         v[6] = gripper_from_embeval(v[6], gripper)
         return JSONResponse(encode_array(v.astype(np.float32)))

@@ -100,14 +100,32 @@ class HFVLM(HiddenStateMixin):
             batch["pixel_values"] = batch["pixel_values"].to(self.model.dtype)
         return drop_unused_inputs(self.model, batch)
 
+    def generation_kwargs(self, gen: dict[str, Any]) -> dict[str, Any]:
+        """transformers generate() arguments: the defaults updated by ``gen``, where the OpenAI names
+        ``max_tokens`` and ``temperature`` (0 = greedy) are translated."""
+        out = dict(self.gen)
+        gen = dict(gen)
+        gen.pop("json_schema", None)  # no constrained decoding here; the caller validates
+        if "max_tokens" in gen:
+            out["max_new_tokens"] = int(gen.pop("max_tokens"))
+        if "temperature" in gen:
+            t = float(gen.pop("temperature"))
+            out["do_sample"] = t > 0
+            if t > 0:
+                out["temperature"] = t
+            else:
+                out.pop("temperature", None)
+        out.update(gen)
+        return out
+
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
         import torch
 
-        gen.pop("json_schema", None)  # no constrained decoding here; the caller validates
+        kwargs = self.generation_kwargs(gen)
         with self._lock, torch.no_grad():
             torch.manual_seed(self.seed)
             batch = self.inputs(images, prompt)
-            out = self.model.generate(**batch, **{**self.gen, **gen})
+            out = self.model.generate(**batch, **kwargs)
         new = out[0, batch["input_ids"].shape[1]:]
         return self.processor.decode(new, skip_special_tokens=True).strip()
 
