@@ -245,3 +245,30 @@ def test_unreachable_home_and_unknown_kind_are_config_errors():
             cell.load(SceneSpec(home_tcp=(2.0, 0.0, 0.3, np.pi, 0, 0)))
         with pytest.raises(ConfigError, match="unknown kind"):
             cell.load(SceneSpec(objects=[ObjectSpec("x", "teapot")]))
+
+
+def test_grasp_needs_the_object_between_the_fingers_and_release_drops_it(env):
+    from embeval.sim.expert import topdown
+
+    scene = SceneSpec(objects=[ObjectSpec("cube", "box", position=(0.5, 0.0), size=(0.04, 0.04, 0.04))])
+    env.reset(0, make_task("Pick", 0)[1], scene)
+    cell = env.cell
+    cell.move_tcp(topdown([0.5, 0.08, 0.10]))  # high first: the open fingers never touch the cube
+    cell.move_tcp(topdown([0.5, 0.08, 0.02]))  # 8 cm beside the cube
+    cell.set_gripper(0.0)
+    assert cell.grasp is None  # nothing between the fingers
+    assert np.allclose(cell.object_pose("cube")[0], [0.5, 0.0, 0.02], atol=1e-3)  # untouched
+    cell.set_gripper(1.0)
+    cell.move_tcp(topdown([0.5, 0.08, 0.10]))  # up, over, down
+    cell.move_tcp(topdown([0.5, 0.0, 0.10]))
+    cell.move_tcp(topdown([0.5, 0.0, 0.02]))
+    cell.set_gripper(0.0)
+    assert cell.grasp is not None and cell.grasp.body.name == "cube"
+    assert 0.4 < cell.gripper < 0.55  # fingers stop on the 4 cm cube (8.5 cm stroke)
+    cell.move_tcp(topdown([0.45, 0.05, 0.15]))
+    held = cell.world_state().objects["cube"]
+    assert held.bottom_z > 0.10 and np.allclose(held.position[:2], [0.45, 0.05], atol=1e-3)
+    cell.set_gripper(1.0)
+    cell.idle(0.6)
+    dropped = cell.world_state().objects["cube"]
+    assert cell.grasp is None and dropped.bottom_z < 0.005 and np.allclose(dropped.position[:2], [0.45, 0.05], atol=0.02)
