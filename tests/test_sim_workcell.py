@@ -272,3 +272,15 @@ def test_grasp_needs_the_object_between_the_fingers_and_release_drops_it(env):
     cell.idle(0.6)
     dropped = cell.world_state().objects["cube"]
     assert cell.grasp is None and dropped.bottom_z < 0.005 and np.allclose(dropped.position[:2], [0.45, 0.05], atol=0.02)
+
+
+def test_tool_frame_deltas():
+    with SimEnv(SimConfig(render=False), action_frame="tool0") as e:
+        e.reset(0, "Pick")
+        start = e.cell.tcp_pose()
+        e.step([0.0, 0.0, 0.05, 0, 0, 0, 1])  # +z of the tool points down at home
+        assert np.allclose(e.cell.tcp_pose()[:3], start[:3] + [0, 0, -0.05], atol=1e-6)
+        from embeval.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="frame-base"):
+            e.expert()

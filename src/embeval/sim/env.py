@@ -53,9 +53,11 @@ def as_action(action: Action | Sequence[float]) -> Action:
 class SimEnv:
     """One episode at a time on a :class:`Workcell`. Deterministic: same seed and actions -> same result."""
 
-    action_spec = ActionSpec(frame="base")
-
-    def __init__(self, config: SimConfig | None = None, limits: SafetyLimits | None = None):
+    def __init__(self, config: SimConfig | None = None, limits: SafetyLimits | None = None, action_frame: str = "base"):
+        if action_frame not in ("base", "tool0"):
+            raise ConfigError(f"action_frame must be 'base' or 'tool0', got {action_frame!r}")
+        #: what step() expects: 7-DoF deltas in ``action_frame`` (the scripted expert emits frame base)
+        self.action_spec = ActionSpec(frame=action_frame)
         self.config = config or SimConfig()
         self.cell = Workcell(self.config, limits)
         self.scene: SceneSpec | None = None

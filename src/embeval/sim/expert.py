@@ -54,6 +54,8 @@ class ScriptedExpert:
         task = env.task
         if task is None:
             raise ConfigError("reset the environment before creating the expert")
+        if env.action_spec.frame != "base":
+            raise ConfigError("the scripted expert emits frame-base deltas; use SimEnv(action_frame='base')")
         if task.verb not in PLANNERS:
             raise ConfigError(f"the scripted expert cannot solve {task.verb!r} (implemented: {', '.join(PLANNERS)})")
         self.stages: list[Stage] = PLANNERS[task.verb](self)
