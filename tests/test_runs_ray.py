@@ -78,11 +78,15 @@ def test_ray_worker_loss_is_recorded_and_the_run_goes_on(ray_session, tmp_path):
     p = tmp_path / "spec.yaml"
     p.write_text(yaml.safe_dump(spec))
     s = run(p, tmp_path / "run")
-    # the crashing unit fails; the batch queued behind it on the same actor is handed to a new actor
-    assert (s.total, s.done, s.failed) == (12, 11, 1)
+    # the crashing unit fails; batches queued behind it go to a new actor. The unit the worker
+    # finished just before dying may fail too (its reply can die with the process): never lost,
+    # it is recorded as failed and the resume below runs it again.
+    assert s.total == 12 and 1 <= s.failed <= 2 and s.done == 12 - s.failed
     with _store(tmp_path / "run") as st:
-        (row,) = st.rows(s.run_id, "failed")
-    assert row["item"] == "item00003" and "ray worker died" in row["error"]
+        failed = st.rows(s.run_id, "failed")
+    assert "item00003" in {r["item"] for r in failed} and all("ray worker died" in r["error"] for r in failed)
+    again = run(p, tmp_path / "run")
+    assert (again.skipped + again.done, again.failed) == (11, 1)
 
 
 def test_ray_driver_watchdog_kills_a_worker_hung_with_the_gil_held(ray_session, tmp_path, monkeypatch):

@@ -31,6 +31,8 @@ DRIVER_GRACE_S = 30.0
 SETUP_GRACE_S = 600.0
 #: an actor that dies this many times for one subject fails that subject's remaining units
 MAX_ACTOR_DEATHS = 3
+#: seconds to wait for results a lost actor had already sent
+RESULT_GRACE_S = 2.0
 #: batches queued per actor (one running, one waiting: no idle gap between calls)
 INFLIGHT_PER_ACTOR = 2
 
@@ -161,13 +163,27 @@ class RayBackend:
             on_results([(u, UnitResult("failed", error=reason, started=now, finished=now, worker="ray-driver")) for u in batch])
 
         def drop(actor: _Actor, reason: str) -> None:
-            """Kill an actor: the batch it was running fails with ``reason``; the ones queued
-            behind it never started, so they go back to the front of the subject's queue."""
+            """Kill an actor. It ran its batches in order: those whose results arrive are kept, the
+            first one without a result was running and fails with ``reason``, the ones after it never
+            started and go back to the front of the subject's queue."""
             ray.kill(actor.handle, no_restart=True)
             actors.remove(actor)
-            if actor.inflight:
-                fail(actor.inflight[0][1], reason)
-                queues[actor.subject].extendleft(reversed([batch for _, batch, _ in list(actor.inflight)[1:]]))
+            refs = [ref for ref, _, _ in actor.inflight]
+            if refs:  # results already on their way to the driver
+                ray.wait(refs, num_returns=len(refs), timeout=RESULT_GRACE_S)
+            running_seen, requeue = False, []
+            for ref, batch, _ in actor.inflight:
+                try:
+                    results = ray.get(ref, timeout=0)
+                except Exception:  # noqa: BLE001 - lost with the worker
+                    if running_seen:
+                        requeue.append(batch)
+                    else:
+                        running_seen = True
+                        fail(batch, reason)
+                    continue
+                on_results(list(zip(batch, results)))
+            queues[actor.subject].extendleft(reversed(requeue))
             deaths[actor.subject] += 1
             if deaths[actor.subject] >= MAX_ACTOR_DEATHS:
                 while queues[actor.subject]:
