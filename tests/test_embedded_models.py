@@ -77,11 +77,13 @@ def test_vla_input_errors(trained_vla):
         pol.act(Observation({"third_person": data.images["third_person"][0]}, state={"gripper": 1.0}))
 
 
-def test_vla_training_is_seeded():
+@pytest.mark.parametrize("mode", ["waypoint", "delta"])
+def test_vla_training_is_seeded(mode):
     data = synthetic_demos(n_episodes=4, steps=4, size=32, seed=1)
     cfg = TrainConfig(steps=15, batch_size=8, log_every=5)
-    a = train_vla(data, VLAConfig(**SMALL_VLA), cfg, seed=3)[0]
-    b = train_vla(data, VLAConfig(**SMALL_VLA), cfg, seed=3)[0]
+    a = train_vla(data, VLAConfig(**SMALL_VLA, action_mode=mode), cfg, seed=3)[0]
+    b = train_vla(data, VLAConfig(**SMALL_VLA, action_mode=mode), cfg, seed=3)[0]
+    assert a.net.output_dim == (10 if mode == "waypoint" else 7)
     for (k, va), (_, vb) in zip(a.net.state_dict().items(), b.net.state_dict().items()):
         assert np.array_equal(va.numpy(), vb.numpy()), k
 

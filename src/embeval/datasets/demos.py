@@ -12,7 +12,9 @@ TCP pose ``[x, y, z, qx, qy, qz, qw]`` (frame base, metres) + gripper opening (1
 ``action`` (7,) ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (frame base), and
 ``observation.environment_state`` (6,) = privileged task geometry: the target object's position
 and the goal position (the receptacle for Place, 16 cm above the target for Pick), metres, frame
-base, measured at the frame (used as auxiliary supervision, never as a policy input).
+base, measured at the frame (used as auxiliary supervision, never as a policy input), and
+``expert.waypoint`` (6,) the TCP pose ``[x, y, z, rx, ry, rz]`` (rotation vector) the expert is
+heading for at this frame (its current stage target; the TCP pose itself once it has finished).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from embeval.provenance import code_version, derive_seed
 STATE_NAMES = ["x", "y", "z", "qx", "qy", "qz", "qw", "gripper"]
 ACTION_NAMES = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
 ENV_NAMES = ["target_x", "target_y", "target_z", "goal_x", "goal_y", "goal_z"]
+WAYPOINT_NAMES = ["x", "y", "z", "rx", "ry", "rz"]
 
 
 def task_geometry(env) -> np.ndarray:
@@ -83,6 +86,7 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
     feats["observation.state"] = Feature("float32", (8,), STATE_NAMES)
     feats["action"] = Feature("float32", (7,), ACTION_NAMES)
     feats["observation.environment_state"] = Feature("float32", (6,), ENV_NAMES)
+    feats["expert.waypoint"] = Feature("float32", (6,), WAYPOINT_NAMES)
     writer = LeRobotWriter(out, fps=cfg.fps, features=feats, robot_type="ur5_2f_gripper", overwrite=overwrite)
     rng = np.random.default_rng(derive_seed("embedded-demos-noise", cfg.seed))
     sim_cfg = SimConfig(obs_width=cfg.width, obs_height=cfg.height, obs_cameras=tuple(cfg.cameras))
@@ -102,6 +106,8 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
                 rec["observation.state"].append(np.r_[obs.state["tcp_pose"], obs.state["gripper"]])
                 rec["action"].append(a)
                 rec["observation.environment_state"].append(task_geometry(env))
+                wp = getattr(expert, "_target", None)
+                rec["expert.waypoint"].append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
                 ex = a.copy()
                 if cfg.noise > 0:
                     ex[:3] += rng.normal(0.0, cfg.noise * np.linalg.norm(a[:3]), 3)

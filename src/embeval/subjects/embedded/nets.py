@@ -100,7 +100,12 @@ class VLAConfig:
     text_dim: int = EMBED_DIM
     backbone_dims: list[int] = field(default_factory=lambda: [256, 256])
     expert_dims: list[int] = field(default_factory=lambda: [256, 128])
-    action_dim: int = 7
+    #: "waypoint": the action expert predicts the TCP pose to head for (xyz + 6-D rotation, frame
+    #: base) and the gripper; the policy turns it into a clipped delta. "delta": it predicts the
+    #: 7-DoF delta directly.
+    action_mode: str = "waypoint"
+    max_step: float = 0.05  # m, translation clip of a waypoint-mode step (the expert's step)
+    max_rot: float = 0.3  # rad, rotation clip of a waypoint-mode step
     aux_dim: int = 6  # auxiliary head: task geometry (target + goal position), fed to the action expert; 0 = none
 
     @classmethod
@@ -114,10 +119,11 @@ class VLAConfig:
 
 
 class TinyVLANet(nn.Module):
-    """Images + instruction embedding + proprio state -> normalised 7-DoF action.
+    """Images + instruction embedding + proprio state -> action outputs (see ``VLAConfig.action_mode``).
 
-    Output: (B, 7): the first 6 are the translation/rotation deltas in normalised units (the
-    policy un-normalises with the dataset statistics), the last a gripper logit (sigmoid = open).
+    Waypoint mode: (B, 10) = normalised TCP target xyz, 6-D rotation (first two columns of the
+    target rotation matrix), gripper logit (sigmoid = open). Delta mode: (B, 7) = normalised
+    translation/rotation deltas and the gripper logit.
     """
 
     def __init__(self, cfg: VLAConfig):
@@ -129,10 +135,15 @@ class TinyVLANet(nn.Module):
         self.backbone = _mlp_layers(fused, cfg.backbone_dims)
         self.aux_head = nn.Linear(cfg.backbone_dims[-1], cfg.aux_dim) if cfg.aux_dim else None
         self.action_expert = _mlp_layers(cfg.backbone_dims[-1] + cfg.state_dim + cfg.aux_dim, cfg.expert_dims)
-        self.action_out = nn.Linear(cfg.expert_dims[-1], cfg.action_dim)
+        self.action_out = nn.Linear(cfg.expert_dims[-1], self.output_dim)
+
+    @property
+    def output_dim(self) -> int:
+        """10 (xyz, 6-D rotation, gripper logit) in waypoint mode, 7 in delta mode."""
+        return 10 if self.cfg.action_mode == "waypoint" else 7
 
     def forward(self, images: dict[str, torch.Tensor], text: torch.Tensor, state: torch.Tensor, with_aux: bool = False):
-        """(B, 7) action outputs; with ``with_aux`` also the (B, aux_dim) normalised task-geometry prediction."""
+        """(B, output_dim) action outputs (last = gripper logit); with ``with_aux`` also the (B, aux_dim) normalised task-geometry prediction."""
         t = self.text_proj(text)
         feats = [enc(images[cam], t) for cam, enc in self.encoders.items()]
         x = torch.cat(feats + [t, state], dim=-1)

@@ -21,8 +21,11 @@ from embeval.subjects.protocols import Action, ActionSpec, Observation
 class TinyVLAPolicy(HiddenStateMixin):
     """A trained :class:`~embeval.subjects.embedded.nets.TinyVLANet` with its normalisation.
 
-    ``action_mean``/``action_std`` (6,) un-normalise the translation/rotation outputs;
-    the gripper output is a logit (sigmoid, then thresholded at 0.5 unless ``binary_gripper=False``).
+    ``action_mean``/``action_std`` un-normalise the regression outputs; the gripper output is a
+    logit (sigmoid, then thresholded at 0.5 unless ``binary_gripper=False``). In waypoint mode
+    (``VLAConfig.action_mode``) the network predicts the TCP pose to head for and the action is the
+    delta from the observed ``tcp_pose`` to it (:func:`embeval.robot.base.pose_delta`), clipped to
+    ``max_step`` metres and ``max_rot`` radians.
     Workspace floor: when the observation has ``tcp_pose`` and ``min_tcp_z`` is set (metres, frame
     base; default 0.02, the expert's lowest grasp height), ``dz`` is clipped so the commanded TCP
     stays at or above it, as a deployment's workspace limits would (None disables it).
@@ -57,12 +60,12 @@ class TinyVLAPolicy(HiddenStateMixin):
         self._temb = self._torch.from_numpy(self._text.encode([instruction]))
 
     def act(self, observation: Observation) -> Action:
-        return Action(self._clip(self._decode(self._forward([observation])), [observation])[0])
+        return Action(self._clip(self._decode(self._forward([observation]), [observation]), [observation])[0])
 
     # -- extras ----------------------------------------------------------------------------
     def act_batch(self, observations: list[Observation]) -> np.ndarray:
         """Actions (N, 7) for observations that share the current instruction."""
-        return self._clip(self._decode(self._forward(observations)), observations)
+        return self._clip(self._decode(self._forward(observations), observations), observations)
 
     def _hidden_module(self):
         return self.net
@@ -94,13 +97,42 @@ class TinyVLAPolicy(HiddenStateMixin):
         with self._torch.no_grad():
             return self.net(*self._inputs(observations)).numpy()
 
-    def _decode(self, out: np.ndarray) -> np.ndarray:
+    def _decode(self, out: np.ndarray, observations) -> np.ndarray:
         out = np.asarray(out, dtype=np.float64)
+        n_reg = len(self.action_mean)
+        reg = out[:, :n_reg] * self.action_std + self.action_mean
         act = np.empty((out.shape[0], 7))
-        act[:, :6] = out[:, :6] * self.action_std + self.action_mean
-        p_open = 1.0 / (1.0 + np.exp(-out[:, 6]))
+        if self.cfg.action_mode == "waypoint":
+            for i, ob in enumerate(observations):
+                act[i, :6] = self._toward(reg[i], ob)
+        else:
+            act[:, :6] = reg[:, :6]
+        p_open = 1.0 / (1.0 + np.exp(-out[:, -1]))
         act[:, 6] = (p_open > 0.5).astype(np.float64) if self.binary_gripper else p_open
         return act
+
+    def _toward(self, reg: np.ndarray, ob: Observation) -> np.ndarray:
+        from scipy.spatial.transform import Rotation
+
+        from embeval.robot.base import pose_delta
+
+        a, b = reg[3:6], reg[6:9]
+        c0 = a / max(np.linalg.norm(a), 1e-9)
+        b = b - (c0 @ b) * c0
+        c1 = b / max(np.linalg.norm(b), 1e-9)
+        R = np.stack([c0, c1, np.cross(c0, c1)], axis=1)
+        target = np.concatenate([reg[:3], Rotation.from_matrix(R).as_rotvec()])
+        if "tcp_pose" not in ob.state:
+            raise InvalidInputError(f"{self.id} needs observation.state['tcp_pose'] (x, y, z + quaternion xyzw or rotation vector)")
+        tcp = np.asarray(ob.state["tcp_pose"], dtype=np.float64).reshape(-1)
+        cur = np.concatenate([tcp[:3], Rotation.from_quat(tcp[3:7]).as_rotvec()]) if tcp.size == 7 else tcp[:6]
+        d = pose_delta(cur, target)
+        n, r = np.linalg.norm(d[:3]), np.linalg.norm(d[3:])
+        if n > self.cfg.max_step:
+            d[:3] *= self.cfg.max_step / n
+        if r > self.cfg.max_rot:
+            d[3:] *= self.cfg.max_rot / r
+        return d
 
     def _clip(self, act: np.ndarray, observations) -> np.ndarray:
         if self.min_tcp_z is None:

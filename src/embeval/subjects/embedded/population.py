@@ -21,11 +21,11 @@ from embeval.subjects.embedded.recipes import VLARecipe, VLMRecipe
 #: VLA members: the reference ``tiny-vla`` first.
 VLA_RECIPES: list[VLARecipe] = [
     VLARecipe("tiny-vla", seed=0),
-    VLARecipe("tiny-vla-wide", seed=1, arch={"vision": {"width": 24}}),
-    VLARecipe("tiny-vla-avgpool", seed=2, arch={"vision": {"pool": "avg"}}),
-    VLARecipe("tiny-vla-nofilm", seed=3, arch={"vision": {"film": False}}),
-    VLARecipe("tiny-vla-wrist", seed=4, arch={"cameras": ["wrist"]}),
-    VLARecipe("tiny-vla-half", seed=5, episode_fraction=0.5),
+    VLARecipe("tiny-vla-wide", seed=1, arch={"vision": {"width": 24}}, train={"steps": 800}, eval_episodes=10),
+    VLARecipe("tiny-vla-avgpool", seed=2, arch={"vision": {"pool": "avg"}}, train={"steps": 800}, eval_episodes=10),
+    VLARecipe("tiny-vla-nofilm", seed=3, arch={"vision": {"film": False}}, train={"steps": 800}, eval_episodes=10),
+    VLARecipe("tiny-vla-wrist", seed=4, arch={"cameras": ["wrist"]}, train={"steps": 800}, eval_episodes=10),
+    VLARecipe("tiny-vla-half", seed=5, episode_fraction=0.5, train={"steps": 800}, eval_episodes=10),
 ]
 #: VLM members: the reference ``tiny-vlm`` first.
 VLM_RECIPES: list[VLMRecipe] = [
@@ -55,6 +55,8 @@ def vlm_recipe(name: str = "tiny-vlm") -> VLMRecipe:
 
 def describe(r) -> str:
     parts = [f"{k}={v}" for k, v in r.arch.items()]
+    if r.train.get("steps") and r.train != type(r)().train:
+        parts.append(f"steps={r.train['steps']}")
     frac = getattr(r, "episode_fraction", getattr(r, "scene_fraction", 1.0))
     if frac < 1.0:
         parts.append(f"data={frac:.0%}")

@@ -33,8 +33,10 @@ def demo_arrays(root: str | Path, image_size, cameras, episodes: np.ndarray | No
     st = d.frames["observation.state"][keep]
     state = np.concatenate([st[:, :3], st[:, 7:8]], axis=1).astype(np.float32)
     aux = d.frames.get("observation.environment_state")
+    wp = d.frames.get("expert.waypoint")
     return DemoArrays(images, state, d.frames["action"][keep].astype(np.float64), d.task_index[keep], d.tasks,
-                      d.episode_index[keep], None if aux is None else aux[keep].astype(np.float64))
+                      d.episode_index[keep], None if aux is None else aux[keep].astype(np.float64),
+                      None if wp is None else wp[keep].astype(np.float64))
 
 
 @dataclass
@@ -44,10 +46,10 @@ class VLARecipe:
     name: str = "tiny-vla"
     seed: int = 0  # initialisation, batches, data subset
     demo_seed: int = 0  # scenes + action noise of the demonstrations (shared by the population)
-    demo_episodes: int = 80
+    demo_episodes: int = 120
     episode_fraction: float = 1.0  # train on this share of the demonstration episodes (population variety)
     arch: dict = field(default_factory=dict)  # VLAConfig overrides
-    train: dict = field(default_factory=dict)  # TrainConfig overrides
+    train: dict = field(default_factory=lambda: {"steps": 1500})  # TrainConfig overrides
     eval_episodes: int = 20
 
 
@@ -105,8 +107,16 @@ def render_vqa(scenes: int, seed: int, split: str = "train", camera: str = "thir
     rng = np.random.default_rng(episode_seed(seed, 0, f"vqa-{split}"))
     images, prompts, pidx, rows, scene_idx = [], [], [], [], []
     with Workcell(SimConfig(mode="kinematic", settle_time=0.0, render=False)) as cell:
-        for i in range(scenes):
-            scene, tasks = make_reference_scene(episode_seed(seed, i, f"vqa-{split}"))
+        from embeval.errors import ConfigError
+
+        i = attempt = 0
+        while i < scenes:
+            try:
+                scene, tasks = make_reference_scene(episode_seed(seed, attempt, f"vqa-{split}"))
+            except ConfigError:  # a seed whose layout fails: take the next one
+                attempt += 1
+                continue
+            attempt += 1
             cell.load(scene)
             img = cell.render(camera, width, height)
             for task in tasks:
@@ -117,8 +127,9 @@ def render_vqa(scenes: int, seed: int, split: str = "train", camera: str = "thir
                 pidx.append(prompts.index(p))
                 rows.append(vqa.task_slots(scene, task))
                 scene_idx.append(i)
-            if log and (i + 1) % 100 == 0:
-                log(f"vqa {split}: {i + 1}/{scenes} scenes rendered")
+            i += 1
+            if log and i % 100 == 0:
+                log(f"vqa {split}: {i}/{scenes} scenes rendered")
     return rows, np.stack(images), prompts, np.asarray(pidx), np.asarray(scene_idx)
 
 
@@ -140,7 +151,7 @@ class VLMRecipe:
     scenes: int = 300  # training reference scenes (x 5 tasks)
     scene_fraction: float = 1.0
     arch: dict = field(default_factory=dict)  # VLMConfig overrides
-    train: dict = field(default_factory=lambda: {"steps": 600})
+    train: dict = field(default_factory=lambda: {"steps": 400})
     eval_scenes: int = 60
 
 

@@ -1,6 +1,7 @@
 """A fast synthetic stand-in for demonstrations (tests and development only, no simulator):
 two coloured squares on a grey table; the instruction names one colour; the expert action moves a
-2-D end effector (z fixed) 20% of the way toward that square, closing the gripper when near."""
+2-D end effector (z fixed) 20% of the way toward that square, closing the gripper when near; the
+waypoint is the square's position (pointing down)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,7 +27,7 @@ def _scene(rng, size):
 def synthetic_demos(n_episodes: int = 8, steps: int = 10, size: int = 32, seed: int = 0) -> DemoArrays:
     rng = np.random.default_rng(seed)
     tasks = [f"pick the {c} block" for c in COLORS]
-    imgs, states, acts, tidx, eidx = [], [], [], [], []
+    imgs, states, acts, tidx, eidx, wps = [], [], [], [], [], []
     for ep in range(n_episodes):
         names, pos, img = _scene(rng, size)
         target = pos[0]
@@ -39,9 +40,10 @@ def synthetic_demos(n_episodes: int = 8, steps: int = 10, size: int = 32, seed: 
             acts.append([d[0], d[1], 0, 0, 0, 0, 0.0 if near else 1.0])
             tidx.append(tasks.index(f"pick the {names[0]} block"))
             eidx.append(ep)
+            wps.append([target[0], target[1], 0.0, np.pi, 0.0, 0.0])
             ee = ee + d
     return DemoArrays({"third_person": np.stack(imgs)}, np.asarray(states, np.float32), np.asarray(acts),
-                      np.asarray(tidx), tasks, np.asarray(eidx))
+                      np.asarray(tidx), tasks, np.asarray(eidx), waypoint=np.asarray(wps))
 
 
 def synthetic_vqa(n: int = 64, size: int = 32, seed: int = 0) -> VQAArrays:

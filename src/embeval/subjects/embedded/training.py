@@ -31,6 +31,7 @@ class DemoArrays:
     tasks: list[str]
     episode_index: np.ndarray
     aux: np.ndarray | None = None  # (N, A) auxiliary targets (task geometry), optional
+    waypoint: np.ndarray | None = None  # (N, 6) expert's target TCP pose [x,y,z,rx,ry,rz] (waypoint mode)
 
     def __len__(self) -> int:
         return len(self.action)
@@ -82,9 +83,27 @@ def random_shift(x, pad: int, rng: np.random.Generator):
 
 
 def action_stats(action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and std (floored at 1e-3) of the 6 continuous action dims."""
-    a = np.asarray(action, dtype=np.float64)[:, :6]
+    """Mean and std (floored at 1e-3) of the continuous regression targets (columns of ``action``)."""
+    a = np.asarray(action, dtype=np.float64)
     return a.mean(0).astype(np.float32), np.maximum(a.std(0), 1e-3).astype(np.float32)
+
+
+def rot6d(rotvec: np.ndarray) -> np.ndarray:
+    """(N, 3) rotation vectors -> (N, 6): the first two columns of each rotation matrix."""
+    from scipy.spatial.transform import Rotation
+
+    m = Rotation.from_rotvec(np.asarray(rotvec, dtype=np.float64).reshape(-1, 3)).as_matrix()
+    return np.concatenate([m[:, :, 0], m[:, :, 1]], axis=1)
+
+
+def regression_targets(data: "DemoArrays", mode: str) -> np.ndarray:
+    """The continuous targets of the action expert: waypoint xyz + 6-D rotation, or the 6 deltas."""
+    if mode == "waypoint":
+        if data.waypoint is None:
+            raise InvalidInputError("waypoint-mode training needs the demonstrations' expert.waypoint feature; "
+                                    "re-record them with `embeval train demos`")
+        return np.concatenate([data.waypoint[:, :3], rot6d(data.waypoint[:, 3:6])], axis=1)
+    return np.asarray(data.action, dtype=np.float64)[:, :6]
 
 
 def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainConfig, rng, log=None) -> TrainResult:
@@ -130,8 +149,12 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
     rng = seed_everything(seed, train_cfg.threads)
     enc = text_encoder or shared_text_encoder()
     temb = torch.from_numpy(enc.encode(data.tasks))
-    mean, std = action_stats(data.action)
-    target = torch.from_numpy(((data.action[:, :6] - mean) / std).astype(np.float32))
+    reg = regression_targets(data, vla_cfg.action_mode)
+    mean, std = action_stats(reg)
+    if vla_cfg.action_mode == "waypoint":  # the 6-D rotation is already O(1): leave it unscaled
+        mean[3:], std[3:] = 0.0, 1.0
+    target = torch.from_numpy(((reg - mean) / std).astype(np.float32))
+    n_reg = reg.shape[1]
     grip = torch.from_numpy((data.action[:, 6] > 0.5).astype(np.float32))
     images = {c: torch.from_numpy(data.images[c]).permute(0, 3, 1, 2).contiguous() for c in vla_cfg.cameras}
     state = torch.from_numpy(np.asarray(data.state, dtype=np.float32))
@@ -149,7 +172,7 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
         ii = torch.from_numpy(idx)
         imgs = {c: random_shift(v[ii].float().div_(255.0), train_cfg.shift_pixels, rng) for c, v in images.items()}
         out, aux = net(imgs, temb[task[ii]], state[ii], with_aux=True)
-        loss = F.mse_loss(out[:, :6], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, 6], grip[ii])
+        loss = F.mse_loss(out[:, :n_reg], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, -1], grip[ii])
         if aux_t is not None:
             loss = loss + train_cfg.aux_weight * F.mse_loss(aux, aux_t[ii])
         return loss

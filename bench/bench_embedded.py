@@ -1,0 +1,63 @@
+"""Embedded models: inference latency and training throughput, as ratios against baselines
+measured in the same run (a simulator step with rendering; one torch thread)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def _time(fn, n: int) -> float:
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def run(quick: bool = False) -> list[dict]:
+    import torch
+
+    from embeval.sim.env import SimEnv
+    from embeval.subjects.embedded import zoo
+    from embeval.subjects.embedded.nets import TinyVLANet, VLAConfig
+
+    n = 5 if quick else 30
+    rows = []
+    with SimEnv() as env:
+        obs = env.reset(seed=0, task="Pick")
+        expert = env.expert()
+        sim_step = _time(lambda: env.step(np.zeros(7) + [0, 0, 0, 0, 0, 0, 1]), n)
+        rows.append({"case": "sim step (physics + 2 renders 128x96), baseline", "ms": 1000 * sim_step, "ratio": 1.0})
+        expert_t = _time(lambda: expert.act(obs), n)
+        rows.append({"case": "scripted expert act", "ms": 1000 * expert_t, "ratio": expert_t / sim_step})
+    torch.set_num_threads(1)
+    vla = zoo.load_vla("tiny-vla")
+    vla.reset("pick up the red cube")
+    t = _time(lambda: vla.act(obs), n)
+    rows.append({"case": "tiny-vla act (1 thread)", "ms": 1000 * t, "ratio": t / sim_step})
+    tb = _time(lambda: vla.act_batch([obs] * 32), max(2, n // 5)) / 32
+    rows.append({"case": "tiny-vla act_batch x32, per obs", "ms": 1000 * tb, "ratio": tb / sim_step})
+    vlm = zoo.load_vlm("tiny-vlm")
+    img = obs.images["third_person"]
+    tv = _time(lambda: vlm.generate([img], "pick up the red cube"), n)
+    rows.append({"case": "tiny-vlm generate", "ms": 1000 * tv, "ratio": tv / sim_step})
+
+    # training step throughput: 1 vs 2 torch threads (batch 64, both cameras)
+    net = TinyVLANet(VLAConfig())
+    x = {c: torch.rand(64, 3, 48, 64) for c in ("third_person", "wrist")}
+    txt, st = torch.rand(64, 384), torch.rand(64, 4)
+
+    def step():
+        out = net(x, txt, st)
+        out.sum().backward()
+
+    base = None
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        ts = _time(step, 3 if quick else 10)
+        base = base or ts
+        rows.append({"case": f"tiny-vla train step b64 ({threads} thread{'s' if threads > 1 else ''})",
+                     "ms": 1000 * ts, "ratio": ts / base})
+    torch.set_num_threads(1)
+    return rows
