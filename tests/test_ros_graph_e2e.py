@@ -75,6 +75,10 @@ def test_sim_graph_end_to_end_bag(tmp_path, no_dds_leak):
         g.spin(1.5)  # drain: the recorder sees the last messages
         recorder = g.nodes["embeval_recorder"]
         arm = g.nodes["embeval_arm"]
+        from embeval.robot.base import ArmBackend
+        from embeval.robot.sim_backend import SimArmBackend
+
+        assert isinstance(arm.backend, SimArmBackend) and isinstance(arm.backend, ArmBackend)
         records = list(g.nodes["embeval_scorer"].book.records)
         stats = g.stage_latencies()
         arm_received = arm.log.received

@@ -3,8 +3,9 @@
 - :mod:`~embeval.control.watchdog`: staleness of inputs (images, instructions, commands);
 - :mod:`~embeval.control.policy_step`: one guarded policy step (watchdogs, clipping, dry run);
 - :mod:`~embeval.control.arm_step`: one guarded arm step (delta -> target, limits, protective stop);
-- :mod:`~embeval.control.episodes`: pair distorted episodes with their reference; Decision/Execution scores;
-- :mod:`~embeval.control.sim_arm`: the pybullet workcell behind the ArmBackend protocol.
+- :mod:`~embeval.control.episodes`: pair distorted episodes with their reference; Decision/Execution scores.
+
+The arms they drive are :mod:`embeval.robot` backends (sim, mock, ur_rtde).
 """
 from embeval.control.arm_step import ArmCommander, ArmStepResult, ur_safety_mode
 from embeval.control.episodes import Episode, EpisodeBook, score_pair

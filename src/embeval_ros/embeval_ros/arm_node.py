@@ -29,7 +29,7 @@ from embeval_ros.runtime import qos_reliable, run_node
 BACKENDS = {
     "mock": "embeval.robot.mock_backend:MockArm",
     "ur_rtde": "embeval.robot.ur_rtde_backend:URRtdeArm",
-    "sim": "embeval.control.sim_arm:WorkcellArm",
+    "sim": "embeval.robot.sim_backend:SimArmBackend",
 }
 
 

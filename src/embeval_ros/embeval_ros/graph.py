@@ -149,11 +149,11 @@ class Graph:
         arm = self.params.get("embeval_arm", {})
         if "embeval_arm" not in self.names or arm.get("backend", "mock") != "sim" or "arm" in self.shared:
             return
-        from embeval.control.sim_arm import WorkcellArm
+        from embeval.robot.sim_backend import SimArmBackend
 
         cam = self.params.get("embeval_camera", {})
         w, h = int(cam.get("width", 640)), int(cam.get("height", 480))
-        sim = WorkcellArm(task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)))
+        sim = SimArmBackend(task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)))
         self.shared["arm"] = sim
         self.shared["renderer"] = lambda camera: sim.render(camera, w, h)
 
