@@ -30,7 +30,7 @@ PARTS = {"decision": ["position", "rotation", "state"], "cognition": ["bleu", "r
 class BenchConfig:
     targets: list[str] = field(default_factory=lambda: ["decision", "cognition"])
     zero_shot: list[str] = field(default_factory=lambda: ["psnr", "ssim", "gmsd", "piqe", "niqe", "brisque"])
-    trained: list[str] = field(default_factory=lambda: ["cnniqa", "fr-fusion"])
+    trained: list[str] = field(default_factory=lambda: ["cnniqa", "brisque-svr", "nr-fusion", "fr-fusion"])
     n_splits: int = 10
     test_size: float = 0.2
     seed: int = 0
@@ -59,6 +59,7 @@ class BenchResult:
     metric_values: dict[str, np.ndarray]  # zero-shot values per image (all images)
     split0: dict[str, Any]  # test indices and predictions of split 0 (for the gate)
     seconds: float = 0.0
+    features: dict[str, np.ndarray] = field(default_factory=dict)  # NR features per image ("nss", "colour")
 
 
 def _load_images(db: Path, scores) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -123,7 +124,8 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
 
     from embeval.errors import MissingFileError
     from embeval_analysis.iqa.export import scene_splits
-    from embeval_analysis.iqa.metrics import FRFusion, ZERO_SHOT, train_cnniqa, zero_shot_scores
+    from embeval.iqa.predictor import FeatureSVRPredictor
+    from embeval_analysis.iqa.metrics import FEATURE_METRICS, FRFusion, ZERO_SHOT, train_cnniqa, zero_shot_scores
 
     cfg = cfg or BenchConfig()
     db = Path(db)
@@ -140,6 +142,15 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
             f"({scores['scene_id'].nunique()} scenes); zero-shot metrics:")
     names = list(dict.fromkeys(cfg.zero_shot + (["psnr", "ssim", "gmsd"] if "fr-fusion" in cfg.trained else [])))
     values, missing, hib = zero_shot_scores(dist, refs, names, log)
+    feats: dict[str, np.ndarray] = {}
+    svr_sets = {m: FEATURE_METRICS[m] for m in cfg.trained if m in FEATURE_METRICS}
+    if svr_sets:
+        from embeval.iqa.features import colour_features, nss_features
+
+        t1 = time.perf_counter()
+        feats = {"nss": nss_features(dist), "colour": colour_features(dist)}
+        if log:
+            log(f"  NR features (BRISQUE NSS + colour) of {len(dist)} images in {time.perf_counter() - t1:.1f} s")
     splits = scene_splits(scores["scene_id"].to_numpy(), cfg.n_splits, cfg.test_size, cfg.seed)
     rows: list[dict] = []
     split0: dict[str, Any] = {"test": splits[0][1], "train": splits[0][0], "pred": {}, "predictor": {}}
@@ -154,12 +165,18 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
                     preds[name] = (v[te], hib[name], ZERO_SHOT.get(name, ("?",))[0], "zero-shot")
             if "fr-fusion" in cfg.trained:
                 preds["fr-fusion"] = (FRFusion(seed=cfg.seed + k).fit(values, tr, y[tr]).predict(values, te), True, "FR", "trained")
+            for m, sets in svr_sets.items():
+                X = np.concatenate([feats[f] for f in sets], axis=1)
+                model = FeatureSVRPredictor(sets, target).fit_features(X[tr], y[tr])
+                preds[m] = (model.predict_features(X[te]), True, "NR", "trained")
+                if k == 0:
+                    split0["predictor"][(m, target)] = model
             if "cnniqa" in cfg.trained and k < n_cnn:
                 t1 = time.perf_counter()
                 model = train_cnniqa([dist[i] for i in tr], y[tr], cfg.train, seed=cfg.seed + k, target=target)
                 preds["cnniqa"] = (model.predict([dist[i] for i in te]), True, "NR", "trained")
                 if k == 0:
-                    split0["predictor"][target] = model
+                    split0["predictor"][("cnniqa", target)] = model
                 if log:
                     log(f"  cnniqa -> {target}, split {k + 1}/{n_cnn}: trained in {time.perf_counter() - t1:.1f} s")
             for name, (p, h, mode, kind) in preds.items():
@@ -167,7 +184,7 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
                 if k == 0:
                     split0["pred"][(name, target)] = p
     per_split = pd.DataFrame(rows)
-    return BenchResult(per_split, summarise(per_split), missing, values, split0, time.perf_counter() - t0)
+    return BenchResult(per_split, summarise(per_split), missing, values, split0, time.perf_counter() - t0, feats)
 
 
 def main_table(res: BenchResult):
@@ -238,17 +255,28 @@ def gate_comparison(pred: np.ndarray, psnr: np.ndarray, y: np.ndarray, rates=(0.
     return out
 
 
-def save_gate(res: BenchResult, out: str | Path, rate: float = 0.2, target: str = "decision") -> Path | None:
-    """Save split 0's CNNIQA predictor (trained on training scenes only) with the threshold that
-    withholds ``rate`` of its training frames (``gate.json``)."""
+def best_nr(res: BenchResult, target: str = "decision") -> str | None:
+    """The trained no-reference metric with the highest median SRCC on ``target`` (breakdown all)."""
+    s = res.summary
+    s = s[(s["breakdown"] == "all") & (s["target"] == target) & (s["kind"] == "trained") & (s["mode"] == "NR")]
+    s = s[[(m, target) in res.split0["predictor"] for m in s["metric"]]]
+    return None if s.empty else str(s.sort_values("srcc", ascending=False)["metric"].iloc[0])
+
+
+def save_gate(res: BenchResult, out: str | Path, rate: float = 0.2, target: str = "decision",
+              metric: str | None = None) -> Path | None:
+    """Save split 1's predictor of ``metric`` (default: :func:`best_nr`; trained on the training
+    scenes only) with ``gate.json``: the threshold that withholds ``rate`` of the held-out frames
+    of split 1 by their predicted score."""
     import json
 
-    model = res.split0["predictor"].get(target)
+    metric = metric or best_nr(res, target)
+    model = res.split0["predictor"].get((metric, target))
     if model is None:
         return None
     p = model.save(out)
-    (p / "gate.json").write_text(json.dumps({"threshold": float(np.quantile(res.split0["pred"][("cnniqa", target)], rate)),
-                                             "rate": rate, "target": target}, indent=1))
+    (p / "gate.json").write_text(json.dumps({"threshold": float(np.quantile(res.split0["pred"][(metric, target)], rate)),
+                                             "rate": rate, "target": target, "metric": metric}, indent=1))
     return p
 
 

@@ -25,8 +25,8 @@ def run(ctx) -> None:
 
     from embeval import distortion
     from embeval_analysis.iqa import analyses
-    from embeval_analysis.iqa.bench import (BenchConfig, gate_comparison, print_breakdowns, print_table, run_bench,
-                                            save_gate, trained_vs_psnr)
+    from embeval_analysis.iqa.bench import (BenchConfig, best_nr, gate_comparison, print_breakdowns, print_table,
+                                            run_bench, save_gate, trained_vs_psnr)
     from embeval_analysis.iqa.database import BuildConfig, build_database
     from embeval_analysis.iqa.export import export_pyiqa
     from embeval_analysis.iqa.metrics import TrainConfig
@@ -64,18 +64,20 @@ def run(ctx) -> None:
               f"(higher in {r['splits_better']}/{r['splits']} splits)")
 
     s0 = res.split0
-    if ("cnniqa", "decision") in s0["pred"]:
+    best = best_nr(res, "decision")
+    if best is not None:
         y = scores["decision"].to_numpy(float)[s0["test"]]
-        rows = gate_comparison(s0["pred"][("cnniqa", "decision")], res.metric_values["psnr"][s0["test"]], y)
-        print(f"\nQuality gate on the held-out stream of split 1 ({len(y)} distorted frames; 'low' = Decision in the lowest third):")
+        rows = gate_comparison(s0["pred"][(best, "decision")], res.metric_values["psnr"][s0["test"]], y, rates=(0.1, 0.2, 1 / 3))
+        print(f"\nQuality gate ({best}, the best trained NR metric) vs a PSNR-threshold gate on the held-out stream of "
+              f"split 1 ({len(y)} distorted frames; 'low' = Decision in the lowest third; same withheld rate):")
         print(f"  {'withheld':>8s} {'gate precision':>14s} {'PSNR precision':>14s} {'gate passed mean':>16s} {'PSNR passed mean':>16s}")
         for r in rows:
             print(f"  {r['rate']:8.0%} {r['gate_precision']:14.2f} {r['psnr_precision']:14.2f} {r['gate_passed_mean']:16.3f} "
                   f"{r['psnr_passed_mean']:16.3f}")
         pd.DataFrame(rows).to_csv(out / "gate_comparison.csv", index=False)
-        p = save_gate(res, out / "predictor", rate=0.2)
+        p = save_gate(res, out / "predictor", rate=0.2, metric=best)
         ctx.shared["iqa_predictor"] = str(p)
-        print(f"  gate predictor for the ROS node: {p} (QualityGate.load)")
+        print(f"  gate predictor for the ROS node: {p} (embeval.iqa.QualityGate.load)")
 
     tabs = analyses.run_all(db, out)
     rel = ", ".join(f"{k}: {v:.3f}" for k, v in tabs["relations"].items())

@@ -8,6 +8,8 @@ file where pyiqa looks (``~/.cache/torch/hub/pyiqa/`` or ``.../checkpoints/``); 
 Trained metrics (:data:`TRAINED`), fitted on the training split only:
 - ``cnniqa`` (NR): pyiqa's CNNIQA architecture trained from scratch (:mod:`embeval.iqa.predictor`),
   or fine-tuned from a user-given pyiqa weight file (``init_weights``);
+- ``brisque-svr`` (NR): BRISQUE's NSS features with its SVR retrained on our target;
+- ``nr-fusion`` (NR): the same plus colour moments (:mod:`embeval.iqa.features`);
 - ``fr-fusion`` (FR): an SVR (RBF, scikit-learn) over the zero-shot FR metrics (VMAF-style fusion).
 """
 from __future__ import annotations
@@ -37,8 +39,8 @@ def _tensor(img: np.ndarray):
     return torch.from_numpy(np.array(img, copy=True)).permute(2, 0, 1)[None].float().div_(255.0)
 
 
-def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psnr", "ssim", "gmsd", "nlpd", "piqe"),
-                     log: Callable[[str], None] | None = None) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, bool]]:
+def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psnr", "ssim", "gmsd", "piqe"),
+                     log: Callable[[str], None] | None = None, batch_size: int = 32) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, bool]]:
     """({metric: values (N,)}, {unavailable metric: reason}, {metric: higher_is_better}).
 
     PSNR of identical images is capped at 60 dB."""
@@ -59,10 +61,16 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
                              f"{Path(torch.hub.get_dir()) / 'pyiqa'} (no network): {type(exc).__name__}")
             continue
         out = np.empty(len(dist))
+        by_shape: dict[tuple, list[int]] = {}
+        for i, (d, r) in enumerate(zip(dist, refs)):
+            by_shape.setdefault((d.shape, r.shape), []).append(i)
         with torch.no_grad():
-            for i, (d, r) in enumerate(zip(dist, refs)):
-                v = m(_tensor(d), _tensor(r)) if m.metric_mode == "FR" else m(_tensor(d))
-                out[i] = float(v)
+            for idx in by_shape.values():  # batches of equal-size images: pyiqa's per-call overhead dominates
+                for k in range(0, len(idx), batch_size):
+                    b = idx[k:k + batch_size]
+                    x = torch.cat([_tensor(dist[i]) for i in b])
+                    v = m(x, torch.cat([_tensor(refs[i]) for i in b])) if m.metric_mode == "FR" else m(x)
+                    out[b] = np.asarray(v.detach().reshape(-1).numpy() if hasattr(v, "detach") else v, dtype=float)
         if name == "psnr":
             out = np.minimum(np.nan_to_num(out, posinf=60.0), 60.0)
         values[name], hib[name] = out, not m.lower_better
@@ -144,9 +152,13 @@ class FRFusion:
         return self.model.predict(self._x(feats, idx))
 
 
+#: feature-SVR metrics (embeval.iqa.predictor.FeatureSVRPredictor): name -> feature sets
+FEATURE_METRICS: dict[str, tuple[str, ...]] = {"brisque-svr": ("nss",), "nr-fusion": ("nss", "colour")}
 #: trained metric name -> (mode, description)
 TRAINED: dict[str, tuple[str, str]] = {
     "cnniqa": ("NR", "pyiqa CNNIQA trained from scratch"),
+    "brisque-svr": ("NR", "BRISQUE NSS features (pyiqa) + SVR retrained on the target"),
+    "nr-fusion": ("NR", "BRISQUE NSS + colour moments + SVR"),
     "fr-fusion": ("FR", "SVR over " + "/".join(FR_FEATURES)),
 }
 

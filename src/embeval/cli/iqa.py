@@ -57,9 +57,10 @@ def register(sub) -> None:
     p.add_argument("--epochs", type=int, default=12, help="CNNIQA training epochs (default 12)")
     p.add_argument("--input-size", type=int, nargs=2, default=[64, 48], metavar=("W", "H"), help="CNNIQA input size")
     p.add_argument("--zero-shot", help="comma-separated pyiqa metrics (default psnr,ssim,gmsd,piqe,niqe,brisque; nlpd, vif, fsim cost ~1 s per image)")
-    p.add_argument("--trained", default="cnniqa,fr-fusion", help="trained metrics (default cnniqa,fr-fusion)")
+    p.add_argument("--trained", default="cnniqa,brisque-svr,nr-fusion,fr-fusion",
+                   help="trained metrics (default cnniqa,brisque-svr,nr-fusion,fr-fusion)")
     p.add_argument("--init-weights", help="a pyiqa CNNIQA weight file to start training from (user-given)")
-    p.add_argument("--save-predictor", type=Path, help="save split 1's CNNIQA Decision predictor (for the quality gate)")
+    p.add_argument("--save-predictor", type=Path, help="save split 1's best trained NR Decision predictor (for the quality gate)")
     p.add_argument("--seed", type=int, default=0, help="seed of splits and training (default 0)")
     p.set_defaults(func=_bench)
 
@@ -141,7 +142,7 @@ def _bench(args) -> int:
         print(f"{r['metric']}: SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f} ({r['splits_better']}/{r['splits']} splits higher)")
     if args.save_predictor:
         p = save_gate(res, args.save_predictor)
-        print(f"predictor: {p}" if p else "no CNNIQA Decision predictor trained (add cnniqa to --trained)")
+        print(f"predictor: {p}" if p else "no trained NR Decision predictor (add cnniqa / nr-fusion to --trained)")
     print(f"tables in {args.out}/ ({res.seconds:.0f} s)")
     return 0
 
@@ -165,9 +166,9 @@ def _gate(args) -> int:
     from PIL import Image
 
     from embeval.iqa.gate import QualityGate, threshold_for_rate
-    from embeval.iqa.predictor import NRPredictor
+    from embeval.iqa.predictor import load_predictor
 
-    pred = NRPredictor.load(args.predictor)
+    pred = load_predictor(args.predictor)
     imgs = []
     for f in args.images:
         with Image.open(f) as im:
@@ -176,11 +177,15 @@ def _gate(args) -> int:
     thr = args.threshold
     if args.rate is not None:
         thr = threshold_for_rate(scores, args.rate)
-        (args.predictor / "gate.json").write_text(json.dumps({"threshold": thr, "rate": args.rate, "target": pred.cfg.target}))
+        (args.predictor / "gate.json").write_text(json.dumps({"threshold": thr, "rate": args.rate, "target": pred_target(pred)}))
         print(f"threshold {thr:.4f} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
     gate = QualityGate(pred, thr) if thr is not None else QualityGate.load(args.predictor)
     for f, s in zip(args.images, scores):
         print(f"{'PASS' if s >= gate.threshold else 'WITHHOLD':8s} {s:8.4f}  {f}")
     print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {gate.threshold:.4f} "
-          f"(predicted {pred.cfg.target} score)")
+          f"(predicted {pred_target(pred)} score)")
     return 0
+
+
+def pred_target(pred) -> str:
+    return getattr(pred, "target", None) or pred.cfg.target

@@ -38,18 +38,18 @@ class QualityGate:
 
     @classmethod
     def load(cls, path: str | Path, threshold: float | None = None) -> "QualityGate":
-        """A gate from a saved :class:`~embeval.iqa.predictor.NRPredictor`; ``threshold`` defaults
+        """A gate from a saved predictor (:func:`~embeval.iqa.predictor.load_predictor`); ``threshold`` defaults
         to the one stored next to it (``gate.json``, written by ``embeval iqa gate``)."""
         import json
 
-        from embeval.iqa.predictor import NRPredictor
+        from embeval.iqa.predictor import load_predictor
 
         if threshold is None:
             g = Path(path).expanduser() / "gate.json"
             if not g.exists():
                 raise ConfigError(f"no threshold given and no {g}; pass threshold= or calibrate with `embeval iqa gate`")
             threshold = float(json.loads(g.read_text())["threshold"])
-        return cls(NRPredictor.load(path), threshold)
+        return cls(load_predictor(path), threshold)
 
     def check(self, image: np.ndarray) -> GateDecision:
         score = float(self.predictor(image))

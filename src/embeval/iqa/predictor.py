@@ -1,5 +1,7 @@
-"""A trained no-reference (NR) quality predictor: pyiqa's CNNIQA architecture (Kang et al. 2014, RGB
-variant) trained from scratch to predict an Embodied-IQA score (e.g. the Decision score, 0..5 summed
+"""Trained no-reference (NR) quality predictors.
+
+:class:`NRPredictor`: pyiqa's CNNIQA architecture (Kang et al. 2014, RGB variant) trained from
+scratch to predict an Embodied-IQA score (e.g. the Decision score, 0..5 summed
 over 5 tasks, higher = less degraded) from the distorted image alone.
 
 Input: RGB uint8 (H, W, 3) images, resized to ``input_size`` = [height, width] and scaled to [0, 1].
@@ -101,3 +103,80 @@ class NRPredictor:
         net = build_net(cfg)
         net.load_state_dict(load_file(str(p / "model.safetensors")))
         return cls(net, cfg)
+
+
+class FeatureSVRPredictor:
+    """An RBF support-vector regressor on :func:`embeval.iqa.features.nr_features` (standardised):
+    ``sets=("nss",)`` is BRISQUE retrained on the target; ``("nss", "colour")`` adds colour moments.
+
+    Fitted with scikit-learn; saved as plain arrays (``model.npz``, no pickle) and evaluated with
+    numpy: ``f(x) = sum_i a_i exp(-gamma |z - s_i|^2) + b`` with ``z`` the standardised features.
+    """
+
+    def __init__(self, sets=("nss", "colour"), target: str = "decision", C: float = 3.0, epsilon: float = 0.05,
+                 name: str | None = None):
+        self.sets, self.target, self.C, self.epsilon = tuple(sets), target, float(C), float(epsilon)
+        self.arch = name or ("brisque-svr" if self.sets == ("nss",) else "nr-fusion")
+        self.params: dict[str, np.ndarray] = {}
+
+    @property
+    def name(self) -> str:
+        return f"{self.arch}->{self.target}"
+
+    def features(self, images) -> np.ndarray:
+        from embeval.iqa.features import nr_features
+
+        return nr_features(images, self.sets)
+
+    def fit_features(self, X: np.ndarray, y: np.ndarray) -> "FeatureSVRPredictor":
+        from sklearn.svm import SVR
+
+        mu, sd = X.mean(0), X.std(0)
+        sd[sd == 0] = 1.0
+        Z = (X - mu) / sd
+        gamma = 1.0 / (Z.shape[1] * max(float(Z.var()), 1e-12))  # scikit-learn's gamma="scale"
+        svr = SVR(C=self.C, epsilon=self.epsilon, gamma=gamma).fit(Z, y)
+        self.params = {"mean": mu, "scale": sd, "support": svr.support_vectors_, "dual": svr.dual_coef_.reshape(-1),
+                       "intercept": np.asarray(svr.intercept_, float).reshape(1), "gamma": np.array([gamma])}
+        return self
+
+    def predict_features(self, X: np.ndarray) -> np.ndarray:
+        p = self.params
+        Z = (np.asarray(X, float) - p["mean"]) / p["scale"]
+        d2 = ((Z[:, None, :] - p["support"][None]) ** 2).sum(-1)
+        return np.exp(-p["gamma"][0] * d2) @ p["dual"] + p["intercept"][0]
+
+    def predict(self, images, batch_size: int = 64) -> np.ndarray:
+        return self.predict_features(self.features(images))
+
+    def __call__(self, image: np.ndarray) -> float:
+        return float(self.predict([image])[0])
+
+    def save(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.mkdir(parents=True, exist_ok=True)
+        np.savez(p / "model.npz", **self.params)
+        (p / "predictor.json").write_text(json.dumps({"arch": self.arch, "sets": list(self.sets), "target": self.target,
+                                                      "C": self.C, "epsilon": self.epsilon}, indent=1))
+        return p
+
+    @classmethod
+    def load(cls, path: str | Path) -> "FeatureSVRPredictor":
+        p = Path(path).expanduser()
+        if not (p / "predictor.json").exists() or not (p / "model.npz").exists():
+            raise MissingWeightsError(f"no feature predictor at {p} (predictor.json + model.npz)")
+        doc = json.loads((p / "predictor.json").read_text())
+        m = cls(doc["sets"], doc["target"], doc["C"], doc["epsilon"], doc["arch"])
+        with np.load(p / "model.npz") as z:
+            m.params = {k: z[k] for k in z.files}
+        return m
+
+
+def load_predictor(path: str | Path):
+    """Any saved predictor (CNNIQA :class:`NRPredictor` or :class:`FeatureSVRPredictor`)."""
+    p = Path(path).expanduser()
+    if not (p / "predictor.json").exists():
+        raise MissingWeightsError(f"no quality predictor at {p} (predictor.json missing); train one with "
+                                  "`embeval iqa bench --db DB --save-predictor DIR`")
+    arch = json.loads((p / "predictor.json").read_text()).get("arch", "cnniqa")
+    return NRPredictor.load(p) if arch == "cnniqa" else FeatureSVRPredictor.load(p)

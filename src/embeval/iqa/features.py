@@ -1,0 +1,65 @@
+"""No-reference image features for the trained feature metrics.
+
+- ``nss``: BRISQUE's natural-scene statistics (Mittal et al. 2012) of the luma channel at 2 scales
+  (36 numbers), computed with pyiqa's implementation (``natural_scene_statistics``); they are blind
+  to the overall brightness and colour by construction (mean-subtracted, contrast-normalised);
+- ``colour``: mean and standard deviation of R, G, B in [0, 1] and the mean HSV saturation (7
+  numbers): what the mean-normalised NSS cannot see (exposure, colour casts).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from embeval.subjects.protocols import check_image
+
+FEATURE_SETS = ("nss", "colour")
+
+
+def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarray:
+    """(N, 36) BRISQUE NSS features (2 scales x 18) of RGB uint8 images."""
+    import torch
+    from pyiqa.archs.brisque_arch import natural_scene_statistics
+    from pyiqa.matlab_utils import imresize
+    from pyiqa.utils.color_util import to_y_channel
+
+    images = [check_image(im, f"images[{i}]") for i, im in enumerate(images)]
+    out = np.zeros((len(images), 36))
+    by_shape: dict[tuple, list[int]] = {}
+    for i, im in enumerate(images):
+        by_shape.setdefault(im.shape, []).append(i)
+    with torch.no_grad():
+        for idx in by_shape.values():  # equal-size images in batches (the statistics are per image)
+            for k in range(0, len(idx), batch_size):
+                b = idx[k:k + batch_size]
+                x = torch.from_numpy(np.stack([images[i] for i in b]).astype(np.float32)).permute(0, 3, 1, 2) / 255.0
+                y = to_y_channel(x, 255.0)
+                feats = []
+                for _ in range(2):
+                    feats.append(natural_scene_statistics(y, 7, 7 / 6).reshape(len(b), -1))
+                    y = imresize(y, scale=0.5, antialiasing=True)
+                out[b] = torch.cat(feats, dim=-1).double().numpy()
+    return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def colour_features(images: Sequence[np.ndarray]) -> np.ndarray:
+    """(N, 7): mean and std of R, G, B (0..1) and mean HSV saturation."""
+    out = []
+    for i, im in enumerate(images):
+        x = check_image(im, f"images[{i}]").reshape(-1, 3).astype(np.float64) / 255.0
+        mx, mn = x.max(1), x.min(1)
+        sat = np.where(mx > 0, (mx - mn) / np.maximum(mx, 1e-9), 0.0)
+        out.append(np.concatenate([x.mean(0), x.std(0), [sat.mean()]]))
+    return np.stack(out)
+
+
+def nr_features(images: Sequence[np.ndarray], sets: Sequence[str] = FEATURE_SETS) -> np.ndarray:
+    """Concatenated feature sets (see module docstring), shape (N, F)."""
+    fns = {"nss": nss_features, "colour": colour_features}
+    bad = [s for s in sets if s not in fns]
+    if bad:
+        from embeval.errors import ConfigError
+
+        raise ConfigError(f"unknown feature set(s) {bad}; choose from {', '.join(FEATURE_SETS)}")
+    return np.concatenate([fns[s](images) for s in sets], axis=1)
