@@ -3,8 +3,9 @@
 An episode is one instruction executed on one (possibly distorted) image stream. The reference
 episode of an item has ``distortion == "none"``. When both exist, the Decision score compares the
 first actions (:func:`embeval.scoring.decision.decision_parts`) and the Execution score compares
-the final TCP positions: ``100 - distance_cm`` clipped to [0, 100] (success = 100 when
-``success`` is known and True; a protective/emergency stop = 0), DESIGN section 1.
+the final TCP positions with :func:`embeval.scoring.execution.execution_score_from_poses`
+(``100 - distance_cm`` floored at 0; 100 when ``success`` is known and True; 0 after a
+protective/emergency stop), DESIGN section 1.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from embeval.scoring.execution import ESTOP_SCORE, ExecutionRecord, execution_score_from_poses
 
 
 @dataclass
@@ -32,29 +35,26 @@ class Episode:
         return dict(self.__dict__)
 
 
-def execution_score(reference: Episode, distorted: Episode) -> float:
-    """0..100: 0 on a stop, 100 on known success, else 100 - |p_ref - p_dist| in cm (clipped at 0)."""
-    try:  # the scoring engineer's implementation when present
-        from embeval.scoring.execution import execution_score as _impl  # noqa: PLC0415
-
-        return float(_impl(reference.final_tcp, distorted.final_tcp, stopped=distorted.stopped, success=distorted.success))
-    except (ImportError, TypeError):
-        pass
-    if distorted.stopped:
-        return 0.0
-    if distorted.success:
-        return 100.0
+def execution_record(reference: Episode, distorted: Episode) -> ExecutionRecord | None:
+    """The Execution score record of ``distorted`` against ``reference`` (:mod:`embeval.scoring.execution`);
+    None when either episode has no final TCP pose (the arm's pose never arrived)."""
     if reference.final_tcp is None or distorted.final_tcp is None:
-        return float("nan")
-    d_cm = 100.0 * float(np.linalg.norm(np.asarray(reference.final_tcp[:3]) - np.asarray(distorted.final_tcp[:3])))
-    return max(0.0, 100.0 - d_cm)
+        return None
+    return execution_score_from_poses(reference.final_tcp, distorted.final_tcp, stopped=distorted.stopped,
+                                      success=distorted.success, stop_reason=distorted.stop_reason,
+                                      reference_success=reference.success)
 
 
 def score_pair(reference: Episode, distorted: Episode) -> dict[str, Any]:
     """The Decision (first action) and Execution scores of ``distorted`` against ``reference``."""
     from embeval.scoring.decision import decision_parts
 
-    out: dict[str, Any] = {"execution": execution_score(reference, distorted)}
+    rec = execution_record(reference, distorted)
+    if rec is not None:
+        out: dict[str, Any] = {"execution": rec.score, "execution_reason": rec.reason, "execution_distance_cm": rec.distance_cm}
+    else:  # no final pose: a stop still scores 0, anything else is unknown
+        out = {"execution": ESTOP_SCORE if distorted.stopped else float("nan"),
+               "execution_reason": "estop" if distorted.stopped else "no final TCP pose", "execution_distance_cm": float("nan")}
     if reference.actions and distorted.actions:
         d = decision_parts(np.asarray(reference.actions[0]), np.asarray(distorted.actions[0]))[0]
         out.update(decision=d.score, decision_position=d.position, decision_rotation=d.rotation, decision_state=d.state)
