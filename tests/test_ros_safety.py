@@ -147,6 +147,7 @@ class _FakeRTDE:
     def __init__(self):
         self.calls = []
         self.mode = 1
+        self.accept_stop = True  # triggerProtectiveStop() returns this (ur_rtde: bool)
         self.tcp = [0.45, 0.0, 0.3, np.pi, 0.0, 0.0]
         fake = self
 
@@ -184,7 +185,8 @@ class _FakeRTDE:
 
             def triggerProtectiveStop(self):
                 fake.calls.append(("triggerProtectiveStop",))
-                fake.mode = 3
+                fake.mode = 3 if fake.accept_stop else fake.mode
+                return fake.accept_stop
 
             def stopL(self, a):
                 fake.calls.append(("stopL",))
@@ -265,3 +267,70 @@ def test_ur_rtde_unreachable_names_the_fix():
             type("rio", (), {"RTDEIOInterface": Boom}), type("d", (), {"DashboardClient": Boom}))
     with pytest.raises(ServerUnavailableError, match="remote control"):
         URRtdeArm("10.0.0.3", modules=mods)
+
+
+def _backend(kind: str, monkeypatch):
+    if kind == "mock":
+        return MockArm(), None
+    if kind == "sim":
+        from embeval.robot.sim_backend import SimArmBackend
+
+        return SimArmBackend(), None
+    from embeval.robot import ur_rtde_backend as ur
+
+    monkeypatch.setattr(ur.time, "sleep", lambda s: None)
+    fake = _FakeRTDE()
+    return ur.URRtdeArm("10.0.0.2", modules=fake.modules), fake
+
+
+@pytest.mark.parametrize("kind", ["mock", "sim", "ur_rtde"])
+def test_every_backend_latches_protective_stop_until_reset(kind, monkeypatch):
+    arm, fake = _backend(kind, monkeypatch)
+    try:
+        assert isinstance(arm, ArmBackend)
+        start = arm.state()
+        target = start.tcp_pose.copy()
+        target[0] += 0.01
+        s = arm.protective_stop("operator pressed stop")
+        assert s.safety.mode is SafetyMode.PROTECTIVE_STOP and s.safety.reason == "operator pressed stop"
+        arm.protective_stop("second cause")  # the first cause is kept
+        assert arm.state().safety.reason == "operator pressed stop" and ur_safety_mode(arm.state().safety) == 3
+        with pytest.raises(SafetyError):
+            arm.move_tcp(target)
+        np.testing.assert_allclose(arm.state().tcp_pose[:3], start.tcp_pose[:3], atol=1e-6)  # did not move
+        if fake is not None:
+            assert fake.calls.count(("triggerProtectiveStop",)) == 2 and fake.mode == 3
+        assert arm.reset_safety().safety.ok
+        np.testing.assert_allclose(arm.move_tcp(target).tcp_pose[:3], target[:3], atol=2e-3)
+    finally:
+        arm.close()
+
+
+def test_ur_rtde_stop_refused_by_controller_decelerates(monkeypatch):
+    arm, fake = _backend("ur_rtde", monkeypatch)
+    fake.accept_stop = False
+    s = arm.protective_stop("watchdog")
+    assert ("stopL",) in fake.calls and s.safety.stopped  # latched on our side even though the controller said no
+    with pytest.raises(SafetyError):
+        arm.move_tcp([0.46, 0.0, 0.3, np.pi, 0, 0])
+
+
+def test_commander_uses_the_backend_latch_and_survives_a_failing_stop():
+    arm = MockArm()
+    c = ArmCommander(arm)
+    assert not hasattr(c, "latch")  # one latch: the backend's
+    c.protective_stop("stale command")
+    assert arm.log[-1] == ("protective_stop", ("stale command",)) and c.stop_reason == "stale command"
+    r = c.step([0.01, 0, 0, 0, 0, 0, 1])
+    assert not r.executed and "stale command" in r.reason
+    c.reset()
+    assert c.stop_reason == "" and c.step([0.01, 0, 0, 0, 0, 0, 1]).executed
+
+    class Flaky(MockArm):
+        def protective_stop(self, reason):
+            raise ConnectionError("socket closed")
+
+    flaky = Flaky()
+    r = ArmCommander(flaky).step([np.nan] * 7)
+    assert not r.executed and "protective stop failed: ConnectionError" in r.reason
+    assert flaky.log[-1] == ("stop", ())  # fell back to a plain stop

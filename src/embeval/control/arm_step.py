@@ -5,13 +5,14 @@ Frame ``base`` (UR controller frame), metres, radians. UR safety-mode numbers fo
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
 
-from embeval.errors import EmbevalError
+from embeval.errors import EmbevalError, SafetyError
 from embeval.robot.base import ArmBackend, ArmState, SafetyMode, SafetyStatus, apply_delta
-from embeval.robot.safety import ProtectiveStop, SafetyLimits, check_command
+from embeval.robot.safety import SafetyLimits, check_command
 
 #: ur_dashboard_msgs/msg/SafetyMode numbering
 UR_SAFETY_MODES = {
@@ -38,8 +39,9 @@ class ArmCommander:
     """Apply delta actions to an :class:`ArmBackend` within :class:`SafetyLimits`.
 
     Before each move the target is checked (step size, workspace box, joint limits via the
-    backend); a violation, a non-finite action, an unknown frame or a backend error trips a
-    protective stop and the arm does not move. ``speed`` (m/s) is capped at ``limits.max_tcp_speed``.
+    backend); a violation, a non-finite action, an unknown frame or a backend error trips the
+    backend's protective stop (:meth:`ArmBackend.protective_stop`, latched until :meth:`reset`)
+    and the arm does not move. ``speed`` (m/s) is capped at ``limits.max_tcp_speed``.
     """
 
     def __init__(self, backend: ArmBackend, limits: SafetyLimits | None = None, frame: str = "base",
@@ -47,34 +49,45 @@ class ArmCommander:
         self.backend, self.limits, self.frame = backend, limits or SafetyLimits(), frame
         self.speed = min(speed or self.limits.default_tcp_speed, self.limits.max_tcp_speed)
         self.gripper_threshold = gripper_threshold
-        #: the commander's own latch: after a stop it refuses commands until reset(), whatever the backend does
-        self.latch = ProtectiveStop()
+        self.last_state: ArmState | None = None  # the last state read from the backend
+
+    def _state(self) -> ArmState:
+        self.last_state = self.backend.state()
+        return self.last_state
 
     @property
     def stop_reason(self) -> str:
-        return self.latch.status.reason
+        """Why the arm is stopped (the backend's latched cause); empty while it may move."""
+        return self._state().safety.reason
 
     def protective_stop(self, reason: str) -> ArmStepResult:
-        """Latch a protective stop with ``reason`` and stop the backend (never raises)."""
-        self.latch.trip(reason)
-        trip = getattr(self.backend, "protective_stop", None)
+        """Trip the backend's protective stop with ``reason``.
+
+        Never raises while the backend's state can still be read: when stopping fails, the arm is
+        also told to :meth:`~ArmBackend.stop` and the failure is added to the reason.
+        """
         try:
-            state = trip(reason) if trip else self.backend.stop()
-        except Exception:  # noqa: BLE001 - stopping must never raise further
-            state = self.backend.state()
+            return ArmStepResult(self.backend.protective_stop(reason), False, reason)
+        except Exception as exc:  # noqa: BLE001 - stopping must not raise further
+            reason = f"{reason} (protective stop failed: {type(exc).__name__}: {exc})"
+        with contextlib.suppress(Exception):
+            self.backend.stop()
+        try:
+            state = self._state()
+        except Exception:  # noqa: BLE001
+            if self.last_state is None:
+                raise SafetyError(f"{reason}; the arm's state cannot be read either: check the connection") from None
+            state = self.last_state
         return ArmStepResult(state, False, reason)
 
     def step(self, vector) -> ArmStepResult:
         """Execute one 7-DoF action ``[dx,dy,dz,droll,dpitch,dyaw,gripper]`` (frame :attr:`frame`)."""
-        if not self.latch.ok:
-            return ArmStepResult(self.backend.state(), False, f"protective stop latched: {self.stop_reason}; reset first")
         try:
-            state = self.backend.state()
+            state = self._state()
         except Exception as exc:  # noqa: BLE001
             return self.protective_stop(f"cannot read arm state: {exc}")
         if state.safety.stopped:
-            self.latch.trip(state.safety)
-            return ArmStepResult(state, False, f"arm stopped: {state.safety.reason}")
+            return ArmStepResult(state, False, f"arm stopped: {state.safety.reason}; reset first")
         v = np.asarray(vector, dtype=np.float64).reshape(-1)
         if v.shape != (7,) or not np.all(np.isfinite(v)):
             return self.protective_stop(f"invalid action {v.tolist()}: need 7 finite numbers")
@@ -94,14 +107,13 @@ class ArmCommander:
             return self.protective_stop(str(exc))
         except Exception as exc:  # noqa: BLE001 - any doubt: stop
             return self.protective_stop(f"backend error: {type(exc).__name__}: {exc}")
+        self.last_state = state
         if state.safety.stopped:
-            self.latch.trip(state.safety)
             return ArmStepResult(state, False, state.safety.reason)
         return ArmStepResult(state, True, "")
 
     def reset(self, home_q=None) -> ArmState:
         """Clear a protective stop and (optionally) move home (joint move, rad)."""
-        self.latch.reset()
         state = self.backend.reset_safety()
         if home_q is not None:
             state = self.backend.move_joints(home_q)

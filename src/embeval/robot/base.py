@@ -24,15 +24,10 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from embeval.errors import InvalidInputError
+from embeval.kinematics import JOINT_NAMES
 
-JOINT_NAMES: tuple[str, ...] = (
-    "shoulder_pan_joint",
-    "shoulder_lift_joint",
-    "elbow_joint",
-    "wrist_1_joint",
-    "wrist_2_joint",
-    "wrist_3_joint",
-)
+__all__ = ["JOINT_NAMES", "ArmBackend", "ArmState", "SafetyMode", "SafetyStatus", "apply_delta", "as_joints6", "as_pose6",
+           "matrix_to_rpy", "pose_delta", "rpy_to_matrix"]
 
 
 class SafetyMode(str, Enum):
@@ -125,6 +120,16 @@ class ArmBackend(Protocol):
 
     def stop(self) -> ArmState:
         """Decelerate and hold the current position (not a safety stop)."""
+        ...
+
+    def protective_stop(self, reason: str) -> ArmState:
+        """Latch a protective stop with ``reason`` (the first cause is kept) and halt the arm.
+
+        Until :meth:`reset_safety` the returned and later states report ``PROTECTIVE_STOP`` and
+        motion commands raise :class:`~embeval.errors.SafetyError`. Implementations latch first,
+        then talk to the hardware (ur_rtde: ``RTDEControlInterface.triggerProtectiveStop()``), so a
+        failing connection cannot leave the arm unlatched.
+        """
         ...
 
     def reset_safety(self) -> ArmState:

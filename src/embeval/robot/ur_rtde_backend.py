@@ -111,11 +111,6 @@ class URRtdeArm:
         )
 
     # -- motion -------------------------------------------------------------------------------
-    def _refuse(self, status: SafetyStatus) -> ArmState:
-        self._latch.trip(status)
-        self._ctrl.triggerProtectiveStop()
-        return self.state()
-
     def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
         self._safety()
         self._latch.require_ok()
@@ -123,7 +118,7 @@ class URRtdeArm:
         speed = min(self.limits.default_tcp_speed if speed is None else float(speed), self.limits.max_tcp_speed)
         status = check_command(self.limits, tcp_target=p[:3])
         if status.stopped:
-            return self._refuse(status)
+            return self.protective_stop(status.reason)
         if not self._ctrl.moveL(p.tolist(), speed * self.speed_scaling, self.acceleration):
             self._latch.trip("moveL was rejected by the controller")
         return self.state()
@@ -135,7 +130,7 @@ class URRtdeArm:
         speed = min(self.limits.default_joint_speed if speed is None else float(speed), min(self.limits.max_joint_speed))
         status = check_joint_limits(qv, self.limits)
         if status.stopped:
-            return self._refuse(status)
+            return self.protective_stop(status.reason)
         if not self._ctrl.moveJ(qv.tolist(), speed * self.speed_scaling, self.acceleration):
             self._latch.trip("moveJ was rejected by the controller")
         return self.state()
@@ -156,9 +151,11 @@ class URRtdeArm:
         return self.state()
 
     def protective_stop(self, reason: str) -> ArmState:
-        """Trigger the controller's protective stop and latch ``reason``."""
+        """Latch ``reason``, then trigger the controller's protective stop (``triggerProtectiveStop``);
+        when the controller does not accept it, decelerate with ``stopL`` instead."""
         self._latch.trip(reason)
-        self._ctrl.triggerProtectiveStop()
+        if not self._ctrl.triggerProtectiveStop():
+            self._ctrl.stopL(2.0)
         return self.state()
 
     def reset_safety(self) -> ArmState:

@@ -130,15 +130,12 @@ class ArmNode(EmbevalNode):
 
     def _publish_state(self, state=None) -> None:
         from embeval.control import ur_safety_mode
-        from embeval.robot.base import SafetyMode, SafetyStatus
 
         state = state or self.backend.state()
         now = self.now_ns()
         self.js_pub.publish(joint_state_msg(state.joint_positions, now, state.joint_velocities, gripper=state.gripper))
         self.pose_pub.publish(pose_msg(state.tcp_pose, now, "base"))
-        safety = state.safety if state.safety.stopped or self.commander.latch.ok else \
-            SafetyStatus(SafetyMode.PROTECTIVE_STOP, self.commander.stop_reason)
-        self.mode_pub.publish(UInt8(data=ur_safety_mode(safety)))
+        self.mode_pub.publish(UInt8(data=ur_safety_mode(state.safety)))
         scaling = getattr(self.backend, "speed_scaling_state", None)
         self.scale_pub.publish(Float64(data=float(scaling()) if scaling else 1.0))
 

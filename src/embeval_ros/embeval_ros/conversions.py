@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from embeval.camera.base import image_from_msg
-from embeval.robot.base import JOINT_NAMES
+from embeval.kinematics import JOINT_NAMES
 
 #: the 7-DoF action layout on /embeval/action (DESIGN section 4)
 ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
