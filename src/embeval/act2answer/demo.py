@@ -1,12 +1,38 @@
-"""Demo stage ``act2answer``: a procedural suite (6 categories x 40 items x both layouts) run by the
-embedded tiny VLA in the simulated cell, the embedded VLMs answering the same items as text, the
-per-category table with Wilson intervals and regimes, swap statistics, and layerwise probing of
-the tiny VLA with its Chance-Normalized Retention (offline, CPU)."""
+"""Demo stage ``act2answer``: a procedural suite (6 categories x 40 items x both layouts).
+
+Subjects: ``tiny-vla-a2a`` (the tiny VLA fine-tuned here on expert demonstrations of *training*
+items drawn with another seed; cached in the output folder), the shipped ``tiny-vla`` (on a
+subset; untrained weights when none are shipped), the privileged scripted expert as control
+ceiling, and the shipped tiny VLMs answering as text. Prints the per-category table with Wilson
+intervals and regimes, swap statistics, and the layerwise probing of ``tiny-vla-a2a`` with its
+Chance-Normalized Retention (offline, CPU)."""
 from __future__ import annotations
 
 import time
 
 DEMO_CATEGORIES = ["color", "shape", "counting", "emotion", "traffic", "spatial"]
+
+
+def _finetuned(out, ctx, spec):
+    from embeval.act2answer.finetune import finetune_tiny_vla
+    from embeval.act2answer.generator import generate_items
+    from embeval.subjects.embedded.zoo import load_vla
+
+    path = out / "tiny-vla-a2a"
+    if (path / "config.json").exists():
+        try:
+            pol = load_vla(path)
+            print(f"reusing the fine-tuned {pol.id} in {path}")
+            return pol
+        except Exception as exc:  # an older checkpoint format: train again
+            print(f"cannot reuse {path} ({exc}); training again")
+    n_train = 6 if ctx.quick else 20
+    train = generate_items(out / "train_items", DEMO_CATEGORIES, n_train, seed=ctx.seed + 1000)
+    t0 = time.perf_counter()
+    pol, frames = finetune_tiny_vla(train, path, steps=150 if ctx.quick else 600, seed=ctx.seed, spec=spec)
+    print(f"fine-tuned tiny-vla-a2a on {frames} expert frames ({len(train)} training items x 2 layouts, disjoint "
+          f"seed) in {time.perf_counter() - t0:.0f} s")
+    return pol
 
 
 def run(ctx) -> None:
@@ -30,21 +56,21 @@ def run(ctx) -> None:
     print(f"{len(items)} procedural items ({len(DEMO_CATEGORIES)} categories x {per_cat}), both layouts -> "
           f"{2 * len(items)} episodes; zones eps = {spec.eps} m, termination {spec.termination!r}, cap {spec.max_steps} steps")
 
-    policy = embedded_policy("tiny-vla", seed=ctx.seed)
+    a2a = _finetuned(out, ctx, spec)
+    shipped = embedded_policy("tiny-vla", seed=ctx.seed)
     results = {}
-    env = SimEnv(sim_config(*obs_size_for(policy)))
-    try:
-        t0 = time.perf_counter()
-        eps = list(run_items(policy, items, spec, seed=ctx.seed, env=env))
-        dt = time.perf_counter() - t0
+    subset = [it for c in DEMO_CATEGORIES for it in [i for i in items if i.category == c][: 2 if ctx.quick else 6]]
+    for policy, its in ((a2a, items), (shipped, subset)):
+        with SimEnv(sim_config(*obs_size_for(policy))) as env:
+            t0 = time.perf_counter()
+            eps = list(run_items(policy, its, spec, seed=ctx.seed, env=env))
+            dt = time.perf_counter() - t0
+            if policy is a2a:  # control ceiling: the privileged scripted expert on the subset
+                results["expert (privileged)"] = list(run_items(ExpertPolicy(env, "answer", spec), subset[::3], spec,
+                                                                seed=ctx.seed, env=env))
         print(f"{policy.id}: {len(eps)} episodes in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)")
         results[policy.id] = eps
         write_results(eps, out / f"episodes_{policy.id}.jsonl")
-        # control ceiling: the privileged scripted expert on the first 2 items of each category
-        sub = [it for c in DEMO_CATEGORIES for it in [i for i in items if i.category == c][:2]]
-        results["expert (privileged)"] = list(run_items(ExpertPolicy(env, "answer", spec), sub, spec, seed=ctx.seed, env=env))
-    finally:
-        env.close()
 
     vlms = embedded_vlms()
     if not vlms:
@@ -53,7 +79,7 @@ def run(ctx) -> None:
         results[f"{vlm.id} (text)"] = list(answer_items(vlm, items))
 
     table = category_table(results)
-    print("\nAct2Answer soft success rate by category (swap-averaged):")
+    print("\nAct2Answer soft success rate by category (swap-averaged; expert and tiny-vla on a subset):")
     print(format_table(table))
     table.to_csv(out / "category_table.csv", index=False)
     print("\nswap statistics:")
@@ -63,17 +89,16 @@ def run(ctx) -> None:
               f"position bias {ss.position_bias:+5.2f}  McNemar b={ss.original_only} c={ss.swapped_only} p={ss.mcnemar_p_exact:.3g}")
     _zone_plot(results, out / "act2answer_zones.png", code_version())
 
-    # layerwise probing of the tiny VLA (+ random-weight control)
+    # layerwise probing of the fine-tuned tiny VLA (+ random-weight control)
     from embeval_analysis.probing import collect_features, plot_layer_accuracy, probe_layers
 
     t0 = time.perf_counter()
-    probe_items = items if not ctx.quick else items
-    feats = collect_features(policy, probe_items, spec, seed=ctx.seed, obs_size=obs_size_for(policy))
-    ctrl = collect_features(untrained_policy("tiny-vla-random", seed=ctx.seed + 1), probe_items, spec, seed=ctx.seed,
-                            obs_size=obs_size_for(policy))
+    size = obs_size_for(a2a)
+    feats = collect_features(a2a, items, spec, seed=ctx.seed, obs_size=size)
+    ctrl = collect_features(untrained_policy("tiny-vla-random", seed=ctx.seed + 1), items, spec, seed=ctx.seed, obs_size=size)
     rep = probe_layers(feats, ctrl, folds=5, seed=ctx.seed)
-    print(f"\nlayerwise probing of {policy.id} ({len(feats)} samples, {time.perf_counter() - t0:.0f} s): "
-          "predict the correct side from each layer")
+    print(f"\nlayerwise probing of {a2a.id} ({len(feats)} samples, {time.perf_counter() - t0:.0f} s): "
+          "predict the correct side from each layer's state at the first observation")
     print(rep.table())
     png = plot_layer_accuracy(rep, out / "act2answer_probing.png", stamp=code_version())
     print(f"\nfigures: {out / 'act2answer_zones.png'}, {png}\ntables:  {out / 'category_table.csv'}")
