@@ -4,17 +4,24 @@ The output keeps the source ``header`` (stamp and frame). A live image-quality s
 distorted against the source image, dB) goes to /embeval/image_quality. Episode events
 (``{"event": "episode_start", "distortion": ..., "level": ...}`` on /embeval/events) switch the
 distortion, so a conductor can run the reference and the distorted episodes of an item.
+
+Frame ``n`` (counted from the node's first image, pass-through frames included) is distorted by
+:class:`embeval.distortion.FrameDistorter` with ``stream = input_topic``, i.e. seeded with
+``frame_seed(seed, input_topic, n, type, level)``: ``embeval distort bag BAG OUT --topic
+<input_topic> --type T --level L --seed S`` on a bag of the same camera frames gives identical images.
 """
 from __future__ import annotations
 
 import json
 import time
 
+import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
 from embeval.distortion.measures import psnr as psnr_db
+from embeval.distortion import FrameDistorter
 from embeval.errors import ConfigError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
@@ -40,14 +47,17 @@ class DistortionNode(EmbevalNode):
         self.distortion = self.param("distortion", "none", "distortion type from the registry (`embeval distort list`); none: pass through")
         self.level = int(self.param("level", 1, "distortion level 1 (mild) .. 5 (severe)"))
         sched = self.param("schedule", [""], "cycle of 'type:level:seconds' entries (overrides distortion/level while set)")
-        self.seed = int(self.param("seed", 0, "base seed; frame n uses derive_seed(seed, n)"))
+        self.seed = int(self.param("seed", 0, "base seed; frame n uses frame_seed(seed, input_topic, n, type, level), "
+                                              "as `embeval distort bag --seed`"))
         self.quality = bool(self.param("publish_quality", True, "publish PSNR (dB) against the source image"))
-        in_topic = self.param("input_topic", T.IMAGE_RAW, "source image topic")
+        in_topic = self.param("input_topic", T.IMAGE_RAW, "source image topic (also the seed stream name)")
         out_topic = self.param("output_topic", T.IMAGE_DISTORTED, "distorted image topic")
         self.schedule = parse_schedule([s for s in sched if s])
         self._check(self.distortion, self.level)
         for name, lvl, _ in self.schedule:
             self._check(name, lvl)
+        self.stream = self.resolve_topic_name(in_topic)  # the name a bag records, remaps and namespace applied
+        self._distorters: dict[tuple[str, int], FrameDistorter] = {}
         self._t0 = time.monotonic()
         self.count = 0
         self.transport_s: list[float] = []
@@ -76,6 +86,15 @@ class DistortionNode(EmbevalNode):
             t -= secs
         return self.schedule[-1][:2]
 
+    def distort_frame(self, image: np.ndarray, index: int, name: str, level: int) -> np.ndarray:
+        """Frame ``index`` of the input stream distorted with ``name``/``level`` (RGB uint8 in and out)."""
+        if name in ("", "none"):
+            return image
+        key = (name, int(level))
+        if key not in self._distorters:
+            self._distorters[key] = FrameDistorter(name, int(level), self.seed, stream=self.stream)
+        return self._distorters[key](image, index)
+
     def _on_event(self, msg: String) -> None:
         try:
             ev = json.loads(msg.data)
@@ -94,12 +113,9 @@ class DistortionNode(EmbevalNode):
         if name in ("", "none"):
             out_msg, psnr = msg, float("inf")
         else:
-            from embeval.distortion import distort
-            from embeval.provenance import derive_seed
-
             src = msg_to_image(msg)
             t_c = time.perf_counter()
-            out = distort(src, name, level, seed=derive_seed(self.seed, self.count))
+            out = self.distort_frame(src, self.count, name, level)
             psnr = psnr_db(src, out) if self.quality else float("nan")
             compute = time.perf_counter() - t_c
             out_msg = image_to_msg(out, stamp_to_ns(msg.header.stamp), msg.header.frame_id)
