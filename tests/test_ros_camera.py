@@ -119,8 +119,15 @@ def test_realsense_missing_names_the_fix(monkeypatch):
 
 def test_ros_message_conversions_roundtrip():
     pytest.importorskip("rclpy")
-    from embeval_ros.conversions import (ACTION_NAMES, action_to_msg, image_to_msg, msg_to_action, msg_to_image,
-                                         msg_to_pose6, pose_msg)
+    from embeval_ros.conversions import (
+        ACTION_NAMES,
+        action_to_msg,
+        image_to_msg,
+        msg_to_action,
+        msg_to_image,
+        msg_to_pose6,
+        pose_msg,
+    )
 
     img = _rand(9, 11)
     m = image_to_msg(img, 1_234_567_890_123, "camera_color_optical_frame")

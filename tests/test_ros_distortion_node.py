@@ -42,10 +42,9 @@ class _Node:
     """A DistortionNode in its own context; its published images are captured instead of sent."""
 
     def __init__(self, **params):
+        from embeval_ros.distortion_node import DistortionNode
         from rclpy.context import Context
         from rclpy.parameter import Parameter
-
-        from embeval_ros.distortion_node import DistortionNode
 
         self.ctx = Context()
         rclpy.init(context=self.ctx)

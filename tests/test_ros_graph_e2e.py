@@ -63,10 +63,11 @@ def _params(tmp_path, camera="sim", backend="sim", w=128, h=96):
 
 
 def test_sim_graph_end_to_end_bag(tmp_path, no_dds_leak):
-    from embeval.recording import bag_info, read_bag
-    from embeval.runs.store import ResultsStore
     from embeval_ros.graph import Graph
     from embeval_ros.topics import TOPIC_TYPES
+
+    from embeval.recording import bag_info, read_bag
+    from embeval.runs.store import ResultsStore
 
     g = Graph(_params(tmp_path))
     with g:

@@ -38,10 +38,11 @@ def test_dry_run_default_and_stale_command_stop_as_nodes(tmp_path):
     pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed: run scripts/install.sh")
     import time
 
-    from embeval_ros import topics as T
     from embeval_ros.conversions import action_to_msg
     from embeval_ros.graph import Graph, load_params
     from embeval_ros.runtime import qos_reliable
+
+    from embeval_ros import topics as T
 
     params = load_params({
         "embeval_camera": {"ros__parameters": {"source": "synthetic", "width": 64, "height": 48, "rate_hz": 20.0}},

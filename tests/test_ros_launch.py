@@ -137,7 +137,7 @@ def test_parameter_files_name_declared_parameters(path):
 def test_every_executable_module_has_main():
     for exe, mod in _executables().items():
         src = (PKG_DIR / "embeval_ros" / f"{mod}.py").read_text()
-        assert re.search(r"^def main\(", src, re.M), f"{mod}.py lacks main() for executable {exe}"
+        assert re.search(r"^def main\(", src, re.MULTILINE), f"{mod}.py lacks main() for executable {exe}"
 
 
 def test_package_xml_is_format_3_ament_python():

@@ -48,11 +48,10 @@ def _start_echo(in_topic: str, out_topic: str) -> subprocess.Popen:
 
 def _roundtrip(n: int, in_topic: str, out_topic: str, timeout: float = 45.0) -> list[str]:
     """Publish n strings to an echo node in another process; return what came back, in order."""
+    from embeval_ros.runtime import qos_reliable
     from rclpy.context import Context
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import String
-
-    from embeval_ros.runtime import qos_reliable
 
     proc = _start_echo(in_topic, out_topic)
     ctx = Context()

@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embeval.control import ArmCommander, PolicyStepper, StepperConfig, Watchdog, clip_action, ur_safety_mode
-from embeval.errors import SafetyError, ServerUnavailableError
+from embeval.control import (
+    ArmCommander,
+    PolicyStepper,
+    StepperConfig,
+    Watchdog,
+    clip_action,
+    ur_safety_mode,
+)
+from embeval.errors import InvalidInputError, SafetyError, ServerUnavailableError
 from embeval.robot.base import ArmBackend, SafetyMode
 from embeval.robot.mock_backend import MockArm
 from embeval.robot.safety import SafetyLimits
@@ -288,6 +295,9 @@ def test_every_backend_latches_protective_stop_until_reset(kind, monkeypatch):
     arm, fake = _backend(kind, monkeypatch)
     try:
         assert isinstance(arm, ArmBackend)
+        for bad in (1.5, -0.1, float("nan")):  # one validation (robot.base.as_gripper) for every backend
+            with pytest.raises(InvalidInputError, match=r"\[0, 1\]"):
+                arm.set_gripper(bad)
         start = arm.state()
         target = start.tcp_pose.copy()
         target[0] += 0.01

@@ -12,5 +12,5 @@ from embeval.control.episodes import Episode, EpisodeBook, score_pair
 from embeval.control.policy_step import PolicyStepper, StepperConfig, StepResult, clip_action
 from embeval.control.watchdog import Watchdog
 
-__all__ = ["Episode", "EpisodeBook", "score_pair", "ArmCommander", "ArmStepResult", "PolicyStepper", "StepResult", "StepperConfig", "Watchdog", "clip_action",
-           "ur_safety_mode"]
+__all__ = ["ArmCommander", "ArmStepResult", "Episode", "EpisodeBook", "PolicyStepper", "StepResult", "StepperConfig",
+           "Watchdog", "clip_action", "score_pair", "ur_safety_mode"]

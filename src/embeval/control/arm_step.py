@@ -11,7 +11,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from embeval.errors import EmbevalError, SafetyError
-from embeval.robot.base import ArmBackend, ArmState, SafetyMode, SafetyStatus, apply_delta
+from embeval.robot.base import (
+    ArmBackend,
+    ArmState,
+    SafetyMode,
+    SafetyStatus,
+    apply_delta,
+)
 from embeval.robot.safety import SafetyLimits, check_command
 
 #: ur_dashboard_msgs/msg/SafetyMode numbering

@@ -14,7 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from embeval.scoring.execution import ESTOP_SCORE, ExecutionRecord, execution_score_from_poses
+from embeval.scoring.execution import (
+    ESTOP_SCORE,
+    ExecutionRecord,
+    execution_score_from_poses,
+)
 
 
 @dataclass

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from embeval.control.watchdog import Watchdog
 from embeval.errors import ConfigError, EmbevalError
 from embeval.subjects.protocols import Action, Observation, Policy
-from embeval.control.watchdog import Watchdog
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from scipy.spatial.transform import Rotation
 from embeval.errors import InvalidInputError
 from embeval.kinematics import JOINT_NAMES
 
-__all__ = ["JOINT_NAMES", "ArmBackend", "ArmState", "SafetyMode", "SafetyStatus", "apply_delta", "as_joints6", "as_pose6",
+__all__ = ["JOINT_NAMES", "ArmBackend", "ArmState", "SafetyMode", "SafetyStatus", "apply_delta", "as_gripper", "as_joints6", "as_pose6",
            "matrix_to_rpy", "pose_delta", "rpy_to_matrix"]
 
 
@@ -154,6 +154,14 @@ def as_joints6(q: Sequence[float], name: str = "joint vector") -> np.ndarray:
     if v.shape != (6,) or not np.all(np.isfinite(v)):
         raise InvalidInputError(f"{name} must be 6 finite joint angles in radians ({', '.join(JOINT_NAMES)}), got {q!r}")
     return v
+
+
+def as_gripper(opening: float) -> float:
+    """Validate a gripper opening in [0, 1] (1 = open); raise :class:`InvalidInputError` otherwise."""
+    g = float(opening)
+    if not np.isfinite(g) or not 0.0 <= g <= 1.0:
+        raise InvalidInputError(f"gripper opening must lie in [0, 1] (1 = open), got {opening!r}")
+    return g
 
 
 def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:

@@ -12,12 +12,18 @@ Joint angles follow the TCP through the analytic IK of :mod:`embeval.kinematics`
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from embeval.errors import InvalidInputError
-from embeval.robot.base import ArmState, SafetyMode, SafetyStatus, as_joints6, as_pose6
+from embeval.robot.base import (
+    ArmState,
+    SafetyMode,
+    SafetyStatus,
+    as_gripper,
+    as_joints6,
+    as_pose6,
+)
 from embeval.robot.safety import (
     ProtectiveStop,
     SafetyLimits,
@@ -35,7 +41,7 @@ HOME_Q: tuple[float, ...] = (0.0, -1.5708, 1.5708, -1.5708, -1.5708, 0.0)
 
 def _kinematics():
     try:
-        from embeval.kinematics import UR5  # noqa: PLC0415
+        from embeval.kinematics import UR5
 
         kin = UR5()
         return kin if hasattr(kin, "ik_closest") and hasattr(kin, "fk") else None
@@ -127,9 +133,7 @@ class MockArm:
 
     def set_gripper(self, opening: float) -> ArmState:
         self._latch.require_ok()
-        g = float(opening)
-        if not np.isfinite(g) or not 0.0 <= g <= 1.0:
-            raise InvalidInputError(f"gripper opening must lie in [0, 1] (1 = open), got {opening!r}")
+        g = as_gripper(opening)
         self.log.append(("set_gripper", (g,)))
         self._advance(0.1)
         self._gripper = g

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embeval.robot.base import ArmState, apply_delta
+from embeval.robot.base import ArmState, apply_delta, as_gripper
 from embeval.robot.safety import SafetyLimits, check_step
 from embeval.sim.scene import SceneSpec
 from embeval.sim.workcell import SimConfig, Workcell
@@ -60,8 +60,9 @@ class SimArmBackend:
             return self.state()
 
     def set_gripper(self, opening: float) -> ArmState:
+        g = as_gripper(opening)
         with self.lock:
-            self.cell.set_gripper(opening)
+            self.cell.set_gripper(g)
             return self.state()
 
     def protective_stop(self, reason: str) -> ArmState:

@@ -14,14 +14,27 @@ reachable robot raises :class:`~embeval.errors.ServerUnavailableError` naming th
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
-from embeval.robot.base import ArmState, SafetyMode, SafetyStatus, as_joints6, as_pose6
-from embeval.robot.safety import ProtectiveStop, SafetyLimits, check_command, check_joint_limits
+from embeval.errors import ConfigError, ServerUnavailableError
+from embeval.robot.base import (
+    ArmState,
+    SafetyMode,
+    SafetyStatus,
+    as_gripper,
+    as_joints6,
+    as_pose6,
+)
+from embeval.robot.safety import (
+    ProtectiveStop,
+    SafetyLimits,
+    check_command,
+    check_joint_limits,
+)
 
 #: UR safety modes (RTDE ``safety_mode`` / ``ur_dashboard_msgs/msg/SafetyMode``) -> embeval mode
 UR_MODE_MAP = {
@@ -39,10 +52,10 @@ UR_MODE_NAMES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY",
 
 def _import_rtde():
     try:
-        import dashboard_client  # noqa: PLC0415
-        import rtde_control  # noqa: PLC0415
-        import rtde_io  # noqa: PLC0415
-        import rtde_receive  # noqa: PLC0415
+        import dashboard_client
+        import rtde_control
+        import rtde_io
+        import rtde_receive
     except ImportError as exc:
         raise ServerUnavailableError(
             f"the ur_rtde package is missing ({exc}); install it with `pip install ur-rtde` to drive a real UR5"
@@ -137,9 +150,7 @@ class URRtdeArm:
 
     def set_gripper(self, opening: float) -> ArmState:
         self._latch.require_ok()
-        g = float(opening)
-        if not np.isfinite(g) or not 0 <= g <= 1:
-            raise InvalidInputError(f"gripper opening must lie in [0, 1] (1 = open), got {opening!r}")
+        g = as_gripper(opening)
         if self.gripper_output is not None:
             self._io.setToolDigitalOut(int(self.gripper_output), g < 0.5)
             time.sleep(0.3)  # finger travel; a digital gripper gives no feedback
@@ -175,7 +186,5 @@ class URRtdeArm:
     def close(self) -> None:
         for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(),
                    lambda: self._dash.disconnect()):
-            try:
+            with contextlib.suppress(Exception):  # best effort on shutdown
                 fn()
-            except Exception:  # noqa: BLE001 - best effort on shutdown
-                pass

@@ -21,7 +21,12 @@ from std_srvs.srv import Trigger
 from embeval.errors import ConfigError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
-from embeval_ros.conversions import joint_state_msg, msg_to_action, pose_msg, stamp_to_ns
+from embeval_ros.conversions import (
+    joint_state_msg,
+    msg_to_action,
+    pose_msg,
+    stamp_to_ns,
+)
 from embeval_ros.diagnostics import diag
 from embeval_ros.runtime import qos_reliable, run_node
 

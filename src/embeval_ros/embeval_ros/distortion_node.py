@@ -20,8 +20,8 @@ from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import Image
 from std_msgs.msg import String
 
-from embeval.distortion.measures import psnr as psnr_db
 from embeval.distortion import FrameDistorter
+from embeval.distortion.measures import psnr as psnr_db
 from embeval.errors import ConfigError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode

@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from embeval.errors import ConfigError, MissingFileError
 
@@ -113,7 +114,7 @@ class Graph:
         self._threads: list = []
         self._executors: list = []
 
-    def __enter__(self) -> "Graph":
+    def __enter__(self) -> Graph:
         import rclpy
         from rclpy.context import Context
         from rclpy.executors import MultiThreadedExecutor
@@ -157,7 +158,7 @@ class Graph:
         self.shared["arm"] = sim
         self.shared["renderer"] = lambda camera: sim.render(camera, w, h)
 
-    def spin(self, duration_s: float | None = None, until: Callable[["Graph"], bool] | None = None) -> float:
+    def spin(self, duration_s: float | None = None, until: Callable[[Graph], bool] | None = None) -> float:
         """Spin until ``duration_s`` elapsed or ``until(graph)`` is true (checked every 50 ms); returns seconds spun."""
         t0 = time.monotonic()
         while True:

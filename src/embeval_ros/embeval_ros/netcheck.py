@@ -78,7 +78,7 @@ class RtpsSniffer:
         self._sock = None
         self._thread = None
 
-    def __enter__(self) -> "RtpsSniffer":
+    def __enter__(self) -> RtpsSniffer:
         self._sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
         self._sock.settimeout(0.1)
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -89,7 +89,7 @@ class RtpsSniffer:
         while not self._stop.is_set():
             try:
                 frame, addr = self._sock.recvfrom(65535)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break

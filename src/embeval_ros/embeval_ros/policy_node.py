@@ -18,7 +18,12 @@ from std_msgs.msg import String
 
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
-from embeval_ros.conversions import action_to_msg, msg_to_image, msg_to_pose6, stamp_to_ns
+from embeval_ros.conversions import (
+    action_to_msg,
+    msg_to_image,
+    msg_to_pose6,
+    stamp_to_ns,
+)
 from embeval_ros.diagnostics import diag
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
@@ -75,9 +80,8 @@ class PolicyNode(EmbevalNode):
 
     def _on_pose(self, msg: PoseStamped) -> None:
         pose = msg_to_pose6(msg)
-        from scipy.spatial.transform import Rotation
-
         import numpy as np
+        from scipy.spatial.transform import Rotation
 
         self.stepper.state["tcp_pose"] = np.concatenate([pose[:3], Rotation.from_rotvec(pose[3:]).as_quat()])
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import embeval  # noqa: F401  (applies the localhost-only DDS profile before rclpy is imported)
 
