@@ -344,3 +344,20 @@ def test_commander_uses_the_backend_latch_and_survives_a_failing_stop():
     r = ArmCommander(flaky).step([np.nan] * 7)
     assert not r.executed and "protective stop failed: ConnectionError" in r.reason
     assert flaky.log[-1] == ("stop", ())  # fell back to a plain stop
+
+
+def test_arm_node_backend_registry():
+    pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed: run scripts/install.sh")
+    from embeval.errors import ConfigError
+    from embeval.robot.sim_backend import SimArmBackend
+    from embeval_ros.arm_node import make_backend
+
+    limits = SafetyLimits(max_tcp_speed=0.07)
+    sim = make_backend("sim", limits, task="Push", seed=2)  # what `ros2 run embeval_ros arm --ros-args -p backend:=sim` builds
+    try:
+        assert isinstance(sim, SimArmBackend) and sim.cell.limits is limits and sim.cell.scene.name.startswith("push")
+    finally:
+        sim.close()
+    assert isinstance(make_backend("mock", limits), MockArm)
+    with pytest.raises(ConfigError, match="choose from"):
+        make_backend("kuka", limits)
