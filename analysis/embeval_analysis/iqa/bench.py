@@ -184,6 +184,11 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
                 if k == 0:
                     split0["pred"][(name, target)] = p
     per_split = pd.DataFrame(rows)
+    if per_split.empty:
+        from embeval.errors import InvalidInputError
+
+        raise InvalidInputError(f"every test set has fewer than {max(3, cfg.min_group)} images: build the database from more "
+                                f"references (now {scores['ref_id'].nunique()}) or raise the test share (now {cfg.test_size})")
     return BenchResult(per_split, summarise(per_split), missing, values, split0, time.perf_counter() - t0, feats)
 
 

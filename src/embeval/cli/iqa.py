@@ -53,6 +53,7 @@ def register(sub) -> None:
     p.add_argument("--db", type=Path, required=True, help="database folder")
     p.add_argument("--out", type=Path, required=True, help="folder for bench_summary.csv / bench_per_split.csv")
     p.add_argument("--splits", type=int, default=10, help="repeated 8:2 splits (default 10)")
+    p.add_argument("--test-size", type=float, default=0.2, help="share of scenes in each test set (default 0.2)")
     p.add_argument("--cnniqa-splits", type=int, default=None, help="train CNNIQA on the first K splits only (CPU time)")
     p.add_argument("--epochs", type=int, default=12, help="CNNIQA training epochs (default 12)")
     p.add_argument("--input-size", type=int, nargs=2, default=[64, 48], metavar=("W", "H"), help="CNNIQA input size")
@@ -126,7 +127,7 @@ def _bench(args) -> int:
     from embeval_analysis.iqa.bench import BenchConfig, print_breakdowns, print_table, run_bench, save_gate, trained_vs_psnr
     from embeval_analysis.iqa.metrics import TrainConfig
 
-    cfg = BenchConfig(n_splits=args.splits, cnniqa_splits=args.cnniqa_splits, seed=args.seed,
+    cfg = BenchConfig(n_splits=args.splits, test_size=args.test_size, cnniqa_splits=args.cnniqa_splits, seed=args.seed,
                       trained=[t for t in args.trained.split(",") if t],
                       train=TrainConfig(epochs=args.epochs, input_size=[args.input_size[1], args.input_size[0]],
                                         init_weights=args.init_weights))

@@ -1,0 +1,70 @@
+"""Embodied-IQA speed (same run, ratios against baselines measured here):
+
+- zero-shot metrics through pyiqa: batched equal-size images vs one call per image;
+- BRISQUE NSS features: batched vs one image at a time (pyiqa's natural_scene_statistics);
+- live quality gate per frame: CNNIQA and the feature-SVR predictor against computing PSNR
+  (which needs the reference frame a gate does not have) on the same frames.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+def _frames(n: int, w: int = 128, h: int = 96) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    from embeval.distortion import distort, list_distortions
+    from embeval.distortion.samples import synthetic_tabletop
+
+    types = list_distortions()
+    refs = [synthetic_tabletop(w, h, seed=i) for i in range(n)]
+    dist = [distort(r, types[i % len(types)], 1 + i % 5, seed=i) for i, r in enumerate(refs)]
+    return refs, dist
+
+
+def _time(f) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = f()
+    return time.perf_counter() - t0, out
+
+
+def run(quick: bool) -> list[dict]:
+    import warnings
+
+    import pyiqa
+    import torch
+
+    from embeval.iqa.features import nss_features
+    from embeval.iqa.predictor import FeatureSVRPredictor, NRPredictor, PredictorConfig, build_net
+    from embeval_analysis.iqa.metrics import _tensor, zero_shot_scores
+
+    warnings.filterwarnings("ignore")
+    n = 24 if quick else 128
+    refs, dist = _frames(n)
+    rows = []
+    for name in ("psnr", "ssim", "gmsd"):
+        m = pyiqa.create_metric(name, device="cpu")
+        zero_shot_scores(dist[:2], refs[:2], [name])  # warm-up
+        t_b, (vals, _, _) = _time(lambda: zero_shot_scores(dist, refs, [name]))
+        with torch.no_grad():
+            t_1, one = _time(lambda: [float(m(_tensor(d), _tensor(r))) for d, r in zip(dist, refs)])
+        rows.append({"what": f"{name} (pyiqa) batched vs per image", "n": n, "ms_per_image": 1e3 * t_b / n,
+                     "baseline_ms": 1e3 * t_1 / n, "speedup": t_1 / t_b,
+                     "max_abs_diff": float(np.abs(np.minimum(np.asarray(one), 60) - vals[name]).max())})
+    nss_features(dist[:2])
+    t_b, a = _time(lambda: nss_features(dist))
+    t_1, b = _time(lambda: np.concatenate([nss_features([d]) for d in dist]))
+    rows.append({"what": "BRISQUE NSS features batched vs per image", "n": n, "ms_per_image": 1e3 * t_b / n,
+                 "baseline_ms": 1e3 * t_1 / n, "speedup": t_1 / t_b, "max_abs_diff": float(np.abs(a - b).max())})
+    # gate predictors (untrained weights / a fitted SVR: the cost does not depend on the values)
+    psnr = pyiqa.create_metric("psnr", device="cpu")
+    with torch.no_grad():
+        t_psnr, _ = _time(lambda: [float(psnr(_tensor(d), _tensor(r))) for d, r in zip(dist, refs)])
+    cnn = NRPredictor(build_net(PredictorConfig(input_size=[48, 64], n_nodes=256)), PredictorConfig(input_size=[48, 64], n_nodes=256))
+    t_cnn, _ = _time(lambda: [cnn(d) for d in dist])
+    svr = FeatureSVRPredictor().fit_features(np.random.default_rng(0).normal(size=(200, 43)), np.random.default_rng(1).random(200))
+    t_svr, _ = _time(lambda: [svr(d) for d in dist])
+    for what, t in (("gate: CNNIQA 64x48 per frame", t_cnn), ("gate: BRISQUE NSS + colour SVR per frame", t_svr)):
+        rows.append({"what": what + " vs PSNR per frame", "n": n, "ms_per_image": 1e3 * t / n, "baseline_ms": 1e3 * t_psnr / n,
+                     "speedup": t_psnr / t})
+    return rows
