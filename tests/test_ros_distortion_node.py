@@ -100,3 +100,16 @@ def test_frame_index_counts_pass_through_frames(tmp_path):
         np.testing.assert_array_equal(n.feed(frames[3], 3), bag[3])
     finally:
         n.close()
+
+
+@pytest.mark.parametrize("dists,levels,match", [(["none", "gaussian_blur"], [0, 0], "level must be an integer 1..5"),
+                                                (["none", "fisheye_melt"], [0, 3], "fisheye_melt")])
+def test_conductor_rejects_bad_episode_distortions_at_start(dists, levels, match):
+    from embeval_ros.graph import Graph, load_params
+
+    from embeval.errors import ConfigError
+
+    params = load_params({"embeval_conductor": {"ros__parameters": {"items": ["a", "a"], "instructions": ["push"] * 2,
+                                                                    "distortions": dists, "levels": levels}}})
+    with pytest.raises(ConfigError, match=match), Graph(params):
+        pass

@@ -31,7 +31,15 @@ class ConductorNode(EmbevalNode):
         if not (len(items) == len(instr) == len(dists) == len(levels)):
             raise ConfigError(f"items ({len(items)}), instructions ({len(instr)}), distortions ({len(dists)}) and levels "
                               f"({len(levels)}) must have the same length: one entry per episode")
-        self.episodes = [dict(item=a, instruction=b, distortion=c, level=int(d)) for a, b, c, d in zip(items, instr, dists, levels)]
+        self.episodes = [{"item": a, "instruction": b, "distortion": c, "level": int(d)} for a, b, c, d in zip(items, instr, dists, levels)]
+        from embeval.distortion import registry
+
+        for ep in self.episodes:  # fail at start-up, not when the distortion node meets the episode
+            if ep["distortion"] not in ("", "none"):
+                try:
+                    registry.get(ep["distortion"]).param_for(ep["level"])
+                except ConfigError as exc:
+                    raise ConfigError(f"episode {ep}: {exc}") from None
         self.steps = int(self.param("steps_per_episode", 5, "actions per episode"))
         self.timeout = float(self.param("episode_timeout_s", 30.0, "end an episode after this long even without actions (s)"))
         self.settle = float(self.param("settle_s", 0.5, "wait between episode_start and the instruction (s)"))

@@ -101,8 +101,9 @@ class DistortionNode(EmbevalNode):
         except json.JSONDecodeError:
             return
         if ev.get("event") == "episode_start" and "distortion" in ev:
-            self._check(ev["distortion"], int(ev.get("level", 0) or 1))
-            self.distortion, self.level, self.schedule = ev["distortion"], int(ev.get("level", 0) or 0), []
+            level = int(ev.get("level", 0) or 0)
+            self._check(ev["distortion"], level)  # a distortion with level 0 fails here, not at the next frame
+            self.distortion, self.level, self.schedule = ev["distortion"], level, []
 
     def _on_image(self, msg: Image) -> None:
         t_in = time.perf_counter()
