@@ -11,7 +11,7 @@ def test_demos_and_short_finetune(tmp_path):
     assert set(np.unique(d.episode_index)) == {0, 1}  # both layouts, both successful
     assert d.images["third_person"].shape[1:] == (48, 64, 3) and d.state.shape[1] == 4 and d.action.shape[1] == 7
     assert d.aux.shape == (len(d), 6)
-    goals = {tuple(np.round(a[3:5], 3)) for a in d.aux}
+    goals = {tuple(round(float(v), 3) for v in a[3:5]) for a in d.aux}
     assert goals == {(0.55, 0.15), (0.55, -0.15)}  # the correct card moves with the layout
     assert d.action[:, 6].min() == 0.0 and d.action[-1, 6] == 1.0  # grasps, ends with the release
     pol, n = finetune_tiny_vla(items, tmp_path / "m", steps=3, seed=0)
