@@ -159,3 +159,21 @@ def test_analyses_write_pngs(db, tmp_path):
     assert list(m.columns) == ["stats-a", "stats-b", "vlm-a"]  # VLAs first, then VLMs
     assert np.allclose(np.diag(m.to_numpy()), 1.0)
     assert tabs["jnd"].shape == (len(TYPES), 2) and tabs["jnd"].to_numpy().max() <= 1.0
+
+
+def test_execution_scores_on_simulated_references(tmp_path):
+    """Execution (simulation) for a subset: each row follows the Execution formula; the image's
+    score is the mean over tasks and subjects."""
+    from embeval_analysis.iqa.database import BuildConfig, build_database
+
+    cfg = BuildConfig(source="sim", source_params={"n": 2, "size": [64, 48]}, distortions=["darken"], levels=[5],
+                      subjects=[SUBJECTS[1]], execution_images=1)
+    scores = build_database(cfg, tmp_path, log=None)
+    ex = pd.read_csv(tmp_path / "execution.csv")
+    assert ex["image_id"].nunique() == 1 and len(ex) >= 1
+    for _, r in ex.iterrows():
+        expect = {"success": 100.0, "estop": 0.0}.get(r["reason"], max(0.0, 100.0 - r["distance_cm"]))
+        assert r["execution"] == pytest.approx(expect)
+    row = scores[scores["image_id"] == ex["image_id"].iloc[0]]
+    assert row["execution"].item() == pytest.approx(ex["execution"].mean())
+    assert scores["execution"].isna().sum() == len(scores) - 1

@@ -43,6 +43,7 @@ class BuildConfig:
     seed: int = 0
     batch_size: int = 64  # units per model call (policies with act_batch, VLMs with answer_batch)
     cameras: list[str] = field(default_factory=lambda: ["third_person", "wrist"])  # the image is given under these names
+    execution_images: int = 0  # Execution score (simulation) for this many distorted images of simulated references
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BuildConfig":
@@ -121,7 +122,7 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
             Image.fromarray(r.image).save(rp)
         references.append({"ref_id": r.ref_id, "path": str(rp.relative_to(db)), "tasks": r.tasks, "scene_id": r.scene_id,
                            "view": r.view, "source": r.source, "state": r.state,
-                           "height": int(r.image.shape[0]), "width": int(r.image.shape[1])})
+                           "height": int(r.image.shape[0]), "width": int(r.image.shape[1]), "sim_seed": r.sim_seed})
         for n in names:
             for lv in _levels_for(cfg, r.ref_id, n):
                 image_id = f"{r.ref_id}__{n}__{lv}"
@@ -230,8 +231,65 @@ def aggregate(db: str | Path, log: Log | None = print):
     return out, long
 
 
+def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | None = print):
+    """Execution score (0..100, :mod:`embeval.scoring.execution`) in simulation for ``n_images``
+    distorted images of simulated references (chosen with ``seed``): every VLA subject's stored
+    reference and distorted actions of each implemented task are executed from the reference scene;
+    the image's score is the mean over tasks and subjects. Adds ``execution`` to ``scores.csv`` and
+    writes ``execution.csv`` (one row per image, subject and task)."""
+    import pandas as pd
+
+    from embeval.runs.runner import load_run_spec
+    from embeval.runs.store import ResultsStore
+    from embeval.sim.env import SimEnv
+    from embeval.sim.execute import execute_pair, run_actions
+    from embeval.sim.references import reference_scene
+
+    db = Path(db)
+    man = load_manifest(db)
+    refs = {r["ref_id"]: r for r in man["references"] if r.get("sim_seed") is not None}
+    images = [im for im in man["images"] if im["ref_id"] in refs]
+    if n_images <= 0 or not images:
+        return None
+    rng = np.random.default_rng(derive_seed("iqa-execution", seed))
+    pick = [images[i] for i in sorted(rng.choice(len(images), size=min(n_images, len(images)), replace=False))]
+    spec = load_run_spec(db / "run")
+    with ResultsStore(db / "run" / "results.sqlite") as st:
+        res = st.results(spec.hash)
+    t0 = time.perf_counter()
+    rows, ref_cache = [], {}
+    with SimEnv() as env:
+        for im in pick:
+            ref = refs[im["ref_id"]]
+            scene, tasks = reference_scene(int(ref["sim_seed"]))
+            for (subject, item, dist, level, _s), out in res.items():
+                if out.get("kind") != "policy" or item != im["ref_id"] or dist != im["distortion"] or level != im["level"]:
+                    continue
+                for t, task in enumerate(tasks):
+                    if not task.implemented:
+                        continue
+                    key = (subject, item, t)
+                    if key not in ref_cache:
+                        ref_cache[key] = run_actions(env, scene, task, [out["reference_actions"][t]], seed=int(ref["sim_seed"]))
+                    rec = execute_pair(env, scene, task, [out["reference_actions"][t]], [out["distorted_actions"][t]],
+                                       seed=int(ref["sim_seed"]), reference_outcome=ref_cache[key])
+                    rows.append({"image_id": im["image_id"], "subject": subject, "task": t, "verb": task.verb,
+                                 "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm})
+    ex = pd.DataFrame(rows)
+    if ex.empty:
+        return None
+    ex.to_csv(db / "execution.csv", index=False)
+    scores = pd.read_csv(db / "scores.csv").drop(columns=["execution"], errors="ignore")
+    scores = scores.merge(ex.groupby("image_id")["execution"].mean(), left_on="image_id", right_index=True, how="left")
+    scores.to_csv(db / "scores.csv", index=False)
+    if log:
+        log(f"execution: {len(pick)} images, {len(ex)} executed task actions ({time.perf_counter() - t0:.1f} s)")
+    return scores
+
+
 def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):
-    """materialise -> score_subjects -> aggregate; resumable at every step. Returns the scores frame."""
+    """materialise -> score_subjects -> aggregate (-> execution_scores); resumable at every step.
+    Returns the scores frame."""
     materialise(cfg, db, log)
     summary = score_subjects(cfg, db, log, progress)
     if summary.failed:
@@ -239,4 +297,11 @@ def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, pr
 
         raise InvalidInputError(f"{summary.failed} units failed (recorded in {Path(db) / 'run'}); fix the cause and run "
                                 f"`embeval iqa build` again: finished units are kept")
-    return aggregate(db, log)[0]
+    scores = aggregate(db, log)[0]
+    if cfg.execution_images > 0:
+        scores = execution_scores(db, cfg.execution_images, cfg.seed, log)
+        if scores is None:
+            import pandas as pd
+
+            scores = pd.read_csv(Path(db) / "scores.csv")
+    return scores

@@ -43,6 +43,7 @@ class IQAReference:
     view: str = "third_person"  # "first_person" (wrist) | "third_person" | "unknown"
     source: str = "simulated"  # "simulated" | "real"
     state: dict[str, list[float]] = field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_STATE.items()})
+    sim_seed: int | None = None  # simulated references: the scene seed (embeval.sim.references.reference_scene)
 
 
 def _resize(img: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
@@ -89,7 +90,7 @@ def sim_source(n: int, seed: int = 0, size: tuple[int, int] = (128, 96), work_di
         home = list(scene.home_tcp)
         quat = Rotation.from_rotvec(home[3:6]).as_quat().tolist()  # home_tcp rotation is a rotation vector
         out.append(IQAReference(r.image_id, _read_rgb(work / r.path), [t["instruction"] for t in r.tasks][:5], r.scene_id,
-                                r.view, "simulated", {"tcp_pose": home[:3] + quat, "gripper": [1.0]}))
+                                r.view, "simulated", {"tcp_pose": home[:3] + quat, "gripper": [1.0]}, sim_seed=int(r.seed)))
     return out
 
 
