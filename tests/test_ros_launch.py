@@ -32,7 +32,8 @@ def _declared(module: str) -> set[str]:
     src = (PKG_DIR / "embeval_ros" / f"{module}.py").read_text()
     names = set()
     for node in ast.walk(ast.parse(src)):
-        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "param" and node.args:
+        called = getattr(node.func, "attr", None) or getattr(node.func, "id", "") if isinstance(node, ast.Call) else ""
+        if called == "param" and node.args:  # self.param("x", ...) or a helper's param("x", ...)
             if isinstance(node.args[0], ast.Constant):
                 names.add(node.args[0].value)
     return names

@@ -361,3 +361,20 @@ def test_arm_node_backend_registry():
     assert isinstance(make_backend("mock", limits), MockArm)
     with pytest.raises(ConfigError, match="choose from"):
         make_backend("kuka", limits)
+
+
+def test_composed_sim_arm_enforces_the_arm_node_limits():
+    """`embeval graph` builds the shared sim arm with the arm node's own workspace box and speeds."""
+    pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed: run scripts/install.sh")
+    from embeval_ros.graph import Graph, load_params
+
+    params = load_params({"embeval_arm": {"ros__parameters": {"backend": "sim", "workspace_upper": [0.8, 0.4, 0.5],
+                                                              "tcp_speed": 0.3, "max_tcp_speed": 0.2}}})
+    with Graph(params) as g:
+        node = g.nodes["embeval_arm"]
+        assert node.backend is g.shared["arm"] and node.backend.cell.limits == node.limits
+        assert node.limits.workspace_upper == (0.8, 0.4, 0.5) and node.commander.speed == pytest.approx(0.2)
+        home = node.backend.state().tcp_pose
+        s = node.backend.move_tcp([*home[:2], 0.55, *home[3:]])  # inside the default box (z <= 0.7), outside the node's
+        assert s.safety.stopped and "workspace" in s.safety.reason
+        np.testing.assert_allclose(s.tcp_pose[:3], home[:3], atol=1e-3)  # refused before the sim moved

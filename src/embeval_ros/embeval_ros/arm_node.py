@@ -10,6 +10,8 @@ error trips a protective stop, latched until /embeval/arm/reset (std_srvs/Trigge
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
@@ -19,6 +21,7 @@ from std_msgs.msg import Float64, UInt8
 from std_srvs.srv import Trigger
 
 from embeval.errors import ConfigError
+from embeval.robot.safety import SafetyLimits
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import (
@@ -51,33 +54,38 @@ def make_backend(name: str, limits, **kw):
     return factory(limits=limits, **kw)
 
 
+def safety_limits(param: Callable[[str, Any, str], Any]) -> SafetyLimits:
+    """The arm's :class:`SafetyLimits` from its parameters; ``param(name, default, description)`` reads one
+    (the node's declared parameter, or a plain dict lookup where ``embeval graph`` builds the shared sim arm)."""
+    lo = param("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
+    hi = param("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
+    max_speed = float(param("max_tcp_speed", 0.25, "TCP speed cap (m/s)"))
+    speed = float(param("tcp_speed", 0.1, "commanded TCP speed (m/s), capped at max_tcp_speed"))
+    max_step = float(param("max_step_translation", 0.05, "refuse (protective stop) a single step longer than this (m)"))
+    return SafetyLimits(workspace_lower=tuple(lo), workspace_upper=tuple(hi), max_tcp_speed=max_speed,
+                        default_tcp_speed=min(speed, max_speed), max_step_translation=max_step)
+
+
 class ArmNode(EmbevalNode):
     def __init__(self, **kw):
         super().__init__("embeval_arm", **kw)
         from embeval.control import ArmCommander
-        from embeval.robot.safety import SafetyLimits
 
         backend = self.param("backend", "mock", "arm backend: sim | mock | ur_rtde")
         robot_ip = self.param("robot_ip", "", "UR controller IP (backend=ur_rtde)")
         self.ur_type = self.param("ur_type", "ur5", "UR model (ur3, ur5, ur5e, ...); recorded in the arm status")
-        lo = self.param("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
-        hi = self.param("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
-        max_speed = float(self.param("max_tcp_speed", 0.25, "TCP speed cap (m/s)"))
-        speed = float(self.param("tcp_speed", 0.1, "commanded TCP speed (m/s), capped at max_tcp_speed"))
-        max_step = float(self.param("max_step_translation", 0.05, "refuse (protective stop) a single step longer than this (m)"))
+        self.limits = safety_limits(self.param)
         self.max_age = float(self.param("max_command_age_s", 1.0, "stale-command watchdog: older commands stop the arm (s)"))
         self.frame = self.param("action_frame", "base", "frame of the deltas: base | tool0")
         rate = float(self.param("state_rate_hz", 50.0, "state publish rate (Hz)"))
         home = list(self.param("home_joints", [0.0], "home joint angles (rad, 6 values); [0.0]: the backend's home"))
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
-        self.limits = SafetyLimits(workspace_lower=tuple(lo), workspace_upper=tuple(hi), max_tcp_speed=max_speed,
-                                   default_tcp_speed=min(speed, max_speed), max_step_translation=max_step)
         sim_task = self.param("sim_task", "Pick", "task verb of the generated sim scene (backend=sim)")
         sim_seed = int(self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)"))
         extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
         self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
         self.home_q = home if len(home) == 6 else getattr(self.backend, "home_q", None)
-        self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=speed)
+        self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=self.limits.default_tcp_speed)
         self.executed = self.refused = 0
         self.command_age_s: list[float] = []
         cmd_group = MutuallyExclusiveCallbackGroup()

@@ -151,10 +151,12 @@ class Graph:
         if "embeval_arm" not in self.names or arm.get("backend", "mock") != "sim" or "arm" in self.shared:
             return
         from embeval.robot.sim_backend import SimArmBackend
+        from embeval_ros.arm_node import safety_limits
 
         cam = self.params.get("embeval_camera", {})
         w, h = int(cam.get("width", 640)), int(cam.get("height", 480))
-        sim = SimArmBackend(task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)))
+        limits = safety_limits(lambda name, default, _description: arm.get(name, default))  # the arm node's own limits
+        sim = SimArmBackend(limits=limits, task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)))
         self.shared["arm"] = sim
         self.shared["renderer"] = lambda camera: sim.render(camera, w, h)
 
