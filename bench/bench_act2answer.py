@@ -34,7 +34,11 @@ def run(quick: bool = False) -> list[dict]:
     import torch
 
     from embeval.act2answer.episode import obs_size_for
-    from embeval.act2answer.generator import CATEGORIES, FULL_SUITE_PER_CATEGORY, generate_items
+    from embeval.act2answer.generator import (
+        CATEGORIES,
+        FULL_SUITE_PER_CATEGORY,
+        generate_items,
+    )
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import EpisodeSpec
     from embeval.act2answer.subjects import embedded_policy

@@ -4,8 +4,17 @@ import math
 import numpy as np
 import pytest
 
-from embeval.act2answer.aggregate import (category_rates, category_table, format_table, item_consistency, mcnemar,
-                                          position_bias_index, regime, swap_stats, wilson_interval)
+from embeval.act2answer.aggregate import (
+    category_rates,
+    category_table,
+    format_table,
+    item_consistency,
+    mcnemar,
+    position_bias_index,
+    regime,
+    swap_stats,
+    wilson_interval,
+)
 from embeval.act2answer.zones import classify
 from embeval.errors import ConfigError, InvalidInputError
 

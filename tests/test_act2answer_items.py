@@ -8,7 +8,12 @@ import pytest
 from PIL import Image
 
 from embeval.act2answer.convert import CONVERTERS, convert_file, rewrite_instructions
-from embeval.act2answer.generator import CATEGORIES, FULL_SUITE_PER_CATEGORY, draw_item, generate_items
+from embeval.act2answer.generator import (
+    CATEGORIES,
+    FULL_SUITE_PER_CATEGORY,
+    draw_item,
+    generate_items,
+)
 from embeval.act2answer.items import BinaryItem, load_image, read_items, write_items
 from embeval.act2answer.scene import EpisodeSpec, build_scene, instruction_for
 from embeval.errors import ConfigError, MissingFileError
@@ -57,7 +62,7 @@ def test_generator_ground_truth():
 
     d, _ = draw_item("color", 5)
     rgb = np.array(PALETTE[d.meta["answer"]])
-    has = lambda im: np.any(np.all(np.abs(im.astype(int) - rgb) < 3, axis=-1))  # noqa: E731
+    has = lambda im: np.any(np.all(np.abs(im.astype(int) - rgb) < 3, axis=-1))
     assert has(d.correct) and not has(d.distractor)
     # counting: connected dark blobs equal the stated count
     from scipy import ndimage
@@ -69,7 +74,7 @@ def test_generator_ground_truth():
             assert ndimage.label(mask)[1] == n
     # symmetry: the correct card is mirror symmetric about the vertical axis, the distractor is not
     d, _ = draw_item("symmetry", 1)
-    sym = lambda im: np.mean(np.abs(im.astype(int) - im[:, ::-1].astype(int)) > 30)  # noqa: E731
+    sym = lambda im: np.mean(np.abs(im.astype(int) - im[:, ::-1].astype(int)) > 30)
     assert sym(d.correct) < 0.03 < sym(d.distractor)
 
 

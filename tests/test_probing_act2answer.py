@@ -4,9 +4,15 @@ import math
 
 import numpy as np
 import pytest
+from embeval_analysis.probing import (
+    Features,
+    chance_normalized_retention,
+    collect_features,
+    plot_layer_accuracy,
+    probe_layers,
+)
 
 from embeval.errors import ConfigError
-from embeval_analysis.probing import Features, chance_normalized_retention, collect_features, plot_layer_accuracy, probe_layers
 
 
 def test_cnr_hand_cases():

@@ -7,8 +7,8 @@ Samples carry their item id as group, so cross-validation keeps an item's two la
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 import numpy as np
 

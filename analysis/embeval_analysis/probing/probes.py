@@ -14,8 +14,8 @@ backbone layer beats chance the ratio is undefined and reported as NaN (nothing 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 import numpy as np
 

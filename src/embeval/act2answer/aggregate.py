@@ -16,8 +16,9 @@ Records are :class:`~embeval.act2answer.episode.EpisodeResult` objects or dicts 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from embeval.errors import ConfigError, InvalidInputError
 

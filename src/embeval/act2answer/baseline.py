@@ -9,7 +9,8 @@ function of :mod:`embeval.act2answer.aggregate` applies. Both layouts are asked 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ def composite(left: np.ndarray, right: np.ndarray, gap: int = 8) -> np.ndarray:
     def fit(im):
         if im.shape[0] == h:
             return im
-        w = int(round(im.shape[1] * h / im.shape[0]))
+        w = round(im.shape[1] * h / im.shape[0])
         return np.asarray(Image.fromarray(im).resize((w, h)), dtype=np.uint8)
 
     lf, rt = fit(left), fit(right)

@@ -16,6 +16,7 @@ DEMO_CATEGORIES = ["color", "shape", "counting", "emotion", "traffic", "spatial"
 def _finetuned(out, ctx, spec):
     from embeval.act2answer.finetune import finetune_tiny_vla
     from embeval.act2answer.generator import generate_items
+    from embeval.errors import EmbevalError
     from embeval.subjects.embedded.zoo import load_vla
 
     path = out / "tiny-vla-a2a"
@@ -24,7 +25,7 @@ def _finetuned(out, ctx, spec):
             pol = load_vla(path)
             print(f"reusing the fine-tuned {pol.id} in {path}")
             return pol
-        except Exception as exc:  # an older checkpoint format: train again
+        except (EmbevalError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # older checkpoint format: train again
             print(f"cannot reuse {path} ({exc}); training again")
     n_train = 6 if ctx.quick else 20
     train = generate_items(out / "train_items", DEMO_CATEGORIES, n_train, seed=ctx.seed + 1000)
@@ -40,11 +41,20 @@ def run(ctx) -> None:
 
     from embeval.act2answer.aggregate import category_table, format_table, swap_stats
     from embeval.act2answer.baseline import answer_items
-    from embeval.act2answer.episode import obs_size_for, run_items, sim_config, write_results
+    from embeval.act2answer.episode import (
+        obs_size_for,
+        run_items,
+        sim_config,
+        write_results,
+    )
     from embeval.act2answer.generator import generate_items
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import EpisodeSpec
-    from embeval.act2answer.subjects import embedded_policy, embedded_vlms, untrained_policy
+    from embeval.act2answer.subjects import (
+        embedded_policy,
+        embedded_vlms,
+        untrained_policy,
+    )
     from embeval.provenance import code_version
     from embeval.sim import SimEnv
 
@@ -90,7 +100,11 @@ def run(ctx) -> None:
     _zone_plot(results, out / "act2answer_zones.png", code_version())
 
     # layerwise probing of the fine-tuned tiny VLA (+ random-weight control)
-    from embeval_analysis.probing import collect_features, plot_layer_accuracy, probe_layers
+    from embeval_analysis.probing import (
+        collect_features,
+        plot_layer_accuracy,
+        probe_layers,
+    )
 
     t0 = time.perf_counter()
     size = obs_size_for(a2a)

@@ -7,9 +7,10 @@ instruction, steps it closed loop until the spec's termination rule fires (see
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator
-
+from pathlib import Path
+from typing import Any
 
 from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec, build_scene
@@ -124,10 +125,9 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
             env.close()
 
 
-def write_results(results: Iterable[EpisodeResult | dict], path) -> "Path":
-    """Append-free JSONL of episode (or VLM answer) records."""
+def write_results(results: Iterable[EpisodeResult | dict], path) -> Path:
+    """Write episode (or VLM answer) records as JSONL (one object a line); returns the path."""
     import json
-    from pathlib import Path
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,7 +140,6 @@ def write_results(results: Iterable[EpisodeResult | dict], path) -> "Path":
 def read_results(path) -> list[dict[str, Any]]:
     """Records written by :func:`write_results` (or exported by a run), as dicts."""
     import json
-    from pathlib import Path
 
     from embeval.errors import MissingFileError
 

@@ -11,8 +11,8 @@ auxiliary target is the task geometry (cube start, correct card centre; metres, 
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import numpy as np
 

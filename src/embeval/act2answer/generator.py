@@ -11,9 +11,9 @@ or empty glass), emotion (face), time (clock), traffic (light), spatial (above/b
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

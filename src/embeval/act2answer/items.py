@@ -10,9 +10,10 @@ Image paths in a JSONL file are stored relative to the file's folder when they l
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
 
@@ -65,7 +66,7 @@ class BinaryItem:
         self.correct_side_in(layout)
         return (self.left_image, self.right_image) if layout == "original" else (self.right_image, self.left_image)
 
-    def swapped(self) -> "BinaryItem":
+    def swapped(self) -> BinaryItem:
         """The item with its layout exchanged (same question, same correct image)."""
         return replace(self, left_image=self.right_image, right_image=self.left_image,
                        correct_side=other_side(self.correct_side), options=(self.options[1], self.options[0]))
@@ -81,7 +82,7 @@ class BinaryItem:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any], base: Path | None = None, where: str = "item") -> "BinaryItem":
+    def from_dict(cls, d: Mapping[str, Any], base: Path | None = None, where: str = "item") -> BinaryItem:
         if not isinstance(d, Mapping):
             raise ConfigError(f"{where} must be a JSON object, got {type(d).__name__}")
         known = {f.name for f in fields(cls)}
@@ -151,7 +152,7 @@ def read_items(path: str | Path, check_images: bool = False) -> list[BinaryItem]
     return out
 
 
-def load_image(path: str) -> "Any":
+def load_image(path: str) -> Any:
     """An item image as RGB uint8 (H, W, 3)."""
     import numpy as np
     from PIL import Image

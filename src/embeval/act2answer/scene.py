@@ -16,9 +16,10 @@ real cell) ends any episode; its zone is read where the cube then lies.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -71,7 +72,7 @@ class EpisodeSpec:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "EpisodeSpec":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> EpisodeSpec:
         d = dict(d or {})
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
@@ -80,7 +81,7 @@ class EpisodeSpec:
         return cls(**d)
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> "EpisodeSpec":
+    def from_yaml(cls, path: str | Path) -> EpisodeSpec:
         p = Path(path)
         if not p.is_file():
             raise MissingFileError(f"episode spec {p} not found; see config/act2answer/episode.yaml for an example")

@@ -7,8 +7,8 @@ The *choice* is the card whose zone holds the cube ("left"/"right"), or None.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from embeval.errors import ConfigError
 

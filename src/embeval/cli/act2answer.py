@@ -221,9 +221,14 @@ def _report(args) -> int:
 def _probe(args) -> int:
     import json
 
+    from embeval_analysis.probing import (
+        collect_features,
+        plot_layer_accuracy,
+        probe_layers,
+    )
+
     from embeval.act2answer.episode import obs_size_for
     from embeval.act2answer.subjects import untrained_policy
-    from embeval_analysis.probing import collect_features, plot_layer_accuracy, probe_layers
 
     items = _items(args.items, args.limit)
     policy = _load_policy(args.policy)
