@@ -58,6 +58,8 @@ class DemoConfig:
     height: int = 96
     fps: int = 10
     keep_failures: bool = False  # failed expert episodes are skipped by default
+    max_frames: int | None = None  # truncate episodes after this many frames (1: scene starts only)
+    split: str = "train"  # seed stream of the scenes ("train", "starts", ...)
 
 
 @dataclass
@@ -94,12 +96,12 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
     with SimEnv(sim_cfg) as env:
         for i in range(cfg.episodes):
             verb = cfg.verbs[i % len(cfg.verbs)]
-            s = episode_seed(cfg.seed, i)
+            s = episode_seed(cfg.seed, i, cfg.split)
             obs = env.reset(seed=s, task=verb)
             expert = env.expert()
             rec: dict[str, list] = {k: [] for k in feats}
             result = None
-            while not env.done:
+            while not env.done and (cfg.max_frames is None or len(rec["action"]) < cfg.max_frames):
                 a = expert.act(obs).vector
                 for c in cfg.cameras:
                     rec[f"observation.images.{c}"].append(obs.images[c])
@@ -114,13 +116,15 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
                     ex[3:6] += rng.normal(0.0, cfg.noise * np.linalg.norm(a[3:6]), 3)
                 result = env.step(ex)
                 obs = result.observation
-            ok = bool(result is not None and result.success)
+            truncated = cfg.max_frames is not None and not env.done
+            ok = bool(result is not None and (result.success or truncated))
             failures += not ok
             if ok or cfg.keep_failures:
                 writer.add_episode({k: np.stack(v) for k, v in rec.items()}, task=env.task.instruction,
-                                   extra={"verb": verb, "scene_seed": s, "success": ok, "reason": env.reason})
+                                   extra={"verb": verb, "scene_seed": s, "success": ok and not truncated,
+                                          "truncated": truncated, "reason": env.reason})
                 frames += len(rec["action"])
-            if log and ((i + 1) % 10 == 0 or i + 1 == cfg.episodes):
+            if log and ((i + 1) % (10 if cfg.max_frames is None else 500) == 0 or i + 1 == cfg.episodes):
                 log(f"demos: {i + 1}/{cfg.episodes} episodes, {frames} frames, {failures} expert failures "
                     f"({time.perf_counter() - t0:.0f} s)")
     writer.finalize()

@@ -39,6 +39,17 @@ def demo_arrays(root: str | Path, image_size, cameras, episodes: np.ndarray | No
                       None if wp is None else wp[keep].astype(np.float64))
 
 
+def concat_demos(a: DemoArrays, b: DemoArrays) -> DemoArrays:
+    """Frames of ``a`` then ``b`` (tasks merged, ``b``'s episode indices shifted past ``a``'s)."""
+    tasks = list(a.tasks) + [t for t in b.tasks if t not in a.tasks]
+    tb = np.asarray([tasks.index(b.tasks[i]) for i in b.task_index])
+    cat = lambda x, y: None if x is None or y is None else np.concatenate([x, y])  # noqa: E731
+    return DemoArrays({c: np.concatenate([a.images[c], b.images[c]]) for c in a.images}, np.concatenate([a.state, b.state]),
+                      np.concatenate([a.action, b.action]), np.concatenate([a.task_index, tb]), tasks,
+                      np.concatenate([a.episode_index, b.episode_index + a.episode_index.max() + 1]),
+                      cat(a.aux, b.aux), cat(a.waypoint, b.waypoint))
+
+
 @dataclass
 class VLARecipe:
     """Everything ``embeval train vla`` needs to reproduce a policy from a seed."""
@@ -47,6 +58,7 @@ class VLARecipe:
     seed: int = 0  # initialisation, batches, data subset
     demo_seed: int = 0  # scenes + action noise of the demonstrations (shared by the population)
     demo_episodes: int = 120
+    start_episodes: int = 2000  # extra scenes contributing only their first expert frame (visual grounding)
     episode_fraction: float = 1.0  # train on this share of the demonstration episodes (population variety)
     arch: dict = field(default_factory=dict)  # VLAConfig overrides
     train: dict = field(default_factory=lambda: {"steps": 1500})  # TrainConfig overrides
@@ -66,6 +78,13 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
         if not (Path(demos) / "meta" / "info.json").exists():
             rep = record_demos(demos, DemoConfig(episodes=recipe.demo_episodes, seed=recipe.demo_seed), overwrite=True, log=log)
             report["demos"] = asdict(rep)
+    starts = None
+    if recipe.start_episodes > 0:
+        starts = Path(demos).parent / f"starts-{recipe.demo_seed}-{recipe.start_episodes}"
+        if not (starts / "meta" / "info.json").exists():
+            rep = record_demos(starts, DemoConfig(episodes=recipe.start_episodes, seed=recipe.demo_seed, noise=0.0,
+                                                  max_frames=1, split="starts"), overwrite=True, log=log)
+            report["starts"] = asdict(rep)
     vcfg = VLAConfig.from_dict({**VLAConfig().to_dict(), **recipe.arch})
     tcfg = TrainConfig(**{**asdict(TrainConfig()), **recipe.train})
     eps = None
@@ -77,6 +96,8 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
         eps = np.sort(rng.choice(n, size=max(1, int(round(n * recipe.episode_fraction))), replace=False))
     t1 = time.perf_counter()
     data = demo_arrays(demos, vcfg.image_size, vcfg.cameras, eps)
+    if starts is not None:
+        data = concat_demos(data, demo_arrays(starts, vcfg.image_size, vcfg.cameras))
     if log:
         log(f"{recipe.name}: {len(data)} frames from {len(np.unique(data.episode_index))} episodes "
             f"(loaded in {time.perf_counter() - t1:.0f} s); training {tcfg.steps} steps")
