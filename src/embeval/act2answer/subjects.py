@@ -31,9 +31,12 @@ def untrained_policy(id: str = "tiny-vla-untrained", seed: int = 0):
     from embeval.subjects.embedded.nets import TinyVLANet, VLAConfig
     from embeval.subjects.embedded.policy import TinyVLAPolicy
 
+    cfg = VLAConfig()
+    if hasattr(cfg, "action_mode"):
+        cfg.action_mode = "delta"  # outputs are 7-DoF deltas, un-normalised with the scale below
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        net = TinyVLANet(VLAConfig())
+        net = TinyVLANet(cfg)
     # action scale of the expert demonstrations (about 5 cm per step), so random actions move
     return TinyVLAPolicy(net, np.zeros(6), np.array([0.02, 0.02, 0.02, 0.05, 0.05, 0.05]), id=id)
 
