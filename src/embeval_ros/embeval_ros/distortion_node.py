@@ -9,20 +9,28 @@ Frame ``n`` (counted from the node's first image, pass-through frames included) 
 :class:`embeval.distortion.FrameDistorter` with ``stream = input_topic``, i.e. seeded with
 ``frame_seed(seed, input_topic, n, type, level)``: ``embeval distort bag BAG OUT --topic
 <input_topic> --type T --level L --seed S`` on a bag of the same camera frames gives identical images.
+
+Quality gate (parameter ``quality_gate``: a predictor folder; off when empty): every output frame is
+scored by :class:`embeval.iqa.gate.QualityGate` (a no-reference predictor of the Decision score);
+the score goes to /embeval/predicted_decision and /embeval/quality_gate, and a frame scoring below
+the threshold is not published on ``output_topic`` (the policy's input): the policy keeps its last
+frame and holds once that is older than its ``max_image_age_s``.
 """
 from __future__ import annotations
 
 import json
+import math
 import time
+from pathlib import Path
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import Image
-from std_msgs.msg import String
+from std_msgs.msg import Float32, String
 
 from embeval.distortion import FrameDistorter
 from embeval.distortion.measures import psnr as psnr_db
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, EmbevalError, MissingFileError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import image_to_msg, msg_to_image, stamp_to_ns
@@ -41,6 +49,38 @@ def parse_schedule(items: list[str]) -> list[tuple[str, int, float]]:
     return out
 
 
+def gate_threshold(value) -> float | None:
+    """The ``quality_gate_threshold`` parameter: a number, or NaN / empty / "nan" for gate.json's threshold."""
+    if isinstance(value, str):
+        value = value.strip()
+        if value.lower() in ("", "nan", "none"):
+            return None
+        try:
+            value = float(value)
+        except ValueError:
+            raise ConfigError(f"quality_gate_threshold must be a number (or empty for the one in gate.json), got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"quality_gate_threshold must be a number (or empty for the one in gate.json), got {value!r}")
+    return None if math.isnan(value) else float(value)
+
+
+def load_gate(path: str, threshold=float("nan")):
+    """The node's :class:`~embeval.iqa.gate.QualityGate` from a predictor folder; errors name the parameter and
+    the command that writes the missing file."""
+    from embeval.iqa.gate import QualityGate
+
+    thr = gate_threshold(threshold)
+    p = Path(path).expanduser()
+    how = (f"save one with `embeval iqa bench --db DB --save-predictor {p}` (or `make demo`), calibrate its threshold with "
+           f"`embeval iqa gate --predictor {p} --rate 0.2 FRAMES.png`, or set quality_gate:='' to run without the gate")
+    if not p.is_dir():
+        raise MissingFileError(f"quality_gate: no predictor folder {p}; {how}")
+    try:
+        return QualityGate.load(p, thr)
+    except EmbevalError as exc:
+        raise type(exc)(f"quality_gate {p}: {exc}") from exc
+
+
 class DistortionNode(EmbevalNode):
     def __init__(self, **kw):
         super().__init__("embeval_distortion", **kw)
@@ -52,7 +92,13 @@ class DistortionNode(EmbevalNode):
         self.quality = bool(self.param("publish_quality", True, "publish PSNR (dB) against the source image"))
         in_topic = self.param("input_topic", T.IMAGE_RAW, "source image topic (also the seed stream name)")
         out_topic = self.param("output_topic", T.IMAGE_DISTORTED, "distorted image topic")
+        gate_dir = str(self.param("quality_gate", "", "quality gate: predictor folder (`embeval iqa bench --save-predictor`, "
+                                                      "threshold in its gate.json from `embeval iqa gate --rate`); frames "
+                                                      "predicted below the threshold are not published; empty: off"))
+        gate_thr = self.param("quality_gate_threshold", float("nan"), "withhold frames whose predicted score is below this "
+                                                                      "(NaN or empty: the threshold in <quality_gate>/gate.json)")
         self.schedule = parse_schedule([s for s in sched if s])
+        self.gate = load_gate(gate_dir, gate_thr) if gate_dir.strip() else None
         self._check(self.distortion, self.level)
         for name, lvl, _ in self.schedule:
             self._check(name, lvl)
@@ -64,6 +110,11 @@ class DistortionNode(EmbevalNode):
         self.compute_s: list[float] = []  # distort() + PSNR seconds per frame (excluded from the stage latency)
         self.pub = self.create_publisher(Image, out_topic, qos_reliable())
         self.qpub = self.create_publisher(DiagnosticArray, T.IMAGE_QUALITY, qos_reliable())
+        if self.gate is not None:
+            self.gate_pub = self.create_publisher(DiagnosticArray, T.QUALITY_GATE, qos_reliable())
+            self.score_pub = self.create_publisher(Float32, T.PREDICTED_DECISION, qos_reliable())
+            self.get_logger().info(f"quality gate {self.gate.predictor.name} from {gate_dir}: frames predicted below "
+                                   f"{self.gate.threshold:.4f} are withheld from {self.resolve_topic_name(out_topic)}")
         self.create_subscription(Image, in_topic, self._on_image, qos_reliable())
         self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
 
@@ -111,6 +162,7 @@ class DistortionNode(EmbevalNode):
         self.transport_s.append(time.time_ns() / 1e9 - stamp_to_ns(msg.header.stamp) / 1e9)  # camera -> here
         name, level = self.current()
         compute = 0.0
+        out = None
         if name in ("", "none"):
             out_msg, psnr = msg, float("inf")
         else:
@@ -121,15 +173,40 @@ class DistortionNode(EmbevalNode):
             compute = time.perf_counter() - t_c
             out_msg = image_to_msg(out, stamp_to_ns(msg.header.stamp), msg.header.frame_id)
             out_msg.header = msg.header
-        self.pub.publish(out_msg)
+        passed = True
+        if self.gate is not None:
+            t_c = time.perf_counter()
+            passed = self._gate(out if out is not None else msg_to_image(msg), msg)
+            compute += time.perf_counter() - t_c
+        if passed:
+            self.pub.publish(out_msg)
         self.count += 1
         self.compute_s.append(compute)
-        self.log.latency_s.append(time.perf_counter() - t_in - compute)  # graph work, image-processing time excluded
-        self.log.published += 1
+        if passed:
+            self.log.latency_s.append(time.perf_counter() - t_in - compute)  # graph work, image-processing time excluded
+            self.log.published += 1
         if self.quality:
             self.qpub.publish(diag("image_quality", "ok", f"{name}:{level}",
                                    {"psnr_db": f"{psnr:.3f}", "distortion": name, "level": level, "frame": self.count},
                                    stamp_to_ns(msg.header.stamp)))
+
+
+    def _gate(self, image: np.ndarray, msg: Image) -> bool:
+        """Score one output frame, publish the score and the decision; True when the frame may go to the policy."""
+        d = self.gate.check(image)
+        self.score_pub.publish(Float32(data=d.score))
+        g = self.gate
+        self.gate_pub.publish(diag("quality_gate", "ok" if d.passed else "warn", "pass" if d.passed else "withheld",
+                                   {"score": f"{d.score:.4f}", "threshold": f"{d.threshold:.4f}", "passed": d.passed,
+                                    "frame": self.count + 1, "seen": g.seen, "withheld": g.withheld,
+                                    "withheld_rate": f"{g.withheld_rate:.4f}", "predictor": g.predictor.name},
+                                   stamp_to_ns(msg.header.stamp)))
+        return d.passed
+
+    @property
+    def withheld(self) -> int:
+        """Frames the quality gate kept from the policy (0 when the gate is off)."""
+        return self.gate.withheld if self.gate is not None else 0
 
 
 def main(args=None) -> int:

@@ -17,7 +17,8 @@ from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
-DEFAULT_TOPICS = [T.IMAGE_RAW, T.CAMERA_INFO, T.IMAGE_DISTORTED, T.IMAGE_QUALITY, T.INSTRUCTION, T.ACTION,
+DEFAULT_TOPICS = [T.IMAGE_RAW, T.CAMERA_INFO, T.IMAGE_DISTORTED, T.IMAGE_QUALITY, T.QUALITY_GATE,
+                  T.PREDICTED_DECISION, T.INSTRUCTION, T.ACTION,
                   T.ACTION_PROPOSED, T.POLICY_STATUS, T.JOINT_STATES, T.TCP_POSE, T.SAFETY_MODE, T.SPEED_SCALING,
                   T.ARM_STATUS, T.EVENTS, T.SCORES]
 

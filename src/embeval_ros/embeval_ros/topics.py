@@ -5,6 +5,8 @@ IMAGE_RAW = "/camera/camera/color/image_raw"  # sensor_msgs/Image rgb8 (realsens
 CAMERA_INFO = "/camera/camera/color/camera_info"  # sensor_msgs/CameraInfo (realsense-ros)
 IMAGE_DISTORTED = "/embeval/image_distorted"  # sensor_msgs/Image, source header.stamp kept
 IMAGE_QUALITY = "/embeval/image_quality"  # diagnostic_msgs/DiagnosticArray: psnr, distortion, level
+QUALITY_GATE = "/embeval/quality_gate"  # diagnostic_msgs/DiagnosticArray: predicted score, threshold, passed, withheld
+PREDICTED_DECISION = "/embeval/predicted_decision"  # std_msgs/Float32: the gate's predicted score of every frame
 INSTRUCTION = "/embeval/instruction"  # std_msgs/String, transient local (latched)
 ACTION = "/embeval/action"  # sensor_msgs/JointState named dx..gripper: the command the arm executes
 ACTION_PROPOSED = "/embeval/action_proposed"  # same layout: every action the policy computed (dry run too)
@@ -25,6 +27,8 @@ TOPIC_TYPES: dict[str, str] = {
     CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
     IMAGE_DISTORTED: "sensor_msgs/msg/Image",
     IMAGE_QUALITY: "diagnostic_msgs/msg/DiagnosticArray",
+    QUALITY_GATE: "diagnostic_msgs/msg/DiagnosticArray",
+    PREDICTED_DECISION: "std_msgs/msg/Float32",
     INSTRUCTION: "std_msgs/msg/String",
     ACTION: "sensor_msgs/msg/JointState",
     ACTION_PROPOSED: "sensor_msgs/msg/JointState",
