@@ -135,6 +135,7 @@ def test_gate_passes_clean_frames_and_withholds_heavily_distorted_ones(predictor
         np.testing.assert_array_equal(msg_to_image(m), frames[i])
     # the withheld count: in the status and on the node
     assert [int(v["withheld"]) for v in vals] == [0, 0, 0, 1, 2, 3, 4, 5, 6]
+    assert [int(v["below_threshold"]) for v in vals] == [0, 0, 0, 1, 2, 3, 4, 5, 6]
     assert [int(v["seen"]) for v in vals] == list(range(1, 10))
     assert float(vals[-1]["withheld_rate"]) == pytest.approx(6 / 9, abs=1e-4)
     assert node.withheld == 6 and node.log.received == 9 and node.log.published == 3 and node.count == 9
@@ -152,6 +153,23 @@ def test_threshold_parameter_overrides_gate_json(predictor_dir, threshold, publi
         n.close()
     assert len(n.images) == published and len(n.scores) == 4
     assert n.node.withheld == 4 - published
+
+
+def test_shadow_mode_scores_but_withholds_nothing(predictor_dir):
+    from embeval_ros.diagnostics import diag_values
+
+    frames = _clean(2, 220) + [FrameDistorter("darken", 5, 2, stream="t")(f, i) for i, f in enumerate(_clean(2, 230))]
+    n = _Node(quality_gate=str(predictor_dir), quality_gate_withhold=False)
+    try:
+        for i, f in enumerate(frames):
+            n.feed(f, i)
+    finally:
+        n.close()
+    vals = [diag_values(d) for d in n.diags]
+    assert len(n.images) == 4 and len(n.scores) == 4 and n.node.withheld == 0
+    assert [v["passed"] for v in vals] == ["True", "True", "False", "False"]
+    assert [int(v["below_threshold"]) for v in vals] == [0, 0, 1, 2] and all(v["withheld"] == "0" for v in vals)
+    assert n.diags[-1].status[0].message.startswith("below threshold (shadow mode")
 
 
 def test_gate_is_off_by_default():

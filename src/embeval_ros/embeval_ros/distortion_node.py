@@ -14,7 +14,8 @@ Quality gate (parameter ``quality_gate``: a predictor folder; off when empty): e
 scored by :class:`embeval.iqa.gate.QualityGate` (a no-reference predictor of the Decision score);
 the score goes to /embeval/predicted_decision and /embeval/quality_gate, and a frame scoring below
 the threshold is not published on ``output_topic`` (the policy's input): the policy keeps its last
-frame and holds once that is older than its ``max_image_age_s``.
+frame and holds once that is older than its ``max_image_age_s``. ``quality_gate_withhold: false`` is a
+shadow mode: every frame is scored and published, none withheld (to calibrate on a new camera).
 """
 from __future__ import annotations
 
@@ -99,6 +100,9 @@ class DistortionNode(EmbevalNode):
                                                                       "(NaN or empty: the threshold in <quality_gate>/gate.json)")
         self.schedule = parse_schedule([s for s in sched if s])
         self.gate = load_gate(gate_dir, gate_thr) if gate_dir.strip() else None
+        self.gate_withhold = bool(self.param("quality_gate_withhold", True, "false: shadow mode, score and publish every "
+                                                                              "frame but withhold none"))
+        self._withheld = 0
         self._check(self.distortion, self.level)
         for name, lvl, _ in self.schedule:
             self._check(name, lvl)
@@ -113,8 +117,9 @@ class DistortionNode(EmbevalNode):
         if self.gate is not None:
             self.gate_pub = self.create_publisher(DiagnosticArray, T.QUALITY_GATE, qos_reliable())
             self.score_pub = self.create_publisher(Float32, T.PREDICTED_DECISION, qos_reliable())
+            verb = "are withheld from" if self.gate_withhold else "would be withheld (shadow mode) from"
             self.get_logger().info(f"quality gate {self.gate.predictor.name} from {gate_dir}: frames predicted below "
-                                   f"{self.gate.threshold:.4f} are withheld from {self.resolve_topic_name(out_topic)}")
+                                   f"{self.gate.threshold:.4f} {verb} {self.resolve_topic_name(out_topic)}")
         self.create_subscription(Image, in_topic, self._on_image, qos_reliable())
         self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
 
@@ -194,19 +199,23 @@ class DistortionNode(EmbevalNode):
     def _gate(self, image: np.ndarray, msg: Image) -> bool:
         """Score one output frame, publish the score and the decision; True when the frame may go to the policy."""
         d = self.gate.check(image)
+        keep = d.passed or not self.gate_withhold
+        self._withheld += int(not keep)
         self.score_pub.publish(Float32(data=d.score))
         g = self.gate
-        self.gate_pub.publish(diag("quality_gate", "ok" if d.passed else "warn", "pass" if d.passed else "withheld",
+        message = "pass" if d.passed else "withheld" if not keep else "below threshold (shadow mode: published)"
+        self.gate_pub.publish(diag("quality_gate", "ok" if d.passed else "warn", message,
                                    {"score": f"{d.score:.4f}", "threshold": f"{d.threshold:.4f}", "passed": d.passed,
-                                    "frame": self.count + 1, "seen": g.seen, "withheld": g.withheld,
-                                    "withheld_rate": f"{g.withheld_rate:.4f}", "predictor": g.predictor.name},
+                                    "frame": self.count + 1, "seen": g.seen, "withheld": self._withheld,
+                                    "below_threshold": g.withheld, "withheld_rate": f"{self._withheld / g.seen:.4f}",
+                                    "shadow": not self.gate_withhold, "predictor": g.predictor.name},
                                    stamp_to_ns(msg.header.stamp)))
-        return d.passed
+        return keep
 
     @property
     def withheld(self) -> int:
-        """Frames the quality gate kept from the policy (0 when the gate is off)."""
-        return self.gate.withheld if self.gate is not None else 0
+        """Frames the quality gate kept from the policy (0 when the gate is off or in shadow mode)."""
+        return self._withheld
 
 
 def main(args=None) -> int:
