@@ -94,6 +94,18 @@ class _Node:
         rclpy.shutdown(context=self.ctx)
 
 
+def _run_stream(first: int, **params) -> _Node:
+    """A node with ``params`` fed 2 clean then 2 darkened (level 5) frames; closed, its captures kept."""
+    frames = _clean(2, first) + [FrameDistorter("darken", 5, 2, stream="t")(f, i) for i, f in enumerate(_clean(2, first + 10))]
+    n = _Node(**params)
+    try:
+        for i, f in enumerate(frames):
+            n.feed(f, i)
+    finally:
+        n.close()
+    return n
+
+
 def test_gate_passes_clean_frames_and_withholds_heavily_distorted_ones(predictor_dir):
     from embeval_ros.conversions import msg_to_image
     from embeval_ros.diagnostics import diag_values
@@ -144,13 +156,7 @@ def test_gate_passes_clean_frames_and_withholds_heavily_distorted_ones(predictor
 
 @pytest.mark.parametrize("threshold,published", [(-1e9, 4), (1e9, 0), ("", 2), (float("nan"), 2), ("-1e9", 4)])
 def test_threshold_parameter_overrides_gate_json(predictor_dir, threshold, published):
-    frames = _clean(2, 200) + [FrameDistorter("darken", 5, 2, stream="t")(f, i) for i, f in enumerate(_clean(2, 210))]
-    n = _Node(quality_gate=str(predictor_dir), quality_gate_threshold=threshold)
-    try:
-        for i, f in enumerate(frames):
-            n.feed(f, i)
-    finally:
-        n.close()
+    n = _run_stream(200, quality_gate=str(predictor_dir), quality_gate_threshold=threshold)
     assert len(n.images) == published and len(n.scores) == 4
     assert n.node.withheld == 4 - published
 
@@ -158,13 +164,7 @@ def test_threshold_parameter_overrides_gate_json(predictor_dir, threshold, publi
 def test_shadow_mode_scores_but_withholds_nothing(predictor_dir):
     from embeval_ros.diagnostics import diag_values
 
-    frames = _clean(2, 220) + [FrameDistorter("darken", 5, 2, stream="t")(f, i) for i, f in enumerate(_clean(2, 230))]
-    n = _Node(quality_gate=str(predictor_dir), quality_gate_withhold=False)
-    try:
-        for i, f in enumerate(frames):
-            n.feed(f, i)
-    finally:
-        n.close()
+    n = _run_stream(220, quality_gate=str(predictor_dir), quality_gate_withhold=False)
     vals = [diag_values(d) for d in n.diags]
     assert len(n.images) == 4 and len(n.scores) == 4 and n.node.withheld == 0
     assert [v["passed"] for v in vals] == ["True", "True", "False", "False"]
