@@ -40,7 +40,7 @@ def bench(db):
     from embeval_analysis.iqa.metrics import TrainConfig
 
     cfg = BenchConfig(targets=["decision"], zero_shot=["psnr", "ssim", "niqe"], trained=["cnniqa", "brisque-svr", "nr-fusion", "fr-fusion"],
-                      n_splits=4, cnniqa_splits=1, test_size=0.25, seed=0,
+                      n_splits=3, cnniqa_splits=1, test_size=0.25, seed=0,
                       train=TrainConfig(epochs=5, input_size=[32, 48], n_kers=16, n_nodes=64, lr=2e-3))
     return run_bench(db[0], cfg, log=print)
 
@@ -60,14 +60,14 @@ def test_split_correlations_match_scipy_and_summary_is_median(db, bench):
 
     _, scores = db
     y = scores["decision"].to_numpy(float)
-    splits = scene_splits(scores["scene_id"].to_numpy(), 4, 0.25, 0)
+    splits = scene_splits(scores["scene_id"].to_numpy(), 3, 0.25, 0)
     ps = bench.per_split
     psnr = ps[(ps.metric == "psnr") & (ps.breakdown == "all")].set_index("split")
     for k, (_, te) in enumerate(splits):
         assert psnr.loc[k, "srcc"] == pytest.approx(spearmanr(bench.metric_values["psnr"][te], y[te]).statistic, abs=1e-12)
         assert psnr.loc[k, "n"] == len(te)
     row = bench.summary[(bench.summary.metric == "psnr") & (bench.summary.breakdown == "all")].iloc[0]
-    assert row.srcc == pytest.approx(np.median(psnr["srcc"])) and row.n_splits == 4
+    assert row.srcc == pytest.approx(np.median(psnr["srcc"])) and row.n_splits == 3
     assert row.srcc_lo <= row.srcc <= row.srcc_hi
     # breakdowns present: parts of the decision score, JND thirds, levels
     groups = set(zip(ps.breakdown, ps.group))

@@ -35,6 +35,7 @@ class BenchConfig:
     test_size: float = 0.2
     seed: int = 0
     cnniqa_splits: int | None = None  # train CNNIQA on the first k splits only (CPU time); None: all
+    cnniqa_targets: list[str] | None = None  # train CNNIQA for these targets only; None: all
     min_group: int = 6  # smallest breakdown group that gets correlations
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -171,7 +172,7 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
                 preds[m] = (model.predict_features(X[te]), True, "NR", "trained")
                 if k == 0:
                     split0["predictor"][(m, target)] = model
-            if "cnniqa" in cfg.trained and k < n_cnn:
+            if "cnniqa" in cfg.trained and k < n_cnn and (cfg.cnniqa_targets is None or target in cfg.cnniqa_targets):
                 t1 = time.perf_counter()
                 model = train_cnniqa([dist[i] for i in tr], y[tr], cfg.train, seed=cfg.seed + k, target=target)
                 preds["cnniqa"] = (model.predict([dist[i] for i in te]), True, "NR", "trained")

@@ -41,7 +41,7 @@ class BuildConfig:
     levels: str | list[int] = "sample"  # "sample": one level per reference x type; "all"; or a list
     subjects: list[Any] | str = "embedded"  # "embedded" (shipped population) or subject specs (dicts / YAML paths)
     seed: int = 0
-    batch_size: int = 64  # units per model call (policies with act_batch, VLMs with answer_batch)
+    batch_size: int = 128  # units per model call (policies with act_batch, VLMs with answer_batch)
     cameras: list[str] = field(default_factory=lambda: ["third_person", "wrist"])  # the image is given under these names
     execution_images: int = 0  # Execution score (simulation) for this many distorted images of simulated references
 

@@ -20,15 +20,27 @@ FEATURE_SETS = ("nss", "colour")
 def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarray:
     """(N, 36) BRISQUE NSS features (2 scales x 18) of RGB uint8 images."""
     import torch
-    from pyiqa.archs.brisque_arch import natural_scene_statistics
-    from pyiqa.matlab_utils import imresize
-    from pyiqa.utils.color_util import to_y_channel
 
     images = [check_image(im, f"images[{i}]") for i, im in enumerate(images)]
     out = np.zeros((len(images), 36))
     by_shape: dict[tuple, list[int]] = {}
     for i, im in enumerate(images):
         by_shape.setdefault(im.shape, []).append(i)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 1 thread is about 3x faster than 2 for these small tensors on a busy machine
+    try:
+        _nss_batches(images, by_shape, batch_size, out)
+    finally:
+        torch.set_num_threads(threads)
+    return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0)
+
+
+def _nss_batches(images, by_shape, batch_size, out) -> None:
+    import torch
+    from pyiqa.archs.brisque_arch import natural_scene_statistics
+    from pyiqa.matlab_utils import imresize
+    from pyiqa.utils.color_util import to_y_channel
+
     with torch.no_grad():
         for idx in by_shape.values():  # equal-size images in batches (the statistics are per image)
             for k in range(0, len(idx), batch_size):
@@ -40,7 +52,6 @@ def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarr
                     feats.append(natural_scene_statistics(y, 7, 7 / 6).reshape(len(b), -1))
                     y = imresize(y, scale=0.5, antialiasing=True)
                 out[b] = torch.cat(feats, dim=-1).double().numpy()
-    return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0)
 
 
 def colour_features(images: Sequence[np.ndarray]) -> np.ndarray:
