@@ -1,7 +1,46 @@
-"""Demo stage ``ros``: the ROS 2 graph in simulation, recorded, read back from the bag and plotted."""
+"""Demo stage ``ros``: the ROS 2 graph in simulation, recorded, read back from the bag and plotted.
+When the ``iqa`` stage saved a quality-gate predictor, the distortion node runs it in shadow mode
+(every frame scored, none withheld) and the predicted Decision per episode is read from the bag."""
 from __future__ import annotations
 
 import json
+import time
+
+W, H, RATE_HZ = 160, 120, 8.0  # sim camera
+
+
+def gate_params(ctx) -> dict:
+    """Distortion-node parameters for the quality gate in shadow mode, or {} when no predictor was saved or it is
+    too slow for the camera rate here (over 0.8 frame periods per frame: the node would fall behind the camera)."""
+    from pathlib import Path
+
+    from embeval.distortion.samples import synthetic_tabletop
+    from embeval.errors import EmbevalError
+    from embeval_ros.distortion_node import load_gate
+
+    path = Path(ctx.shared.get("iqa_predictor") or ctx.out_dir / "iqa" / "predictor")
+    if not (path / "gate.json").exists():
+        print(f"quality gate: off (no predictor at {path}; the iqa stage saves one)")
+        return {}
+    try:
+        gate = load_gate(str(path))
+        frame = synthetic_tabletop(W, H, seed=0)
+        costs = []
+        for _ in range(4):  # the first call warms up
+            t = time.perf_counter()
+            gate.check(frame)
+            costs.append(time.perf_counter() - t)
+        cost = sorted(costs[1:])[1]  # median of 3
+    except EmbevalError as exc:
+        print(f"quality gate: off ({exc})")
+        return {}
+    if cost > 0.8 / RATE_HZ:
+        print(f"quality gate: off ({gate.predictor.name} takes {cost * 1e3:.0f} ms per frame here, over 0.8 of the "
+              f"{1e3 / RATE_HZ:.0f} ms frame period)")
+        return {}
+    print(f"quality gate: {gate.predictor.name} from {path}, threshold {gate.threshold:.3f}, {cost * 1e3:.1f} ms per frame; "
+          "shadow mode (scored, none withheld)")
+    return {"quality_gate": str(path), "quality_gate_withhold": False}
 
 
 def run(ctx) -> None:
@@ -10,6 +49,7 @@ def run(ctx) -> None:
 
     from embeval.camera.base import image_from_msg
     from embeval.recording import bag_info, read_bag
+    from embeval_ros.diagnostics import diag_values
     from embeval_ros.graph import Graph, load_params
 
     out = ctx.out_dir / "ros"
@@ -29,9 +69,10 @@ def run(ctx) -> None:
         pass
     steps = 3 if ctx.quick else 6
     dists, levels = (["none", "gaussian_blur"], [0, 4]) if ctx.quick else (["none", "gaussian_blur", "darken"], [0, 4, 4])
+    gate = gate_params(ctx)
     params = load_params({
-        "embeval_camera": {"ros__parameters": {"source": "sim", "rate_hz": 8.0, "width": 160, "height": 120}},
-        "embeval_distortion": {"ros__parameters": {"distortion": "none", "seed": ctx.seed}},
+        "embeval_camera": {"ros__parameters": {"source": "sim", "rate_hz": RATE_HZ, "width": W, "height": H}},
+        "embeval_distortion": {"ros__parameters": {"distortion": "none", "seed": ctx.seed, **gate}},
         "embeval_policy": {"ros__parameters": {"subject": subject, "subject_params": json.dumps(sparams) if sparams else "",
                                                "dry_run": False, "rate_hz": 3.0, "max_steps": steps, "max_image_age_s": 3.0}},
         "embeval_arm": {"ros__parameters": {"backend": "sim", "sim_seed": ctx.seed, "max_command_age_s": 10.0,
@@ -59,18 +100,30 @@ def run(ctx) -> None:
     print(f"\nbag {bag_dir}: {info['message_count']} messages in {len(info['topics'])} topics, {info['duration_s']:.1f} s")
     # read back: TCP path per episode and one distorted frame per episode
     episodes, cur, frames = [], None, {}
-    for m in read_bag(bag_dir, ["/embeval/events", "/tcp_pose_broadcaster/pose", "/embeval/image_distorted"]):
+    for m in read_bag(bag_dir, ["/embeval/events", "/tcp_pose_broadcaster/pose", "/embeval/image_distorted",
+                                "/embeval/quality_gate"]):
         if m.topic == "/embeval/events":
             ev = json.loads(m.msg.data)
             if ev["event"] == "episode_start":
-                cur = {"label": f"{ev['distortion']} {ev['level']}".replace(" 0", ""), "xy": []}
+                cur = {"label": f"{ev['distortion']} {ev['level']}".replace(" 0", ""), "xy": [], "gate": []}
                 episodes.append(cur)
             elif ev["event"] == "episode_end":
                 cur = None
         elif cur is not None and m.topic == "/tcp_pose_broadcaster/pose":
             cur["xy"].append((m.msg.pose.position.x, m.msg.pose.position.y))
+        elif cur is not None and m.topic == "/embeval/quality_gate":
+            v = diag_values(m.msg)
+            cur["gate"].append((float(v["score"]), v["passed"] == "True"))
         elif cur is not None and cur["label"] not in frames:
             frames[cur["label"]] = image_from_msg(m.msg)
+    if gate:
+        print(f"\nquality gate (shadow mode) per episode, from the bag:\n{'episode':<18} {'frames':>6} "
+              f"{'predicted decision':>18} {'below threshold':>15}")
+        for ep in episodes:
+            sc = np.asarray([s for s, _ in ep["gate"]])
+            below = sum(not p for _, p in ep["gate"])
+            print(f"{ep['label']:<18} {len(sc):>6} {sc.mean() if sc.size else float('nan'):>18.3f} "
+                  f"{below / max(len(sc), 1):>15.0%}")
     fig, axes = plt.subplots(1, 1 + len(frames), figsize=(4 * (1 + len(frames)), 3.6))
     for ep in episodes:
         xy = np.asarray(ep["xy"]) if ep["xy"] else np.zeros((0, 2))
