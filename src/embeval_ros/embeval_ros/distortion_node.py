@@ -99,19 +99,19 @@ class DistortionNode(EmbevalNode):
         gate_thr = self.param("quality_gate_threshold", float("nan"), "withhold frames whose predicted score is below this "
                                                                       "(NaN or empty: the threshold in <quality_gate>/gate.json)")
         self.schedule = parse_schedule([s for s in sched if s])
-        self.gate = load_gate(gate_dir, gate_thr) if gate_dir.strip() else None
         self.gate_withhold = bool(self.param("quality_gate_withhold", True, "false: shadow mode, score and publish every "
                                                                               "frame but withhold none"))
         self._withheld = 0
         self._check(self.distortion, self.level)
         for name, lvl, _ in self.schedule:
             self._check(name, lvl)
+        self.gate = load_gate(gate_dir, gate_thr) if gate_dir.strip() else None
         self.stream = self.resolve_topic_name(in_topic)  # the name a bag records, remaps and namespace applied
         self._distorters: dict[tuple[str, int], FrameDistorter] = {}
         self._t0 = time.monotonic()
         self.count = 0
         self.transport_s: list[float] = []
-        self.compute_s: list[float] = []  # distort() + PSNR seconds per frame (excluded from the stage latency)
+        self.compute_s: list[float] = []  # distort() + PSNR + gate seconds per frame (excluded from the stage latency)
         self.pub = self.create_publisher(Image, out_topic, qos_reliable())
         self.qpub = self.create_publisher(DiagnosticArray, T.IMAGE_QUALITY, qos_reliable())
         if self.gate is not None:
@@ -194,7 +194,6 @@ class DistortionNode(EmbevalNode):
             self.qpub.publish(diag("image_quality", "ok", f"{name}:{level}",
                                    {"psnr_db": f"{psnr:.3f}", "distortion": name, "level": level, "frame": self.count},
                                    stamp_to_ns(msg.header.stamp)))
-
 
     def _gate(self, image: np.ndarray, msg: Image) -> bool:
         """Score one output frame, publish the score and the decision; True when the frame may go to the policy."""
