@@ -70,8 +70,13 @@ def test_errors_name_the_fix(tmp_path):
     with pytest.raises(ConfigError, match="add_topic"):
         rec.write("/y", 1, b"")
     rec.close()
-    with pytest.raises(MissingFileError, match="recover"):
+    with pytest.raises(MissingFileError, match="does not exist"):
         list(read_bag(tmp_path / "nothing"))
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    (killed / "seg_0.mcap").write_bytes(b"")  # segments but no metadata.yaml: a killed recorder
+    with pytest.raises(MissingFileError, match="embeval bag recover"):
+        list(read_bag(killed))
 
 
 _WRITER = r"""

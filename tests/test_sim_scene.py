@@ -30,6 +30,17 @@ def test_scene_round_trips_through_yaml_and_dict(tmp_path):
     assert TaskSpec.from_dict(task.to_dict()) == task
 
 
+def test_the_file_sim_scene_writes_loads_as_a_scene(tmp_path):
+    """`embeval sim scene --out F` writes {scene, task}; `embeval sim render --scene F` must read it back."""
+    from embeval.cli import main
+
+    out = tmp_path / "sub" / "push1.yaml"  # the parent folder does not exist yet
+    assert main(["sim", "scene", "--task", "Push", "--seed", "1", "--out", str(out)]) == 0
+    scene, _ = make_task("Push", seed=1)
+    assert SceneSpec.from_yaml(out) == scene
+    assert SceneSpec.from_yaml(out.read_text()) == scene  # YAML text works as well as a path
+
+
 def test_spec_errors_name_the_problem(tmp_path):
     with pytest.raises(ConfigError, match="unique"):
         SceneSpec(objects=[ObjectSpec("a", "box"), ObjectSpec("a", "box")])

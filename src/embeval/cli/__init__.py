@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -48,6 +49,33 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("embeval: interrupted; results written so far are kept.", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into `head` & co.: stop quietly, like other command-line tools
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # a path that does not exist, a read-only folder, a full disk: one line, no traceback
+        print(f"embeval: error: {os_error_message(exc)}", file=sys.stderr)
+        return 2
+
+
+def os_error_message(exc: OSError) -> str:
+    """One line naming the file and the fix for an operating-system error (missing folder, permission, full disk)."""
+    import errno
+
+    what = exc.strerror or type(exc).__name__
+    where = f" {exc.filename}" if exc.filename is not None else ""
+    hints = {
+        errno.ENOENT: "check the path (create the folder first if it is an output folder)",
+        errno.EACCES: "check its permissions or choose another folder",
+        errno.EPERM: "check its permissions or choose another folder",
+        errno.ENOSPC: "free some disk space or write somewhere else",
+        errno.EISDIR: "give a file name, not a folder",
+        errno.ENOTDIR: "a part of the path is a file, not a folder",
+        errno.EEXIST: "a file of that name stands where a folder is needed; choose another path",
+        errno.EROFS: "the file system is read-only; write somewhere else",
+    }
+    hint = hints.get(exc.errno, "check the path and try again")
+    return f"{what}:{where}; {hint}" if where else f"{what} ({exc}); {hint}"
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,6 +1,7 @@
 """``embeval demo``: the end-to-end pipeline on the embedded defaults, offline, on the CPU."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 
@@ -11,6 +12,9 @@ def register(sub) -> None:
         "demo",
         help="run the end-to-end pipeline on the embedded defaults (offline, CPU)",
         description="Run the end-to-end demo. Stages: " + ", ".join(n for n, _ in STAGES),
+        epilog="examples:\n  embeval demo                                  # every stage (what `make demo` runs)\n"
+               "  embeval demo --quick --only kinematics workcell --out /tmp/demo",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder (default: runs/demo)")
     p.add_argument("--seed", type=int, default=0, help="master seed (default: 0)")

@@ -3,6 +3,7 @@ and draw a contact sheet of all types x levels."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from embeval.cli._util import add_group
@@ -99,8 +100,16 @@ def _apply(args) -> int:
     if not types:
         raise ConfigError("choose distortion types with --type NAME (see `embeval distort list`) or use --all")
     levels = args.level or [1, 2, 3, 4, 5]
-    recs = distort_folder(args.in_dir, args.out_dir, types, levels, seed=args.seed, progress=True, overwrite=args.overwrite)
+    unreadable: list[str] = []
+    recs = distort_folder(args.in_dir, args.out_dir, types, levels, seed=args.seed, progress=True, overwrite=args.overwrite,
+                          unreadable=unreadable)
     print(f"{len(recs)} images in {args.out_dir}/ (manifest: {args.out_dir / 'manifest.jsonl'})")
+    if unreadable:
+        for msg in unreadable:
+            print(f"embeval: skipped: {msg}", file=sys.stderr)
+        print(f"embeval: error: {len(unreadable)} input file(s) are not readable images and were skipped; remove or "
+              f"replace them and run the same command again (finished outputs are kept)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -37,7 +37,10 @@ def register(sub) -> None:
 
 def apply_overrides(params: dict, overrides: list[str]) -> dict:
     """Apply ``node.param=value`` strings (values parsed as YAML) to a parameter dict."""
+    import difflib
+
     import yaml
+    from embeval_ros.graph import NODE_CLASSES
 
     from embeval.errors import ConfigError
 
@@ -46,16 +49,32 @@ def apply_overrides(params: dict, overrides: list[str]) -> dict:
         node, dot, name = key.partition(".")
         if not sep or not dot or not name:
             raise ConfigError(f"--set {item!r}: use NODE.PARAM=VALUE, e.g. embeval_policy.dry_run=false")
-        params.setdefault(node, {})[name] = yaml.safe_load(value)
+        node = node.strip("/")
+        if node not in NODE_CLASSES:
+            close = difflib.get_close_matches(node, list(NODE_CLASSES), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"--set {item!r}: unknown node {node!r}; {hint}nodes: {', '.join(NODE_CLASSES)}")
+        try:
+            params.setdefault(node, {})[name] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML; quote strings with special characters") from None
     return params
 
 
 def _run(args) -> int:
-    import embeval  # noqa: F401  (localhost DDS defaults before rclpy)
     from embeval_ros.graph import Graph, load_params
 
-    params = apply_overrides(load_params(args.params), args.overrides)
-    with Graph(params, nodes=args.nodes, executor=args.executor) as g:
+    import embeval  # noqa: F401  (localhost DDS defaults before rclpy)
+
+    common: dict = {}
+    params = load_params(args.params, common)
+    # every node-specific parameter of the file and every --set must be one the node declares
+    check = {node: [k for k in p if k not in common] for node, p in params.items()}
+    params = apply_overrides(params, args.overrides)
+    for item in args.overrides:
+        node, _, name = item.partition("=")[0].partition(".")
+        check.setdefault(node.strip("/"), []).append(name)
+    with Graph(params, nodes=args.nodes, executor=args.executor, check=check) as g:
         names = ", ".join(g.names)
         print(f"embeval graph: {names} (Ctrl-C to stop)", flush=True)
         conductor = g.nodes.get("embeval_conductor")

@@ -157,6 +157,7 @@ def _urdf(args) -> int:
         return 0
     text = ur_urdf(_params(args), gripper=args.gripper)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
         print(f"wrote {args.out}")
     else:

@@ -115,6 +115,7 @@ def _scene(args) -> int:
     scene, task = make_task(_verb(args.task), args.seed)
     text = yaml.safe_dump({"scene": scene.to_dict(), "task": task.to_dict()}, sort_keys=False)
     if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text)
         print(f"wrote {args.out}: {task.instruction!r} ({len(scene.objects)} objects)")
     else:
@@ -152,6 +153,7 @@ def _expert(args) -> int:
         print(f"{v:<7} {r['successes']:>4}/{r['episodes']:<4} {r['rate']:>6.1%} {r['steps_per_episode']:>9.1f} "
               f"{r['seconds_per_episode']:>7.3f}  {fails}")
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")
     return 0

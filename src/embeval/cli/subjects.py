@@ -68,13 +68,12 @@ def _test_image(path: Path | None):
         img = np.stack([xx, yy, np.full_like(xx, 96)], axis=-1).astype(np.uint8)
         img[80:144, 80:144] = (200, 30, 30)  # a red "cube"
         return img
-    from PIL import Image
-
+    from embeval.distortion.batch import read_rgb
     from embeval.errors import MissingFileError
 
     if not path.is_file():
         raise MissingFileError(f"image {path} does not exist")
-    return np.asarray(Image.open(path).convert("RGB"), dtype=np.uint8)
+    return read_rgb(path)  # InvalidInputError naming the file when it is not an image
 
 
 def _check(args) -> int:
@@ -84,6 +83,7 @@ def _check(args) -> int:
     from embeval.subjects.registry import load_subject, read_spec
 
     spec = read_spec(args.spec)
+    img = _test_image(args.image) if spec.kind != "llm" else None  # a bad --image fails before a slow model load
     t0 = time.perf_counter()
     subject = load_subject(spec)
     t_load = time.perf_counter() - t0
@@ -95,12 +95,11 @@ def _check(args) -> int:
         print("choose ->", repr(subject.choose("Is a cube a round object?", ["yes", "no"])))
     elif spec.kind == "vlm":
         prompt = args.prompt or "Pick up the red cube. Answer in about 10 words."
-        print("generate ->", repr(subject.generate([_test_image(args.image)], prompt)))
+        print("generate ->", repr(subject.generate([img], prompt)))
     else:
         subject.reset(args.prompt or "pick up the red cube")
         import numpy as np
 
-        img = _test_image(args.image)
         obs = Observation(images={"third_person": img, "wrist": img}, instruction=args.prompt or "pick up the red cube",
                           state={"joint_positions": np.zeros(6), "tcp_pose": np.array([0.4, 0.0, 0.3, 0, 0, 0, 1.0])})
         action = subject.act(obs)

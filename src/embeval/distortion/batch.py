@@ -55,10 +55,14 @@ def _plan(types: Sequence[str], levels: Sequence[int]) -> list[tuple[str, int]]:
 
 
 def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str], levels: Sequence[int],
-                   seed: int = 0, progress: bool = False, overwrite: bool = False) -> list[DistortedFile]:
+                   seed: int = 0, progress: bool = False, overwrite: bool = False,
+                   unreadable: list[str] | None = None) -> list[DistortedFile]:
     """Write ``out_dir/<type>/L<level>/<stem>.png`` for every image in ``in_dir`` (sorted, not recursive) and
-    every (type, level); returns the records, also appended to ``out_dir/manifest.jsonl``. Existing outputs
-    are skipped unless ``overwrite`` (so an interrupted run resumes)."""
+    every (type, level); returns the records. Existing outputs are skipped unless ``overwrite`` (so an
+    interrupted run resumes); ``out_dir/manifest.jsonl`` gets one line per output not listed there yet.
+    ``unreadable``: when a list is given, input files that are not readable images are skipped and their
+    error messages appended to it (the others are still processed); otherwise the first one raises
+    :class:`InvalidInputError`."""
     from PIL import Image
 
     in_dir, out_dir = Path(in_dir), Path(out_dir)
@@ -73,9 +77,17 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
     records: list[DistortedFile] = []
     bar = _progress(len(files) * len(plan), progress, "distort")
     out_dir.mkdir(parents=True, exist_ok=True)
+    listed = _manifest_outputs(out_dir / "manifest.jsonl")
     with open(out_dir / "manifest.jsonl", "a") as manifest:
         for f in files:
-            img = read_rgb(f)
+            try:
+                img = read_rgb(f)
+            except InvalidInputError as exc:
+                if unreadable is None:
+                    raise
+                unreadable.append(str(exc))
+                bar.update(len(plan))
+                continue
             for name, level in plan:
                 s = derive_seed(seed, f.name, name, level)
                 dst = out_dir / name / f"L{level}" / f"{f.stem}.png"
@@ -86,10 +98,25 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
                     tmp.replace(dst)  # never leave a half-written image under the final name
                 rec = DistortedFile(str(f), str(dst), name, level, s)
                 records.append(rec)
-                manifest.write(json.dumps({**asdict(rec), "code_version": code_version()}) + "\n")
+                if overwrite or rec.output not in listed:
+                    manifest.write(json.dumps({**asdict(rec), "code_version": code_version()}) + "\n")
+                    manifest.flush()
                 bar.update(1)
     bar.close()
     return records
+
+
+def _manifest_outputs(path: Path) -> set[str]:
+    """Output paths already listed in a manifest.jsonl (a torn last line of a killed run is ignored)."""
+    if not path.exists():
+        return set()
+    out = set()
+    for line in path.read_text().splitlines():
+        try:
+            out.add(json.loads(line)["output"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
 
 
 def _progress(total: int, enabled: bool, desc: str):

@@ -263,6 +263,26 @@ class RecoveryReport:
     message_count: int
 
 
+def _has_segments(path: Path) -> bool:
+    return any(path.glob("*.mcap")) or any(path.glob(f"{OPEN_PREFIX}*"))
+
+
+def require_bag(path: str | Path) -> Path:
+    """``path`` as a readable rosbag2 folder, or a :class:`MissingFileError` that says what is wrong."""
+    path = Path(path)
+    if not path.exists():
+        raise MissingFileError(f"bag folder {path} does not exist; pass the folder that holds metadata.yaml "
+                               f"(the recorder writes runs/bags/embeval_<time>)")
+    if not path.is_dir():
+        raise MissingFileError(f"{path} is a file; a rosbag2 bag is the folder that holds metadata.yaml and the .mcap files")
+    if not (path / "metadata.yaml").exists():
+        if _has_segments(path):
+            raise MissingFileError(f"{path} has MCAP segments but no metadata.yaml (the recorder was killed?); "
+                                   f"run `embeval bag recover {path}` first")
+        raise MissingFileError(f"{path} is not a rosbag2 folder (no metadata.yaml, no .mcap files)")
+    return path
+
+
 def recover_bag(path: str | Path) -> RecoveryReport:
     """Make a killed bag consistent: list every complete MCAP file, drop partial segments.
 
@@ -275,6 +295,9 @@ def recover_bag(path: str | Path) -> RecoveryReport:
     path = Path(path)
     if not path.is_dir():
         raise MissingFileError(f"no bag folder at {path}; pass the bag directory (it holds metadata.yaml)")
+    if not _has_segments(path):
+        raise MissingFileError(f"{path} holds no MCAP segments (*.mcap, {OPEN_PREFIX}*): not a bag folder; "
+                               f"pass the folder the recorder wrote (e.g. runs/bags/embeval_<time>)")
     segments: list[_Segment] = []
     topics: dict[str, _Topic] = {}
     kept, discarded = [], []
@@ -318,12 +341,7 @@ def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[
     """
     from rosbags.rosbag2 import Reader
 
-    path = Path(path)
-    if not (path / "metadata.yaml").exists():
-        raise MissingFileError(
-            f"{path} is not a rosbag2 folder (no metadata.yaml); if the recorder was killed, run "
-            f"`embeval bag recover {path}` first"
-        )
+    path = require_bag(path)
     ts = typestore()
     wanted = set(topics) if topics is not None else None
     with Reader(path) as reader:
@@ -338,9 +356,7 @@ def bag_info(path: str | Path) -> dict[str, Any]:
     """Summary of a bag: message count, duration (s), topics with type and count."""
     from rosbags.rosbag2 import Reader
 
-    path = Path(path)
-    if not (path / "metadata.yaml").exists():
-        raise MissingFileError(f"{path} is not a rosbag2 folder (no metadata.yaml); run `embeval bag recover {path}`")
+    path = require_bag(path)
     with Reader(path) as reader:
         return {
             "path": str(path),

@@ -240,7 +240,7 @@ class SceneSpec:
 
     @classmethod
     def from_yaml(cls, path_or_text: str | Path) -> SceneSpec:
-        p = Path(path_or_text) if not str(path_or_text).lstrip().startswith(("{", "name:", "objects:")) else None
+        p = Path(path_or_text) if not str(path_or_text).lstrip().startswith(("{", "name:", "objects:", "scene:")) else None
         if p is not None:
             if not p.exists():
                 raise MissingFileError(f"scene spec {p} not found; write one with `embeval sim scene --out {p}`")
@@ -251,6 +251,8 @@ class SceneSpec:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ConfigError(f"scene spec is not valid YAML: {exc}") from None
+        if isinstance(data, dict) and "scene" in data and set(data) <= {"scene", "task"}:
+            data = data["scene"]  # the {scene, task} file that `embeval sim scene` writes
         return cls.from_dict(data or {})
 
 

@@ -50,8 +50,9 @@ def _spin_quietly(executor) -> None:
         pass
 
 
-def load_params(path: str | Path | dict) -> dict[str, dict[str, Any]]:
-    """Read a ROS 2 parameter YAML into ``{node_name: {param: value}}`` (``/**`` merged into every node)."""
+def load_params(path: str | Path | dict, common_out: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """Read a ROS 2 parameter YAML into ``{node_name: {param: value}}`` (``/**`` merged into every node;
+    ``common_out``, when given, receives the ``/**`` parameters themselves)."""
     import yaml
 
     if isinstance(path, dict):
@@ -60,7 +61,13 @@ def load_params(path: str | Path | dict) -> dict[str, dict[str, Any]]:
         p = Path(path)
         if not p.is_file():
             raise MissingFileError(f"parameter file {p} not found; see config/ for examples (config/embeval_sim.yaml)")
-        data = yaml.safe_load(p.read_text()) or {}
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise ConfigError(f"parameter file {p} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}; "
+                              f"compare with config/embeval_sim.yaml") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a ROS 2 parameter file maps node names to {{ros__parameters: ...}}")
     common: dict[str, Any] = {}
@@ -76,6 +83,8 @@ def load_params(path: str | Path | dict) -> dict[str, dict[str, Any]]:
             if key not in NODE_CLASSES:
                 raise ConfigError(f"{path}: unknown node {name!r}; embeval nodes are {', '.join(NODE_CLASSES)}")
             out[key] = dict(params)
+    if common_out is not None:
+        common_out.update(common)
     return {k: {**common, **v} for k, v in out.items()}
 
 
@@ -90,17 +99,33 @@ def _overrides(params: dict[str, Any]) -> list:
     return [Parameter(k, value=v) for k, v in params.items()]
 
 
+def _check_declared(name: str, node, wanted: Iterable[str]) -> None:
+    """Raise a ConfigError naming a parameter that ``node`` does not declare (ROS would ignore it silently)."""
+    import difflib
+
+    for param in wanted:
+        if not node.has_parameter(param):
+            known = sorted(p for p in node._parameters if p not in ("use_sim_time", "start_type_description_service"))
+            close = difflib.get_close_matches(param, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"node {name} has no parameter {param!r}; {hint}its parameters: {', '.join(known)}")
+
+
 class Graph:
     """The node graph in one process. Use as a context manager; :meth:`spin` runs it.
 
     ``params``: ``{node_name: {param: value}}`` (see :func:`load_params`); ``nodes``: which nodes to
     start (default: every node named in ``params``); ``shared``: in-process objects handed to the
-    nodes (``arm``: an ArmBackend, ``renderer``: its camera renderer, ``policy``: a Policy).
+    nodes (``arm``: an ArmBackend, ``renderer``: its camera renderer, ``policy``: a Policy);
+    ``check``: ``{node_name: [param, ...]}`` that each node must declare (a typo in a parameter file
+    or a ``--set`` is a :class:`ConfigError` before the graph spins, instead of being ignored).
     """
 
     def __init__(self, params: dict[str, dict[str, Any]], nodes: Iterable[str] | None = None,
-                 shared: dict | None = None, threads: int | None = None, executor: str = "per_node"):
+                 shared: dict | None = None, threads: int | None = None, executor: str = "per_node",
+                 check: dict[str, Iterable[str]] | None = None):
         self.params = params
+        self.check = {k: list(v) for k, v in (check or {}).items()}
         self.names = [n for n in ORDER if n in (set(nodes) if nodes is not None else set(params))]
         unknown = set(nodes or []) - set(NODE_CLASSES)
         if unknown:
@@ -130,6 +155,7 @@ class Graph:
                 node = node_class(name)(parameter_overrides=_overrides(self.params.get(name, {})), shared=self.shared,
                                         context=self.context)
                 self.nodes[name] = node
+                _check_declared(name, node, self.check.get(name, ()))
                 if self.executor is not None:
                     self.executor.add_node(node)
                 else:  # one executor per node, each spinning in its own thread (like one process per node)
