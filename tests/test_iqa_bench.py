@@ -150,3 +150,19 @@ def test_gate_withholds_low_decision_frames_more_often_than_psnr_gate(db, bench)
     assert low["gate_precision"] >= low["psnr_precision"], low
     assert at_rate["gate_precision"] > at_rate["psnr_precision"], at_rate
     assert at_rate["gate_passed_mean"] > at_rate["psnr_passed_mean"], at_rate
+
+
+def test_corr_agrees_with_scoring_stats():
+    """The benchmark's correlation helper = embeval.scoring.stats.correlations (minus the 5PL fit)."""
+    from embeval.scoring.stats import correlations
+    from embeval_analysis.iqa.bench import _corr
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=60)
+    y = 3 / (1 + np.exp(-2 * x)) + rng.normal(0, 0.2, 60)
+    for hib in (True, False):
+        ref = correlations(x if hib else -x, y, higher_is_better=hib)
+        got = _corr(x if hib else -x, y, hib)
+        for k in ("srcc", "krcc", "plcc", "plcc_4pl"):
+            assert got[k] == pytest.approx(getattr(ref, k), abs=1e-9)
+    assert _corr(np.ones(5), np.arange(5.0), True)["srcc"] == 0.0
