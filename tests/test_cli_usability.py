@@ -148,3 +148,20 @@ def test_every_command_has_a_description_and_an_example():
 
     walk(build_parser(), ["embeval"])
     assert not missing, missing
+
+
+@pytest.mark.parametrize("argv", [
+    ["graph", "--params", "{bad}"],
+    ["sim", "render", "--scene", "{bad}"],
+    ["kinematics", "fk", "0", "0", "0", "0", "0", "0", "--params", "{bad}"],
+    ["subjects", "check", "{bad}"],
+    ["run", "{bad}", "--check"],
+    ["a2eval", "curate", "--config", "{bad}"],
+])
+def test_malformed_yaml_is_one_line_with_its_position(tmp_path, capsys, argv):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a:\n  b: [1, 2\n")
+    rc, _, err = _run(capsys, *[a.replace("{bad}", str(bad)) for a in argv])
+    assert rc == 2
+    line = _one_error_line(err)
+    assert "not valid YAML (line 3, column 1" in line and len(err.strip().splitlines()) == 1, err

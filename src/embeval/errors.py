@@ -28,3 +28,10 @@ class InvalidInputError(EmbevalError, ValueError):
 
 class SafetyError(EmbevalError, RuntimeError):
     """A command was refused or the arm stopped for safety (limits, watchdog, protective stop)."""
+
+
+def yaml_problem(exc: Exception) -> str:
+    """A YAML parser error in one line: ``line L, column C: <problem>`` (PyYAML's own message spans 6 lines)."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+    return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, yaml_problem
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "config" / "a2eval"
 _SECTIONS = {"seed", "pool", "embedding", "data_agent", "eval_agent", "subjects", "report", "cache"}
@@ -41,7 +41,7 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
         try:
             cfg = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{p}: not valid YAML ({exc})") from None
+            raise ConfigError(f"{p}: not valid YAML ({yaml_problem(exc)})") from None
     for k, v in (overrides or {}).items():
         if isinstance(v, dict) and isinstance(cfg.get(k), dict):
             cfg[k] = {**cfg[k], **v}

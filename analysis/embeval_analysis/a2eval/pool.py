@@ -31,7 +31,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError, yaml_problem
 
 ANSWER_TYPES = ("mc", "numeric", "point", "exact")
 _KNOWN = {"id", "question", "answer", "answer_type", "options", "images", "image", "video", "source", "tolerance",
@@ -326,7 +326,7 @@ def read_lmms_task(path: str | Path) -> list[PoolItem]:
     try:
         cfg = yaml.load(path.read_text(), Loader=_Loader) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+        raise ConfigError(f"{path}: not valid YAML ({yaml_problem(exc)})") from None
     kind = str(cfg.get("dataset_path", "")).lower()
     if kind not in ("json", "parquet"):
         raise ConfigError(f"{path}: field 'dataset_path' is {cfg.get('dataset_path')!r}; only local exports are "

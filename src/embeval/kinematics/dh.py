@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, yaml_problem
 
 __all__ = ["JOINT_NAMES", "PRESETS", "DHParams", "JointLimits", "preset"]
 
@@ -177,7 +177,7 @@ class DHParams:
         try:
             data = yaml.safe_load(path.read_text())
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+            raise ConfigError(f"{path} is not valid YAML ({yaml_problem(exc)})") from exc
         return cls.from_dict(data or {}, name=path.stem)
 
     def with_limits(self, limits: JointLimits) -> DHParams:

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, yaml_problem
 from embeval.provenance import stable_hash
 
 #: Fields that do not change results: excluded from the spec hash.
@@ -253,7 +253,7 @@ def _subject(raw: Any, where: _Field, base_dir: Path) -> SubjectEntry:
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as exc:
-            raise where.error(f"{p} is not valid YAML: {exc}") from None
+            raise where.error(f"{p} is not valid YAML ({yaml_problem(exc)})") from None
         data = dict(_mapping(data, where))
         data.setdefault("id", p.stem)
         rel = data.get("path")
@@ -374,7 +374,7 @@ def load_spec(path: str | os.PathLike) -> RunSpec:
     try:
         data = yaml.safe_load(p.read_text())
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{p}: not valid YAML ({yaml_problem(exc)})") from None
     try:
         return parse_spec(data, base_dir=p.parent)
     except ConfigError as exc:

@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, yaml_problem
 
 RGBA = tuple[float, float, float, float]
 
@@ -250,7 +250,7 @@ class SceneSpec:
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
-            raise ConfigError(f"scene spec is not valid YAML: {exc}") from None
+            raise ConfigError(f"scene spec {p or 'text'} is not valid YAML ({yaml_problem(exc)})") from None
         if isinstance(data, dict) and "scene" in data and set(data) <= {"scene", "task"}:
             data = data["scene"]  # the {scene, task} file that `embeval sim scene` writes
         return cls.from_dict(data or {})

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, yaml_problem
 from embeval.subjects.protocols import LLM, VLM, Policy
 
 KINDS = ("vlm", "policy", "llm")
@@ -178,7 +178,7 @@ def read_spec(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLike)
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
-        raise ConfigError(f"subject spec {path} is not valid YAML: {exc}") from None
+        raise ConfigError(f"subject spec {path} is not valid YAML ({yaml_problem(exc)})") from None
     try:
         return SubjectSpec.from_mapping(data or {}, base_dir=path.parent.resolve(), default_id=path.stem)
     except ConfigError as exc:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, yaml_problem
 
 #: ROS node name -> "module:class"; also the executables' names without the embeval_ prefix
 NODE_CLASSES: dict[str, str] = {
@@ -64,9 +64,7 @@ def load_params(path: str | Path | dict, common_out: dict[str, Any] | None = Non
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-            raise ConfigError(f"parameter file {p} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}; "
+            raise ConfigError(f"parameter file {p} is not valid YAML ({yaml_problem(exc)}); "
                               f"compare with config/embeval_sim.yaml") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a ROS 2 parameter file maps node names to {{ros__parameters: ...}}")
