@@ -148,7 +148,10 @@ def diversity_sample(X: np.ndarray, labels: Sequence[str], k: int | Mapping[str,
     """Per label: k-means (scikit-learn, ``n_init=10``, seeded per label) with K clusters, keep the
     example nearest each centroid (ties: lowest pool index); all examples when fewer than K.
     Labels in ``exclude`` (e.g. ``"other"``) are dropped."""
+    import warnings
+
     from sklearn.cluster import KMeans
+    from sklearn.exceptions import ConvergenceWarning
 
     from embeval.provenance import derive_seed
 
@@ -171,7 +174,9 @@ def diversity_sample(X: np.ndarray, labels: Sequence[str], k: int | Mapping[str,
                 idx_out.append(int(m)), w_out.append(1.0), d_out.append(str(lab))
             continue
         km = KMeans(n_clusters=K, n_init=10, random_state=derive_seed("a2eval-kmeans", seed, str(lab)) % 2**31)
-        assign = km.fit_predict(X[members])
+        with warnings.catch_warnings():  # fewer distinct examples than K: the empty clusters are skipped below
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            assign = km.fit_predict(X[members])
         for c in range(K):
             in_c = members[assign == c]
             if len(in_c) == 0:
