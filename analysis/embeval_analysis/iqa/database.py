@@ -60,7 +60,15 @@ class BuildConfig:
         p = Path(path)
         if not p.exists():
             raise MissingFileError(f"config {p} not found; start from config/iqa/default.yaml")
-        return cls.from_dict((yaml.safe_load(p.read_text()) or {}).get("build", {}))
+        cfg = cls.from_dict((yaml.safe_load(p.read_text()) or {}).get("build", {}))
+        if isinstance(cfg.subjects, list):  # subject YAML paths are relative to the config's folder
+            cfg.subjects = [str((p.parent / s).resolve()) if isinstance(s, str) and (p.parent / s).exists() else s
+                            for s in cfg.subjects]
+        for key in ("path", "tasks_file"):
+            v = cfg.source_params.get(key)
+            if isinstance(v, str) and (p.parent / v).exists():
+                cfg.source_params[key] = str((p.parent / v).resolve())
+        return cfg
 
 
 def resolve_subjects(subjects) -> list[dict[str, Any]]:
@@ -290,6 +298,7 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
 def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):
     """materialise -> score_subjects -> aggregate (-> execution_scores); resumable at every step.
     Returns the scores frame."""
+    resolve_subjects(cfg.subjects)  # fail before rendering anything when subjects are missing
     materialise(cfg, db, log)
     summary = score_subjects(cfg, db, log, progress)
     if summary.failed:

@@ -30,6 +30,8 @@ def register(sub) -> None:
     p.add_argument("--levels", help="'sample' (one level per reference x type), 'all', or comma-separated levels")
     p.add_argument("--distortions", help="comma-separated distortion types (default: all 30)")
     p.add_argument("--subjects", nargs="+", help="subject spec YAMLs (default: the embedded VLA/VLM population)")
+    p.add_argument("--execution-images", type=int, help="also score Execution in simulation for this many distorted "
+                   "images of simulated references (about 0.5 s per task action and policy)")
     p.add_argument("--progress", action="store_true", help="show a progress bar while scoring")
     p.set_defaults(func=_build)
 
@@ -103,8 +105,10 @@ def _build(args) -> int:
         cfg.distortions = args.distortions.split(",")
     if args.subjects:
         cfg.subjects = [str(Path(s).resolve()) for s in args.subjects]
+    if args.execution_images is not None:
+        cfg.execution_images = args.execution_images
     scores = build_database(cfg, args.out, progress=args.progress)
-    cols = [c for c in ("decision", "cognition") if c in scores]
+    cols = [c for c in ("decision", "cognition", "execution") if c in scores]
     print(scores.groupby("category")[cols].mean().to_string(float_format=lambda v: f"{v:.3f}"))
     return 0
 
