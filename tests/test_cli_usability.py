@@ -165,3 +165,11 @@ def test_malformed_yaml_is_one_line_with_its_position(tmp_path, capsys, argv):
     assert rc == 2
     line = _one_error_line(err)
     assert "not valid YAML (line 3, column 1" in line and len(err.strip().splitlines()) == 1, err
+
+
+def test_counts_and_sizes_must_be_positive(capsys):
+    for argv in (["sim", "render", "--width", "0"], ["sim", "expert", "--episodes", "0"], ["sim", "references", "--n", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        assert ">= 1" in capsys.readouterr().err

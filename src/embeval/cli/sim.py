@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, positive_int
 
 _VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
 
@@ -20,8 +20,8 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
     p.add_argument("--scene", type=Path, help="scene spec YAML instead of a generated scene")
     p.add_argument("--camera", default="third_person", help="camera name: third_person or wrist (default third_person)")
-    p.add_argument("--width", type=int, default=640, help="image width in pixels (default 640)")
-    p.add_argument("--height", type=int, default=480, help="image height in pixels (default 480)")
+    p.add_argument("--width", type=positive_int, default=640, help="image width in pixels (default 640)")
+    p.add_argument("--height", type=positive_int, default=480, help="image height in pixels (default 480)")
     p.add_argument("--out", type=Path, default=Path("scene.png"), help="output PNG (default scene.png)")
     p.set_defaults(func=_render)
 
@@ -39,13 +39,13 @@ def register(sub) -> None:
                                  "(first-person) and third-person cameras; writes PNGs, scene YAMLs and manifest.json/.csv. "
                                  "Existing images are kept (resume).",
                      epilog="example:\n  embeval sim references --n 10 --out refs/")
-    p.add_argument("--n", type=int, default=10, help="number of scenes (default 10)")
+    p.add_argument("--n", type=positive_int, default=10, help="number of scenes (default 10)")
     p.add_argument("--out", type=Path, default=Path("refs"), help="output folder (default refs/)")
     p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
     p.add_argument("--start", type=int, default=0, help="index of the first scene (shards: --start 100 --n 100)")
     p.add_argument("--views", nargs="+", default=["first_person", "third_person"], help="views (default both)")
-    p.add_argument("--width", type=int, default=640, help="image width (default 640, D455-like)")
-    p.add_argument("--height", type=int, default=480, help="image height (default 480)")
+    p.add_argument("--width", type=positive_int, default=640, help="image width (default 640, D455-like)")
+    p.add_argument("--height", type=positive_int, default=480, help="image height (default 480)")
     p.set_defaults(func=_references)
 
     p = g.add_parser("expert", help="run the scripted expert and report its success rate", formatter_class=fmt,
@@ -53,7 +53,7 @@ def register(sub) -> None:
                                  "time per episode. Seeds are 0..episodes-1 (+ --seed).",
                      epilog="example:\n  embeval sim expert --task Pick --episodes 20\n  embeval sim expert --task all --episodes 100 --json expert.json")
     p.add_argument("--task", default="all", help="task verb or 'all' implemented verbs (default all)")
-    p.add_argument("--episodes", type=int, default=20, help="episodes per task (default 20)")
+    p.add_argument("--episodes", type=positive_int, default=20, help="episodes per task (default 20)")
     p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     p.add_argument("--render", action="store_true", help="render observations each step (slower, as a policy would)")
     p.add_argument("--mode", choices=["physics", "kinematic"], default="physics", help="simulation mode (default physics)")
