@@ -90,3 +90,14 @@ def test_score_from_raw_poses_for_real_arm_episodes():
     assert execution_score_from_poses(ref, [0, 0, 0, 0, 0, 0], success=True).score == 100.0
     rec = execution_score_from_poses(ref, ref, stopped=True, stop_reason="protective stop")
     assert rec.score == 0.0 and rec.detail == "protective stop"
+
+
+def test_a_stopped_reference_run_is_noted_in_the_record():
+    from embeval.scoring.execution import ExecutionOutcome, execution_score
+
+    ref = ExecutionOutcome((0.5, 0.0, 0.2, np.pi, 0, 0), False, True, "workspace limit: TCP x=5.450 not in [0.100, 0.900]")
+    dis = ExecutionOutcome((0.5, 0.03, 0.24, np.pi, 0, 0), False, False)
+    rec = execution_score(ref, dis)
+    assert rec.reason == "failure" and rec.score == pytest.approx(95.0)  # the paper's rule is unchanged
+    assert rec.detail.startswith("reference run stopped (workspace limit")
+    assert execution_score(dis, dis).detail == ""

@@ -173,5 +173,6 @@ def _execute(args) -> int:
     for k in ("reference", "distorted"):
         d[k].pop("extra", None)
     print(json.dumps(d, indent=1))
-    print(f"Execution score {rec.score:.1f} ({rec.reason}; distance {rec.distance_cm:.2f} cm)")
+    print(f"Execution score {rec.score:.1f} ({rec.reason}; distance {rec.distance_cm:.2f} cm)"
+          + (f"; {rec.detail}" if rec.detail else ""))
     return 0

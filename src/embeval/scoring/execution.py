@@ -68,7 +68,7 @@ class ExecutionRecord:
     distance_cm: float  # between the final TCP positions (reported in every case)
     reference: ExecutionOutcome
     distorted: ExecutionOutcome
-    detail: str = ""  # the stop reason for "estop"
+    detail: str = ""  # the stop reason for "estop"; a note when the reference run itself stopped
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": self.score, "reason": self.reason, "distance_cm": self.distance_cm, "detail": self.detail,
@@ -94,9 +94,11 @@ def execution_score(reference: ExecutionOutcome, distorted: ExecutionOutcome) ->
     d = tcp_distance_cm(reference.final_tcp_pose, distorted.final_tcp_pose)
     if distorted.stopped:
         return ExecutionRecord(ESTOP_SCORE, "estop", d, reference, distorted, distorted.stop_reason)
+    # a reference run that itself stopped leaves the paper's rule unchanged, but the record says so
+    note = f"reference run stopped ({reference.stop_reason or 'protective stop'})" if reference.stopped else ""
     if distorted.success:
-        return ExecutionRecord(SUCCESS_SCORE, "success", d, reference, distorted)
-    return ExecutionRecord(max(0.0, 100.0 - d), "failure", d, reference, distorted)
+        return ExecutionRecord(SUCCESS_SCORE, "success", d, reference, distorted, note)
+    return ExecutionRecord(max(0.0, 100.0 - d), "failure", d, reference, distorted, note)
 
 
 def execution_score_from_poses(reference_tcp: Sequence[float], distorted_tcp: Sequence[float], *, stopped: bool = False,
