@@ -58,7 +58,9 @@ def run(ctx) -> None:
     from embeval.provenance import code_version
     from embeval.sim import SimEnv
 
-    torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
+    # one intra-op thread: batch-1 inference gains nothing from more, and on a loaded 2-core machine
+    # two spinning OpenMP threads made episodes 5-7x slower (measured)
+    torch.set_num_threads(1)
     out = ctx.out_dir / "act2answer"
     per_cat = 6 if ctx.quick else 40
     items = generate_items(out / "suite", DEMO_CATEGORIES, per_cat, seed=ctx.seed)
@@ -67,6 +69,7 @@ def run(ctx) -> None:
           f"{2 * len(items)} episodes; zones eps = {spec.eps} m, termination {spec.termination!r}, cap {spec.max_steps} steps")
 
     a2a = _finetuned(out, ctx, spec)
+    torch.set_num_threads(1)  # training may have raised it
     shipped = embedded_policy("tiny-vla", seed=ctx.seed)
     results = {}
     subset = [it for c in DEMO_CATEGORIES for it in [i for i in items if i.category == c][: 2 if ctx.quick else 6]]

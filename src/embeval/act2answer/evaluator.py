@@ -106,6 +106,12 @@ class Act2AnswerEvaluator(Evaluator):
         from embeval.act2answer.scene import EpisodeSpec
         from embeval.sim import SimEnv
 
+        try:
+            import torch
+
+            torch.set_num_threads(1)  # batch-1 inference per step; workers parallelise across units
+        except ImportError:  # pragma: no cover - torch ships with embeval
+            pass
         policy = Evaluator.setup(self, spec, subject)
         items = {it.id: it for it in read_items(spec.resolve_path(spec.items.path))}
         size = spec.params.get("obs_size") or obs_size_for(getattr(policy, "inner", policy))

@@ -98,6 +98,9 @@ def register(sub) -> None:
 
 
 def _load_policy(ref: str):
+    import torch
+
+    torch.set_num_threads(1)  # batch-1 inference per step: more threads only contend (see docs/act2answer.md)
     if Path(ref).suffix in (".yaml", ".yml"):
         from embeval.subjects.registry import load_subject
 
