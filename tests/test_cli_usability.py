@@ -173,3 +173,23 @@ def test_counts_and_sizes_must_be_positive(capsys):
             main(argv)
         assert exc.value.code == 2
         assert ">= 1" in capsys.readouterr().err
+
+
+def test_servers_answer_malformed_requests_with_400_and_a_reason():
+    import httpx
+
+    from embeval.serving import openai_server, openvla_server
+    from embeval.serving.runner import serve_in_thread
+    from embeval.subjects.scripted import ImageStatsPolicy, ScriptedLLM
+
+    with serve_in_thread(openai_server.create_app(ScriptedLLM(id="s"))) as srv:
+        url = srv.url + "/v1/chat/completions"
+        for body in ({"messages": "hi"}, {"messages": [{"role": "user", "content": 3}]}, ["not", "an", "object"]):
+            r = httpx.post(url, json=body)
+            assert r.status_code == 400, (body, r.text)
+            assert "messages" in r.text or "content" in r.text or "object" in r.text
+        ok = httpx.post(url, json={"messages": [{"role": "user", "content": None}, {"role": "user", "content": "hi"}]})
+        assert ok.status_code == 200
+    with serve_in_thread(openvla_server.create_app(ImageStatsPolicy())) as srv:
+        r = httpx.post(srv.url + "/act", json={"instruction": "x"})
+        assert r.status_code == 400 and "misses image (or full_image" in r.json()["error"]

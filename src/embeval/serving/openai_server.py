@@ -30,12 +30,17 @@ def split_messages(messages: list[Mapping[str, Any]]) -> tuple[list[Any], list[d
     """(decoded images, messages with text-only content) from OpenAI-style messages."""
     images: list[Any] = []
     flat: list[dict[str, str]] = []
+    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
+        raise InvalidInputError("'messages' must be a list of {\"role\": ..., \"content\": ...} objects")
     for m in messages:
         content = m.get("content", "")
         if isinstance(content, str):
             flat.append({"role": m.get("role", "user"), "content": content})
             continue
         texts = []
+        content = [] if content is None else content
+        if not isinstance(content, list) or not all(isinstance(part, Mapping) for part in content):
+            raise InvalidInputError("message 'content' must be a string or a list of {\"type\": \"text\" | \"image_url\", ...} parts")
         for part in content or []:
             if part.get("type") == "text":
                 texts.append(part.get("text", ""))
@@ -74,6 +79,8 @@ def create_app(subject: Any, model_name: str | None = None):
             body = await request.json()
         except ValueError:
             return error(400, "request body is not JSON", "invalid_request_error")
+        if not isinstance(body, dict):
+            return error(400, "request body must be a JSON object with 'messages'", "invalid_request_error")
         if body.get("stream"):
             return error(400, "streaming is not supported by this server; send stream=false", "invalid_request_error")
         try:

@@ -34,7 +34,8 @@ def decode_act_payload(payload: Any) -> tuple[np.ndarray, str, dict[str, Any]]:
     image_key = "image" if "image" in payload else "full_image"  # OpenVLA-OFT names it full_image
     missing = [k for k in (image_key, "instruction") if k not in payload]
     if missing:
-        raise InvalidInputError(f"the /act body misses {', '.join(missing)}")
+        named = ["image (or full_image, as OpenVLA-OFT sends it)" if k == "full_image" else k for k in missing]
+        raise InvalidInputError(f"the /act body misses {', '.join(named)}")
     image = _as_image(decode_array(payload[image_key]), image_key)
     rest = {k: v for k, v in payload.items() if k not in (image_key, "instruction")}
     return image, str(payload["instruction"]), rest
