@@ -16,6 +16,7 @@ STAGES: list[tuple[str, str]] = [
     ("kinematics", "embeval.kinematics.demo:run"),
     ("workcell", "embeval.sim.demo:run"),
     ("distortion", "embeval.distortion.demo:run"),
+    ("embedded", "embeval.subjects.embedded.demo:run"),
     ("subjects", "embeval.subjects.demo:run"),
     ("a2eval", "embeval_analysis.a2eval.demo:run"),
     ("iqa", "embeval_analysis.iqa.demo:run"),

@@ -20,7 +20,7 @@ from embeval.subjects.embedded.recipes import VLARecipe, VLMRecipe
 
 #: VLA members: the reference ``tiny-vla`` first.
 VLA_RECIPES: list[VLARecipe] = [
-    VLARecipe("tiny-vla", seed=0),
+    VLARecipe("tiny-vla", seed=0, train={"steps": 2000}),
     VLARecipe("tiny-vla-wide", seed=1, arch={"vision": {"width": 24}}, train={"steps": 800}, eval_episodes=10),
     VLARecipe("tiny-vla-avgpool", seed=2, arch={"vision": {"pool": "avg"}}, train={"steps": 800}, eval_episodes=10),
     VLARecipe("tiny-vla-nofilm", seed=3, arch={"vision": {"film": False}}, train={"steps": 800}, eval_episodes=10),

@@ -59,9 +59,11 @@ class VLARecipe:
     demo_seed: int = 0  # scenes + action noise of the demonstrations (shared by the population)
     demo_episodes: int = 120
     start_episodes: int = 2000  # extra scenes contributing only their first expert frame (visual grounding)
+    approach_episodes: int = 600  # extra scenes contributing their first ``approach_frames`` (noisy) expert frames
+    approach_frames: int = 6
     episode_fraction: float = 1.0  # train on this share of the demonstration episodes (population variety)
     arch: dict = field(default_factory=dict)  # VLAConfig overrides
-    train: dict = field(default_factory=lambda: {"steps": 1500})  # TrainConfig overrides
+    train: dict = field(default_factory=lambda: {"steps": 2000})  # TrainConfig overrides
     eval_episodes: int = 20
 
 
@@ -78,13 +80,17 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
         if not (Path(demos) / "meta" / "info.json").exists():
             rep = record_demos(demos, DemoConfig(episodes=recipe.demo_episodes, seed=recipe.demo_seed), overwrite=True, log=log)
             report["demos"] = asdict(rep)
-    starts = None
-    if recipe.start_episodes > 0:
-        starts = Path(demos).parent / f"starts-{recipe.demo_seed}-{recipe.start_episodes}"
-        if not (starts / "meta" / "info.json").exists():
-            rep = record_demos(starts, DemoConfig(episodes=recipe.start_episodes, seed=recipe.demo_seed, noise=0.0,
-                                                  max_frames=1, split="starts"), overwrite=True, log=log)
-            report["starts"] = asdict(rep)
+    extra = []
+    for name, n, frames, noise in (("starts", recipe.start_episodes, 1, 0.0),
+                                   ("approach", recipe.approach_episodes, recipe.approach_frames, 0.3)):
+        if n <= 0:
+            continue
+        path = Path(demos).parent / f"{name}-{recipe.demo_seed}-{n}-{frames}"
+        if not (path / "meta" / "info.json").exists():
+            rep = record_demos(path, DemoConfig(episodes=n, seed=recipe.demo_seed, noise=noise, max_frames=frames, split=name),
+                               overwrite=True, log=log)
+            report[name] = asdict(rep)
+        extra.append(path)
     vcfg = VLAConfig.from_dict({**VLAConfig().to_dict(), **recipe.arch})
     tcfg = TrainConfig(**{**asdict(TrainConfig()), **recipe.train})
     eps = None
@@ -96,8 +102,8 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
         eps = np.sort(rng.choice(n, size=max(1, int(round(n * recipe.episode_fraction))), replace=False))
     t1 = time.perf_counter()
     data = demo_arrays(demos, vcfg.image_size, vcfg.cameras, eps)
-    if starts is not None:
-        data = concat_demos(data, demo_arrays(starts, vcfg.image_size, vcfg.cameras))
+    for path in extra:
+        data = concat_demos(data, demo_arrays(path, vcfg.image_size, vcfg.cameras))
     if log:
         log(f"{recipe.name}: {len(data)} frames from {len(np.unique(data.episode_index))} episodes "
             f"(loaded in {time.perf_counter() - t1:.0f} s); training {tcfg.steps} steps")
