@@ -228,6 +228,6 @@ def format_table(frame, wide: bool = True) -> str:
         return t[["subject", "category", "cell"]].to_string(index=False)
     pivot = t.pivot(index="category", columns="subject", values="cell")
     order = sorted(pivot.index, key=lambda c: (c == "all", c))
-    pivot = pivot.loc[order, list(dict.fromkeys(frame["subject"]))]
+    pivot = pivot.loc[order, list(dict.fromkeys(frame["subject"]))].fillna("-")
     return (pivot.to_string() + "\n  SR % [Wilson 95% CI] regime: F = failure, N = no usable knowledge, "
             "U = usable knowledge (chance 50 +- delta)")
