@@ -252,3 +252,36 @@ def test_store_from_a_newer_schema_is_refused(tmp_path):
     con.close()
     with pytest.raises(ConfigError, match="newer embeval"):
         ResultsStore(tmp_path / "r.sqlite")
+
+
+def test_a_down_server_fails_the_rest_of_its_units_at_once_and_resume_runs_them(tmp_path):
+    from embeval.errors import ServerUnavailableError
+    from embeval.runs.evaluators.synthetic import SyntheticEvaluator
+    from embeval.runs.execute import SERVER_DOWN_AFTER
+    from embeval.runs.registry import EVALUATORS
+
+    down = tmp_path / "server_down"
+    down.write_text("")
+    calls: list[str] = []
+
+    class Remote(SyntheticEvaluator):  # a subject behind a model server
+        def run_unit(self, spec, state, unit, unit_seed):
+            calls.append(unit.item)
+            if down.exists():
+                raise ServerUnavailableError("server at http://127.0.0.1:1 is not reachable; start it")
+            return super().run_unit(spec, state, unit, unit_seed)
+
+    EVALUATORS["_remote"] = Remote
+    try:
+        spec = write_spec(tmp_path, evaluator="_remote", subjects=[{"id": "a", "kind": "synthetic"}], levels=[0], seeds=[0])
+        s = run(spec, tmp_path / "run")
+        assert (s.done, s.failed) == (0, 12)
+        assert len(calls) == SERVER_DOWN_AFTER  # the others did not wait through the client's retries
+        with ResultsStore(tmp_path / "run" / "results.sqlite") as st:
+            errors = [r["error"] for r in st.rows(s.run_id, "failed")]
+        assert sum("not tried: the subject's server failed 3 units in a row" in e for e in errors) == 12 - SERVER_DOWN_AFTER
+        down.unlink()  # the server is up again
+        s2 = resume(tmp_path / "run")
+        assert (s2.done, s2.failed) == (12, 0)
+    finally:
+        del EVALUATORS["_remote"]

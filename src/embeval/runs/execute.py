@@ -15,6 +15,7 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
+from embeval.errors import ServerUnavailableError
 from embeval.runs.units import Unit, UnitResult, outputs_json
 
 
@@ -105,8 +106,19 @@ def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+#: a subject whose server failed this many units in a row fails its next units at once (no retry wait each)
+SERVER_DOWN_AFTER = 3
+#: ... except one real attempt every this many seconds, which closes the breaker when the server is back
+SERVER_PROBE_S = 30.0
+
+
 class SubjectRunner:
-    """One subject on one worker: set up once (lazily), then run units or batches of units."""
+    """One subject on one worker: set up once (lazily), then run units or batches of units.
+
+    A model server that is down (:class:`~embeval.errors.ServerUnavailableError` on ``SERVER_DOWN_AFTER``
+    units in a row) makes the following units fail at once with that error instead of each waiting
+    through the client's retries; one unit every ``SERVER_PROBE_S`` seconds still tries the server.
+    The failed units are recorded as usual and ``embeval resume`` runs them when the server is up."""
 
     def __init__(self, evaluator, spec, subject, timeout_s: float | None = None, worker: str | None = None):
         self.evaluator = evaluator
@@ -118,6 +130,9 @@ class SubjectRunner:
         self._state: Any = None
         self._ready = False
         self._setup_error: str | None = None
+        self._server_failures = 0  # consecutive units failed by an unreachable server
+        self._server_error = ""
+        self._last_probe = 0.0
 
     def _ensure_setup(self) -> None:
         if self._ready or self._setup_error:
@@ -161,6 +176,11 @@ class SubjectRunner:
         started = time.time()
         if self._setup_error:
             return UnitResult("failed", error=self._setup_error, started=started, finished=started, worker=self.worker)
+        if self._server_failures >= SERVER_DOWN_AFTER and started - self._last_probe < SERVER_PROBE_S:
+            return UnitResult("failed", error=f"not tried: the subject's server failed {self._server_failures} units in a "
+                              f"row ({self._server_error}); start it, then `embeval resume`", started=started,
+                              finished=started, worker=self.worker)
+        self._last_probe = started
         state = self._state
         seed_global_rngs(unit_seed)
         try:
@@ -168,8 +188,14 @@ class SubjectRunner:
         except UnitTimeout as exc:
             self._reset_after_timeout()
             return UnitResult("failed", error=str(exc), started=started, finished=time.time(), worker=self.worker)
-        except Exception as exc:  # noqa: BLE001 - recorded as failed, retried on resume
+        except ServerUnavailableError as exc:
+            self._server_failures += 1
+            self._server_error = f"{type(exc).__name__}: {exc}"
             return UnitResult("failed", error=format_error(exc), started=started, finished=time.time(), worker=self.worker)
+        except Exception as exc:  # noqa: BLE001 - recorded as failed, retried on resume
+            self._server_failures = 0
+            return UnitResult("failed", error=format_error(exc), started=started, finished=time.time(), worker=self.worker)
+        self._server_failures = 0
         return self._finish(out, started, time.time())
 
     def _finish(self, out: Any, started: float, finished: float) -> UnitResult:
