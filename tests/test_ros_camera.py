@@ -30,6 +30,17 @@ def test_folder_source_sorted_loop_and_errors(tmp_path):
         make_source("webcam")
 
 
+def test_folder_source_moves_past_a_corrupt_file(tmp_path):
+    good = _rand()
+    PILImage.fromarray(good).save(tmp_path / "a.png")
+    (tmp_path / "b.png").write_bytes(b"not an image")
+    src = make_source("folder", path=tmp_path, loop=True)
+    assert np.array_equal(src.read().image, good)
+    with pytest.raises(InvalidInputError, match="b.png"):
+        src.read()
+    assert np.array_equal(src.read().image, good)  # the camera node skips the bad frame and goes on
+
+
 def test_intrinsics_from_fov():
     k = Intrinsics.from_fov(640, 480, vfov_deg=90.0)
     assert k.fy == pytest.approx(240.0) and k.cx == pytest.approx(319.5) and k.cy == pytest.approx(239.5)

@@ -49,11 +49,12 @@ class FolderSource:
             if not self.loop:
                 return None
             self._i = 0
-        img = self._load(self.files[self._i % len(self.files)])
+        f = self.files[self._i % len(self.files)]
+        self._i += 1  # a bad file raises once; the next read moves on to the next file
+        img = self._load(f)
         if img.shape[:2] != (self.intrinsics.height, self.intrinsics.width):
-            raise InvalidInputError(f"{self.files[self._i]} is {img.shape[1]}x{img.shape[0]}, the first image was "
+            raise InvalidInputError(f"{f} is {img.shape[1]}x{img.shape[0]}, the first image was "
                                     f"{self.intrinsics.width}x{self.intrinsics.height}; set size:=[w, h] to resize all")
-        self._i += 1
         return Frame(img, time.time_ns(), self.intrinsics, self._i - 1)
 
     def close(self) -> None:

@@ -9,6 +9,7 @@ import time
 
 from sensor_msgs.msg import CameraInfo, Image
 
+from embeval.errors import InvalidInputError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import camera_info_msg, image_to_msg, msg_to_pose6
@@ -35,6 +36,8 @@ class CameraNode(EmbevalNode):
         self.pub = self.create_publisher(Image, T.IMAGE_RAW, qos_reliable())
         self.info_pub = self.create_publisher(CameraInfo, T.CAMERA_INFO, qos_reliable())
         self.frames = 0
+        self.skipped = 0  # unreadable frames skipped (each problem logged once)
+        self._bad: set[str] = set()
         self.timer = self.create_timer(1.0 / float(rate), self._tick)
 
     def _make_source(self, w, h, folder, bag, bag_topic, serial, loop, seed):
@@ -66,7 +69,14 @@ class CameraNode(EmbevalNode):
         if self.max_frames and self.frames >= self.max_frames:
             return
         t_in = time.perf_counter()
-        frame = self.source.read()
+        try:
+            frame = self.source.read()
+        except InvalidInputError as exc:  # one bad image (corrupt file, other size): skip it, keep streaming
+            self.skipped += 1
+            if str(exc) not in self._bad:  # once per problem, not at every loop over the folder
+                self._bad.add(str(exc))
+                self.get_logger().error(f"frame skipped: {exc}")
+            return
         if frame is None:
             self.get_logger().info("image source exhausted; camera idle", once=True)
             return
