@@ -193,3 +193,23 @@ def test_servers_answer_malformed_requests_with_400_and_a_reason():
     with serve_in_thread(openvla_server.create_app(ImageStatsPolicy())) as srv:
         r = httpx.post(srv.url + "/act", json={"instruction": "x"})
         assert r.status_code == 400 and "misses image (or full_image" in r.json()["error"]
+
+
+def test_a_raising_callback_is_reported_once_and_its_node_keeps_spinning(monkeypatch, capsys):
+    from embeval_ros import camera_node
+    from embeval_ros.graph import Graph
+
+    ticks = []
+
+    def broken_tick(self):
+        ticks.append(1)
+        raise RuntimeError("sensor unplugged")
+
+    monkeypatch.setattr(camera_node.CameraNode, "_tick", broken_tick)
+    params = {"embeval_camera": {"source": "synthetic", "rate_hz": 50.0, "width": 32, "height": 24}}
+    with Graph(params) as g:
+        g.spin(0.6)
+    err = capsys.readouterr().err
+    assert err.count("raised RuntimeError: sensor unplugged; the node keeps running") == 1, err
+    assert "Traceback" not in err
+    assert len(ticks) >= 3  # the timer kept firing after the first error

@@ -42,12 +42,28 @@ def _per_node_executor(kind: str, context):
 
 
 def _spin_quietly(executor) -> None:
+    """Spin until shutdown. A callback that raises is reported in one line (once per message) and the node
+    keeps spinning, instead of its thread dying with a traceback while the rest of the graph runs on."""
+    import sys
+
     from rclpy.executors import ExternalShutdownException
 
-    try:
-        executor.spin()
-    except (ExternalShutdownException, KeyboardInterrupt):
-        pass
+    seen: set[str] = set()
+    while True:
+        try:
+            executor.spin()
+            return
+        except (ExternalShutdownException, KeyboardInterrupt):
+            return
+        except Exception as exc:  # noqa: BLE001 - reported, the node goes on
+            if not executor.context.ok():
+                return
+            msg = f"{type(exc).__name__}: {exc}"
+            if msg not in seen:
+                seen.add(msg)
+                names = ", ".join(n.get_name() for n in executor.get_nodes())
+                print(f"embeval graph: a callback of {names} raised {msg}; the node keeps running", file=sys.stderr,
+                      flush=True)
 
 
 def load_params(path: str | Path | dict, common_out: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
