@@ -196,8 +196,9 @@ def test_servers_answer_malformed_requests_with_400_and_a_reason():
 
 
 def test_a_raising_callback_is_reported_once_and_its_node_keeps_spinning(monkeypatch, capsys):
-    from embeval_ros import camera_node
     from embeval_ros.graph import Graph
+
+    from embeval_ros import camera_node
 
     ticks = []
 
