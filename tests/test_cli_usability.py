@@ -93,6 +93,16 @@ def test_distort_apply_skips_a_corrupt_image_and_keeps_the_rest(tmp_path, capsys
     assert len((out / "manifest.jsonl").read_text().splitlines()) == 2
 
 
+def test_distort_apply_points_at_the_subfolder_that_holds_the_images(tmp_path, capsys):
+    _images(tmp_path / "refs")  # e.g. `embeval sim references --out refs/` puts them in refs/images
+    (tmp_path / "refs").rename(tmp_path / "images")
+    (tmp_path / "top").mkdir()
+    (tmp_path / "images").rename(tmp_path / "top" / "images")
+    rc, _, err = _run(capsys, "distort", "apply", "--in", str(tmp_path / "top"), "--out", str(tmp_path / "o"),
+                      "--type", "jpeg", "--level", "1")
+    assert rc == 2 and f"images are in {tmp_path / 'top' / 'images'}" in _one_error_line(err)
+
+
 def test_subjects_check_rejects_a_corrupt_image_before_loading(tmp_path, capsys):
     bad = tmp_path / "bad.png"
     bad.write_bytes(b"garbage")

@@ -70,7 +70,9 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
         raise MissingFileError(f"input folder {in_dir} does not exist; pass a folder of images with --in")
     files = sorted(p for p in in_dir.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
     if not files:
-        raise MissingFileError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in {in_dir}")
+        sub = sorted({p.parent for ext in IMAGE_EXTENSIONS for p in in_dir.glob(f"*/*{ext}")})
+        hint = f"; images are in {', '.join(str(d) for d in sub[:3])}: pass that folder (apply is not recursive)" if sub else ""
+        raise MissingFileError(f"no images ({', '.join(IMAGE_EXTENSIONS)}) in {in_dir}{hint}")
     if out_dir.resolve() == in_dir.resolve():
         raise ConfigError("--out must differ from --in (inputs are never overwritten)")
     plan = _plan(types, levels)
