@@ -14,7 +14,7 @@ def test_demos_and_short_finetune(tmp_path):
     goals = {tuple(round(float(v), 3) for v in a[3:5]) for a in d.aux}
     assert goals == {(0.55, 0.15), (0.55, -0.15)}  # the correct card moves with the layout
     assert d.action[:, 6].min() == 0.0 and d.action[-1, 6] == 1.0  # grasps, ends with the release
-    _pol, n = finetune_tiny_vla(items, tmp_path / "m", steps=3, seed=0)
+    _pol, n = finetune_tiny_vla(items, tmp_path / "m", steps=3, seed=0, threads=1)
     assert n == len(d) and (tmp_path / "m" / "config.json").exists()
     from embeval.subjects.embedded.zoo import load_vla
 

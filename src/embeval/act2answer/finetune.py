@@ -70,9 +70,10 @@ def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, s
 
 
 def finetune_tiny_vla(items: Iterable[BinaryItem], out: str | Path | None = None, steps: int = 1500, seed: int = 0,
-                      spec: EpisodeSpec | None = None, id: str = "tiny-vla-a2a", log: Callable[[str], None] | None = None):
+                      spec: EpisodeSpec | None = None, id: str = "tiny-vla-a2a", log: Callable[[str], None] | None = None,
+                      threads: int = 2):
     """Train a tiny VLA on expert demonstrations of ``items``; saves to ``out`` when given.
-    Returns ``(policy, n_frames)``."""
+    ``threads``: torch intra-op threads while training. Returns ``(policy, n_frames)``."""
     from embeval.subjects.embedded.nets import VLAConfig
     from embeval.subjects.embedded.training import TrainConfig, train_vla
 
@@ -82,7 +83,7 @@ def finetune_tiny_vla(items: Iterable[BinaryItem], out: str | Path | None = None
     data = record_demos(items, spec, seed, cfg.image_size if not isinstance(cfg.image_size, int) else (cfg.image_size,) * 2)
     if log:
         log(f"{id}: {len(data)} demonstration frames from {len(np.unique(data.episode_index))} expert episodes")
-    policy, _ = train_vla(data, cfg, TrainConfig(steps=steps, log_every=max(1, steps // 5)), seed=seed, id=id, log=log)
+    policy, _ = train_vla(data, cfg, TrainConfig(steps=steps, log_every=max(1, steps // 5), threads=threads), seed=seed, id=id, log=log)
     if out is not None:
         policy.save(out)
     return policy, len(data)
