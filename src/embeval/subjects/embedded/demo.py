@@ -43,7 +43,7 @@ def run(ctx) -> None:
 
     # 2. tiny VLA closed loop
     vla = zoo.load_vla("tiny-vla")
-    n_ep = 4 if ctx.quick else 10
+    n_ep = 2 if ctx.quick else 6
     rep = evaluate_policy(vla, episodes=n_ep, seed=ctx.seed + 1000)
     s = rep.summary()
     lo, hi = s["wilson95"]
