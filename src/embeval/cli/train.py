@@ -23,12 +23,17 @@ def register(sub) -> None:
     p = g.add_parser("vla", help="record demos, train the tiny VLA, evaluate it closed loop, save it",
                      description="Train the tiny VLA (CNN + MiniLM + action expert) by behaviour cloning, then "
                                  "evaluate it on seeded Pick/Place episodes it never saw.",
-                     epilog="example: embeval train vla --out runs/tiny-vla --seed 0")
+                     epilog="example: embeval train vla --out runs/tiny-vla --seed 0   (extra datasets are recorded "
+                            "next to --out, or next to --demos when given)")
     p.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (config.json, model.safetensors, report.json)")
     p.add_argument("--seed", type=int, default=None, help="seed of initialisation and batches (default: the recipe's, 0 for tiny-vla)")
     p.add_argument("--demo-seed", type=int, default=None, help="seed of the recorded demonstrations (default: the recipe's, 0)")
     p.add_argument("--demos", type=Path, help="use this LeRobot dataset instead of recording one")
-    p.add_argument("--episodes", type=int, default=None, help="demonstration episodes to record (default: the recipe's)")
+    p.add_argument("--episodes", type=int, default=None, help="demonstration episodes to record (default: the recipe's, 120)")
+    p.add_argument("--start-episodes", type=int, default=None,
+                   help="extra scenes contributing only their first expert frame (default: the recipe's, 2000)")
+    p.add_argument("--approach-episodes", type=int, default=None,
+                   help="extra scenes contributing their first 6 expert frames (default: the recipe's, 600)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
     p.add_argument("--eval-episodes", type=int, default=None, help="closed-loop evaluation episodes (default: the recipe's; 0 = skip)")
     p.add_argument("--recipe", default="tiny-vla", help="population recipe to follow (default tiny-vla; see `embeval train population --list`)")
@@ -76,6 +81,10 @@ def _vla(args) -> int:
         r.demo_seed = args.demo_seed
     if args.episodes is not None:
         r.demo_episodes = args.episodes
+    if args.start_episodes is not None:
+        r.start_episodes = args.start_episodes
+    if args.approach_episodes is not None:
+        r.approach_episodes = args.approach_episodes
     if args.steps is not None:
         r.train = {**r.train, "steps": args.steps}
     if args.eval_episodes is not None:
