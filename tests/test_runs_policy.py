@@ -99,3 +99,35 @@ def test_batched_policies_give_the_same_results(tmp_path):
     assert calls["batch"] == 3 * 2  # 10 units in batches of 4, 4, 2 (same subject), one call per task
     with ResultsStore(tmp_path / "one" / "results.sqlite") as a, ResultsStore(tmp_path / "batched" / "results.sqlite") as b:
         assert a.results(one.run_id) == b.results(eight.run_id) and len(a.results(one.run_id)) == 10
+
+
+def test_policies_that_read_several_cameras_and_a_state(tmp_path):
+    """`camera: [third_person, wrist]` hands the one image under both keys and `state` the proprioception,
+    as the embedded tiny VLA needs; both paths (unit by unit and batched) see the same observation."""
+    from embeval.subjects import register_adapter
+    from embeval.subjects.scripted import ImageStatsPolicy
+
+    seen: list = []
+
+    class NeedsWristAndState(ImageStatsPolicy):
+        def act(self, observation):
+            assert set(observation.images) == {"third_person", "wrist"}
+            assert observation.images["wrist"] is observation.images["third_person"]
+            seen.append(np.asarray(observation.state["tcp_pose"]).tolist())
+            return super().act(observation)
+
+        def act_batch(self, observations):
+            return np.stack([self.act(o).vector for o in observations])
+
+    register_adapter("_wrist_state", "policy", NeedsWristAndState)
+    params = {"tasks": ["pick up the block"], "camera": ["third_person", "wrist"],
+              "state": {"tcp_pose": [0.45, 0.0, 0.25, 1, 0, 0, 0], "gripper": [1]}}
+    subj = [{"id": "w", "kind": "policy", "adapter": "_wrist_state"}]
+    for batch in (1, 4):
+        s = run(parse_spec(dict(SPEC, subjects=subj, params=params, backend={"progress": False, "batch_size": batch}),
+                           base_dir=tmp_path), tmp_path / f"b{batch}")
+        assert (s.done, s.failed) == (10, 0)
+    assert seen and all(v == [0.45, 0.0, 0.25, 1, 0, 0, 0] for v in seen)
+    for bad in ({"camera": []}, {"camera": 3}, {"state": {"tcp_pose": "up"}}):
+        with pytest.raises(ConfigError, match="spec.params"):
+            plan_run(parse_spec(dict(SPEC, params={**params, **bad}), base_dir=tmp_path))

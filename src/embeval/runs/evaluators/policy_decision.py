@@ -8,7 +8,10 @@ each 0..1 per task, summed over the tasks). Outputs keep both actions of every t
 outputs), the per-task parts and the distorted image's fingerprint.
 
 Parameters (``spec.params``): ``tasks`` (instructions; default five manipulation tasks of rising
-difficulty), ``camera`` (observation image key, default ``third_person``), ``position_scale_m``
+difficulty), ``camera`` (observation image key, default ``third_person``; a list such as
+``[third_person, wrist]`` puts the one image under each key, for policies that read several cameras,
+e.g. the embedded tiny VLA), ``state`` (proprioception given with every image, e.g.
+``{tcp_pose: [0.4, 0, 0.3, 1, 0, 0, 0], gripper: [1]}``; default none), ``position_scale_m``
 and ``rotation_direction`` (see :class:`embeval.scoring.decision.DecisionConfig`).
 """
 from __future__ import annotations
@@ -26,7 +29,24 @@ DEFAULT_TASKS = (
     "place the yellow cube on the plate",
     "pour the cup into the bowl",
 )
-_PARAMS = ("tasks", "camera", "position_scale_m", "rotation_direction")
+_PARAMS = ("tasks", "camera", "state", "position_scale_m", "rotation_direction")
+
+
+def _cameras(spec) -> list[str]:
+    """The observation image keys of ``params.camera`` (a name or a list of names)."""
+    cam = spec.params.get("camera", "third_person")
+    return [cam] if isinstance(cam, str) else list(cam)
+
+
+def _images(cameras: list[str], img) -> dict:
+    return {c: img for c in cameras}
+
+
+def _state(spec) -> dict:
+    """``params.state`` as float arrays (the same proprioception for reference and distorted image)."""
+    import numpy as np
+
+    return {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in (spec.params.get("state") or {}).items()}
 
 
 class PolicyDecisionEvaluator(DistortedImageEvaluator):
@@ -38,6 +58,16 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         for k in spec.params:
             if k not in _PARAMS:
                 raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'policy-decision'; allowed: {', '.join(_PARAMS)}")
+        cam = spec.params.get("camera", "third_person")
+        if not (isinstance(cam, str) and cam) and not (isinstance(cam, list) and cam and all(isinstance(c, str) and c for c in cam)):
+            raise ConfigError(f"spec.params.camera: an image key such as 'third_person' or a list such as "
+                              f"[third_person, wrist], got {cam!r}")
+        st = spec.params.get("state") or {}
+        if not isinstance(st, dict) or not all(isinstance(v, list) and v and all(isinstance(x, (int, float)) and not
+                                                                                      isinstance(x, bool) for x in v)
+                                               for v in st.values()):
+            raise ConfigError(f"spec.params.state: a mapping of state names to lists of numbers, e.g. "
+                              f"{{tcp_pose: [0.4, 0, 0.3, 1, 0, 0, 0], gripper: [1]}}, got {st!r}")
         tasks = spec.params.get("tasks", list(DEFAULT_TASKS))
         if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t.strip() for t in tasks):
             raise ConfigError("spec.params.tasks: must be a non-empty list of instructions (strings)")
@@ -56,13 +86,13 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
         from embeval.subjects.protocols import Observation
 
-        policy, camera = state["policy"], spec.params.get("camera", "third_person")
+        policy, cameras, proprio = state["policy"], _cameras(spec), _state(spec)
         ref, dist = self.pair(spec, state, unit, unit_seed)
         acts_ref, acts_dist = [], []
         for task in spec.params.get("tasks", list(DEFAULT_TASKS)):
             for img, acts in ((ref, acts_ref), (dist, acts_dist)):
                 policy.reset(task)  # same state for reference and distorted
-                acts.append(policy.act(Observation(images={camera: img}, instruction=task)))
+                acts.append(policy.act(Observation(images=_images(cameras, img), instruction=task, state=proprio)))
         return self._outputs(spec, acts_ref, acts_dist, dist)
 
     def run_batch(self, spec, state, units, unit_seeds) -> list[dict[str, Any]]:
@@ -73,12 +103,12 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
             return super().run_batch(spec, state, units, unit_seeds)
         from embeval.subjects.protocols import Action, Observation
 
-        camera = spec.params.get("camera", "third_person")
+        cameras, proprio = _cameras(spec), _state(spec)
         pairs = [self.pair(spec, state, u, s) for u, s in zip(units, unit_seeds)]
         acts: list[tuple[list, list]] = [([], []) for _ in units]
         for task in spec.params.get("tasks", list(DEFAULT_TASKS)):
             policy.reset(task)
-            obs = [Observation(images={camera: img}, instruction=task) for pair in pairs for img in pair]
+            obs = [Observation(images=_images(cameras, img), instruction=task, state=proprio) for pair in pairs for img in pair]
             out = policy.act_batch(obs)
             for i in range(len(units)):
                 acts[i][0].append(Action(out[2 * i]))
