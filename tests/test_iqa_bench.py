@@ -124,7 +124,7 @@ def test_feature_svr_matches_scikit_learn(db, bench):
     out, scores = db
     m = bench.split0["predictor"][("nr-fusion", "decision")]
     tr = bench.split0["train"]
-    X = np.concatenate([bench.features["nss"], bench.features["colour"]], axis=1)
+    X = np.concatenate([bench.features["nss"], bench.features["colour"], bench.features["stats"]], axis=1)
     few = [np.asarray(Image.open(out / f)) for f in scores["path"].iloc[:3]]
     assert np.allclose(nr_features(few), X[:3], atol=1e-9)  # batched features = per-image features
     mu, sd = X[tr].mean(0), X[tr].std(0)

@@ -60,7 +60,7 @@ class BenchResult:
     metric_values: dict[str, np.ndarray]  # zero-shot values per image (all images)
     split0: dict[str, Any]  # test indices and predictions of split 0 (for the gate)
     seconds: float = 0.0
-    features: dict[str, np.ndarray] = field(default_factory=dict)  # NR features per image ("nss", "colour")
+    features: dict[str, np.ndarray] = field(default_factory=dict)  # NR features per image ("nss", "colour", "stats")
 
 
 def _load_images(db: Path, scores) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -159,12 +159,12 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     feats: dict[str, np.ndarray] = {}
     svr_sets = {m: FEATURE_METRICS[m] for m in cfg.trained if m in FEATURE_METRICS}
     if svr_sets:
-        from embeval.iqa.features import colour_features, nss_features
+        from embeval.iqa.features import colour_features, nss_features, stats_features
 
         t1 = time.perf_counter()
-        feats = {"nss": nss_features(dist), "colour": colour_features(dist)}
+        feats = {"nss": nss_features(dist), "colour": colour_features(dist), "stats": stats_features(dist)}
         if log:
-            log(f"  NR features (BRISQUE NSS + colour) of {len(dist)} images in {time.perf_counter() - t1:.1f} s")
+            log(f"  NR features (BRISQUE NSS, colour, statistics) of {len(dist)} images in {time.perf_counter() - t1:.1f} s")
     splits = scene_splits(scores["scene_id"].to_numpy(), cfg.n_splits, cfg.test_size, cfg.seed)
     rows: list[dict] = []
     split0: dict[str, Any] = {"test": splits[0][1], "train": splits[0][0], "pred": {}, "predictor": {}}

@@ -9,7 +9,7 @@ Trained metrics (:data:`TRAINED`), fitted on the training split only:
 - ``cnniqa`` (NR): pyiqa's CNNIQA architecture trained from scratch (:mod:`embeval.iqa.predictor`),
   or fine-tuned from a user-given pyiqa weight file (``init_weights``);
 - ``brisque-svr`` (NR): BRISQUE's NSS features with its SVR retrained on our target;
-- ``nr-fusion`` (NR): the same plus colour moments (:mod:`embeval.iqa.features`);
+- ``nr-fusion`` (NR): the same plus colour moments and image statistics (:mod:`embeval.iqa.features`);
 - ``fr-fusion`` (FR): an SVR (RBF, scikit-learn) over the zero-shot FR metrics (VMAF-style fusion).
 """
 from __future__ import annotations
@@ -176,12 +176,12 @@ class FRFusion:
 
 
 #: feature-SVR metrics (embeval.iqa.predictor.FeatureSVRPredictor): name -> feature sets
-FEATURE_METRICS: dict[str, tuple[str, ...]] = {"brisque-svr": ("nss",), "nr-fusion": ("nss", "colour")}
+FEATURE_METRICS: dict[str, tuple[str, ...]] = {"brisque-svr": ("nss",), "nr-fusion": ("nss", "colour", "stats")}
 #: trained metric name -> (mode, description)
 TRAINED: dict[str, tuple[str, str]] = {
     "cnniqa": ("NR", "pyiqa CNNIQA trained from scratch"),
     "brisque-svr": ("NR", "BRISQUE NSS features (pyiqa) + SVR retrained on the target"),
-    "nr-fusion": ("NR", "BRISQUE NSS + colour moments + SVR"),
+    "nr-fusion": ("NR", "BRISQUE NSS + colour moments + image statistics + SVR"),
     "fr-fusion": ("FR", "SVR over " + "/".join(FR_FEATURES)),
 }
 

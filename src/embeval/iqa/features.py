@@ -4,7 +4,9 @@
   (36 numbers), computed with pyiqa's implementation (``natural_scene_statistics``); they are blind
   to the overall brightness and colour by construction (mean-subtracted, contrast-normalised);
 - ``colour``: mean and standard deviation of R, G, B in [0, 1] and the mean HSV saturation (7
-  numbers): what the mean-normalised NSS cannot see (exposure, colour casts).
+  numbers): what the mean-normalised NSS cannot see (exposure, colour casts);
+- ``stats``: log variance of the Laplacian (sharpness), mean hue and saturation spread (OpenCV HSV),
+  an 8-bin grey-level histogram and the 5/50/95 % percentiles of R, G, B (22 numbers).
 """
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import numpy as np
 
 from embeval.subjects.protocols import check_image
 
-FEATURE_SETS = ("nss", "colour")
+FEATURE_SETS = ("nss", "colour", "stats")
 
 
 def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarray:
@@ -65,9 +67,25 @@ def colour_features(images: Sequence[np.ndarray]) -> np.ndarray:
     return np.stack(out)
 
 
+def stats_features(images: Sequence[np.ndarray]) -> np.ndarray:
+    """(N, 22): sharpness, hue / saturation, grey histogram, RGB percentiles (see module docstring)."""
+    import cv2
+
+    out = []
+    for i, im in enumerate(images):
+        im = check_image(im, f"images[{i}]")
+        g = cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
+        hsv = cv2.cvtColor(im, cv2.COLOR_RGB2HSV)
+        hist = np.histogram(g, bins=8, range=(0, 256))[0] / g.size
+        pct = np.percentile(im.reshape(-1, 3), [5, 50, 95], axis=0).ravel() / 255.0
+        out.append(np.r_[np.log1p(cv2.Laplacian(g.astype(np.float32), cv2.CV_32F).var()), hsv[..., 0].mean() / 180.0,
+                         hsv[..., 1].std() / 255.0, hist, pct])
+    return np.asarray(out, dtype=np.float64)
+
+
 def nr_features(images: Sequence[np.ndarray], sets: Sequence[str] = FEATURE_SETS) -> np.ndarray:
     """Concatenated feature sets (see module docstring), shape (N, F)."""
-    fns = {"nss": nss_features, "colour": colour_features}
+    fns = {"nss": nss_features, "colour": colour_features, "stats": stats_features}
     bad = [s for s in sets if s not in fns]
     if bad:
         from embeval.errors import ConfigError

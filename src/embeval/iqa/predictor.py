@@ -107,13 +107,14 @@ class NRPredictor:
 
 class FeatureSVRPredictor:
     """An RBF support-vector regressor on :func:`embeval.iqa.features.nr_features` (standardised):
-    ``sets=("nss",)`` is BRISQUE retrained on the target; ``("nss", "colour")`` adds colour moments.
+    ``sets=("nss",)`` is BRISQUE retrained on the target; ``("nss", "colour", "stats")`` adds colour
+    moments and simple image statistics.
 
     Fitted with scikit-learn; saved as plain arrays (``model.npz``, no pickle) and evaluated with
     numpy: ``f(x) = sum_i a_i exp(-gamma |z - s_i|^2) + b`` with ``z`` the standardised features.
     """
 
-    def __init__(self, sets=("nss", "colour"), target: str = "decision", C: float = 3.0, epsilon: float = 0.05,
+    def __init__(self, sets=("nss", "colour", "stats"), target: str = "decision", C: float = 3.0, epsilon: float = 0.05,
                  name: str | None = None):
         self.sets, self.target, self.C, self.epsilon = tuple(sets), target, float(C), float(epsilon)
         self.arch = name or ("brisque-svr" if self.sets == ("nss",) else "nr-fusion")
