@@ -50,6 +50,43 @@ def concat_demos(a: DemoArrays, b: DemoArrays) -> DemoArrays:
                       cat(a.aux, b.aux), cat(a.waypoint, b.waypoint))
 
 
+def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> DemoArrays:
+    """Roll ``policy`` out on fresh scenes (the "dagger" seed stream); label every state before
+    the grasp (gripper open, nothing held) with what a freshly planned scripted expert would do
+    from there (its waypoint and action). Returns those frames."""
+    from embeval.datasets.demos import episode_seed, task_geometry
+    from embeval.sim.env import SimEnv
+    from embeval.sim.workcell import SimConfig
+
+    cfg = policy.cfg
+    imgs: dict[str, list] = {c: [] for c in cfg.cameras}
+    state, action, tidx, eidx, aux, wps, tasks = [], [], [], [], [], [], []
+    with SimEnv(SimConfig(obs_cameras=tuple(cfg.cameras))) as env:
+        for i in range(episodes):
+            obs = env.reset(seed=episode_seed(seed, i, "dagger"), task=("Pick", "Place")[i % 2])
+            policy.reset(env.task.instruction)
+            if env.task.instruction not in tasks:
+                tasks.append(env.task.instruction)
+            while not env.done:
+                if env.cell.grasp is None and env.cell.gripper > 0.5:
+                    fresh = env.expert()
+                    a = fresh.act(obs).vector
+                    wp = getattr(fresh, "_target", None)
+                    for c in cfg.cameras:
+                        imgs[c].append(resize_image(obs.images[c], cfg.image_size))
+                    state.append(np.r_[obs.state["tcp_pose"][:3], obs.state["gripper"][:1]])
+                    action.append(a)
+                    tidx.append(tasks.index(env.task.instruction))
+                    eidx.append(i)
+                    aux.append(task_geometry(env))
+                    wps.append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
+                obs = env.step(policy.act(obs)).observation
+            if log and (i + 1) % 20 == 0:
+                log(f"dagger: {i + 1}/{episodes} rollouts, {len(action)} relabelled frames")
+    return DemoArrays({c: np.stack(v) for c, v in imgs.items()}, np.asarray(state, np.float32), np.asarray(action),
+                      np.asarray(tidx), tasks, np.asarray(eidx), np.asarray(aux), np.asarray(wps))
+
+
 @dataclass
 class VLARecipe:
     """Everything ``embeval train vla`` needs to reproduce a policy from a seed."""
@@ -61,6 +98,9 @@ class VLARecipe:
     start_episodes: int = 2000  # extra scenes contributing only their first expert frame (visual grounding)
     approach_episodes: int = 600  # extra scenes contributing their first ``approach_frames`` (noisy) expert frames
     approach_frames: int = 6
+    dagger_rounds: int = 0  # DAgger: roll the policy out, relabel its pre-grasp states with a fresh expert, fine-tune
+    dagger_episodes: int = 60
+    dagger_steps: int = 600
     episode_fraction: float = 1.0  # train on this share of the demonstration episodes (population variety)
     arch: dict = field(default_factory=dict)  # VLAConfig overrides
     train: dict = field(default_factory=lambda: {"steps": 2000})  # TrainConfig overrides
@@ -109,6 +149,14 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
             f"(loaded in {time.perf_counter() - t1:.0f} s); training {tcfg.steps} steps")
     policy, res = train_vla(data, vcfg, tcfg, seed=recipe.seed, id=recipe.name, log=log)
     report["train"] = res.to_dict()
+    for r in range(recipe.dagger_rounds):
+        extra_data = dagger_arrays(policy, recipe.dagger_episodes, recipe.seed + 1000 * (r + 1), log=log)
+        data = concat_demos(data, extra_data)
+        ft = TrainConfig(**{**asdict(tcfg), "steps": recipe.dagger_steps, "lr": tcfg.lr * 0.5})
+        if log:
+            log(f"{recipe.name}: DAgger round {r + 1}: +{len(extra_data)} relabelled frames; fine-tuning {ft.steps} steps")
+        policy, res = train_vla(data, vcfg, ft, seed=recipe.seed + r + 1, id=recipe.name, log=log, init=policy)
+        report[f"dagger{r + 1}"] = res.to_dict()
     policy.meta.update({"recipe": asdict(recipe), "demos": str(demos)})
     if recipe.eval_episodes > 0:
         ev = evaluate_policy(policy, episodes=recipe.eval_episodes, seed=recipe.seed, log=log)

@@ -132,8 +132,10 @@ def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainC
 
 
 def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: str = "tiny-vla",
-              log: Callable[[str], None] | None = None, text_encoder=None):
-    """Behaviour cloning of a :class:`TinyVLANet` on ``data``; returns (TinyVLAPolicy, TrainResult)."""
+              log: Callable[[str], None] | None = None, text_encoder=None, init=None):
+    """Behaviour cloning of a :class:`TinyVLANet` on ``data``; returns (TinyVLAPolicy, TrainResult).
+
+    ``init``: a TinyVLAPolicy to fine-tune (its architecture and normalisation are kept)."""
     import torch
     import torch.nn.functional as F
 
@@ -149,10 +151,14 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
     rng = seed_everything(seed, train_cfg.threads)
     enc = text_encoder or shared_text_encoder()
     temb = torch.from_numpy(enc.encode(data.tasks))
+    if init is not None:
+        vla_cfg = init.cfg
     reg = regression_targets(data, vla_cfg.action_mode)
     mean, std = action_stats(reg)
     if vla_cfg.action_mode == "waypoint":  # the 6-D rotation is already O(1): leave it unscaled
         mean[3:], std[3:] = 0.0, 1.0
+    if init is not None:
+        mean, std = init.action_mean.copy(), init.action_std.copy()
     target = torch.from_numpy(((reg - mean) / std).astype(np.float32))
     n_reg = reg.shape[1]
     grip = torch.from_numpy((data.action[:, 6] > 0.5).astype(np.float32))
@@ -166,7 +172,10 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
     aux_t = None
     if use_aux:
         aux_t = torch.from_numpy(((data.aux - data.aux.mean(0)) / np.maximum(data.aux.std(0), 1e-3)).astype(np.float32))
-    net = TinyVLANet(vla_cfg).train()
+    net = TinyVLANet(vla_cfg)
+    if init is not None:
+        net.load_state_dict(init.net.state_dict())
+    net.train()
 
     def step_fn(idx):
         ii = torch.from_numpy(idx)
