@@ -62,7 +62,7 @@ def run(quick: bool) -> list[dict]:
         t_psnr, _ = _time(lambda: [float(psnr(_tensor(d), _tensor(r))) for d, r in zip(dist, refs)])
     cnn = NRPredictor(build_net(PredictorConfig(input_size=[48, 64], n_nodes=256)), PredictorConfig(input_size=[48, 64], n_nodes=256))
     t_cnn, _ = _time(lambda: [cnn(d) for d in dist])
-    svr = FeatureSVRPredictor().fit_features(np.random.default_rng(0).normal(size=(200, 65)), np.random.default_rng(1).random(200))
+    svr = FeatureSVRPredictor().fit_features(np.random.default_rng(0).normal(size=(200, 36 + 7 + 20)), np.random.default_rng(1).random(200))
     t_svr, _ = _time(lambda: [svr(d) for d in dist])
     for what, t in (("gate: CNNIQA 64x48 per frame", t_cnn), ("gate: NSS + colour + statistics SVR per frame", t_svr)):
         rows.append({"what": what + " vs PSNR per frame", "n": n, "ms_per_image": 1e3 * t / n, "baseline_ms": 1e3 * t_psnr / n,

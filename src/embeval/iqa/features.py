@@ -6,7 +6,7 @@
 - ``colour``: mean and standard deviation of R, G, B in [0, 1] and the mean HSV saturation (7
   numbers): what the mean-normalised NSS cannot see (exposure, colour casts);
 - ``stats``: log variance of the Laplacian (sharpness), mean hue and saturation spread (OpenCV HSV),
-  an 8-bin grey-level histogram and the 5/50/95 % percentiles of R, G, B (22 numbers).
+  an 8-bin grey-level histogram and the 5/50/95 % percentiles of R, G, B (20 numbers).
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def colour_features(images: Sequence[np.ndarray]) -> np.ndarray:
 
 
 def stats_features(images: Sequence[np.ndarray]) -> np.ndarray:
-    """(N, 22): sharpness, hue / saturation, grey histogram, RGB percentiles (see module docstring)."""
+    """(N, 20): sharpness, hue / saturation, grey histogram, RGB percentiles (see module docstring)."""
     import cv2
 
     out = []
