@@ -224,3 +224,30 @@ def test_a_raising_callback_is_reported_once_and_its_node_keeps_spinning(monkeyp
     assert err.count("raised RuntimeError: sensor unplugged; the node keeps running") == 1, err
     assert "Traceback" not in err
     assert len(ticks) >= 3  # the timer kept firing after the first error
+
+
+def test_policy_node_feeds_a_multi_camera_policy_and_its_proprioception():
+    """The tiny VLA reads third_person + wrist and the gripper state: the policy node gives the one image under
+    the policy's own camera names (or `image_keys`) and fills the gripper/joints from /joint_states."""
+    from sensor_msgs.msg import JointState
+
+    from embeval.kinematics import JOINT_NAMES
+    from embeval.subjects.scripted import ImageStatsPolicy
+    from embeval_ros.conversions import image_to_msg
+    from embeval_ros.graph import Graph
+
+    class TwoCameras(ImageStatsPolicy):
+        cfg = type("Cfg", (), {"cameras": ["third_person", "wrist"]})()
+
+    img = np.zeros((24, 32, 3), np.uint8)
+    with Graph({"embeval_policy": {}}, shared={"policy": TwoCameras()}) as g:
+        node = g.nodes["embeval_policy"]
+        assert node.image_keys == ["third_person", "wrist"]
+        node._on_image(image_to_msg(img, 0, "camera"))
+        assert set(node.stepper.images) == {"third_person", "wrist"}
+        js = JointState(name=[*JOINT_NAMES, "gripper_opening"], position=[0.1, -1.2, 1.5, -1.9, -1.6, 0.0, 0.8])
+        node._on_joints(js)
+        assert node.stepper.state["gripper"].tolist() == [0.8]
+        assert node.stepper.state["joint_positions"].tolist() == [0.1, -1.2, 1.5, -1.9, -1.6, 0.0]
+    with Graph({"embeval_policy": {"image_keys": ["front"]}}, shared={"policy": TwoCameras()}) as g:
+        assert g.nodes["embeval_policy"].image_keys == ["front"]

@@ -62,6 +62,13 @@ def test_workspace_and_joint_checks_name_the_axis():
     assert check_tcp_speed(1.5, L).stopped and check_tcp_speed(0.5, L).ok
     assert check_step([0.3, 0, 0], L).ok  # no step limit by default
     assert check_step([0.3, 0, 0], SafetyLimits(max_step_translation=0.1)).stopped
+    # a step clipped to exactly the limit (as the policy node clips) passes despite float rounding
+    from embeval.control.policy_step import clip_action
+
+    clipped, _ = clip_action(np.array([-0.03139228145364278, 0.14580206835369589, 0.19602583164499648, 0, 0, 0, 1.0]), 0.05, 0.25)
+    assert np.linalg.norm(clipped[:3]) > 0.05  # by one rounding step
+    assert check_step(clipped[:3], SafetyLimits(max_step_translation=0.05)).ok
+    assert check_step([0.0501, 0, 0], SafetyLimits(max_step_translation=0.05)).stopped
 
 
 def test_check_command_first_violation_wins():

@@ -16,6 +16,7 @@ from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
+from embeval.kinematics import JOINT_NAMES
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import (
@@ -57,7 +58,11 @@ class PolicyNode(EmbevalNode):
         self.rate_hz = float(self.param("rate_hz", 10.0, "maximum policy rate (Hz); 0: act on every image"))
         self.max_steps = int(self.param("max_steps", 0, "actions per instruction, then hold (0: unlimited)"))
         image_topic = self.param("image_topic", T.IMAGE_DISTORTED, "image topic the policy sees")
+        keys = self.param("image_keys", [""], "observation camera names the image is given as (default: the "
+                          "policy's own cameras, e.g. third_person and wrist for the tiny VLA, else third_person)")
         self.policy = self.shared.get("policy") or load_policy(subject, params_json)
+        declared = list(getattr(getattr(self.policy, "cfg", None), "cameras", None) or ["third_person"])
+        self.image_keys = [str(k) for k in keys if k] or declared
         self.stepper = PolicyStepper(self.policy, self.config)
         self.frame = getattr(getattr(self.policy, "action_spec", None), "frame", "base")
         self.action_pub = self.create_publisher(JointState, T.ACTION, qos_reliable())
@@ -66,6 +71,7 @@ class PolicyNode(EmbevalNode):
         self.create_subscription(Image, image_topic, self._on_image, qos_reliable(10))
         self.create_subscription(String, T.INSTRUCTION, self._on_instruction, qos_latched())
         self.create_subscription(PoseStamped, T.TCP_POSE, self._on_pose, qos_reliable())
+        self.create_subscription(JointState, T.JOINT_STATES, self._on_joints, qos_reliable())
         self._last_step = 0.0
         self.model_s: list[float] = []
         self.last_status = ""
@@ -85,11 +91,24 @@ class PolicyNode(EmbevalNode):
 
         self.stepper.state["tcp_pose"] = np.concatenate([pose[:3], Rotation.from_rotvec(pose[3:]).as_quat()])
 
+    def _on_joints(self, msg: JointState) -> None:
+        """Proprioception for policies that read it: joint positions and the gripper opening (0..1, 1 = open)."""
+        import numpy as np
+
+        pos = dict(zip(msg.name, msg.position))
+        if "gripper_opening" in pos:
+            self.stepper.state["gripper"] = np.array([pos["gripper_opening"]])
+        joints = [pos[n] for n in JOINT_NAMES if n in pos]
+        if len(joints) == len(JOINT_NAMES):
+            self.stepper.state["joint_positions"] = np.array(joints)
+
     def _on_image(self, msg: Image) -> None:
         t_in = time.perf_counter()
         self.log.received += 1
         now = time.monotonic()
-        self.stepper.set_image(msg_to_image(msg), now)
+        image = msg_to_image(msg)
+        for key in self.image_keys:  # one camera topic; a policy trained on several cameras gets it under each
+            self.stepper.set_image(image, now, key)
         if self.rate_hz > 0 and now - self._last_step < 1.0 / self.rate_hz:
             return
         if self.max_steps and self.stepper.steps >= self.max_steps:
