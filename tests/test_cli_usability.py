@@ -229,12 +229,12 @@ def test_a_raising_callback_is_reported_once_and_its_node_keeps_spinning(monkeyp
 def test_policy_node_feeds_a_multi_camera_policy_and_its_proprioception():
     """The tiny VLA reads third_person + wrist and the gripper state: the policy node gives the one image under
     the policy's own camera names (or `image_keys`) and fills the gripper/joints from /joint_states."""
+    from embeval_ros.conversions import image_to_msg
+    from embeval_ros.graph import Graph
     from sensor_msgs.msg import JointState
 
     from embeval.kinematics import JOINT_NAMES
     from embeval.subjects.scripted import ImageStatsPolicy
-    from embeval_ros.conversions import image_to_msg
-    from embeval_ros.graph import Graph
 
     class TwoCameras(ImageStatsPolicy):
         cfg = type("Cfg", (), {"cameras": ["third_person", "wrist"]})()
