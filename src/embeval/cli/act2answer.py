@@ -45,7 +45,7 @@ def register(sub) -> None:
                      formatter_class=_FMT,
                      description="Run every item in both layouts with a policy in the simulated cell; optionally ask VLM "
                                  "subjects the same items as text. Writes episodes_<subject>.jsonl and prints the table. "
-                                 "For sharded/resumable runs use `embeval runs run config/act2answer/run_tiny_vla.yaml`.",
+                                 "For sharded/resumable runs use `embeval run config/act2answer/run_tiny_vla.yaml`.",
                      epilog="example:\n  embeval act2answer run --items suite/items.jsonl --policy tiny-vla --out results/\n"
                             "  embeval act2answer run --items suite/items.jsonl --policy my_vla.yaml --vlm my_vlm.yaml --out results/")
     p.add_argument("--items", type=Path, required=True, help="item file (items.jsonl)")

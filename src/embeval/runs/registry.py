@@ -33,6 +33,8 @@ EVALUATORS: dict[str, Any] = {
     "synthetic": "embeval.runs.evaluators.synthetic:SyntheticEvaluator",
     "distortion-quality": "embeval.runs.evaluators.distortion_quality:DistortionQualityEvaluator",
     "policy-decision": "embeval.runs.evaluators.policy_decision:PolicyDecisionEvaluator",
+    "act2answer": "embeval.act2answer.evaluator:Act2AnswerEvaluator",
+    "iqa": "embeval_analysis.iqa.evaluator:IQAEvaluator",
 }
 
 
