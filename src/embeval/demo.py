@@ -16,12 +16,12 @@ STAGES: list[tuple[str, str]] = [
     ("kinematics", "embeval.kinematics.demo:run"),
     ("workcell", "embeval.sim.demo:run"),
     ("distortion", "embeval.distortion.demo:run"),
-    ("embedded", "embeval.subjects.embedded.demo:run"),
     ("subjects", "embeval.subjects.demo:run"),
-    ("a2eval", "embeval_analysis.a2eval.demo:run"),
-    ("iqa", "embeval_analysis.iqa.demo:run"),
+    ("embedded", "embeval.subjects.embedded.demo:run"),
     ("runs", "embeval.runs.demo:run"),
+    ("iqa", "embeval_analysis.iqa.demo:run"),
     ("act2answer", "embeval.act2answer.demo:run"),
+    ("a2eval", "embeval_analysis.a2eval.demo:run"),
     ("ros", "embeval_ros.demo:run"),
 ]
 
