@@ -92,7 +92,8 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
                      log: Callable[[str], None] | None = print, vla_steps: int | None = None,
                      vlm_steps: int | None = None, eval_episodes: int | None = None) -> dict:
     """Train the population into ``out`` (default: the shipped models folder); returns the report
-    also written to ``out/population.json``."""
+    also written to ``out/population.json``. Demonstrations go to ``<out>_work/`` next to ``out``
+    (``runs/embedded_work/`` when ``out`` is the shipped folder) and are reused when present."""
     from embeval.subjects.embedded.recipes import train_vla_recipe, train_vlm_recipe
     from embeval.subjects.embedded.zoo import MODELS_DIR
 
@@ -101,7 +102,8 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
     pop_file = out / "population.json"
     report = json.loads(pop_file.read_text()) if pop_file.exists() else {"vla": [], "vlm": [], "members": {}}
     t0 = time.perf_counter()
-    work = out.parent / (out.name + "_work")
+    # recorded demonstrations are large: keep them out of the package folder
+    work = Path("runs") / "embedded_work" if out.resolve() == MODELS_DIR.resolve() else out.parent / (out.name + "_work")
     if kind in (None, "vla"):
         for r in VLA_RECIPES:
             if only and r.name not in only:
