@@ -44,12 +44,13 @@ class QualityGate:
 
         from embeval.iqa.predictor import load_predictor
 
+        predictor = load_predictor(path)  # first: a missing predictor is the more basic problem
         if threshold is None:
             g = Path(path).expanduser() / "gate.json"
             if not g.exists():
                 raise ConfigError(f"no threshold given and no {g}; pass threshold= or calibrate with `embeval iqa gate`")
             threshold = float(json.loads(g.read_text())["threshold"])
-        return cls(load_predictor(path), threshold)
+        return cls(predictor, threshold)
 
     def check(self, image: np.ndarray) -> GateDecision:
         score = float(self.predictor(image))
