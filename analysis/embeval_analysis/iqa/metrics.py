@@ -65,7 +65,13 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
     import torch
 
     values, missing, hib = {}, {}, {}
+    cache = Path(torch.hub.get_dir()) / "pyiqa"
     for name in names:
+        need = NEEDS_FILES.get(name)
+        if need and need.endswith((".pth", ".mat")) and not (cache / need).exists():
+            # never reach for a hub at run time: pyiqa would try to download the file
+            missing[name] = f"needs {need} in {cache} (a file you provide; pyiqa's weights page has it)"
+            continue
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
