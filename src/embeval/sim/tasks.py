@@ -261,6 +261,15 @@ class Layout:
     def reserve(self, x: float, y: float, radius: float) -> None:
         self.placed.append((x, y, radius))
 
+    def inside(self, xy: tuple[float, float]) -> bool:
+        """Whether ``xy`` (m) lies within the sampling area."""
+        (x0, x1), (y0, y1) = self.area
+        return x0 <= xy[0] <= x1 and y0 <= xy[1] <= y1
+
+    def is_free(self, xy: tuple[float, float], clearance: float) -> bool:
+        """Whether ``xy`` is more than ``clearance`` (m) beyond every placed footprint's radius."""
+        return all(np.hypot(xy[0] - px, xy[1] - py) > pr + clearance for px, py, pr in self.placed)
+
 
 def _color(rng: np.random.Generator, exclude: set[str] = frozenset()) -> str:
     names = [c for c in COLORS if c not in exclude and c not in ("white", "black")]
@@ -326,11 +335,7 @@ def _make_move(rng, lay, d):
         anchor_xy = (float(rng.uniform(*lay.area[0])), float(rng.uniform(*lay.area[1])))
         off = 0.10 * np.array(_RELATIONS[rel])
         goal = (anchor_xy[0] + off[0], anchor_xy[1] + off[1])
-        (x0, x1), (y0, y1) = lay.area
-        if x0 <= goal[0] <= x1 and y0 <= goal[1] <= y1 and all(
-            np.hypot(anchor_xy[0] - px, anchor_xy[1] - py) > pr + 0.06 and np.hypot(goal[0] - px, goal[1] - py) > pr + 0.05
-            for px, py, pr in lay.placed
-        ):
+        if lay.inside(goal) and lay.is_free(anchor_xy, 0.06) and lay.is_free(goal, 0.05):
             break
     else:
         raise ConfigError("could not lay out a Move task")
@@ -353,11 +358,7 @@ def _make_push(rng, lay, d):
         ang = float(rng.choice([0.0, np.pi / 2, np.pi, -np.pi / 2]))
         dist = float(rng.uniform(0.10, 0.15))
         goal = (start[0] + dist * np.cos(ang), start[1] + dist * np.sin(ang))
-        (x0, x1), (y0, y1) = lay.area
-        if x0 <= goal[0] <= x1 and y0 <= goal[1] <= y1 and all(
-            np.hypot(start[0] - px, start[1] - py) > pr + 0.10 and np.hypot(goal[0] - px, goal[1] - py) > pr + 0.08
-            for px, py, pr in lay.placed
-        ):
+        if lay.inside(goal) and lay.is_free(start, 0.10) and lay.is_free(goal, 0.08):
             break
     else:
         raise ConfigError("could not lay out a Push task")
@@ -384,7 +385,7 @@ def _make_pull(rng, lay, d):
     for _ in range(200):
         x = float(rng.uniform(max(0.52, lay.area[0][0] + 0.16), lay.area[0][1] - 0.08))
         y = float(rng.uniform(lay.area[1][0] + 0.12, lay.area[1][1] - 0.12))
-        if all(np.hypot(x - px, y - py) > pr + 0.14 and np.hypot(x - 0.14 - px, y - py) > pr + 0.08 for px, py, pr in lay.placed):
+        if lay.is_free((x, y), 0.14) and lay.is_free((x - 0.14, y), 0.08):
             break
     else:
         raise ConfigError("could not lay out a Pull task")
