@@ -52,8 +52,8 @@ def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | 
     scene, task = build_scene(item, layout, spec)
     obs = env.reset(seed, task, scene)
     policy.reset(task.instruction)
-    cube_z0 = float(env.cell.object_pose("cube")[0][2])
-    lifted, reason, actions, n = False, "max_steps", [], 0
+    rule = Termination(spec, float(env.cell.object_pose("cube")[0][2]))
+    reason, actions, n = "max_steps", [], 0
     while n < spec.max_steps:
         action = policy.act(obs)
         if keep_actions:
@@ -63,24 +63,44 @@ def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | 
         if res.stopped:
             reason = res.reason or "protective stop"
             break
-        z = float(env.cell.object_pose("cube")[0][2])
-        if z - cube_z0 >= spec.lift_m:
-            lifted = True
-        if spec.termination == "release_after_lift" and lifted and env.cell.gripper >= 0.5:
+        if rule.update(float(env.cell.object_pose("cube")[0][2]), env.cell.gripper):
             reason = "released"
             break
     if env.cell.safety.ok and spec.settle_s > 0:
         env.cell.idle(spec.settle_s)
     pos, _ = env.cell.object_pose("cube")
-    correct = item.correct_side_in(layout)
-    z = classify(pos[:2], spec.left_card_xy, spec.right_card_xy, correct, spec.eps)
+    return episode_result(item.id, item.category, layout, item.correct_side_in(layout), spec, pos[:2], end_reason=reason,
+                          stopped=bool(env.cell.safety.status.stopped), steps=n, subject=str(getattr(policy, "id", "")),
+                          instruction=task.instruction, seed=int(seed), actions=actions)
+
+
+class Termination:
+    """The spec's termination rule, fed the cube height and the gripper after every executed step.
+
+    ``update(cube_z, gripper)`` (metres, frame base; gripper 0..1, 1 = open) returns True when
+    ``release_after_lift`` ends the episode: the gripper is open (>= 0.5) after the cube was once
+    lifted >= ``spec.lift_m`` above ``cube_z0``. The step cap and protective stops are the caller's.
+    """
+
+    def __init__(self, spec: EpisodeSpec, cube_z0: float):
+        self.spec, self.cube_z0, self.lifted = spec, float(cube_z0), False
+
+    def update(self, cube_z: float, gripper: float) -> bool:
+        if float(cube_z) - self.cube_z0 >= self.spec.lift_m:
+            self.lifted = True
+        return self.spec.termination == "release_after_lift" and self.lifted and float(gripper) >= 0.5
+
+
+def episode_result(item_id: str, category: str, layout: str, correct_side: str, spec: EpisodeSpec, cube_xy,
+                   **fields: Any) -> EpisodeResult:
+    """The :class:`EpisodeResult` of a cube resting at ``cube_xy`` (m, frame base) at the episode's end:
+    zone by :func:`~embeval.act2answer.zones.classify`, success 1.0 in the correct zone, the spec's
+    termination rule; ``fields``: end_reason, stopped, steps, subject, instruction, seed, actions."""
+    z = classify(cube_xy[:2], spec.left_card_xy, spec.right_card_xy, correct_side, spec.eps)
     return EpisodeResult(
-        item=item.id, category=item.category, layout=layout, correct_side=correct, zone=z.zone, choice=z.choice,
-        success=1.0 if z.zone == "correct" else 0.0, cube_xy=(round(float(pos[0]), 5), round(float(pos[1]), 5)),
-        distance_correct=round(z.distance_correct, 5), termination=spec.termination, end_reason=reason,
-        stopped=bool(env.cell.safety.status.stopped), steps=n, subject=str(getattr(policy, "id", "")),
-        instruction=task.instruction, seed=int(seed), actions=actions,
-    )
+        item=item_id, category=category, layout=layout, correct_side=correct_side, zone=z.zone, choice=z.choice,
+        success=1.0 if z.zone == "correct" else 0.0, cube_xy=(round(float(cube_xy[0]), 5), round(float(cube_xy[1]), 5)),
+        distance_correct=round(z.distance_correct, 5), termination=spec.termination, **fields)
 
 
 def sim_config(obs_width: int = 128, obs_height: int = 96, mode: str = "physics"):

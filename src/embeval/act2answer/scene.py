@@ -154,7 +154,8 @@ def export_scenes(items, out_dir: str | Path, spec: EpisodeSpec | None = None,
             scene.to_yaml(out / f"{uid}.yaml")
             ids.append(uid)
             instr.append(task.instruction)
-            rows.append({"unit": uid, "correct_side": item.correct_side_in(layout), "category": item.category})
+            rows.append({"unit": uid, "correct_side": item.correct_side_in(layout), "category": item.category,
+                         "item": item.id, "layout": layout, "instruction": task.instruction, "scene": f"{uid}.yaml"})
     spec.to_yaml(out / "episode.yaml")
     conductor = {"embeval_conductor": {"ros__parameters": {
         "items": ids, "instructions": instr, "distortions": ["none"] * len(ids), "levels": [0] * len(ids),
@@ -162,3 +163,53 @@ def export_scenes(items, out_dir: str | Path, spec: EpisodeSpec | None = None,
     (out / "conductor.yaml").write_text(yaml.safe_dump(conductor, sort_keys=False, width=200))
     (out / "manifest.yaml").write_text(yaml.safe_dump(rows, sort_keys=False))
     return out
+
+
+@dataclass(frozen=True)
+class SceneUnit:
+    """One exported episode (item x layout) of a scene folder: what the ROS graph needs to run and score it."""
+
+    unit: str  # "<item id>@<layout>"
+    item: str
+    layout: str  # "original" | "swapped"
+    correct_side: str  # in this layout
+    category: str
+    instruction: str
+    scene: Path  # the scene YAML (cards, cube, arm)
+
+
+@dataclass(frozen=True)
+class SceneSet:
+    """A folder written by :func:`export_scenes`: the episode spec and its units in conductor order."""
+
+    folder: Path
+    spec: EpisodeSpec
+    units: dict[str, SceneUnit]
+
+    def unit(self, uid: str) -> SceneUnit:
+        try:
+            return self.units[uid]
+        except KeyError:
+            raise ConfigError(f"episode {uid!r} is not in the scene folder {self.folder} (it has {len(self.units)}: "
+                              f"{', '.join(list(self.units)[:4])}...); run `embeval act2answer scenes` for its items"
+                              ) from None
+
+
+def load_scene_set(folder: str | Path) -> SceneSet:
+    """Read a folder written by :func:`export_scenes` (``episode.yaml``, ``manifest.yaml``, scene YAMLs)."""
+    d = Path(folder).expanduser()
+    if not (d / "manifest.yaml").is_file() or not (d / "episode.yaml").is_file():
+        raise MissingFileError(f"{d} is not an Act2Answer scene folder (no manifest.yaml / episode.yaml); write one with "
+                               f"`embeval act2answer scenes --items ITEMS.jsonl --out {d}`")
+    rows = yaml.safe_load((d / "manifest.yaml").read_text()) or []
+    units: dict[str, SceneUnit] = {}
+    for r in rows:
+        if "scene" not in r:
+            raise ConfigError(f"{d}/manifest.yaml was written by an older embeval (no scene/instruction fields); "
+                              f"write it again with `embeval act2answer scenes --out {d}`")
+        scene = d / r["scene"]
+        if not scene.is_file():
+            raise MissingFileError(f"scene {scene} listed in {d}/manifest.yaml is missing; run `embeval act2answer scenes` again")
+        units[r["unit"]] = SceneUnit(r["unit"], r["item"], r["layout"], r["correct_side"], r["category"], r["instruction"],
+                                     scene)
+    return SceneSet(d, EpisodeSpec.from_yaml(d / "episode.yaml"), units)

@@ -6,6 +6,12 @@ at ``state_rate_hz``. Every action on /embeval/action goes through
 :class:`embeval.control.ArmCommander` (workspace box, step and speed limits); a stale command
 (header.stamp older than ``max_command_age_s``), a malformed one, a limit violation or a backend
 error trips a protective stop, latched until /embeval/arm/reset (std_srvs/Trigger).
+
+Act2Answer (backend sim): an ``episode_start`` event on /embeval/events that carries
+``act2answer.scene`` (a scene YAML from ``embeval act2answer scenes``) loads that scene (cards, cube,
+arm at home) into the simulated cell; the cube's pose is published on /embeval/act2answer/cube_pose
+with every state; /embeval/arm/settle (std_srvs/Trigger) runs ``act2answer.spec.settle_s`` of physics
+and answers the cube position as JSON. Other backends answer ``{"cube": null}`` (nothing simulated).
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 from sensor_msgs.msg import JointState
-from std_msgs.msg import Float64, UInt8
+from std_msgs.msg import Float64, String, UInt8
 from std_srvs.srv import Trigger
 
 from embeval.errors import ConfigError
@@ -97,6 +103,11 @@ class ArmNode(EmbevalNode):
         self.create_subscription(JointState, T.ACTION, self._on_action, qos_reliable(), callback_group=cmd_group)
         self.create_service(Trigger, T.ARM_RESET, self._on_reset, callback_group=cmd_group)
         self.create_service(Trigger, T.ARM_STOP, self._on_stop)
+        self.cube_pub = self.create_publisher(PoseStamped, T.CUBE_POSE, qos_reliable())
+        self.settle_s = 0.3  # physics after an Act2Answer episode (s); each episode_start may set it
+        self.scene = ""  # the Act2Answer scene YAML loaded last
+        self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50), callback_group=cmd_group)
+        self.create_service(Trigger, T.ARM_SETTLE, self._on_settle, callback_group=cmd_group)
         self.create_timer(1.0 / rate, lambda: self._publish_state(), callback_group=MutuallyExclusiveCallbackGroup())
 
     def _on_action(self, msg: JointState) -> None:
@@ -136,6 +147,59 @@ class ArmNode(EmbevalNode):
         self._publish_state()
         return response
 
+    def _cell(self):
+        """The simulated workcell behind the backend, or None (mock, ur_rtde)."""
+        return getattr(self.backend, "cell", None) if getattr(self.backend, "name", "") == "sim" else None
+
+    def _on_event(self, msg: String) -> None:
+        """Load an Act2Answer episode's scene into the simulated cell (serialised with the commands)."""
+        import json
+
+        try:
+            ev = json.loads(msg.data)
+        except json.JSONDecodeError:
+            return
+        a2a = ev.get("act2answer") if isinstance(ev, dict) and ev.get("event") == "episode_start" else None
+        if not isinstance(a2a, dict) or not a2a.get("scene"):
+            return
+        self.settle_s = float((a2a.get("spec") or {}).get("settle_s", self.settle_s))
+        cell = self._cell()
+        if cell is None:
+            self.get_logger().info(f"episode {ev.get('item')}: set up the real cell as in {a2a['scene']}")
+            return
+        from embeval.sim.scene import SceneSpec
+
+        with self.backend.lock:
+            cell.load(SceneSpec.from_yaml(a2a["scene"]))  # robot at the scene's home, safety cleared
+            self.backend.home_q = cell.q.copy()
+        if len(list(self.get_parameter("home_joints").value)) != 6:
+            self.home_q = self.backend.home_q
+        self.scene = str(a2a["scene"])
+        self._publish_state()
+
+    def _cube_position(self):
+        cell = self._cell()
+        if cell is None or "cube" not in getattr(cell, "bodies", {}):
+            return None
+        with self.backend.lock:
+            pos, orn = cell.object_pose("cube")
+        return pos, orn
+
+    def _on_settle(self, request, response):
+        import json
+
+        cell = self._cell()
+        if cell is not None:
+            with self.backend.lock:
+                if cell.safety.ok and self.settle_s > 0:
+                    cell.idle(self.settle_s)
+        cube = self._cube_position()
+        response.success = True
+        response.message = json.dumps({"cube": None if cube is None else [float(v) for v in cube[0]],
+                                       "backend": getattr(self.backend, "name", "?")})
+        self._publish_state()
+        return response
+
     def _on_stop(self, request, response):
         self.commander.protective_stop("protective stop requested on " + T.ARM_STOP)
         response.success, response.message = True, "protective stop latched; call " + T.ARM_RESET
@@ -151,6 +215,12 @@ class ArmNode(EmbevalNode):
         self.mode_pub.publish(UInt8(data=ur_safety_mode(state.safety)))
         scaling = getattr(self.backend, "speed_scaling_state", None)
         self.scale_pub.publish(Float64(data=float(scaling()) if scaling else 1.0))
+        cube = self._cube_position()
+        if cube is not None:
+            import numpy as np
+            from scipy.spatial.transform import Rotation
+
+            self.cube_pub.publish(pose_msg(np.concatenate([cube[0], Rotation.from_quat(cube[1]).as_rotvec()]), now, "base"))
 
     def close(self) -> None:
         if "arm" not in self.shared:

@@ -5,14 +5,27 @@ For each episode: reset the arm (/embeval/arm/reset), announce ``episode_start``
 instruction (latched), count the policy's actions, and after ``steps_per_episode`` actions or
 ``episode_timeout_s`` announce ``episode_end``. Episodes are parallel lists: ``items[i]``,
 ``instructions[i]``, ``distortions[i]``, ``levels[i]`` (distortion ``none`` marks the reference run).
+
+Act2Answer mode (``act2answer_scenes``: a folder from ``embeval act2answer scenes``): the episodes
+are that folder's item x layout units (``act2answer_items`` selects some). ``episode_start`` carries
+the unit's scene, correct side, category and episode spec (the sim arm loads the scene); the episode
+ends by the spec's termination rule (:class:`embeval.act2answer.episode.Termination` fed the cube
+height from /embeval/act2answer/cube_pose and the gripper from /joint_states after each step), at
+``max_steps`` actions, at a protective stop or at the timeout; then /embeval/arm/settle lets the
+cell settle and ``episode_end`` carries the cube's final position (``cube_source``: sim, tracker
+when a cube pose arrived from elsewhere, or tcp: the TCP where the gripper opened, for a real cell
+without a tracker), which the scorer classifies. ``operator_confirm`` (real cell): before each
+episode the node logs where to put the cards and waits for /embeval/conductor/next (std_srvs/Trigger).
 """
 from __future__ import annotations
 
 import json
 import time
 
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String
+from std_msgs.msg import String, UInt8
 from std_srvs.srv import Trigger
 
 from embeval.errors import ConfigError
@@ -46,10 +59,34 @@ class ConductorNode(EmbevalNode):
         self.subject = self.param("subject_id", "", "subject id written into the episode records")
         self.use_reset = bool(self.param("reset_arm", True, "call /embeval/arm/reset before each episode"))
         self.start_delay = float(self.param("start_delay_s", 1.0, "wait for the graph to connect before the first episode (s)"))
+        self.seed = int(self.param("seed", 0, "run seed; episode seed = derive_seed(seed, item, layout) in Act2Answer mode"))
+        self.a2a = None
+        scenes = str(self.param("act2answer_scenes", "", "Act2Answer scene folder (`embeval act2answer scenes`); "
+                                "empty: the items/instructions lists above"))
+        units = [u for u in self.param("act2answer_items", [""], "Act2Answer units (<item>@<layout>) to run; "
+                                       "empty: every unit of act2answer_scenes") if u]
+        dist = str(self.param("act2answer_distortion", "none", "image distortion of every Act2Answer episode"))
+        dlevel = int(self.param("act2answer_level", 0, "its level (0 for none)"))
+        self.confirm = bool(self.param("operator_confirm", False, "real cell: wait for /embeval/conductor/next before "
+                                       "each episode (place the cards and the cube first)"))
+        if scenes:
+            self._setup_act2answer(scenes, units, dist, dlevel)
         self.event_pub = self.create_publisher(String, T.EVENTS, qos_reliable(50))
         self.instr_pub = self.create_publisher(String, T.INSTRUCTION, qos_latched())
         self.create_subscription(JointState, T.ACTION_PROPOSED, self._on_action, qos_reliable(50))
         self.reset_client = self.create_client(Trigger, T.ARM_RESET)
+        self.settle_client = self.create_client(Trigger, T.ARM_SETTLE)
+        self.create_subscription(PoseStamped, T.CUBE_POSE, self._on_cube, qos_reliable())
+        self.create_subscription(PoseStamped, T.TCP_POSE, self._on_tcp, qos_reliable())
+        self.create_subscription(JointState, T.JOINT_STATES, self._on_joints, qos_reliable())
+        self.create_subscription(UInt8, T.SAFETY_MODE, self._on_safety, qos_reliable())
+        self.create_subscription(DiagnosticArray, T.ARM_STATUS, self._on_arm_status, qos_reliable())
+        self.create_service(Trigger, T.CONDUCTOR_NEXT, self._on_next)
+        self.cube = None  # latest cube position [x, y, z] (m, frame base) from /embeval/act2answer/cube_pose
+        self.tcp = None  # latest TCP position [x, y, z]
+        self.gripper = 1.0
+        self.arm_reason = ""  # the arm's last refusal / stop cause
+        self._confirmed = False
         self.index = -1
         self.phase = "wait"
         self.t_phase = time.monotonic()
@@ -57,6 +94,104 @@ class ConductorNode(EmbevalNode):
         self.finished = False
         self._future = None
         self.create_timer(0.05, self._tick)
+
+    def _setup_act2answer(self, folder: str, units: list[str], distortion: str, level: int) -> None:
+        """Episodes from an Act2Answer scene folder (one per unit, in the folder's order unless ``units``)."""
+        from embeval.act2answer.scene import load_scene_set
+
+        ss = load_scene_set(folder)
+        chosen = [ss.unit(u) for u in units] if units else list(ss.units.values())
+        if distortion not in ("", "none"):
+            from embeval.distortion import registry
+
+            registry.get(distortion).param_for(level)
+        self.a2a = ss
+        self.episodes = [{"item": u.unit, "instruction": u.instruction, "distortion": distortion or "none",
+                          "level": level if distortion not in ("", "none") else 0} for u in chosen]
+        self.steps = ss.spec.max_steps  # the step budget of the episode spec
+
+    def _a2a_block(self) -> dict:
+        """What every node needs to know about the running Act2Answer unit (JSON-safe)."""
+        from embeval.provenance import derive_seed
+
+        u = self.a2a.unit(self.episodes[self.index]["item"])
+        return {"item": u.item, "layout": u.layout, "correct_side": u.correct_side, "category": u.category,
+                "scene": str(u.scene.resolve()), "spec": self.a2a.spec.to_dict(),
+                "seed": int(derive_seed(self.seed, u.item, u.layout))}
+
+    def _on_cube(self, msg) -> None:
+        p = msg.pose.position
+        self.cube = [p.x, p.y, p.z]
+        if self.a2a is not None and msg.header.frame_id not in ("", "base"):
+            self.get_logger().warning(f"cube pose in frame {msg.header.frame_id!r}, expected base", throttle_duration_sec=5.0)
+
+    def _on_tcp(self, msg) -> None:
+        p = msg.pose.position
+        self.tcp = [p.x, p.y, p.z]
+
+    def _on_joints(self, msg) -> None:
+        pos = dict(zip(msg.name, msg.position))
+        if "gripper_opening" not in pos:
+            return
+        g = float(pos["gripper_opening"])
+        if self.a2a is not None and self.phase == "running":
+            self._track(g)
+        self.gripper = g
+
+    def _on_safety(self, msg) -> None:
+        if self.a2a is not None and self.phase == "running" and int(msg.data) != 1 and not self.end_reason:
+            self.stopped = True
+            self.end_reason = self.arm_reason or f"protective stop (UR safety mode {int(msg.data)})"
+
+    def _on_arm_status(self, msg) -> None:
+        for st in msg.status:
+            if st.level >= 2 and st.message:
+                self.arm_reason = st.message
+
+    def _on_next(self, request, response):
+        self._confirmed = True
+        response.success, response.message = True, "next episode" if self.phase == "operator" else f"conductor is {self.phase}"
+        return response
+
+    def _track(self, gripper: float) -> None:
+        """Feed the termination rule after a state update (gripper 0..1, 1 = open)."""
+        if self.end_reason:
+            return
+        if self.cube_source == "tcp":  # no cube sensing: a closed gripper carries the cube with the TCP
+            if gripper < 0.5 <= self.gripper and self.tcp is not None:
+                self.grasp_tcp_z = self.tcp[2]
+            held = gripper < 0.5 and self.grasp_tcp_z is not None and self.tcp is not None
+            cube_z = self.cube_z0 + max(0.0, self.tcp[2] - self.grasp_tcp_z) if held else self.cube_z0
+            if gripper >= 0.5 > self.gripper and self.tcp is not None:
+                self.release_xy = self.tcp[:2]
+        else:
+            cube_z = self.cube[2] if self.cube is not None else self.cube_z0
+        if self.rule.update(cube_z, gripper):
+            self.end_reason = "released"
+
+    def _start_running(self) -> None:
+        from embeval.act2answer.episode import Termination
+
+        spec = self.a2a.spec
+        self.end_reason, self.stopped, self.arm_reason = "", False, ""
+        self.grasp_tcp_z, self.release_xy = None, None
+        # a cube pose published since the scene loaded: simulated cell or a tracker on the real one
+        self.cube_source = "tcp" if self.cube is None else "pose"
+        self.cube_z0 = self.cube[2] if self.cube is not None else spec.cube_size / 2
+        self.rule = Termination(spec, self.cube_z0)
+
+    def _answer(self, settle_msg: str) -> dict:
+        """Where the cube ended: the settled sim cube, else a tracked pose, else the TCP at release."""
+        try:
+            cube = json.loads(settle_msg or "{}").get("cube")
+        except json.JSONDecodeError:
+            cube = None
+        if cube is not None:
+            return {"cube_xyz": cube, "cube_source": "sim"}
+        if self.cube_source == "pose" and self.cube is not None:
+            return {"cube_xyz": self.cube, "cube_source": "tracker"}
+        xy = self.release_xy or (self.tcp[:2] if self.tcp is not None else list(self.a2a.spec.cube_xy))
+        return {"cube_xyz": [*xy, None], "cube_source": "tcp"}
 
     def _event(self, **ev) -> None:
         self.event_pub.publish(String(data=json.dumps(ev)))
@@ -74,20 +209,44 @@ class ConductorNode(EmbevalNode):
         if self.phase == "wait":
             if age >= self.start_delay:
                 self._next()
+        elif self.phase == "operator":
+            if self._confirmed:
+                self._reset_arm()
         elif self.phase == "resetting":
             if self._future is None or self._future.done() or age > 10.0:
                 ep = self.episodes[self.index]
-                self._event(event="episode_start", index=self.index, subject=self.subject, **ep)
+                extra = {"act2answer": self._a2a_block()} if self.a2a is not None else {}
+                if extra:
+                    extra["seed"] = extra["act2answer"]["seed"]
+                self._event(event="episode_start", index=self.index, subject=self.subject, **ep, **extra)
+                self.cube = None  # only poses of the new scene count
                 self._enter("settling")
         elif self.phase == "settling":
             if age >= self.settle:
                 self.actions = 0
+                if self.a2a is not None:
+                    self._start_running()
                 self.instr_pub.publish(String(data=self.episodes[self.index]["instruction"]))
                 self._enter("running")
         elif self.phase == "running":
-            if self.actions >= self.steps or age >= self.timeout:
+            if self.a2a is not None:
+                if self.end_reason or self.actions >= self.steps or age >= self.timeout:
+                    if not self.end_reason:
+                        self.end_reason = "max_steps" if self.actions >= self.steps else "timeout"
+                    self._event(event="episode_stop", index=self.index, reason=self.end_reason)  # the policy stops now
+                    self._future = self.settle_client.call_async(Trigger.Request()) if self.settle_client.service_is_ready() else None
+                    self._enter("answering")
+            elif self.actions >= self.steps or age >= self.timeout:
                 self._event(event="episode_end", index=self.index, actions=self.actions, timed_out=self.actions < self.steps,
                             **self.episodes[self.index])
+                self._enter("ending")
+        elif self.phase == "answering":
+            if self._future is None or self._future.done() or age > 10.0:
+                msg = self._future.result().message if self._future is not None and self._future.done() else ""
+                ans = {**self._answer(msg), "end_reason": self.end_reason, "stopped": self.stopped, "steps": self.actions}
+                self._event(event="episode_end", index=self.index, actions=self.actions,
+                            timed_out=self.end_reason == "timeout", **self.episodes[self.index],
+                            act2answer={**self._a2a_block(), **ans})
                 self._enter("ending")
         elif self.phase == "ending":
             if age >= 0.2:  # let the scorer see the last state
@@ -102,6 +261,20 @@ class ConductorNode(EmbevalNode):
             self.finished = True
             self._enter("done")
             return
+        if self.confirm:
+            self._confirmed = False
+            where = ""
+            if self.a2a is not None:
+                u, spec = self.a2a.unit(self.episodes[self.index]["item"]), self.a2a.spec
+                where = (f": scene {u.scene} (left card at {spec.left_card_xy}, right card at {spec.right_card_xy}, cube at "
+                         f"{spec.cube_xy}, m in frame base)")
+            self.get_logger().info(f"episode {self.index + 1}/{len(self.episodes)} {self.episodes[self.index]['item']}{where}; "
+                                   f"set up the cell, then: ros2 service call {T.CONDUCTOR_NEXT} std_srvs/srv/Trigger")
+            self._enter("operator")
+            return
+        self._reset_arm()
+
+    def _reset_arm(self) -> None:
         self._future = self.reset_client.call_async(Trigger.Request()) if self.use_reset and self.reset_client.service_is_ready() else None
         self._enter("resetting")
 

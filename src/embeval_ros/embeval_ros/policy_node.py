@@ -30,12 +30,27 @@ from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
 
 def load_policy(subject: str, params_json: str = ""):
-    """``subject``: a subject YAML path, or an adapter name of kind policy (e.g. ``image_stats``, ``embedded``)."""
+    """``subject``: a subject YAML path, an adapter name of kind policy (e.g. ``image_stats``, ``embedded``),
+    or ``module:attribute`` of a policy class/factory (e.g. ``embeval.act2answer.reference_policies:ScriptedPlacer``),
+    called with the ``params_json`` keyword arguments."""
+    import importlib
     from pathlib import Path
 
+    from embeval.errors import ConfigError
+    from embeval.subjects.protocols import Policy
     from embeval.subjects.registry import load_subject
 
     params = json.loads(params_json) if params_json else {}
+    module, colon, attr = subject.partition(":")
+    if colon and not Path(subject).exists():
+        try:
+            factory = getattr(importlib.import_module(module), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ConfigError(f"subject {subject!r}: cannot import {attr!r} from {module!r} ({exc})") from None
+        policy = factory(**params)
+        if not isinstance(policy, Policy):
+            raise ConfigError(f"subject {subject!r} built a {type(policy).__name__}, which is not a policy (reset/act)")
+        return policy
     if subject.endswith((".yaml", ".yml")) or Path(subject).exists():
         return load_subject(subject, **({"params": params} if params else {}))
     return load_subject({"kind": "policy", "adapter": subject, "params": params})
@@ -72,12 +87,23 @@ class PolicyNode(EmbevalNode):
         self.create_subscription(String, T.INSTRUCTION, self._on_instruction, qos_latched())
         self.create_subscription(PoseStamped, T.TCP_POSE, self._on_pose, qos_reliable())
         self.create_subscription(JointState, T.JOINT_STATES, self._on_joints, qos_reliable())
+        self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
+        self.paused = False  # between episodes (episode_stop / episode_end until the next instruction): no actions
         self._last_step = 0.0
         self.model_s: list[float] = []
         self.last_status = ""
         self.create_timer(0.5, self._watchdog)
 
+    def _on_event(self, msg: String) -> None:
+        try:
+            kind = json.loads(msg.data).get("event")
+        except (json.JSONDecodeError, AttributeError):
+            return
+        if kind in ("episode_stop", "episode_end", "episode_start"):
+            self.paused = True
+
     def _on_instruction(self, msg: String) -> None:
+        self.paused = False
         try:
             self.stepper.set_instruction(msg.data, time.monotonic())
             self.get_logger().info(f"instruction: {msg.data!r}")
@@ -111,7 +137,7 @@ class PolicyNode(EmbevalNode):
             self.stepper.set_image(image, now, key)
         if self.rate_hz > 0 and now - self._last_step < 1.0 / self.rate_hz:
             return
-        if self.max_steps and self.stepper.steps >= self.max_steps:
+        if self.paused or (self.max_steps and self.stepper.steps >= self.max_steps):
             return
         self._last_step = now
         stamp = stamp_to_ns(msg.header.stamp)

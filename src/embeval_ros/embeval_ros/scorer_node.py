@@ -6,6 +6,14 @@ actions, the TCP pose and the safety mode. At ``episode_end`` the episode is fil
 exists each distorted episode is scored and the record is published as JSON and written to the
 results store (SQLite, :class:`embeval.runs.store.ResultsStore`) when ``store`` is set. Cognition
 records (VLM answers) arrive as ``{"event": "cognition", ...}`` events and are stored as they are.
+
+Act2Answer episodes (events with an ``act2answer`` block, see the conductor) become the same
+:class:`embeval.act2answer.episode.EpisodeResult` records the in-process runner writes: the cube's
+final position classified by :func:`embeval.act2answer.zones.classify` (zone, choice, soft success),
+the termination rule and what ended the episode, the raw actions, plus ``cube_source``. They go to
+/embeval/scores, to the store (unit item ``<item>@<layout>``, like the ``act2answer`` evaluator, so
+``embeval export STORE --parquet`` then ``embeval act2answer report`` aggregates them) and, with
+``episodes_jsonl`` set, to a JSONL file that ``embeval act2answer report`` reads directly.
 """
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ import time
 
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import JointState
+from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import String, UInt8
 
 from embeval_ros import topics as T
@@ -29,6 +38,7 @@ class ScorerNode(EmbevalNode):
 
         self.store_path = self.param("store", "", "results store (SQLite) path; empty: publish only")
         self.run_id = self.param("run_id", "ros-graph", "run id of the records in the store")
+        self.jsonl = self.param("episodes_jsonl", "", "Act2Answer: also append each episode record to this JSONL file")
         use_proposed = bool(self.param("score_proposed", True, "score /embeval/action_proposed (works in dry run) instead of /embeval/action"))
         self.book = EpisodeBook()
         self.episode = None
@@ -39,7 +49,17 @@ class ScorerNode(EmbevalNode):
         self.create_subscription(JointState, T.ACTION_PROPOSED if use_proposed else T.ACTION, self._on_action, qos_reliable(50))
         self.create_subscription(PoseStamped, T.TCP_POSE, lambda m: setattr(self, "tcp", msg_to_pose6(m).tolist()), qos_reliable())
         self.create_subscription(UInt8, T.SAFETY_MODE, self._on_safety, qos_reliable())
+        self.create_subscription(DiagnosticArray, T.POLICY_STATUS, self._on_policy_status, qos_reliable())
+        self.policy_id = ""  # the policy node's subject id: the record's subject when the conductor names none
+        self.a2a_records: list[dict] = []
+        self.stopped_listening = False  # after episode_stop: later actions are not the episode's
         self.stored = 0
+
+    def _on_policy_status(self, msg: DiagnosticArray) -> None:
+        for st in msg.status:
+            for kv in st.values:
+                if kv.key == "subject" and kv.value not in ("", "?"):
+                    self.policy_id = kv.value
 
     def _on_safety(self, msg: UInt8) -> None:
         self.safety_mode = int(msg.data)
@@ -48,7 +68,7 @@ class ScorerNode(EmbevalNode):
             self.episode.stop_reason = self.episode.stop_reason or f"UR safety mode {self.safety_mode}"
 
     def _on_action(self, msg: JointState) -> None:
-        if self.episode is not None:
+        if self.episode is not None and not self.stopped_listening:
             self.episode.actions.append(msg_to_action(msg).tolist())
 
     def _on_event(self, msg: String) -> None:
@@ -60,10 +80,18 @@ class ScorerNode(EmbevalNode):
             self.get_logger().warning(f"ignoring a non-JSON event: {msg.data[:80]!r}")
             return
         kind = ev.get("event")
+        if kind == "episode_stop":
+            self.stopped_listening = True
         if kind == "episode_start":
+            self.stopped_listening = False
             self.episode = Episode(item=str(ev.get("item", "item")), distortion=str(ev.get("distortion", "none")),
                                    level=int(ev.get("level", 0) or 0), instruction=str(ev.get("instruction", "")),
                                    subject=str(ev.get("subject", "")), seed=int(ev.get("seed", 0)))
+        elif kind == "episode_end" and self.episode is not None and isinstance(ev.get("act2answer"), dict):
+            t_in = time.perf_counter()
+            ep, self.episode = self.episode, None
+            self._emit_act2answer(ep, ev)
+            self.log.add(t_in)
         elif kind == "episode_end" and self.episode is not None:
             t_in = time.perf_counter()
             ep, self.episode = self.episode, None
@@ -78,24 +106,49 @@ class ScorerNode(EmbevalNode):
         elif kind == "cognition":
             self._emit(ev)
 
+    def _emit_act2answer(self, ep, ev: dict) -> None:
+        """File an Act2Answer episode: zone of the cube's final position, in the in-process runner's schema."""
+        from embeval.act2answer.episode import episode_result
+        from embeval.act2answer.scene import EpisodeSpec
+
+        a = ev["act2answer"]
+        spec = EpisodeSpec.from_dict(a["spec"])
+        subject = ep.subject or self.policy_id
+        r = episode_result(a["item"], a["category"], a["layout"], a["correct_side"], spec, a["cube_xyz"][:2],
+                           end_reason=str(a["end_reason"]), stopped=bool(a["stopped"]), steps=int(a["steps"]),
+                           subject=subject, instruction=ep.instruction, seed=int(a.get("seed", ep.seed)),
+                           actions=[[round(float(v), 6) for v in act] for act in ep.actions])
+        rec = {**r.to_dict(), "cube_source": a["cube_source"], "distortion": ep.distortion, "level": ep.level}
+        self.a2a_records.append(rec)
+        self.pub.publish(String(data=json.dumps(rec, default=float)))
+        if self.jsonl:
+            from pathlib import Path
+
+            path = Path(self.jsonl)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as f:
+                f.write(json.dumps(rec, sort_keys=True) + "\n")
+        if self.store_path:
+            self._store(rec, item=f"{r.item}@{r.layout}", evaluator="act2answer")
+
     def _emit(self, rec: dict) -> None:
         self.pub.publish(String(data=json.dumps(rec, default=float)))
         if self.store_path:
             self._store(rec)
 
-    def _store(self, rec: dict) -> None:
+    def _store(self, rec: dict, item: str | None = None, evaluator: str = "ros_graph") -> None:
         from embeval.provenance import code_version, stable_hash
         from embeval.runs.store import ResultsStore
         from embeval.runs.units import Unit, UnitResult
 
-        unit = Unit(subject=rec.get("subject", ""), item=rec.get("item", ""), distortion=rec.get("distortion", "none"),
+        unit = Unit(subject=rec.get("subject", ""), item=item or rec.get("item", ""), distortion=rec.get("distortion", "none"),
                     level=int(rec.get("level", 0)), seed=int(rec.get("seed", 0)))
         now = time.time()
         spec = {"kind": "ros_graph", "run_id": self.run_id}
         # one short connection per record: callbacks run on any executor thread (sqlite objects are per-thread)
         with ResultsStore(self.store_path) as store:
             if self.run_id not in store.run_ids():
-                store.register_run(self.run_id, stable_hash(spec), "ros_graph", self.run_id, spec,
+                store.register_run(self.run_id, stable_hash(spec), evaluator, self.run_id, spec,
                                    base_dir="", code_version=code_version(), units=[])
             store.record(self.run_id, unit, UnitResult("done", outputs=rec, started=now, finished=now),
                          spec_hash=stable_hash(spec), code_version=code_version(), unit_seed=unit.seed)
