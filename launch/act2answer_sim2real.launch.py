@@ -1,13 +1,22 @@
-"""Sim-to-real Act2Answer: the same items in simulation (backend:=sim) and on the real arm (backend:=ur_rtde).
+"""Sim-to-real Act2Answer: the units of one scene folder in simulation (backend:=sim) and on the real arm (backend:=ur_rtde).
 
-    ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim
-    ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=ur_rtde robot_ip:=192.168.1.102 dry_run:=false
+    embeval act2answer scenes --items runs/act2answer/suite/items.jsonl --out runs/act2answer/scenes
+    ros2 launch embeval_ros act2answer_sim2real.launch.py params_file:=config/act2answer/sim_to_real.yaml backend:=sim
+    ros2 launch embeval_ros act2answer_sim2real.launch.py params_file:=config/act2answer/sim_to_real.yaml \
+        backend:=ur_rtde robot_ip:=192.168.1.102 dds_localhost:=0                  # dry run, operator confirms each unit
+    ros2 service call /embeval/conductor/next std_srvs/srv/Trigger                  # cards and cube placed: go
+
+In simulation the arm node loads each unit's scene and the camera node (a separate process) renders a
+mirror of that cell that follows /joint_states and /embeval/act2answer/cube_pose. On the real cell the
+camera is a RealSense, the conductor waits for the operator before each unit (operator_confirm) and the
+policy only proposes actions until dry_run:=false. See docs/act2answer.md#sim-to-real.
 """
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PythonExpression
 from launch_ros.actions import Node
 
@@ -16,27 +25,38 @@ PKG = "embeval_ros"
 
 def generate_launch_description():
     share = get_package_share_directory(PKG)
+    backend = LaunchConfiguration("backend")
+    real = ["'", backend, "' == 'ur_rtde'"]
     args = [
         DeclareLaunchArgument("backend", default_value="sim", description="sim | ur_rtde | mock"),
         DeclareLaunchArgument("robot_ip", default_value="192.168.1.102", description="UR controller IP (ur_rtde)"),
-        DeclareLaunchArgument("dry_run", default_value="true", description="false: the policy commands the arm"),
+        DeclareLaunchArgument("scenes", default_value="runs/act2answer/scenes",
+                              description="scene folder from `embeval act2answer scenes` (units, scenes, episode spec)"),
+        DeclareLaunchArgument("dry_run", default_value=PythonExpression(["'true' if ", *real, " else 'false'"]),
+                              description="false: the policy commands the arm (default: true on the real arm)"),
+        DeclareLaunchArgument("operator_confirm", default_value=PythonExpression(["'true' if ", *real, " else 'false'"]),
+                              description="wait for /embeval/conductor/next before each unit (default: true on the real arm)"),
+        DeclareLaunchArgument("record", default_value="true", description="record the topics to an MCAP bag"),
         DeclareLaunchArgument("bag_dir", default_value="", description="bag folder (empty: runs/bags/embeval_<time>)"),
+        DeclareLaunchArgument("dds_localhost", default_value="1", description="1: DDS on loopback only; 0: robot network"),
         DeclareLaunchArgument("params_file", default_value=os.path.join(share, "config", "embeval_act2answer.yaml"),
-                              description="ROS 2 parameter file for the embeval nodes"),
+                              description="ROS 2 parameter file (use config/act2answer/sim_to_real.yaml)"),
     ]
     params = LaunchConfiguration("params_file")
-    backend = LaunchConfiguration("backend")
-    source = PythonExpression(["'realsense' if '", backend, "' == 'ur_rtde' else 'synthetic'"])
+    source = PythonExpression(["'realsense' if ", *real, " else 'sim' if '", backend, "' == 'sim' else 'synthetic'"])
     nodes = [
-        Node(package=PKG, executable="camera_node", name="embeval_camera", parameters=[params, {"source": source}]),
-        Node(package=PKG, executable="distortion_node", name="embeval_distortion", parameters=[params]),
-        Node(package=PKG, executable="policy_node", name="embeval_policy",
+        Node(package=PKG, executable="camera_node", name="embeval_camera", output="screen",
+             parameters=[params, {"source": source}]),
+        Node(package=PKG, executable="distortion_node", name="embeval_distortion", output="screen", parameters=[params]),
+        Node(package=PKG, executable="policy_node", name="embeval_policy", output="screen",
              parameters=[params, {"dry_run": LaunchConfiguration("dry_run")}]),
-        Node(package=PKG, executable="arm_node", name="embeval_arm",
+        Node(package=PKG, executable="arm_node", name="embeval_arm", output="screen",
              parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip")}]),
-        Node(package=PKG, executable="scorer_node", name="embeval_scorer", parameters=[params]),
-        Node(package=PKG, executable="conductor_node", name="embeval_conductor", parameters=[params]),
-        Node(package=PKG, executable="recorder_node", name="embeval_recorder",
-             parameters=[params, {"bag_dir": LaunchConfiguration("bag_dir")}]),
+        Node(package=PKG, executable="scorer_node", name="embeval_scorer", output="screen", parameters=[params]),
+        Node(package=PKG, executable="conductor_node", name="embeval_conductor", output="screen",
+             parameters=[params, {"act2answer_scenes": LaunchConfiguration("scenes"),
+                                  "operator_confirm": LaunchConfiguration("operator_confirm")}]),
+        Node(package=PKG, executable="recorder_node", name="embeval_recorder", output="screen",
+             parameters=[params, {"bag_dir": LaunchConfiguration("bag_dir")}], condition=IfCondition(LaunchConfiguration("record"))),
     ]
-    return LaunchDescription(args + nodes)
+    return LaunchDescription(args + [SetEnvironmentVariable("EMBEVAL_DDS_LOCALHOST", LaunchConfiguration("dds_localhost"))] + nodes)

@@ -1,5 +1,5 @@
-"""config/act2answer/sim_to_real.yaml only sets parameters the embeval_ros nodes declare, and its
-conductor lists are consistent (checked on the node sources; rclpy is not needed)."""
+"""config/act2answer/sim_to_real.yaml only sets parameters the embeval_ros nodes declare, and it runs
+Act2Answer units from a scene folder (checked on the node sources; rclpy is not needed)."""
 import re
 from pathlib import Path
 
@@ -13,7 +13,7 @@ NODES = {"embeval_camera": "camera_node", "embeval_distortion": "distortion_node
 
 def declared(module: str) -> set[str]:
     src = (ROOT / "src" / "embeval_ros" / "embeval_ros" / f"{module}.py").read_text()
-    return set(re.findall(r"""self\.param\(\s*["']([a-z_0-9]+)["']""", src))
+    return set(re.findall(r"""\bparam\(\s*["']([a-z_0-9]+)["']""", src))
 
 
 def test_sim_to_real_params_match_the_nodes():
@@ -24,16 +24,31 @@ def test_sim_to_real_params_match_the_nodes():
         unknown = params - declared(NODES[node])
         assert not unknown, f"{node}: parameters {unknown} are not declared by {NODES[node]}"
     c = doc["embeval_conductor"]["ros__parameters"]
-    assert len(c["items"]) == len(c["instructions"]) == len(c["distortions"]) == len(c["levels"])
+    assert c["act2answer_scenes"] and "items" not in c  # the units come from the scene folder
+    assert doc["embeval_arm"]["ros__parameters"]["backend"] == "sim" and doc["embeval_camera"]["ros__parameters"]["source"] == "sim"
     assert (ROOT / doc["embeval_policy"]["ros__parameters"]["subject"]).is_file()
 
 
-def test_exported_conductor_params_match_the_node(tmp_path):
+def test_exported_scene_folder_loads_for_the_conductor(tmp_path):
     from embeval.act2answer.generator import generate_items
-    from embeval.act2answer.scene import export_scenes
+    from embeval.act2answer.scene import export_scenes, load_scene_set
 
     items = generate_items(tmp_path / "s", ["time"], per_category=2)
     out = export_scenes(items, tmp_path / "sc")
     c = yaml.safe_load((out / "conductor.yaml").read_text())["embeval_conductor"]["ros__parameters"]
     assert set(c) <= declared("conductor_node")
     assert len(c["items"]) == 4 and c["items"][1] == "time-0000@swapped"
+    ss = load_scene_set(out)
+    assert list(ss.units) == c["items"]
+    u = ss.unit("time-0000@swapped")
+    assert (u.item, u.layout, u.instruction) == ("time-0000", "swapped", c["instructions"][1])
+    assert u.correct_side != ss.unit("time-0000@original").correct_side and u.scene.is_file()
+    assert ss.spec.max_steps == c["steps_per_episode"] == 24
+    import pytest
+
+    from embeval.errors import ConfigError, MissingFileError
+
+    with pytest.raises(ConfigError, match="not in the scene folder"):
+        ss.unit("time-0009@original")
+    with pytest.raises(MissingFileError, match="embeval act2answer scenes"):
+        load_scene_set(tmp_path / "s")
