@@ -86,3 +86,33 @@ def test_act2answer_episodes_through_the_graph_match_in_process(tmp_path, scenes
 
     table = pd.read_csv(tmp_path / "t.csv").set_index("category")
     assert table.loc["all", "rate"] == pytest.approx(0.5) and table.loc["all", "subject"] == "scripted-placer-left"
+
+
+def test_camera_in_another_process_mirrors_the_arms_cell(tmp_path, scenes):
+    """Without the shared workcell (ros2 launch: one process per node) the camera renders a mirror of the
+    arm's Act2Answer scene that follows /joint_states and the cube pose: pixel-equal to the arm's own render."""
+    import numpy as np
+    from embeval_ros.graph import Graph
+
+    from embeval.robot.sim_backend import SimArmBackend
+
+    items, scenes_dir = scenes
+    params = _params(tmp_path, scenes_dir, side="right")
+    params["embeval_conductor"]["act2answer_items"] = [f"{items[1].id}@swapped"]
+    arm = SimArmBackend()  # shared without a renderer: the camera node cannot see it
+    try:
+        with Graph(params, shared={"arm": arm}) as g:
+            g.spin(40, until=lambda g: g.nodes["embeval_conductor"].finished)
+            assert g.nodes["embeval_conductor"].finished
+            g.spin(0.5)  # the mirror takes the last joint state and cube pose
+            cam = g.nodes["embeval_camera"]
+            assert cam.mirror is not None and cam.mirror.scene_path.endswith(f"{items[1].id}@swapped.yaml")
+            for view in ("third_person", "wrist"):
+                a = arm.render(view, 64, 48).astype(int)
+                b = cam.mirror.render(view, 64, 48).astype(int)
+                assert np.abs(a - b).mean() < 0.5, view
+            (rec,) = g.nodes["embeval_scorer"].a2a_records
+        assert (rec["layout"], rec["choice"], rec["end_reason"]) == ("swapped", "right", "released")
+        assert rec["zone"] == ("correct" if items[1].correct_side_in("swapped") == "right" else "incorrect")
+    finally:
+        arm.close()

@@ -1,7 +1,9 @@
 """camera node: publish an image source on the realsense-ros topics (rgb8 + camera_info) at ``rate_hz``.
 
 Sources (``source`` parameter): sim (the shared pybullet workcell when composed, else the synthetic
-tabletop that follows /tcp_pose_broadcaster/pose), synthetic, realsense, folder, bag.
+tabletop that follows /tcp_pose_broadcaster/pose until an Act2Answer ``episode_start`` names a scene:
+from then on a :class:`embeval.act2answer.mirror.CellMirror` of that scene following /joint_states
+and /embeval/act2answer/cube_pose), synthetic, realsense, folder, bag.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ class CameraNode(EmbevalNode):
         seed = self.param("seed", 0, "seed of the synthetic scene")
         self.max_frames = self.param("max_frames", 0, "stop publishing after this many frames (0: never)")
         self.camera_name = self.param("sim_camera", "third_person", "camera name in the simulated workcell")
+        self.size = (int(w), int(h))
+        self.mirror = None  # separate-process sim: a render-only copy of the arm's Act2Answer cell
         self.source = self._make_source(w, h, folder, bag, bag_topic, serial, loop, seed)
         self.pub = self.create_publisher(Image, T.IMAGE_RAW, qos_reliable())
         self.info_pub = self.create_publisher(CameraInfo, T.CAMERA_INFO, qos_reliable())
@@ -50,7 +54,15 @@ class CameraNode(EmbevalNode):
                 return make_source("sim", renderer=renderer, camera=self.camera_name)
             kind = "synthetic"  # separate process: mirror the arm's TCP into the synthetic tabletop
             self.get_logger().info("source sim without an in-process workcell (separate process): using the synthetic "
-                                   "tabletop that follows /tcp_pose_broadcaster/pose; run `embeval graph` to render the workcell")
+                                   "tabletop that follows /tcp_pose_broadcaster/pose until an Act2Answer episode names "
+                                   "its scene; run `embeval graph` to render the arm's own workcell")
+            from geometry_msgs.msg import PoseStamped
+            from sensor_msgs.msg import JointState
+            from std_msgs.msg import String
+
+            self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
+            self.create_subscription(JointState, T.JOINT_STATES, self._on_joints, qos_reliable())
+            self.create_subscription(PoseStamped, T.CUBE_POSE, self._on_cube, qos_reliable())
         if kind == "synthetic":
             src = make_source("synthetic", width=w, height=h, seed=seed)
             from geometry_msgs.msg import PoseStamped
@@ -64,6 +76,41 @@ class CameraNode(EmbevalNode):
         if kind == "bag":
             return make_source("bag", path=bag, topic=bag_topic, loop=loop)
         return make_source(kind)  # raises ConfigError listing the choices
+
+    def _on_event(self, msg) -> None:
+        """An Act2Answer episode_start with a scene: render a mirror of that scene from now on."""
+        import json
+
+        try:
+            ev = json.loads(msg.data)
+        except json.JSONDecodeError:
+            return
+        a2a = ev.get("act2answer") if isinstance(ev, dict) and ev.get("event") == "episode_start" else None
+        if not isinstance(a2a, dict) or not a2a.get("scene"):
+            return
+        from embeval.act2answer.mirror import CellMirror
+        from embeval.camera import make_source
+
+        if self.mirror is None:
+            self.mirror = CellMirror()
+            self.source.close()
+            w, h = self.size
+            self.source = make_source("sim", renderer=lambda camera: self.mirror.render(camera, w, h), camera=self.camera_name)
+        self.mirror.load(a2a["scene"])
+
+    def _on_joints(self, msg) -> None:
+        if self.mirror is None:
+            return
+        from embeval.kinematics import JOINT_NAMES
+
+        pos = dict(zip(msg.name, msg.position))
+        if all(n in pos for n in JOINT_NAMES):
+            self.mirror.set_robot([pos[n] for n in JOINT_NAMES], pos.get("gripper_opening"))
+
+    def _on_cube(self, msg) -> None:
+        if self.mirror is not None:
+            p, o = msg.pose.position, msg.pose.orientation
+            self.mirror.set_object("cube", (p.x, p.y, p.z), (o.x, o.y, o.z, o.w))
 
     def _tick(self) -> None:
         if self.max_frames and self.frames >= self.max_frames:
@@ -89,6 +136,8 @@ class CameraNode(EmbevalNode):
 
     def close(self) -> None:
         self.source.close()
+        if self.mirror is not None:
+            self.mirror.close()
 
 
 def main(args=None) -> int:
