@@ -31,6 +31,7 @@ from embeval.robot.safety import SafetyLimits
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import (
+    act2answer_start,
     joint_state_msg,
     msg_to_action,
     pose_msg,
@@ -153,19 +154,13 @@ class ArmNode(EmbevalNode):
 
     def _on_event(self, msg: String) -> None:
         """Load an Act2Answer episode's scene into the simulated cell (serialised with the commands)."""
-        import json
-
-        try:
-            ev = json.loads(msg.data)
-        except json.JSONDecodeError:
-            return
-        a2a = ev.get("act2answer") if isinstance(ev, dict) and ev.get("event") == "episode_start" else None
-        if not isinstance(a2a, dict) or not a2a.get("scene"):
+        a2a = act2answer_start(msg)
+        if a2a is None:
             return
         self.settle_s = float((a2a.get("spec") or {}).get("settle_s", self.settle_s))
         cell = self._cell()
         if cell is None:
-            self.get_logger().info(f"episode {ev.get('item')}: set up the real cell as in {a2a['scene']}")
+            self.get_logger().info(f"episode {a2a.get('item')} {a2a.get('layout')}: set up the real cell as in {a2a['scene']}")
             return
         from embeval.sim.scene import SceneSpec
 

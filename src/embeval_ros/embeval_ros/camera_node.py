@@ -14,7 +14,12 @@ from sensor_msgs.msg import CameraInfo, Image
 from embeval.errors import InvalidInputError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
-from embeval_ros.conversions import camera_info_msg, image_to_msg, msg_to_pose6
+from embeval_ros.conversions import (
+    act2answer_start,
+    camera_info_msg,
+    image_to_msg,
+    msg_to_pose6,
+)
 from embeval_ros.runtime import qos_reliable, run_node
 
 
@@ -79,14 +84,8 @@ class CameraNode(EmbevalNode):
 
     def _on_event(self, msg) -> None:
         """An Act2Answer episode_start with a scene: render a mirror of that scene from now on."""
-        import json
-
-        try:
-            ev = json.loads(msg.data)
-        except json.JSONDecodeError:
-            return
-        a2a = ev.get("act2answer") if isinstance(ev, dict) and ev.get("event") == "episode_start" else None
-        if not isinstance(a2a, dict) or not a2a.get("scene"):
+        a2a = act2answer_start(msg)
+        if a2a is None:
             return
         from embeval.act2answer.mirror import CellMirror
         from embeval.camera import make_source

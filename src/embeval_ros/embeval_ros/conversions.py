@@ -133,3 +133,16 @@ def msg_to_pose6(msg) -> np.ndarray:
     o = pose.orientation
     rv = Rotation.from_quat([o.x, o.y, o.z, o.w]).as_rotvec()
     return np.array([pose.position.x, pose.position.y, pose.position.z, *rv], dtype=np.float64)
+
+
+def act2answer_start(msg) -> dict | None:
+    """The ``act2answer`` block (scene path, spec, unit) of an ``episode_start`` event on /embeval/events
+    (``std_msgs/String`` JSON), or None for any other event or a non-Act2Answer episode."""
+    import json
+
+    try:
+        ev = json.loads(msg.data)
+    except json.JSONDecodeError:
+        return None
+    a2a = ev.get("act2answer") if isinstance(ev, dict) and ev.get("event") == "episode_start" else None
+    return a2a if isinstance(a2a, dict) and a2a.get("scene") else None

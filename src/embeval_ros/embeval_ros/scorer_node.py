@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import time
 
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import JointState
-from diagnostic_msgs.msg import DiagnosticArray
 from std_msgs.msg import String, UInt8
 
 from embeval_ros import topics as T
