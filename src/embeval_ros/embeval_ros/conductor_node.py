@@ -85,7 +85,7 @@ class ConductorNode(EmbevalNode):
         self.cube = None  # latest cube position [x, y, z] (m, frame base) from /embeval/act2answer/cube_pose
         self.tcp = None  # latest TCP position [x, y, z]
         self.gripper = 1.0
-        self.arm_reason = ""  # the arm's last refusal / stop cause
+        self.arm_reason = ""  # the first stop cause the arm reported in this episode
         self._confirmed = False
         self.index = -1
         self.phase = "wait"
@@ -140,12 +140,13 @@ class ConductorNode(EmbevalNode):
 
     def _on_safety(self, msg) -> None:
         if self.a2a is not None and self.phase == "running" and int(msg.data) != 1 and not self.end_reason:
-            self.stopped = True
-            self.end_reason = self.arm_reason or f"protective stop (UR safety mode {int(msg.data)})"
+            self.stopped = True  # the arm's own reason (/embeval/arm/status) replaces this when the episode ends
+            self.end_reason = f"protective stop (UR safety mode {int(msg.data)})"
 
     def _on_arm_status(self, msg) -> None:
         for st in msg.status:
-            if st.level >= 2 and st.message:
+            level = st.level[0] if isinstance(st.level, (bytes, bytearray)) else int(st.level)  # a byte field in rclpy
+            if level >= 2 and st.message and not self.arm_reason:  # the first cause, not the later refusals
                 self.arm_reason = st.message
 
     def _on_next(self, request, response):
@@ -243,7 +244,8 @@ class ConductorNode(EmbevalNode):
         elif self.phase == "answering":
             if self._future is None or self._future.done() or age > 10.0:
                 msg = self._future.result().message if self._future is not None and self._future.done() else ""
-                ans = {**self._answer(msg), "end_reason": self.end_reason, "stopped": self.stopped, "steps": self.actions}
+                reason = self.arm_reason if self.stopped and self.arm_reason else self.end_reason
+                ans = {**self._answer(msg), "end_reason": reason, "stopped": self.stopped, "steps": self.actions}
                 self._event(event="episode_end", index=self.index, actions=self.actions,
                             timed_out=self.end_reason == "timeout", **self.episodes[self.index],
                             act2answer={**self._a2a_block(), **ans})

@@ -1,0 +1,109 @@
+"""Act2Answer in the ROS graph, the real cell's path on mock hardware and the protective stop in simulation.
+
+Real cell (backend mock: the UR5 stand-in, no cube sensing): the conductor waits for the operator
+(/embeval/conductor/next) before each unit, and without a cube pose the cube is taken where the gripper
+opened (``cube_source: tcp``). Simulation: a policy driving into the table ends the episode with the
+arm's protective stop, the same record as the in-process runner's.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("rclpy", reason="the ROS 2 wheels (ros-rclpy) are not installed: run scripts/install.sh")
+pytestmark = pytest.mark.ros
+
+
+@pytest.fixture(scope="module")
+def scenes(tmp_path_factory):
+    from embeval.act2answer.generator import generate_items
+    from embeval.act2answer.scene import export_scenes
+
+    d = tmp_path_factory.mktemp("a2a_cell")
+    items = generate_items(d / "suite", ["shape"], per_category=1, seed=3)
+    return items, export_scenes(items, d / "scenes")
+
+
+def _params(scenes_dir, backend, subject, subject_params, **conductor):
+    from embeval_ros.graph import load_params
+
+    return load_params({
+        "embeval_camera": {"ros__parameters": {"source": "sim" if backend == "sim" else "synthetic", "rate_hz": 10.0,
+                                               "width": 64, "height": 48}},
+        "embeval_distortion": {"ros__parameters": {"distortion": "none"}},
+        "embeval_policy": {"ros__parameters": {"subject": subject, "subject_params": json.dumps(subject_params),
+                                               "dry_run": False, "rate_hz": 8.0, "max_steps": 24, "max_image_age_s": 3.0}},
+        "embeval_arm": {"ros__parameters": {"backend": backend, "max_command_age_s": 10.0, "tcp_speed": 0.25,
+                                            "state_rate_hz": 20.0}},
+        "embeval_scorer": {"ros__parameters": {"run_id": "cell"}},
+        "embeval_conductor": {"ros__parameters": {"act2answer_scenes": str(scenes_dir), "episode_timeout_s": 30.0,
+                                                  "settle_s": 0.5, "start_delay_s": 0.3, **conductor}},
+    })
+
+
+def _operator_next(g) -> str:
+    """What the operator does when the cell is set up: ros2 service call /embeval/conductor/next std_srvs/srv/Trigger."""
+    import rclpy
+    from embeval_ros.topics import CONDUCTOR_NEXT
+    from rclpy.executors import SingleThreadedExecutor
+    from std_srvs.srv import Trigger
+
+    node = rclpy.create_node("test_operator", context=g.context)
+    try:
+        client = node.create_client(Trigger, CONDUCTOR_NEXT)
+        assert client.wait_for_service(timeout_sec=5.0)
+        future = client.call_async(Trigger.Request())
+        ex = SingleThreadedExecutor(context=g.context)
+        ex.add_node(node)
+        ex.spin_until_future_complete(future, timeout_sec=5.0)
+        ex.shutdown()
+        return future.result().message
+    finally:
+        node.destroy_node()
+
+
+def test_real_cell_path_waits_for_the_operator_and_reads_the_cube_at_release(scenes):
+    from embeval_ros.graph import Graph
+
+    items, scenes_dir = scenes
+    params = _params(scenes_dir, "mock", "embeval.act2answer.reference_policies:ScriptedPlacer", {"side": "right"},
+                     operator_confirm=True)
+    with Graph(params) as g:
+        conductor, scorer = g.nodes["embeval_conductor"], g.nodes["embeval_scorer"]
+        for unit in range(2):
+            g.spin(10, until=lambda g: conductor.phase == "operator")
+            g.spin(1.0)  # nothing starts while the cell is being set up
+            assert conductor.phase == "operator" and len(scorer.a2a_records) == unit
+            assert _operator_next(g) == "next episode"
+            g.spin(30, until=lambda g: len(scorer.a2a_records) == unit + 1 or conductor.finished)
+        g.spin(10, until=lambda g: conductor.finished)
+        assert conductor.finished
+        recs = list(scorer.a2a_records)
+    assert [r["layout"] for r in recs] == ["original", "swapped"]
+    for r in recs:
+        assert (r["cube_source"], r["choice"], r["end_reason"], r["steps"]) == ("tcp", "right", "released", 20)
+        assert r["cube_xy"] == pytest.approx([0.55, -0.15], abs=1e-3)  # the TCP where the gripper opened
+        assert r["zone"] == ("correct" if r["correct_side"] == "right" else "incorrect")
+    assert {r["zone"] for r in recs} == {"correct", "incorrect"}
+
+
+def test_protective_stop_ends_the_episode_as_in_process(scenes):
+    from embeval_ros.graph import Graph
+
+    from embeval.act2answer.episode import run_items
+    from embeval.subjects.scripted import ConstantPolicy
+
+    items, scenes_dir = scenes
+    down = [0, 0, -0.045, 0, 0, 0, 1]  # straight down into the table
+    params = _params(scenes_dir, "sim", "scripted", {"vector": down}, act2answer_items=[f"{items[0].id}@original"])
+    with Graph(params) as g:
+        g.spin(40, until=lambda g: g.nodes["embeval_conductor"].finished)
+        assert g.nodes["embeval_conductor"].finished
+        (ros,) = g.nodes["embeval_scorer"].a2a_records
+    (local,) = [r.to_dict() for r in run_items(ConstantPolicy(vector=down), items, layouts=("original",))]
+    assert local["stopped"] and local["zone"] == "out_of_bounds" and local["end_reason"].startswith("workspace limit")
+    for key in ("stopped", "zone", "choice", "end_reason"):
+        assert ros[key] == local[key], key
+    assert ros["cube_xy"] == pytest.approx(local["cube_xy"], abs=0.005)  # the cube was never touched
+    assert local["steps"] <= ros["steps"] <= local["steps"] + 2  # actions proposed before the stop reached the conductor
