@@ -116,27 +116,63 @@ def test_predictor_round_trip_and_gate(bench, db, tmp_path):
 
 
 def test_feature_svr_matches_scikit_learn(db, bench):
-    """The numpy evaluation of the saved SVR equals scikit-learn's predict on the same features."""
+    """The numpy evaluation of the saved SVR equals scikit-learn's predict on the same features (fitted
+    to the normal scores of the target's ranks), mapped back to Decision units through the training
+    target's quantiles (monotone: the gate's order is the SVR's)."""
+    from scipy.special import ndtr, ndtri
+    from scipy.stats import rankdata
     from sklearn.svm import SVR
 
     from embeval.iqa.features import nr_features
 
     out, scores = db
     m = bench.split0["predictor"][("nr-fusion", "decision")]
+    assert m.target_transform == "rank" and m.input_size == [32, 48]
     tr = bench.split0["train"]
-    X = np.concatenate([bench.features["nss"], bench.features["colour"], bench.features["stats"]], axis=1)
+    X = np.concatenate([bench.features[f] for f in ("nss", "colour", "stats", "signal")], axis=1)
+    assert X.shape[1] == 36 + 7 + 20 + 14
     few = [np.asarray(Image.open(out / f)) for f in scores["path"].iloc[:3]]
     assert np.allclose(nr_features(few), X[:3], atol=1e-9)  # batched features = per-image features
     mu, sd = X[tr].mean(0), X[tr].std(0)
     sd[sd == 0] = 1
-    svr = SVR(C=3.0, epsilon=0.05, gamma="scale").fit((X[tr] - mu) / sd, scores["decision"].to_numpy()[tr])
-    assert np.allclose(m.predict_features(X), svr.predict((X - mu) / sd), atol=1e-8)
+    y = scores["decision"].to_numpy()[tr]
+    svr = SVR(C=3.0, epsilon=0.1, gamma="scale").fit((X[tr] - mu) / sd, ndtri((rankdata(y) - 0.5) / len(y)))
+    f = svr.predict((X - mu) / sd)
+    got = m.predict_features(X)
+    assert np.allclose(got, np.interp(ndtr(f), np.linspace(0, 1, 201), np.quantile(y, np.linspace(0, 1, 201))), atol=1e-8)
+    assert y.min() <= got.min() and got.max() <= y.max()
+    assert np.all(np.diff(got[np.argsort(f)]) >= 0)
+
+
+def test_signal_features_measure_what_they_name():
+    """Noise sigma (Immerkaer) recovers added Gaussian noise; blur moves energy out of the high bands;
+    JPEG-like 8x8 blocks raise blockiness; clipping shares count saturated pixels."""
+    import cv2
+
+    from embeval.iqa.features import signal_features
+
+    rng = np.random.default_rng(0)
+    flat = np.full((96, 128, 3), 128, np.uint8)
+    noisy = np.clip(flat + rng.normal(0, 10, flat.shape), 0, 255).astype(np.uint8)
+    scene = synthetic_tabletop(128, 96, seed=1)
+    blurred = cv2.GaussianBlur(scene, (0, 0), 2.0)
+    blocks = cv2.resize(cv2.resize(scene, (16, 12), interpolation=cv2.INTER_AREA), (128, 96), interpolation=cv2.INTER_NEAREST)
+    clipped = scene.copy()
+    clipped[:48] = 255
+    f = signal_features([noisy, scene, blurred, blocks, clipped])
+    assert f.shape == (5, 14) and np.isfinite(f).all()
+    assert np.exp(f[0, 0]) == pytest.approx(10.0 * np.sqrt(0.299**2 + 0.587**2 + 0.114**2), rel=0.1)  # grey of RGB noise
+    assert f[2, 6] < f[1, 6] - 1.0  # log energy share of 0.15-0.3 cycles/pixel: blur removes it
+    assert f[2, 0] < f[1, 0] - 1.0 and f[2, 3] < f[1, 3]  # and lowers the noise estimate and the 99 % gradient
+    assert max(f[3, 8], f[3, 9]) > 2.0 > max(f[1, 8], f[1, 9])  # blockiness of 8x8 blocks
+    assert f[4, 11] >= 0.5 and f[1, 11] < 0.05  # bright clipped share
 
 
 def test_gate_withholds_low_decision_frames_more_often_than_psnr_gate(db, bench):
-    """Measured on the held-out scenes of split 1: at the same withheld rate, the best trained NR
-    gate catches more frames whose Decision score is in the lowest third than a PSNR-threshold gate."""
-    from embeval_analysis.iqa.bench import best_nr, gate_comparison
+    """Measured on the held-out scenes of every split: at the same withheld rate, the best trained NR
+    gate (trained per split) catches more frames whose Decision score is in the lowest third than a
+    PSNR-threshold gate (which needs the clean reference frame)."""
+    from embeval_analysis.iqa.bench import best_nr, gate_comparison, gate_over_splits, print_gate_over_splits
 
     _, scores = db
     te = bench.split0["test"]
@@ -150,6 +186,44 @@ def test_gate_withholds_low_decision_frames_more_often_than_psnr_gate(db, bench)
     assert low["gate_precision"] >= low["psnr_precision"], low
     assert at_rate["gate_precision"] > at_rate["psnr_precision"], at_rate
     assert at_rate["gate_passed_mean"] > at_rate["psnr_passed_mean"], at_rate
+    summary, per = gate_over_splits(bench, scores, best, rates=(0.2, RATE), n_boot=200)
+    print_gate_over_splits(summary)
+    assert len(per) == 2 * 3 and summary["n_splits"].tolist() == [3, 3]
+    r = summary.iloc[1]
+    assert r["diff"] > 0 and r.splits_higher >= 2 and r.diff_lo <= r["diff"] <= r.diff_hi, r
+
+
+def test_gate_over_splits_arithmetic_and_bootstrap():
+    """Per split: share of low frames among the round(rate * n) lowest scores of each gate; low = the
+    database's lowest third; summary = medians over splits; bootstrap weights = duplicated frames."""
+    from embeval_analysis.iqa.bench import BenchResult, _withheld_low_share, gate_over_splits
+
+    y = np.array([1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12])  # low: 1..4
+    scores = pd.DataFrame({"decision": y, "scene_id": np.repeat(["a", "b", "c", "d"], 3)})
+    te0, te1 = np.arange(0, 6), np.arange(6, 12)
+    psnr = np.array([9.0, 1, 2, 3, 8, 7, 1, 2, 3, 4, 5, 6])  # split 0: withholds 2, 3 (2 and 3 low); split 1: 7, 8
+    gate = {0: np.array([0.0, 1, 9, 2, 5, 5]), 1: np.array([6.0, 5, 4, 3, 2, 1])}  # split 0: 1, 2; split 1: 12, 11
+    res = BenchResult(None, None, {}, {"psnr": psnr}, {}, splits=[(te1, te0), (te0, te1)],
+                      preds={("nr", "decision"): gate})
+    summary, per = gate_over_splits(res, scores, "nr", rates=(1 / 3,), n_boot=50)
+    assert per["gate"].tolist() == [1.0, 0.0] and per["psnr"].tolist() == [1.0, 0.0]
+    r = summary.iloc[0]
+    assert (r.gate, r.psnr, r["diff"]) == (0.5, 0.5, 0.0) and (r.splits_higher, r.splits_equal, r.splits_lower) == (0, 2, 0)
+    assert r.gate_lo <= r.gate <= r.gate_hi and r.low_share == pytest.approx(4 / 12)
+    # weights count copies: the same as repeating frames
+    rng = np.random.default_rng(3)
+    sc, low, w = rng.random(20), rng.random(20) < 0.4, rng.integers(0, 3, 20)
+    rates = (0.1, 0.25, 0.5)
+    got = _withheld_low_share(sc, w, low, rates)
+    rep = np.repeat(np.arange(20), w)
+    assert np.allclose(got, _withheld_low_share(sc[rep], np.ones(len(rep)), low[rep], rates))
+    for j, rt in enumerate(rates):
+        k = int(round(rt * len(rep)))
+        assert got[j] == pytest.approx(low[rep][np.argsort(sc[rep], kind="stable")[:k]].mean())
+    from embeval.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no held-out predictions"):
+        gate_over_splits(res, scores, "cnniqa")
 
 
 def test_corr_agrees_with_scoring_stats():

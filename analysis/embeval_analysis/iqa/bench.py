@@ -60,7 +60,9 @@ class BenchResult:
     metric_values: dict[str, np.ndarray]  # zero-shot values per image (all images)
     split0: dict[str, Any]  # test indices and predictions of split 0 (for the gate)
     seconds: float = 0.0
-    features: dict[str, np.ndarray] = field(default_factory=dict)  # NR features per image ("nss", "colour", "stats")
+    features: dict[str, np.ndarray] = field(default_factory=dict)  # NR features per image and set (embeval.iqa.features)
+    splits: list = field(default_factory=list)  # (train, test) row indices of every split
+    preds: dict = field(default_factory=dict)  # (metric, target) -> {split: held-out predictions (aligned with the split's test)}
 
 
 def _load_images(db: Path, scores) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -157,18 +159,24 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     names = list(dict.fromkeys(cfg.zero_shot + (["psnr", "ssim", "gmsd"] if "fr-fusion" in cfg.trained else [])))
     values, missing, hib = zero_shot_scores(dist, refs, names, log)
     feats: dict[str, np.ndarray] = {}
-    svr_sets = {m: FEATURE_METRICS[m] for m in cfg.trained if m in FEATURE_METRICS}
-    if svr_sets:
-        from embeval.iqa.features import colour_features, nss_features, stats_features
+    svr_kw = {m: FEATURE_METRICS[m] for m in cfg.trained if m in FEATURE_METRICS}
+    size = None
+    if svr_kw:
+        from collections import Counter
+
+        from embeval.iqa.features import nr_features, resize_to
 
         t1 = time.perf_counter()
-        feats = {"nss": nss_features(dist), "colour": colour_features(dist), "stats": stats_features(dist)}
+        size = list(Counter(im.shape[:2] for im in dist).most_common(1)[0][0])  # the predictor resizes live frames to it
+        small = resize_to(dist, size)
+        feats = {f: nr_features(small, (f,)) for f in dict.fromkeys(f for kw in svr_kw.values() for f in kw["sets"])}
         if log:
-            log(f"  NR features (BRISQUE NSS, colour, statistics) of {len(dist)} images in {time.perf_counter() - t1:.1f} s")
+            log(f"  NR features ({', '.join(feats)}) of {len(dist)} images at {size[1]}x{size[0]} in {time.perf_counter() - t1:.1f} s")
     splits = scene_splits(scores["scene_id"].to_numpy(), cfg.n_splits, cfg.test_size, cfg.seed)
     rows: list[dict] = []
     split0: dict[str, Any] = {"test": splits[0][1], "train": splits[0][0], "pred": {}, "predictor": {}}
     n_cnn = len(splits) if cfg.cnniqa_splits is None else min(cfg.cnniqa_splits, len(splits))
+    all_preds: dict[tuple[str, str], dict[int, np.ndarray]] = {}
     for target in targets:
         y = scores[target].to_numpy(float)
         for k, (tr, te) in enumerate(splits):
@@ -179,9 +187,9 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
                     preds[name] = (v[te], hib[name], ZERO_SHOT.get(name, ("?",))[0], "zero-shot")
             if "fr-fusion" in cfg.trained:
                 preds["fr-fusion"] = (FRFusion(seed=cfg.seed + k).fit(values, tr, y[tr]).predict(values, te), True, "FR", "trained")
-            for m, sets in svr_sets.items():
-                X = np.concatenate([feats[f] for f in sets], axis=1)
-                model = FeatureSVRPredictor(sets, target).fit_features(X[tr], y[tr])
+            for m, kw in svr_kw.items():
+                X = np.concatenate([feats[f] for f in kw["sets"]], axis=1)
+                model = FeatureSVRPredictor(target=target, name=m, input_size=size, **kw).fit_features(X[tr], y[tr])
                 preds[m] = (model.predict_features(X[te]), True, "NR", "trained")
                 if k == 0:
                     split0["predictor"][(m, target)] = model
@@ -195,6 +203,7 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
                     log(f"  cnniqa -> {target}, split {k + 1}/{n_cnn}: trained in {time.perf_counter() - t1:.1f} s")
             for name, (p, h, mode, kind) in preds.items():
                 rows += _rows(name, mode, kind, target, k, p, h, frame, frame[target].to_numpy(float), cfg.min_group)
+                all_preds.setdefault((name, target), {})[k] = np.asarray(p, float)
                 if k == 0:
                     split0["pred"][(name, target)] = p
     per_split = pd.DataFrame(rows)
@@ -203,7 +212,8 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
 
         raise InvalidInputError(f"every test set has fewer than {max(3, cfg.min_group)} images: build the database from more "
                                 f"references (now {scores['ref_id'].nunique()}) or raise the test share (now {cfg.test_size})")
-    return BenchResult(per_split, summarise(per_split), missing, values, split0, time.perf_counter() - t0, feats)
+    return BenchResult(per_split, summarise(per_split), missing, values, split0, time.perf_counter() - t0, feats,
+                       splits, all_preds)
 
 
 def main_table(res: BenchResult):
@@ -272,6 +282,112 @@ def gate_comparison(pred: np.ndarray, psnr: np.ndarray, y: np.ndarray, rates=(0.
             row[f"{name}_passed_mean"] = float(y[~withheld].mean())
         out.append(row)
     return out
+
+
+def _withheld_low_share(s: np.ndarray, w: np.ndarray, low: np.ndarray, rates) -> np.ndarray:
+    """Share of low frames among the ``round(rate * sum(w))`` lowest-scoring frames, per rate; ``w``
+    counts each frame's copies (1 = the stream as is; bootstrap weights otherwise). Ties: stable order."""
+    o = np.argsort(s, kind="stable")
+    wo, lo = w[o].astype(float), low[o].astype(float)
+    before = np.cumsum(wo) - wo
+    out = np.full(len(rates), np.nan)
+    for i, r in enumerate(rates):
+        k = int(round(r * wo.sum()))
+        if k:
+            out[i] = float((np.clip(k - before, 0.0, wo) * lo).sum() / k)
+    return out
+
+
+def gate_over_splits(res: BenchResult, scores, metric: str, target: str = "decision", rates=(0.1, 0.2, 1 / 3),
+                     low_quantile: float = 1 / 3, n_boot: int = 1000, seed: int = 0):
+    """The no-reference gate (``metric``, trained on each split's training scenes) against a PSNR gate
+    at the same withheld rate on every split's held-out stream.
+
+    Low frames: ``target`` in the database's lowest ``low_quantile`` (one fixed label per image).
+    Per split and rate: share of withheld frames that are low, for each gate (each withholds the
+    ``round(rate * n)`` lowest-scoring frames; PSNR needs the clean reference frame, the gate does not).
+    Returns ``(summary, per_split)`` frames; summary per rate: median over splits of the gate's and
+    PSNR's share and of their paired difference, each with a 95 % interval from a scene bootstrap
+    (``n_boot`` resamples of the database's scenes with replacement; a split's stream keeps the
+    drawn copies of its test scenes; the statistic is again the median over splits), and the
+    number of splits in which the gate's share is higher / equal / lower."""
+    import pandas as pd
+
+    if (metric, target) not in res.preds:
+        from embeval.errors import ConfigError
+
+        raise ConfigError(f"no held-out predictions of {metric!r} for {target!r}; benchmarked: {sorted(res.preds)}")
+    rates = tuple(float(r) for r in rates)
+    y = scores[target].to_numpy(float)
+    low = y <= np.quantile(y, low_quantile)
+    psnr = res.metric_values["psnr"]
+    _, scene_idx = np.unique(scores["scene_id"].to_numpy(), return_inverse=True)
+    ks = sorted(res.preds[(metric, target)])
+    streams = [(res.splits[k][1], res.preds[(metric, target)][k]) for k in ks]
+
+    def shares(weights):  # (splits, 2 gates, rates)
+        return np.stack([np.stack([_withheld_low_share(g, weights[te], low[te], rates),
+                                   _withheld_low_share(psnr[te], weights[te], low[te], rates)]) for te, g in streams])
+
+    point = shares(np.ones(len(y)))
+    rng = np.random.default_rng(seed)
+    n_sc = scene_idx.max() + 1
+    boot = np.full((n_boot, 3, len(rates)), np.nan)
+    for b in range(n_boot):
+        sh = shares(rng.multinomial(n_sc, np.full(n_sc, 1.0 / n_sc))[scene_idx])
+        with np.errstate(all="ignore"):
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # a split whose test scenes were all left out
+                boot[b] = [np.nanmedian(sh[:, 0], 0), np.nanmedian(sh[:, 1], 0), np.nanmedian(sh[:, 0] - sh[:, 1], 0)]
+    lo, hi = np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
+    rows, per = [], []
+    for j, r in enumerate(rates):
+        g, p = point[:, 0, j], point[:, 1, j]
+        d = g - p
+        rows.append({"metric": metric, "target": target, "rate": r, "n_splits": len(ks), "low_share": float(low.mean()),
+                     "gate": float(np.median(g)), "gate_lo": lo[0, j], "gate_hi": hi[0, j],
+                     "psnr": float(np.median(p)), "psnr_lo": lo[1, j], "psnr_hi": hi[1, j],
+                     "diff": float(np.median(d)), "diff_lo": lo[2, j], "diff_hi": hi[2, j],
+                     "splits_higher": int((d > 1e-12).sum()), "splits_equal": int((np.abs(d) <= 1e-12).sum()),
+                     "splits_lower": int((d < -1e-12).sum())})
+        per += [{"metric": metric, "target": target, "rate": r, "split": k, "n": len(streams[i][0]),
+                 "gate": g[i], "psnr": p[i]} for i, k in enumerate(ks)]
+    return pd.DataFrame(rows), pd.DataFrame(per)
+
+
+def print_gate_over_splits(summary, out=print) -> None:
+    """The table of :func:`gate_over_splits` (shares of withheld frames that are low)."""
+    if summary.empty:
+        return
+    r0 = summary.iloc[0]
+    out(f"Quality gate ({r0.metric}, no reference, trained per split) vs PSNR gate (needs the clean reference) at the same "
+        f"withheld rate, {int(r0.n_splits)} held-out splits; share of withheld frames whose {r0.target} lies in the "
+        f"database's lowest third (base rate {r0.low_share:.2f}); median over splits [95% scene bootstrap]:")
+    out(f"  {'withheld':>8s} {'NR gate':>19s} {'PSNR gate':>19s} {'gate - PSNR':>21s} {'splits +/=/-':>12s}")
+    for _, r in summary.iterrows():
+        out(f"  {r.rate:8.0%} {r.gate:5.2f} [{r.gate_lo:4.2f},{r.gate_hi:4.2f}] {r.psnr:5.2f} [{r.psnr_lo:4.2f},{r.psnr_hi:4.2f}] "
+            f"{r['diff']:+6.2f} [{r.diff_lo:+5.2f},{r.diff_hi:+5.2f}] {r.splits_higher:4d}/{r.splits_equal}/{r.splits_lower}")
+
+
+def report_gate(res: BenchResult, scores, out: str | Path | None = None, metric: str | None = None,
+                target: str = "decision", rates=(0.1, 0.2, 1 / 3), log: Log | None = print, seed: int = 0):
+    """:func:`gate_over_splits` for ``metric`` (default: :func:`best_nr`) printed with ``log`` and written
+    to ``out/gate_splits.csv`` (summary) and ``out/gate_per_split.csv``; None when no trained NR metric."""
+    metric = metric or best_nr(res, target)
+    if metric is None or (metric, target) not in res.preds or "psnr" not in res.metric_values:
+        if log:
+            log("quality gate vs PSNR gate: not measured (needs a trained NR metric and psnr among the zero-shot metrics)")
+        return None
+    summary, per = gate_over_splits(res, scores, metric, target, rates, seed=seed)
+    if log:
+        print_gate_over_splits(summary, log)
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        summary.to_csv(Path(out) / "gate_splits.csv", index=False)
+        per.to_csv(Path(out) / "gate_per_split.csv", index=False)
+    return summary
 
 
 def best_nr(res: BenchResult, target: str = "decision") -> str | None:

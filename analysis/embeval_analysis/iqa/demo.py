@@ -1,7 +1,7 @@
 """Demo stage ``iqa``: build a small Embodied-IQA database on the embedded defaults (simulated
 references x all 30 distortion types, one sampled level each, x the shipped VLA and VLM
 population), benchmark quality metrics against the Decision and Cognition scores, compare the
-live quality gate with a PSNR gate at the same withheld rate, and plot the analyses."""
+live quality gate with a PSNR gate at the same withheld rate on every split, and plot the analyses."""
 from __future__ import annotations
 
 import time
@@ -23,12 +23,10 @@ def _subjects(log=print) -> list:
 
 
 def run(ctx) -> None:
-    import pandas as pd
-
     from embeval import distortion
     from embeval_analysis.iqa import analyses
-    from embeval_analysis.iqa.bench import (BenchConfig, best_nr, gate_comparison, print_breakdowns, print_table,
-                                            run_bench, save_gate, trained_vs_psnr)
+    from embeval_analysis.iqa.bench import (BenchConfig, best_nr, print_breakdowns, print_table, report_gate, run_bench,
+                                            save_gate, trained_vs_psnr)
     from embeval_analysis.iqa.database import BuildConfig, build_database
     from embeval_analysis.iqa.export import export_pyiqa
     from embeval_analysis.iqa.metrics import TrainConfig
@@ -67,18 +65,10 @@ def run(ctx) -> None:
         print(f"  {r['metric']:10s} SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f}: {verdict} "
               f"(higher in {r['splits_better']}/{r['splits']} splits)")
 
-    s0 = res.split0
     best = best_nr(res, "decision")
     if best is not None:
-        y = scores["decision"].to_numpy(float)[s0["test"]]
-        rows = gate_comparison(s0["pred"][(best, "decision")], res.metric_values["psnr"][s0["test"]], y, rates=(0.1, 0.2, 1 / 3))
-        print(f"\nQuality gate ({best}, the best trained NR metric) vs a PSNR-threshold gate on the held-out stream of "
-              f"split 1 ({len(y)} distorted frames; 'low' = Decision in the lowest third; same withheld rate):")
-        print(f"  {'withheld':>8s} {'gate precision':>14s} {'PSNR precision':>14s} {'gate passed mean':>16s} {'PSNR passed mean':>16s}")
-        for r in rows:
-            print(f"  {r['rate']:8.0%} {r['gate_precision']:14.2f} {r['psnr_precision']:14.2f} {r['gate_passed_mean']:16.3f} "
-                  f"{r['psnr_passed_mean']:16.3f}")
-        pd.DataFrame(rows).to_csv(out / "gate_comparison.csv", index=False)
+        print()
+        report_gate(res, scores, out, metric=best, seed=ctx.seed)  # every split; gate_splits.csv, gate_per_split.csv
         p = save_gate(res, out / "predictor", rate=0.2, metric=best)
         ctx.shared["iqa_predictor"] = str(p)
         print(f"  gate predictor for the ROS node: {p} (embeval.iqa.QualityGate.load)")

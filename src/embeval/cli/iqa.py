@@ -128,7 +128,10 @@ def _export(args) -> int:
 
 
 def _bench(args) -> int:
-    from embeval_analysis.iqa.bench import BenchConfig, print_breakdowns, print_table, run_bench, save_gate, trained_vs_psnr
+    import pandas as pd
+
+    from embeval_analysis.iqa.bench import (BenchConfig, print_breakdowns, print_table, report_gate, run_bench, save_gate,
+                                            trained_vs_psnr)
     from embeval_analysis.iqa.metrics import TrainConfig
 
     cfg = BenchConfig(n_splits=args.splits, test_size=args.test_size, cnniqa_splits=args.cnniqa_splits, seed=args.seed,
@@ -145,6 +148,8 @@ def _bench(args) -> int:
     print_breakdowns(res, "decision")
     for r in trained_vs_psnr(res, "decision"):
         print(f"{r['metric']}: SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f} ({r['splits_better']}/{r['splits']} splits higher)")
+    print()
+    report_gate(res, pd.read_csv(args.db / "scores.csv"), args.out, seed=args.seed)
     if args.save_predictor:
         p = save_gate(res, args.save_predictor)
         print(f"predictor: {p}" if p else "no trained NR Decision predictor (add cnniqa / nr-fusion to --trained)")

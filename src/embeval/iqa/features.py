@@ -6,7 +6,16 @@
 - ``colour``: mean and standard deviation of R, G, B in [0, 1] and the mean HSV saturation (7
   numbers): what the mean-normalised NSS cannot see (exposure, colour casts);
 - ``stats``: log variance of the Laplacian (sharpness), mean hue and saturation spread (OpenCV HSV),
-  an 8-bin grey-level histogram and the 5/50/95 % percentiles of R, G, B (20 numbers).
+  an 8-bin grey-level histogram and the 5/50/95 % percentiles of R, G, B (20 numbers);
+- ``signal``: distortion-type-agnostic signal statistics of the grey image (14 numbers): log noise
+  sigma (Immerkaer 1996), log1p of the 50/90/99 % Sobel gradient magnitude, log energy shares of 4
+  radial spatial-frequency bands (0-0.05, 0.05-0.15, 0.15-0.3, 0.3+ cycles/pixel), blockiness on
+  the 8-pixel grid (horizontal, vertical: mean step across grid lines / mean step), shares of
+  clipped dark (<= 2) and bright (>= 253) pixels, grey-level entropy (bits) and colourfulness
+  (Hasler & Suesstrunk 2003, / 100).
+
+Feature values depend on the image size (sharpness, noise, frequency bands): a predictor resizes
+frames to the size it was trained at (:func:`resize_to`).
 """
 from __future__ import annotations
 
@@ -16,7 +25,7 @@ import numpy as np
 
 from embeval.subjects.protocols import check_image
 
-FEATURE_SETS = ("nss", "colour", "stats")
+FEATURE_SETS = ("nss", "colour", "stats", "signal")
 
 
 def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarray:
@@ -83,9 +92,57 @@ def stats_features(images: Sequence[np.ndarray]) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+_BANDS = ((0.0, 0.05), (0.05, 0.15), (0.15, 0.3), (0.3, 1.0))  # cycles / pixel (radial)
+
+
+def signal_features(images: Sequence[np.ndarray]) -> np.ndarray:
+    """(N, 14): noise, gradients, frequency bands, blockiness, clipping, entropy, colourfulness (module docstring)."""
+    import cv2
+
+    lap = np.array([[1, -2, 1], [-2, 4, -2], [1, -2, 1]], np.float32)
+    out = []
+    for i, im in enumerate(images):
+        im = check_image(im, f"images[{i}]")
+        g = cv2.cvtColor(im, cv2.COLOR_RGB2GRAY).astype(np.float32)
+        h, w = g.shape
+        sigma = np.sqrt(np.pi / 2) * np.abs(cv2.filter2D(g, -1, lap)[1:-1, 1:-1]).mean() / 6.0 if min(h, w) > 2 else 0.0
+        gm = np.hypot(cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1))
+        power = np.abs(np.fft.rfft2(g - g.mean())) ** 2
+        r = np.hypot(np.fft.rfftfreq(w)[None, :], np.fft.fftfreq(h)[:, None])
+        total = power.sum() + 1e-9
+        bands = [power[(r >= a) & (r < b)].sum() / total for a, b in _BANDS]
+        dh, dv = np.abs(np.diff(g, axis=1)), np.abs(np.diff(g, axis=0))
+        block = [dh[:, 7::8].mean() / (dh.mean() + 1e-6) if w > 8 else 1.0, dv[7::8].mean() / (dv.mean() + 1e-6) if h > 8 else 1.0]
+        hist = np.bincount(g.astype(np.uint8).ravel(), minlength=256) / g.size
+        nz = hist[hist > 0]
+        rgb = im.astype(np.float32)
+        rg, yb = rgb[..., 0] - rgb[..., 1], 0.5 * (rgb[..., 0] + rgb[..., 1]) - rgb[..., 2]
+        colourful = np.hypot(rg.std(), yb.std()) + 0.3 * np.hypot(rg.mean(), yb.mean())
+        out.append(np.r_[np.log(sigma + 1e-3), np.log1p(np.percentile(gm, [50, 90, 99])), np.log(np.asarray(bands) + 1e-9),
+                         block, (g <= 2).mean(), (g >= 253).mean(), -(nz * np.log2(nz)).sum(), colourful / 100.0])
+    return np.asarray(out, dtype=np.float64)
+
+
+def resize_to(images: Sequence[np.ndarray], size: Sequence[int] | None) -> list[np.ndarray]:
+    """Images resized to ``size`` = [height, width] (area interpolation when shrinking); unchanged when
+    ``size`` is None or already matches."""
+    import cv2
+
+    if size is None:
+        return list(images)
+    h, w = int(size[0]), int(size[1])
+    out = []
+    for i, im in enumerate(images):
+        im = check_image(im, f"images[{i}]")
+        if im.shape[:2] != (h, w):
+            im = cv2.resize(im, (w, h), interpolation=cv2.INTER_AREA if im.shape[0] > h else cv2.INTER_LINEAR)
+        out.append(im)
+    return out
+
+
 def nr_features(images: Sequence[np.ndarray], sets: Sequence[str] = FEATURE_SETS) -> np.ndarray:
     """Concatenated feature sets (see module docstring), shape (N, F)."""
-    fns = {"nss": nss_features, "colour": colour_features, "stats": stats_features}
+    fns = {"nss": nss_features, "colour": colour_features, "stats": stats_features, "signal": signal_features}
     bad = [s for s in sets if s not in fns]
     if bad:
         from embeval.errors import ConfigError

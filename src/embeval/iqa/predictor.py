@@ -21,7 +21,6 @@ from typing import Sequence
 import numpy as np
 
 from embeval.errors import MissingWeightsError
-from embeval.subjects.protocols import check_image
 
 
 @dataclass
@@ -44,17 +43,11 @@ def build_net(cfg: PredictorConfig):
 
 def to_tensor(images: Sequence[np.ndarray], input_size) -> "torch.Tensor":  # noqa: F821
     """RGB uint8 images -> float (N, 3, h, w) in [0, 1] at ``input_size`` = [h, w] (area resize)."""
-    import cv2
     import torch
 
-    h, w = int(input_size[0]), int(input_size[1])
-    out = []
-    for i, im in enumerate(images):
-        im = check_image(im, f"images[{i}]")
-        if im.shape[:2] != (h, w):
-            im = cv2.resize(im, (w, h), interpolation=cv2.INTER_AREA if im.shape[0] > h else cv2.INTER_LINEAR)
-        out.append(im)
-    return torch.from_numpy(np.stack(out)).permute(0, 3, 1, 2).float().div_(255.0)
+    from embeval.iqa.features import resize_to
+
+    return torch.from_numpy(np.stack(resize_to(images, input_size))).permute(0, 3, 1, 2).float().div_(255.0)
 
 
 class NRPredictor:
@@ -107,17 +100,31 @@ class NRPredictor:
 
 class FeatureSVRPredictor:
     """An RBF support-vector regressor on :func:`embeval.iqa.features.nr_features` (standardised):
-    ``sets=("nss",)`` is BRISQUE retrained on the target; ``("nss", "colour", "stats")`` adds colour
-    moments and simple image statistics.
+    ``sets=("nss",)`` is BRISQUE retrained on the target; ``nr-fusion`` adds colour moments, image
+    and signal statistics.
+
+    ``input_size`` = [height, width]: frames are resized to it before the features are computed (the
+    size of the training images; features such as sharpness depend on it; None: as they come).
+    ``target_transform="rank"``: the SVR is fitted to the normal scores of the training target's ranks
+    (the Decision score is heavy-tailed: most frames lie near its maximum) and its output is mapped
+    back to target units through the training target's quantiles (monotone, so a gate's ordering is
+    that of the SVR); ``"none"``: fitted to the target itself.
 
     Fitted with scikit-learn; saved as plain arrays (``model.npz``, no pickle) and evaluated with
     numpy: ``f(x) = sum_i a_i exp(-gamma |z - s_i|^2) + b`` with ``z`` the standardised features.
     """
 
-    def __init__(self, sets=("nss", "colour", "stats"), target: str = "decision", C: float = 3.0, epsilon: float = 0.05,
-                 name: str | None = None):
+    def __init__(self, sets=("nss", "colour", "stats", "signal"), target: str = "decision", C: float = 3.0,
+                 epsilon: float = 0.05, name: str | None = None, target_transform: str = "none",
+                 input_size: Sequence[int] | None = None):
+        if target_transform not in ("none", "rank"):
+            from embeval.errors import ConfigError
+
+            raise ConfigError(f"target_transform must be 'none' or 'rank', got {target_transform!r}")
         self.sets, self.target, self.C, self.epsilon = tuple(sets), target, float(C), float(epsilon)
         self.arch = name or ("brisque-svr" if self.sets == ("nss",) else "nr-fusion")
+        self.target_transform = target_transform
+        self.input_size = None if input_size is None else [int(input_size[0]), int(input_size[1])]
         self.params: dict[str, np.ndarray] = {}
 
     @property
@@ -125,27 +132,39 @@ class FeatureSVRPredictor:
         return f"{self.arch}->{self.target}"
 
     def features(self, images) -> np.ndarray:
-        from embeval.iqa.features import nr_features
+        from embeval.iqa.features import nr_features, resize_to
 
-        return nr_features(images, self.sets)
+        return nr_features(resize_to(images, self.input_size), self.sets)
 
     def fit_features(self, X: np.ndarray, y: np.ndarray) -> "FeatureSVRPredictor":
+        from scipy.special import ndtri
+        from scipy.stats import rankdata
         from sklearn.svm import SVR
 
+        y = np.asarray(y, float)
         mu, sd = X.mean(0), X.std(0)
         sd[sd == 0] = 1.0
         Z = (X - mu) / sd
         gamma = 1.0 / (Z.shape[1] * max(float(Z.var()), 1e-12))  # scikit-learn's gamma="scale"
-        svr = SVR(C=self.C, epsilon=self.epsilon, gamma=gamma).fit(Z, y)
+        t = ndtri((rankdata(y) - 0.5) / len(y)) if self.target_transform == "rank" else y
+        svr = SVR(C=self.C, epsilon=self.epsilon, gamma=gamma).fit(Z, t)
         self.params = {"mean": mu, "scale": sd, "support": svr.support_vectors_, "dual": svr.dual_coef_.reshape(-1),
                        "intercept": np.asarray(svr.intercept_, float).reshape(1), "gamma": np.array([gamma])}
+        if self.target_transform == "rank":  # normal score -> target units
+            self.params["quantiles"] = np.quantile(y, np.linspace(0.0, 1.0, 201))
         return self
 
     def predict_features(self, X: np.ndarray) -> np.ndarray:
         p = self.params
         Z = (np.asarray(X, float) - p["mean"]) / p["scale"]
         d2 = ((Z[:, None, :] - p["support"][None]) ** 2).sum(-1)
-        return np.exp(-p["gamma"][0] * d2) @ p["dual"] + p["intercept"][0]
+        f = np.exp(-p["gamma"][0] * d2) @ p["dual"] + p["intercept"][0]
+        if "quantiles" in p:
+            from scipy.special import ndtr
+
+            q = p["quantiles"]
+            f = np.interp(ndtr(f), np.linspace(0.0, 1.0, len(q)), q)
+        return f
 
     def predict(self, images, batch_size: int = 64) -> np.ndarray:
         return self.predict_features(self.features(images))
@@ -158,7 +177,9 @@ class FeatureSVRPredictor:
         p.mkdir(parents=True, exist_ok=True)
         np.savez(p / "model.npz", **self.params)
         (p / "predictor.json").write_text(json.dumps({"arch": self.arch, "sets": list(self.sets), "target": self.target,
-                                                      "C": self.C, "epsilon": self.epsilon}, indent=1))
+                                                      "C": self.C, "epsilon": self.epsilon,
+                                                      "target_transform": self.target_transform,
+                                                      "input_size": self.input_size}, indent=1))
         return p
 
     @classmethod
@@ -167,7 +188,8 @@ class FeatureSVRPredictor:
         if not (p / "predictor.json").exists() or not (p / "model.npz").exists():
             raise MissingWeightsError(f"no feature predictor at {p} (predictor.json + model.npz)")
         doc = json.loads((p / "predictor.json").read_text())
-        m = cls(doc["sets"], doc["target"], doc["C"], doc["epsilon"], doc["arch"])
+        m = cls(doc["sets"], doc["target"], doc["C"], doc["epsilon"], doc["arch"], doc.get("target_transform", "none"),
+                doc.get("input_size"))
         with np.load(p / "model.npz") as z:
             m.params = {k: z[k] for k in z.files}
         return m
