@@ -34,9 +34,14 @@ def test_iqa_cli_build_export_bench_analyse_gate(tmp_path, capsys):
     assert (tmp_path / "px" / "meta_nr_decision.csv").exists() and (tmp_path / "px" / "splits_8x2_3.pkl").exists()
 
     assert main(["iqa", "bench", "--db", str(db), "--out", str(tmp_path / "b"), "--splits", "2", "--test-size", "0.5", "--zero-shot", "psnr",
-                 "--trained", "fr-fusion"]) == 0
+                 "--trained", "fr-fusion,nr-fusion"]) == 0
     out = capsys.readouterr().out
     assert "psnr" in out and "fr-fusion" in out and (tmp_path / "b" / "bench_summary.csv").exists()
+    # the NR gate against a PSNR gate on both held-out splits, at 10 / 20 / 33 % withheld
+    assert "Quality gate (nr-fusion, no reference, trained per split) vs PSNR gate" in out
+    gate = __import__("pandas").read_csv(tmp_path / "b" / "gate_splits.csv")
+    assert gate["rate"].round(3).tolist() == [0.1, 0.2, 0.333] and (gate["n_splits"] == 2).all()
+    assert ((gate[["gate", "psnr"]] >= 0) & (gate[["gate", "psnr"]] <= 1)).all().all()
 
     assert main(["iqa", "analyse", "--db", str(db), "--out", str(tmp_path / "plots")]) == 0
     assert (tmp_path / "plots" / "iqa_subject_srcc.png").exists()
