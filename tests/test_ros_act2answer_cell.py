@@ -66,7 +66,7 @@ def _operator_next(g) -> str:
 def test_real_cell_path_waits_for_the_operator_and_reads_the_cube_at_release(scenes):
     from embeval_ros.graph import Graph
 
-    items, scenes_dir = scenes
+    _, scenes_dir = scenes
     params = _params(scenes_dir, "mock", "embeval.act2answer.reference_policies:ScriptedPlacer", {"side": "right"},
                      operator_confirm=True)
     with Graph(params) as g:
@@ -76,7 +76,7 @@ def test_real_cell_path_waits_for_the_operator_and_reads_the_cube_at_release(sce
             g.spin(1.0)  # nothing starts while the cell is being set up
             assert conductor.phase == "operator" and len(scorer.a2a_records) == unit
             assert _operator_next(g) == "next episode"
-            g.spin(30, until=lambda g: len(scorer.a2a_records) == unit + 1 or conductor.finished)
+            g.spin(30, until=lambda g, n=unit + 1: len(scorer.a2a_records) == n or conductor.finished)
         g.spin(10, until=lambda g: conductor.finished)
         assert conductor.finished
         recs = list(scorer.a2a_records)
