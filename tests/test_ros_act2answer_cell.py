@@ -107,3 +107,24 @@ def test_protective_stop_ends_the_episode_as_in_process(scenes):
         assert ros[key] == local[key], key
     assert ros["cube_xy"] == pytest.approx(local["cube_xy"], abs=0.005)  # the cube was never touched
     assert local["steps"] <= ros["steps"] <= local["steps"] + 2  # actions proposed before the stop reached the conductor
+
+
+@pytest.mark.hil
+@pytest.mark.skipif(not __import__("os").environ.get("UR_ROBOT_IP"), reason="set UR_ROBOT_IP to test a real UR5")
+def test_real_ur5_dry_run_unit(scenes):
+    """On the real UR5 (dry run: nothing moves) one unit runs through the graph and is filed at the step cap."""
+    import os
+
+    from embeval_ros.graph import Graph
+
+    items, scenes_dir = scenes
+    params = _params(scenes_dir, "ur_rtde", "embeval.act2answer.reference_policies:ScriptedPlacer", {"side": "left"},
+                     act2answer_items=[f"{items[0].id}@original"])
+    params["embeval_arm"]["robot_ip"] = os.environ["UR_ROBOT_IP"]
+    params["embeval_policy"]["dry_run"] = True
+    with Graph(params) as g:
+        g.spin(60, until=lambda g: g.nodes["embeval_conductor"].finished)
+        assert g.nodes["embeval_conductor"].finished
+        (rec,) = g.nodes["embeval_scorer"].a2a_records
+        assert g.nodes["embeval_arm"].executed == 0
+    assert (rec["end_reason"], rec["steps"], rec["cube_source"], rec["zone"]) == ("max_steps", 24, "tcp", "out_of_bounds")
