@@ -144,6 +144,41 @@ def test_feature_svr_matches_scikit_learn(db, bench):
     assert np.all(np.diff(got[np.argsort(f)]) >= 0)
 
 
+def test_feature_predictor_resizes_live_frames_and_loads_old_files(bench, db, tmp_path):
+    """A 4x larger camera frame is scored as its area-resized copy at the training size; a predictor
+    saved before target_transform / input_size existed still loads (raw target, frames as they come)."""
+    import json
+
+    import cv2
+
+    from embeval.iqa import load_predictor
+
+    out, scores = db
+    m = bench.split0["predictor"][("nr-fusion", "decision")]
+    big = synthetic_tabletop(192, 128, seed=99)
+    small = cv2.resize(big, (48, 32), interpolation=cv2.INTER_AREA)
+    assert m(big) == pytest.approx(m(small), abs=1e-12)
+    old = _plain_predictor(bench)
+    p = old.save(tmp_path / "old")
+    doc = json.loads((p / "predictor.json").read_text())
+    for k in ("target_transform", "input_size"):
+        doc.pop(k)
+    (p / "predictor.json").write_text(json.dumps(doc))
+    back = load_predictor(p)
+    assert back.target_transform == "none" and back.input_size is None
+    imgs = [np.asarray(Image.open(out / f)) for f in scores["path"].iloc[:4]]
+    assert np.allclose(back.predict(imgs), old.predict(imgs), atol=1e-12)
+
+
+def _plain_predictor(bench):
+    """The old nr-fusion: NSS + colour + image statistics, SVR on the raw target, no resize."""
+    from embeval.iqa.predictor import FeatureSVRPredictor
+
+    tr = bench.split0["train"]
+    return FeatureSVRPredictor(("nss", "colour", "stats"), "decision").fit_features(
+        np.concatenate([bench.features[f] for f in ("nss", "colour", "stats")], axis=1)[tr], np.linspace(3, 5, len(tr)))
+
+
 def test_signal_features_measure_what_they_name():
     """Noise sigma (Immerkaer) recovers added Gaussian noise; blur moves energy out of the high bands;
     JPEG-like 8x8 blocks raise blockiness; clipping shares count saturated pixels."""
