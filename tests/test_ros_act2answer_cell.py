@@ -63,12 +63,36 @@ def _operator_next(g) -> str:
         node.destroy_node()
 
 
-def test_real_cell_path_waits_for_the_operator_and_reads_the_cube_at_release(scenes):
+def _publish_cube(g, xyz) -> None:
+    """What a cube tracker or the operator does: publish the cube's position (frame base)."""
+    import rclpy
+    from embeval_ros.conversions import pose_msg
+    from embeval_ros.runtime import qos_reliable
+    from embeval_ros.topics import CUBE_POSE
+    from geometry_msgs.msg import PoseStamped
+
+    node = rclpy.create_node("test_cube_tracker", context=g.context)
+    try:
+        pub = node.create_publisher(PoseStamped, CUBE_POSE, qos_reliable())
+        conductor = g.nodes["embeval_conductor"]
+        for _ in range(100):
+            if conductor.phase != "measure":
+                break
+            pub.publish(pose_msg([*xyz, 3.14159, 0.0, 0.0], node.get_clock().now().nanoseconds, "base"))
+            g.spin(0.1)
+    finally:
+        node.destroy_node()
+
+
+def test_real_cell_path_waits_for_the_operator_and_reads_the_cube(scenes):
+    """Before each unit the conductor waits for the operator; after it, for a measured cube position
+    (unit 2) or the operator's go, which keeps the TCP where the gripper opened (unit 1)."""
     from embeval_ros.graph import Graph
 
     _, scenes_dir = scenes
     params = _params(scenes_dir, "mock", "embeval.act2answer.reference_policies:ScriptedPlacer", {"side": "right"},
                      operator_confirm=True)
+    measured = (0.565, -0.135, 0.02)
     with Graph(params) as g:
         conductor, scorer = g.nodes["embeval_conductor"], g.nodes["embeval_scorer"]
         for unit in range(2):
@@ -76,14 +100,23 @@ def test_real_cell_path_waits_for_the_operator_and_reads_the_cube_at_release(sce
             g.spin(1.0)  # nothing starts while the cell is being set up
             assert conductor.phase == "operator" and len(scorer.a2a_records) == unit
             assert _operator_next(g) == "next episode"
-            g.spin(30, until=lambda g, n=unit + 1: len(scorer.a2a_records) == n or conductor.finished)
+            g.spin(30, until=lambda g: conductor.phase == "measure")
+            g.spin(0.5)  # the episode is not filed until the cube is measured or the estimate accepted
+            assert conductor.phase == "measure" and len(scorer.a2a_records) == unit
+            if unit == 0:
+                assert _operator_next(g) == "estimate kept"
+            else:
+                _publish_cube(g, measured)
+            g.spin(10, until=lambda g, n=unit + 1: len(scorer.a2a_records) == n)
         g.spin(10, until=lambda g: conductor.finished)
         assert conductor.finished
         recs = list(scorer.a2a_records)
     assert [r["layout"] for r in recs] == ["original", "swapped"]
+    assert [r["cube_source"] for r in recs] == ["tcp", "measured"]
+    assert recs[0]["cube_xy"] == pytest.approx([0.55, -0.15], abs=1e-3)  # the TCP where the gripper opened
+    assert recs[1]["cube_xy"] == pytest.approx(measured[:2], abs=1e-6)
     for r in recs:
-        assert (r["cube_source"], r["choice"], r["end_reason"], r["steps"]) == ("tcp", "right", "released", 20)
-        assert r["cube_xy"] == pytest.approx([0.55, -0.15], abs=1e-3)  # the TCP where the gripper opened
+        assert (r["choice"], r["end_reason"], r["steps"]) == ("right", "released", 20)
         assert r["zone"] == ("correct" if r["correct_side"] == "right" else "incorrect")
     assert {r["zone"] for r in recs} == {"correct", "incorrect"}
 
@@ -96,11 +129,15 @@ def test_protective_stop_ends_the_episode_as_in_process(scenes):
 
     items, scenes_dir = scenes
     down = [0, 0, -0.045, 0, 0, 0, 1]  # straight down into the table
-    params = _params(scenes_dir, "sim", "scripted", {"vector": down}, act2answer_items=[f"{items[0].id}@original"])
+    params = _params(scenes_dir, "sim", "scripted", {"vector": down}, act2answer_items=[f"{items[0].id}@original"],
+                     act2answer_distortion="gaussian_blur", act2answer_level=2)
     with Graph(params) as g:
         g.spin(40, until=lambda g: g.nodes["embeval_conductor"].finished)
         assert g.nodes["embeval_conductor"].finished
         (ros,) = g.nodes["embeval_scorer"].a2a_records
+        dist = g.nodes["embeval_distortion"]
+        assert (dist.distortion, dist.level) == ("gaussian_blur", 2)  # the episode's distortion reached the images
+    assert (ros["distortion"], ros["level"]) == ("gaussian_blur", 2)
     (local,) = [r.to_dict() for r in run_items(ConstantPolicy(vector=down), items, layouts=("original",))]
     assert local["stopped"] and local["zone"] == "out_of_bounds" and local["end_reason"].startswith("workspace limit")
     for key in ("stopped", "zone", "choice", "end_reason"):

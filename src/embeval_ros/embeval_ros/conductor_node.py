@@ -15,7 +15,9 @@ height from /embeval/act2answer/cube_pose and the gripper from /joint_states aft
 cell settle and ``episode_end`` carries the cube's final position (``cube_source``: sim, tracker
 when a cube pose arrived from elsewhere, or tcp: the TCP where the gripper opened, for a real cell
 without a tracker), which the scorer classifies. ``operator_confirm`` (real cell): before each
-episode the node logs where to put the cards and waits for /embeval/conductor/next (std_srvs/Trigger).
+episode the node logs where to put the cards and waits for /embeval/conductor/next (std_srvs/Trigger);
+without cube sensing it also waits after each episode for the cube's measured position on
+/embeval/act2answer/cube_pose (``cube_source: measured``) or /embeval/conductor/next (keep the TCP estimate).
 """
 from __future__ import annotations
 
@@ -83,6 +85,7 @@ class ConductorNode(EmbevalNode):
         self.create_subscription(DiagnosticArray, T.ARM_STATUS, self._on_arm_status, qos_reliable())
         self.create_service(Trigger, T.CONDUCTOR_NEXT, self._on_next)
         self.cube = None  # latest cube position [x, y, z] (m, frame base) from /embeval/act2answer/cube_pose
+        self.cube_t = 0.0  # when it arrived (monotonic s)
         self.tcp = None  # latest TCP position [x, y, z]
         self.gripper = 1.0
         self.arm_reason = ""  # the first stop cause the arm reported in this episode
@@ -121,7 +124,7 @@ class ConductorNode(EmbevalNode):
 
     def _on_cube(self, msg) -> None:
         p = msg.pose.position
-        self.cube = [p.x, p.y, p.z]
+        self.cube, self.cube_t = [p.x, p.y, p.z], time.monotonic()
         if self.a2a is not None and msg.header.frame_id not in ("", "base"):
             self.get_logger().warning(f"cube pose in frame {msg.header.frame_id!r}, expected base", throttle_duration_sec=5.0)
 
@@ -151,7 +154,8 @@ class ConductorNode(EmbevalNode):
 
     def _on_next(self, request, response):
         self._confirmed = True
-        response.success, response.message = True, "next episode" if self.phase == "operator" else f"conductor is {self.phase}"
+        response.success, response.message = True, {"operator": "next episode", "measure": "estimate kept"}.get(
+            self.phase, f"conductor is {self.phase}")
         return response
 
     def _track(self, gripper: float) -> None:
@@ -182,13 +186,16 @@ class ConductorNode(EmbevalNode):
         self.rule = Termination(spec, self.cube_z0)
 
     def _answer(self, settle_msg: str) -> dict:
-        """Where the cube ended: the settled sim cube, else a tracked pose, else the TCP at release."""
+        """Where the cube ended: the settled sim cube, else a pose the operator published after the episode,
+        else a tracked pose, else the TCP at release."""
         try:
             cube = json.loads(settle_msg or "{}").get("cube")
         except json.JSONDecodeError:
             cube = None
         if cube is not None:
             return {"cube_xyz": cube, "cube_source": "sim"}
+        if self.phase == "measure" and self.cube_source == "tcp" and self.cube is not None and self.cube_t > self.t_phase:
+            return {"cube_xyz": self.cube, "cube_source": "measured"}
         if self.cube_source == "pose" and self.cube is not None:
             return {"cube_xyz": self.cube, "cube_source": "tracker"}
         xy = self.release_xy or (self.tcp[:2] if self.tcp is not None else list(self.a2a.spec.cube_xy))
@@ -244,15 +251,30 @@ class ConductorNode(EmbevalNode):
         elif self.phase == "answering":
             if self._future is None or self._future.done() or age > 10.0:
                 msg = self._future.result().message if self._future is not None and self._future.done() else ""
-                reason = self.arm_reason if self.stopped and self.arm_reason else self.end_reason
-                ans = {**self._answer(msg), "end_reason": reason, "stopped": self.stopped, "steps": self.actions}
-                self._event(event="episode_end", index=self.index, actions=self.actions,
-                            timed_out=self.end_reason == "timeout", **self.episodes[self.index],
-                            act2answer={**self._a2a_block(), **ans})
-                self._enter("ending")
+                est = self._answer(msg)
+                if self.confirm and est["cube_source"] == "tcp":  # no cube sensing: the operator may measure it
+                    self.get_logger().info(
+                        f"episode {self.episodes[self.index]['item']} ended ({self.end_reason}): publish the cube's measured "
+                        f"position on {T.CUBE_POSE} (frame base), or accept the {est['cube_source']} estimate "
+                        f"{[round(v, 3) for v in est['cube_xyz'][:2]]} with: ros2 service call {T.CONDUCTOR_NEXT} std_srvs/srv/Trigger")
+                    self._confirmed, self._settle_msg = False, msg
+                    self._enter("measure")
+                    return
+                self._finish(msg)
+        elif self.phase == "measure":  # real cell: wait for a measured cube position or the operator's go
+            if self._confirmed or self.cube_t > self.t_phase:
+                self._finish(self._settle_msg)
         elif self.phase == "ending":
             if age >= 0.2:  # let the scorer see the last state
                 self._next()
+
+    def _finish(self, settle_msg: str) -> None:
+        """Announce the Act2Answer episode's end with the cube's final position and what ended it."""
+        reason = self.arm_reason if self.stopped and self.arm_reason else self.end_reason
+        ans = {**self._answer(settle_msg), "end_reason": reason, "stopped": self.stopped, "steps": self.actions}
+        self._event(event="episode_end", index=self.index, actions=self.actions, timed_out=self.end_reason == "timeout",
+                    **self.episodes[self.index], act2answer={**self._a2a_block(), **ans})
+        self._enter("ending")
 
     def _next(self) -> None:
         self.index += 1

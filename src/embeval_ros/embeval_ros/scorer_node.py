@@ -120,6 +120,8 @@ class ScorerNode(EmbevalNode):
                            actions=[[round(float(v), 6) for v in act] for act in ep.actions])
         rec = {**r.to_dict(), "cube_source": a["cube_source"], "distortion": ep.distortion, "level": ep.level}
         self.a2a_records.append(rec)
+        self.get_logger().info(f"{r.item}@{r.layout}: {r.zone} (choice {r.choice}, cube at {list(r.cube_xy)} from "
+                               f"{a['cube_source']}, {r.end_reason} after {r.steps} steps)")
         self.pub.publish(String(data=json.dumps(rec, default=float)))
         if self.jsonl:
             from pathlib import Path
