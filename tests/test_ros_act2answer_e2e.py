@@ -116,3 +116,47 @@ def test_camera_in_another_process_mirrors_the_arms_cell(tmp_path, scenes):
         assert rec["zone"] == ("correct" if items[1].correct_side_in("swapped") == "right" else "incorrect")
     finally:
         arm.close()
+
+
+def test_one_process_per_node_like_ros2_launch(tmp_path, scenes):
+    """The nodes as separate processes from one parameter file (what ros2 launch starts): events, the settle
+    service and the camera's mirror work across processes and give the in-process runner's zones."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    import yaml
+
+    from embeval.act2answer.episode import read_results, run_items
+    from embeval.act2answer.reference_policies import ScriptedPlacer
+
+    items, scenes_dir = scenes
+    params = {name: {"ros__parameters": p} for name, p in _params(tmp_path, scenes_dir).items()}
+    params["embeval_conductor"]["ros__parameters"].update(act2answer_items=[f"{items[0].id}@original", f"{items[0].id}@swapped"],
+                                                          wait_for_nodes=["embeval_arm", "embeval_policy", "embeval_scorer"])
+    params["embeval_scorer"]["ros__parameters"]["store"] = ""
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    jsonl = tmp_path / "episodes_ros.jsonl"
+    procs = [subprocess.Popen([sys.executable, "-m", f"embeval_ros.{m}", "--ros-args", "--params-file", str(tmp_path / "params.yaml")],
+                              stdout=(tmp_path / f"{m}.log").open("w"), stderr=subprocess.STDOUT, env=dict(os.environ))
+             for m in ("arm_node", "camera_node", "distortion_node", "policy_node", "scorer_node", "conductor_node")]
+    try:
+        deadline = time.monotonic() + 75
+        while time.monotonic() < deadline and not (jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2):
+            assert all(p.poll() is None for p in procs), "a node process exited; see its .log in " + str(tmp_path)
+            time.sleep(0.5)
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    ros = read_results(jsonl)
+    local = [r.to_dict() for r in run_items(ScriptedPlacer("left"), items[:1])]
+    assert [(r["layout"], r["zone"], r["choice"], r["end_reason"], r["steps"], r["cube_source"]) for r in ros] == [
+        (r["layout"], r["zone"], r["choice"], r["end_reason"], r["steps"], "sim") for r in local]
+    for a, b in zip(ros, local):
+        assert a["cube_xy"] == pytest.approx(b["cube_xy"], abs=0.01)

@@ -9,7 +9,7 @@ error trips a protective stop, latched until /embeval/arm/reset (std_srvs/Trigge
 
 Act2Answer (backend sim): an ``episode_start`` event on /embeval/events that carries
 ``act2answer.scene`` (a scene YAML from ``embeval act2answer scenes``) loads that scene (cards, cube,
-arm at home) into the simulated cell; the cube's pose is published on /embeval/act2answer/cube_pose
+arm at home) into the simulated cell and announces it (latched) on /embeval/act2answer/scene; the cube's pose is published on /embeval/act2answer/cube_pose
 with every state; /embeval/arm/settle (std_srvs/Trigger) runs ``act2answer.spec.settle_s`` of physics
 and answers the cube position as JSON. Other backends answer ``{"cube": null}`` (nothing simulated).
 """
@@ -38,7 +38,7 @@ from embeval_ros.conversions import (
     stamp_to_ns,
 )
 from embeval_ros.diagnostics import diag
-from embeval_ros.runtime import qos_reliable, run_node
+from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
 #: backend name -> "module:factory" taking (limits=..., **backend kwargs)
 BACKENDS = {
@@ -105,6 +105,7 @@ class ArmNode(EmbevalNode):
         self.create_service(Trigger, T.ARM_RESET, self._on_reset, callback_group=cmd_group)
         self.create_service(Trigger, T.ARM_STOP, self._on_stop)
         self.cube_pub = self.create_publisher(PoseStamped, T.CUBE_POSE, qos_reliable())
+        self.scene_pub = self.create_publisher(String, T.SCENE, qos_latched())  # late joiners (a camera mirror) get it
         self.settle_s = 0.3  # physics after an Act2Answer episode (s); each episode_start may set it
         self.scene = ""  # the Act2Answer scene YAML loaded last
         self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50), callback_group=cmd_group)
@@ -170,6 +171,7 @@ class ArmNode(EmbevalNode):
         if len(list(self.get_parameter("home_joints").value)) != 6:
             self.home_q = self.backend.home_q
         self.scene = str(a2a["scene"])
+        self.scene_pub.publish(String(data=self.scene))
         self._publish_state()
 
     def _cube_position(self):

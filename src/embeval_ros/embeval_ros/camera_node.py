@@ -1,9 +1,9 @@
 """camera node: publish an image source on the realsense-ros topics (rgb8 + camera_info) at ``rate_hz``.
 
 Sources (``source`` parameter): sim (the shared pybullet workcell when composed, else the synthetic
-tabletop that follows /tcp_pose_broadcaster/pose until an Act2Answer ``episode_start`` names a scene:
-from then on a :class:`embeval.act2answer.mirror.CellMirror` of that scene following /joint_states
-and /embeval/act2answer/cube_pose), synthetic, realsense, folder, bag.
+tabletop that follows /tcp_pose_broadcaster/pose until the sim arm announces an Act2Answer scene on
+/embeval/act2answer/scene (latched): from then on a :class:`embeval.act2answer.mirror.CellMirror` of
+that scene following /joint_states and /embeval/act2answer/cube_pose), synthetic, realsense, folder, bag.
 """
 from __future__ import annotations
 
@@ -14,13 +14,8 @@ from sensor_msgs.msg import CameraInfo, Image
 from embeval.errors import InvalidInputError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
-from embeval_ros.conversions import (
-    act2answer_start,
-    camera_info_msg,
-    image_to_msg,
-    msg_to_pose6,
-)
-from embeval_ros.runtime import qos_reliable, run_node
+from embeval_ros.conversions import camera_info_msg, image_to_msg, msg_to_pose6
+from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
 
 class CameraNode(EmbevalNode):
@@ -59,13 +54,13 @@ class CameraNode(EmbevalNode):
                 return make_source("sim", renderer=renderer, camera=self.camera_name)
             kind = "synthetic"  # separate process: mirror the arm's TCP into the synthetic tabletop
             self.get_logger().info("source sim without an in-process workcell (separate process): using the synthetic "
-                                   "tabletop that follows /tcp_pose_broadcaster/pose until an Act2Answer episode names "
-                                   "its scene; run `embeval graph` to render the arm's own workcell")
+                                   "tabletop that follows /tcp_pose_broadcaster/pose until the sim arm announces an "
+                                   "Act2Answer scene; run `embeval graph` to render the arm's own workcell")
             from geometry_msgs.msg import PoseStamped
             from sensor_msgs.msg import JointState
             from std_msgs.msg import String
 
-            self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
+            self.create_subscription(String, T.SCENE, self._on_scene, qos_latched())
             self.create_subscription(JointState, T.JOINT_STATES, self._on_joints, qos_reliable())
             self.create_subscription(PoseStamped, T.CUBE_POSE, self._on_cube, qos_reliable())
         if kind == "synthetic":
@@ -82,11 +77,8 @@ class CameraNode(EmbevalNode):
             return make_source("bag", path=bag, topic=bag_topic, loop=loop)
         return make_source(kind)  # raises ConfigError listing the choices
 
-    def _on_event(self, msg) -> None:
-        """An Act2Answer episode_start with a scene: render a mirror of that scene from now on."""
-        a2a = act2answer_start(msg)
-        if a2a is None:
-            return
+    def _on_scene(self, msg) -> None:
+        """The sim arm loaded an Act2Answer scene: render a mirror of that scene from now on."""
         from embeval.act2answer.mirror import CellMirror
         from embeval.camera import make_source
 
@@ -95,7 +87,7 @@ class CameraNode(EmbevalNode):
             self.source.close()
             w, h = self.size
             self.source = make_source("sim", renderer=lambda camera: self.mirror.render(camera, w, h), camera=self.camera_name)
-        self.mirror.load(a2a["scene"])
+        self.mirror.load(msg.data)
 
     def _on_joints(self, msg) -> None:
         if self.mirror is None:

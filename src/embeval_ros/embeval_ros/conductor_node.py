@@ -61,6 +61,9 @@ class ConductorNode(EmbevalNode):
         self.subject = self.param("subject_id", "", "subject id written into the episode records")
         self.use_reset = bool(self.param("reset_arm", True, "call /embeval/arm/reset before each episode"))
         self.start_delay = float(self.param("start_delay_s", 1.0, "wait for the graph to connect before the first episode (s)"))
+        self.wait_for = [n for n in self.param("wait_for_nodes", [""], "before the first episode, also wait until these nodes "
+                         "subscribe to /embeval/events (one process per node: they may start late)") if n]
+        self._waiting_logged = 0.0
         self.seed = int(self.param("seed", 0, "run seed; episode seed = derive_seed(seed, item, layout) in Act2Answer mode"))
         self.a2a = None
         scenes = str(self.param("act2answer_scenes", "", "Act2Answer scene folder (`embeval act2answer scenes`); "
@@ -201,6 +204,18 @@ class ConductorNode(EmbevalNode):
         xy = self.release_xy or (self.tcp[:2] if self.tcp is not None else list(self.a2a.spec.cube_xy))
         return {"cube_xyz": [*xy, None], "cube_source": "tcp"}
 
+    def _missing_nodes(self, now: float) -> list[str]:
+        """``wait_for_nodes`` not yet subscribed to /embeval/events (logged every 10 s while waiting)."""
+        if not self.wait_for:
+            return []
+        have = {info.node_name for info in self.get_subscriptions_info_by_topic(T.EVENTS)}
+        missing = [n for n in self.wait_for if n not in have]
+        if missing and now - self._waiting_logged >= 10.0:
+            self._waiting_logged = now
+            self.get_logger().warning(f"waiting for {', '.join(missing)} (wait_for_nodes) before the first episode; "
+                                      "is it running?")
+        return missing
+
     def _event(self, **ev) -> None:
         self.event_pub.publish(String(data=json.dumps(ev)))
 
@@ -215,7 +230,7 @@ class ConductorNode(EmbevalNode):
         now = time.monotonic()
         age = now - self.t_phase
         if self.phase == "wait":
-            if age >= self.start_delay:
+            if age >= self.start_delay and not self._missing_nodes(now):
                 self._next()
         elif self.phase == "operator":
             if self._confirmed:

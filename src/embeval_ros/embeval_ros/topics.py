@@ -21,6 +21,7 @@ SCORES = "/embeval/scores"  # std_msgs/String JSON score records
 ARM_RESET = "/embeval/arm/reset"  # std_srvs/Trigger: clear a protective stop and go home
 ARM_STOP = "/embeval/arm/protective_stop"  # std_srvs/Trigger: latch a protective stop
 ARM_SETTLE = "/embeval/arm/settle"  # std_srvs/Trigger: let a simulated cell settle; message = JSON {"cube": [x,y,z] | null}
+SCENE = "/embeval/act2answer/scene"  # std_msgs/String, transient local: the scene YAML the sim arm has loaded
 CUBE_POSE = "/embeval/act2answer/cube_pose"  # geometry_msgs/PoseStamped, frame base: the Act2Answer cube (sim or a tracker)
 CONDUCTOR_NEXT = "/embeval/conductor/next"  # std_srvs/Trigger: the operator confirms the real cell is set up
 
@@ -44,6 +45,7 @@ TOPIC_TYPES: dict[str, str] = {
     EVENTS: "std_msgs/msg/String",
     SCORES: "std_msgs/msg/String",
     CUBE_POSE: "geometry_msgs/msg/PoseStamped",
+    SCENE: "std_msgs/msg/String",
 }
 
 
