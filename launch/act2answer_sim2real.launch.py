@@ -36,6 +36,10 @@ def generate_launch_description():
                               description="false: the policy commands the arm (default: true on the real arm)"),
         DeclareLaunchArgument("operator_confirm", default_value=PythonExpression(["'true' if ", *real, " else 'false'"]),
                               description="wait for /embeval/conductor/next before each unit (default: true on the real arm)"),
+        DeclareLaunchArgument("wrist_topic", default_value=PythonExpression(
+            ["'wrist=/embeval/camera/wrist/image_raw' if '", backend, "' == 'sim' else ''"]),
+            description="policy camera_topics entry 'wrist=TOPIC' (sim: the camera node's wrist render; real cell: "
+                        "empty unless a second camera node publishes a wrist camera, see docs/act2answer.md)"),
         DeclareLaunchArgument("record", default_value="true", description="record the topics to an MCAP bag"),
         DeclareLaunchArgument("bag_dir", default_value="", description="bag folder (empty: runs/bags/embeval_<time>)"),
         DeclareLaunchArgument("dds_localhost", default_value="1", description="1: DDS on loopback only; 0: robot network"),
@@ -49,7 +53,8 @@ def generate_launch_description():
              parameters=[params, {"source": source}]),
         Node(package=PKG, executable="distortion_node", name="embeval_distortion", output="screen", parameters=[params]),
         Node(package=PKG, executable="policy_node", name="embeval_policy", output="screen",
-             parameters=[params, {"dry_run": LaunchConfiguration("dry_run")}]),
+             parameters=[params, {"dry_run": LaunchConfiguration("dry_run"),
+                                  "camera_topics": [LaunchConfiguration("wrist_topic")]}]),
         Node(package=PKG, executable="arm_node", name="embeval_arm", output="screen",
              parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip")}]),
         Node(package=PKG, executable="scorer_node", name="embeval_scorer", output="screen", parameters=[params]),

@@ -165,3 +165,51 @@ def test_real_ur5_dry_run_unit(scenes):
         (rec,) = g.nodes["embeval_scorer"].a2a_records
         assert g.nodes["embeval_arm"].executed == 0
     assert (rec["end_reason"], rec["steps"], rec["cube_source"], rec["zone"]) == ("max_steps", 24, "tcp", "out_of_bounds")
+
+
+def test_policy_sync_to_arm_acts_only_on_images_after_the_arms_report():
+    """sync_to_arm: after a command the policy waits for the arm's status of that command and then for an image
+    captured after it (the in-process runner's observe -> act -> execute -> observe), whatever the camera rate."""
+    import time
+
+    import numpy as np
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray
+    from embeval_ros.conversions import image_to_msg
+    from embeval_ros.diagnostics import diag
+    from embeval_ros.graph import Graph, load_params
+    from embeval_ros.runtime import qos_latched, qos_reliable
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+
+    from embeval_ros import topics as T
+
+    params = load_params({"embeval_policy": {"ros__parameters": {
+        "subject": "scripted", "subject_params": json.dumps({"vector": [0.01, 0, 0, 0, 0, 0, 1]}), "dry_run": False,
+        "rate_hz": 0.0, "max_image_age_s": 30.0, "sync_to_arm": True, "image_topic": T.IMAGE_RAW}}})
+    img = np.full((48, 64, 3), 90, np.uint8)
+    with Graph(params) as g:
+        policy = g.nodes["embeval_policy"]
+        node = rclpy.create_node("test_sync", context=g.context)
+        try:
+            pub_img = node.create_publisher(Image, T.IMAGE_RAW, qos_reliable())
+            pub_status = node.create_publisher(DiagnosticArray, T.ARM_STATUS, qos_reliable())
+            node.create_publisher(String, T.INSTRUCTION, qos_latched()).publish(String(data="push the cube"))
+            g.spin(5, until=lambda g: policy.stepper.instruction and pub_img.get_subscription_count()
+                   and pub_status.get_subscription_count())
+
+            def frame(stamp_ns):
+                pub_img.publish(image_to_msg(img, stamp_ns, "camera_color_optical_frame"))
+                g.spin(0.4)
+                return policy.log.published
+
+            first = time.time_ns()
+            assert frame(first) == 1  # acts
+            assert frame(time.time_ns()) == 1  # the arm has not reported the command: no action
+            before_report = time.time_ns()
+            pub_status.publish(diag("arm", "ok", "executed", {}, first))  # the arm executed the first command
+            g.spin(0.4)
+            assert frame(before_report) == 1  # an image captured before the report: still no action
+            assert frame(time.time_ns()) == 2  # a fresh image: acts again
+        finally:
+            node.destroy_node()

@@ -33,10 +33,13 @@ def _params(tmp_path, scenes_dir, side="left"):
     from embeval_ros.graph import load_params
 
     return load_params({
-        "embeval_camera": {"ros__parameters": {"source": "sim", "rate_hz": 10.0, "width": 64, "height": 48}},
+        "embeval_camera": {"ros__parameters": {"source": "sim", "rate_hz": 10.0, "width": 64, "height": 48,
+                                               "extra_cameras": ["wrist"]}},
         "embeval_distortion": {"ros__parameters": {"distortion": "none"}},
         "embeval_policy": {"ros__parameters": {"subject": POLICY, "subject_params": json.dumps({"side": side}),
-                                               "dry_run": False, "rate_hz": 8.0, "max_steps": 24, "max_image_age_s": 3.0}},
+                                               "camera_topics": ["wrist=/embeval/camera/wrist/image_raw"],
+                                               "dry_run": False, "rate_hz": 20.0, "max_steps": 24, "max_image_age_s": 3.0,
+                                               "sync_to_arm": True}},
         "embeval_arm": {"ros__parameters": {"backend": "sim", "max_command_age_s": 10.0, "tcp_speed": 0.25,
                                             "state_rate_hz": 20.0}},
         "embeval_scorer": {"ros__parameters": {"store": str(tmp_path / "a2a.sqlite"), "run_id": "a2a-sim2real",
@@ -44,6 +47,25 @@ def _params(tmp_path, scenes_dir, side="left"):
         "embeval_conductor": {"ros__parameters": {"act2answer_scenes": str(scenes_dir), "episode_timeout_s": 30.0,
                                                   "settle_s": 0.5, "start_delay_s": 0.5}},
     })
+
+
+def _check_step_synchronous(bag) -> None:
+    """sync_to_arm: within an episode each command's image was captured after the arm reported the previous command."""
+    from embeval.recording import read_bag
+
+    done_ns, last, checked = {}, None, 0
+    for m in read_bag(bag):
+        if m.topic == "/embeval/events" and json.loads(m.msg.data)["event"] == "episode_start":
+            last = None
+        elif m.topic == "/embeval/arm/status":
+            done_ns[m.msg.header.stamp.sec * 10**9 + m.msg.header.stamp.nanosec] = m.timestamp_ns
+        elif m.topic == "/embeval/action":
+            stamp = m.msg.header.stamp.sec * 10**9 + m.msg.header.stamp.nanosec
+            if last is not None and last in done_ns:
+                assert stamp > done_ns[last] - 20_000_000, "a command acted on an image older than the previous move"
+                checked += 1
+            last = stamp
+    assert checked >= 60  # 4 episodes x (20 steps - 1)
 
 
 def test_act2answer_episodes_through_the_graph_match_in_process(tmp_path, scenes, capsys):
@@ -55,11 +77,15 @@ def test_act2answer_episodes_through_the_graph_match_in_process(tmp_path, scenes
     from embeval.runs.store import ResultsStore
 
     items, scenes_dir = scenes
-    with Graph(_params(tmp_path, scenes_dir)) as g:
+    params = _params(tmp_path, scenes_dir)
+    params["embeval_recorder"] = {"bag_dir": str(tmp_path / "bag"), "segment_s": 1.0,
+                                  "topics": ["/embeval/action", "/embeval/arm/status", "/embeval/events"]}
+    with Graph(params) as g:
         g.spin(80, until=lambda g: g.nodes["embeval_conductor"].finished)
         assert g.nodes["embeval_conductor"].finished, "the conductor did not finish its 4 Act2Answer episodes"
         g.spin(0.3)
         ros = list(g.nodes["embeval_scorer"].a2a_records)
+    _check_step_synchronous(tmp_path / "bag")
     local = [r.to_dict() for r in run_items(ScriptedPlacer("left"), items)]
     assert [(r["item"], r["layout"]) for r in ros] == [(r["item"], r["layout"]) for r in local] == [
         (items[0].id, "original"), (items[0].id, "swapped"), (items[1].id, "original"), (items[1].id, "swapped")]
@@ -111,6 +137,10 @@ def test_camera_in_another_process_mirrors_the_arms_cell(tmp_path, scenes):
                 a = arm.render(view, 64, 48).astype(int)
                 b = cam.mirror.render(view, 64, 48).astype(int)
                 assert np.abs(a - b).mean() < 0.5, view
+            # the wrist camera reached the policy on its own topic (not a copy of the third-person frame)
+            seen = g.nodes["embeval_policy"].stepper.images
+            assert np.abs(seen["wrist"].astype(int) - arm.render("wrist", 64, 48).astype(int)).mean() < 0.5
+            assert np.abs(seen["third_person"].astype(int) - seen["wrist"].astype(int)).mean() > 5
             (rec,) = g.nodes["embeval_scorer"].a2a_records
         assert (rec["layout"], rec["choice"], rec["end_reason"]) == ("swapped", "right", "released")
         assert rec["zone"] == ("correct" if items[1].correct_side_in("swapped") == "right" else "incorrect")

@@ -34,10 +34,14 @@ class CameraNode(EmbevalNode):
         seed = self.param("seed", 0, "seed of the synthetic scene")
         self.max_frames = self.param("max_frames", 0, "stop publishing after this many frames (0: never)")
         self.camera_name = self.param("sim_camera", "third_person", "camera name in the simulated workcell")
+        self.extra = [c for c in self.param("extra_cameras", [""], "source sim: more scene cameras (e.g. wrist), each "
+                      "published on /embeval/camera/<name>/image_raw with the main frame's stamp") if c]
+        self._render_extra = None  # name -> RGB image, for the extra cameras (the shared workcell or the mirror)
         self.size = (int(w), int(h))
         self.mirror = None  # separate-process sim: a render-only copy of the arm's Act2Answer cell
         self.source = self._make_source(w, h, folder, bag, bag_topic, serial, loop, seed)
         self.pub = self.create_publisher(Image, T.IMAGE_RAW, qos_reliable())
+        self.extra_pubs = {c: self.create_publisher(Image, T.camera_topic(c), qos_reliable()) for c in self.extra}
         self.info_pub = self.create_publisher(CameraInfo, T.CAMERA_INFO, qos_reliable())
         self.frames = 0
         self.skipped = 0  # unreadable frames skipped (each problem logged once)
@@ -51,6 +55,7 @@ class CameraNode(EmbevalNode):
         if kind == "sim":
             renderer = self.shared.get("renderer")
             if renderer is not None:
+                self._render_extra = lambda camera: renderer(camera)
                 return make_source("sim", renderer=renderer, camera=self.camera_name)
             kind = "synthetic"  # separate process: mirror the arm's TCP into the synthetic tabletop
             self.get_logger().info("source sim without an in-process workcell (separate process): using the synthetic "
@@ -87,6 +92,7 @@ class CameraNode(EmbevalNode):
             self.source.close()
             w, h = self.size
             self.source = make_source("sim", renderer=lambda camera: self.mirror.render(camera, w, h), camera=self.camera_name)
+            self._render_extra = lambda camera: self.mirror.render(camera, w, h)
         self.mirror.load(msg.data)
 
     def _on_joints(self, msg) -> None:
@@ -120,6 +126,9 @@ class CameraNode(EmbevalNode):
             return
         msg = image_to_msg(frame.image, frame.stamp_ns, self.frame_id)
         k = frame.intrinsics
+        if self._render_extra is not None:  # before the main frame, which triggers the policy's step
+            for name, pub in self.extra_pubs.items():
+                pub.publish(image_to_msg(self._render_extra(name), frame.stamp_ns, f"{name}_optical_frame"))
         self.pub.publish(msg)
         self.info_pub.publish(camera_info_msg(k.width, k.height, k.fx, k.fy, k.cx, k.cy, frame.stamp_ns, self.frame_id))
         self.frames += 1

@@ -72,22 +72,42 @@ class PolicyNode(EmbevalNode):
         )
         self.rate_hz = float(self.param("rate_hz", 10.0, "maximum policy rate (Hz); 0: act on every image"))
         self.max_steps = int(self.param("max_steps", 0, "actions per instruction, then hold (0: unlimited)"))
+        self.sync = bool(self.param("sync_to_arm", False, "step-synchronous: act only on an image captured after the arm "
+                                    "reported the previous command (/embeval/arm/status), like the in-process runner"))
+        self._pending = None  # (stamp ns, monotonic s) of the command the arm has not reported yet (sync_to_arm)
+        self._exec_done_ns = 0  # wall clock (ns) when the arm's report of the last command arrived
         image_topic = self.param("image_topic", T.IMAGE_DISTORTED, "image topic the policy sees")
         keys = self.param("image_keys", [""], "observation camera names the image is given as (default: the "
                           "policy's own cameras, e.g. third_person and wrist for the tiny VLA, else third_person)")
+        extra = [t for t in self.param("camera_topics", [""], "more cameras as 'key=topic' (e.g. "
+                 "'wrist=/embeval/camera/wrist/image_raw'): the policy's camera key is filled from that topic") if t]
         self.policy = self.shared.get("policy") or load_policy(subject, params_json)
         declared = list(getattr(getattr(self.policy, "cfg", None), "cameras", None) or ["third_person"])
-        self.image_keys = [str(k) for k in keys if k] or declared
+        self.camera_topics = {}
+        for entry in extra:
+            key, sep, topic = str(entry).partition("=")
+            if not sep or not key or not topic:
+                from embeval.errors import ConfigError
+
+                raise ConfigError(f"camera_topics entry {entry!r}: use 'key=topic', e.g. 'wrist=/embeval/camera/wrist/image_raw'")
+            self.camera_topics[key] = topic
+        # the main image topic fills the policy's cameras that no camera_topics entry fills
+        self.image_keys = [k for k in ([str(k) for k in keys if k] or declared) if k not in self.camera_topics]
         self.stepper = PolicyStepper(self.policy, self.config)
         self.frame = getattr(getattr(self.policy, "action_spec", None), "frame", "base")
         self.action_pub = self.create_publisher(JointState, T.ACTION, qos_reliable())
         self.proposed_pub = self.create_publisher(JointState, T.ACTION_PROPOSED, qos_reliable())
         self.status_pub = self.create_publisher(DiagnosticArray, T.POLICY_STATUS, qos_reliable())
         self.create_subscription(Image, image_topic, self._on_image, qos_reliable(10))
+        for key, topic in self.camera_topics.items():
+            self.create_subscription(Image, topic, lambda m, k=key: self.stepper.set_image(msg_to_image(m), time.monotonic(), k),
+                                     qos_reliable(10))
         self.create_subscription(String, T.INSTRUCTION, self._on_instruction, qos_latched())
         self.create_subscription(PoseStamped, T.TCP_POSE, self._on_pose, qos_reliable())
         self.create_subscription(JointState, T.JOINT_STATES, self._on_joints, qos_reliable())
         self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50))
+        if self.sync:
+            self.create_subscription(DiagnosticArray, T.ARM_STATUS, self._on_arm_status, qos_reliable())
         self.paused = False  # between episodes (episode_stop / episode_end until the next instruction): no actions
         self._last_step = 0.0
         self.model_s: list[float] = []
@@ -102,8 +122,23 @@ class PolicyNode(EmbevalNode):
         if kind in ("episode_stop", "episode_end", "episode_start"):
             self.paused = True
 
+    def _on_arm_status(self, msg: DiagnosticArray) -> None:
+        """sync_to_arm: the arm has executed (or refused) the command with this stamp."""
+        if self._pending is not None and stamp_to_ns(msg.header.stamp) == self._pending[0]:
+            self._pending, self._exec_done_ns = None, self.now_ns()
+
+    def _synced(self, image_stamp_ns: int, now: float) -> bool:
+        """sync_to_arm: True when the image was captured after the arm finished the last command."""
+        if self._pending is not None:
+            if now - self._pending[1] < 5.0:
+                return False
+            self.get_logger().warning("sync_to_arm: no arm status for the last command in 5 s; acting again")
+            self._pending = None
+        return image_stamp_ns > self._exec_done_ns
+
     def _on_instruction(self, msg: String) -> None:
         self.paused = False
+        self._pending = None
         try:
             self.stepper.set_instruction(msg.data, time.monotonic())
             self.get_logger().info(f"instruction: {msg.data!r}")
@@ -139,14 +174,18 @@ class PolicyNode(EmbevalNode):
             return
         if self.paused or (self.max_steps and self.stepper.steps >= self.max_steps):
             return
-        self._last_step = now
         stamp = stamp_to_ns(msg.header.stamp)
+        if self.sync and not self.config.dry_run and not self._synced(stamp, now):
+            return
+        self._last_step = now
         res = self.stepper.step(now, timestamp=stamp / 1e9)
         if res.action is not None:
             m = action_to_msg(res.action.vector, stamp, self.frame)
             self.proposed_pub.publish(m)
             if res.command:
                 self.action_pub.publish(m)
+                if self.sync:
+                    self._pending = (stamp, now)
             self.model_s.append(res.model_s)
             self.log.latency_s.append(time.perf_counter() - t_in - res.model_s)  # stage latency without model time
             self.log.published += 1

@@ -25,6 +25,14 @@ SCENE = "/embeval/act2answer/scene"  # std_msgs/String, transient local: the sce
 CUBE_POSE = "/embeval/act2answer/cube_pose"  # geometry_msgs/PoseStamped, frame base: the Act2Answer cube (sim or a tracker)
 CONDUCTOR_NEXT = "/embeval/conductor/next"  # std_srvs/Trigger: the operator confirms the real cell is set up
 
+
+
+def camera_topic(name: str) -> str:
+    """Topic of an extra simulated camera (``extra_cameras`` of the camera node), e.g. the wrist camera:
+    ``/embeval/camera/wrist/image_raw`` (sensor_msgs/Image rgb8, the main frame's stamp)."""
+    return f"/embeval/camera/{name}/image_raw"
+
+
 #: topic -> ROS 2 type name (for the recorder and the docs)
 TOPIC_TYPES: dict[str, str] = {
     IMAGE_RAW: "sensor_msgs/msg/Image",
