@@ -119,3 +119,23 @@ def test_registry_adapter_and_missing_weights(trained_vla, tmp_path):
     np.testing.assert_array_equal(sub.act(_obs(data, 3)).vector, pol.act(_obs(data, 3)).vector)
     with pytest.raises(MissingWeightsError, match="embeval train"):
         load_subject({"kind": "policy", "adapter": "embedded", "path": str(tmp_path / "nothing")})
+
+
+def test_gripper_targets_close_within_tolerance():
+    """Hand-computed relabelling: while descending, the label turns closed within 1.5 cm (xy) and
+    1 cm (z) of the grasp pose; while lowering, open within the same box; elsewhere the expert's."""
+    from embeval.datasets.demos import PHASES
+    from embeval.subjects.embedded.training import DemoArrays, gripper_targets
+
+    D, L, A = PHASES.index("descend"), PHASES.index("lower"), PHASES.index("above")
+    wp = np.zeros((6, 6))
+    wp[:, 2] = 0.02
+    state = np.array([[0.010, 0, 0.025, 1], [0.020, 0, 0.025, 1], [0.0, 0, 0.035, 1],
+                      [0.005, 0.005, 0.02, 0], [0.03, 0, 0.02, 0], [0.0, 0, 0.02, 1]], dtype=np.float32)
+    action = np.zeros((6, 7))
+    action[:, 6] = [1, 1, 1, 0, 0, 1]
+    phase = np.array([D, D, D, L, L, A])
+    data = DemoArrays({}, state, action, np.zeros(6, int), ["t"], np.zeros(6, int), waypoint=wp, phase=phase)
+    assert list(gripper_targets(data, 0.015, 0.01)) == [0, 1, 1, 1, 0, 1]
+    data.phase = None  # old datasets without phases: the expert's own command
+    assert list(gripper_targets(data)) == [1, 1, 1, 0, 0, 1]

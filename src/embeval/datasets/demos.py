@@ -14,7 +14,13 @@ TCP pose ``[x, y, z, qx, qy, qz, qw]`` (frame base, metres) + gripper opening (1
 and the goal position (the receptacle for Place, 16 cm above the target for Pick), metres, frame
 base, measured at the frame (used as auxiliary supervision, never as a policy input), and
 ``expert.waypoint`` (6,) the TCP pose ``[x, y, z, rx, ry, rz]`` (rotation vector) the expert is
-heading for at this frame (its current stage target; the TCP pose itself once it has finished).
+heading for at this frame (its current stage target; the TCP pose itself once it has finished),
+and ``expert.phase`` (1,) the index of that stage's name in :data:`PHASES` (``done`` once finished).
+
+With ``kick_prob > 0`` the executed action also gets, with that probability per step, an absolute
+random TCP offset ("kick", std ``kick_std`` metres per axis, never downwards below 6 cm): the
+expert's next frames then show how to recover from centimetre-scale errors near the object, where
+the relative noise above is tiny because the expert's own steps are.
 """
 from __future__ import annotations
 
@@ -32,6 +38,16 @@ STATE_NAMES = ["x", "y", "z", "qx", "qy", "qz", "qw", "gripper"]
 ACTION_NAMES = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
 ENV_NAMES = ["target_x", "target_y", "target_z", "goal_x", "goal_y", "goal_z"]
 WAYPOINT_NAMES = ["x", "y", "z", "rx", "ry", "rz"]
+#: names of the scripted expert's stages (``expert.phase`` indexes this; "other" = a verb-specific stage)
+PHASES = ("above", "descend", "close", "lift", "carry", "lower", "release", "retreat", "done", "other")
+
+
+def expert_phase(expert) -> int:
+    """Index in :data:`PHASES` of the stage the expert is executing (``done`` once it has finished)."""
+    if expert.finished:
+        return PHASES.index("done")
+    name = expert.stages[expert.i].name
+    return PHASES.index(name) if name in PHASES else PHASES.index("other")
 
 
 def task_geometry(env) -> np.ndarray:
@@ -47,12 +63,23 @@ def task_geometry(env) -> np.ndarray:
     return np.concatenate([t, g])
 
 
+def _kickable(expert, tcp: np.ndarray) -> bool:
+    """Kicks go in while approaching the object or the goal from above (stages above/carry, and the
+    descents while still 3 cm or more above their end pose): never where they would shove the object."""
+    name = PHASES[expert_phase(expert)]
+    if name in ("above", "carry"):
+        return True
+    return name in ("descend", "lower") and tcp[2] > expert._target[2] + 0.03
+
+
 @dataclass
 class DemoConfig:
     episodes: int = 100
     seed: int = 0
     verbs: tuple[str, ...] = ("Pick", "Place")
     noise: float = 0.3  # relative std of the executed action noise (0 = pure expert)
+    kick_prob: float = 0.0  # probability per step of an absolute TCP offset added to the executed action
+    kick_std: float = 0.015  # m, std per axis of that offset
     cameras: tuple[str, ...] = ("third_person", "wrist")
     width: int = 128
     height: int = 96
@@ -89,8 +116,10 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
     feats["action"] = Feature("float32", (7,), ACTION_NAMES)
     feats["observation.environment_state"] = Feature("float32", (6,), ENV_NAMES)
     feats["expert.waypoint"] = Feature("float32", (6,), WAYPOINT_NAMES)
+    feats["expert.phase"] = Feature("float32", (1,), ["phase"])
     writer = LeRobotWriter(out, fps=cfg.fps, features=feats, robot_type="ur5_2f_gripper", overwrite=overwrite)
     rng = np.random.default_rng(derive_seed("embedded-demos-noise", cfg.seed))
+    kick_rng = np.random.default_rng(derive_seed("embedded-demos-kick", cfg.seed, cfg.split))
     sim_cfg = SimConfig(obs_width=cfg.width, obs_height=cfg.height, obs_cameras=tuple(cfg.cameras))
     failures = frames = 0
     with SimEnv(sim_cfg) as env:
@@ -110,10 +139,18 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
                 rec["observation.environment_state"].append(task_geometry(env))
                 wp = getattr(expert, "_target", None)
                 rec["expert.waypoint"].append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
+                rec["expert.phase"].append([float(expert_phase(expert))])
                 ex = a.copy()
                 if cfg.noise > 0:
                     ex[:3] += rng.normal(0.0, cfg.noise * np.linalg.norm(a[:3]), 3)
                     ex[3:6] += rng.normal(0.0, cfg.noise * np.linalg.norm(a[3:6]), 3)
+                if env.cell.tcp_pose()[2] + ex[2] < 0.06:  # near the table, noise never pushes below the expert's own step
+                    ex[2] = max(ex[2], a[2])
+                if cfg.kick_prob > 0 and kick_rng.random() < cfg.kick_prob and _kickable(expert, env.cell.tcp_pose()):
+                    k = kick_rng.normal(0.0, cfg.kick_std, 3)
+                    if env.cell.tcp_pose()[2] + ex[2] + k[2] < 0.06:
+                        k[2] = abs(k[2])
+                    ex[:3] += k
                 result = env.step(ex)
                 obs = result.observation
             truncated = cfg.max_frames is not None and not env.done

@@ -41,6 +41,17 @@ class Stage:
     pose: Callable[[], np.ndarray] | None  # None: stay (gripper-only stage)
     gripper: float
     wait: int = 0  # extra steps to hold after reaching
+    #: reached within this many metres / radians (None: the expert's ``tol`` / 0.01 rad). Approach
+    #: waypoints in free space (above the object, above the goal) are loose: the next stage's
+    #: straight line absorbs the rest, and a cloned policy, which cannot be millimetre-precise,
+    #: sees the expert move on from where it will be too (no hovering short of a 2 mm target).
+    tol: float | None = None
+    rot_tol: float | None = None
+    max_step: float | None = None  # m per step (None: the expert's ``max_step``); final approaches go slower
+
+
+LOOSE, LOOSE_ROT = 0.015, 0.15  # m, rad: tolerance of approach waypoints
+SLOW = 0.025  # m per step of the final descent to a grasp or a release
 
 
 class ScriptedExpert:
@@ -80,20 +91,37 @@ class ScriptedExpert:
             cur = cell.tcp_pose()
             d = pose_delta(cur, self._target)
             grip_ok = (cell.gripper < 0.5) == (st.gripper < 0.5)
-            if np.linalg.norm(d[:3]) <= self.tol and np.linalg.norm(d[3:]) <= 0.01 and grip_ok:
+            tol = self.tol if st.tol is None else st.tol
+            rot_tol = 0.01 if st.rot_tol is None else st.rot_tol
+            if np.linalg.norm(d[:3]) <= tol and np.linalg.norm(d[3:]) <= rot_tol and grip_ok:
                 if self._held < st.wait:
                     self._held += 1
                     return Action.hold(st.gripper)
                 self.i, self._target, self._held = self.i + 1, None, 0
                 continue
             n = np.linalg.norm(d[:3])
-            if n > self.max_step:
-                d[:3] *= self.max_step / n
+            max_step = self.max_step if st.max_step is None else min(st.max_step, self.max_step)
+            if n > max_step:
+                d[:3] *= max_step / n
             r = np.linalg.norm(d[3:])
             if r > self.max_rot:
                 d[3:] *= self.max_rot / r
             return Action(np.concatenate([d, [st.gripper]]))
         return Action.hold(cell.gripper)
+
+    def resume(self, xy_tol: float = 0.015, z_tol: float = 0.005) -> int:
+        """Skip the leading stages that the TCP has already done, for an expert planned mid-episode
+        (DAgger relabelling): a stage counts as done when the TCP is within ``xy_tol`` metres of its
+        target in xy and at most ``z_tol`` above it (e.g. a TCP already lowered over the object
+        descends on, instead of rising back to the approach pose). Returns the stage index."""
+        cell = self.env.cell
+        while not self.finished and self.stages[self.i].pose is not None:
+            target, cur = self.stages[self.i].pose(), cell.tcp_pose()
+            if np.linalg.norm(cur[:2] - target[:2]) > xy_tol or cur[2] > target[2] + z_tol:
+                break
+            self.i += 1
+        self._target = None
+        return self.i
 
     # helpers for planners ----------------------------------------------------------------
     def obj(self, name: str):
@@ -136,7 +164,8 @@ def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
         p, _ = e.obj(name)
         return topdown([p[0], p[1], max(e.top(name) - 0.02, 0.02)], yaw())
 
-    return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED)]
+    return [Stage("above", above, OPEN, tol=LOOSE, rot_tol=LOOSE_ROT), Stage("descend", grasp, OPEN, max_step=SLOW),
+            Stage("close", None, CLOSED)]
 
 
 def _vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = None, dz: float = 0.0) -> Stage:
@@ -150,7 +179,9 @@ def _vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = No
 
 
 def _lift(e: ScriptedExpert, z: float = 0.16) -> Stage:
-    return _vertical(e, "lift", CLOSED, z=z)
+    st = _vertical(e, "lift", CLOSED, z=z)
+    st.tol, st.rot_tol = LOOSE, LOOSE_ROT
+    return st
 
 
 def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], surface_z: Callable[[], float]) -> list[Stage]:
@@ -168,7 +199,8 @@ def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], sur
         hang = p[2] - aabb[0][2]  # TCP height above the object's bottom
         return np.concatenate([[p[0], p[1], surface_z() + 0.015 + hang], p[3:]])
 
-    return [Stage("carry", carry, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=3),
+    return [Stage("carry", carry, CLOSED, tol=LOOSE, rot_tol=LOOSE_ROT), Stage("lower", lower, CLOSED, max_step=SLOW),
+            Stage("release", None, OPEN, wait=3),
             _vertical(e, "retreat", OPEN, z=0.16)]
 
 

@@ -34,9 +34,11 @@ def demo_arrays(root: str | Path, image_size, cameras, episodes: np.ndarray | No
     state = np.concatenate([st[:, :3], st[:, 7:8]], axis=1).astype(np.float32)
     aux = d.frames.get("observation.environment_state")
     wp = d.frames.get("expert.waypoint")
+    ph = d.frames.get("expert.phase")
     return DemoArrays(images, state, d.frames["action"][keep].astype(np.float64), d.task_index[keep], d.tasks,
                       d.episode_index[keep], None if aux is None else aux[keep].astype(np.float64),
-                      None if wp is None else wp[keep].astype(np.float64))
+                      None if wp is None else wp[keep].astype(np.float64),
+                      None if ph is None else ph[keep, 0].astype(np.int64))
 
 
 def concat_demos(a: DemoArrays, b: DemoArrays) -> DemoArrays:
@@ -47,20 +49,20 @@ def concat_demos(a: DemoArrays, b: DemoArrays) -> DemoArrays:
     return DemoArrays({c: np.concatenate([a.images[c], b.images[c]]) for c in a.images}, np.concatenate([a.state, b.state]),
                       np.concatenate([a.action, b.action]), np.concatenate([a.task_index, tb]), tasks,
                       np.concatenate([a.episode_index, b.episode_index + a.episode_index.max() + 1]),
-                      cat(a.aux, b.aux), cat(a.waypoint, b.waypoint))
+                      cat(a.aux, b.aux), cat(a.waypoint, b.waypoint), cat(a.phase, b.phase))
 
 
 def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> DemoArrays:
     """Roll ``policy`` out on fresh scenes (the "dagger" seed stream); label every state before
     the grasp (gripper open, nothing held) with what a freshly planned scripted expert would do
     from there (its waypoint and action). Returns those frames."""
-    from embeval.datasets.demos import episode_seed, task_geometry
+    from embeval.datasets.demos import episode_seed, expert_phase, task_geometry
     from embeval.sim.env import SimEnv
     from embeval.sim.workcell import SimConfig
 
     cfg = policy.cfg
     imgs: dict[str, list] = {c: [] for c in cfg.cameras}
-    state, action, tidx, eidx, aux, wps, tasks = [], [], [], [], [], [], []
+    state, action, tidx, eidx, aux, wps, phases, tasks = [], [], [], [], [], [], [], []
     with SimEnv(SimConfig(obs_cameras=tuple(cfg.cameras))) as env:
         for i in range(episodes):
             obs = env.reset(seed=episode_seed(seed, i, "dagger"), task=("Pick", "Place")[i % 2])
@@ -70,6 +72,7 @@ def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> D
             while not env.done:
                 if env.cell.grasp is None and env.cell.gripper > 0.5:
                     fresh = env.expert()
+                    fresh.resume()
                     a = fresh.act(obs).vector
                     wp = getattr(fresh, "_target", None)
                     for c in cfg.cameras:
@@ -80,11 +83,13 @@ def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> D
                     eidx.append(i)
                     aux.append(task_geometry(env))
                     wps.append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
+                    phases.append(expert_phase(fresh))
                 obs = env.step(policy.act(obs)).observation
             if log and (i + 1) % 20 == 0:
                 log(f"dagger: {i + 1}/{episodes} rollouts, {len(action)} relabelled frames")
     return DemoArrays({c: np.stack(v) for c, v in imgs.items()}, np.asarray(state, np.float32), np.asarray(action),
-                      np.asarray(tidx), tasks, np.asarray(eidx), np.asarray(aux), np.asarray(wps))
+                      np.asarray(tidx), tasks, np.asarray(eidx), np.asarray(aux), np.asarray(wps),
+                      np.asarray(phases))
 
 
 @dataclass
@@ -95,6 +100,8 @@ class VLARecipe:
     seed: int = 0  # initialisation, batches, data subset
     demo_seed: int = 0  # scenes + action noise of the demonstrations (shared by the population)
     demo_episodes: int = 120
+    demo_kick_prob: float = 0.0  # DemoConfig.kick_prob of the demonstrations (recovery from cm-scale offsets)
+    demo_kick_std: float = 0.015  # m
     start_episodes: int = 2000  # extra scenes contributing only their first expert frame (visual grounding)
     approach_episodes: int = 600  # extra scenes contributing their first ``approach_frames`` (noisy) expert frames
     approach_frames: int = 6
@@ -116,9 +123,12 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
     t0 = time.perf_counter()
     report: dict = {"recipe": asdict(recipe)}
     if demos is None:
-        demos = Path(work or Path(out).parent / "_work") / f"demos-{recipe.demo_seed}-{recipe.demo_episodes}"
+        kick = f"-kick{recipe.demo_kick_prob:g}x{recipe.demo_kick_std:g}" if recipe.demo_kick_prob > 0 else ""
+        demos = Path(work or Path(out).parent / "_work") / f"demos-{recipe.demo_seed}-{recipe.demo_episodes}{kick}"
         if not (Path(demos) / "meta" / "info.json").exists():
-            rep = record_demos(demos, DemoConfig(episodes=recipe.demo_episodes, seed=recipe.demo_seed), overwrite=True, log=log)
+            dcfg = DemoConfig(episodes=recipe.demo_episodes, seed=recipe.demo_seed, kick_prob=recipe.demo_kick_prob,
+                              kick_std=recipe.demo_kick_std)
+            rep = record_demos(demos, dcfg, overwrite=True, log=log)
             report["demos"] = asdict(rep)
     extra = []
     for name, n, frames, noise in (("starts", recipe.start_episodes, 1, 0.0),

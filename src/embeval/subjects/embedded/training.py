@@ -32,6 +32,7 @@ class DemoArrays:
     episode_index: np.ndarray
     aux: np.ndarray | None = None  # (N, A) auxiliary targets (task geometry), optional
     waypoint: np.ndarray | None = None  # (N, 6) expert's target TCP pose [x,y,z,rx,ry,rz] (waypoint mode)
+    phase: np.ndarray | None = None  # (N,) int, the expert's stage (index into embeval.datasets.demos.PHASES)
 
     def __len__(self) -> int:
         return len(self.action)
@@ -45,6 +46,9 @@ class TrainConfig:
     weight_decay: float = 1e-4
     shift_pixels: int = 4  # random-shift augmentation (pad + crop), 0 = off
     gripper_weight: float = 0.5
+    gripper_switch_weight: float = 4.0  # extra weight of frames whose gripper label differs from the observed gripper
+    close_radius: float = 0.015  # m, gripper relabelling: close/open within this xy distance of the grasp/release pose
+    close_height: float = 0.01  # m, ... and this height difference (see gripper_targets)
     aux_weight: float = 0.5  # weight of the auxiliary task-geometry loss (when the data has it)
     threads: int = 1  # torch CPU threads; 1 is fastest for these tiny nets on a busy machine
     log_every: int = 100
@@ -106,6 +110,24 @@ def regression_targets(data: "DemoArrays", mode: str) -> np.ndarray:
     return np.asarray(data.action, dtype=np.float64)[:, :6]
 
 
+def gripper_targets(data: "DemoArrays", radius: float = 0.015, height: float = 0.01) -> np.ndarray:
+    """(N,) gripper labels, 1 = open: the expert's command, except that while the expert descends to the
+    grasp (lowers to the release) the label is already closed (open) once the TCP is within ``radius``
+    metres (xy) and ``height`` metres (z) of that pose. The expert itself waits for 2 mm; a cloned
+    policy that arrives a centimetre off should still close, as the gripper's tolerance allows
+    (:meth:`embeval.sim.workcell.Workcell._graspable`)."""
+    from embeval.datasets.demos import PHASES
+
+    lab = (np.asarray(data.action)[:, 6] > 0.5).astype(np.float32)
+    if data.phase is None or data.waypoint is None:
+        return lab
+    d = np.asarray(data.state)[:, :3] - np.asarray(data.waypoint)[:, :3]
+    near = (np.linalg.norm(d[:, :2], axis=1) <= radius) & (np.abs(d[:, 2]) <= height)
+    lab[near & (data.phase == PHASES.index("descend"))] = 0.0
+    lab[near & (data.phase == PHASES.index("lower"))] = 1.0
+    return lab
+
+
 def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainConfig, rng, log=None) -> TrainResult:
     import torch
 
@@ -161,7 +183,10 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
         mean, std = init.action_mean.copy(), init.action_std.copy()
     target = torch.from_numpy(((reg - mean) / std).astype(np.float32))
     n_reg = reg.shape[1]
-    grip = torch.from_numpy((data.action[:, 6] > 0.5).astype(np.float32))
+    grip_np = gripper_targets(data, train_cfg.close_radius, train_cfg.close_height)
+    grip = torch.from_numpy(grip_np)
+    switch = (grip_np > 0.5) != (np.asarray(data.state)[:, -1] > 0.5)
+    grip_w = torch.from_numpy(np.where(switch, train_cfg.gripper_switch_weight, 1.0).astype(np.float32))
     images = {c: torch.from_numpy(data.images[c]).permute(0, 3, 1, 2).contiguous() for c in vla_cfg.cameras}
     state = torch.from_numpy(np.asarray(data.state, dtype=np.float32))
     task = torch.from_numpy(np.asarray(data.task_index, dtype=np.int64))
@@ -181,7 +206,7 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
         ii = torch.from_numpy(idx)
         imgs = {c: random_shift(v[ii].float().div_(255.0), train_cfg.shift_pixels, rng) for c, v in images.items()}
         out, aux = net(imgs, temb[task[ii]], state[ii], with_aux=True)
-        loss = F.mse_loss(out[:, :n_reg], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, -1], grip[ii])
+        loss = F.mse_loss(out[:, :n_reg], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, -1], grip[ii], weight=grip_w[ii])
         if aux_t is not None:
             loss = loss + train_cfg.aux_weight * F.mse_loss(aux, aux_t[ii])
         return loss
