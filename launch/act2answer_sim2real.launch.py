@@ -40,6 +40,10 @@ def generate_launch_description():
             ["'wrist=/embeval/camera/wrist/image_raw' if '", backend, "' == 'sim' else ''"]),
             description="policy camera_topics entry 'wrist=TOPIC' (sim: the camera node's wrist render; real cell: "
                         "empty unless a second camera node publishes a wrist camera, see docs/act2answer.md)"),
+        DeclareLaunchArgument("camera_width", default_value=PythonExpression(["'640' if ", *real, " else '64'"]),
+                              description="camera image width (px; RealSense modes on the real arm, the policy's input in sim)"),
+        DeclareLaunchArgument("camera_height", default_value=PythonExpression(["'480' if ", *real, " else '48'"]),
+                              description="camera image height (px)"),
         DeclareLaunchArgument("record", default_value="true", description="record the topics to an MCAP bag"),
         DeclareLaunchArgument("bag_dir", default_value="", description="bag folder (empty: runs/bags/embeval_<time>)"),
         DeclareLaunchArgument("dds_localhost", default_value="1", description="1: DDS on loopback only; 0: robot network"),
@@ -50,7 +54,8 @@ def generate_launch_description():
     source = PythonExpression(["'realsense' if ", *real, " else 'sim' if '", backend, "' == 'sim' else 'synthetic'"])
     nodes = [
         Node(package=PKG, executable="camera_node", name="embeval_camera", output="screen",
-             parameters=[params, {"source": source}]),
+             parameters=[params, {"source": source, "width": LaunchConfiguration("camera_width"),
+                                  "height": LaunchConfiguration("camera_height")}]),
         Node(package=PKG, executable="distortion_node", name="embeval_distortion", output="screen", parameters=[params]),
         Node(package=PKG, executable="policy_node", name="embeval_policy", output="screen",
              parameters=[params, {"dry_run": LaunchConfiguration("dry_run"),
