@@ -1,15 +1,16 @@
 """Sim-to-real Act2Answer: the units of one scene folder in simulation (backend:=sim) and on the real arm (backend:=ur_rtde).
 
     embeval act2answer scenes --items runs/act2answer/suite/items.jsonl --out runs/act2answer/scenes
-    ros2 launch embeval_ros act2answer_sim2real.launch.py params_file:=config/act2answer/sim_to_real.yaml backend:=sim
-    ros2 launch embeval_ros act2answer_sim2real.launch.py params_file:=config/act2answer/sim_to_real.yaml \
-        backend:=ur_rtde robot_ip:=192.168.1.102 dds_localhost:=0                  # dry run, operator confirms each unit
+    ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim
+    ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=ur_rtde robot_ip:=192.168.1.102 dds_localhost:=0
+                                                                                   # dry run, operator confirms each unit
     ros2 service call /embeval/conductor/next std_srvs/srv/Trigger                  # cards and cube placed: go
 
 In simulation the arm node loads each unit's scene and the camera node (a separate process) renders a
 mirror of that cell that follows /joint_states and /embeval/act2answer/cube_pose. On the real cell the
 camera is a RealSense, the conductor waits for the operator before each unit (operator_confirm) and the
-policy only proposes actions until dry_run:=false. See docs/act2answer.md#sim-to-real.
+policy only proposes actions until dry_run:=false. The parameters come from config/embeval_act2answer.yaml
+(installed with the package; params_file:= another file). See docs/act2answer.md#sim-to-real.
 """
 import os
 
@@ -48,7 +49,7 @@ def generate_launch_description():
         DeclareLaunchArgument("bag_dir", default_value="", description="bag folder (empty: runs/bags/embeval_<time>)"),
         DeclareLaunchArgument("dds_localhost", default_value="1", description="1: DDS on loopback only; 0: robot network"),
         DeclareLaunchArgument("params_file", default_value=os.path.join(share, "config", "embeval_act2answer.yaml"),
-                              description="ROS 2 parameter file (use config/act2answer/sim_to_real.yaml)"),
+                              description="ROS 2 parameter file (default: the package's config/embeval_act2answer.yaml)"),
     ]
     params = LaunchConfiguration("params_file")
     source = PythonExpression(["'realsense' if ", *real, " else 'sim' if '", backend, "' == 'sim' else 'synthetic'"])
@@ -59,7 +60,7 @@ def generate_launch_description():
         Node(package=PKG, executable="distortion_node", name="embeval_distortion", output="screen", parameters=[params]),
         Node(package=PKG, executable="policy_node", name="embeval_policy", output="screen",
              parameters=[params, {"dry_run": LaunchConfiguration("dry_run"),
-                                  "camera_topics": [LaunchConfiguration("wrist_topic")]}]),
+                                  "camera_topics": LaunchConfiguration("wrist_topic")}]),  # a string; the node splits at commas
         Node(package=PKG, executable="arm_node", name="embeval_arm", output="screen",
              parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip")}]),
         Node(package=PKG, executable="scorer_node", name="embeval_scorer", output="screen", parameters=[params]),

@@ -152,11 +152,10 @@ def test_one_process_per_node_like_ros2_launch(tmp_path, scenes):
     """The nodes as separate processes from one parameter file (what ros2 launch starts): events, the settle
     service and the camera's mirror work across processes and give the in-process runner's zones."""
     import os
-    import subprocess
     import sys
-    import time
 
     import yaml
+    from embeval_ros.processes import NodeProcesses
 
     from embeval.act2answer.episode import read_results, run_items
     from embeval.act2answer.reference_policies import ScriptedPlacer
@@ -168,22 +167,11 @@ def test_one_process_per_node_like_ros2_launch(tmp_path, scenes):
     params["embeval_scorer"]["ros__parameters"]["store"] = ""
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
     jsonl = tmp_path / "episodes_ros.jsonl"
-    procs = [subprocess.Popen([sys.executable, "-m", f"embeval_ros.{m}", "--ros-args", "--params-file", str(tmp_path / "params.yaml")],
-                              stdout=(tmp_path / f"{m}.log").open("w"), stderr=subprocess.STDOUT, env=dict(os.environ))
-             for m in ("arm_node", "camera_node", "distortion_node", "policy_node", "scorer_node", "conductor_node")]
-    try:
-        deadline = time.monotonic() + 75
-        while time.monotonic() < deadline and not (jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2):
-            assert all(p.poll() is None for p in procs), "a node process exited; see its .log in " + str(tmp_path)
-            time.sleep(0.5)
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+    with NodeProcesses(tmp_path) as procs:
+        for m in ("arm_node", "camera_node", "distortion_node", "policy_node", "scorer_node", "conductor_node"):
+            procs.start(m, [sys.executable, "-m", f"embeval_ros.{m}", "--ros-args", "--params-file", str(tmp_path / "params.yaml")],
+                        env=dict(os.environ))
+        procs.wait_until(lambda: jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2, timeout_s=75)
     ros = read_results(jsonl)
     local = [r.to_dict() for r in run_items(ScriptedPlacer("left"), items[:1])]
     assert [(r["layout"], r["zone"], r["choice"], r["end_reason"], r["steps"], r["cube_source"]) for r in ros] == [

@@ -59,3 +59,62 @@ def test_bag_commands(tmp_path, capsys):
     assert main(["bag", "recover", str(bag)]) == 0
     assert ".open_9" in capsys.readouterr().out and not (bag / ".open_9").exists()
     assert main(["bag", "info", str(tmp_path / "missing")]) == 2  # a user error, not a traceback
+
+
+def test_act2answer_scenes_prints_the_next_command(tmp_path, capsys, monkeypatch):
+    from embeval.act2answer.generator import generate_items
+
+    generate_items(tmp_path / "suite", ["color"], per_category=1, seed=0)
+    monkeypatch.chdir(tmp_path)
+    assert main(["act2answer", "scenes", "--items", "suite/items.jsonl", "--out", "my scenes"]) == 0
+    out = capsys.readouterr().out
+    params = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "config" / "embeval_act2answer.yaml")
+    assert f"embeval graph --params {params} --set embeval_conductor.act2answer_scenes='my scenes'" in out
+    assert "ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim scenes:='my scenes'" in out
+    assert main(["act2answer", "scenes", "--items", "suite/items.jsonl", "--out", "runs/act2answer/scenes"]) == 0
+    out = capsys.readouterr().out  # the parameter file's own folder: nothing to override
+    assert f"  embeval graph --params {params}\n" in out and "backend:=sim      #" in out
+
+
+def test_graph_prints_one_line_per_act2answer_unit(tmp_path):
+    from embeval.cli.graph import act2answer_lines
+
+    recs = [{"item": "color-0000", "layout": "original", "zone": "correct", "choice": "right", "end_reason": "released",
+             "steps": 18, "cube_source": "sim"},
+            {"item": "color-0000", "layout": "swapped", "zone": "out_of_bounds", "choice": None, "end_reason": "max_steps",
+             "steps": 24, "cube_source": "sim"}]
+    lines = act2answer_lines(recs, str(tmp_path / "ep.jsonl"))
+    assert lines[1].split() == ["color-0000@original", "correct", "right", "released", "18", "sim"]
+    assert lines[2].split() == ["color-0000@swapped", "out_of_bounds", "-", "max_steps", "24", "sim"]
+    assert lines[3] == f"episodes: 2 appended to {tmp_path / 'ep.jsonl'}  (embeval act2answer report {tmp_path / 'ep.jsonl'})"
+    assert "episodes_jsonl" in act2answer_lines(recs)[-1]
+
+
+@pytest.mark.ros
+def test_graph_with_the_act2answer_params_reports_units(tmp_path, capsys):
+    """`embeval graph --params config/embeval_act2answer.yaml` (a scripted policy, one unit): the unit's line and the JSONL."""
+    pytest.importorskip("rclpy")
+    import json
+    from pathlib import Path
+
+    from embeval.act2answer.generator import generate_items
+    from embeval.act2answer.scene import export_scenes
+
+    items = generate_items(tmp_path / "suite", ["color"], per_category=1, seed=0)
+    scenes = export_scenes(items, tmp_path / "scenes")
+    unit = f"{items[0].id}@original"
+    params = Path(__file__).resolve().parents[1] / "config" / "embeval_act2answer.yaml"
+    args = ["graph", "--params", str(params), "--nodes", "embeval_camera", "embeval_distortion", "embeval_policy", "embeval_arm",
+            "embeval_scorer", "embeval_conductor",
+            "--set", f"embeval_conductor.act2answer_scenes={scenes}", "--set", f"embeval_conductor.act2answer_items=[{unit}]",
+            "--set", "embeval_conductor.settle_s=0.5",
+            "--set", "embeval_policy.subject=embeval.act2answer.reference_policies:ScriptedPlacer",
+            "--set", f"embeval_scorer.store={tmp_path / 'a.sqlite'}", "--set", f"embeval_scorer.episodes_jsonl={tmp_path / 'ep.jsonl'}"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    (rec,) = [json.loads(line) for line in (tmp_path / "ep.jsonl").read_text().splitlines()]
+    zone = "correct" if items[0].correct_side_in("original") == "left" else "incorrect"
+    assert rec["zone"] == zone and rec["end_reason"] == "released"
+    line = next(x for x in out.splitlines() if x.startswith(unit))
+    assert line.split() == [unit, zone, "left", "released", str(rec["steps"]), "sim"]
+    assert f"episodes: 1 appended to {tmp_path / 'ep.jsonl'}" in out

@@ -172,3 +172,124 @@ def test_colcon_build_installs_nodes_launch_and_config(tmp_path):
     assert (share / "config" / "embeval_sim.yaml").exists() and (share / "package.xml").exists()
     for exe in _executables():
         assert (tmp_path / "install" / "embeval_ros" / "lib" / "embeval_ros" / exe).exists()
+
+
+# --------------------------------------------------------------------------- resolving a launch file like ros2 launch
+def _subst(value, args: dict, given: dict) -> str:
+    """A launch substitution (or a list of them, concatenated, as launch does) as the string it evaluates to."""
+    kind = type(value).__name__
+    if isinstance(value, (list, tuple)):
+        return "".join(_subst(v, args, given) for v in value)
+    if kind == "LaunchConfiguration":
+        name = value.args[0]
+        return given[name] if name in given else _subst(args[name]["default_value"], args, given)
+    if kind == "PythonExpression":
+        return str(eval(_subst(value.args[0], args, given)))  # the launch file's own expression
+    return str(value)
+
+
+def _param_value(value, args: dict, given: dict):
+    """launch_ros's evaluation of a node parameter: a substitution, or a list holding one, becomes one string that
+    is read as YAML ('' stays ''); plain values and lists of plain values are kept."""
+    import yaml
+
+    subst = ("LaunchConfiguration", "PythonExpression")
+    if type(value).__name__ in subst or (isinstance(value, list) and any(type(v).__name__ in subst for v in value)):
+        text = _subst(value, args, given)
+        return yaml.safe_load(text) if text else ""
+    return value
+
+
+def resolve_launch(path: Path, given: dict, monkeypatch, tmp_path) -> dict[str, dict]:
+    """Node name -> {"executable", "params_file", "overrides"} for ``ros2 launch ... k:=v`` (``given``), conditions applied."""
+    _, made, _ = _load(path, monkeypatch, tmp_path)
+    args = {m.args[0]: m.kw for m in made if type(m).__name__ == "DeclareLaunchArgument"}
+    assert set(given) <= set(args), f"unknown launch arguments {sorted(set(given) - set(args))}"
+    nodes = {}
+    for n in (m for m in made if type(m).__name__ == "Node"):
+        cond = n.kw.get("condition")
+        if cond is not None:
+            on = _subst(cond.args[0], args, given).lower() in ("true", "1")
+            if on != (type(cond).__name__ == "IfCondition"):
+                continue
+        files = [_subst(p, args, given) for p in n.kw["parameters"] if not isinstance(p, dict)]
+        overrides = {k: _param_value(v, args, given) for p in n.kw["parameters"] if isinstance(p, dict) for k, v in p.items()}
+        nodes[n.kw["name"]] = {"executable": n.kw["executable"], "params_file": files[0] if files else "", "overrides": overrides}
+    return nodes
+
+
+A2A_LAUNCH = ROOT / "launch" / "act2answer_sim2real.launch.py"
+
+
+@pytest.mark.parametrize("backend", ["sim", "ur_rtde"])
+def test_act2answer_launch_defaults_are_the_sim_to_real_parameters(backend, monkeypatch, tmp_path):
+    """``ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=...`` with no params_file: the installed
+    config/embeval_act2answer.yaml plus the launch's own overrides give every node a coherent Act2Answer setup."""
+    import yaml
+    from embeval_ros.runtime import str_list
+
+    nodes = resolve_launch(A2A_LAUNCH, {"backend": backend}, monkeypatch, tmp_path)
+    assert set(nodes) == set(NODE_MODULE)
+    default = tmp_path / "share" / "config" / "embeval_act2answer.yaml"
+    doc = yaml.safe_load(default.read_text())
+    p = {}
+    for name, n in nodes.items():
+        assert n["params_file"] == str(default), name
+        p[name] = {**doc[name]["ros__parameters"], **n["overrides"]}
+        unknown = set(p[name]) - _declared(NODE_MODULE[name])
+        assert not unknown, f"{name}: {sorted(unknown)}"
+    real = backend == "ur_rtde"
+    cam, pol, cond = p["embeval_camera"], p["embeval_policy"], p["embeval_conductor"]
+    assert (cam["source"], cam["width"], cam["height"]) == (("realsense", 640, 480) if real else ("sim", 64, 48))
+    assert str_list(pol["camera_topics"]) == ([] if real else ["wrist=/embeval/camera/wrist/image_raw"])
+    assert pol["dry_run"] is real and cond["operator_confirm"] is real and p["embeval_arm"]["backend"] == backend
+    assert cond["act2answer_scenes"] == "runs/act2answer/scenes" and "items" not in cond
+    assert cond["wait_for_nodes"] == ["embeval_arm", "embeval_policy", "embeval_scorer"]
+    assert pol["subject"] == "embedded" and pol["sync_to_arm"] is True and pol["max_steps"] == 24
+    assert p["embeval_scorer"]["episodes_jsonl"] == "runs/act2answer/episodes_ros.jsonl"
+
+
+@pytest.mark.ros
+def test_act2answer_launch_runs_with_no_params_file(monkeypatch, tmp_path):
+    """What ``ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim`` starts, one process per node with
+    the resolved parameters, in a folder where ``embeval act2answer scenes --out runs/act2answer/scenes`` ran: every
+    unit is filed in runs/act2answer/episodes_ros.jsonl and the recorder writes a bag."""
+    pytest.importorskip("rclpy", reason="the ROS 2 wheels (ros-rclpy) are not installed: run scripts/install.sh")
+    import json
+    import os
+    import sys
+    import time
+
+    import yaml
+    from embeval_ros.processes import NodeProcesses
+
+    from embeval.act2answer.episode import read_results
+    from embeval.act2answer.generator import generate_items
+    from embeval.cli import main as cli
+
+    cell = tmp_path / "cell"
+    items = generate_items(tmp_path / "suite", ["color"], per_category=1, seed=0)
+    assert cli(["act2answer", "scenes", "--items", str(tmp_path / "suite" / "items.jsonl"),
+                "--out", str(cell / "runs" / "act2answer" / "scenes")]) == 0
+    nodes = resolve_launch(A2A_LAUNCH, {"backend": "sim"}, monkeypatch, tmp_path)
+    env = dict(os.environ, EMBEVAL_DDS_LOCALHOST="1", ROS_DOMAIN_ID=str(40 + os.getpid() % 50))  # apart from other graphs
+    jsonl = cell / "runs" / "act2answer" / "episodes_ros.jsonl"
+    with NodeProcesses(tmp_path) as procs:
+        for name, n in nodes.items():
+            over = tmp_path / f"{name}.yaml"
+            over.write_text(yaml.safe_dump({name: {"ros__parameters": n["overrides"]}}))
+            procs.start(name, [sys.executable, "-m", f"embeval_ros.{_executables()[n['executable']]}", "--ros-args",
+                               "-r", f"__node:={name}", "--params-file", n["params_file"], "--params-file", str(over)],
+                        cwd=cell, env=env)
+        procs.wait_until(lambda: jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2, timeout_s=180)
+        time.sleep(1.5)  # the recorder's next segment
+    recs = read_results(jsonl)
+    assert [(r["item"], r["layout"]) for r in recs] == [(items[0].id, "original"), (items[0].id, "swapped")]
+    for r in recs:
+        assert r["subject"] == "tiny-vla" and r["cube_source"] == "sim" and 1 <= r["steps"] <= 24
+        assert r["zone"] in ("correct", "incorrect", "out_of_bounds") and len(r["actions"]) == r["steps"]
+    from embeval.recording import read_bag
+
+    (bag,) = (cell / "runs" / "bags").iterdir()
+    events = [json.loads(m.msg.data)["event"] for m in read_bag(bag, ["/embeval/events"])]
+    assert events.count("episode_end") == 2

@@ -189,7 +189,35 @@ def _scenes(args) -> int:
     spec = EpisodeSpec.from_yaml(args.episode) if args.episode else EpisodeSpec()
     out = export_scenes(items, args.out, spec)
     print(f"{2 * len(items)} scene specs, episode.yaml, conductor.yaml -> {out}")
+    print("\n".join(next_commands(args.out)))
     return 0
+
+
+#: the sim-to-real parameter file (the act2answer_sim2real launch's default) and its scene folder
+SIM_TO_REAL_PARAMS, DEFAULT_SCENES = "config/embeval_act2answer.yaml", "runs/act2answer/scenes"
+
+
+def next_commands(scenes: Path | str) -> list[str]:
+    """The commands that run the units of the scene folder ``scenes`` through the ROS graph (simulated cell)
+    and aggregate them; the folder is named only when it is not the parameter file's ``runs/act2answer/scenes``
+    (relative to the working directory)."""
+    import shlex
+
+    params = Path(SIM_TO_REAL_PARAMS)
+    if not params.exists():  # outside the repository root: the repository's copy when there is one
+        repo = Path(__file__).resolve().parents[3] / SIM_TO_REAL_PARAMS
+        params = repo if repo.exists() else params
+    default = Path(scenes).resolve() == Path(DEFAULT_SCENES).resolve()
+    folder = shlex.quote(str(scenes))
+    graph = f"embeval graph --params {shlex.quote(str(params))}"
+    launch = "ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim"
+    if not default:
+        graph += f" --set embeval_conductor.act2answer_scenes={folder}"
+        launch += f" scenes:={folder}"
+    return ["next: run the units in the simulated cell through the ROS graph (docs/act2answer.md#sim-to-real):",
+            f"  {graph}",
+            f"  {launch}      # with ROS 2 installed: one process per node",
+            "  embeval act2answer report runs/act2answer/episodes_ros.jsonl"]
 
 
 def _report(args) -> int:

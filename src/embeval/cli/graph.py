@@ -11,6 +11,7 @@ EXAMPLE = """examples:
   embeval graph --params config/embeval_sim.yaml
   embeval graph --params config/embeval_hil.yaml --duration 20 --set embeval_camera.rate_hz=15
   embeval graph --params config/embeval_ur5.yaml --set embeval_arm.robot_ip=192.168.1.102   # dry run by default
+  embeval graph --params config/embeval_act2answer.yaml    # Act2Answer units of runs/act2answer/scenes: one line per unit
 """
 
 
@@ -61,6 +62,21 @@ def apply_overrides(params: dict, overrides: list[str]) -> dict:
     return params
 
 
+def act2answer_lines(records: list[dict], jsonl: str = "") -> list[str]:
+    """What ``embeval graph`` prints after Act2Answer units: one line per unit (``<item>@<layout>``, zone, choice,
+    end reason and steps, where the cube position came from) and where the records were appended."""
+    lines = [f"\n{'unit':<30} {'zone':<14} {'choice':<7} {'end':<16} {'cube':<8}"]
+    for r in records:
+        lines.append(f"{r['item'] + '@' + r['layout']:<30} {r['zone']:<14} {r.get('choice') or '-':<7} "
+                     f"{r['end_reason'] + ' ' + str(r['steps']):<16} {r.get('cube_source', '-'):<8}")
+    if jsonl:
+        path = Path(jsonl).resolve()
+        lines.append(f"episodes: {len(records)} appended to {path}  (embeval act2answer report {path})")
+    else:
+        lines.append("episodes: not written to a file (set embeval_scorer.episodes_jsonl); on /embeval/scores only")
+    return lines
+
+
 def _run(args) -> int:
     from embeval_ros.graph import Graph, load_params
 
@@ -95,6 +111,10 @@ def _run(args) -> int:
                 sc = r["scores"]
                 print(f"{r['item']:<10} {r['distortion']:<16} {r['level']:>5} {sc.get('decision', float('nan')):>9.3f} "
                       f"{sc['execution']:>10.2f}")
+        if scorer is not None and scorer.a2a_records:
+            print("\n".join(act2answer_lines(scorer.a2a_records, scorer.jsonl)))
+        elif conductor is not None and getattr(conductor, "a2a", None) is not None:
+            print("\nno Act2Answer unit finished (see the log above; --duration too short?)")
         rec = g.nodes.get("embeval_recorder")
         if rec is not None:
             print(f"\nbag: {rec.bag.path} ({rec.bag.message_count} messages)")

@@ -26,7 +26,7 @@ from embeval_ros.conversions import (
     stamp_to_ns,
 )
 from embeval_ros.diagnostics import diag
-from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+from embeval_ros.runtime import qos_latched, qos_reliable, run_node, str_list
 
 
 def load_policy(subject: str, params_json: str = ""):
@@ -79,8 +79,9 @@ class PolicyNode(EmbevalNode):
         image_topic = self.param("image_topic", T.IMAGE_DISTORTED, "image topic the policy sees")
         keys = self.param("image_keys", [""], "observation camera names the image is given as (default: the "
                           "policy's own cameras, e.g. third_person and wrist for the tiny VLA, else third_person)")
-        extra = [t for t in self.param("camera_topics", [""], "more cameras as 'key=topic' (e.g. "
-                 "'wrist=/embeval/camera/wrist/image_raw'): the policy's camera key is filled from that topic") if t]
+        extra = str_list(self.param("camera_topics", [""], "more cameras as 'key=topic' (e.g. "
+                                    "'wrist=/embeval/camera/wrist/image_raw'; a string: entries separated by commas): "
+                                    "the policy's camera key is filled from that topic"))
         self.policy = self.shared.get("policy") or load_policy(subject, params_json)
         declared = list(getattr(getattr(self.policy, "cfg", None), "cameras", None) or ["third_person"])
         self.camera_topics = {}

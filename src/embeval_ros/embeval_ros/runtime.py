@@ -31,6 +31,13 @@ def declare(node, name: str, default, description: str):
     return node.declare_parameter(name, default, ParameterDescriptor(description=description, dynamic_typing=True)).value
 
 
+def str_list(value) -> list[str]:
+    """A string-list parameter as a list without empty entries. One string is split at commas: ``ros2 launch``
+    joins a list that holds a launch substitution into one string (``[LaunchConfiguration("x")]`` -> ``"..."``)."""
+    items = value.split(",") if isinstance(value, str) else list(value or [])
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
 def run_node(factory: Callable, args: Sequence[str] | None = None) -> int:
     """Console-script main: init rclpy, spin the node until Ctrl-C, shut down cleanly."""
     import rclpy
