@@ -65,10 +65,10 @@ def apply_overrides(params: dict, overrides: list[str]) -> dict:
 def act2answer_lines(records: list[dict], jsonl: str = "") -> list[str]:
     """What ``embeval graph`` prints after Act2Answer units: one line per unit (``<item>@<layout>``, zone, choice,
     end reason and steps, where the cube position came from) and where the records were appended."""
-    lines = [f"\n{'unit':<30} {'zone':<14} {'choice':<7} {'end':<16} {'cube':<8}"]
+    lines = [f"\n{'unit':<30} {'zone':<14} {'choice':<7} {'end':<16} cube"]
     for r in records:
         lines.append(f"{r['item'] + '@' + r['layout']:<30} {r['zone']:<14} {r.get('choice') or '-':<7} "
-                     f"{r['end_reason'] + ' ' + str(r['steps']):<16} {r.get('cube_source', '-'):<8}")
+                     f"{r['end_reason'] + ' ' + str(r['steps']):<16} {r.get('cube_source', '-')}")
     if jsonl:
         path = Path(jsonl).resolve()
         lines.append(f"episodes: {len(records)} appended to {path}  (embeval act2answer report {path})")

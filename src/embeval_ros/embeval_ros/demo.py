@@ -191,5 +191,5 @@ def act2answer_sim2real(ctx, out) -> None:
         same += r["zone"] == lo.get("zone")
         print(f"{r['item'] + '@' + r['layout']:<26} {r['zone']:<14} {lo.get('zone', '-'):<16} "
               f"{r['end_reason'] + ' ' + str(r['steps']):<16} {lo.get('end_reason', '-') + ' ' + str(lo.get('steps', '')):<16}")
-    print(f"same zone in {same} of {len(ros)} units (differences: the simulated gripper reading while holding, see "
+    print(f"same zone in {same} of {len(ros)} units (the graph's timing differs from the in-process loop; see "
           "docs/act2answer.md#sim-to-real)")
