@@ -73,3 +73,91 @@ def test_set_gripper_acts_only_across_half_open():
             arm.set_gripper(1.0)  # a stopped arm refuses even a no-op gripper command
     finally:
         arm.close()
+
+
+#: hand-written steps after the pick: rotations, a zero move while holding, a release, tiny moves (< 1e-9 is zero)
+TURNS = [[0, 0, 0.02, 0.1, 0, 0, 0.0], [0, 0, 0, 0, 0, -0.2, 0.0], [0, 0, 0, 0, 0, 0, 0.0], [0.01, -0.01, 0, 0, 0.05, 0, 1.0],
+         [1e-10, 0, 0, 0, 0, 0, 1.0], [0, 0, -0.003, 0, 0, 0, 0.6]]
+
+
+def _world(cell) -> dict:
+    """Everything one step changes: sim time (s), joints (rad), TCP pose, gripper, every object's position and quaternion."""
+    w = {"time": np.array([cell.time]), "q": cell.q.copy(), "tcp": cell.tcp_pose(), "gripper": np.array([cell.gripper])}
+    for name in cell.bodies:
+        pos, orn = cell.object_pose(name)
+        w[name] = np.concatenate([pos, orn])
+    return w
+
+
+@pytest.mark.parametrize("seed,speed", [(0, 0.25), (3, 0.5)])
+def test_commander_on_the_sim_backend_steps_exactly_like_simenv(seed, speed):
+    """The arm node's path (ArmCommander -> SimArmBackend.apply_action) and SimEnv.step give the same world after
+    every step of a recorded sequence (the expert's pick, holding, turning, releasing) to 1e-6, sim time included:
+    move first lasting at least 1 / control_hz, hold still that long on a zero move, then the gripper."""
+    from embeval.sim import SimConfig
+
+    env = SimEnv(SimConfig(tcp_speed=speed))
+    arm = None
+    try:
+        obs = env.reset(seed=seed, task="Pick", render=False)
+        expert, actions, worlds = env.expert(), [], []
+        while not env.done:
+            actions.append(np.asarray(expert.act(obs).vector, dtype=float))
+            obs = env.step(actions[-1], render=False).observation
+            worlds.append(_world(env.cell))
+        for a in AFTER_PICK + TURNS:
+            actions.append(np.asarray(a, dtype=float))
+            env.step(actions[-1], render=False)
+            worlds.append(_world(env.cell))
+        assert env.reason == "success" and not env.cell.safety.status.stopped
+        zero = [k for k, a in enumerate(actions) if not np.any(np.abs(a[:6]) > 1e-9)]
+        assert len(zero) >= 5 and len(set(worlds[-1]) - {"time", "q", "tcp", "gripper"}) >= 1
+
+        arm = SimArmBackend(scene=env.scene)
+        cmd = ArmCommander(arm, speed=speed)
+        assert cmd.speed == speed
+        before, n_zero_checked = _world(arm.cell), 0
+        for k, (a, w_env) in enumerate(zip(actions, worlds)):
+            res = cmd.step(a)
+            assert res.executed, (k, res.reason)
+            w = _world(arm.cell)
+            for key, v in w_env.items():
+                np.testing.assert_allclose(w[key], v, atol=1e-6, rtol=0, err_msg=f"step {k} ({a.round(3).tolist()}): {key}")
+            if k in zero:  # a zero move lasts one control period, the arm holding still, plus the gripper's travel
+                grips = (a[6] < 0.5) != (before["gripper"][0] < 0.5)
+                assert w["time"][0] - before["time"][0] == pytest.approx(0.1 + grips * env.config.gripper_time, abs=1e-6)
+                n_zero_checked += 1
+            before = w
+        assert n_zero_checked == len(zero)
+        np.testing.assert_allclose(res.state.tcp_pose, worlds[-1]["tcp"], atol=1e-6)
+    finally:
+        env.close()
+        if arm is not None:
+            arm.close()
+
+
+def test_commander_on_the_sim_backend_in_tool_frame_equals_simenv():
+    """frame tool0 (deltas in the TCP's own axes) reaches the backend: same poses as SimEnv(action_frame='tool0')."""
+    steps = [[0.02, 0, 0, 0, 0, 0.3, 1.0], [0, 0.02, 0.01, 0.1, 0, 0, 1.0], [0, 0, 0, 0, 0, 0, 0.0], [0.01, 0, 0.02, 0, -0.1, 0, 0.0]]
+    env = SimEnv(action_frame="tool0")
+    arm = None
+    try:
+        env.reset(seed=1, task="Push", render=False)
+        arm = SimArmBackend(scene=env.scene)
+        cmd = ArmCommander(arm, frame="tool0", speed=env.config.tcp_speed)
+        for k, a in enumerate(steps):
+            env.step(a, render=False)
+            assert cmd.step(a).executed
+            w, w_env = _world(arm.cell), _world(env.cell)
+            for key in w_env:
+                np.testing.assert_allclose(w[key], w_env[key], atol=1e-6, rtol=0, err_msg=f"step {k}: {key}")
+        # in frame base the same deltas end elsewhere: the frame really matters here
+        with SimEnv() as base_env:
+            base_env.reset(seed=1, task="Push", render=False)
+            for a in steps:
+                base_env.step(a, render=False)
+            assert np.linalg.norm(base_env.cell.tcp_pose()[:3] - env.cell.tcp_pose()[:3]) > 0.01
+    finally:
+        env.close()
+        if arm is not None:
+            arm.close()

@@ -48,6 +48,12 @@ class ArmCommander:
     backend); a violation, a non-finite action, an unknown frame or a backend error trips the
     backend's protective stop (:meth:`ArmBackend.protective_stop`, latched until :meth:`reset`)
     and the arm does not move. ``speed`` (m/s) is capped at ``limits.max_tcp_speed``.
+
+    Execution: a backend with ``apply_action(vector, frame=, speed=)`` (the simulated arm) executes the
+    whole action itself, in :meth:`embeval.sim.env.SimEnv.step`'s order and timing (move lasting at least
+    1 / ``control_hz``, or hold still that long on a zero delta; then the gripper rule). Other backends
+    (mock, ur_rtde) get ``set_gripper`` when the opening changes by more than ``gripper_threshold``,
+    then ``move_tcp`` unless the delta is zero.
     """
 
     def __init__(self, backend: ArmBackend, limits: SafetyLimits | None = None, frame: str = "base",
@@ -105,10 +111,14 @@ class ArmCommander:
         if status.stopped:
             return self.protective_stop(status.reason)
         try:
-            if abs(v[6] - state.gripper) > self.gripper_threshold:
-                state = self.backend.set_gripper(float(np.clip(v[6], 0.0, 1.0)))
-            if np.any(v[:6] != 0):
-                state = self.backend.move_tcp(target, speed=self.speed)
+            apply_action = getattr(self.backend, "apply_action", None)
+            if apply_action is not None:  # the sim backend: moves and grips exactly as SimEnv.step
+                state = apply_action(np.concatenate([v[:6], [np.clip(v[6], 0.0, 1.0)]]), frame=self.frame, speed=self.speed)
+            else:
+                if abs(v[6] - state.gripper) > self.gripper_threshold:
+                    state = self.backend.set_gripper(float(np.clip(v[6], 0.0, 1.0)))
+                if np.any(v[:6] != 0):
+                    state = self.backend.move_tcp(target, speed=self.speed)
         except EmbevalError as exc:
             return self.protective_stop(str(exc))
         except Exception as exc:  # noqa: BLE001 - any doubt: stop

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embeval.robot.base import ArmState, apply_delta, as_gripper
-from embeval.robot.safety import SafetyLimits, check_step
+from embeval.robot.base import ArmState, as_gripper
+from embeval.robot.safety import SafetyLimits
 from embeval.sim.scene import SceneSpec
+from embeval.sim.stepping import actuate_gripper, execute_action
 from embeval.sim.workcell import SimConfig, Workcell
 from embeval.subjects.protocols import Action
 
@@ -68,13 +69,8 @@ class SimArmBackend:
         g = as_gripper(opening)
         with self.lock:
             self.cell.safety.require_ok()
-            self._actuate(g)
+            actuate_gripper(self.cell, g)
             return self.state()
-
-    def _actuate(self, opening: float) -> None:
-        """Close or open fully when ``opening`` crosses 0.5 relative to the current opening (else nothing)."""
-        if (opening < 0.5) != (self.cell.gripper < 0.5):
-            self.cell.set_gripper(0.0 if opening < 0.5 else 1.0)
 
     def protective_stop(self, reason: str) -> ArmState:
         """Latch a protective stop from outside (watchdog, operator)."""
@@ -87,18 +83,16 @@ class SimArmBackend:
         with self.lock:
             return self.cell.render(camera, width, height)
 
-    def apply_action(self, action: Action | Sequence[float], frame: str = "base") -> ArmState:
-        """Execute one 7-DoF delta action (move, then gripper), as :meth:`embeval.sim.env.SimEnv.step` does."""
+    def apply_action(self, action: Action | Sequence[float], frame: str = "base", speed: float | None = None) -> ArmState:
+        """Execute one 7-DoF delta action ``[dx,dy,dz,droll,dpitch,dyaw,gripper]`` (``frame`` base or tool0) exactly
+        as :meth:`embeval.sim.env.SimEnv.step` does (:func:`embeval.sim.stepping.execute_action`): move at ``speed``
+        m/s (default ``SimConfig.tcp_speed``) lasting at least 1 / ``control_hz`` s, or hold still that long on a
+        zero delta, then the gripper rule. :class:`embeval.control.ArmCommander` calls this for every action.
+        Raises :class:`~embeval.errors.SafetyError` while stopped; a too-long step trips a protective stop."""
         a = action if isinstance(action, Action) else Action(action)
         with self.lock:
             self.cell.safety.require_ok()
-            pre = check_step(a.translation, self.cell.limits)
-            if pre.stopped:
-                self.cell.safety.trip(pre)
-                return self.state()
-            self.cell.move_tcp(apply_delta(self.cell.tcp_pose(), a.vector[:6], frame))
-            if self.cell.safety.ok:
-                self._actuate(a.gripper)
+            execute_action(self.cell, a, frame, speed)
             return self.state()
 
     def stop(self) -> ArmState:

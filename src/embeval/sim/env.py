@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from embeval.errors import ConfigError
-from embeval.robot.base import apply_delta
-from embeval.robot.safety import SafetyLimits, check_step
+from embeval.robot.safety import SafetyLimits
 from embeval.sim.scene import SceneSpec
+from embeval.sim.stepping import execute_action
 from embeval.sim.tasks import TaskSpec, make_task
 from embeval.sim.workcell import SimConfig, Workcell
 from embeval.subjects.protocols import Action, ActionSpec, Observation
@@ -103,18 +103,7 @@ class SimEnv:
         cell = self.cell
         if cell.safety.status.stopped:  # after a stop nothing moves; after success/max_steps the caller decides
             return self._result(render)
-        pre = check_step(a.translation, cell.limits)
-        if pre.stopped:
-            cell.safety.trip(pre)
-        else:
-            target = apply_delta(cell.tcp_pose(), a.vector[:6], self.action_spec.frame)
-            period = 1.0 / self.config.control_hz
-            if np.any(np.abs(a.vector[:6]) > 1e-9):
-                cell.move_tcp(target, min_duration=period)
-            else:
-                cell.idle(period)
-            if cell.safety.ok and ((a.gripper < 0.5) != (cell.gripper < 0.5)):
-                cell.set_gripper(0.0 if a.gripper < 0.5 else 1.0)
+        execute_action(cell, a, self.action_spec.frame)  # the sim arm backend of the ROS graph steps the same way
         self.n_steps += 1
         return self._result(render)
 

@@ -1,0 +1,45 @@
+"""How one 7-DoF delta action is executed on the simulated workcell: the one rule that
+:meth:`embeval.sim.env.SimEnv.step` (in process) and :meth:`embeval.robot.sim_backend.SimArmBackend.apply_action`
+(the ROS arm node's ``backend:=sim``) share, so both give the same TCP, gripper and object poses.
+
+Order and timing: a step longer than ``limits.max_step_translation`` trips a protective stop and
+nothing moves; otherwise the TCP moves in a straight line to the delta's target (frame ``base`` or
+``tool0``; at ``speed`` m/s, default ``SimConfig.tcp_speed``, lasting at least ``1 / control_hz``
+seconds) or, for a zero delta (every component within 1e-9), holds still for ``1 / control_hz``
+seconds of physics; then, unless the move stopped the arm, the gripper acts by :func:`actuate_gripper`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from embeval.robot.base import SafetyStatus, apply_delta
+from embeval.robot.safety import check_step
+from embeval.sim.workcell import Workcell
+from embeval.subjects.protocols import Action
+
+
+def actuate_gripper(cell: Workcell, opening: float) -> None:
+    """The gripper rule: ``opening`` (0 closed .. 1 open) acts only when it lies on the other side of 0.5
+    than the cell's current opening; then the fingers close fully (0) or open fully (1), stopping at the
+    width of an object they grasp. Any other command leaves the fingers where they are."""
+    if (opening < 0.5) != (cell.gripper < 0.5):
+        cell.set_gripper(0.0 if opening < 0.5 else 1.0)
+
+
+def execute_action(cell: Workcell, action: Action, frame: str = "base", speed: float | None = None) -> SafetyStatus:
+    """Execute one delta ``action`` on ``cell`` (see the module docstring); returns the cell's safety status.
+
+    The caller checks first that the cell is not stopped (a stopped cell refuses motion).
+    """
+    pre = check_step(action.translation, cell.limits)
+    if pre.stopped:
+        return cell.safety.trip(pre)
+    target = apply_delta(cell.tcp_pose(), action.vector[:6], frame)
+    period = 1.0 / cell.config.control_hz
+    if np.any(np.abs(action.vector[:6]) > 1e-9):
+        cell.move_tcp(target, speed=speed, min_duration=period)
+    else:
+        cell.idle(period)
+    if cell.safety.ok:
+        actuate_gripper(cell, action.gripper)
+    return cell.safety.status
