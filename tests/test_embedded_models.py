@@ -139,3 +139,15 @@ def test_gripper_targets_close_within_tolerance():
     assert list(gripper_targets(data, 0.015, 0.01)) == [0, 1, 1, 1, 0, 1]
     data.phase = None  # old datasets without phases: the expert's own command
     assert list(gripper_targets(data)) == [1, 1, 1, 0, 0, 1]
+
+
+def test_sampling_weights_balance_phases():
+    """Hand-computed: 6 frames of phase 0 and 2 of phase 1; balance 0.5 gives each phase-0 frame
+    0.5/8 + 0.5/(2*6) and each phase-1 frame 0.5/8 + 0.5/(2*2)."""
+    from embeval.subjects.embedded.training import sampling_weights
+
+    w = sampling_weights(np.array([0, 0, 0, 0, 0, 0, 1, 1]), 0.5)
+    np.testing.assert_allclose(w[:6], 0.5 / 8 + 0.5 / 12)
+    np.testing.assert_allclose(w[6:], 0.5 / 8 + 0.5 / 4)
+    assert abs(w.sum() - 1) < 1e-12 and w[6:].sum() == pytest.approx(0.5 * 2 / 8 + 0.5 / 2)
+    assert sampling_weights(None, 0.5) is None and sampling_weights(np.zeros(3), 0.0) is None

@@ -173,3 +173,18 @@ def test_expert_resume_descends_from_a_lowered_tcp():
         assert fresh.stages[fresh.resume()].name == "descend"
         a = fresh.act(obs).vector
         assert a[2] < -0.01 and np.linalg.norm(a[:2]) < 0.02  # goes down, not up
+
+
+def test_demos_restricted_to_phases(tmp_path):
+    """``DemoConfig.phases`` keeps only the frames of those expert stages (here a Place's carry to the
+    receptacle and the release), with images rendered for exactly those frames."""
+    from embeval.datasets import read_lerobot
+    from embeval.datasets.demos import PHASES, DemoConfig, record_demos
+
+    rep = record_demos(tmp_path / "c", DemoConfig(episodes=2, seed=1, verbs=("Place",), phases=("carry", "lower", "release")))
+    d = read_lerobot(tmp_path / "c")
+    names = {PHASES[int(p)] for p in d.frames["expert.phase"][:, 0]}
+    assert names == {"carry", "lower", "release"} and rep.episodes == 2
+    assert np.all(d.frames["observation.state"][:, 7] < 0.5) or "release" in names  # held while carrying
+    imgs = d.frames["observation.images.wrist"]
+    assert len(imgs) == rep.frames and imgs.reshape(len(imgs), -1).std(axis=1).min() > 1.0  # real renders, not blanks

@@ -87,6 +87,9 @@ class DemoConfig:
     keep_failures: bool = False  # failed expert episodes are skipped by default
     max_frames: int | None = None  # truncate episodes after this many frames (1: scene starts only)
     split: str = "train"  # seed stream of the scenes ("train", "starts", ...)
+    #: record only the frames whose expert stage is one of these (names in PHASES; the other steps run
+    #: unrendered, so e.g. ("carry", "lower", "release") yields many Place scenes' carries cheaply); None = all
+    phases: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -126,20 +129,24 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
         for i in range(cfg.episodes):
             verb = cfg.verbs[i % len(cfg.verbs)]
             s = episode_seed(cfg.seed, i, cfg.split)
-            obs = env.reset(seed=s, task=verb)
+            every = cfg.phases is None
+            obs = env.reset(seed=s, task=verb, render=every)
             expert = env.expert()
             rec: dict[str, list] = {k: [] for k in feats}
             result = None
             while not env.done and (cfg.max_frames is None or len(rec["action"]) < cfg.max_frames):
                 a = expert.act(obs).vector
-                for c in cfg.cameras:
-                    rec[f"observation.images.{c}"].append(obs.images[c])
-                rec["observation.state"].append(np.r_[obs.state["tcp_pose"], obs.state["gripper"]])
-                rec["action"].append(a)
-                rec["observation.environment_state"].append(task_geometry(env))
-                wp = getattr(expert, "_target", None)
-                rec["expert.waypoint"].append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
-                rec["expert.phase"].append([float(expert_phase(expert))])
+                if every or PHASES[expert_phase(expert)] in cfg.phases:
+                    if not every:
+                        obs = env.observe(render=True)
+                    for c in cfg.cameras:
+                        rec[f"observation.images.{c}"].append(obs.images[c])
+                    rec["observation.state"].append(np.r_[obs.state["tcp_pose"], obs.state["gripper"]])
+                    rec["action"].append(a)
+                    rec["observation.environment_state"].append(task_geometry(env))
+                    wp = getattr(expert, "_target", None)
+                    rec["expert.waypoint"].append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
+                    rec["expert.phase"].append([float(expert_phase(expert))])
                 ex = a.copy()
                 if cfg.noise > 0:
                     ex[:3] += rng.normal(0.0, cfg.noise * np.linalg.norm(a[:3]), 3)
@@ -151,12 +158,12 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
                     if env.cell.tcp_pose()[2] + ex[2] + k[2] < 0.06:
                         k[2] = abs(k[2])
                     ex[:3] += k
-                result = env.step(ex)
+                result = env.step(ex, render=every)
                 obs = result.observation
             truncated = cfg.max_frames is not None and not env.done
             ok = bool(result is not None and (result.success or truncated))
             failures += not ok
-            if ok or cfg.keep_failures:
+            if (ok or cfg.keep_failures) and rec["action"]:
                 writer.add_episode({k: np.stack(v) for k, v in rec.items()}, task=env.task.instruction,
                                    extra={"verb": verb, "scene_seed": s, "success": ok and not truncated,
                                           "truncated": truncated, "reason": env.reason})

@@ -105,6 +105,7 @@ class VLARecipe:
     start_episodes: int = 2000  # extra scenes contributing only their first expert frame (visual grounding)
     approach_episodes: int = 600  # extra scenes contributing their first ``approach_frames`` (noisy) expert frames
     approach_frames: int = 6
+    carry_episodes: int = 0  # extra Place scenes contributing only their carry/lower/release frames (kicked)
     dagger_rounds: int = 0  # DAgger: roll the policy out, relabel its pre-grasp states with a fresh expert, fine-tune
     dagger_episodes: int = 60
     dagger_steps: int = 600
@@ -131,14 +132,16 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
             rep = record_demos(demos, dcfg, overwrite=True, log=log)
             report["demos"] = asdict(rep)
     extra = []
-    for name, n, frames, noise in (("starts", recipe.start_episodes, 1, 0.0),
-                                   ("approach", recipe.approach_episodes, recipe.approach_frames, 0.3)):
+    kick = dict(kick_prob=recipe.demo_kick_prob, kick_std=recipe.demo_kick_std)
+    for name, n, cfg in (("starts", recipe.start_episodes, dict(noise=0.0, max_frames=1)),
+                         ("approach", recipe.approach_episodes, dict(noise=0.3, max_frames=recipe.approach_frames)),
+                         ("carry", recipe.carry_episodes, dict(verbs=("Place",), phases=("carry", "lower", "release"), **kick))):
         if n <= 0:
             continue
-        path = Path(demos).parent / f"{name}-{recipe.demo_seed}-{n}-{frames}"
+        tag = "-".join(f"{v:g}" if isinstance(v, float) else str(v) for v in cfg.values() if not isinstance(v, tuple))
+        path = Path(demos).parent / f"{name}-{recipe.demo_seed}-{n}-{tag}"
         if not (path / "meta" / "info.json").exists():
-            rep = record_demos(path, DemoConfig(episodes=n, seed=recipe.demo_seed, noise=noise, max_frames=frames, split=name),
-                               overwrite=True, log=log)
+            rep = record_demos(path, DemoConfig(episodes=n, seed=recipe.demo_seed, split=name, **cfg), overwrite=True, log=log)
             report[name] = asdict(rep)
         extra.append(path)
     vcfg = VLAConfig.from_dict({**VLAConfig().to_dict(), **recipe.arch})

@@ -49,6 +49,7 @@ class TrainConfig:
     gripper_switch_weight: float = 4.0  # extra weight of frames whose gripper label differs from the observed gripper
     close_radius: float = 0.015  # m, gripper relabelling: close/open within this xy distance of the grasp/release pose
     close_height: float = 0.01  # m, ... and this height difference (see gripper_targets)
+    phase_balance: float = 0.0  # share of each batch drawn evenly over the expert's phases (0 = uniform over frames)
     aux_weight: float = 0.5  # weight of the auxiliary task-geometry loss (when the data has it)
     threads: int = 1  # torch CPU threads; 1 is fastest for these tiny nets on a busy machine
     log_every: int = 100
@@ -128,7 +129,21 @@ def gripper_targets(data: "DemoArrays", radius: float = 0.015, height: float = 0
     return lab
 
 
-def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainConfig, rng, log=None) -> TrainResult:
+def sampling_weights(phase: np.ndarray | None, balance: float) -> np.ndarray | None:
+    """Per-frame sampling probabilities: ``1 - balance`` uniform over frames plus ``balance`` spread
+    evenly over the phases present (each phase's share split evenly over its frames), so that rare
+    phases (the carry of a Place, the final centimetres of a descent) are seen as often as the long
+    approach. None when ``balance`` is 0 or there are no phases."""
+    if phase is None or balance <= 0:
+        return None
+    phase = np.asarray(phase)
+    values, inverse, counts = np.unique(phase, return_inverse=True, return_counts=True)
+    p = (1 - balance) / len(phase) + balance / (len(values) * counts[inverse])
+    return p / p.sum()
+
+
+def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainConfig, rng, log=None,
+          weights: np.ndarray | None = None) -> TrainResult:
     import torch
 
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -136,7 +151,8 @@ def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainC
         opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
     res, window, t0 = TrainResult(), [], time.perf_counter()
     for step in range(cfg.steps):
-        idx = rng.integers(0, n, size=min(cfg.batch_size, n))
+        idx = (rng.integers(0, n, size=min(cfg.batch_size, n)) if weights is None
+               else rng.choice(n, size=min(cfg.batch_size, n), p=weights))
         loss = step_fn(idx)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -211,7 +227,8 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
             loss = loss + train_cfg.aux_weight * F.mse_loss(aux, aux_t[ii])
         return loss
 
-    res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
+    res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log,
+                weights=sampling_weights(data.phase, train_cfg.phase_balance))
     meta = {"seed": seed, "train": asdict(train_cfg), "frames": len(data),
             "episodes": int(len(np.unique(data.episode_index))), "final_loss": res.losses[-1]}
     return TinyVLAPolicy(net.eval(), mean, std, id=id, meta=meta, text_encoder=enc), res
