@@ -29,11 +29,15 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=None, help="seed of initialisation and batches (default: the recipe's, 0 for tiny-vla)")
     p.add_argument("--demo-seed", type=int, default=None, help="seed of the recorded demonstrations (default: the recipe's, 0)")
     p.add_argument("--demos", type=Path, help="use this LeRobot dataset instead of recording one")
-    p.add_argument("--episodes", type=int, default=None, help="demonstration episodes to record (default: the recipe's, 120)")
+    p.add_argument("--episodes", type=int, default=None, help="demonstration episodes to record (default: the recipe's, 400)")
     p.add_argument("--start-episodes", type=int, default=None,
                    help="extra scenes contributing only their first expert frame (default: the recipe's, 2000)")
     p.add_argument("--approach-episodes", type=int, default=None,
                    help="extra scenes contributing their first 6 expert frames (default: the recipe's, 600)")
+    p.add_argument("--carry-episodes", type=int, default=None,
+                   help="extra Place scenes contributing their carry/lower/release frames (default: the recipe's, 600)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="processes recording the datasets side by side (default: the recipe's, 2)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
     p.add_argument("--eval-episodes", type=int, default=None, help="closed-loop evaluation episodes (default: the recipe's; 0 = skip)")
     p.add_argument("--recipe", default="tiny-vla", help="population recipe to follow (default tiny-vla; see `embeval train population --list`)")
@@ -75,20 +79,13 @@ def _vla(args) -> int:
     from embeval.subjects.embedded.recipes import train_vla_recipe
 
     r = vla_recipe(args.recipe)
-    if args.seed is not None:
-        r.seed = args.seed
-    if args.demo_seed is not None:
-        r.demo_seed = args.demo_seed
-    if args.episodes is not None:
-        r.demo_episodes = args.episodes
-    if args.start_episodes is not None:
-        r.start_episodes = args.start_episodes
-    if args.approach_episodes is not None:
-        r.approach_episodes = args.approach_episodes
+    for arg, attr in (("seed", "seed"), ("demo_seed", "demo_seed"), ("episodes", "demo_episodes"),
+                      ("start_episodes", "start_episodes"), ("approach_episodes", "approach_episodes"),
+                      ("carry_episodes", "carry_episodes"), ("eval_episodes", "eval_episodes"), ("workers", "record_workers")):
+        if getattr(args, arg) is not None:
+            setattr(r, attr, getattr(args, arg))
     if args.steps is not None:
         r.train = {**r.train, "steps": args.steps}
-    if args.eval_episodes is not None:
-        r.eval_episodes = args.eval_episodes
     rep = train_vla_recipe(r, args.out, demos=args.demos, log=print)
     _print_vla(rep)
     print(f"saved to {args.out} in {rep['seconds']:.0f} s")

@@ -20,12 +20,12 @@ from embeval.subjects.embedded.recipes import VLARecipe, VLMRecipe
 
 #: VLA members: the reference ``tiny-vla`` first.
 VLA_RECIPES: list[VLARecipe] = [
-    VLARecipe("tiny-vla", seed=0, train={"steps": 2000}),
-    VLARecipe("tiny-vla-wide", seed=1, arch={"vision": {"width": 24}}, train={"steps": 800}, eval_episodes=10),
-    VLARecipe("tiny-vla-avgpool", seed=2, arch={"vision": {"pool": "avg"}}, train={"steps": 800}, eval_episodes=10),
-    VLARecipe("tiny-vla-nofilm", seed=3, arch={"vision": {"film": False}}, train={"steps": 800}, eval_episodes=10),
-    VLARecipe("tiny-vla-wrist", seed=4, arch={"cameras": ["wrist"]}, train={"steps": 800}, eval_episodes=10),
-    VLARecipe("tiny-vla-half", seed=5, episode_fraction=0.5, train={"steps": 800}, eval_episodes=10),
+    VLARecipe("tiny-vla", seed=0),
+    VLARecipe("tiny-vla-wide", seed=1, arch={"action_mode": "delta", "vision": {"width": 24}}, train={"steps": 1500}, eval_episodes=10),
+    VLARecipe("tiny-vla-avgpool", seed=2, arch={"action_mode": "delta", "vision": {"pool": "avg"}}, train={"steps": 1500}, eval_episodes=10),
+    VLARecipe("tiny-vla-nofilm", seed=3, arch={"action_mode": "delta", "vision": {"film": False}}, train={"steps": 1500}, eval_episodes=10),
+    VLARecipe("tiny-vla-wrist", seed=4, arch={"action_mode": "delta", "cameras": ["wrist"]}, train={"steps": 1500}, eval_episodes=10),
+    VLARecipe("tiny-vla-waypoint", seed=5, arch={"action_mode": "waypoint"}, train={"steps": 1500}, eval_episodes=10),
 ]
 #: VLM members: the reference ``tiny-vlm`` first.
 VLM_RECIPES: list[VLMRecipe] = [

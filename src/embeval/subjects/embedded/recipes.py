@@ -53,9 +53,12 @@ def concat_demos(a: DemoArrays, b: DemoArrays) -> DemoArrays:
 
 
 def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> DemoArrays:
-    """Roll ``policy`` out on fresh scenes (the "dagger" seed stream); label every state before
-    the grasp (gripper open, nothing held) with what a freshly planned scripted expert would do
-    from there (its waypoint and action). Returns those frames."""
+    """Roll ``policy`` out on fresh scenes (the "dagger" seed stream); label every state in which
+    nothing is held with what a freshly planned scripted expert would do from there (its waypoint,
+    action and stage): with the gripper open it resumes where the TCP already is
+    (:meth:`~embeval.sim.expert.ScriptedExpert.resume`: a TCP lowered over the object descends on);
+    closed on nothing (a missed grasp) it starts over, opening and rising to the approach pose.
+    Returns those frames."""
     from embeval.datasets.demos import episode_seed, expert_phase, task_geometry
     from embeval.sim.env import SimEnv
     from embeval.sim.workcell import SimConfig
@@ -70,9 +73,10 @@ def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> D
             if env.task.instruction not in tasks:
                 tasks.append(env.task.instruction)
             while not env.done:
-                if env.cell.grasp is None and env.cell.gripper > 0.5:
+                if env.cell.grasp is None:
                     fresh = env.expert()
-                    fresh.resume()
+                    if env.cell.gripper > 0.5:
+                        fresh.resume()
                     a = fresh.act(obs).vector
                     wp = getattr(fresh, "_target", None)
                     for c in cfg.cameras:
@@ -99,40 +103,67 @@ class VLARecipe:
     name: str = "tiny-vla"
     seed: int = 0  # initialisation, batches, data subset
     demo_seed: int = 0  # scenes + action noise of the demonstrations (shared by the population)
-    demo_episodes: int = 120
-    demo_kick_prob: float = 0.0  # DemoConfig.kick_prob of the demonstrations (recovery from cm-scale offsets)
+    demo_episodes: int = 400
+    demo_kick_prob: float = 0.3  # DemoConfig.kick_prob of the demonstrations (recovery from cm-scale offsets)
     demo_kick_std: float = 0.015  # m
     start_episodes: int = 2000  # extra scenes contributing only their first expert frame (visual grounding)
     approach_episodes: int = 600  # extra scenes contributing their first ``approach_frames`` (noisy) expert frames
     approach_frames: int = 6
-    carry_episodes: int = 0  # extra Place scenes contributing only their carry/lower/release frames (kicked)
-    dagger_rounds: int = 0  # DAgger: roll the policy out, relabel its pre-grasp states with a fresh expert, fine-tune
+    carry_episodes: int = 600  # extra Place scenes contributing only their carry/lower/release frames (kicked)
+    dagger_rounds: int = 0  # DAgger: roll the policy out, relabel states with nothing held by a fresh expert, fine-tune
     dagger_episodes: int = 60
     dagger_steps: int = 600
     episode_fraction: float = 1.0  # train on this share of the demonstration episodes (population variety)
-    arch: dict = field(default_factory=dict)  # VLAConfig overrides
-    train: dict = field(default_factory=lambda: {"steps": 2000})  # TrainConfig overrides
+    arch: dict = field(default_factory=lambda: {"action_mode": "delta"})  # VLAConfig overrides
+    train: dict = field(default_factory=lambda: {"steps": 4000})  # TrainConfig overrides
     eval_episodes: int = 20
+    record_workers: int = 2  # processes recording the datasets side by side (each dataset is seeded on its own)
+
+
+def _record_one(job) -> dict:
+    from embeval.datasets.demos import record_demos
+
+    name, path, cfg = job
+    return asdict(record_demos(path, cfg, overwrite=True, log=lambda m: print(f"[{name}] {m}", flush=True)))
+
+
+def record_datasets(jobs, workers: int = 2, log: Log | None = print) -> list[tuple[str, dict]]:
+    """Record ``(name, folder, DemoConfig)`` datasets, ``workers`` processes side by side (largest
+    first); returns ``(name, DemoReport as dict)`` in ``jobs`` order. Every dataset depends only on
+    its own config, so the result is the same for any ``workers``."""
+    from embeval.datasets.demos import record_demos
+
+    if not jobs:
+        return []
+    if workers <= 1 or len(jobs) == 1:
+        return [(n, asdict(record_demos(p, c, overwrite=True, log=log))) for n, p, c in jobs]
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    order = sorted(range(len(jobs)), key=lambda i: -jobs[i][2].episodes * (jobs[i][2].max_frames or 30))
+    if log:
+        log(f"recording {len(jobs)} datasets in {min(workers, len(jobs))} processes: {', '.join(j[0] for j in jobs)}")
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=mp.get_context("spawn")) as ex:
+        futures = {i: ex.submit(_record_one, jobs[i]) for i in order}
+        return [(jobs[i][0], futures[i].result()) for i in range(len(jobs))]
 
 
 def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | None = None, work: str | Path | None = None,
                      log: Log | None = print) -> dict:
     """Record demonstrations (unless ``demos`` is given), train, evaluate, save to ``out``; returns a report."""
-    from embeval.datasets.demos import DemoConfig, record_demos
+    from embeval.datasets.demos import DemoConfig
     from embeval.subjects.embedded.evaluate import evaluate_policy
 
     t0 = time.perf_counter()
     report: dict = {"recipe": asdict(recipe)}
+    jobs: list[tuple[str, Path, DemoConfig]] = []  # (name, folder, config) of the datasets to train on
     if demos is None:
         kick = f"-kick{recipe.demo_kick_prob:g}x{recipe.demo_kick_std:g}" if recipe.demo_kick_prob > 0 else ""
         demos = Path(work or Path(out).parent / "_work") / f"demos-{recipe.demo_seed}-{recipe.demo_episodes}{kick}"
-        if not (Path(demos) / "meta" / "info.json").exists():
-            dcfg = DemoConfig(episodes=recipe.demo_episodes, seed=recipe.demo_seed, kick_prob=recipe.demo_kick_prob,
-                              kick_std=recipe.demo_kick_std)
-            rep = record_demos(demos, dcfg, overwrite=True, log=log)
-            report["demos"] = asdict(rep)
-    extra = []
+        jobs.append(("demos", Path(demos), DemoConfig(episodes=recipe.demo_episodes, seed=recipe.demo_seed,
+                                                      kick_prob=recipe.demo_kick_prob, kick_std=recipe.demo_kick_std)))
     kick = dict(kick_prob=recipe.demo_kick_prob, kick_std=recipe.demo_kick_std)
+    extra = []
     for name, n, cfg in (("starts", recipe.start_episodes, dict(noise=0.0, max_frames=1)),
                          ("approach", recipe.approach_episodes, dict(noise=0.3, max_frames=recipe.approach_frames)),
                          ("carry", recipe.carry_episodes, dict(verbs=("Place",), phases=("carry", "lower", "release"), **kick))):
@@ -140,10 +171,11 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
             continue
         tag = "-".join(f"{v:g}" if isinstance(v, float) else str(v) for v in cfg.values() if not isinstance(v, tuple))
         path = Path(demos).parent / f"{name}-{recipe.demo_seed}-{n}-{tag}"
-        if not (path / "meta" / "info.json").exists():
-            rep = record_demos(path, DemoConfig(episodes=n, seed=recipe.demo_seed, split=name, **cfg), overwrite=True, log=log)
-            report[name] = asdict(rep)
+        jobs.append((name, path, DemoConfig(episodes=n, seed=recipe.demo_seed, split=name, **cfg)))
         extra.append(path)
+    todo = [j for j in jobs if not (j[1] / "meta" / "info.json").exists()]
+    for name, rep in record_datasets(todo, recipe.record_workers, log):
+        report[name] = rep
     vcfg = VLAConfig.from_dict({**VLAConfig().to_dict(), **recipe.arch})
     tcfg = TrainConfig(**{**asdict(TrainConfig()), **recipe.train})
     eps = None
