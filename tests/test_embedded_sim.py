@@ -195,7 +195,10 @@ def test_demos_restricted_to_phases(tmp_path):
     d = read_lerobot(tmp_path / "c")
     names = {PHASES[int(p)] for p in d.frames["expert.phase"][:, 0]}
     assert names == {"carry", "lower", "release"} and rep.episodes == 2
-    assert np.all(d.frames["observation.state"][:, 7] < 0.5) or "release" in names  # held while carrying
+    ph = d.frames["expert.phase"][:, 0]
+    carrying = np.isin(ph, [PHASES.index("carry"), PHASES.index("lower")])
+    assert carrying.any() and np.all(d.frames["observation.state"][carrying, 7] < 0.5)  # held while carried and lowered
+    assert np.all(d.frames["action"][carrying, 6] < 0.5) and np.any(d.frames["action"][:, 6] > 0.5)  # ... and released
     imgs = d.frames["observation.images.wrist"]
     assert len(imgs) == rep.frames and imgs.reshape(len(imgs), -1).std(axis=1).min() > 1.0  # real renders, not blanks
 

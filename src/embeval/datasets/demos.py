@@ -69,7 +69,7 @@ def _kickable(expert, tcp: np.ndarray) -> bool:
     name = PHASES[expert_phase(expert)]
     if name in ("above", "carry"):
         return True
-    return name in ("descend", "lower") and tcp[2] > expert._target[2] + 0.03
+    return name in ("descend", "lower") and tcp[2] > expert.waypoint[2] + 0.03
 
 
 @dataclass
@@ -144,8 +144,7 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
                     rec["observation.state"].append(np.r_[obs.state["tcp_pose"], obs.state["gripper"]])
                     rec["action"].append(a)
                     rec["observation.environment_state"].append(task_geometry(env))
-                    wp = getattr(expert, "_target", None)
-                    rec["expert.waypoint"].append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
+                    rec["expert.waypoint"].append(expert.waypoint)
                     rec["expert.phase"].append([float(expert_phase(expert))])
                 ex = a.copy()
                 if cfg.noise > 0:

@@ -109,6 +109,12 @@ class ScriptedExpert:
             return Action(np.concatenate([d, [st.gripper]]))
         return Action.hold(cell.gripper)
 
+    @property
+    def waypoint(self) -> np.ndarray:
+        """The TCP pose ``[x, y, z, rx, ry, rz]`` (frame base) the expert is heading for: its current
+        stage's target, or the TCP pose itself before the first :meth:`act` and once finished."""
+        return self.env.cell.tcp_pose() if self._target is None else np.asarray(self._target, dtype=np.float64)
+
     def resume(self, xy_tol: float = 0.015, z_tol: float = 0.005) -> int:
         """Skip the leading stages that the TCP has already done, for an expert planned mid-episode
         (DAgger relabelling): a stage counts as done when the TCP is within ``xy_tol`` metres of its
@@ -168,20 +174,19 @@ def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
             Stage("close", None, CLOSED)]
 
 
-def _vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = None, dz: float = 0.0) -> Stage:
-    """Straight up/down from wherever the TCP is: to height ``z`` or by ``dz`` metres."""
+def _vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = None, dz: float = 0.0, **stage) -> Stage:
+    """Straight up/down from wherever the TCP is: to height ``z`` or by ``dz`` metres (``stage``: more
+    :class:`Stage` fields, e.g. tolerances)."""
 
     def target():
         p = e.env.cell.tcp_pose()
         return np.concatenate([[p[0], p[1], p[2] + dz if z is None else z], p[3:]])
 
-    return Stage(name, target, gripper)
+    return Stage(name, target, gripper, **stage)
 
 
 def _lift(e: ScriptedExpert, z: float = 0.16) -> Stage:
-    st = _vertical(e, "lift", CLOSED, z=z)
-    st.tol, st.rot_tol = LOOSE, LOOSE_ROT
-    return st
+    return _vertical(e, "lift", CLOSED, z=z, tol=LOOSE, rot_tol=LOOSE_ROT)
 
 
 def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], surface_z: Callable[[], float]) -> list[Stage]:

@@ -78,7 +78,6 @@ def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> D
                     if env.cell.gripper > 0.5:
                         fresh.resume()
                     a = fresh.act(obs).vector
-                    wp = getattr(fresh, "_target", None)
                     for c in cfg.cameras:
                         imgs[c].append(resize_image(obs.images[c], cfg.image_size))
                     state.append(np.r_[obs.state["tcp_pose"][:3], obs.state["gripper"][:1]])
@@ -86,7 +85,7 @@ def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> D
                     tidx.append(tasks.index(env.task.instruction))
                     eidx.append(i)
                     aux.append(task_geometry(env))
-                    wps.append(env.cell.tcp_pose() if wp is None else np.asarray(wp, dtype=np.float64))
+                    wps.append(fresh.waypoint)
                     phases.append(expert_phase(fresh))
                 obs = env.step(policy.act(obs)).observation
             if log and (i + 1) % 20 == 0:
