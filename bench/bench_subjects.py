@@ -20,12 +20,12 @@ def _per_call(fn, n: int) -> float:
 
 
 def run(quick: bool) -> list[dict]:
+    from embeval.action import Observation
     from embeval.serving import openai_server, openvla_server
     from embeval.serving.runner import serve_in_thread
     from embeval.subjects.adapters.openai_chat import OpenAIChatVLM
     from embeval.subjects.adapters.openvla_rest import OpenVLARestPolicy
     from embeval.subjects.cache import CachedVLM
-    from embeval.subjects.protocols import Observation
     from embeval.subjects.scripted import ImageStatsPolicy, ScriptedVLM
 
     n = 10 if quick else 50

@@ -4,11 +4,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from embeval.action import Action, Observation
 from embeval.errors import InvalidInputError, MissingWeightsError
 from embeval.subjects.embedded.nets import VisionConfig, VLAConfig, VLMConfig
 from embeval.subjects.embedded.synthetic import synthetic_demos, synthetic_vqa
 from embeval.subjects.embedded.training import TrainConfig, train_vla, train_vlm
-from embeval.subjects.protocols import VLM, Action, Observation, Policy
+from embeval.subjects.protocols import VLM, Policy
 
 SMALL_VLA = dict(cameras=["third_person"], image_size=32, aux_dim=0, vision=VisionConfig(width=8), backbone_dims=[64], expert_dims=[64])
 

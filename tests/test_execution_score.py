@@ -72,8 +72,8 @@ def test_invalid_pose_rejected():
 
 
 def test_action_sequence_normalisation():
+    from embeval.action import Action
     from embeval.sim.execute import _seq
-    from embeval.subjects.protocols import Action
 
     a = Action.hold()
     assert len(_seq(a)) == 1 and len(_seq([a] * 7)) == 7  # seven Actions are a sequence, not one action

@@ -74,8 +74,8 @@ def test_build_one_sampled_level_per_reference_and_type(db):
 
 def test_decision_matches_independent_recomputation(db):
     """Re-run the policies by hand on the stored images and score with embeval.scoring.decision."""
+    from embeval.action import Observation
     from embeval.scoring.decision import decision_score
-    from embeval.subjects.protocols import Observation
     from embeval.subjects.scripted import ImageStatsPolicy
 
     out, _, scores = db
@@ -96,9 +96,9 @@ def test_decision_matches_independent_recomputation(db):
 
 
 def test_cognition_is_corpus_scored_and_identical_answers_score_15(db):
-    from embeval.scoring.cognition import cognition_scores
     from embeval.runs.runner import load_run_spec
     from embeval.runs.store import ResultsStore
+    from embeval.scoring.cognition import cognition_scores
 
     out, _, scores = db
     spec = load_run_spec(out / "run")

@@ -4,14 +4,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
+from test_scoring_text import HYPS, REFS
 
+from embeval.action import Action
 from embeval.errors import InvalidInputError
 from embeval.scoring import text
-from embeval.scoring.cognition import CognitionConfig, CognitionWeights, cognition_scores, score_pairs
+from embeval.scoring.cognition import (
+    CognitionConfig,
+    CognitionWeights,
+    cognition_scores,
+    score_pairs,
+)
 from embeval.scoring.decision import DecisionConfig, decision_parts, decision_score
-from embeval.subjects.protocols import Action
-
-from test_scoring_text import HYPS, REFS
 
 
 def test_cognition_combines_and_sums_over_tasks():

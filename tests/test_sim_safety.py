@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
 
+from embeval.action import apply_delta, pose_delta
 from embeval.errors import ConfigError, SafetyError
-from embeval.robot.base import SafetyMode, apply_delta, pose_delta
+from embeval.robot.base import SafetyMode
 from embeval.robot.safety import (
     ProtectiveStop,
     SafetyLimits,

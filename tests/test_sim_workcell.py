@@ -210,7 +210,7 @@ class _HoldPolicy:
     id = "hold"
 
     def __init__(self):
-        from embeval.subjects.protocols import ActionSpec
+        from embeval.action import ActionSpec
 
         self.action_spec = ActionSpec()
         self.instructions = []
@@ -219,7 +219,7 @@ class _HoldPolicy:
         self.instructions.append(instruction)
 
     def act(self, observation):
-        from embeval.subjects.protocols import Action
+        from embeval.action import Action
 
         return Action.hold(1.0)
 

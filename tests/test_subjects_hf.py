@@ -9,10 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from embeval.action import Action, Observation  # noqa: E402
 from embeval.errors import ConfigError, MissingWeightsError  # noqa: E402
 from embeval.subjects import load_subject  # noqa: E402
 from embeval.subjects.adapters.openvla_hf import decode_action_tokens  # noqa: E402
-from embeval.subjects.protocols import Action, Observation  # noqa: E402
 
 WORDS = ("<pad> <s> </s> <unk> <image> USER: ASSISTANT: pick up the red cube place move push a an on in to it is and "
          "left right").split()
@@ -24,8 +24,15 @@ STATS = {"q01": [-0.1, -0.2, -0.05, -0.3, -0.3, -0.3, 0.0], "q99": [0.1, 0.2, 0.
 
 def build_tiny_llava(d):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
-                              LlavaForConditionalGeneration, LlavaProcessor, PreTrainedTokenizerFast)
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+        PreTrainedTokenizerFast,
+    )
 
     vocab = {w: i for i, w in enumerate(WORDS)}
     tk = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))

@@ -8,9 +8,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
 
+from embeval.action import Action, Observation  # noqa: E402
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError  # noqa: E402
 from embeval.subjects import load_subject  # noqa: E402
-from embeval.subjects.protocols import Action, Observation  # noqa: E402
 
 ACTION_STD = 0.1
 

@@ -8,6 +8,7 @@ import socket
 import numpy as np
 import pytest
 
+from embeval.action import Action, Observation
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.serving.openvla_server import create_app
 from embeval.serving.runner import serve_in_thread
@@ -15,7 +16,6 @@ from embeval.subjects import load_subject
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.adapters.openvla_rest import OpenVLARestPolicy
 from embeval.subjects.conventions import gripper_from_embeval, gripper_to_embeval
-from embeval.subjects.protocols import Action, Observation
 from embeval.subjects.scripted import ImageStatsPolicy
 
 

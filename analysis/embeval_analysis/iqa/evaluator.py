@@ -109,8 +109,8 @@ class IQAEvaluator(Evaluator):
         return self._vlm(state, units, refs, pairs)
 
     def _policy(self, spec, state, units, refs, pairs) -> list[dict[str, Any]]:
+        from embeval.action import Action, Observation
         from embeval.scoring.decision import decision_score
-        from embeval.subjects.protocols import Action, Observation
 
         policy, cams = state["model"], spec.params.get("cameras", ["third_person", "wrist"])
 

@@ -15,6 +15,7 @@ from typing import Any
 from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec, build_scene
 from embeval.act2answer.zones import classify
+from embeval.action import gripper_closed
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Termination:
     def update(self, cube_z: float, gripper: float) -> bool:
         if float(cube_z) - self.cube_z0 >= self.spec.lift_m:
             self.lifted = True
-        return self.spec.termination == "release_after_lift" and self.lifted and float(gripper) >= 0.5
+        return self.spec.termination == "release_after_lift" and self.lifted and not gripper_closed(gripper)
 
 
 def episode_result(item_id: str, category: str, layout: str, correct_side: str, spec: EpisodeSpec, cube_xy,

@@ -59,9 +59,9 @@ class _DistortedObservations:
         self.inner.reset(instruction)
 
     def act(self, observation):
+        from embeval.action import Observation
         from embeval.distortion import distort
         from embeval.provenance import derive_seed
-        from embeval.subjects.protocols import Observation
 
         imgs = {k: distort(v, self.distortion, self.level, derive_seed(self.seed, k, self._step))
                 for k, v in observation.images.items()}

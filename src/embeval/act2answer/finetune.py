@@ -18,6 +18,7 @@ import numpy as np
 
 from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec
+from embeval.action import gripper_closed
 
 
 def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0, image_size=(48, 64),
@@ -52,7 +53,7 @@ def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, s
                                state_vector(obs.state, ["ee_pos", "gripper"]), a.vector.copy()))
                 obs = env.step(a).observation
                 lifted = lifted or float(env.cell.object_pose("cube")[0][2]) - z0 >= spec.lift_m
-                if lifted and env.cell.gripper >= 0.5:
+                if lifted and not gripper_closed(env.cell.gripper):
                     break
             pos = env.cell.object_pose("cube")[0]
             if np.hypot(pos[0] - task.goal[0], pos[1] - task.goal[1]) > spec.eps:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from embeval.act2answer.scene import EpisodeSpec
-from embeval.subjects.protocols import Action, ActionSpec, Observation
+from embeval.action import Action, ActionSpec, Observation
 
 
 class ExpertPolicy:

@@ -13,8 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from embeval.action import check_image, gripper_closed
 from embeval.camera.base import Frame, Intrinsics
-from embeval.subjects.protocols import check_image
 
 
 class SimSource:
@@ -79,7 +79,7 @@ class SyntheticSource:
         r, c = (int(round(v)) for v in self._px(self.cube_xy))
         img[max(r - s, 0): r + s, max(c - s, 0): c + s] = (200, 30, 30)
         r, c = self._px(self.tcp_xy)
-        rad = s * (1.5 if self.gripper > 0.5 else 1.0)
+        rad = s * (1.0 if gripper_closed(self.gripper) else 1.5)
         r0, r1 = int(max(r - rad, 0)), int(min(r + rad + 1, h))
         c0, c1 = int(max(c - rad, 0)), int(min(c + rad + 1, img.shape[1]))
         if r0 < r1 and c0 < c1:

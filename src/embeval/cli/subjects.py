@@ -79,7 +79,7 @@ def _test_image(path: Path | None):
 def _check(args) -> int:
     import time
 
-    from embeval.subjects.protocols import Observation
+    from embeval.action import Observation
     from embeval.subjects.registry import load_subject, read_spec
 
     spec = read_spec(args.spec)

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from embeval.action import Action, Observation
 from embeval.control.watchdog import Watchdog
 from embeval.errors import ConfigError, EmbevalError
-from embeval.subjects.protocols import Action, Observation, Policy
+from embeval.subjects.protocols import Policy
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from typing import Sequence
 import cv2
 import numpy as np
 
+from embeval.action import check_image
 from embeval.distortion.measures import psnr
 from embeval.distortion.registry import N_LEVELS, distort, list_distortions
-from embeval.subjects.protocols import check_image
 
 
 def contact_sheet(img: np.ndarray, names: Sequence[str] | None = None, seed: int = 0, thumb_width: int = 160,

@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from embeval.action import check_image
 from embeval.errors import ConfigError, InvalidInputError
-from embeval.subjects.protocols import check_image
 
 #: the seven categories, in display order
 CATEGORIES: tuple[str, ...] = ("blur", "luminance", "chrominance", "noise", "compression", "spatial", "other")

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from embeval.subjects.protocols import check_image
+from embeval.action import check_image
 
 FEATURE_SETS = ("nss", "colour", "stats", "signal")
 

@@ -7,11 +7,8 @@ Conventions (DESIGN section 4):
   the same layout as ``ur_rtde``'s ``getActualTCPPose``;
 - joint vectors are the 6 UR5 joints in the order of :data:`JOINT_NAMES`, radians;
 - the gripper opening is in [0, 1], 1 = fully open (OpenVLA's convention);
-- a 7-DoF delta action ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (see
-  :mod:`embeval.subjects.protocols`) in frame ``base`` moves the TCP to
-  ``p' = p + d`` and ``R' = R_delta @ R`` with ``R_delta = Rz(dyaw) Ry(dpitch) Rx(droll)``;
-  in frame ``tool0`` the rotation and translation are applied in the tool frame
-  (``p' = p + R d``, ``R' = R @ R_delta``). :func:`apply_delta` implements both.
+- a 7-DoF delta action and the pose helpers (:func:`apply_delta`, :func:`pose_delta`) are defined in
+  :mod:`embeval.action`, re-exported here for the arm backends.
 """
 from __future__ import annotations
 
@@ -23,6 +20,14 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from embeval.action import (
+    apply_delta,
+    as_pose6,
+    matrix_to_rpy,
+    pose6_to_pose7,
+    pose_delta,
+    rpy_to_matrix,
+)
 from embeval.errors import InvalidInputError
 from embeval.kinematics import JOINT_NAMES
 
@@ -78,7 +83,7 @@ class ArmState:
 
     def tcp_pose7(self) -> np.ndarray:
         """TCP pose as ``[x, y, z, qx, qy, qz, qw]`` (the Observation state layout)."""
-        return np.concatenate([self.tcp_position, self.tcp_quaternion_xyzw])
+        return pose6_to_pose7(self.tcp_pose)
 
     def to_dict(self) -> dict:
         return {
@@ -141,14 +146,6 @@ class ArmBackend(Protocol):
         ...
 
 
-def as_pose6(pose: Sequence[float], name: str = "pose") -> np.ndarray:
-    """Validate a ``[x,y,z,rx,ry,rz]`` pose; raise :class:`InvalidInputError` naming the fix."""
-    p = np.asarray(pose, dtype=np.float64).reshape(-1)
-    if p.shape != (6,) or not np.all(np.isfinite(p)):
-        raise InvalidInputError(f"{name} must be 6 finite numbers [x, y, z, rx, ry, rz] (m, rotation vector), got {pose!r}")
-    return p
-
-
 def as_joints6(q: Sequence[float], name: str = "joint vector") -> np.ndarray:
     v = np.asarray(q, dtype=np.float64).reshape(-1)
     if v.shape != (6,) or not np.all(np.isfinite(v)):
@@ -162,39 +159,3 @@ def as_gripper(opening: float) -> float:
     if not np.isfinite(g) or not 0.0 <= g <= 1.0:
         raise InvalidInputError(f"gripper opening must lie in [0, 1] (1 = open), got {opening!r}")
     return g
-
-
-def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
-    """``Rz(yaw) Ry(pitch) Rx(roll)`` (extrinsic x-y-z), the action's rotation convention."""
-    return Rotation.from_euler("xyz", np.asarray(rpy, dtype=np.float64)).as_matrix()
-
-
-def matrix_to_rpy(R: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`rpy_to_matrix` (roll, pitch, yaw in radians)."""
-    return Rotation.from_matrix(np.asarray(R, dtype=np.float64)).as_euler("xyz")
-
-
-def apply_delta(pose: Sequence[float], delta: Sequence[float], frame: str = "base") -> np.ndarray:
-    """Target TCP pose after a 6-DoF delta ``[dx,dy,dz,droll,dpitch,dyaw]`` (see module docstring).
-
-    ``pose`` and the result are ``[x,y,z,rx,ry,rz]`` in frame base.
-    """
-    p = as_pose6(pose)
-    d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
-    R = Rotation.from_rotvec(p[3:]).as_matrix()
-    Rd = rpy_to_matrix(d[3:6])
-    if frame == "base":
-        pos, Rn = p[:3] + d[:3], Rd @ R
-    elif frame == "tool0":
-        pos, Rn = p[:3] + R @ d[:3], R @ Rd
-    else:
-        raise InvalidInputError(f"unknown action frame {frame!r}; use 'base' or 'tool0'")
-    return np.concatenate([pos, Rotation.from_matrix(Rn).as_rotvec()])
-
-
-def pose_delta(pose_from: Sequence[float], pose_to: Sequence[float]) -> np.ndarray:
-    """The base-frame delta ``[dx,dy,dz,droll,dpitch,dyaw]`` with ``apply_delta(pose_from, d) == pose_to``."""
-    a, b = as_pose6(pose_from), as_pose6(pose_to)
-    Ra = Rotation.from_rotvec(a[3:]).as_matrix()
-    Rb = Rotation.from_rotvec(b[3:]).as_matrix()
-    return np.concatenate([b[:3] - a[:3], matrix_to_rpy(Rb @ Ra.T)])

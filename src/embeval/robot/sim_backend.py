@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from embeval.action import Action
 from embeval.robot.base import ArmState, as_gripper
 from embeval.robot.safety import SafetyLimits
 from embeval.sim.scene import SceneSpec
 from embeval.sim.stepping import actuate_gripper, execute_action
 from embeval.sim.workcell import SimConfig, Workcell
-from embeval.subjects.protocols import Action
 
 
 class SimArmBackend:

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from embeval.action import as_pose6, gripper_closed
 from embeval.errors import ConfigError, ServerUnavailableError
 from embeval.robot.base import (
     ArmState,
@@ -27,7 +28,6 @@ from embeval.robot.base import (
     SafetyStatus,
     as_gripper,
     as_joints6,
-    as_pose6,
 )
 from embeval.robot.safety import (
     ProtectiveStop,
@@ -152,9 +152,9 @@ class URRtdeArm:
         self._latch.require_ok()
         g = as_gripper(opening)
         if self.gripper_output is not None:
-            self._io.setToolDigitalOut(int(self.gripper_output), g < 0.5)
+            self._io.setToolDigitalOut(int(self.gripper_output), gripper_closed(g))
             time.sleep(0.3)  # finger travel; a digital gripper gives no feedback
-        self._gripper = 1.0 if g >= 0.5 else 0.0
+        self._gripper = 0.0 if gripper_closed(g) else 1.0
         return self.state()
 
     def stop(self) -> ArmState:

@@ -24,8 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from embeval.action import Action
 from embeval.errors import ConfigError, InvalidInputError
-from embeval.subjects.protocols import Action
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
+from embeval.action import Observation, check_image
 from embeval.errors import EmbevalError, InvalidInputError
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.conventions import check_gripper, gripper_from_embeval
-from embeval.subjects.protocols import Observation, check_image
 
 
 def decode_act_payload(payload: Any) -> tuple[np.ndarray, str, dict[str, Any]]:

@@ -25,13 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from embeval.action import Action, ActionSpec, Observation, pose6_to_pose7
 from embeval.errors import ConfigError
 from embeval.robot.safety import SafetyLimits
 from embeval.sim.scene import SceneSpec
 from embeval.sim.stepping import execute_action
 from embeval.sim.tasks import TaskSpec, make_task
 from embeval.sim.workcell import SimConfig, Workcell
-from embeval.subjects.protocols import Action, ActionSpec, Observation
 
 
 @dataclass
@@ -136,7 +136,7 @@ class SimEnv:
                 images[name] = cell.render(name, self.config.obs_width, self.config.obs_height)
         state = {
             "joint_positions": cell.q.copy(),
-            "tcp_pose": _pose7(cell.tcp_pose()),
+            "tcp_pose": pose6_to_pose7(cell.tcp_pose()),
             "gripper": np.array([cell.gripper]),
         }
         return Observation(images=images, instruction=self.task.instruction if self.task else "", state=state, timestamp=cell.time)
@@ -149,9 +149,3 @@ class SimEnv:
 
     def final_tcp_pose(self) -> np.ndarray:
         return self.cell.tcp_pose()
-
-
-def _pose7(pose6: np.ndarray) -> np.ndarray:
-    from scipy.spatial.transform import Rotation
-
-    return np.concatenate([pose6[:3], Rotation.from_rotvec(pose6[3:6]).as_quat()])

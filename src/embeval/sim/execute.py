@@ -17,11 +17,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from embeval.action import Action
 from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
 from embeval.sim.env import SimEnv, as_action
 from embeval.sim.scene import SceneSpec
 from embeval.sim.tasks import TaskSpec
-from embeval.subjects.protocols import Action
 
 
 def outcome(env: SimEnv, n_actions: int) -> ExecutionOutcome:

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.spatial.transform import Rotation
 
+from embeval.action import Action, ActionSpec, Observation, gripper_closed, pose_delta
 from embeval.errors import ConfigError
-from embeval.robot.base import pose_delta
-from embeval.subjects.protocols import Action, ActionSpec, Observation
 
 OPEN, CLOSED = 1.0, 0.0
 
@@ -90,7 +89,7 @@ class ScriptedExpert:
                 self._target = cell.tcp_pose() if st.pose is None else st.pose()
             cur = cell.tcp_pose()
             d = pose_delta(cur, self._target)
-            grip_ok = (cell.gripper < 0.5) == (st.gripper < 0.5)
+            grip_ok = gripper_closed(cell.gripper) == gripper_closed(st.gripper)
             tol = self.tol if st.tol is None else st.tol
             rot_tol = 0.01 if st.rot_tol is None else st.rot_tol
             if np.linalg.norm(d[:3]) <= tol and np.linalg.norm(d[3:]) <= rot_tol and grip_ok:

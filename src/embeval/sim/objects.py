@@ -85,7 +85,7 @@ def texture_file(rgb: np.ndarray, folder: str | Path | None = None) -> str:
     """Write an RGB uint8 image to a PNG named by its content hash; returns the path (for ``texture``)."""
     from PIL import Image
 
-    from embeval.subjects.protocols import check_image
+    from embeval.action import check_image
 
     rgb = check_image(np.ascontiguousarray(rgb), "texture")
     folder = Path(folder or Path(tempfile.gettempdir()) / "embeval_textures")

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from embeval.robot.base import SafetyStatus, apply_delta
+from embeval.action import Action, apply_delta, gripper_command
+from embeval.robot.base import SafetyStatus
 from embeval.robot.safety import check_step
 from embeval.sim.workcell import Workcell
-from embeval.subjects.protocols import Action
 
 
 def actuate_gripper(cell: Workcell, opening: float) -> None:
     """The gripper rule: ``opening`` (0 closed .. 1 open) acts only when it lies on the other side of 0.5
     than the cell's current opening; then the fingers close fully (0) or open fully (1), stopping at the
     width of an object they grasp. Any other command leaves the fingers where they are."""
-    if (opening < 0.5) != (cell.gripper < 0.5):
-        cell.set_gripper(0.0 if opening < 0.5 else 1.0)
+    target = gripper_command(opening, cell.gripper)
+    if target is not None:
+        cell.set_gripper(target)
 
 
 def execute_action(cell: Workcell, action: Action, frame: str = "base", speed: float | None = None) -> SafetyStatus:

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
 
+from embeval.action import as_pose6, gripper_closed
 from embeval.errors import ConfigError
-from embeval.robot.base import SafetyMode, SafetyStatus, as_joints6, as_pose6
+from embeval.robot.base import SafetyMode, SafetyStatus, as_joints6
 from embeval.robot.safety import (
     OK,
     ProtectiveStop,
@@ -453,8 +454,8 @@ class Workcell:
         """Open (1) / close (0) the fingers; closing on an object between the fingers grasps it."""
         self.safety.require_ok()
         g = float(np.clip(opening, 0.0, 1.0))
-        closing = g < 0.5 <= self.gripper
-        opening_now = g >= 0.5 > self.gripper
+        closing = gripper_closed(g) and not gripper_closed(self.gripper)
+        opening_now = not gripper_closed(g) and gripper_closed(self.gripper)
         if opening_now and self.grasp is not None:
             self.grasp = None
         target = g

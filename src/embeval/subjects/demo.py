@@ -26,12 +26,12 @@ def _timed(fn, n: int = 5):
 
 
 def run(ctx) -> None:
+    from embeval.action import Observation
     from embeval.serving import openai_server, openvla_server
     from embeval.serving.runner import serve_in_thread
     from embeval.subjects.adapters.openai_chat import OpenAIChatVLM
     from embeval.subjects.adapters.openvla_rest import OpenVLARestPolicy
     from embeval.subjects.cache import CachedLLM
-    from embeval.subjects.protocols import Observation
     from embeval.subjects.registry import list_adapters
     from embeval.subjects.scripted import ImageStatsPolicy, ScriptedVLM
 

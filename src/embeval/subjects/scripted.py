@@ -13,10 +13,10 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.provenance import canonical_json, derive_seed
 from embeval.subjects.json_output import example_from_schema, parse_and_validate
-from embeval.subjects.protocols import Action, ActionSpec, Observation, check_image
 
 Response = str | Callable[..., str]
 

@@ -30,6 +30,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String, UInt8
 from std_srvs.srv import Trigger
 
+from embeval.action import gripper_closed
 from embeval.errors import ConfigError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
@@ -166,11 +167,11 @@ class ConductorNode(EmbevalNode):
         if self.end_reason:
             return
         if self.cube_source == "tcp":  # no cube sensing: a closed gripper carries the cube with the TCP
-            if gripper < 0.5 <= self.gripper and self.tcp is not None:
+            if gripper_closed(gripper) and not gripper_closed(self.gripper) and self.tcp is not None:
                 self.grasp_tcp_z = self.tcp[2]
-            held = gripper < 0.5 and self.grasp_tcp_z is not None and self.tcp is not None
+            held = gripper_closed(gripper) and self.grasp_tcp_z is not None and self.tcp is not None
             cube_z = self.cube_z0 + max(0.0, self.tcp[2] - self.grasp_tcp_z) if held else self.cube_z0
-            if gripper >= 0.5 > self.gripper and self.tcp is not None:
+            if not gripper_closed(gripper) and gripper_closed(self.gripper) and self.tcp is not None:
                 self.release_xy = self.tcp[:2]
         else:
             cube_z = self.cube[2] if self.cube is not None else self.cube_z0

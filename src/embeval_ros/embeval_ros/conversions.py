@@ -113,10 +113,11 @@ def joint_state_msg(q, stamp_ns: int, velocities=None, gripper: float | None = N
 def pose_msg(pose6, stamp_ns: int, frame_id: str = "base"):
     """``[x,y,z,rx,ry,rz]`` (m, rotation vector) -> ``geometry_msgs/PoseStamped`` (quaternion xyzw)."""
     from geometry_msgs.msg import PoseStamped
-    from scipy.spatial.transform import Rotation
+
+    from embeval.action import pose6_to_pose7
 
     p = np.asarray(pose6, dtype=np.float64)
-    q = Rotation.from_rotvec(p[3:6]).as_quat()
+    q = pose6_to_pose7(p)[3:]
     m = PoseStamped()
     ns_to_stamp(stamp_ns, m.header.stamp)
     m.header.frame_id = frame_id

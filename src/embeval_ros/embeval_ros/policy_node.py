@@ -16,6 +16,7 @@ from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import Image, JointState
 from std_msgs.msg import String
 
+from embeval.action import pose6_to_pose7
 from embeval.kinematics import JOINT_NAMES
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
@@ -147,11 +148,7 @@ class PolicyNode(EmbevalNode):
             self._status("error", str(exc), 0)
 
     def _on_pose(self, msg: PoseStamped) -> None:
-        pose = msg_to_pose6(msg)
-        import numpy as np
-        from scipy.spatial.transform import Rotation
-
-        self.stepper.state["tcp_pose"] = np.concatenate([pose[:3], Rotation.from_rotvec(pose[3:]).as_quat()])
+        self.stepper.state["tcp_pose"] = pose6_to_pose7(msg_to_pose6(msg))
 
     def _on_joints(self, msg: JointState) -> None:
         """Proprioception for policies that read it: joint positions and the gripper opening (0..1, 1 = open)."""

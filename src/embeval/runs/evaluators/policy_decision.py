@@ -19,7 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from embeval.errors import ConfigError
-from embeval.runs.evaluators._images import DistortedImageEvaluator, fingerprint, level_figures
+from embeval.runs.evaluators._images import (
+    DistortedImageEvaluator,
+    fingerprint,
+    level_figures,
+)
 from embeval.runs.registry import Evaluator, ReportSection
 
 DEFAULT_TASKS = (
@@ -84,7 +88,7 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         super().teardown(state.get("policy"))
 
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
-        from embeval.subjects.protocols import Observation
+        from embeval.action import Observation
 
         policy, cameras, proprio = state["policy"], _cameras(spec), _state(spec)
         ref, dist = self.pair(spec, state, unit, unit_seed)
@@ -101,7 +105,7 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         policy = state["policy"]
         if not callable(getattr(policy, "act_batch", None)):
             return super().run_batch(spec, state, units, unit_seeds)
-        from embeval.subjects.protocols import Action, Observation
+        from embeval.action import Action, Observation
 
         cameras, proprio = _cameras(spec), _state(spec)
         pairs = [self.pair(spec, state, u, s) for u, s in zip(units, unit_seeds)]

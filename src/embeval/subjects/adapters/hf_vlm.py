@@ -18,10 +18,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from embeval.action import check_image
 from embeval.errors import ConfigError
 from embeval.subjects.adapters.local_weights import require_hf_dir, torch_dtype
 from embeval.subjects.hidden import HiddenStateMixin
-from embeval.subjects.protocols import check_image
 
 AUTO_CLASSES = ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModelForCausalLM")
 

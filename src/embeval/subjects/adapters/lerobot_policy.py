@@ -26,10 +26,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
 from embeval.subjects.conventions import check_gripper, gripper_to_embeval
 from embeval.subjects.hidden import HiddenStateMixin
-from embeval.subjects.protocols import Action, ActionSpec, Observation, check_image
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
@@ -99,7 +99,10 @@ class LeRobotPolicy(HiddenStateMixin):
     def _load(self) -> None:
         try:
             from lerobot.configs.policies import PreTrainedConfig
-            from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+            from lerobot.policies.factory import (
+                get_policy_class,
+                make_pre_post_processors,
+            )
         except ImportError:
             raise ConfigError("lerobot is not installed: pip install lerobot (scripts/install.sh installs 0.4.4)") from None
         import torch

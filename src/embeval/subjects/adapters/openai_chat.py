@@ -20,9 +20,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from embeval.action import check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.subjects.json_output import parse_and_validate
-from embeval.subjects.protocols import check_image
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 JSON_MODES = ("json_schema", "json_object", "none")

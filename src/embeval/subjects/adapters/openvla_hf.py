@@ -17,12 +17,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.subjects.adapters.hf_vlm import drop_unused_inputs, load_auto
 from embeval.subjects.adapters.local_weights import require_hf_dir
 from embeval.subjects.conventions import check_gripper, gripper_to_embeval
 from embeval.subjects.hidden import HiddenStateMixin
-from embeval.subjects.protocols import Action, ActionSpec, Observation, check_image
 
 OPENVLA_PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
 

@@ -17,10 +17,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.conventions import check_gripper, gripper_to_embeval
-from embeval.subjects.protocols import Action, ActionSpec, Observation, check_image
 
 
 def resize_image(img: np.ndarray, size: int | Sequence[int] | None) -> np.ndarray:

@@ -126,10 +126,10 @@ def action_sensitivity(policy, observations, distortions: Sequence[str], levels:
     ``observations`` ((instruction, Observation) pairs). Distortions come from
     :func:`embeval.distortion.distort` with a seed derived per observation.
     """
+    from embeval.action import Observation
     from embeval.distortion import distort
     from embeval.distortion import get as get_distortion
     from embeval.provenance import derive_seed
-    from embeval.subjects.protocols import Observation
 
     ref = []
     for instr, ob in observations:

@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 
+from embeval.action import GRIPPER_CLOSED_BELOW, Action, ActionSpec, Observation
 from embeval.errors import InvalidInputError
 from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image, state_vector
 from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
 from embeval.subjects.hidden import HiddenStateMixin
-from embeval.subjects.protocols import Action, ActionSpec, Observation
 
 
 class TinyVLAPolicy(HiddenStateMixin):
@@ -108,13 +108,13 @@ class TinyVLAPolicy(HiddenStateMixin):
         else:
             act[:, :6] = reg[:, :6]
         p_open = 1.0 / (1.0 + np.exp(-out[:, -1]))
-        act[:, 6] = (p_open > 0.5).astype(np.float64) if self.binary_gripper else p_open
+        act[:, 6] = (p_open >= GRIPPER_CLOSED_BELOW).astype(np.float64) if self.binary_gripper else p_open
         return act
 
     def _toward(self, reg: np.ndarray, ob: Observation) -> np.ndarray:
         from scipy.spatial.transform import Rotation
 
-        from embeval.robot.base import pose_delta
+        from embeval.action import pose_delta
 
         a, b = reg[3:6], reg[6:9]
         c0 = a / max(np.linalg.norm(a), 1e-9)

@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from embeval.action import GRIPPER_CLOSED_BELOW
 from embeval.errors import ConfigError
 from embeval.subjects.embedded.recipes import VLARecipe, VLMRecipe
 
@@ -78,7 +79,7 @@ def vla_agreement(policies, observations) -> dict:
         x, y = acts[a][:, :3], acts[b][:, :3]
         cos = (x * y).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(y, axis=1) + 1e-9)
         pairs[f"{a}|{b}"] = {"translation_cosine": float(cos.mean()),
-                             "gripper_agreement": float(np.mean((acts[a][:, 6] > 0.5) == (acts[b][:, 6] > 0.5)))}
+                             "gripper_agreement": float(np.mean((acts[a][:, 6] < GRIPPER_CLOSED_BELOW) == (acts[b][:, 6] < GRIPPER_CLOSED_BELOW)))}
     return pairs
 
 

@@ -6,8 +6,8 @@ from typing import Mapping
 
 import numpy as np
 
+from embeval.action import check_image
 from embeval.errors import InvalidInputError
-from embeval.subjects.protocols import check_image
 
 
 def image_hw(size) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 
+from embeval.action import gripper_closed
 from embeval.errors import InvalidInputError
 from embeval.subjects.embedded.nets import VLAConfig
 from embeval.subjects.embedded.preprocess import resize_image
@@ -75,7 +76,7 @@ def dagger_arrays(policy, episodes: int, seed: int, log: Log | None = None) -> D
             while not env.done:
                 if env.cell.grasp is None:
                     fresh = env.expert()
-                    if env.cell.gripper > 0.5:
+                    if not gripper_closed(env.cell.gripper):
                         fresh.resume()
                     a = fresh.act(obs).vector
                     for c in cfg.cameras:

@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from embeval.action import GRIPPER_CLOSED_BELOW
 from embeval.errors import InvalidInputError
 
 
@@ -201,7 +202,7 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
     n_reg = reg.shape[1]
     grip_np = gripper_targets(data, train_cfg.close_radius, train_cfg.close_height)
     grip = torch.from_numpy(grip_np)
-    switch = (grip_np > 0.5) != (np.asarray(data.state)[:, -1] > 0.5)
+    switch = (grip_np < GRIPPER_CLOSED_BELOW) != (np.asarray(data.state)[:, -1] < GRIPPER_CLOSED_BELOW)
     grip_w = torch.from_numpy(np.where(switch, train_cfg.gripper_switch_weight, 1.0).astype(np.float32))
     images = {c: torch.from_numpy(data.images[c]).permute(0, 3, 1, 2).contiguous() for c in vla_cfg.cameras}
     state = torch.from_numpy(np.asarray(data.state, dtype=np.float32))
