@@ -3,13 +3,8 @@
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Localhost-only DDS by default for every process started from here (opt out: see README, "Real robot network").
-export FASTDDS_DEFAULT_PROFILES_FILE ?= $(CURDIR)/src/embeval/data/dds/fastdds_localhost.xml
-export ROS_AUTOMATIC_DISCOVERY_RANGE ?= LOCALHOST
-export RMW_IMPLEMENTATION ?= rmw_fastrtps_cpp
-export HF_HUB_OFFLINE ?= 1
-export TRANSFORMERS_OFFLINE ?= 1
-export MPLBACKEND ?= Agg
+# Localhost-only DDS, offline hubs and Agg plots are set by the programs themselves (embeval.env.configure():
+# the embeval CLI, the ROS nodes, the benchmarks and the tests' conftest). Opt out: see README, "Real robot network".
 PYTEST_ARGS ?=
 
 .PHONY: install demo test bench clean help

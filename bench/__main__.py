@@ -33,6 +33,9 @@ def print_table(rows: list[dict]) -> None:
 
 
 def main(argv=None) -> int:
+    from embeval.env import configure
+
+    configure()  # localhost DDS, offline hubs, Agg plots: the defaults every embeval program sets
     areas = sorted(m.name[len("bench_"):] for m in pkgutil.iter_modules(bench.__path__) if m.name.startswith("bench_"))
     ap = argparse.ArgumentParser(prog="python -m bench", description="Run embeval benchmarks.")
     ap.add_argument("areas", nargs="*", choices=areas + [[]], help=f"areas (default: all of {', '.join(areas)})")

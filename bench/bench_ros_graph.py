@@ -56,8 +56,7 @@ def _distortion_compute_row(name: str = "brighten", level: int = 3, n: int = 30)
 
 
 def run(quick: bool) -> list[dict]:
-    import embeval  # noqa: F401
-    from embeval_ros.graph import Graph
+    from embeval_ros.graph import Graph  # Graph.__enter__ sets the localhost DDS defaults
 
     duration = 10.0 if quick else 120.0
     with tempfile.TemporaryDirectory() as tmp:

@@ -5,7 +5,9 @@ import os
 
 import pytest
 
-import embeval  # noqa: F401  (applies the runtime defaults: DDS profile, offline hubs)
+from embeval.env import configure
+
+configure()  # the runtime defaults every embeval program sets: localhost DDS profile, offline hubs, Agg
 
 
 def pytest_collection_modifyitems(config, items):

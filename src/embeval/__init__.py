@@ -11,9 +11,8 @@ The core library is pure Python and never imports rclpy. Sub-packages:
 - ``scoring``     Cognition, Decision, Execution scores and statistics
 - ``act2answer``  VQA items as tabletop actions
 - ``runs``        run specs, results store, sharding, resume, Ray backend
+
+Importing embeval sets nothing in ``os.environ``; programs call :func:`embeval.env.configure`.
 """
-from embeval.env import apply_runtime_defaults as _apply_runtime_defaults
 
 __version__ = "0.1.0"
-
-_apply_runtime_defaults()

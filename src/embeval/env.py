@@ -1,8 +1,10 @@
 """Process-wide runtime defaults: localhost-only DDS, offline model hubs.
 
-Every process embeval starts (CLI, ROS nodes, tests, CI) calls
-:func:`apply_runtime_defaults` before any rclpy import, so DDS discovery and
-traffic stay on loopback unless the user opts out.
+``import embeval`` changes nothing in ``os.environ``. The programs embeval starts call
+:func:`configure` once, explicitly, before any rclpy import: the ``embeval`` CLI, every ROS 2 node
+(``embeval_ros.runtime.run_node``), the benchmarks and the test configuration. Child processes
+inherit the variables, so DDS discovery and traffic stay on loopback unless the user opts out.
+A library user (a notebook) who wants the same defaults calls ``embeval.env.configure()`` too.
 
 Opt out on a real robot network with ``EMBEVAL_DDS_LOCALHOST=0`` (then the
 usual ROS 2 variables apply unchanged), or point
@@ -35,8 +37,12 @@ def dds_environment(environ: dict | None = None) -> dict[str, str]:
     }
 
 
-def apply_runtime_defaults() -> None:
-    """Set DDS and offline defaults in ``os.environ`` without overriding user choices."""
+def configure() -> None:
+    """Set the DDS, offline-hub and plotting defaults in ``os.environ`` without overriding user choices.
+
+    Sets (only where unset): the variables of :func:`dds_environment`, ``HF_HUB_OFFLINE=1``,
+    ``TRANSFORMERS_OFFLINE=1`` and ``MPLBACKEND=Agg``. Idempotent.
+    """
     for key, value in dds_environment().items():
         os.environ.setdefault(key, value)
     # No internet: never try to reach a model hub at run time.

@@ -15,6 +15,7 @@ import pkgutil
 import sys
 
 from embeval import __version__
+from embeval.env import configure
 from embeval.errors import EmbevalError
 
 
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    configure()  # localhost-only DDS, offline hubs, Agg plots (see embeval.env)
     parser = build_parser()
     args = parser.parse_args(argv)
     func = getattr(args, "func", None)

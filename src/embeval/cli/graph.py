@@ -80,8 +80,6 @@ def act2answer_lines(records: list[dict], jsonl: str = "") -> list[str]:
 def _run(args) -> int:
     from embeval_ros.graph import Graph, load_params
 
-    import embeval  # noqa: F401  (localhost DDS defaults before rclpy)
-
     common: dict = {}
     params = load_params(args.params, common)
     # every node-specific parameter of the file and every --set must be one the node declares

@@ -73,11 +73,9 @@ def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
     """Write ``out`` (default ``<run dir>/report.html``) from the run's store; returns its path."""
     import yaml
 
-    from embeval.env import apply_runtime_defaults
     from embeval.runs.export import results_frame
     from embeval.runs.runner import load_run_spec, open_store
 
-    apply_runtime_defaults()  # MPLBACKEND=Agg
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir / "report.html"
     with open_store(run_dir) as store:

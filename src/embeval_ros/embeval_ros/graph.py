@@ -154,6 +154,9 @@ class Graph:
         self._executors: list = []
 
     def __enter__(self) -> Graph:
+        from embeval.env import configure
+
+        configure()  # localhost-only DDS before rclpy.init (see embeval.env)
         import rclpy
         from rclpy.context import Context
         from rclpy.executors import MultiThreadedExecutor

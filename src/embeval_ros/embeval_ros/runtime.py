@@ -1,10 +1,8 @@
-"""Shared node plumbing: localhost DDS defaults before rclpy loads, QoS profiles, a main() helper."""
+"""Shared node plumbing: QoS profiles and a main() helper that sets localhost DDS defaults before rclpy.init."""
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-
-import embeval  # noqa: F401  (applies the localhost-only DDS profile before rclpy is imported)
 
 
 def qos_reliable(depth: int = 10):
@@ -40,6 +38,9 @@ def str_list(value) -> list[str]:
 
 def run_node(factory: Callable, args: Sequence[str] | None = None) -> int:
     """Console-script main: init rclpy, spin the node until Ctrl-C, shut down cleanly."""
+    from embeval.env import configure
+
+    configure()  # localhost-only DDS before rclpy.init (see embeval.env)
     import rclpy
     from rclpy.executors import ExternalShutdownException
 
