@@ -40,3 +40,18 @@ def test_cli_configures_its_process():
             "import contextlib, io; f=io.StringIO();\nwith contextlib.redirect_stdout(f): main([])\n"
             "print(os.environ.get('HF_HUB_OFFLINE'), os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE'))")
     assert _run(code, _clean_env()) == ["1", "LOCALHOST"]
+
+
+def test_ros_domain_ids_are_unique_across_holders(ros_domain_id):
+    """The conftest allocator never hands out an id that another holder (this test's own included) keeps."""
+    from conftest import allocate_domain_id
+
+    assert os.environ["ROS_DOMAIN_ID"] == str(ros_domain_id)
+    held = [allocate_domain_id() for _ in range(5)]
+    ids = [ros_domain_id] + [d for d, _ in held]
+    assert len(set(ids)) == len(ids)
+    for _, fd in held:
+        os.close(fd)
+    again, fd = allocate_domain_id()  # released ids come back
+    os.close(fd)
+    assert again != ros_domain_id

@@ -272,7 +272,7 @@ def test_act2answer_launch_runs_with_no_params_file(monkeypatch, tmp_path):
     assert cli(["act2answer", "scenes", "--items", str(tmp_path / "suite" / "items.jsonl"),
                 "--out", str(cell / "runs" / "act2answer" / "scenes")]) == 0
     nodes = resolve_launch(A2A_LAUNCH, {"backend": "sim"}, monkeypatch, tmp_path)
-    env = dict(os.environ, EMBEVAL_DDS_LOCALHOST="1", ROS_DOMAIN_ID=str(40 + os.getpid() % 50))  # apart from other graphs
+    env = dict(os.environ, EMBEVAL_DDS_LOCALHOST="1")  # ROS_DOMAIN_ID: this test's own (conftest allocator)
     jsonl = cell / "runs" / "act2answer" / "episodes_ros.jsonl"
     with NodeProcesses(tmp_path) as procs:
         for name, n in nodes.items():

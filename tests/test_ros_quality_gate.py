@@ -240,7 +240,7 @@ def test_gate_over_dds(predictor_dir):
     clean = _clean(3, 400)
     frames = clean + [FrameDistorter("darken", 5, 4, stream="dds")(f, i) for i, f in enumerate(_clean(3, 410))]
     ctx = Context()
-    rclpy.init(context=ctx, domain_id=100 + os.getpid() % 100)  # apart from other graphs on this machine
+    rclpy.init(context=ctx)  # ROS_DOMAIN_ID: this test's own (conftest allocator)
     ex = SingleThreadedExecutor(context=ctx)
     got: dict[str, list] = {"img": [], "score": [], "diag": []}
     try:
