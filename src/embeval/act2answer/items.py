@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from embeval.config import check_keys
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
 
 SIDES = ("left", "right")
@@ -85,10 +86,7 @@ class BinaryItem:
     def from_dict(cls, d: Mapping[str, Any], base: Path | None = None, where: str = "item") -> BinaryItem:
         if not isinstance(d, Mapping):
             raise ConfigError(f"{where} must be a JSON object, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"{where}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+        check_keys(d, (f.name for f in fields(cls)), where)
         missing = [k for k in ("id", "question", "left_image", "right_image", "correct_side", "category") if k not in d]
         if missing:
             raise ConfigError(f"{where}: missing field(s) {missing}")

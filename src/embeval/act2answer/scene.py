@@ -17,13 +17,14 @@ real cell) ends any episode; its zone is read where the cube then lies.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from embeval.act2answer.items import BinaryItem
+from embeval.config import from_mapping
 from embeval.errors import ConfigError, MissingFileError
 
 TERMINATIONS = ("release_after_lift", "max_steps")
@@ -73,12 +74,7 @@ class EpisodeSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> EpisodeSpec:
-        d = dict(d or {})
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"unknown episode spec field(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**d)
+        return from_mapping(cls, d, "episode spec")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> EpisodeSpec:

@@ -11,11 +11,12 @@ stop and the arm does not move. During motion the backend reports contacts and m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from embeval.config import from_mapping
 from embeval.errors import ConfigError, SafetyError
 from embeval.robot.base import SafetyMode, SafetyStatus
 
@@ -73,12 +74,7 @@ class SafetyLimits:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> SafetyLimits:
-        d = dict(d or {})
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"unknown safety limit(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**d)
+        return from_mapping(cls, d, "safety limits")
 
 
 def check_workspace(tcp_position: Sequence[float], limits: SafetyLimits) -> SafetyStatus:

@@ -13,12 +13,13 @@ right direction the local -y axis (an upright picture for a viewer looking down 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from embeval.config import from_mapping
 from embeval.errors import ConfigError, MissingFileError, yaml_problem
 
 RGBA = tuple[float, float, float, float]
@@ -47,16 +48,6 @@ def _floats(v: Any, name: str, n: int | None = None) -> tuple[float, ...]:
     if n is not None and len(t) != n:
         raise ConfigError(f"{name} must have {n} numbers, got {len(t)}: {v!r}")
     return t
-
-
-def _from_dict(cls, d: Mapping[str, Any], where: str):
-    if not isinstance(d, Mapping):
-        raise ConfigError(f"{where} must be a mapping, got {type(d).__name__}")
-    known = {f.name for f in fields(cls)}
-    unknown = set(d) - known
-    if unknown:
-        raise ConfigError(f"unknown field(s) {sorted(unknown)} in {where}; known: {sorted(known)}")
-    return cls(**d)
 
 
 @dataclass
@@ -192,10 +183,10 @@ class SceneSpec:
     seed: int = 0  # the seed that generated the spec (for provenance; the spec itself is deterministic)
 
     def __post_init__(self):
-        self.objects = [o if isinstance(o, ObjectSpec) else _from_dict(ObjectSpec, o, "object") for o in self.objects]
-        self.cameras = [c if isinstance(c, CameraSpec) else _from_dict(CameraSpec, c, "camera") for c in self.cameras]
+        self.objects = [o if isinstance(o, ObjectSpec) else from_mapping(ObjectSpec, o, "object") for o in self.objects]
+        self.cameras = [c if isinstance(c, CameraSpec) else from_mapping(CameraSpec, c, "camera") for c in self.cameras]
         if not isinstance(self.lighting, LightingSpec):
-            self.lighting = _from_dict(LightingSpec, self.lighting, "lighting")
+            self.lighting = from_mapping(LightingSpec, self.lighting, "lighting")
         for name in ("table_color", "floor_color", "wall_color"):
             setattr(self, name, _floats(getattr(self, name), name, 4))
         self.home_tcp = _floats(self.home_tcp, "home_tcp", 6)
@@ -230,7 +221,7 @@ class SceneSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SceneSpec:
-        return _from_dict(cls, d, "scene spec")
+        return from_mapping(cls, d, "scene spec")
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         text = yaml.safe_dump(self.to_dict(), sort_keys=False)

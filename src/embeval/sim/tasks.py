@@ -13,11 +13,12 @@ Frame base == world; the table top is z = 0; "left" is +y and "in front of" is t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from embeval.config import from_mapping
 from embeval.errors import ConfigError
 from embeval.sim.scene import COLORS, VERBS, ObjectSpec, SceneSpec
 
@@ -108,11 +109,7 @@ class TaskSpec:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TaskSpec:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"unknown task field(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(**d)
+        return from_mapping(cls, d, "task")
 
 
 # ---------------------------------------------------------------------------------------------
