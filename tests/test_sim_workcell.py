@@ -15,8 +15,8 @@ from embeval.sim import SimConfig, SimEnv, Workcell, make_task
 from embeval.sim.bench_util import run_expert_episode
 from embeval.sim.execute import execute_pair, run_actions
 from embeval.sim.expert import PLANNERS
-from embeval.sim.objects import texture_file
 from embeval.sim.scene import CameraSpec, LightingSpec, ObjectSpec, SceneSpec
+from embeval.sim.textures import texture_file
 
 OPEN_LIMITS = SafetyLimits(workspace_lower=(-2, -2, -2), workspace_upper=(2, 2, 2))  # contact checks only
 

@@ -19,17 +19,14 @@ Positions: (x, y) of the object's centre on the table, z = the object's bottom (
 """
 from __future__ import annotations
 
-import hashlib
 import math
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
 from embeval.errors import ConfigError, MissingFileError
 from embeval.sim.scene import ObjectSpec
+from embeval.sim.textures import resolve
 
 
 @dataclass
@@ -69,8 +66,6 @@ class PB:
     def texture(self, path: str) -> int:
         """pybullet texture id of an image file or a ``procedural:<kind>:<seed>`` name (cached)."""
         if path not in self._textures:
-            from embeval.sim.textures import resolve
-
             file = resolve(path)
             if not Path(file).exists():
                 raise MissingFileError(f"texture image {file} not found; give an existing PNG/JPG path in the object spec")
@@ -79,22 +74,6 @@ class PB:
 
     def clear(self) -> None:
         self._textures.clear()
-
-
-def texture_file(rgb: np.ndarray, folder: str | Path | None = None) -> str:
-    """Write an RGB uint8 image to a PNG named by its content hash; returns the path (for ``texture``)."""
-    from PIL import Image
-
-    from embeval.action import check_image
-
-    rgb = check_image(np.ascontiguousarray(rgb), "texture")
-    folder = Path(folder or Path(tempfile.gettempdir()) / "embeval_textures")
-    folder.mkdir(parents=True, exist_ok=True)
-    h = hashlib.sha256(rgb.tobytes() + str(rgb.shape).encode()).hexdigest()[:20]
-    path = folder / f"{h}.png"
-    if not path.exists():
-        Image.fromarray(rgb).save(path)
-    return str(path)
 
 
 def _size(spec: ObjectSpec, default: tuple[float, ...]) -> tuple[float, ...]:

@@ -444,7 +444,7 @@ def _distractor(rng: np.random.Generator, lay: Layout, i: int, exclude: set[str]
 
 def scene_style(rng: np.random.Generator) -> dict[str, Any]:
     """Sampled background (plain colour or procedural table texture), wall colour and lighting."""
-    from embeval.sim import textures
+    from embeval.sim.textures import name as texture_name
     from embeval.sim.scene import LightingSpec
 
     bg = str(rng.choice(list(BACKGROUNDS) + list(TEXTURED_BACKGROUNDS)))
@@ -457,7 +457,7 @@ def scene_style(rng: np.random.Generator) -> dict[str, Any]:
     wall = tuple(float(v) for v in (*rng.uniform(0.6, 0.9, 3), 1.0))
     if bg in TEXTURED_BACKGROUNDS:
         return {"background": bg, "table_color": (1.0, 1.0, 1.0, 1.0), "lighting": light, "wall_color": wall,
-                "table_texture": textures.name(TEXTURED_BACKGROUNDS[bg], tex_seed)}
+                "table_texture": texture_name(TEXTURED_BACKGROUNDS[bg], tex_seed)}
     return {"background": bg, "table_color": BACKGROUNDS[bg], "lighting": light, "wall_color": wall}
 
 

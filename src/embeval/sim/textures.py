@@ -5,10 +5,14 @@ Kinds: ``wood_grain``, ``checker``, ``speckle``, ``fabric``. Images are RGB uint
 """
 from __future__ import annotations
 
+import hashlib
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
+from embeval.action import check_image
 from embeval.errors import ConfigError
 
 PREFIX = "procedural:"
@@ -91,6 +95,18 @@ def resolve(value: str) -> str:
         seed_i = int(seed)
     except ValueError:
         raise ConfigError(f"procedural texture must look like 'procedural:<kind>:<seed>', got {value!r}") from None
-    from embeval.sim.objects import texture_file
-
     return texture_file(procedural(kind, seed_i))
+
+
+def texture_file(rgb: np.ndarray, folder: str | Path | None = None) -> str:
+    """Write an RGB uint8 image to a PNG named by its content hash; returns the path (for ``texture``)."""
+    from PIL import Image
+
+    rgb = check_image(np.ascontiguousarray(rgb), "texture")
+    folder = Path(folder or Path(tempfile.gettempdir()) / "embeval_textures")
+    folder.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256(rgb.tobytes() + str(rgb.shape).encode()).hexdigest()[:20]
+    path = folder / f"{h}.png"
+    if not path.exists():
+        Image.fromarray(rgb).save(path)
+    return str(path)

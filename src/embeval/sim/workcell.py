@@ -28,6 +28,7 @@ from scipy.spatial.transform import Rotation, Slerp
 
 from embeval.action import as_pose6, gripper_closed
 from embeval.errors import ConfigError
+from embeval.kinematics.transforms import pose_to_matrix
 from embeval.robot.base import SafetyMode, SafetyStatus, as_joints6
 from embeval.robot.safety import (
     OK,
@@ -177,7 +178,7 @@ class Workcell:
             p.setJointMotorControl2(self.robot, j, p.VELOCITY_CONTROL, force=0, physicsClientId=c)
         for j in self.finger_joints:
             p.changeDynamics(self.robot, j, lateralFriction=1.5, physicsClientId=c)
-        home = self.kin.ik_closest(self._T(scene.home_tcp), Q_NEAR_HOME, frame="base")
+        home = self.kin.ik_closest(pose_to_matrix(scene.home_tcp), Q_NEAR_HOME, frame="base")
         if home is None:
             raise ConfigError(f"scene home_tcp {list(scene.home_tcp)} is not reachable by the UR5; move it closer to the base")
         self.q = home
@@ -230,14 +231,6 @@ class Workcell:
         return bid
 
     # ------------------------------------------------------------------ state
-    @staticmethod
-    def _T(pose6) -> np.ndarray:
-        pose6 = np.asarray(pose6, dtype=float)
-        T = np.eye(4)
-        T[:3, :3] = Rotation.from_rotvec(pose6[3:6]).as_matrix()
-        T[:3, 3] = pose6[:3]
-        return T
-
     def tcp_matrix(self, q: np.ndarray | None = None) -> np.ndarray:
         """4x4 TCP pose in frame base for joints ``q`` (default: the current joints)."""
         if q is not None:
