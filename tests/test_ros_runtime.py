@@ -22,21 +22,26 @@ def test_default_environment_is_localhost_only():
     assert dds_environment({"EMBEVAL_DDS_LOCALHOST": "0"}) == {}
     # a user's own profile is never overridden
     assert dds_environment({"FASTDDS_DEFAULT_PROFILES_FILE": "/x.xml"})["FASTDDS_DEFAULT_PROFILES_FILE"] == "/x.xml"
-    # this process (conftest imports embeval) runs under the profile
+    # this process (conftest calls embeval.env.configure()) runs under the profile
     assert os.environ["FASTDDS_DEFAULT_PROFILES_FILE"] == str(DDS_PROFILE)
     text = DDS_PROFILE.read_text()
     assert "<useBuiltinTransports>false</useBuiltinTransports>" in text and "127.0.0.1" in text
 
 
-def test_node_process_inherits_profile():
-    """A node started as a plain `python -m` process gets the profile from `import embeval` alone."""
+def test_node_process_gets_profile_before_rclpy_init():
+    """A node started as a plain `python -m` process (run_node) has the profile set when rclpy.init runs,
+    although importing its modules set nothing."""
     env = {k: v for k, v in os.environ.items() if k not in ("FASTDDS_DEFAULT_PROFILES_FILE", "ROS_AUTOMATIC_DISCOVERY_RANGE")}
-    out = subprocess.run(
-        [sys.executable, "-c", "import embeval_ros.runtime, os; print(os.environ['FASTDDS_DEFAULT_PROFILES_FILE']);"
-         "print(os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'])"],
-        env=env, capture_output=True, text=True, timeout=60, check=True,
-    ).stdout.split()
-    assert out == [str(DDS_PROFILE), "LOCALHOST"]
+    probe = ("import os, sys, rclpy, embeval_ros.runtime as rt\n"
+             "print(os.environ.get('FASTDDS_DEFAULT_PROFILES_FILE'))\n"
+             "def init(*a, **k):\n"
+             "    print(os.environ['FASTDDS_DEFAULT_PROFILES_FILE'], os.environ['ROS_AUTOMATIC_DISCOVERY_RANGE'])\n"
+             "    sys.exit(0)\n"
+             "rclpy.init = init\n"
+             "rt.run_node(None, [])\n")
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60,
+                         check=True).stdout.split()
+    assert out == ["None", str(DDS_PROFILE), "LOCALHOST"]
 
 
 def _start_echo(in_topic: str, out_topic: str) -> subprocess.Popen:
