@@ -50,6 +50,7 @@ def curated():
     return cfg, items, res, X, cur
 
 
+@pytest.mark.slow  # the module fixture curates a 600-item pool (~30 s)
 def test_curated_subset_is_small_and_ranks_like_the_full_pool(curated):
     cfg, items, res, X, cur = curated
     assert np.mean([l == it.dimension for l, it in zip(cur.assignment.labels, items)]) > 0.95
@@ -91,6 +92,7 @@ class _CoderDouble:
         return options[0]
 
 
+@pytest.mark.slow  # shares the curated-pool fixture
 def test_eval_agent_feeds_errors_back_and_exports_lmms_task(curated, tmp_path):
     from embeval_analysis.a2eval.eval_agent import EvalAgent, EvalAgentConfig, evaluate
     from embeval_analysis.a2eval.lmms_export import export_lmms_task

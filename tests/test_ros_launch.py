@@ -250,6 +250,7 @@ def test_act2answer_launch_defaults_are_the_sim_to_real_parameters(backend, monk
 
 
 @pytest.mark.ros
+@pytest.mark.slow  # ~40 s: four node processes, one Act2Answer unit
 def test_act2answer_launch_runs_with_no_params_file(monkeypatch, tmp_path):
     """What ``ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim`` starts, one process per node with
     the resolved parameters, in a folder where ``embeval act2answer scenes --out runs/act2answer/scenes`` ran: every
