@@ -81,7 +81,7 @@ def test_unknown_subject_adapter_names_the_field(tmp_path):
         def run_unit(self, spec, state, unit, unit_seed):
             return {}
 
-    EVALUATORS["_test-vlm"] = VLMEval
+    EVALUATORS.register("_test-vlm", VLMEval)
     try:
         d = spec_of(evaluator="_test-vlm", subjects=[{"id": "ok", "kind": "vlm", "adapter": "scripted"},
                                                      {"id": "bad", "kind": "vlm", "adapter": "no-such-adapter"}])
@@ -91,7 +91,7 @@ def test_unknown_subject_adapter_names_the_field(tmp_path):
         with pytest.raises(MissingFileError, match=r"spec.subjects\[1\].path: file not found: .*weights/model.safetensors"):
             plan_run(parse_spec(d, base_dir=tmp_path))
     finally:
-        del EVALUATORS["_test-vlm"]
+        EVALUATORS.unregister("_test-vlm")
 
 
 def test_missing_files_fail_before_any_work(tmp_path):

@@ -141,7 +141,8 @@ def test_in_run_retries_and_setup_failure_recorded(tmp_path):
         def setup(self, spec, subject):
             raise OSError("weights corrupt")
 
-    EVALUATORS["_flaky"], EVALUATORS["_broken"] = Flaky, BrokenSetup
+    EVALUATORS.register("_flaky", Flaky)
+    EVALUATORS.register("_broken", BrokenSetup)
     try:
         s = run(write_spec(tmp_path, evaluator="_flaky", subjects=[{"id": "a", "kind": "synthetic"}], levels=[0], seeds=[0],
                            backend={"progress": False, "retries": 1}), tmp_path / "flaky")
@@ -150,7 +151,8 @@ def test_in_run_retries_and_setup_failure_recorded(tmp_path):
         assert (b.done, b.failed) == (0, 24)
         assert "setup failed: OSError: weights corrupt" in b.errors[0]
     finally:
-        del EVALUATORS["_flaky"], EVALUATORS["_broken"]
+        EVALUATORS.unregister("_flaky")
+        EVALUATORS.unregister("_broken")
 
 
 def test_export_parquet_and_report(tmp_path):
@@ -231,7 +233,7 @@ def test_global_generators_are_seeded_per_unit(tmp_path):
 
             return {"np": float(np.random.random()), "py": random.random()}
 
-    EVALUATORS["_global"] = GlobalRng
+    EVALUATORS.register("_global", GlobalRng)
     try:
         spec_file = write_spec(tmp_path, evaluator="_global", levels=[0], seeds=[0])
         whole = run(spec_file, tmp_path / "whole")
@@ -241,7 +243,7 @@ def test_global_generators_are_seeded_per_unit(tmp_path):
             ra = a.results(whole.run_id)
             assert ra == b.results(whole.run_id) and len({o["np"] for o in ra.values()}) == len(ra)
     finally:
-        del EVALUATORS["_global"]
+        EVALUATORS.unregister("_global")
 
 
 def test_store_from_a_newer_schema_is_refused(tmp_path):
@@ -271,7 +273,7 @@ def test_a_down_server_fails_the_rest_of_its_units_at_once_and_resume_runs_them(
                 raise ServerUnavailableError("server at http://127.0.0.1:1 is not reachable; start it")
             return super().run_unit(spec, state, unit, unit_seed)
 
-    EVALUATORS["_remote"] = Remote
+    EVALUATORS.register("_remote", Remote)
     try:
         spec = write_spec(tmp_path, evaluator="_remote", subjects=[{"id": "a", "kind": "synthetic"}], levels=[0], seeds=[0])
         s = run(spec, tmp_path / "run")
@@ -284,4 +286,4 @@ def test_a_down_server_fails_the_rest_of_its_units_at_once_and_resume_runs_them(
         s2 = resume(tmp_path / "run")
         assert (s2.done, s2.failed) == (12, 0)
     finally:
-        del EVALUATORS["_remote"]
+        EVALUATORS.unregister("_remote")

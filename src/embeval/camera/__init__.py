@@ -1,32 +1,37 @@
 """Image sources for the camera node and offline runs: sim render, synthetic, RealSense, image folder, bag replay.
 
-``make_source(kind, **params)`` builds one from the registry :data:`SOURCES`; every source yields
+``make_source(kind, **params)`` builds one from the registry :data:`SOURCES` (an
+:class:`embeval.registry.Registry`; plugins: entry-point group ``embeval.camera_sources``); every source yields
 :class:`~embeval.camera.base.Frame` (RGB uint8, stamp in ns, pinhole intrinsics).
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from embeval.camera.base import IMAGE_TOPIC, INFO_TOPIC, OPTICAL_FRAME, Frame, ImageSource, Intrinsics
+from embeval.camera.base import (
+    IMAGE_TOPIC,
+    INFO_TOPIC,
+    OPTICAL_FRAME,
+    Frame,
+    ImageSource,
+    Intrinsics,
+)
 from embeval.errors import ConfigError
+from embeval.registry import Registry
 
 #: kind -> "module:class" (imported lazily so pyrealsense2 / rosbags load only when used)
-SOURCES: dict[str, str] = {
+SOURCES: Registry[type[ImageSource]] = Registry("camera source", group="embeval.camera_sources", entries={
     "sim": "embeval.camera.sim:SimSource",
     "synthetic": "embeval.camera.sim:SyntheticSource",
     "realsense": "embeval.camera.realsense:RealSenseSource",
     "folder": "embeval.camera.folder:FolderSource",
     "bag": "embeval.camera.bag:BagSource",
-}
+})
 
 
 def make_source(kind: str, **params: Any) -> ImageSource:
     """Build the image source ``kind`` (see :data:`SOURCES`) with its keyword parameters."""
-    if kind not in SOURCES:
-        raise ConfigError(f"unknown camera source {kind!r}; choose from {', '.join(SOURCES)}")
-    module, cls = SOURCES[kind].split(":")
-    factory = getattr(importlib.import_module(module), cls)
+    factory = SOURCES.get(kind)
     try:
         return factory(**params)
     except TypeError as exc:

@@ -11,7 +11,7 @@ def register(sub) -> None:
     p = sub.add_parser(
         "demo",
         help="run the end-to-end pipeline on the embedded defaults (offline, CPU)",
-        description="Run the end-to-end demo. Stages: " + ", ".join(n for n, _ in STAGES),
+        description="Run the end-to-end demo. Stages: " + ", ".join(STAGES.names()),
         epilog="examples:\n  embeval demo                                  # every stage (what `make demo` runs)\n"
                "  embeval demo --quick --only kinematics workcell --out /tmp/demo",
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -9,7 +9,8 @@ Add a kind by subclassing :class:`Evaluator` and decorating it::
         def run_unit(self, spec, state, unit, unit_seed): return {"answer": ...}
 
 or add one lazy line to :data:`EVALUATORS` (``"name": "module:Class"``), so the module is
-imported only when a spec names it. A spec's ``plugins`` list imports extra modules first.
+imported only when a spec names it. A spec's ``plugins`` list imports extra modules first; an
+installed package can also add kinds through the entry-point group ``embeval.run_evaluators``.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
 
 from embeval.errors import ConfigError, MissingFileError
+from embeval.registry import Registry
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -29,13 +31,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from embeval.runs.units import Unit
 
 #: name -> Evaluator subclass, or "module:Class" imported on first use.
-EVALUATORS: dict[str, Any] = {
-    "synthetic": "embeval.runs.evaluators.synthetic:SyntheticEvaluator",
-    "distortion-quality": "embeval.runs.evaluators.distortion_quality:DistortionQualityEvaluator",
-    "policy-decision": "embeval.runs.evaluators.policy_decision:PolicyDecisionEvaluator",
-    "act2answer": "embeval.act2answer.evaluator:Act2AnswerEvaluator",
-    "iqa": "embeval_analysis.iqa.evaluator:IQAEvaluator",
-}
+EVALUATORS: Registry[type] = Registry(
+    "evaluator", group="embeval.run_evaluators",
+    hint="or list a module that registers it under spec.plugins", entries={
+        "synthetic": "embeval.runs.evaluators.synthetic:SyntheticEvaluator",
+        "distortion-quality": "embeval.runs.evaluators.distortion_quality:DistortionQualityEvaluator",
+        "policy-decision": "embeval.runs.evaluators.policy_decision:PolicyDecisionEvaluator",
+        "act2answer": "embeval.act2answer.evaluator:Act2AnswerEvaluator",
+        "iqa": "embeval_analysis.iqa.evaluator:IQAEvaluator",
+    })
 
 
 @dataclass
@@ -151,32 +155,21 @@ def register_evaluator(name: str):
     def deco(cls):
         if not (isinstance(cls, type) and issubclass(cls, Evaluator)):
             raise TypeError(f"register_evaluator({name!r}) expects an Evaluator subclass, got {cls!r}")
-        cls.name = name
-        EVALUATORS[name] = cls
-        return cls
+        return EVALUATORS.register(name, cls)
 
     return deco
 
 
 def get_evaluator(name: str) -> Evaluator:
-    """A fresh instance of the evaluator registered as ``name``; ConfigError listing choices."""
-    try:
-        target = EVALUATORS[name]
-    except KeyError:
-        raise ConfigError(
-            f"spec.evaluator: unknown evaluator {name!r}; choose from {', '.join(sorted(EVALUATORS))} "
-            "(or list a module that registers it under spec.plugins)"
-        ) from None
-    if isinstance(target, str):
-        module, _, attr = target.partition(":")
-        target = getattr(importlib.import_module(module), attr)
-        target.name = name
-        EVALUATORS[name] = target
-    return target()
+    """A fresh instance of the evaluator registered as ``name`` (its :attr:`~Evaluator.name` set on the
+    instance); ConfigError with "did you mean" and the choices otherwise."""
+    evaluator = EVALUATORS.get(name, field="spec.evaluator")()
+    evaluator.name = name
+    return evaluator
 
 
 def list_evaluators() -> list[str]:
-    return sorted(EVALUATORS)
+    return EVALUATORS.names()
 
 
 def import_plugins(spec: "RunSpec") -> None:

@@ -2,20 +2,20 @@
 
 A backend runs the given units of a :class:`~embeval.runs.plan.Plan` and hands every finished
 batch to ``on_results([(unit, UnitResult), ...])`` as soon as it finishes (the runner writes them
-to the store). Add one with a line in :data:`BACKENDS` (``"name": "module:Class"``).
+to the store). Add one with a line in :data:`BACKENDS` (``"name": "module:Class"``), or from your own
+package through the entry-point group ``embeval.run_backends``.
 """
 from __future__ import annotations
 
-import importlib
 from typing import Any, Callable, Protocol, Sequence
 
-from embeval.errors import ConfigError
+from embeval.registry import Registry
 
 #: name -> "module:Class" (imported on first use, so `ray` loads only for the Ray backend)
-BACKENDS: dict[str, str] = {
+BACKENDS: Registry = Registry("backend", group="embeval.run_backends", entries={
     "local": "embeval.runs.backends.local:LocalBackend",
     "ray": "embeval.runs.backends.ray_backend:RayBackend",
-}
+})
 
 OnResults = Callable[[list], None]
 
@@ -27,9 +27,4 @@ class Backend(Protocol):
 
 
 def get_backend(name: str) -> Backend:
-    try:
-        target = BACKENDS[name]
-    except KeyError:
-        raise ConfigError(f"backend: unknown backend {name!r}; choose from {', '.join(BACKENDS)}") from None
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)()
+    return BACKENDS.get(name, field="backend")()

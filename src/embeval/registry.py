@@ -1,0 +1,151 @@
+"""One registry for every pluggable thing: subject adapters, arm and policy backends, camera sources,
+graph stages, demo stages, run evaluators and run backends.
+
+A :class:`Registry` maps a name to an object or to a lazy ``"module:attr"`` string that is imported on
+first use (so heavy packages load only when asked for). Third-party packages add entries without
+editing embeval through an entry-point group, e.g. in their ``pyproject.toml``::
+
+    [project.entry-points."embeval.subject_adapters.policy"]
+    my_vla = "my_package.adapter:MyVLAPolicy"
+
+A wrong name is a :class:`~embeval.errors.ConfigError` that says "did you mean" and lists the choices.
+The registry never writes attributes onto what it stores.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Generic, TypeVar
+
+from embeval.errors import ConfigError
+
+T = TypeVar("T")
+
+__all__ = ["Registry", "load_target"]
+
+
+def load_target(target: str) -> Any:
+    """Import ``"package.module:attr"`` (``attr`` may be dotted) and return the attribute."""
+    module, sep, attr = target.partition(":")
+    if not sep or not module or not attr:
+        raise ConfigError(f"registry target {target!r} must look like 'package.module:attribute'")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+@dataclass
+class _Entry:
+    target: Any  # the object, or "module:attr" until first use
+    description: str = ""
+    origin: str = "built-in"  # "built-in", "registered", or "entry point <dist>"
+
+
+class Registry(Generic[T]):
+    """Name -> object (or lazy ``"module:attr"``), with entry-point plugins and helpful errors.
+
+    ``what`` names the things in messages ("policy backend"); ``group`` is the entry-point group
+    scanned once, on the first lookup or listing (entries named there never replace a built-in of
+    the same name: the built-in wins and the plugin is reported by :meth:`conflicts`); ``hint`` is
+    appended to the unknown-name error (how to add one).
+    """
+
+    def __init__(self, what: str, group: str | None = None, hint: str = "",
+                 entries: dict[str, Any] | None = None):
+        self.what, self.group, self.hint = what, group, hint
+        self._entries: dict[str, _Entry] = {}
+        self._scanned = group is None
+        self._conflicts: list[str] = []
+        for name, target in (entries or {}).items():
+            self._entries[name] = _Entry(target)
+
+    # -- registering ---------------------------------------------------------------------------
+    def register(self, name: str, target: Any = None, *, description: str = "") -> Any:
+        """Register ``target`` (an object or ``"module:attr"``) under ``name``; without ``target``,
+        a decorator. Re-registering a name replaces it (a user may override a built-in)."""
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{self.what} names must be non-empty strings, got {name!r}")
+
+        def deco(obj):
+            self._entries[name] = _Entry(obj, description, "registered")
+            return obj
+
+        return deco if target is None else deco(target)
+
+    def unregister(self, name: str) -> None:
+        """Remove ``name`` (KeyError when absent)."""
+        del self._entries[name]
+
+    def _scan(self) -> None:
+        if self._scanned:
+            return
+        self._scanned = True
+        try:
+            eps = metadata.entry_points(group=self.group)
+        except Exception:  # noqa: BLE001 - broken metadata of an unrelated package must not break embeval
+            return
+        for ep in eps:
+            dist = getattr(getattr(ep, "dist", None), "name", "?")
+            if ep.name in self._entries:
+                self._conflicts.append(f"{ep.name} (entry point of {dist}; the built-in is kept)")
+                continue
+            self._entries[ep.name] = _Entry(ep.value, f"plugin from {dist}", f"entry point {dist}")
+
+    # -- lookup --------------------------------------------------------------------------------
+    def __contains__(self, name: object) -> bool:
+        self._scan()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def names(self) -> list[str]:
+        """Every name, in registration order (built-ins first, then registered, then plugins)."""
+        self._scan()
+        return list(self._entries)
+
+    def unknown(self, name: str, field: str = "") -> ConfigError:
+        """The error for an unknown ``name`` ("did you mean", the choices, how to add one)."""
+        choices = sorted(self.names())
+        close = difflib.get_close_matches(str(name), choices, n=1)
+        mean = f" (did you mean {close[0]!r}?)" if close else ""
+        where = f"{field}: " if field else ""
+        hint = f" ({self.hint})" if self.hint else ""
+        return ConfigError(f"{where}unknown {self.what} {name!r}{mean}; choose from {', '.join(choices) or '(none)'}{hint}")
+
+    def get(self, name: str, field: str = "") -> T:
+        """The object registered as ``name`` (imported on first use); :class:`ConfigError` otherwise."""
+        self._scan()
+        entry = self._entries.get(name)
+        if entry is None:
+            raise self.unknown(name, field)
+        if isinstance(entry.target, str):
+            try:
+                entry.target = load_target(entry.target)
+            except ImportError as exc:
+                raise ConfigError(f"{self.what} {name!r} ({entry.origin}) cannot be imported: {exc}") from exc
+        return entry.target
+
+    def describe(self) -> list[tuple[str, str]]:
+        """``(name, description)`` for every entry, in registration order; imports nothing."""
+        self._scan()
+        rows = []
+        for name in self._entries:
+            e = self._entries[name]
+            if e.description:
+                desc = e.description
+            elif isinstance(e.target, str):
+                desc = e.target
+            else:
+                desc = f"{getattr(e.target, '__module__', '?')}:{getattr(e.target, '__qualname__', e.target)}"
+            rows.append((name, desc))
+        return rows
+
+    def conflicts(self) -> list[str]:
+        """Entry-point plugins ignored because a built-in has the same name."""
+        self._scan()
+        return list(self._conflicts)

@@ -1,0 +1,110 @@
+"""embeval.registry.Registry: lazy entries, did-you-mean, listing, and entry-point plugins from a package
+installed into a temporary location (no embeval file edited)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from embeval.errors import ConfigError
+from embeval.registry import Registry
+
+
+def test_lazy_entries_import_on_first_use_and_register_decorator():
+    reg = Registry("widget", entries={"json": "json:dumps", "path": "os.path:join"})
+    assert reg.names() == ["json", "path"] and "json" in reg
+    assert reg.describe() == [("json", "json:dumps"), ("path", "os.path:join")]
+    import json
+
+    assert reg.get("json") is json.dumps
+
+    @reg.register("mine", description="a local one")
+    class Mine:
+        pass
+
+    assert reg.get("mine") is Mine and not hasattr(Mine, "name")  # nothing written onto the class
+    assert ("mine", "a local one") in reg.describe()
+    reg.unregister("mine")
+    assert "mine" not in reg
+
+
+def test_unknown_name_says_did_you_mean_and_lists():
+    reg = Registry("policy backend", hint="register one with X", entries={"local": "json:dumps", "ray": "json:loads"})
+    with pytest.raises(ConfigError) as e:
+        reg.get("locl", field="backend")
+    assert str(e.value) == ("backend: unknown policy backend 'locl' (did you mean 'local'?); "
+                            "choose from local, ray (register one with X)")
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        Registry("x", entries={"gone": "no_such_module_xyz:thing"}).get("gone")
+
+
+def test_project_registries_use_it():
+    from embeval.camera import SOURCES
+    from embeval.demo import STAGES
+    from embeval.runs.backends import BACKENDS
+    from embeval.runs.registry import EVALUATORS
+
+    for reg in (SOURCES, STAGES, BACKENDS, EVALUATORS):
+        assert isinstance(reg, Registry) and reg.names()
+    assert STAGES.names()[0] == "kinematics"  # run order kept
+    with pytest.raises(ConfigError, match="did you mean 'folder'"):
+        from embeval.camera import make_source
+
+        make_source("foldr")
+
+
+PLUGIN_PYPROJECT = """
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "embeval-tiny-plugin"
+version = "0.0.1"
+
+[project.entry-points."embeval.run_evaluators"]
+tiny-eval = "tiny_plugin:TinyEvaluator"
+
+[project.entry-points."embeval.camera_sources"]
+folder = "tiny_plugin:Shadow"
+
+[tool.setuptools]
+py-modules = ["tiny_plugin"]
+"""
+
+PLUGIN_MODULE = """
+from embeval.runs.evaluators.synthetic import SyntheticEvaluator
+
+
+class TinyEvaluator(SyntheticEvaluator):
+    '''A third-party evaluation kind.'''
+
+
+class Shadow:
+    pass
+"""
+
+
+def test_entry_point_plugin_from_an_installed_package(tmp_path):
+    src, site = tmp_path / "src", tmp_path / "site"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(PLUGIN_PYPROJECT)
+    (src / "tiny_plugin.py").write_text(PLUGIN_MODULE)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--target", str(site), str(src)], check=True, capture_output=True, timeout=300)
+    probe = textwrap.dedent("""
+        from embeval.camera import SOURCES
+        from embeval.runs.registry import EVALUATORS, get_evaluator
+        ev = get_evaluator("tiny-eval")
+        print(type(ev).__name__, ev.name, "tiny-eval" in EVALUATORS.names())
+        print(SOURCES.get("folder").__name__, SOURCES.conflicts())
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site)] + sys.path))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "TinyEvaluator tiny-eval True"
+    # a plugin never silently replaces a built-in
+    assert lines[1] == "FolderSource ['folder (entry point of embeval-tiny-plugin; the built-in is kept)']"
