@@ -243,3 +243,47 @@ def ranking_table(path: str, reference: str, others: Sequence[str] | None = None
         raise ConfigError(f"{path}: no column(s) {missing}; has {list(df.columns)}")
     return {c: rank_agreement(df[reference].to_numpy(float), df[c].to_numpy(float), df["model"].astype(str).tolist(),
                               n_boot, seed) for c in others}
+
+
+@dataclass
+class PairCorrelation:
+    """Point rank correlations of two score columns over the same ``n`` models.
+
+    ``kendall_a = (C - D) / (n (n - 1) / 2)``; ``kendall_b`` divides ``C - D`` by the geometric mean of the
+    pairs untied in each column (scipy's ``kendalltau(variant='b')``), so the two agree when neither column
+    has ties. Without ties ``C + D = n (n - 1) / 2``, hence ``kendall_a = 1 - 2 D / (n (n - 1) / 2)`` moves in
+    steps of ``2 / (n (n - 1) / 2)`` (1/39 for 13 models)."""
+
+    a: str
+    b: str
+    n: int
+    spearman: float
+    kendall_b: float
+    kendall_a: float
+    concordant: int
+    discordant: int
+    ties: int  # pairs tied in a, in b or in both
+
+
+def pair_correlation(a: Sequence[float], b: Sequence[float], name_a: str = "a", name_b: str = "b") -> PairCorrelation:
+    """Spearman rho, Kendall tau-b (scipy) and tau-a (counted here) of two score vectors."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 3:
+        raise InvalidInputError(f"pair_correlation needs two equal-length score vectors of >= 3 models, got {x.shape} and {y.shape}")
+    rho, tau_b, _ = _corrs(x, y)
+    sign = np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])
+    iu = np.triu_indices(len(x), 1)
+    s = sign[iu]
+    c, d = int(np.sum(s > 0)), int(np.sum(s < 0))
+    return PairCorrelation(name_a, name_b, len(x), rho, tau_b, (c - d) / len(s), c, d, int(len(s) - c - d))
+
+
+def pairwise_table(path: str, columns: Sequence[str] | None = None) -> list[PairCorrelation]:
+    """Every pair of score columns of a ``model,<suite>...`` CSV (a paper's ranking table's bottom rows)."""
+    import itertools
+
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    cols = list(columns or [c for c in df.columns if c != "model"])
+    return [pair_correlation(df[p].to_numpy(float), df[q].to_numpy(float), p, q) for p, q in itertools.combinations(cols, 2)]

@@ -222,7 +222,7 @@ def _read_jsonl(path):
 
 
 def _ranks(args) -> int:
-    from embeval_analysis.a2eval.fidelity import ranking_table
+    from embeval_analysis.a2eval.fidelity import pairwise_table, ranking_table
 
     res = ranking_table(str(args.table), args.reference, args.columns, args.boot)
     print(f"{'column':<14}{'n':>3}  {'Spearman [95% CI]':<26}{'Kendall tau-b [95% CI]':<26}{'Pearson':>8}  discordant")
@@ -230,4 +230,10 @@ def _ranks(args) -> int:
         pairs = ", ".join(f"{a}/{b}" for a, b in ra.discordant[:4]) + (" ..." if len(ra.discordant) > 4 else "")
         print(f"{col:<14}{ra.n_models:>3}  {str(ra.spearman):<26}{str(ra.kendall):<26}{ra.pearson.value:>8.3f}  "
               f"{len(ra.discordant)} {pairs}")
+    cols = [args.reference] + list(res)
+    print(f"\nevery pair, two decimals (a paper's ranking-table bottom rows; tau-a = (C - D) / pairs)")
+    print(f"{'pair':<28}{'Spearman':>9}{'Kendall':>9}{'tau-a':>7}  C/D/tied")
+    for pc in pairwise_table(str(args.table), cols):
+        print(f"{pc.a + ' vs ' + pc.b:<28}{pc.spearman:>9.2f}{pc.kendall_b:>9.2f}{pc.kendall_a:>7.2f}  "
+              f"{pc.concordant}/{pc.discordant}/{pc.ties}")
     return 0
