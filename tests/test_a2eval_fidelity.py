@@ -75,6 +75,7 @@ def test_final_score_and_inference_fidelity_hand_computed():
     fid = F.final_score_fidelity(agent, ref, ["a", "a", "b", "b"], ["m1", "m2"])
     # m1: benchmark a 0.5 vs 1 -> 0.5; b 1 vs 1 -> 1; all 0.75 vs 1 -> 0.75. m2: a 0.5 vs 0.5 -> 1; b 0 vs 0 -> NaN
     assert fid["a"]["per_subject"] == {"m1": 0.5, "m2": 1.0} and fid["a"]["mean"] == pytest.approx(0.75)
+    assert fid["a"]["median"] == pytest.approx(0.75)
     assert fid["b"]["per_subject"]["m1"] == 1.0 and np.isnan(fid["b"]["per_subject"]["m2"]) and fid["b"]["mean"] == 1.0
     assert fid["all"]["per_subject"] == {"m1": pytest.approx(0.75), "m2": pytest.approx(1 - 0 / 0.25)}
     assert F.edit_distance("kitten", "sitting") == 3 and F.edit_distance("", "abc") == 3

@@ -305,7 +305,10 @@ def final_score_fidelity(agent: np.ndarray, reference: np.ndarray, groups: Seque
     item i's benchmark) and subject, where ``S`` is the subject's final score on the benchmark: the mean
     of its item scores (``agent``: synthesised inference + scorer; ``reference``: the reference harness;
     both subjects x items, NaN = no score, counted as 0). ``S_ref = 0`` gives NaN (undefined).
-    Returns ``{benchmark: {"items", "per_subject": {s: fid}, "s_agent", "s_ref", "mean"}}`` plus ``"all"``."""
+    The formula is unbounded below (a subject with a small ``S_ref`` can score far below 0), so the
+    median over subjects is returned beside the mean.
+    Returns ``{benchmark: {"items", "per_subject": {s: fid}, "s_agent", "s_ref", "mean", "median"}}``
+    plus ``"all"``."""
     A, R = np.nan_to_num(np.asarray(agent, float)), np.nan_to_num(np.asarray(reference, float))
     groups = np.asarray(list(groups))
     if A.shape != R.shape or A.shape[1] != len(groups):
@@ -316,9 +319,11 @@ def final_score_fidelity(agent: np.ndarray, reference: np.ndarray, groups: Seque
         sa, sr = A[:, cols].mean(axis=1), R[:, cols].mean(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             fid = np.where(np.abs(sr) > 0, 1.0 - np.abs(sa - sr) / np.abs(sr), np.nan)
+        ok = np.isfinite(fid).any()
         out[g] = {"items": int(cols.sum()), "per_subject": dict(zip(subjects, fid.tolist())),
                   "s_agent": sa.tolist(), "s_ref": sr.tolist(),
-                  "mean": float(np.nanmean(fid)) if np.isfinite(fid).any() else float("nan")}
+                  "mean": float(np.nanmean(fid)) if ok else float("nan"),
+                  "median": float(np.nanmedian(fid)) if ok else float("nan")}
     return out
 
 

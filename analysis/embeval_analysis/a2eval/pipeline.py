@@ -148,11 +148,12 @@ def agent_fidelity(ev: Any, reference: Any, items: Sequence[Any]) -> dict[str, A
 
 def format_agent_fidelity(fid: dict[str, Any]) -> str:
     """The fidelity table of :func:`agent_fidelity`."""
-    lines = [f"{'benchmark':<16}{'items':>6}{'score fidelity':>16}{'inference fidelity':>20}{'equal outputs':>15}"]
+    lines = [f"{'benchmark':<16}{'items':>6}{'score fidelity mean / median':>30}{'inference fidelity':>20}{'equal outputs':>15}"]
     for g, sc in fid["score"].items():
         inf = fid["inference"][g]
-        lines.append(f"{g:<16}{sc['items']:>6}{sc['mean']:>16.3f}{inf['similarity']:>20.3f}{inf['exact']:>15.1%}")
-    lines.append("score fidelity = mean over subjects of 1 - |S_agent - S_ref| / |S_ref| (final scores); inference "
+        lines.append(f"{g:<16}{sc['items']:>6}{sc['mean']:>22.3f} / {sc['median']:.3f}{inf['similarity']:>20.3f}"
+                     f"{inf['exact']:>15.1%}")
+    lines.append("score fidelity = 1 - |S_agent - S_ref| / |S_ref| of each subject's final score, over subjects; inference "
                  "fidelity = 1 - normalised edit distance of run_vlm_inference's outputs to the reference harness's; "
                  f"item-level scorer agreement {fid['scorer_agreement']:.1%}")
     return "\n".join(lines)
