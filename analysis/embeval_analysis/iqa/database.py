@@ -130,7 +130,10 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
             Image.fromarray(r.image).save(rp)
         references.append({"ref_id": r.ref_id, "path": str(rp.relative_to(db)), "tasks": r.tasks, "scene_id": r.scene_id,
                            "view": r.view, "source": r.source, "state": r.state,
-                           "height": int(r.image.shape[0]), "width": int(r.image.shape[1]), "sim_seed": r.sim_seed})
+                           "height": int(r.image.shape[0]), "width": int(r.image.shape[1]), "sim_seed": r.sim_seed,
+                           "outcome": r.outcome})
+        # a recorded run's Execution score of the episode the reference frame was captured in (rosbag source)
+        run_ex = {"run_execution": r.outcome["execution"]} if r.outcome and r.outcome.get("execution") is not None else {}
         for n in names:
             for lv in _levels_for(cfg, r.ref_id, n):
                 image_id = f"{r.ref_id}__{n}__{lv}"
@@ -140,7 +143,7 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
                     Image.fromarray(img).save(p)
                 images.append({"image_id": image_id, "ref_id": r.ref_id, "path": str(p.relative_to(db)),
                                "ref_path": str(rp.relative_to(db)), "distortion": n, "category": cats[n], "level": lv,
-                               "scene_id": r.scene_id, "view": r.view, "source": r.source})
+                               "scene_id": r.scene_id, "view": r.view, "source": r.source, **run_ex})
     manifest = {"config": asdict(cfg), "code_version": code_version(), "references": references, "images": images}
     (db / "manifest.json").write_text(json.dumps(manifest, indent=1))
     import pandas as pd
