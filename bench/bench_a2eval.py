@@ -33,7 +33,7 @@ def run(quick: bool) -> list[dict]:
     subset = [items[i] for i in cur.selection.indices]
     from embeval_analysis.a2eval import subjects as S
 
-    S._SOLVED.clear()  # no memoised answers from the full run
+    S.clear_memo()  # no memoised answers from the full run
     t0 = time.perf_counter()
     collect_results(subjects, subset)
     t_sub = time.perf_counter() - t0

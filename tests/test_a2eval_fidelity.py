@@ -50,6 +50,76 @@ def curated():
     return cfg, items, res, X, cur
 
 
+def _check_agent_fidelity(ev, subjects, items):
+    """Score and inference fidelity against the reference harness, written out (nltk's edit distance)."""
+    from nltk.metrics.distance import edit_distance
+
+    from embeval_analysis.a2eval.subjects import collect_results
+
+    ref = collect_results(subjects, items)
+    fid = P.agent_fidelity(ev, ref, items)
+    assert set(fid["score"]) == {"procedural", "all"}
+    for s in range(len(subjects)):
+        sa, sr = ev.synth_scores[s].mean(), ref.scores[s].mean()
+        want = 1 - abs(sa - sr) / abs(sr) if sr else np.nan
+        assert fid["score"]["all"]["per_subject"][ev.subjects[s]] == pytest.approx(want, nan_ok=True)
+    sims = [1 - edit_distance(a, b) / max(len(a), len(b), 1) for ra, rb in zip(ev.predictions, ref.predictions)
+            for a, b in zip(ra, rb)]
+    assert fid["inference"]["all"]["similarity"] == pytest.approx(np.mean(sims))
+    assert "score fidelity" in P.format_agent_fidelity(fid)
+
+
+def test_final_score_and_inference_fidelity_hand_computed():
+    agent = np.array([[1, 0, 1, 1], [0.5, 0.5, 0, np.nan]])
+    ref = np.array([[1, 1, 1, 1], [0.5, 0.5, 0, 0]])
+    fid = F.final_score_fidelity(agent, ref, ["a", "a", "b", "b"], ["m1", "m2"])
+    # m1: benchmark a 0.5 vs 1 -> 0.5; b 1 vs 1 -> 1; all 0.75 vs 1 -> 0.75. m2: a 0.5 vs 0.5 -> 1; b 0 vs 0 -> NaN
+    assert fid["a"]["per_subject"] == {"m1": 0.5, "m2": 1.0} and fid["a"]["mean"] == pytest.approx(0.75)
+    assert fid["a"]["median"] == pytest.approx(0.75)
+    assert fid["b"]["per_subject"]["m1"] == 1.0 and np.isnan(fid["b"]["per_subject"]["m2"]) and fid["b"]["mean"] == 1.0
+    assert fid["all"]["per_subject"] == {"m1": pytest.approx(0.75), "m2": pytest.approx(1 - 0 / 0.25)}
+    assert F.edit_distance("kitten", "sitting") == 3 and F.edit_distance("", "abc") == 3
+    assert F.normalised_edit_similarity("kitten", "sitting") == pytest.approx(1 - 3 / 7)
+    assert F.normalised_edit_similarity("", "") == 1.0 and F.normalised_edit_similarity(None, "x") == 0.0
+    inf = F.inference_fidelity([["B", "3", None]], [["B", "4", "x"]], ["a", "a", "b"])
+    assert inf["a"] == {"outputs": 2.0, "similarity": 0.5, "exact": 0.5}
+    assert inf["all"]["similarity"] == pytest.approx(1 / 3) and list(inf) == ["a", "b", "all"]
+
+
+def test_edit_distance_agrees_with_nltk():
+    from nltk.metrics.distance import edit_distance
+
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        a = "".join(rng.choice(list("abc "), rng.integers(0, 12)))
+        b = "".join(rng.choice(list("abc "), rng.integers(0, 12)))
+        assert F.edit_distance(a, b) == edit_distance(a, b)
+
+
+def test_default_k_rule_scales_the_papers_500_to_the_pool():
+    from embeval_analysis.a2eval.sampling import default_k, resolve_k
+
+    assert default_k(24519) == 500 and default_k(100_000) == 500  # the paper's pool size and beyond
+    assert default_k(600) == 12 and default_k(300) == 6 and default_k(50) == 4
+    k, rule = resolve_k("auto", 600)
+    assert k == 12 and "default rule" in rule and "24519" in rule
+    assert resolve_k(8, 600) == (8, "K = 8 per dimension (configured)")
+    assert resolve_k({"counting": 3}, 600)[0] == {"counting": 3, "default": 12}
+    with pytest.raises(Exception, match="k_per_dim"):
+        resolve_k(0, 600)
+
+
+def test_measured_speedup_times_the_same_subjects_on_both(curated):
+    cfg, items, res, X, cur = curated
+    subj = P.make_subjects(cfg)[:3]
+    t_full, t_sub, sub = P.measure_speedup(subj, items, cur.selection.indices)
+    assert t_full > t_sub > 0
+    np.testing.assert_array_equal(sub.scores, res.scores[:3][:, cur.selection.indices])
+    c = F.cost_summary(len(items), len(cur.selection.indices), t_full, t_sub)
+    assert c["speedup"] == pytest.approx(t_full / t_sub) and c["items_ratio"] == len(items) / len(cur.selection.indices)
+    assert np.isnan(F.cost_summary(10, 2)["speedup"])
+
+
 @pytest.mark.slow  # the module fixture curates a 600-item pool (~30 s)
 def test_curated_subset_is_small_and_ranks_like_the_full_pool(curated):
     cfg, items, res, X, cur = curated
@@ -64,7 +134,10 @@ def test_curated_subset_is_small_and_ranks_like_the_full_pool(curated):
     assert b["spearman"]["value"] > rnd["spearman_mean"]["hi"]  # above the interval of the random mean
     assert rnd["n_seeds"] == 20 and len(rnd["spearman_all"]) == 20
     assert set(rep["redundancy"]) == {"counting", "spatial", "affordance", "physics", "planning", "dynamics"}
-    assert "Spearman" in P.format_report(rep)
+    assert rep["headline"] == "a2eval_balanced" and rep["better_than_random"]
+    assert rep["k_rule"] == "K = 8 per dimension (configured)" and set(rep["k_per_dim"].values()) == {8}
+    text = P.format_report(rep)
+    assert "Spearman" in text and text.index("balanced mean") < text.index("mass-weighted") and "K = 8" in text
 
 
 class _CoderDouble:
@@ -111,6 +184,7 @@ def test_eval_agent_feeds_errors_back_and_exports_lmms_task(curated, tmp_path):
     assert syn.probe_fidelity["numeric"] == 1.0 and not syn.failed
     ev = evaluate(syn, subj[:2], numeric)
     assert ev.scorer_fidelity == 1.0 and np.all(np.isfinite(ev.synth_scores))
+    _check_agent_fidelity(ev, subj[:2], numeric)
 
     # rule-based roles produce working code for every answer type; export and read back
     subset = [items[i] for i in cur.selection.indices]

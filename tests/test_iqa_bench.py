@@ -275,3 +275,18 @@ def test_corr_agrees_with_scoring_stats():
         for k in ("srcc", "krcc", "plcc", "plcc_4pl"):
             assert got[k] == pytest.approx(getattr(ref, k), abs=1e-9)
     assert _corr(np.ones(5), np.arange(5.0), True)["srcc"] == 0.0
+
+
+def test_summary_reports_mean_and_median_over_splits():
+    """The paper reports the mean over splits; the summary keeps the median beside it."""
+    import pandas as pd
+
+    from embeval_analysis.iqa.bench import summarise
+
+    vals = [0.1, 0.5, 0.6]
+    per = pd.DataFrame([{"metric": "m", "mode": "NR", "kind": "trained", "target": "decision", "breakdown": "all",
+                         "group": "all", "split": s, "srcc": v, "krcc": v / 2, "plcc": v, "plcc_4pl": v, "n": 10}
+                        for s, v in enumerate(vals)])
+    r = summarise(per).iloc[0]
+    assert r["srcc"] == pytest.approx(0.5) and r["srcc_mean"] == pytest.approx(0.4)
+    assert r["krcc_mean"] == pytest.approx(0.2) and r["n_splits"] == 3

@@ -73,26 +73,46 @@ def test_build_one_sampled_level_per_reference_and_type(db):
 
 
 def test_decision_matches_independent_recomputation(db):
-    """Re-run the policies by hand on the stored images and score with embeval.scoring.decision."""
+    """Re-run the policies by hand on the stored images; the per-pair form with embeval.scoring.decision,
+    the database's Decision (the paper's min-max normalisation over the whole corpus) written out."""
+    from scipy.spatial.transform import Rotation
+
     from embeval.action import Observation
-    from embeval.scoring.decision import decision_score
+    from embeval.runs.runner import load_run_spec
+    from embeval.runs.store import ResultsStore
+    from embeval.scoring.decision import DecisionConfig, decision_score
     from embeval.subjects.scripted import ImageStatsPolicy
 
     out, _, scores = db
     subj = pd.read_csv(out / "subject_scores.csv")
+    with ResultsStore(out / "run" / "results.sqlite") as st:
+        res = st.results(load_run_spec(out / "run").hash)
+
+    def dists(a, b):
+        rot = [(Rotation.from_euler("xyz", x[3:6]).inv() * Rotation.from_euler("xyz", y[3:6])).magnitude() for x, y in zip(a, b)]
+        return np.linalg.norm(a[:, :3] - b[:, :3], axis=1), np.array(rot)
+
+    all_d = [dists(np.array(o["reference_actions"]), np.array(o["distorted_actions"])) for o in res.values() if o["kind"] == "policy"]
+    dt, dr = np.concatenate([d[0] for d in all_d]), np.concatenate([d[1] for d in all_d])
     row = scores.iloc[5]
     ref = np.asarray(Image.open(out / row["ref_path"]).convert("RGB"))
     dist = np.asarray(Image.open(out / row["path"]).convert("RGB"))
     vals = []
     for sid, scale in (("stats-a", 0.05), ("stats-b", 0.2)):
         p = ImageStatsPolicy(scale=scale)
-        a = [p.act(Observation(images={"third_person": ref})).vector for _ in range(5)]
-        b = [p.act(Observation(images={"third_person": dist})).vector for _ in range(5)]
-        expect = decision_score(np.array(a), np.array(b)).total
-        got = subj[(subj["image_id"] == row["image_id"]) & (subj["subject"] == sid)]["decision"].item()
-        assert got == pytest.approx(expect, abs=1e-9)
+        a = np.array([p.act(Observation(images={"third_person": ref})).vector for _ in range(5)])
+        b = np.array([p.act(Observation(images={"third_person": dist})).vector for _ in range(5)])
+        got = subj[(subj["image_id"] == row["image_id"]) & (subj["subject"] == sid)]
+        per_pair = decision_score(a, b, DecisionConfig(normalisation="per_pair")).total
+        assert got["decision_per_pair"].item() == pytest.approx(per_pair, abs=1e-9)
+        pt, pr = dists(a, b)
+        pos = 1 - (pt - dt.min()) / np.ptp(dt)
+        rot = 1 - (pr - dr.min()) / np.ptp(dr) if np.ptp(dr) > 0 else np.ones(5)
+        expect = np.sum((pos + rot + 1 - np.abs(a[:, 6] - b[:, 6])) / 3)
+        assert got["decision"].item() == pytest.approx(expect, abs=1e-9)
         vals.append(expect)
     assert row["decision"] == pytest.approx(np.mean(vals), abs=1e-9)  # the image's score = mean over subjects
+    assert subj["position"].max() == pytest.approx(5.0)  # the least-moved pairs of the corpus score 1 each
 
 
 def test_cognition_is_corpus_scored_and_identical_answers_score_15(db):

@@ -125,3 +125,126 @@ def test_iqa_build_from_rosbag_topic(tmp_path, subjects, encoding, capsys):
                  "--topic", "/nope", "--subjects", *subjects]) == 2
     err = capsys.readouterr().err
     assert "/nope is not in bag" in err and "/cam/color" in err
+
+
+def _write_run_bag(folder, frames: np.ndarray, with_tcp: bool = True) -> None:
+    """A recorded run in one bag (rosbags' writer): camera at 10 Hz, /joint_states at 30 Hz (UR names +
+    embeval's gripper_opening, joints moving), TCP pose at 30 Hz, an instruction that changes half-way,
+    episode events and the run's score record."""
+    import json as _json
+
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_KILTED)
+    T = ts.types
+    Time, Header = T["builtin_interfaces/msg/Time"], T["std_msgs/msg/Header"]
+
+    def hdr(t):
+        return Header(Time(t // 10**9, t % 10**9), "base")
+
+    t0 = 2_000_000_000
+    with Writer(folder, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        cam = w.add_connection("/camera/camera/color/image_raw", "sensor_msgs/msg/Image", typestore=ts)
+        js = w.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=ts)
+        tcp = w.add_connection("/tcp_pose_broadcaster/pose", "geometry_msgs/msg/PoseStamped", typestore=ts)
+        ins = w.add_connection("/embeval/instruction", "std_msgs/msg/String", typestore=ts)
+        ev = w.add_connection("/embeval/events", "std_msgs/msg/String", typestore=ts)
+        sc = w.add_connection("/embeval/scores", "std_msgs/msg/String", typestore=ts)
+        S = T["std_msgs/msg/String"]
+        msgs = [(t0 - 5_000_000, ins, S("pick up the red cube"), "std_msgs/msg/String"),
+                (t0 - 4_000_000, ev, S(_json.dumps({"event": "episode_start", "item": "it1", "distortion": "none",
+                                                    "level": 0, "instruction": "pick up the red cube"})), "std_msgs/msg/String"),
+                (t0 + 2_050_000_000, ins, S("put the cube in the bowl"), "std_msgs/msg/String"),
+                (t0 + 4_000_000_000, ev, S(_json.dumps({"event": "episode_end", "success": True})), "std_msgs/msg/String"),
+                (t0 + 4_100_000_000, sc, S(_json.dumps({"item": "it1", "subject": "p", "distortion": "none", "level": 0,
+                                                        "seed": 0, "scores": {"execution": 87.5}})), "std_msgs/msg/String")]
+        for i, f in enumerate(frames):
+            t = t0 + i * 100_000_000
+            msgs.append((t, cam, T["sensor_msgs/msg/Image"](hdr(t), H, W, "rgb8", 0, W * 3, np.ascontiguousarray(f).reshape(-1)),
+                         "sensor_msgs/msg/Image"))
+        for j in range(125):
+            t = t0 - 20_000_000 + j * 33_333_333
+            q = [0.1 * j * 0.0333, -1.2, 1.1 + 0.01 * j, -1.5, -1.57, 0.0]
+            names = ["shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint",
+                     "wrist_3_joint", "gripper_opening"]
+            msgs.append((t, js, T["sensor_msgs/msg/JointState"](hdr(t), names, np.array(q + [1.0 - j / 125]),
+                                                                 np.zeros(7), np.zeros(7)), "sensor_msgs/msg/JointState"))
+            if with_tcp:
+                P, Pt, Q = T["geometry_msgs/msg/PoseStamped"], T["geometry_msgs/msg/Pose"], T["geometry_msgs/msg/Quaternion"]
+                pose = Pt(T["geometry_msgs/msg/Point"](0.4 + 0.001 * j, 0.0, 0.3), Q(1.0, 0.0, 0.0, 0.0))
+                msgs.append((t + 1_000_000, tcp, P(hdr(t), pose), "geometry_msgs/msg/PoseStamped"))
+        for t, conn, m, typ in sorted(msgs, key=lambda x: x[0]):
+            w.write(conn, t, ts.serialize_cdr(m, typ))
+
+
+def test_iqa_build_from_a_single_mcap_file_takes_state_task_and_outcome_from_the_bag(tmp_path, subjects):
+    """`embeval iqa build --source rosbag --path FILE.mcap --tasks tasks.yaml`: per frame the joint state
+    nearest in time (judged with the independent mcap / mcap-ros2-support reader), the TCP pose, the
+    instruction then in force, the run's Execution score."""
+    mcap_ros2 = pytest.importorskip("mcap_ros2.reader")
+    frames = _frames(40, 3)
+    _write_run_bag(tmp_path / "bagdir", frames)
+    (mcap,) = list((tmp_path / "bagdir").glob("*.mcap"))
+    single = tmp_path / "run.mcap"
+    single.write_bytes(mcap.read_bytes())  # one .mcap file, no metadata.yaml beside it
+    (tmp_path / "tasks.yaml").write_text(yaml.safe_dump({"*": ["open the drawer", "wipe the table"]}))
+    db = tmp_path / "db"
+    assert main(["iqa", "build", "--out", str(db), "--source", "rosbag", "--path", str(single), "--tasks",
+                 str(tmp_path / "tasks.yaml"), "--distortions", "darken", "--levels", "1", "--subjects", *subjects]) == 0
+    # the judge: the bag read back with mcap-ros2-support (log time = the bag's receive time)
+    js, tcp, cam = [], [], []
+    with open(single, "rb") as fh:
+        for m in mcap_ros2.read_ros2_messages(fh):
+            if m.channel.topic == "/joint_states":
+                js.append((m.log_time_ns, list(m.ros_msg.position)))
+            elif m.channel.topic == "/tcp_pose_broadcaster/pose":
+                p = m.ros_msg.pose
+                tcp.append((m.log_time_ns, [p.position.x, p.position.y, p.position.z, p.orientation.x, p.orientation.y,
+                                            p.orientation.z, p.orientation.w]))
+            elif m.channel.topic == "/camera/camera/color/image_raw":
+                cam.append(m.log_time_ns)
+    assert len(cam) == 40 and len(js) == 125
+
+    def nearest(rows, t):
+        return min(rows, key=lambda r: abs(r[0] - t))[1]
+
+    man = json.loads((db / "manifest.json").read_text())
+    refs = {r["ref_id"]: r for r in man["references"]}
+    ids = ["bag_000000", "bag_000010", "bag_000020", "bag_000030"]
+    assert sorted(refs) == ids
+    joints = []
+    for i in ids:
+        k = int(i.split("_")[1])
+        want = nearest(js, cam[k])
+        st = refs[i]["state"]
+        assert st["joint_positions"] == pytest.approx(want[:6], abs=1e-12)
+        assert st["gripper"] == pytest.approx([want[6]], abs=1e-12)
+        assert st["tcp_pose"] == pytest.approx(nearest(tcp, cam[k]), abs=1e-12)
+        joints.append(st["joint_positions"])
+        assert np.array_equal(np.asarray(Image.open(db / refs[i]["path"]).convert("RGB")), frames[k])
+        first = "pick up the red cube" if cam[k] < cam[0] + 2_050_000_000 else "put the cube in the bowl"
+        assert refs[i]["tasks"][:3] == [first, "open the drawer", "wipe the table"]
+        assert refs[i]["outcome"] == {"item": "it1", "distortion": "none", "level": 0, "execution": 87.5}
+        assert refs[i]["scene_id"] == "bag_ep_it1_none_0"
+    assert len({tuple(j) for j in joints}) == 4  # the state differs per frame
+    scores = pd.read_csv(db / "scores.csv")
+    assert (scores["run_execution"] == 87.5).all()
+
+
+def test_rosbag_source_without_tcp_topic_uses_forward_kinematics_and_checks_gaps(tmp_path):
+    from scipy.spatial.transform import Rotation
+
+    from embeval.errors import InvalidInputError
+    from embeval.kinematics.ur import UR5
+    from embeval_analysis.iqa.sources import rosbag_source
+
+    _write_run_bag(tmp_path / "bag", _frames(12, 1), with_tcp=False)
+    refs = rosbag_source(tmp_path / "bag", stride=5)
+    assert [r.ref_id for r in refs] == ["bag_000000", "bag_000005", "bag_000010"]
+    for r in refs:
+        T = UR5().fk(np.array(r.state["joint_positions"]), frame="base")
+        assert r.state["tcp_pose"][:3] == pytest.approx(T[:3, 3].tolist())
+        assert abs(np.dot(r.state["tcp_pose"][3:], Rotation.from_matrix(T[:3, :3]).as_quat())) == pytest.approx(1.0)
+    with pytest.raises(InvalidInputError, match="max_state_gap_s"):
+        rosbag_source(tmp_path / "bag", max_state_gap_s=1e-6)

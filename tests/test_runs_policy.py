@@ -64,6 +64,29 @@ def test_decision_scores_match_an_independent_computation(tmp_path):
             assert o["decision"] == pytest.approx(2.0)
     stats = {(r["distortion"], r["level"]): r["outputs"]["decision"] for r in rows if r["subject"] == "stats" and r["item"] == "item00000"}
     assert stats[("darken", 5)] < stats[("darken", 2)] < 2.0  # darker image, more different action
+    _check_corpus_report(spec, tmp_path / "run", rows)
+
+
+def _check_corpus_report(spec, run_dir, rows):
+    """The report's Decision: the paper's min-max normalisation over every unit of the run, written out."""
+    from embeval.runs.evaluators.policy_decision import PolicyDecisionEvaluator, corpus_decision
+    from embeval.runs.export import results_frame
+
+    dt = np.concatenate([r["outputs"]["position_distance_m"] for r in rows])
+    dr = np.concatenate([r["outputs"]["rotation_distance_rad"] for r in rows])
+    assert dt.min() == 0.0 and dt.max() > 0 and dr.max() == 0.0  # 'none' units anchor 0; no policy rotates
+    with ResultsStore(run_dir / "results.sqlite") as st:
+        frame = results_frame(st)
+    got = corpus_decision(frame, spec.params)
+    for (_, f), dec in zip(frame.iterrows(), got.itertuples()):
+        o = next(r["outputs"] for r in rows if (r["subject"], r["item"], r["distortion"], r["level"]) ==
+                 (f["subject"], f["item"], f["distortion"], f["level"]))
+        pos = 1 - np.asarray(o["position_distance_m"]) / dt.max()
+        a, b = np.array(o["reference_actions"]), np.array(o["distorted_actions"])
+        state = 1 - np.abs(a[:, 6] - b[:, 6])
+        assert dec.decision == pytest.approx(np.sum((pos + 1.0 + state) / 3), abs=1e-12)
+    sec = PolicyDecisionEvaluator().report_sections(spec, frame, "stamp")
+    assert "corpus" in sec[0].caption and "20 units" in sec[0].caption
 
 
 def test_policy_subject_errors_fail_before_work(tmp_path):

@@ -152,3 +152,37 @@ def test_diffusion_policy_roundtrip(tmp_path):
     assert np.all(np.abs(a.vector[:6]) <= lim[:6].numpy() + 1e-6) and 0.0 <= a.gripper <= 1.0
     hs = subject.hidden_states(_obs(0), layers=["diffusion.unet.mid_modules.0"])
     assert hs["diffusion.unet.mid_modules.0"].shape == (1, 32)  # (B, C, T) pooled over T
+
+
+def test_two_arm_policy_acts_with_the_arm_of_larger_motion(tmp_path):
+    """arms: 2 on a 14-dim ACT output: each step takes the arm that moves most, unless action_indices is given."""
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=16, n_heads=2, dim_feedforward=32,
+                    n_encoder_layers=1, n_decoder_layers=1, use_vae=False, chunk_size=1, n_action_steps=1,
+                    input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
+                                    "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))},
+                    output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(14,))})
+    torch.manual_seed(0)
+    policy = ACTPolicy(cfg).eval()
+    stats = {"observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
+             "observation.state": {"mean": torch.zeros(6), "std": torch.ones(6)},
+             "action": {"mean": torch.zeros(14), "std": torch.ones(14)}}
+    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
+    policy.save_pretrained(tmp_path), pre.save_pretrained(tmp_path), post.save_pretrained(tmp_path)
+    spec = {"kind": "policy", "adapter": "lerobot", "path": str(tmp_path), "params": {"arms": 2}}
+    left, right = [0.01, 0, 0, 0, 0, 0, 1.0], [0, 0.04, 0.03, 0, 0, 0.1, 0.0]
+    subject = load_subject(spec)
+    for out, want in ((left + right, right), (right + left, right), (left + left, left)):  # tie: the first arm
+        subject.policy.select_action = lambda batch, out=out: torch.tensor([out])
+        subject.reset("x")
+        np.testing.assert_allclose(subject.act(_obs(0)).vector, want, atol=1e-6)
+    fixed = load_subject({**spec, "params": {"arms": 2, "action_indices": [7, 8, 9, 10, 11, 12, 13]}})
+    fixed.policy.select_action = lambda batch: torch.tensor([right + left])
+    fixed.reset("x")
+    np.testing.assert_allclose(fixed.act(_obs(0)).vector, left, atol=1e-6)
+    with pytest.raises(ConfigError, match="arms"):
+        load_subject({**spec, "params": {"arms": 3}})

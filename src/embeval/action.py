@@ -22,6 +22,8 @@ Conventions:
   an opening below 0.5 means "closed", 0.5 and above "open". A command acts only when it lies on the
   other side of 0.5 than the gripper's current opening; then the fingers close fully (0) or open fully
   (1). Every backend executes an action in the same order: first the move (or a hold), then the gripper.
+- two-arm (k-arm) outputs are ``7 k`` numbers, one 7-vector per arm; :func:`arm_of_larger_motion`
+  names the arm that moves most (the Embodied-IQA paper scores that arm).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from scipy.spatial.transform import Rotation
 from embeval.errors import InvalidInputError
 
 __all__ = [
+    "arm_of_larger_motion",
     "GRIPPER_CLOSED_BELOW", "Action", "ActionSpec", "Observation", "apply_delta", "as_pose6", "check_image",
     "gripper_closed", "gripper_command", "matrix_to_rpy", "pose6_to_pose7", "pose_delta", "rpy_to_matrix",
 ]
@@ -108,6 +111,15 @@ class Action:
     def hold(cls, gripper: float = 1.0) -> "Action":
         """The safe hold action: no motion, gripper unchanged at ``gripper``."""
         return cls(np.array([0, 0, 0, 0, 0, 0, gripper], dtype=np.float64))
+
+
+def arm_of_larger_motion(action: Sequence[float]) -> int:
+    """The arm (0-based) whose 7-vector in a ``(7 k,)`` action moves most: largest translation norm,
+    ties by rotation norm, then the first arm."""
+    v = np.asarray(action, dtype=np.float64).reshape(-1, 7)
+    t = np.round(np.linalg.norm(v[:, :3], axis=1), 12)
+    r = np.round(np.linalg.norm(v[:, 3:6], axis=1), 12)
+    return int(np.lexsort((np.arange(len(v)), -r, -t))[0])
 
 
 @dataclass

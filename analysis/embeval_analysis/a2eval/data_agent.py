@@ -48,7 +48,7 @@ class DataAgentConfig:
     max_retries: int = 2
     sample_size: int = 40  # items shown to the proposer / reviewer per round
     probe_size: int = 80  # items the assigner labels per round for the balance statistics
-    k_per_dim: Any = 10  # int or {dimension: K, default: K}
+    k_per_dim: Any = "auto"  # int, {dimension: K, default: K} or "auto" (sampling.default_k: the paper's 500/24,519 scaled)
     keep_other: bool = False  # sample 'other' items too (as their own stratum)
     seed: int = 0
     cache: str | None = None  # LLM call cache (SQLite) shared by all roles
@@ -243,7 +243,7 @@ def curate(items: Sequence[Any], cfg: DataAgentConfig | None = None, embed_cfg=N
            agent: DataAgent | None = None, X: np.ndarray | None = None) -> Curation:
     """Induce dimensions, assign every item, embed, k-means per dimension; saves to ``out`` if given.
     ``X`` (precomputed embeddings) skips the embedding step."""
-    from embeval_analysis.a2eval.sampling import diversity_sample, embed_items
+    from embeval_analysis.a2eval.sampling import diversity_sample, embed_items, resolve_k
 
     cfg = cfg or DataAgentConfig()
     agent = agent or DataAgent(cfg, memory_path=(Path(out) / "memory.jsonl") if out else None)
@@ -260,7 +260,9 @@ def curate(items: Sequence[Any], cfg: DataAgentConfig | None = None, embed_cfg=N
         X = embed_items(items, embed_cfg)
     t["embed"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    sel = diversity_sample(X, asg.labels, cfg.k_per_dim, cfg.seed, exclude=() if cfg.keep_other else (OTHER,))
+    k, k_rule = resolve_k(cfg.k_per_dim, len(items))
+    sel = diversity_sample(X, asg.labels, k, cfg.seed, exclude=() if cfg.keep_other else (OTHER,))
+    sel.k_rule = k_rule
     t["sample"] = time.perf_counter() - t0
     cur = Curation(ind.dimensions, ind, asg, sel, [it.id for it in items], t)
     if out:

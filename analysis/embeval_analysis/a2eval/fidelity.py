@@ -7,7 +7,11 @@
 - :func:`random_baseline`: the same statistics for ``n_seeds`` (>= 20) random subsets of equal size.
 - :func:`kcenter`: the greedy k-center baseline subset on the same embeddings.
 - :func:`redundancy`: per-dimension near-duplicate statistics of the pool's embeddings.
-- :func:`cost_summary`: items and subject-seconds of the full pool vs the subset, and the speed-up.
+- :func:`cost_summary`: items of the full pool vs the subset, and the measured wall-clock speed-up.
+- :func:`final_score_fidelity`: the paper's ``1 - |S_agent - S_ref| / |S_ref|`` per benchmark.
+- :func:`inference_fidelity`: normalised edit similarity of the synthesised inference's outputs to
+  the reference harness's outputs.
+- :func:`pair_correlation` / :func:`pairwise_table`: Spearman, Kendall tau-b and tau-a of two columns.
 
 Statistics come from scipy (``spearmanr``, ``kendalltau`` variant b, ``pearsonr``); model-resampling
 intervals from :func:`embeval.scoring.stats.bootstrap_ci`.
@@ -212,13 +216,16 @@ def redundancy(X: np.ndarray, labels: Sequence[str], dup_threshold: float = 0.98
     return out
 
 
-def cost_summary(n_full: int, n_subset: int, seconds_per_item: Sequence[float] | None = None) -> dict[str, float]:
-    """Items and (if per-item inference seconds per subject are given) subject-seconds, full vs subset."""
+def cost_summary(n_full: int, n_subset: int, seconds_full: float | None = None,
+                 seconds_subset: float | None = None) -> dict[str, float]:
+    """Items full vs subset (``items_ratio``), and the measured wall-clock ``speedup`` =
+    ``seconds_full / seconds_subset`` of evaluating the same subjects on both (NaN when not measured)."""
     out = {"items_full": float(n_full), "items_subset": float(n_subset),
-           "reduction": 1.0 - n_subset / n_full, "speedup": n_full / max(n_subset, 1)}
-    if seconds_per_item is not None:
-        spi = float(np.sum(seconds_per_item))
-        out.update(seconds_full=spi * n_full, seconds_subset=spi * n_subset)
+           "reduction": 1.0 - n_subset / n_full, "items_ratio": n_full / max(n_subset, 1),
+           "seconds_full": float("nan"), "seconds_subset": float("nan"), "speedup": float("nan")}
+    if seconds_full is not None and seconds_subset is not None:
+        out.update(seconds_full=float(seconds_full), seconds_subset=float(seconds_subset),
+                   speedup=float(seconds_full) / max(float(seconds_subset), 1e-9))
     return out
 
 
@@ -243,3 +250,119 @@ def ranking_table(path: str, reference: str, others: Sequence[str] | None = None
         raise ConfigError(f"{path}: no column(s) {missing}; has {list(df.columns)}")
     return {c: rank_agreement(df[reference].to_numpy(float), df[c].to_numpy(float), df["model"].astype(str).tolist(),
                               n_boot, seed) for c in others}
+
+
+@dataclass
+class PairCorrelation:
+    """Point rank correlations of two score columns over the same ``n`` models.
+
+    ``kendall_a = (C - D) / (n (n - 1) / 2)``; ``kendall_b`` divides ``C - D`` by the geometric mean of the
+    pairs untied in each column (scipy's ``kendalltau(variant='b')``), so the two agree when neither column
+    has ties. Without ties ``C + D = n (n - 1) / 2``, hence ``kendall_a = 1 - 2 D / (n (n - 1) / 2)`` moves in
+    steps of ``2 / (n (n - 1) / 2)`` (1/39 for 13 models)."""
+
+    a: str
+    b: str
+    n: int
+    spearman: float
+    kendall_b: float
+    kendall_a: float
+    concordant: int
+    discordant: int
+    ties: int  # pairs tied in a, in b or in both
+
+
+def pair_correlation(a: Sequence[float], b: Sequence[float], name_a: str = "a", name_b: str = "b") -> PairCorrelation:
+    """Spearman rho, Kendall tau-b (scipy) and tau-a (counted here) of two score vectors."""
+    x, y = np.asarray(a, float), np.asarray(b, float)
+    if x.shape != y.shape or x.ndim != 1 or len(x) < 3:
+        raise InvalidInputError(f"pair_correlation needs two equal-length score vectors of >= 3 models, got {x.shape} and {y.shape}")
+    rho, tau_b, _ = _corrs(x, y)
+    sign = np.sign(x[:, None] - x[None, :]) * np.sign(y[:, None] - y[None, :])
+    iu = np.triu_indices(len(x), 1)
+    s = sign[iu]
+    c, d = int(np.sum(s > 0)), int(np.sum(s < 0))
+    return PairCorrelation(name_a, name_b, len(x), rho, tau_b, (c - d) / len(s), c, d, int(len(s) - c - d))
+
+
+def pairwise_table(path: str, columns: Sequence[str] | None = None) -> list[PairCorrelation]:
+    """Every pair of score columns of a ``model,<suite>...`` CSV (a paper's ranking table's bottom rows)."""
+    import itertools
+
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    cols = list(columns or [c for c in df.columns if c != "model"])
+    return [pair_correlation(df[p].to_numpy(float), df[q].to_numpy(float), p, q) for p, q in itertools.combinations(cols, 2)]
+
+
+# --------------------------------------------------------------------------- Eval Agent fidelity
+
+
+def final_score_fidelity(agent: np.ndarray, reference: np.ndarray, groups: Sequence[str],
+                         subjects: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """The paper's score fidelity ``1 - |S_agent - S_ref| / |S_ref|`` per benchmark (``groups[i]`` names
+    item i's benchmark) and subject, where ``S`` is the subject's final score on the benchmark: the mean
+    of its item scores (``agent``: synthesised inference + scorer; ``reference``: the reference harness;
+    both subjects x items, NaN = no score, counted as 0). ``S_ref = 0`` gives NaN (undefined).
+    The formula is unbounded below (a subject with a small ``S_ref`` can score far below 0), so the
+    median over subjects is returned beside the mean.
+    Returns ``{benchmark: {"items", "per_subject": {s: fid}, "s_agent", "s_ref", "mean", "median"}}``
+    plus ``"all"``."""
+    A, R = np.nan_to_num(np.asarray(agent, float)), np.nan_to_num(np.asarray(reference, float))
+    groups = np.asarray(list(groups))
+    if A.shape != R.shape or A.shape[1] != len(groups):
+        raise InvalidInputError(f"final_score_fidelity: shapes {A.shape} / {R.shape} for {len(groups)} items")
+    out: dict[str, dict[str, Any]] = {}
+    for g in sorted(set(groups.tolist())) + ["all"]:
+        cols = np.ones(len(groups), bool) if g == "all" else groups == g
+        sa, sr = A[:, cols].mean(axis=1), R[:, cols].mean(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fid = np.where(np.abs(sr) > 0, 1.0 - np.abs(sa - sr) / np.abs(sr), np.nan)
+        ok = np.isfinite(fid).any()
+        out[g] = {"items": int(cols.sum()), "per_subject": dict(zip(subjects, fid.tolist())),
+                  "s_agent": sa.tolist(), "s_ref": sr.tolist(),
+                  "mean": float(np.nanmean(fid)) if ok else float("nan"),
+                  "median": float(np.nanmedian(fid)) if ok else float("nan")}
+    return out
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions, cost 1 each) between two strings."""
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def normalised_edit_similarity(a: str | None, b: str | None) -> float:
+    """``1 - edit_distance(a, b) / max(len(a), len(b))`` (1 for two empty strings; 0 when one output is
+    missing)."""
+    if a is None or b is None:
+        return 0.0
+    n = max(len(a), len(b))
+    return 1.0 if n == 0 else 1.0 - edit_distance(a, b) / n
+
+
+def inference_fidelity(agent_outputs: Sequence[Sequence[str | None]], reference_outputs: Sequence[Sequence[str | None]],
+                       groups: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Inference fidelity of the synthesised ``run_vlm_inference``: the mean normalised edit similarity
+    of its outputs to the reference harness's outputs for the same subject and item, per benchmark
+    (``groups``) and ``"all"``, with the share of exactly equal outputs."""
+    groups = list(groups)
+    sims: dict[str, list[float]] = {}
+    exact: dict[str, list[bool]] = {}
+    for row_a, row_r in zip(agent_outputs, reference_outputs):
+        if len(row_a) != len(groups) or len(row_r) != len(groups):
+            raise InvalidInputError(f"inference_fidelity: rows of {len(row_a)} / {len(row_r)} outputs for {len(groups)} items")
+        for g, a, r in zip(groups, row_a, row_r):
+            for key in (g, "all"):
+                sims.setdefault(key, []).append(normalised_edit_similarity(a, r))
+                exact.setdefault(key, []).append(a is not None and a == r)
+    return {g: {"outputs": float(len(v)), "similarity": float(np.mean(v)), "exact": float(np.mean(exact[g]))}
+            for g, v in sorted(sims.items(), key=lambda kv: (kv[0] == "all", kv[0]))}

@@ -121,6 +121,36 @@ def embed_items(items: Sequence[Any], cfg: EmbedConfig | None = None) -> np.ndar
 
 # --------------------------------------------------------------------------- k-means per dimension
 
+#: The A2Eval paper keeps K = 500 clusters per dimension on its pool of 24,519 items.
+PAPER_K, PAPER_POOL = 500, 24519
+K_MIN = 4  # floor of the default rule, so that small pools keep a few examples per dimension
+
+
+def default_k(n_items: int) -> int:
+    """The default K per dimension: the paper's ratio scaled to the pool,
+    ``K = min(500, max(4, round(500 * n_items / 24519)))`` (500 for pools of the paper's size; 12 for
+    600 items; never below 4)."""
+    if n_items < 1:
+        raise ConfigError(f"default_k: the pool is empty ({n_items} items)")
+    return int(min(PAPER_K, max(K_MIN, round(PAPER_K * n_items / PAPER_POOL))))
+
+
+def resolve_k(k: Any, n_items: int) -> tuple[int | Mapping[str, int], str]:
+    """``k_per_dim`` from a config (an int, a ``{dimension: K, default: K}`` mapping, or ``"auto"``/None
+    for :func:`default_k`) and a one-line description of where it came from, for the report."""
+    if k is None or k == "auto":
+        K = default_k(n_items)
+        return K, (f"K = {K} per dimension (default rule: min({PAPER_K}, max({K_MIN}, round({PAPER_K} x {n_items} / "
+                   f"{PAPER_POOL}))), the paper's {PAPER_K} per {PAPER_POOL} items scaled to this pool)")
+    if isinstance(k, Mapping):
+        k = dict(k)
+        if "default" not in k or k["default"] == "auto":
+            k["default"] = default_k(n_items)
+        return k, f"K per dimension configured: {k}"
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigError(f"data_agent.k_per_dim must be a positive integer, a mapping or 'auto', got {k!r}")
+    return int(k), f"K = {int(k)} per dimension (configured)"
+
 
 @dataclass
 class Selection:
@@ -131,6 +161,7 @@ class Selection:
     dimensions: list[str]
     cluster_of: list[int] = field(default_factory=list)  # pool item -> index into ``indices`` of its representative
     k_per_dim: dict[str, int] = field(default_factory=dict)
+    k_rule: str = ""  # where K came from (configured or the default rule), shown in the report
 
     def estimate(self, item_scores: Sequence[float] | np.ndarray, weighted: bool = True) -> np.ndarray:
         """Benchmark score from the subset: ``scores[..., indices]`` averaged with cluster-mass weights

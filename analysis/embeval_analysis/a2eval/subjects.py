@@ -215,6 +215,12 @@ def embedded_population(n: int = 10, seed: int = 0, spread: float = 1.0, low: fl
     return subs
 
 
+def clear_memo() -> None:
+    """Forget the memoised solutions of the rule-based solvers (before a timing, so that both timed
+    runs start cold)."""
+    _SOLVED.clear()
+
+
 def default_prompt(item) -> str:
     """The plain prompt used to collect per-example results (question, options, answer format)."""
     fmt = {"mc": "Answer with the option letter.", "numeric": "Answer with a number.",

@@ -130,7 +130,10 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
             Image.fromarray(r.image).save(rp)
         references.append({"ref_id": r.ref_id, "path": str(rp.relative_to(db)), "tasks": r.tasks, "scene_id": r.scene_id,
                            "view": r.view, "source": r.source, "state": r.state,
-                           "height": int(r.image.shape[0]), "width": int(r.image.shape[1]), "sim_seed": r.sim_seed})
+                           "height": int(r.image.shape[0]), "width": int(r.image.shape[1]), "sim_seed": r.sim_seed,
+                           "outcome": r.outcome})
+        # a recorded run's Execution score of the episode the reference frame was captured in (rosbag source)
+        run_ex = {"run_execution": r.outcome["execution"]} if r.outcome and r.outcome.get("execution") is not None else {}
         for n in names:
             for lv in _levels_for(cfg, r.ref_id, n):
                 image_id = f"{r.ref_id}__{n}__{lv}"
@@ -140,7 +143,7 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
                     Image.fromarray(img).save(p)
                 images.append({"image_id": image_id, "ref_id": r.ref_id, "path": str(p.relative_to(db)),
                                "ref_path": str(rp.relative_to(db)), "distortion": n, "category": cats[n], "level": lv,
-                               "scene_id": r.scene_id, "view": r.view, "source": r.source})
+                               "scene_id": r.scene_id, "view": r.view, "source": r.source, **run_ex})
     manifest = {"config": asdict(cfg), "code_version": code_version(), "references": references, "images": images}
     (db / "manifest.json").write_text(json.dumps(manifest, indent=1))
     import pandas as pd
@@ -196,25 +199,36 @@ def score_subjects(cfg: BuildConfig, db: str | Path, log: Log | None = print, pr
 def aggregate(db: str | Path, log: Log | None = print):
     """Per-subject and mean scores from the run store -> ``subject_scores.csv`` and ``scores.csv``.
 
-    Cognition is scored over the whole corpus of answers in one call (CIDEr-D needs the corpus)."""
+    Cognition is scored over the whole corpus of answers in one call (CIDEr-D needs the corpus), and so
+    is Decision: the position and rotation distances of every VLA subject's task pairs are min-max
+    normalised over the whole database (the paper's normalisation, :func:`decision_corpus`); the
+    per-pair form stays beside it as ``decision_per_pair``."""
     import pandas as pd
 
     from embeval.runs.runner import load_run_spec
     from embeval.runs.store import ResultsStore
+    import numpy as np
+
     from embeval.scoring.cognition import cognition_scores
+    from embeval.scoring.decision import decision_corpus
 
     db = Path(db)
     spec = load_run_spec(db / "run")
     with ResultsStore(db / "run" / "results.sqlite") as st:
         res = st.results(spec.hash)
-    rows, answers = [], {}
+    rows, answers, actions = [], {}, {}
     for (subject, item, dist, level, _seed), out in res.items():
         image_id = f"{item}__{dist}__{level}"
         if out.get("kind") == "vlm":
             answers[(subject, image_id)] = (out["reference_answers"], out["distorted_answers"])
         else:
-            rows.append({"image_id": image_id, "subject": subject, "kind": "vla", "decision": out["decision"],
-                         "position": out["position"], "rotation": out["rotation"], "state": out["state"]})
+            actions[(subject, image_id)] = (np.asarray(out["reference_actions"]), np.asarray(out["distorted_actions"]),
+                                            out["decision"])
+    if actions:
+        for (subject, image_id), s in zip(actions, decision_corpus([v[:2] for v in actions.values()])):
+            rows.append({"image_id": image_id, "subject": subject, "kind": "vla", "decision": s.total,
+                         "position": s.position, "rotation": s.rotation, "state": s.state,
+                         "decision_per_pair": actions[(subject, image_id)][2]})
     if answers:
         for (subject, image_id), s in cognition_scores(answers).items():
             rows.append({"image_id": image_id, "subject": subject, "kind": "vlm", "cognition": s.total,
@@ -222,7 +236,7 @@ def aggregate(db: str | Path, log: Log | None = print):
     long = pd.DataFrame(rows)
     long.to_csv(db / "subject_scores.csv", index=False)
     images = pd.read_csv(db / "images.csv")
-    parts = {"vla": ["decision", "position", "rotation", "state"], "vlm": ["cognition", "bleu", "rouge_l", "cider_d"]}
+    parts = {"vla": ["decision", "position", "rotation", "state", "decision_per_pair"], "vlm": ["cognition", "bleu", "rouge_l", "cider_d"]}
     out = images.copy()
     for kind, cols in parts.items():
         sub = long[long["kind"] == kind] if not long.empty else long

@@ -8,7 +8,9 @@ state a policy needs). Sources are registered in :data:`SOURCES` by name:
 - ``folder``: an image folder plus a task file (YAML/JSON: ``{"*": [5 tasks], "img.png": [...]}``;
   optional ``views:``/``source:`` mappings of file name -> "first_person"/"third_person", "real"/"simulated").
 - ``lerobot``: a LeRobot v3.0 dataset (every ``stride``-th frame of camera ``camera``; the frame's task).
-- ``rosbag``: a rosbag2 (MCAP) image topic (every ``stride``-th frame); tasks from ``tasks``.
+- ``rosbag``: a rosbag2 bag folder or ``.mcap`` file: every ``stride``-th frame of an image topic,
+  the robot state from ``/joint_states`` (and the TCP pose) nearest in time, the task from the
+  instruction topic, the run's Execution score when its score records are in the bag.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ class IQAReference:
     source: str = "simulated"  # "simulated" | "real"
     state: dict[str, list[float]] = field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_STATE.items()})
     sim_seed: int | None = None  # simulated references: the scene seed (embeval.sim.references.reference_scene)
+    outcome: dict[str, Any] | None = None  # recorded sources: the run's episode and its Execution score
 
 
 def _resize(img: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
@@ -151,25 +154,183 @@ def lerobot_source(path: str | Path, camera: str = "third_person", n: int | None
     return out
 
 
-def rosbag_source(path: str | Path, topic: str = "/camera/camera/color/image_raw", n: int | None = None, stride: int = 10,
-                  size: tuple[int, int] | None = None, tasks: list[str] | None = None, view: str = "third_person",
-                  source: str = "real", **_) -> list[IQAReference]:
-    """Every ``stride``-th image of ``topic`` in a rosbag2 (MCAP) bag; consecutive frames of a bag
-    form one scene per ``stride * 10`` frames (so near-identical frames stay in one split)."""
-    from embeval.camera.bag import BagSource
+#: topics the rosbag source reads besides the images (UR driver and embeval names; override per call)
+BAG_TOPICS = {
+    "joint_topic": "/joint_states",  # sensor_msgs/JointState (UR driver; embeval adds "gripper_opening")
+    "tcp_topic": "/tcp_pose_broadcaster/pose",  # geometry_msgs/PoseStamped, frame base (UR driver)
+    "instruction_topic": "/embeval/instruction",  # std_msgs/String
+    "events_topic": "/embeval/events",  # std_msgs/String JSON: episode_start / episode_end
+    "scores_topic": "/embeval/scores",  # std_msgs/String JSON score records (Execution of each episode)
+}
+UR_JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_1_joint", "wrist_2_joint", "wrist_3_joint")
 
-    src = BagSource(path, topic, loop=False)
+
+def _tasks_from(tasks: list[str] | None, tasks_file: str | Path | None) -> list[str]:
+    """Task list from ``tasks`` or a YAML/JSON ``tasks_file`` (a list, or ``{'*': [...]}`` as the folder source)."""
+    if tasks_file:
+        import yaml
+
+        tf = Path(tasks_file)
+        if not tf.is_file():
+            raise MissingFileError(f"task file {tf} not found; write YAML like {{'*': [five instructions]}}")
+        doc = yaml.safe_load(tf.read_text())
+        doc = doc.get("tasks", doc) if isinstance(doc, dict) else doc
+        doc = doc.get("*") if isinstance(doc, dict) else doc
+        if not isinstance(doc, list):
+            raise ConfigError(f"{tf}: a rosbag source needs a list of tasks or {{'*': [tasks]}}")
+        return _tasks5(doc, str(tf))
+    return list(tasks or DEFAULT_TASKS)
+
+
+class _Nearest:
+    """Values of a topic by bag time (ns); ``at(t)`` is the value nearest in time, ``before(t)`` the
+    latest at or before ``t`` (None when none lies within ``max_gap_ns``)."""
+
+    def __init__(self, times: list[int], values: list[Any], max_gap_ns: int | None = None):
+        order = np.argsort(times, kind="stable")
+        self.t = np.asarray(times, dtype=np.int64)[order]
+        self.v = [values[i] for i in order]
+        self.gap = max_gap_ns
+
+    def __bool__(self) -> bool:
+        return len(self.v) > 0
+
+    def at(self, t: int) -> Any:
+        if not self:
+            return None
+        j = int(np.searchsorted(self.t, t))
+        cands = [k for k in (j - 1, j) if 0 <= k < len(self.t)]
+        k = min(cands, key=lambda c: (abs(int(self.t[c]) - t), c))
+        return self.v[k] if self.gap is None or abs(int(self.t[k]) - t) <= self.gap else None
+
+    def before(self, t: int) -> Any:
+        j = int(np.searchsorted(self.t, t, side="right")) - 1
+        return self.v[j] if j >= 0 else None
+
+
+def _joint_state(msg) -> dict[str, list[float]]:
+    """``joint_positions`` (UR joint order when the six UR names are present), ``gripper`` from
+    ``gripper_opening`` when recorded, and ``tcp_pose`` by forward kinematics (UR5, frame base)."""
+    pos = dict(zip(list(msg.name), np.asarray(msg.position, dtype=float).tolist()))
+    out: dict[str, list[float]] = {}
+    if all(j in pos for j in UR_JOINTS):
+        from scipy.spatial.transform import Rotation
+
+        from embeval.kinematics.ur import UR5
+
+        q = [pos[j] for j in UR_JOINTS]
+        out["joint_positions"] = q
+        T = UR5().fk(np.asarray(q), frame="base")
+        out["tcp_pose"] = T[:3, 3].tolist() + Rotation.from_matrix(T[:3, :3]).as_quat().tolist()
+    else:
+        out["joint_positions"] = np.asarray(msg.position, dtype=float).tolist()
+    if "gripper_opening" in pos:
+        out["gripper"] = [float(np.clip(pos["gripper_opening"], 0.0, 1.0))]
+    return out
+
+
+def _json_records(msgs) -> list[tuple[int, dict]]:
+    import json
+
+    out = []
+    for m in msgs:
+        try:
+            rec = json.loads(m.msg.data)
+        except (json.JSONDecodeError, TypeError):
+            continue
+        if isinstance(rec, dict):
+            out.append((m.timestamp_ns, rec))
+    return out
+
+
+def rosbag_source(path: str | Path, topic: str = "/camera/camera/color/image_raw", n: int | None = None, stride: int = 10,
+                  size: tuple[int, int] | None = None, tasks: list[str] | None = None, tasks_file: str | Path | None = None,
+                  view: str = "third_person", source: str = "real", max_state_gap_s: float = 0.5,
+                  **topics: Any) -> list[IQAReference]:
+    """Every ``stride``-th image of ``topic`` in a rosbag2 bag (a folder with ``metadata.yaml`` or a
+    single ``.mcap`` file), with what the bag recorded around each frame (bag receive times, ns):
+
+    - state: the ``/joint_states`` message nearest in time (within ``max_state_gap_s``; frames with
+      none that close are skipped): ``joint_positions``, ``gripper`` (embeval's ``gripper_opening``),
+      ``tcp_pose`` from ``/tcp_pose_broadcaster/pose`` nearest in time when recorded, else by UR5
+      forward kinematics; no joint topic in the bag: :data:`DEFAULT_STATE`;
+    - tasks: the latest instruction (``/embeval/instruction``, else the episode's ``instruction``)
+      first, then ``tasks`` / ``tasks_file`` (default :data:`DEFAULT_TASKS`);
+    - outcome: when the bag holds the run's events and score records, the episode the frame belongs
+      to and its Execution score (``IQAReference.outcome``);
+    - scene: one per episode when events are recorded, else one per ``stride * 10`` frames.
+    Topic names: ``joint_topic``, ``tcp_topic``, ``instruction_topic``, ``events_topic``,
+    ``scores_topic`` (defaults :data:`BAG_TOPICS`)."""
+    from embeval.camera.base import image_from_msg
+    from embeval.recording import bag_info, read_bag
+
+    bad = set(topics) - set(BAG_TOPICS)
+    if bad:
+        raise ConfigError(f"rosbag source: unknown parameter(s) {sorted(bad)}; topics are {', '.join(BAG_TOPICS)}")
+    names = {**BAG_TOPICS, **topics}
+    info = bag_info(path)
+    if topic not in info["topics"]:
+        raise ConfigError(f"topic {topic} is not in bag {path}; it has: {', '.join(sorted(info['topics'])) or 'no topics'}")
+    if info["topics"][topic]["type"] != "sensor_msgs/msg/Image":
+        raise ConfigError(f"topic {topic} in {path} is {info['topics'][topic]['type']}, not sensor_msgs/msg/Image")
+    extra = [t for t in names.values() if t in info["topics"]]
+    by_topic: dict[str, list] = {t: [] for t in extra}
+    for m in read_bag(path, extra):
+        by_topic[m.topic].append(m)
+    gap = int(float(max_state_gap_s) * 1e9)
+    joints = _Nearest([m.timestamp_ns for m in by_topic.get(names["joint_topic"], [])],
+                      [m.msg for m in by_topic.get(names["joint_topic"], [])], gap)
+    tcps = _Nearest([m.timestamp_ns for m in by_topic.get(names["tcp_topic"], [])],
+                    [m.msg.pose for m in by_topic.get(names["tcp_topic"], [])], gap)
+    instr = _Nearest([m.timestamp_ns for m in by_topic.get(names["instruction_topic"], [])],
+                     [str(m.msg.data) for m in by_topic.get(names["instruction_topic"], [])])
+    events = _json_records(by_topic.get(names["events_topic"], []))
+    starts = _Nearest([t for t, e in events if e.get("event") in ("episode_start", "episode_end")],
+                      [e for t, e in events if e.get("event") in ("episode_start", "episode_end")])
+    scores = {}
+    for _, rec in _json_records(by_topic.get(names["scores_topic"], [])):
+        key = (str(rec.get("item")), str(rec.get("distortion", "none")), int(rec.get("level", 0) or 0))
+        if isinstance(rec.get("scores"), dict):
+            scores.setdefault(key, []).append(rec["scores"])
+    base_tasks = _tasks_from(tasks, tasks_file)
+    step = max(1, int(stride))
     out, k = [], 0
-    try:
-        while (fr := src.read()) is not None:
-            if k % max(1, int(stride)) == 0:
-                out.append(IQAReference(f"bag_{k:06d}", _resize(fr.image, size), _tasks5(list(tasks or DEFAULT_TASKS), str(path)),
-                                        f"bag_{k // (max(1, int(stride)) * 10):04d}", view, source))
-                if n and len(out) >= n:
-                    break
+    for m in read_bag(path, [topic]):
+        if k % step:
             k += 1
-    finally:
-        src.close()
+            continue
+        t, k = m.timestamp_ns, k + 1
+        state = {kk: list(v) for kk, v in DEFAULT_STATE.items()}
+        if joints:
+            js = joints.at(t)
+            if js is None:
+                continue  # no joint state within max_state_gap_s of this frame
+            state.update(_joint_state(js))
+        pose = tcps.at(t) if tcps else None
+        if pose is not None:
+            state["tcp_pose"] = [pose.position.x, pose.position.y, pose.position.z,
+                                 pose.orientation.x, pose.orientation.y, pose.orientation.z, pose.orientation.w]
+        ev = starts.before(t) if starts else None
+        episode = ev if ev is not None and ev.get("event") == "episode_start" else None
+        own = instr.before(t) if instr else None
+        own = own or (episode or {}).get("instruction") or None
+        ts = ([own] if own else []) + [x for x in base_tasks if x != own]
+        outcome = None
+        if episode is not None:
+            key = (str(episode.get("item")), str(episode.get("distortion", "none")), int(episode.get("level", 0) or 0))
+            recs = scores.get(key)
+            outcome = {"item": key[0], "distortion": key[1], "level": key[2],
+                       "execution": float(recs[-1]["execution"]) if recs and recs[-1].get("execution") is not None else None}
+        scene = (f"bag_ep_{episode.get('item')}_{episode.get('distortion', 'none')}_{episode.get('level', 0)}"
+                 if episode is not None else f"bag_{(k - 1) // (step * 10):04d}")
+        ref = IQAReference(f"bag_{k - 1:06d}", _resize(image_from_msg(m.msg), size), _tasks5(ts, str(path)), scene, view, source)
+        ref.state, ref.outcome = state, outcome
+        out.append(ref)
+        if n and len(out) >= n:
+            break
+    if not out and joints:
+        raise InvalidInputError(f"{path}: no frame of {topic} has a {names['joint_topic']} message within "
+                                f"max_state_gap_s = {max_state_gap_s} s; raise it or record the joint states")
     return out
 
 

@@ -32,7 +32,8 @@ def register(sub) -> None:
                             "  embeval a2eval curate my_bench.jsonl --k 10 --out runs/a2eval_mine")
     c.add_argument("files", nargs="*", type=Path, help="pool files (default: the config's pool)")
     c.add_argument("--config", type=Path, help=_CFG_HELP)
-    c.add_argument("--k", type=int, help="clusters (kept examples) per dimension; overrides data_agent.k_per_dim")
+    c.add_argument("--k", type=int, help="clusters (kept examples) per dimension; overrides data_agent.k_per_dim "
+                   "(default rule 'auto': min(500, max(4, round(500 x pool items / 24519))), the paper's 500 scaled)")
     c.add_argument("--out", type=Path, default=Path("runs/a2eval"), help="output folder (default runs/a2eval)")
     c.set_defaults(func=_curate)
 
@@ -144,6 +145,7 @@ def _curate(args) -> int:
         n_kept = sum(x == d for x in cur.selection.dimensions)
         print(f"{d:<14}{n_pool:>6}{n_kept:>6}")
     n = len(cur.selection.indices)
+    print(cur.selection.k_rule)
     print(f"subset {n} of {len(items)} items ({1 - n / len(items):.0%} smaller) -> {args.out}/subset.jsonl")
     return 0
 
@@ -171,12 +173,16 @@ def _evaluate(args) -> int:
             ok = t in (synth.inference_code if role == "evaluator" else synth.scorer_code)
             extra = f" (probe fidelity {synth.probe_fidelity[t]:.1%})" if role == "scorer" and ok else ""
             print(f"{role:<10}{t:<9}{len(att):>9}  {'ok' + extra if ok else 'FAILED: ' + str(synth.failed.get(f'{role}:{t}'))[:80]}")
+    from embeval_analysis.a2eval.subjects import collect_results
+
     ev = evaluate(synth, subjects, subset, ecfg.limits())
-    P.save_json(ev.to_dict(), args.out / "evaluation.json")
+    fid = P.agent_fidelity(ev, collect_results(subjects, subset), subset)
+    P.save_json({**ev.to_dict(), "fidelity": fid}, args.out / "evaluation.json")
     print(f"\nsynthesised scorer agrees with the reference scorers on {ev.scorer_fidelity:.1%} of "
           f"{ev.synth_scores.size} predictions ({ev.seconds:.1f} s in the sandbox)")
+    print(P.format_agent_fidelity(fid))
     w = sel["weights"]
-    print(f"{'subject':<14}{'balanced':>9}{'weighted':>9}")
+    print(f"\n{'subject':<14}{'balanced':>9}{'weighted':>9}   (headline: the balanced mean)")
     import numpy as np
 
     for k, s in enumerate(ev.subjects):
@@ -196,19 +202,21 @@ def _report(args) -> int:
 
     from embeval_analysis.a2eval import pipeline as P
     from embeval_analysis.a2eval.sampling import Selection, embed_items
-    from embeval_analysis.a2eval.subjects import collect_results
+    from embeval_analysis.a2eval.subjects import clear_memo, collect_results
 
     cfg, items, sel = _load(args)
     subjects = P.make_subjects(cfg)
+    clear_memo()
     t0 = time.perf_counter()
     res = collect_results(subjects, items)
-    spi = [(time.perf_counter() - t0) / max(len(items), 1) / len(subjects)] * len(subjects)
+    t_full, t_sub, _ = P.measure_speedup(subjects, items, sel["indices"], time.perf_counter() - t0)
     X = embed_items(items, P.embed_config(cfg))
     labels = [l["label"] for l in _read_jsonl(args.out / "assignments.jsonl")]
-    selection = Selection(sel["indices"], sel["weights"], sel["dimensions"], sel.get("cluster_of", []))
+    selection = Selection(sel["indices"], sel["weights"], sel["dimensions"], sel.get("cluster_of", []),
+                          sel.get("k_per_dim", {}), sel.get("k_rule", ""))
     rc = cfg.get("report") or {}
     rep = P.fidelity_report(res.scores, res.subjects, selection, X, labels, rc.get("n_random", 20),
-                            rc.get("n_boot", 1000), rc.get("n_kcenter", 5), cfg.get("seed", 0), spi)
+                            rc.get("n_boot", 1000), rc.get("n_kcenter", 5), cfg.get("seed", 0), t_full, t_sub)
     P.save_json(rep, args.out / "report.json")
     print(P.format_report(rep))
     print(f"\nreport -> {args.out}/report.json")
@@ -222,7 +230,7 @@ def _read_jsonl(path):
 
 
 def _ranks(args) -> int:
-    from embeval_analysis.a2eval.fidelity import ranking_table
+    from embeval_analysis.a2eval.fidelity import pairwise_table, ranking_table
 
     res = ranking_table(str(args.table), args.reference, args.columns, args.boot)
     print(f"{'column':<14}{'n':>3}  {'Spearman [95% CI]':<26}{'Kendall tau-b [95% CI]':<26}{'Pearson':>8}  discordant")
@@ -230,4 +238,10 @@ def _ranks(args) -> int:
         pairs = ", ".join(f"{a}/{b}" for a, b in ra.discordant[:4]) + (" ..." if len(ra.discordant) > 4 else "")
         print(f"{col:<14}{ra.n_models:>3}  {str(ra.spearman):<26}{str(ra.kendall):<26}{ra.pearson.value:>8.3f}  "
               f"{len(ra.discordant)} {pairs}")
+    cols = [args.reference] + list(res)
+    print(f"\nevery pair, two decimals (a paper's ranking-table bottom rows; tau-a = (C - D) / pairs)")
+    print(f"{'pair':<28}{'Spearman':>9}{'Kendall':>9}{'tau-a':>7}  C/D/tied")
+    for pc in pairwise_table(str(args.table), cols):
+        print(f"{pc.a + ' vs ' + pc.b:<28}{pc.spearman:>9.2f}{pc.kendall_b:>9.2f}{pc.kendall_a:>7.2f}  "
+              f"{pc.concordant}/{pc.discordant}/{pc.ties}")
     return 0

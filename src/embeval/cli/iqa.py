@@ -18,12 +18,13 @@ def register(sub) -> None:
                      "Cognition/Decision scores.",
                      epilog="examples:\n  embeval iqa build --out runs/iqa/db                       # config/iqa/default.yaml\n"
                             "  embeval iqa build --out db --source folder --path imgs --tasks imgs/tasks.yaml\n"
-                            "  embeval iqa build --out db --source rosbag --path run.mcap --n 50 --levels all")
+                            "  embeval iqa build --out db --source rosbag --path run.mcap --tasks tasks.yaml --n 50 --levels all")
     p.add_argument("--out", type=Path, required=True, help="database folder (created; an existing one is resumed)")
     p.add_argument("--config", type=Path, default=None, help="YAML with a 'build:' section (default: config/iqa/default.yaml values)")
     p.add_argument("--source", choices=["sim", "folder", "lerobot", "rosbag"], help="image source (overrides the config)")
-    p.add_argument("--path", help="folder / LeRobot dataset / bag of the source")
-    p.add_argument("--tasks", help="folder source: task file (YAML: {'*': [5 instructions], 'img.png': [...]})")
+    p.add_argument("--path", help="folder / LeRobot dataset / rosbag2 bag folder or .mcap file of the source")
+    p.add_argument("--tasks", help="folder / rosbag source: task file (YAML: {'*': [5 instructions], 'img.png': [...]}); "
+                   "a bag's recorded instruction comes first")
     p.add_argument("--topic", help="rosbag source: image topic")
     p.add_argument("--n", type=int, help="number of reference images")
     p.add_argument("--size", type=int, nargs=2, metavar=("W", "H"), help="resize references to W x H pixels")

@@ -268,13 +268,17 @@ def _has_segments(path: Path) -> bool:
 
 
 def require_bag(path: str | Path) -> Path:
-    """``path`` as a readable rosbag2 folder, or a :class:`MissingFileError` that says what is wrong."""
+    """``path`` as a readable rosbag2 folder or single ``.mcap`` file (rosbags reads both), or a
+    :class:`MissingFileError` that says what is wrong."""
     path = Path(path)
     if not path.exists():
         raise MissingFileError(f"bag folder {path} does not exist; pass the folder that holds metadata.yaml "
-                               f"(the recorder writes runs/bags/embeval_<time>)")
+                               f"(the recorder writes runs/bags/embeval_<time>) or a .mcap file")
+    if path.is_file() and path.suffix == ".mcap":
+        return path
     if not path.is_dir():
-        raise MissingFileError(f"{path} is a file; a rosbag2 bag is the folder that holds metadata.yaml and the .mcap files")
+        raise MissingFileError(f"{path} is a file but not .mcap; a rosbag2 bag is the folder that holds metadata.yaml "
+                               f"and the .mcap files, or a single .mcap file")
     if not (path / "metadata.yaml").exists():
         if _has_segments(path):
             raise MissingFileError(f"{path} has MCAP segments but no metadata.yaml (the recorder was killed?); "

@@ -1,9 +1,21 @@
 """Decision score: how much a policy's 7-DoF action changes when the image is distorted.
 
-Action convention (embeval.subjects.protocols): ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``,
-metres, radians (roll-pitch-yaw, extrinsic x-y-z), gripper in [0, 1] (1 = open).
+Action convention (:mod:`embeval.action`): ``[dx, dy, dz, droll, dpitch, dyaw, gripper]``, metres,
+radians (roll-pitch-yaw, extrinsic x-y-z), gripper in [0, 1] (1 = open). Two-arm (or k-arm) actions
+are ``(N, 7 k)`` rows, one 7-vector per arm: each pair is scored on one arm, ``DecisionConfig.arm``
+when given, else the arm with the larger motion in the reference action (translation norm; ties by
+rotation norm, then the first arm), the same arm for both actions.
 
 Per task, comparing the distorted-image action ``b`` with the reference-image action ``a``:
+
+``normalisation="corpus"`` (default, the Embodied-IQA paper's): the position distance
+``d_t = |t_a - t_b|`` (metres) and the rotation distance ``d_r`` (radians: the angle of the relative
+rotation ``R_a^T R_b`` with ``rotation_direction="rotvec"``, or ``|rpy_a - rpy_b|`` with ``"rpy"``)
+are min-max normalised over the scored corpus (every task pair scored together, see
+:func:`decision_corpus` and :class:`DecisionRange`): ``position = 1 - (d_t - min) / (max - min)``,
+the same for rotation; a corpus whose distances are all equal has no spread and scores 1.
+
+``normalisation="per_pair"`` (the earlier form, for streaming use where no corpus exists):
 
 - position: ``1 - |t_a - t_b| / max(|t_a| + |t_b|, floor)`` (scale-free, 0..1 by the triangle
   inequality; ``floor = position_floor_m`` = 1 mm keeps two near-zero translations from counting as
@@ -12,28 +24,61 @@ Per task, comparing the distorted-image action ``b`` with the reference-image ac
   rotation vectors (axis * angle) of the two roll-pitch-yaw rotations (``rotation_direction="rotvec"``),
   or the raw (droll, dpitch, dyaw) triples (``"rpy"``). Zero rotations (norm below ``zero_rotation``
   = 1e-3 rad, so that numerical noise has no direction): both zero -> 1, only one zero -> 0.5 (no
-  direction to agree with);
-- state: ``1 - |g_a - g_b|`` (gripper in [0, 1]).
+  direction to agree with).
+
+State (both): ``1 - |g_a - g_b|`` (gripper in [0, 1]).
 
 The task score is the mean of the three (0..1); an image's score is the sum over its tasks.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from embeval.action import Action
+from embeval.action import Action, arm_of_larger_motion
 from embeval.errors import ConfigError, InvalidInputError
+
+
+NORMALISATIONS = ("corpus", "per_pair")
 
 
 @dataclass(frozen=True)
 class DecisionConfig:
-    position_scale_m: float | None = None  # None: scale-free normalisation (see module docstring)
-    position_floor_m: float = 1e-3  # metres; lower bound of the scale-free denominator
+    normalisation: str = "corpus"  # "corpus" (paper: min-max over the scored corpus) or "per_pair"
+    position_scale_m: float | None = None  # per_pair only; None: scale-free (see module docstring)
+    position_floor_m: float = 1e-3  # metres; per_pair only: lower bound of the scale-free denominator
     rotation_direction: str = "rotvec"  # "rotvec" or "rpy"
-    zero_rotation: float = 1e-3  # radians; shorter rotation vectors count as no rotation
+    zero_rotation: float = 1e-3  # radians; per_pair only: shorter rotation vectors count as no rotation
+    arm: int | None = None  # multi-arm actions: the arm to score (0-based); None: the larger motion
+
+
+@dataclass(frozen=True)
+class DecisionRange:
+    """Min and max of the position (metres) and rotation (radians) distances over a scored corpus."""
+
+    position: tuple[float, float]
+    rotation: tuple[float, float]
+
+    @classmethod
+    def fit(cls, pairs: Sequence[tuple[Any, Any]], config: "DecisionConfig | None" = None) -> "DecisionRange":
+        """The range over every task pair of ``pairs`` (``(reference, distorted)`` actions each)."""
+        cfg = config or DecisionConfig()
+        ds = [decision_distances(a, b, cfg) for a, b in pairs]
+        if not ds:
+            raise InvalidInputError("DecisionRange.fit: the corpus is empty")
+        dt, dr = np.concatenate([d[0] for d in ds]), np.concatenate([d[1] for d in ds])
+        return cls((float(dt.min()), float(dt.max())), (float(dr.min()), float(dr.max())))
+
+    def normalise(self, d_pos: np.ndarray, d_rot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``1 - (d - min) / (max - min)`` clipped to 0..1 (1 everywhere when max == min)."""
+        def one(d, lo_hi):
+            lo, hi = lo_hi
+            if hi <= lo:
+                return np.ones_like(d)
+            return 1.0 - np.clip((d - lo) / (hi - lo), 0.0, 1.0)
+        return one(d_pos, self.position), one(d_rot, self.rotation)
 
 
 @dataclass(frozen=True)
@@ -56,6 +101,7 @@ class ImageDecisionScore:
 
 
 def _as_matrix(actions) -> np.ndarray:
+    """(N, 7 k) float rows: k = 1 for single-arm actions, one 7-vector per arm otherwise."""
     if isinstance(actions, Action):
         return actions.vector[None]
     if isinstance(actions, (list, tuple)) and actions and isinstance(actions[0], Action):
@@ -63,13 +109,56 @@ def _as_matrix(actions) -> np.ndarray:
     m = np.asarray(actions, dtype=np.float64)
     if m.ndim == 1:
         m = m[None]
-    if m.ndim != 2 or m.shape[1] != 7:
-        raise InvalidInputError(f"actions must be Action objects or arrays of shape (7,) or (N, 7), got shape {m.shape}")
+    if m.ndim != 2 or m.shape[1] == 0 or m.shape[1] % 7:
+        raise InvalidInputError(f"actions must be Action objects or arrays of shape (7,), (N, 7) or (N, 7 k) for k arms, "
+                                f"got shape {m.shape}")
     if not np.all(np.isfinite(m)):
         raise InvalidInputError("actions contain NaN or inf; the policy output is invalid")
-    if np.any((m[:, 6] < 0) | (m[:, 6] > 1)):
+    g = m[:, 6::7]
+    if np.any((g < 0) | (g > 1)):
         raise InvalidInputError("gripper values must lie in [0, 1] (1 = open); convert the policy's convention first")
     return m
+
+
+def select_arm(reference, distorted, config: "DecisionConfig") -> tuple[np.ndarray, np.ndarray]:
+    """(N, 7) reference and distorted actions on the scored arm of each pair (see module docstring)."""
+    a, b = _as_matrix(reference), _as_matrix(distorted)
+    if a.shape != b.shape:
+        raise InvalidInputError(f"{len(a)} reference actions of {a.shape[1]} values but {len(b)} distorted actions of "
+                                f"{b.shape[1]}; they must pair up")
+    k = a.shape[1] // 7
+    if k == 1 and config.arm in (None, 0):
+        return a, b
+    if config.arm is not None:
+        if not 0 <= config.arm < k:
+            raise ConfigError(f"DecisionConfig.arm = {config.arm}, but the actions have {k} arm(s) (0..{k - 1})")
+        arms = np.full(len(a), config.arm)
+    else:
+        arms = np.array([arm_of_larger_motion(row) for row in a])
+    rows = np.arange(len(a))[:, None]
+    cols = arms[:, None] * 7 + np.arange(7)[None]
+    return a[rows, cols], b[rows, cols]
+
+
+def decision_distances(reference, distorted, config: "DecisionConfig | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per task pair: position distance ``|t_a - t_b|`` (metres) and rotation distance (radians; the
+    relative rotation's angle for ``"rotvec"``, ``|rpy_a - rpy_b|`` for ``"rpy"``)."""
+    cfg = config or DecisionConfig()
+    return _distances(*select_arm(reference, distorted, cfg), cfg)
+
+
+def _distances(a: np.ndarray, b: np.ndarray, cfg: "DecisionConfig") -> tuple[np.ndarray, np.ndarray]:
+    dt = np.linalg.norm(a[:, :3] - b[:, :3], axis=1)
+    if cfg.rotation_direction == "rotvec":
+        from scipy.spatial.transform import Rotation
+
+        ra, rb = Rotation.from_euler("xyz", a[:, 3:6]), Rotation.from_euler("xyz", b[:, 3:6])
+        dr = (ra.inv() * rb).magnitude()
+    elif cfg.rotation_direction == "rpy":
+        dr = np.linalg.norm(a[:, 3:6] - b[:, 3:6], axis=1)
+    else:
+        raise ConfigError(f"unknown rotation_direction {cfg.rotation_direction!r}; choose 'rotvec' or 'rpy'")
+    return dt, np.asarray(dr, dtype=np.float64)
 
 
 def _directions(rpy: np.ndarray, mode: str) -> np.ndarray:
@@ -82,11 +171,23 @@ def _directions(rpy: np.ndarray, mode: str) -> np.ndarray:
     raise ConfigError(f"unknown rotation_direction {mode!r}; choose 'rotvec' or 'rpy'")
 
 
-def decision_parts(reference, distorted, config: DecisionConfig = DecisionConfig()) -> list[DecisionScore]:
-    """Per-task decision scores for actions given as :class:`Action`, (7,) or (N, 7) arrays."""
-    a, b = _as_matrix(reference), _as_matrix(distorted)
-    if a.shape != b.shape:
-        raise InvalidInputError(f"{len(a)} reference actions but {len(b)} distorted actions; they must pair up")
+def decision_parts(reference, distorted, config: DecisionConfig = DecisionConfig(),
+                   corpus: DecisionRange | None = None) -> list[DecisionScore]:
+    """Per-task decision scores for actions given as :class:`Action`, (7,), (N, 7) or (N, 7 k) arrays.
+
+    With ``normalisation="corpus"`` the distances are normalised by ``corpus`` (the range fitted over
+    the whole scored corpus); without one the given pairs are the corpus. Score many images at once
+    with :func:`decision_corpus`."""
+    if config.normalisation not in NORMALISATIONS:
+        raise ConfigError(f"unknown Decision normalisation {config.normalisation!r}; choose one of {', '.join(NORMALISATIONS)}")
+    a, b = select_arm(reference, distorted, config)
+    state = 1.0 - np.abs(a[:, 6] - b[:, 6])
+    if config.normalisation == "corpus":
+        dt, dr = _distances(a, b, config)
+        rng = corpus or DecisionRange((float(dt.min()), float(dt.max())), (float(dr.min()), float(dr.max())))
+        pos, rot = rng.normalise(dt, dr)
+        score = (pos + rot + state) / 3.0
+        return [DecisionScore(float(p), float(r), float(s), float(t)) for p, r, s, t in zip(pos, rot, state, score)]
     d = np.linalg.norm(a[:, :3] - b[:, :3], axis=1)
     if config.position_scale_m is None:
         if config.position_floor_m <= 0:
@@ -102,13 +203,22 @@ def decision_parts(reference, distorted, config: DecisionConfig = DecisionConfig
     za, zb = na < config.zero_rotation, nb < config.zero_rotation
     cos = np.einsum("ij,ij->i", ua, ub) / np.where(za | zb, 1.0, na * nb)
     rot = np.where(za & zb, 1.0, np.where(za | zb, 0.5, (1.0 + np.clip(cos, -1.0, 1.0)) / 2.0))
-    state = 1.0 - np.abs(a[:, 6] - b[:, 6])
     score = (pos + rot + state) / 3.0
     return [DecisionScore(float(p), float(r), float(s), float(t)) for p, r, s, t in zip(pos, rot, state, score)]
 
 
-def decision_score(reference: Sequence, distorted: Sequence, config: DecisionConfig = DecisionConfig()) -> ImageDecisionScore:
-    """An image's decision score: the sum over its tasks (one action pair per task)."""
-    parts = tuple(decision_parts(reference, distorted, config))
+def decision_score(reference: Sequence, distorted: Sequence, config: DecisionConfig = DecisionConfig(),
+                   corpus: DecisionRange | None = None) -> ImageDecisionScore:
+    """An image's decision score: the sum over its tasks (one action pair per task); ``corpus`` as in
+    :func:`decision_parts`."""
+    parts = tuple(decision_parts(reference, distorted, config, corpus))
     return ImageDecisionScore(sum(p.score for p in parts), sum(p.position for p in parts),
                               sum(p.rotation for p in parts), sum(p.state for p in parts), parts)
+
+
+def decision_corpus(pairs: Sequence[tuple[Any, Any]], config: DecisionConfig = DecisionConfig()) -> list[ImageDecisionScore]:
+    """Decision scores of many images at once, ``pairs[i] = (reference_actions, distorted_actions)`` of
+    image i: with ``normalisation="corpus"`` the distance range is fitted over every task pair of every
+    image, so each image's score depends on the corpus (score the whole corpus in one call)."""
+    rng = DecisionRange.fit(pairs, config) if config.normalisation == "corpus" else None
+    return [decision_score(a, b, config, rng) for a, b in pairs]

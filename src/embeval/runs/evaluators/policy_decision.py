@@ -3,16 +3,21 @@
 For every policy subject x item (a reference image, see :mod:`._images`) x distortion x level x
 seed, the policy is reset with each task instruction and acts once on the reference image and
 once on the distorted image (camera ``params.camera``); the two 7-DoF actions per task are
-compared by :func:`embeval.scoring.decision.decision_score` (position, rotation, state parts,
-each 0..1 per task, summed over the tasks). Outputs keep both actions of every task (the raw
-outputs), the per-task parts and the distorted image's fingerprint.
+compared by :mod:`embeval.scoring.decision` (position, rotation, state parts, each 0..1 per task,
+summed over the tasks). Outputs keep both actions of every task (the raw outputs), the position and
+rotation distances per task, the distorted image's fingerprint and the per-pair form of the score
+(``decision`` etc., ``decision_form: per_pair``: one unit cannot see the corpus). The report scores
+Decision with ``params.normalisation`` (default ``corpus``, the paper's: distances min-max
+normalised over every unit of the run, :func:`corpus_decision`).
 
 Parameters (``spec.params``): ``tasks`` (instructions; default five manipulation tasks of rising
 difficulty), ``camera`` (observation image key, default ``third_person``; a list such as
 ``[third_person, wrist]`` puts the one image under each key, for policies that read several cameras,
 e.g. the embedded tiny VLA), ``state`` (proprioception given with every image, e.g.
-``{tcp_pose: [0.4, 0, 0.3, 1, 0, 0, 0], gripper: [1]}``; default none), ``position_scale_m``
-and ``rotation_direction`` (see :class:`embeval.scoring.decision.DecisionConfig`).
+``{tcp_pose: [0.4, 0, 0.3, 1, 0, 0, 0], gripper: [1]}``; default none), ``normalisation``
+(``corpus`` or ``per_pair``), ``position_scale_m`` (per_pair), ``rotation_direction`` and ``arm``
+(two-arm actions; default the arm with the larger motion) (see
+:class:`embeval.scoring.decision.DecisionConfig`).
 """
 from __future__ import annotations
 
@@ -33,7 +38,33 @@ DEFAULT_TASKS = (
     "place the yellow cube on the plate",
     "pour the cup into the bowl",
 )
-_PARAMS = ("tasks", "camera", "state", "position_scale_m", "rotation_direction")
+_PARAMS = ("tasks", "camera", "state", "normalisation", "position_scale_m", "rotation_direction", "arm")
+
+
+def _config(params, normalisation: str | None = None):
+    from embeval.scoring.decision import DecisionConfig
+
+    return DecisionConfig(normalisation=normalisation or params.get("normalisation", "corpus"),
+                          position_scale_m=params.get("position_scale_m"),
+                          rotation_direction=params.get("rotation_direction", "rotvec"), arm=params.get("arm"))
+
+
+def corpus_decision(frame, params: dict | None = None):
+    """Decision of every unit of a results frame (``out.*`` columns and the ``outputs`` JSON), scored
+    together with ``params.normalisation`` (default ``corpus``: one distance range over all units).
+    Returns a frame with ``decision, position, rotation, state`` indexed like ``frame``."""
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    from embeval.scoring.decision import decision_corpus
+
+    outs = [json.loads(o) for o in frame["outputs"]]
+    pairs = [(np.asarray(o["reference_actions"]), np.asarray(o["distorted_actions"])) for o in outs]
+    scores = decision_corpus(pairs, _config(params or {}))
+    return pd.DataFrame([{"decision": s.total, "position": s.position, "rotation": s.rotation, "state": s.state}
+                         for s in scores], index=frame.index)
 
 
 def _cameras(spec) -> list[str]:
@@ -77,6 +108,11 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
             raise ConfigError("spec.params.tasks: must be a non-empty list of instructions (strings)")
         if spec.params.get("rotation_direction", "rotvec") not in ("rotvec", "rpy"):
             raise ConfigError("spec.params.rotation_direction: must be 'rotvec' or 'rpy'")
+        if spec.params.get("normalisation", "corpus") not in ("corpus", "per_pair"):
+            raise ConfigError("spec.params.normalisation: must be 'corpus' (the paper's) or 'per_pair'")
+        arm = spec.params.get("arm")
+        if arm is not None and (isinstance(arm, bool) or not isinstance(arm, int) or arm < 0):
+            raise ConfigError(f"spec.params.arm: the 0-based arm of two-arm actions, or null for the larger motion, got {arm!r}")
         scale = spec.params.get("position_scale_m")
         if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0):
             raise ConfigError(f"spec.params.position_scale_m: must be a positive number of metres or null, got {scale!r}")
@@ -120,30 +156,37 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         return [self._outputs(spec, a, b, pair[1]) for (a, b), pair in zip(acts, pairs)]
 
     def _outputs(self, spec, acts_ref, acts_dist, dist) -> dict[str, Any]:
-        from embeval.scoring.decision import DecisionConfig, decision_score
+        from embeval.scoring.decision import decision_distances, decision_score
 
         p = spec.params
         tasks = p.get("tasks", list(DEFAULT_TASKS))
-        cfg = DecisionConfig(position_scale_m=p.get("position_scale_m"), rotation_direction=p.get("rotation_direction", "rotvec"))
+        cfg = _config(p, "per_pair")
         s = decision_score(acts_ref, acts_dist, cfg)
+        dt, dr = decision_distances(acts_ref, acts_dist, cfg)
         return {
             "decision": s.total, "position": s.position, "rotation": s.rotation, "state": s.state, "n_tasks": len(tasks),
-            "task_scores": [t.score for t in s.tasks],
+            "decision_form": "per_pair", "task_scores": [t.score for t in s.tasks],
+            "position_distance_m": dt.tolist(), "rotation_distance_rad": dr.tolist(),
             "reference_actions": [a.vector.tolist() for a in acts_ref],
             "distorted_actions": [a.vector.tolist() for a in acts_dist],
             "distorted_sha256": fingerprint(dist),
         }
 
     def report_sections(self, spec, frame, stamp):
-        d = frame[frame["distortion"] != "none"] if not frame.empty else frame
-        if d.empty or "out.decision" not in d:
+        if frame.empty or "out.decision" not in frame:
             return []
+        ok = frame[frame["outputs"].notna()]
         parts = ["decision", "position", "rotation", "state"]
-        table = d.groupby(["subject", "distortion", "level"])[[f"out.{m}" for m in parts]].mean().reset_index()
-        table.columns = ["subject", "distortion", "level"] + parts
+        scored = ok[["subject", "distortion", "level"]].join(corpus_decision(ok, spec.params))
+        d = scored[scored["distortion"] != "none"]
+        if d.empty:
+            return []
+        table = d.groupby(["subject", "distortion", "level"])[parts].mean().reset_index()
         overall = table.groupby(["distortion", "level"])[["decision"]].mean().reset_index()
         figs = level_figures(overall, ["decision"], {"decision": "decision score (sum over tasks)"}, stamp,
                              "mean over items and policies")
         return [ReportSection("Decision score by policy, distortion and level",
                               html=table.to_html(index=False, float_format="%.4f"), figures=figs,
-                              caption="Each part is 0..1 per task, summed over the tasks (DESIGN: Embodied-IQA decision score).")]
+                              caption=f"Each part is 0..1 per task, summed over the tasks (Embodied-IQA decision score); "
+                                      f"normalisation: {spec.params.get('normalisation', 'corpus')} (corpus: position and "
+                                      f"rotation distances min-max normalised over all {len(ok)} units of the run).")]

@@ -13,7 +13,10 @@ Observation -> LeRobot batch:
 - ``task``: the instruction (language-conditioned policies: SmolVLA, pi0).
 
 Action -> embeval: the policy's action vector (after un-normalisation), ``action_indices`` picks
-the 7 entries ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (default the first 7),
+the 7 entries ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (default the first 7); a two-arm policy
+whose output is one such 7-vector per arm declares ``arms: 2`` and, unless ``action_indices`` is
+given, each step takes the arm with the larger motion (:func:`embeval.action.arm_of_larger_motion`);
+
 ``action_scale`` multiplies them (e.g. 0.001 for millimetres), and the gripper is converted from
 ``gripper`` (see :mod:`embeval.subjects.conventions`). Declare what the numbers mean with
 ``frame`` and ``absolute``; the policy's own chunking (``n_action_steps``) is kept.
@@ -73,7 +76,7 @@ class LeRobotPolicy(HiddenStateMixin):
     def __init__(self, id: str = "lerobot-policy", path: str = "", camera_map: dict[str, str] | None = None,
                  state_key: str = "joint_positions", pad_state: bool = False, action_indices: Sequence[int] | None = None,
                  action_scale: float | Sequence[float] = 1.0, gripper: str = "open1", frame: str = "base",
-                 absolute: bool = False, device: str = "cpu", seed: int = 0):
+                 absolute: bool = False, device: str = "cpu", seed: int = 0, arms: int = 1):
         self.id = id
         self.path = check_checkpoint(path)
         self.camera_map = dict(camera_map or {})
@@ -85,6 +88,10 @@ class LeRobotPolicy(HiddenStateMixin):
         self._lock = threading.Lock()
         self._load()
         adim = int(self.config.output_features["action"].shape[0])
+        if isinstance(arms, bool) or not isinstance(arms, int) or arms < 1 or (arms > 1 and adim != 7 * arms):
+            raise ConfigError(f"field 'params.arms' must be the number of 7-value arm blocks in the policy's {adim}-dim "
+                              f"action (1, or {adim // 7} when it is one [dx dy dz droll dpitch dyaw gripper] per arm), got {arms!r}")
+        self.arms = 1 if action_indices is not None else arms
         idx = list(range(7)) if action_indices is None else [int(i) for i in action_indices]
         if len(idx) != 7 or any(not 0 <= i < adim for i in idx):
             raise ConfigError(f"field 'params.action_indices' must list 7 indices into the policy's {adim}-dim action "
@@ -164,7 +171,13 @@ class LeRobotPolicy(HiddenStateMixin):
         a = np.asarray(raw.detach().cpu().numpy(), dtype=np.float64).reshape(-1)
         if not np.all(np.isfinite(a)):
             raise InvalidInputError(f"policy {self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
-        v = a[self.action_indices] * self.action_scale
+        if self.arms > 1:  # the arm with the larger motion (Embodied-IQA), judged on the scaled vector
+            from embeval.action import arm_of_larger_motion
+
+            arm = arm_of_larger_motion(a.reshape(self.arms, 7) * self.action_scale)
+            v = a[7 * arm:7 * arm + 7] * self.action_scale
+        else:
+            v = a[self.action_indices] * self.action_scale
         v[6] = gripper_to_embeval(v[6], self.gripper)
         return Action(v)
 
