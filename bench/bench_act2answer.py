@@ -49,7 +49,7 @@ def run(quick: bool = False) -> list[dict]:
     tmp = Path(tempfile.mkdtemp(prefix="bench_a2a_"))
     items = generate_items(tmp, list(CATEGORIES), per_cat, seed=0)
     spec = EpisodeSpec()
-    vla = embedded_policy("tiny-vla")
+    vla = embedded_policy("tiny-vla", allow_untrained=True)  # timing only: random weights cost the same
     size = obs_size_for(vla)
     rows = []
     runs = [(vla.id, lambda env: vla, items)]

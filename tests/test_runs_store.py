@@ -72,7 +72,7 @@ def test_store_upsert_keeps_done_rows_and_replaces_failed(tmp_path):
         assert len(rows) == 1
         r = rows[0]
         assert (r["status"], r["outputs"], r["attempts"], r["error"]) == ("done", {"v": 1}, 2, None)
-        assert st.conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert st.conn.execute("PRAGMA user_version").fetchone()[0] == 2
         with pytest.raises(sqlite3.IntegrityError):
             st.conn.execute("INSERT INTO results(run_id, subject, item, distortion, level, seed, status, spec_hash, code_version)"
                             " VALUES('run', 'a', 'x', 'none', 0, 0, 'done', 'h', 'c')")

@@ -35,3 +35,48 @@ def yaml_problem(exc: Exception) -> str:
     mark = getattr(exc, "problem_mark", None)
     problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
     return f"line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark is not None else problem
+
+
+#: the largest hand-written text file (spec, subject, scene, parameters) read; a bigger one is a wrong file
+MAX_TEXT_BYTES = 16 << 20
+
+
+def read_text(path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The contents of a UTF-8 text file. :class:`ConfigError` in one line naming ``what`` and the file when
+    it is larger than ``max_bytes`` or not UTF-8 (a binary or a UTF-16 file given by mistake); OSError as is."""
+    from pathlib import Path
+
+    p = Path(path)
+    with open(p, "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ConfigError(f"{what} {p} is larger than {max_bytes >> 20} MiB; give the small YAML/JSON text file, "
+                          "not a data or weights file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{what} {p} is not UTF-8 text ({unicode_problem(exc, data)}); "
+                          "save it as UTF-8 (or check that it is the right file, not a binary)") from None
+
+
+def unicode_problem(exc: UnicodeDecodeError, data: bytes | None = None) -> str:
+    """Where a UTF-8 decoding failed: ``byte 0xff at line L, column C`` (line/column when ``data`` is given)."""
+    obj = data if data is not None else exc.object
+    bad = obj[exc.start:exc.start + 1]
+    where = f"byte 0x{bad.hex()} at offset {exc.start}"
+    if data is not None:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        where = f"byte 0x{bad.hex()} at line {line}, column {col}"
+    return where
+
+
+def load_yaml(path, what: str = "file"):
+    """Parse a YAML text file (see :func:`read_text`); :class:`ConfigError` with the position of a syntax error."""
+    import yaml
+
+    text = read_text(path, what)
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what} {path} is not valid YAML ({yaml_problem(exc)})") from None

@@ -70,7 +70,7 @@ def run(ctx) -> None:
 
     a2a = _finetuned(out, ctx, spec)
     torch.set_num_threads(1)  # training may have raised it
-    shipped = embedded_policy("tiny-vla", seed=ctx.seed)
+    shipped = embedded_policy("tiny-vla", seed=ctx.seed, allow_untrained=True)  # a fresh checkout: the floor
     results = {}
     subset = [it for c in DEMO_CATEGORIES for it in [i for i in items if i.category == c][: 2 if ctx.quick else 6]]
     for policy, its in ((a2a, items), (shipped, subset)):

@@ -25,7 +25,7 @@ import yaml
 
 from embeval.act2answer.items import BinaryItem
 from embeval.config import from_mapping
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, load_yaml
 
 TERMINATIONS = ("release_after_lift", "max_steps")
 
@@ -81,7 +81,10 @@ class EpisodeSpec:
         p = Path(path)
         if not p.is_file():
             raise MissingFileError(f"episode spec {p} not found; see config/act2answer/episode.yaml for an example")
-        data = yaml.safe_load(p.read_text()) or {}
+        data = load_yaml(p, "episode spec") or {}
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"episode spec {p} must be a mapping of episode fields, got {type(data).__name__}; "
+                              "see config/act2answer/episode.yaml")
         return cls.from_dict(data.get("episode", data))
 
     def to_yaml(self, path: str | Path | None = None) -> str:

@@ -1,23 +1,32 @@
-"""The embedded subjects Act2Answer's demo and bench use, with an honest fallback.
+"""The embedded subjects Act2Answer's demo and bench use.
 
-:func:`embedded_policy` loads a shipped tiny VLA; when no weights are shipped (a fresh checkout
-before ``embeval train``), it builds the same architecture with seeded random weights and names
-it ``<name>-untrained`` so no table mistakes it for a trained model.
+:func:`embedded_policy` loads a shipped tiny VLA by name (or a checkpoint folder). Random weights
+are given only on an explicit request: the name ``tiny-vla-untrained`` (:data:`UNTRAINED`), or
+``allow_untrained=True`` for a known name whose weights are not shipped (a fresh checkout before
+``embeval train``; the demo), named ``<name>-untrained`` so no table mistakes it for a trained
+model. An unknown name is an error listing the shipped names, never a silently untrained model.
 """
 from __future__ import annotations
 
 import warnings
 
+#: the explicit request for the tiny VLA architecture with seeded random weights (a floor, the probing control)
+UNTRAINED = "tiny-vla-untrained"
 
-def embedded_policy(name: str = "tiny-vla", seed: int = 0, allow_untrained: bool = True):
-    """A :class:`~embeval.subjects.embedded.policy.TinyVLAPolicy` (shipped ``name``, or untrained)."""
+
+def embedded_policy(name: str = "tiny-vla", seed: int = 0, allow_untrained: bool = False):
+    """A :class:`~embeval.subjects.embedded.policy.TinyVLAPolicy`: shipped ``name`` or a checkpoint folder;
+    :data:`UNTRAINED` for random weights. :class:`MissingWeightsError` (listing the shipped names, with a
+    "did you mean") for anything else, unless ``allow_untrained`` and ``name`` is a known population member."""
     from embeval.errors import MissingWeightsError
-    from embeval.subjects.embedded.zoo import load_vla
+    from embeval.subjects.embedded.zoo import known_names, load_vla
 
+    if str(name) == UNTRAINED:
+        return untrained_policy(UNTRAINED, seed)
     try:
         return load_vla(name)
     except MissingWeightsError:
-        if not allow_untrained:
+        if not (allow_untrained and str(name) in known_names("vla")):
             raise
     warnings.warn(f"no shipped {name} weights; using {name}-untrained (random weights, seed {seed})", stacklevel=2)
     return untrained_policy(f"{name}-untrained", seed)

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 
 from embeval import __version__
@@ -31,7 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(f"{__name__}.{mod.name}")
         module.register(sub)
+    _accept_negative_numbers(parser)
     return parser
+
+
+#: what argparse must take as a value, not an option: -1, -.5, -1e-3, -inf, -nan (its default takes only -1 and -.5,
+#: so `--distorted -inf ...` said "expected 7 arguments")
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
+def _accept_negative_numbers(parser: argparse.ArgumentParser) -> None:
+    """Let every (sub-)parser read negative numbers in any float spelling as values (no option looks like one)."""
+    parser._negative_number_matcher = _NEGATIVE_NUMBER
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sp in action.choices.values():
+                _accept_negative_numbers(sp)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as exc:  # a path that does not exist, a read-only folder, a full disk: one line, no traceback
         print(f"embeval: error: {os_error_message(exc)}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as exc:  # a text file read without embeval.errors.read_text: still one line
+        from embeval.errors import unicode_problem
+
+        print(f"embeval: error: an input file is not UTF-8 text ({unicode_problem(exc)}); save it as UTF-8 "
+              "(or check that it is the right file, not a binary)", file=sys.stderr)
         return 2
 
 

@@ -20,3 +20,18 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def finite(values, name: str):
+    """``values`` (a number or a list of numbers from argparse) unchanged, or :class:`InvalidInputError` naming the
+    option and the first value that is NaN or infinite."""
+    import math
+
+    from embeval.errors import InvalidInputError
+
+    seq = values if isinstance(values, (list, tuple)) else [values]
+    for i, v in enumerate(seq):
+        if v is not None and not math.isfinite(v):
+            at = f" (value {i + 1} of {len(seq)})" if len(seq) > 1 else ""
+            raise InvalidInputError(f"{name}: {v} is not a finite number{at}; give finite numbers")
+    return values

@@ -49,8 +49,9 @@ def register(sub) -> None:
                      epilog="example:\n  embeval act2answer run --items suite/items.jsonl --policy tiny-vla --out results/\n"
                             "  embeval act2answer run --items suite/items.jsonl --policy my_vla.yaml --vlm my_vlm.yaml --out results/")
     p.add_argument("--items", type=Path, required=True, help="item file (items.jsonl)")
-    p.add_argument("--policy", nargs="*", default=["tiny-vla"], help="policies: shipped embedded names or subject YAMLs "
-                                                                      "(default tiny-vla; none: only --vlm)")
+    p.add_argument("--policy", nargs="*", default=["tiny-vla"],
+                   help="policies: shipped embedded names (embeval train population --list), checkpoint folders or subject "
+                        "YAMLs (default tiny-vla; tiny-vla-untrained: random weights, a floor; none: no policy, only --vlm)")
     p.add_argument("--vlm", nargs="*", default=[], help="VLM subject YAMLs (or shipped tiny-vlm names) answering as text")
     p.add_argument("--episode", type=Path, help="episode spec YAML (default config: eps 0.08 m, 24 steps, release_after_lift)")
     p.add_argument("--out", type=Path, default=Path("act2answer_results"), help="output folder (default act2answer_results/)")
@@ -97,7 +98,27 @@ def register(sub) -> None:
     p.set_defaults(func=_probe)
 
 
+#: ``--policy none``: run no policy (only the --vlm subjects)
+NO_POLICY = "none"
+
+
+def _policy_refs(refs: list[str] | None, vlms: list[str] | None) -> list[str]:
+    """The --policy values to run: ``none`` means no policy and stands alone; nothing at all to run is an error."""
+    refs = list(refs or [])
+    if NO_POLICY in refs and len(refs) > 1:
+        from embeval.errors import ConfigError
+
+        raise ConfigError(f"--policy none means no policy; it cannot be combined with {', '.join(r for r in refs if r != NO_POLICY)}")
+    refs = [r for r in refs if r != NO_POLICY]
+    if not refs and not vlms:
+        from embeval.errors import ConfigError
+
+        raise ConfigError("nothing to run: --policy none (or an empty --policy) and no --vlm; give a policy or a VLM subject")
+    return refs
+
+
 def _load_policy(ref: str):
+    """A subject YAML, or an embedded tiny VLA by shipped name / checkpoint folder (never a silent untrained one)."""
     import torch
 
     torch.set_num_threads(1)  # batch-1 inference per step: more threads only contend (see docs/act2answer.md)
@@ -107,7 +128,7 @@ def _load_policy(ref: str):
         return load_subject(str(ref))
     from embeval.act2answer.subjects import embedded_policy
 
-    return embedded_policy(ref)
+    return embedded_policy(ref, allow_untrained=False)
 
 
 def _load_vlm(ref: str):
@@ -158,11 +179,13 @@ def _run(args) -> int:
     from embeval.act2answer.episode import run_items, write_results
     from embeval.act2answer.scene import EpisodeSpec
 
+    refs = _policy_refs(args.policy, args.vlm)
     items = _items(args.items, args.limit)
     spec = EpisodeSpec.from_yaml(args.episode) if args.episode else EpisodeSpec()
+    policies = [_load_policy(ref) for ref in refs]  # every name checked before the first episode runs
+    vlms = [_load_vlm(ref) for ref in args.vlm or []]
     results = {}
-    for ref in args.policy or []:
-        policy = _load_policy(ref)
+    for policy in policies:
         t0, recs = time.perf_counter(), []
         for r in run_items(policy, items, spec, seed=args.seed):
             recs.append(r)
@@ -170,8 +193,7 @@ def _run(args) -> int:
                 print(f"  {policy.id}: {len(recs)}/{2 * len(items)} episodes ({len(recs) / (time.perf_counter() - t0):.2f}/s)", flush=True)
         results[policy.id] = recs
         print(f"{policy.id}: {len(recs)} episodes -> {write_results(recs, args.out / f'episodes_{policy.id}.jsonl')}")
-    for ref in args.vlm or []:
-        vlm = _load_vlm(ref)
+    for vlm in vlms:
         recs = list(answer_items(vlm, items))
         results[f"{vlm.id} (text)"] = recs
         print(f"{vlm.id}: {len(recs)} text answers -> {write_results(recs, args.out / f'answers_{vlm.id}.jsonl')}")

@@ -22,13 +22,14 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=_list)
 
-    p = g.add_parser("apply", help="distort every image of a folder",
-                     description="Distort every image in a folder; writes OUT/<type>/L<level>/<name>.png and "
+    p = g.add_parser("apply", help="distort every image of a folder (or one image file)",
+                     description="Distort every image in a folder (or one image file); writes OUT/<type>/L<level>/<name>.png and "
                                  "OUT/manifest.jsonl (source, output, type, level, per-image seed). Existing outputs are "
                                  "kept, so an interrupted run resumes.",
                      epilog="examples:\n  embeval distort apply --in photos/ --out distorted/ --type jpeg --level 3 --seed 0\n"
-                            "  embeval distort apply --in photos/ --out distorted/ --all", formatter_class=fmt)
-    p.add_argument("--in", dest="in_dir", type=Path, required=True, help="folder of input images (png/jpg/...)")
+                            "  embeval distort apply --in photos/ --out distorted/ --all\n"
+                            "  embeval distort apply --in frame.png --out distorted/ --type jpeg", formatter_class=fmt)
+    p.add_argument("--in", dest="in_dir", type=Path, required=True, help="folder of input images (png/jpg/...), or one image file")
     p.add_argument("--out", dest="out_dir", type=Path, required=True, help="output folder (created)")
     p.add_argument("--type", nargs="+", metavar="NAME", help="distortion type(s); see `embeval distort list`")
     p.add_argument("--level", nargs="+", type=int, metavar="L", help="level(s) 1..5 (default: all five)")

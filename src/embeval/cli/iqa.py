@@ -3,6 +3,7 @@ plot the analyses, and calibrate / try the live quality gate."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from embeval.cli._util import add_group
@@ -174,27 +175,48 @@ def _gate(args) -> int:
     import json
 
     import numpy as np
-    from PIL import Image
 
+    from embeval.cli._util import finite
+    from embeval.distortion.batch import read_rgb
+    from embeval.errors import InvalidInputError
     from embeval.iqa.gate import QualityGate, threshold_for_rate
     from embeval.iqa.predictor import load_predictor
 
+    finite(args.threshold, "--threshold")
+    if args.rate is not None and not 0.0 <= args.rate < 1.0:
+        raise InvalidInputError(f"--rate: the share of images to withhold must lie in [0, 1), got {args.rate}")
     pred = load_predictor(args.predictor)
-    imgs = []
-    for f in args.images:
-        with Image.open(f) as im:
-            imgs.append(np.asarray(im.convert("RGB")))
-    scores = pred.predict(imgs)
-    thr = args.threshold
-    if args.rate is not None:
-        thr = threshold_for_rate(scores, args.rate)
-        (args.predictor / "gate.json").write_text(json.dumps({"threshold": thr, "rate": args.rate, "target": pred_target(pred)}))
-        print(f"threshold {thr:.4f} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
-    gate = QualityGate(pred, thr) if thr is not None else QualityGate.load(args.predictor)
-    for f, s in zip(args.images, scores):
-        print(f"{'PASS' if s >= gate.threshold else 'WITHHOLD':8s} {s:8.4f}  {f}")
-    print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {gate.threshold:.4f} "
-          f"(predicted {pred_target(pred)} score)")
+    files, imgs, unreadable = [], [], []
+    for f in args.images:  # a corrupt, empty or missing image is reported; the others are still scored
+        try:
+            if not f.is_file():
+                raise InvalidInputError(f"cannot read image {f}: {'a folder' if f.is_dir() else 'no such file'}; "
+                                        "give image files")
+            imgs.append(read_rgb(f))
+            files.append(f)
+        except InvalidInputError as exc:
+            unreadable.append(str(exc))
+    if imgs:
+        scores = np.asarray(pred.predict(imgs), dtype=np.float64)
+        thr = args.threshold
+        if args.rate is not None:
+            thr = threshold_for_rate(scores, args.rate)
+            (args.predictor / "gate.json").write_text(json.dumps({"threshold": thr, "rate": args.rate, "target": pred_target(pred)}))
+            print(f"threshold {thr:.4f} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
+        gate = QualityGate(pred, thr) if thr is not None else QualityGate.load(args.predictor)
+        for f, s in zip(files, scores):
+            print(f"{'PASS' if s >= gate.threshold else 'WITHHOLD':8s} {s:8.4f}  {f}")
+        print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {gate.threshold:.4f} "
+              f"(predicted {pred_target(pred)} score)")
+    if unreadable:
+        for msg in unreadable:
+            print(f"embeval: skipped: {msg}", file=sys.stderr)
+        bad = [str(f) for f in args.images if f not in files]
+        names = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        calibrated = "; the threshold was calibrated on the readable ones" if args.rate is not None and imgs else ""
+        print(f"embeval: error: {len(bad)} of {len(args.images)} image(s) could not be read and got no score ({names})"
+              f"{calibrated}; replace them and run again", file=sys.stderr)
+        return 1 if imgs else 2
     return 0
 
 

@@ -15,6 +15,9 @@ def _shard_args(p) -> None:
     p.add_argument("--unit-timeout", type=float, metavar="S",
                    help="override backend.unit_timeout_s: a unit running longer is recorded as failed (0: no watchdog)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--rerun-changed", action="store_true",
+                   help="a subject's weights changed since its stored results: run those units again with the new weights "
+                        "(without it the run is refused)")
 
 
 def register(sub) -> None:
@@ -77,7 +80,8 @@ def register(sub) -> None:
 
 
 def _overrides(args) -> dict:
-    kw = {"shard_index": args.shard_index, "num_shards": args.num_shards, "backend": args.backend}
+    kw = {"shard_index": args.shard_index, "num_shards": args.num_shards, "backend": args.backend,
+          "rerun_changed": args.rerun_changed}
     if args.no_progress:
         kw["progress"] = False
     if args.unit_timeout is not None:

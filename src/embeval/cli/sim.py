@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, positive_int
+from embeval.cli._util import add_group, finite, positive_int
 
 _VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
 
@@ -166,6 +166,8 @@ def _execute(args) -> int:
     from embeval.sim.execute import execute_pair
     from embeval.sim.tasks import make_task
 
+    finite(args.reference, "--reference")
+    finite(args.distorted, "--distorted")
     scene, task = make_task(_verb(args.task), args.seed)
     with SimEnv() as env:
         rec = execute_pair(env, scene, task, [args.reference], [args.distorted], seed=args.seed)

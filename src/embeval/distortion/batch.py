@@ -39,7 +39,7 @@ def read_rgb(path: Path) -> np.ndarray:
     try:
         with Image.open(path) as im:
             return np.asarray(im.convert("RGB"), dtype=np.uint8)
-    except (UnidentifiedImageError, OSError) as exc:
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:  # the last: a pixel bomb
         raise InvalidInputError(f"cannot read image {path}: {exc}; remove or replace the file") from None
 
 
@@ -57,7 +57,8 @@ def _plan(types: Sequence[str], levels: Sequence[int]) -> list[tuple[str, int]]:
 def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str], levels: Sequence[int],
                    seed: int = 0, progress: bool = False, overwrite: bool = False,
                    unreadable: list[str] | None = None) -> list[DistortedFile]:
-    """Write ``out_dir/<type>/L<level>/<stem>.png`` for every image in ``in_dir`` (sorted, not recursive) and
+    """Write ``out_dir/<type>/L<level>/<stem>.png`` for every image in ``in_dir`` (sorted, not recursive; or the one
+    image file ``in_dir`` names) and
     every (type, level); returns the records. Existing outputs are skipped unless ``overwrite`` (so an
     interrupted run resumes); ``out_dir/manifest.jsonl`` gets one line per output not listed there yet.
     ``unreadable``: when a list is given, input files that are not readable images are skipped and their
@@ -66,9 +67,17 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
     from PIL import Image
 
     in_dir, out_dir = Path(in_dir), Path(out_dir)
-    if not in_dir.is_dir():
-        raise MissingFileError(f"input folder {in_dir} does not exist; pass a folder of images with --in")
-    files = sorted(p for p in in_dir.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
+    if in_dir.is_file():  # one image file
+        if in_dir.suffix.lower() not in IMAGE_EXTENSIONS:
+            raise InvalidInputError(f"{in_dir} is a file but not an image ({', '.join(IMAGE_EXTENSIONS)}); pass an image "
+                                    "file or a folder of images with --in")
+        files = [in_dir]
+    elif not in_dir.exists():
+        raise MissingFileError(f"input {in_dir} does not exist; pass a folder of images (or one image file) with --in")
+    elif not in_dir.is_dir():
+        raise InvalidInputError(f"input {in_dir} is neither a folder nor a regular file; pass a folder of images with --in")
+    else:
+        files = sorted(p for p in in_dir.iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS and p.is_file())
     if not files:
         sub = sorted({p.parent for ext in IMAGE_EXTENSIONS for p in in_dir.glob(f"*/*{ext}")})
         hint = f"; images are in {', '.join(str(d) for d in sub[:3])}: pass that folder (apply is not recursive)" if sub else ""

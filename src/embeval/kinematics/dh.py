@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 
 __all__ = ["JOINT_NAMES", "PRESETS", "DHParams", "JointLimits", "preset"]
 
@@ -175,7 +175,7 @@ class DHParams:
                 "default_kinematics.yaml / calibration yaml"
             )
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(read_text(path, "kinematics file"))
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path} is not valid YAML ({yaml_problem(exc)})") from exc
         return cls.from_dict(data or {}, name=path.stem)

@@ -81,7 +81,7 @@ def check_workspace(tcp_position: Sequence[float], limits: SafetyLimits) -> Safe
     """Stop when the TCP position (m, frame base) lies outside the workspace box."""
     p = np.asarray(tcp_position, dtype=np.float64).reshape(-1)[:3]
     lo, hi = np.array(limits.workspace_lower), np.array(limits.workspace_upper)
-    bad = [f"{ax}={v:.3f} not in [{l:.3f}, {h:.3f}]" for ax, v, l, h in zip("xyz", p, lo, hi) if not (l <= v <= h)]
+    bad = [f"{ax}={v:.3f} not in [{l:.3f}, {h:.3f}]" if abs(v) < 1e6 else f"{ax}={v:.3g} not in [{l:.3f}, {h:.3f}]" for ax, v, l, h in zip("xyz", p, lo, hi) if not (l <= v <= h)]
     if bad:
         return SafetyStatus(SafetyMode.PROTECTIVE_STOP, "workspace limit: TCP " + ", ".join(bad))
     return OK

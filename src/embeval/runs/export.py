@@ -10,7 +10,7 @@ from embeval.runs.store import ResultsStore
 
 #: Columns of every exported row besides the ``out.<name>`` columns.
 BASE_COLUMNS = ("run_id", "subject", "item", "distortion", "level", "seed", "group_key", "status", "attempts", "error",
-                "unit_seed", "spec_hash", "code_version", "worker", "started", "finished", "duration_s", "outputs")
+                "unit_seed", "spec_hash", "code_version", "worker", "started", "finished", "duration_s", "weights", "outputs")
 
 
 def results_frame(store: ResultsStore, run_id: str | None = None, status: str | None = None):

@@ -84,6 +84,13 @@ class Evaluator:
             p = spec.resolve_path(subject.path)
             if not p.exists():
                 raise MissingFileError(f"{where}.path: file not found: {p}; put the model files there or fix the path")
+        elif subject.adapter == "embedded" and subject.path and subject.kind in EMBEDDED_KINDS:
+            from embeval.subjects.embedded.zoo import resolve_model
+
+            try:  # a shipped name: a typo is an error now, not a failed unit after the run has started
+                resolve_model(subject.path, EMBEDDED_KINDS[subject.kind])
+            except MissingFileError as exc:
+                raise MissingFileError(f"{where}.path: {exc}") from None
         if subject.kind in ("vlm", "policy", "llm"):
             try:
                 from embeval.subjects.registry import SubjectSpec, resolve_adapter
@@ -141,6 +148,10 @@ class Evaluator:
         and one ``out.<name>`` column per scalar output; ``stamp`` names spec hash and code version
         and must appear on every figure)."""
         return []
+
+
+#: subject kind -> embedded model kind (``adapter: embedded`` subjects name shipped models by ``path``)
+EMBEDDED_KINDS = {"policy": "vla", "vlm": "vlm"}
 
 
 def _looks_like_path(value: str) -> bool:

@@ -15,13 +15,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 from embeval.provenance import code_version
 from embeval.runs.backends import get_backend
+from embeval.runs.lock import LOCK_DIR, RunLock
 from embeval.runs.plan import Plan, plan_run
 from embeval.runs.spec import RunSpec, load_spec, parse_spec, with_backend
 from embeval.runs.store import STORE_NAME, ResultsStore
 from embeval.runs.units import select_shard
+from embeval.runs.weights import check_weights, fingerprints
 
 
 @dataclass
@@ -49,17 +51,36 @@ class RunSummary:
         return self.done / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
+def read_run_json(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """``RUN/run.json`` (None when there is none); ConfigError in one line when it is damaged."""
+    meta = Path(run_dir) / "run.json"
+    if not meta.is_file():
+        return None
+    try:
+        info = json.loads(read_text(meta, "run metadata"))
+    except ValueError as exc:
+        raise ConfigError(f"{meta} is damaged ({exc}); it is not a run folder embeval can continue: choose another --out") from None
+    if not isinstance(info, dict) or not isinstance(info.get("spec_hash"), str):
+        raise ConfigError(f"{meta} is damaged (no spec_hash); it is not a run folder embeval can continue: choose another --out")
+    return info
+
+
+def check_run_dir(spec: RunSpec, d: Path) -> None:
+    """A run folder that holds a different spec is a ConfigError (nothing is written)."""
+    old = read_run_json(d)
+    if old is not None and old.get("spec_hash") != spec.hash:
+        raise ConfigError(
+            f"{d} already holds run {old.get('spec_hash')} from a different spec (this spec's hash is {spec.hash}); "
+            "resume it with `embeval resume`, or choose another output folder (--out)"
+        )
+
+
 def prepare_run_dir(spec: RunSpec, run_dir: str | os.PathLike | None = None) -> Path:
     """Create (or check) the run folder: a different spec already there is a ConfigError."""
     d = Path(run_dir) if run_dir is not None else spec.default_run_dir()
     meta = d / "run.json"
+    check_run_dir(spec, d)
     if meta.is_file():
-        old = json.loads(meta.read_text())
-        if old.get("spec_hash") != spec.hash:
-            raise ConfigError(
-                f"{d} already holds run {old.get('spec_hash')} from a different spec (this spec's hash is {spec.hash}); "
-                "resume it with `embeval resume`, or choose another output folder (--out)"
-            )
         return d
     import yaml
 
@@ -84,8 +105,12 @@ def load_run_spec(run_dir: str | os.PathLike) -> RunSpec:
     meta, spec_file = d / "run.json", d / "spec.yaml"
     if not meta.is_file() or not spec_file.is_file():
         raise MissingFileError(f"{d} is not a run folder (no run.json/spec.yaml); start one with `embeval run SPEC.yaml`")
-    info = json.loads(meta.read_text())
-    spec = parse_spec(yaml.safe_load(spec_file.read_text()), base_dir=info.get("base_dir", d))
+    info = read_run_json(d)
+    try:
+        data = yaml.safe_load(read_text(spec_file, "run spec"))
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{spec_file} is not valid YAML ({yaml_problem(exc)}); was it edited? start a new run folder") from None
+    spec = parse_spec(data, base_dir=info.get("base_dir", d))
     if spec.hash != info.get("spec_hash"):
         raise ConfigError(f"{spec_file} was edited: its hash {spec.hash} differs from the run's {info.get('spec_hash')}; "
                           "start a new run folder for a changed spec")
@@ -94,12 +119,15 @@ def load_run_spec(run_dir: str | os.PathLike) -> RunSpec:
 
 def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = None, *, shard_index: int = 0,
         num_shards: int = 1, backend: str | None = None, progress: bool | None = None,
-        unit_timeout_s: float | None | str = "spec") -> RunSummary:
+        unit_timeout_s: float | None | str = "spec", rerun_changed: bool = False) -> RunSummary:
     """Run (or continue) ``spec``'s units of one shard; returns a :class:`RunSummary`.
 
     Everything is validated before any work starts. Each unit's record is committed as it
     finishes; failed units are retried ``spec.backend.retries`` times here and again on resume.
-    ``backend``/``progress``/``unit_timeout_s`` override the spec's backend settings.
+    ``backend``/``progress``/``unit_timeout_s`` override the spec's backend settings. Another live
+    process on an overlapping shard of the folder is refused (:mod:`embeval.runs.lock`); so are
+    stored results of a subject whose weights changed since, unless ``rerun_changed`` (then they
+    run again; :mod:`embeval.runs.weights`).
     """
     if not isinstance(spec, RunSpec):
         spec = load_spec(spec)
@@ -117,21 +145,35 @@ def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = N
     backend_impl = get_backend(spec.backend.name)
     if hasattr(backend_impl, "check"):
         backend_impl.check(spec)
-    d = prepare_run_dir(spec, run_dir)
-    with ResultsStore(d / STORE_NAME) as store:
-        return _execute(plan, units, store, d, backend_impl, shard_index, num_shards)
+    d = Path(run_dir) if run_dir is not None else spec.default_run_dir()
+    check_run_dir(spec, d)
+    d.mkdir(parents=True, exist_ok=True)
+    with RunLock(d, shard_index, num_shards):  # a second process on the same shard is refused, naming this one
+        prepare_run_dir(spec, d)
+        with ResultsStore(d / STORE_NAME) as store:
+            return _execute(plan, units, store, d, backend_impl, shard_index, num_shards, rerun_changed)
 
 
 def resume(run_dir: str | os.PathLike, **kwargs: Any) -> RunSummary:
     """Continue the run in ``run_dir`` (same keyword arguments as :func:`run`)."""
-    return run(load_run_spec(run_dir), run_dir, **kwargs)
+    d = Path(run_dir)
+    if not (d / "run.json").is_file() and (d / LOCK_DIR).is_dir():  # a run just starting there: name it, not "no run"
+        with RunLock(d, kwargs.get("shard_index", 0), kwargs.get("num_shards", 1)):
+            pass
+    return run(load_run_spec(d), d, **kwargs)
 
 
-def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl, shard_index: int, num_shards: int) -> RunSummary:
+def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl, shard_index: int, num_shards: int,
+             rerun_changed: bool = False) -> RunSummary:
     spec = plan.spec
     cv = code_version()
     run_id, h = spec.run_id, spec.hash
     store.register_run(run_id, h, spec.evaluator, spec.name, spec.to_dict(), spec.base_dir, cv, plan.units)
+    weights = fingerprints(spec, plan.subjects.values(), store)
+    rerun = check_weights(store, run_id, units, weights, spec, plan.subjects, rerun_changed)
+    if rerun:
+        print(f"weights changed: {rerun} stored unit(s) of this shard run again with the new weights (--rerun-changed)",
+              file=sys.stderr, flush=True)
     store.start_session(run_id, shard_index, num_shards, spec.backend.name, cv)
     already = store.done_keys(run_id)
     skipped = sum(1 for u in units if u.key in already)
@@ -149,7 +191,8 @@ def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl
 
             def on_results(rows, attempt=attempt) -> None:
                 nonlocal done
-                store.record_many(run_id, [(u, r, u.unit_seed(spec.evaluator)) for u, r in rows], spec_hash=h, code_version=cv)
+                store.record_many(run_id, [(u, r, u.unit_seed(spec.evaluator)) for u, r in rows], spec_hash=h, code_version=cv,
+                                  weights=weights)
                 for u, r in rows:
                     if r.ok:
                         done += 1
@@ -215,10 +258,10 @@ def merge(run_dir: str | os.PathLike, sources: list[str | os.PathLike]) -> dict[
             d.mkdir(parents=True, exist_ok=True)
             for name in ("spec.yaml", "run.json"):
                 shutil.copy2(src / name, d / name)
-        elif json.loads((src / "run.json").read_text())["spec_hash"] != json.loads((d / "run.json").read_text())["spec_hash"]:
+        elif read_run_json(src)["spec_hash"] != read_run_json(d)["spec_hash"]:
             raise ConfigError(f"{src} holds a different run spec than {d}; merge only shards of the same spec")
     out: dict[str, int] = {"new_done": 0, "done": 0}
-    with ResultsStore(d / STORE_NAME) as store:
+    with RunLock(d), ResultsStore(d / STORE_NAME) as store:  # the whole run: no shard may run into it meanwhile
         for src in sources:
             r = store.merge_from(Path(src) / STORE_NAME)
             out = {"new_done": out["new_done"] + r["new_done"], "done": r["done"]}

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
-from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 from embeval.provenance import stable_hash
 
 #: Fields that do not change results: excluded from the spec hash.
@@ -251,7 +251,7 @@ def _subject(raw: Any, where: _Field, base_dir: Path) -> SubjectEntry:
         if not p.is_file():
             raise MissingFileError(f"{where}: subject file not found: {p}; give a subject YAML (see config/subjects/) or an inline mapping")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml.safe_load(read_text(p, "subject file")) or {}
         except yaml.YAMLError as exc:
             raise where.error(f"{p} is not valid YAML ({yaml_problem(exc)})") from None
         data = dict(_mapping(data, where))
@@ -372,7 +372,7 @@ def load_spec(path: str | os.PathLike) -> RunSpec:
     if not p.is_file():
         raise MissingFileError(f"run spec not found: {p}; see config/runs/*.yaml for examples")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(read_text(p, "run spec"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: not valid YAML ({yaml_problem(exc)})") from None
     try:

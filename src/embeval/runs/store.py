@@ -6,8 +6,12 @@ Tables:
 - ``plan``: every unit of the run with its group key (so ``status`` needs no plugins).
 - ``results``: one row per finished unit, ``UNIQUE(run_id, subject, item, distortion, level, seed)``;
   ``status`` is ``done`` or ``failed`` (with ``error``); ``outputs`` holds the raw outputs as JSON;
-  every row carries the spec hash, code version, unit seed, worker and timings (unix seconds).
+  every row carries the spec hash, code version, unit seed, worker, timings (unix seconds) and
+  ``weights``, the fingerprint of its subject's checkpoint (:mod:`embeval.runs.weights`; null
+  without local weights).
 - ``sessions``: every run/resume invocation (shard, backend, host, pid, code version).
+- ``file_hashes``: content hashes of checkpoint files by (path, size, mtime, inode), so an
+  unchanged checkpoint is not re-read on resume.
 
 A unit's row is written in its own transaction the moment it finishes; a failed row is replaced
 when the unit later succeeds; a done row is never overwritten (so no unit is counted twice, even
@@ -41,28 +45,33 @@ CREATE TABLE IF NOT EXISTS results(
   level INTEGER NOT NULL, seed INTEGER NOT NULL, group_key TEXT,
   status TEXT NOT NULL CHECK(status IN ('done', 'failed')), attempts INTEGER NOT NULL DEFAULT 1,
   error TEXT, outputs TEXT, unit_seed INTEGER, spec_hash TEXT NOT NULL, code_version TEXT NOT NULL,
-  worker TEXT, started REAL, finished REAL, duration_s REAL,
+  worker TEXT, started REAL, finished REAL, duration_s REAL, weights TEXT,
   UNIQUE(run_id, subject, item, distortion, level, seed));
 CREATE INDEX IF NOT EXISTS results_status ON results(run_id, status);
 CREATE TABLE IF NOT EXISTS sessions(
   id INTEGER PRIMARY KEY, run_id TEXT NOT NULL, shard_index INTEGER, num_shards INTEGER,
   backend TEXT, host TEXT, pid INTEGER, code_version TEXT, started REAL);
+CREATE TABLE IF NOT EXISTS file_hashes(
+  path TEXT NOT NULL, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, inode INTEGER NOT NULL, sha256 TEXT NOT NULL,
+  PRIMARY KEY(path, size, mtime_ns, inode)) WITHOUT ROWID;
 """
 
 _UPSERT = """
 INSERT INTO results(run_id, subject, item, distortion, level, seed, group_key, status, attempts, error,
-                    outputs, unit_seed, spec_hash, code_version, worker, started, finished, duration_s)
-VALUES(?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    outputs, unit_seed, spec_hash, code_version, worker, started, finished, duration_s, weights)
+VALUES(?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(run_id, subject, item, distortion, level, seed) DO UPDATE SET
   status=excluded.status, attempts=results.attempts + 1, error=excluded.error, outputs=excluded.outputs,
   unit_seed=excluded.unit_seed, spec_hash=excluded.spec_hash, code_version=excluded.code_version,
-  worker=excluded.worker, started=excluded.started, finished=excluded.finished, duration_s=excluded.duration_s
+  worker=excluded.worker, started=excluded.started, finished=excluded.finished, duration_s=excluded.duration_s,
+  weights=excluded.weights
 WHERE results.status != 'done'
 """
 
 STORE_NAME = "results.sqlite"
-#: bumped when the schema changes incompatibly (PRAGMA user_version)
-SCHEMA_VERSION = 1
+#: bumped when the schema changes (PRAGMA user_version); 2: results.weights and file_hashes (an older store is
+#: upgraded in place when opened for writing; its rows have no fingerprint)
+SCHEMA_VERSION = 2
 
 
 class ResultsStore:
@@ -85,8 +94,13 @@ class ResultsStore:
                               f"{SCHEMA_VERSION}); upgrade embeval to read or resume it")
         if create:
             self.conn.executescript(SCHEMA)
+            if "weights" not in self._columns("results"):  # a schema-1 store: add the fingerprint column
+                self.conn.execute("ALTER TABLE results ADD COLUMN weights TEXT")
             if version < SCHEMA_VERSION:
                 self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+
+    def _columns(self, table: str, schema: str = "main") -> list[str]:
+        return [r[1] for r in self.conn.execute(f"PRAGMA {schema}.table_info({table})")]
 
     # ----------------------------------------------------------- context
     def close(self) -> None:
@@ -166,12 +180,14 @@ class ResultsStore:
         """Write one finished unit in its own transaction (done rows are never overwritten)."""
         self.record_many(run_id, [(unit, result, unit_seed)], spec_hash=spec_hash, code_version=code_version)
 
-    def record_many(self, run_id: str, rows: Iterable[tuple[Unit, UnitResult, int]], *, spec_hash: str, code_version: str) -> None:
-        """Write several finished units in one transaction."""
+    def record_many(self, run_id: str, rows: Iterable[tuple[Unit, UnitResult, int]], *, spec_hash: str, code_version: str,
+                    weights: dict[str, str | None] | None = None) -> None:
+        """Write several finished units in one transaction; ``weights``: subject -> checkpoint fingerprint."""
+        weights = weights or {}
         params = [
             (run_id, *u.key, u.group, r.status, r.error,
              None if r.outputs is None else outputs_json(r.outputs), int(seed), spec_hash, code_version,
-             r.worker, r.started, r.finished, r.duration_s)
+             r.worker, r.started, r.finished, r.duration_s, weights.get(u.subject))
             for u, r, seed in rows
         ]
         with self._tx():
@@ -182,6 +198,33 @@ class ResultsStore:
             "SELECT subject, item, distortion, level, seed FROM results WHERE run_id=? AND status='done'", (run_id,))
         return {tuple(r) for r in rows}
 
+    def done_weights(self, run_id: str) -> list[tuple[UnitKey, str | None]]:
+        """(key, weights fingerprint) of every done unit (None: recorded without one)."""
+        if "weights" not in self._columns("results"):
+            return []
+        rows = self.conn.execute(
+            "SELECT subject, item, distortion, level, seed, weights FROM results WHERE run_id=? AND status='done'", (run_id,))
+        return [(tuple(r[:5]), r[5]) for r in rows]
+
+    def invalidate(self, run_id: str, keys: Iterable[UnitKey], reason: str) -> int:
+        """Mark done units failed with ``reason`` so they run again (the one way a done row is given up, on
+        an explicit request: ``--rerun-changed``). Returns how many rows changed."""
+        with self._tx():
+            cur = self.conn.executemany(
+                "UPDATE results SET status='failed', error=? WHERE run_id=? AND subject=? AND item=? AND distortion=? "
+                "AND level=? AND seed=? AND status='done'", ((reason, run_id, *k) for k in keys))
+            return cur.rowcount
+
+    def hash_cache(self) -> dict:
+        """The file hash cache (:data:`embeval.provenance.HashCache`)."""
+        return {tuple(r[:4]): r[4] for r in self.conn.execute("SELECT path, size, mtime_ns, inode, sha256 FROM file_hashes")}
+
+    def save_hash_cache(self, entries: dict) -> None:
+        if entries:
+            with self._tx():
+                self.conn.executemany("INSERT OR REPLACE INTO file_hashes(path, size, mtime_ns, inode, sha256) VALUES(?, ?, ?, ?, ?)",
+                                      ((*k, v) for k, v in entries.items()))
+
     def counts(self, run_id: str) -> dict[str, int]:
         rows = self.conn.execute("SELECT status, count(*) FROM results WHERE run_id=? GROUP BY status", (run_id,))
         out = {"done": 0, "failed": 0}
@@ -190,8 +233,9 @@ class ResultsStore:
 
     def rows(self, run_id: str, status: str | None = None) -> list[dict[str, Any]]:
         """Result rows as dicts (``outputs`` parsed), ordered by key."""
+        weights = ", weights" if "weights" in self._columns("results") else ", NULL AS weights"
         q = ("SELECT run_id, subject, item, distortion, level, seed, group_key, status, attempts, error, outputs, unit_seed,"
-             " spec_hash, code_version, worker, started, finished, duration_s FROM results WHERE run_id=?")
+             f" spec_hash, code_version, worker, started, finished, duration_s{weights} FROM results WHERE run_id=?")
         args: list[Any] = [run_id]
         if status:
             q += " AND status=?"
@@ -229,6 +273,7 @@ class ResultsStore:
         before = self.conn.execute("SELECT count(*) FROM results WHERE status='done'").fetchone()[0]
         self.conn.execute("ATTACH DATABASE ? AS src", (str(other),))
         try:
+            theirs_w = "weights" if "weights" in self._columns("results", "src") else "NULL"  # a schema-1 source
             with self._tx():
                 self.conn.execute("INSERT OR IGNORE INTO runs SELECT * FROM src.runs")
                 self.conn.execute("INSERT OR IGNORE INTO plan SELECT * FROM src.plan")
@@ -237,12 +282,13 @@ class ResultsStore:
                                   " WHERE NOT EXISTS (SELECT 1 FROM sessions m WHERE m.run_id = s.run_id AND m.host IS s.host"
                                   " AND m.pid IS s.pid AND m.started IS s.started)")
                 self.conn.execute(
-                    f"INSERT INTO results({cols}) SELECT {cols} FROM src.results WHERE true "
+                    f"INSERT INTO results({cols}, weights) SELECT {cols}, {theirs_w} FROM src.results WHERE true "
                     "ON CONFLICT(run_id, subject, item, distortion, level, seed) DO UPDATE SET "
                     "status=excluded.status, attempts=results.attempts + excluded.attempts, error=excluded.error, "
                     "outputs=excluded.outputs, unit_seed=excluded.unit_seed, spec_hash=excluded.spec_hash, "
                     "code_version=excluded.code_version, worker=excluded.worker, started=excluded.started, "
-                    "finished=excluded.finished, duration_s=excluded.duration_s WHERE results.status != 'done'")
+                    "finished=excluded.finished, duration_s=excluded.duration_s, weights=excluded.weights "
+                    "WHERE results.status != 'done'")
         finally:
             self.conn.execute("DETACH DATABASE src")
         after = self.conn.execute("SELECT count(*) FROM results WHERE status='done'").fetchone()[0]

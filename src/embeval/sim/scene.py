@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from embeval.config import from_mapping
-from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 
 RGBA = tuple[float, float, float, float]
 
@@ -235,7 +235,7 @@ class SceneSpec:
         if p is not None:
             if not p.exists():
                 raise MissingFileError(f"scene spec {p} not found; write one with `embeval sim scene --out {p}`")
-            text = p.read_text()
+            text = read_text(p, "scene spec")
         else:
             text = str(path_or_text)
         try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 from embeval.subjects.protocols import LLM, VLM, Policy
 
 KINDS = ("vlm", "policy", "llm")
@@ -176,7 +176,7 @@ def read_spec(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLike)
     if not path.is_file():
         raise MissingFileError(f"subject spec {path} does not exist; see config/subjects/*.yaml for examples")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_text(path, "subject spec"))
     except yaml.YAMLError as exc:
         raise ConfigError(f"subject spec {path} is not valid YAML ({yaml_problem(exc)})") from None
     try:

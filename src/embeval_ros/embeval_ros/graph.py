@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 
 #: ROS node name -> "module:class"; also the executables' names without the embeval_ prefix
 NODE_CLASSES: dict[str, str] = {
@@ -78,7 +78,7 @@ def load_params(path: str | Path | dict, common_out: dict[str, Any] | None = Non
         if not p.is_file():
             raise MissingFileError(f"parameter file {p} not found; see config/ for examples (config/embeval_sim.yaml)")
         try:
-            data = yaml.safe_load(p.read_text()) or {}
+            data = yaml.safe_load(read_text(p, "parameter file")) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"parameter file {p} is not valid YAML ({yaml_problem(exc)}); "
                               f"compare with config/embeval_sim.yaml") from None

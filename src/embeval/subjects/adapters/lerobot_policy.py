@@ -47,7 +47,44 @@ def check_checkpoint(path: str | Path) -> Path:
                                   "(for lerobot-train outputs: checkpoints/<step>/pretrained_model)")
     if not any((p / w).is_file() for w in WEIGHT_FILES):
         raise MissingWeightsError(f"{p} has no weights ({' or '.join(WEIGHT_FILES)}); copy them from the trained checkpoint")
+    check_config_json(p / "config.json")
     return p
+
+
+def check_config_json(path: Path) -> dict:
+    """The checkpoint's ``config.json`` as a mapping with a policy ``type``; :class:`ConfigError` in one line when it
+    is empty, not UTF-8, not JSON or not a LeRobot policy config (a copy interrupted half-way, a wrong file)."""
+    import json
+
+    from embeval.errors import read_text
+
+    text = read_text(path, "LeRobot config", max_bytes=4 << 20)
+    fix = "copy it again from the trained checkpoint (policy.save_pretrained writes it)"
+    if not text.strip():
+        raise ConfigError(f"LeRobot config {path} is empty; {fix}")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"LeRobot config {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {fix}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
+        got = f"a JSON {type(doc).__name__}" if not isinstance(doc, dict) else "no 'type' field"
+        raise ConfigError(f"LeRobot config {path} is not a policy config ({got}; expected e.g. \"type\": \"act\"); {fix}")
+    return doc
+
+
+def _checkpoint_call(path: Path, what: str, fn, *args):
+    """``fn(*args)``; an error LeRobot raises on a checkpoint it cannot use (draccus parsing, feature validation, a
+    torn weights file) becomes one :class:`ConfigError` line naming the folder, not a traceback."""
+    try:
+        return fn(*args)
+    except ImportError:
+        raise
+    except Exception as exc:
+        msg = (str(exc).strip().splitlines() or [""])[0][:300]
+        where = path / what if what == "config.json" else path
+        raise ConfigError(f"LeRobot cannot load {where} ({type(exc).__name__}: {msg}); copy the checkpoint again from "
+                          "the trained run, or check the lerobot version it was saved with (scripts/install.sh installs "
+                          "0.4.4)") from None
 
 
 def image_to_tensor(img: np.ndarray, shape: Sequence[int]):
@@ -114,12 +151,12 @@ class LeRobotPolicy(HiddenStateMixin):
             raise ConfigError("lerobot is not installed: pip install lerobot (scripts/install.sh installs 0.4.4)") from None
         import torch
 
-        cfg = PreTrainedConfig.from_pretrained(str(self.path))
+        cfg = _checkpoint_call(self.path, "config.json", PreTrainedConfig.from_pretrained, str(self.path))
         cfg.device = self.device
         if hasattr(cfg, "pretrained_backbone_weights"):
             cfg.pretrained_backbone_weights = None  # the checkpoint holds the trained backbone; never download
         torch.manual_seed(self.seed)
-        policy = get_policy_class(cfg.type).from_pretrained(str(self.path), config=cfg)
+        policy = _checkpoint_call(self.path, "checkpoint", lambda: get_policy_class(cfg.type).from_pretrained(str(self.path), config=cfg))
         policy.eval()
         self.config = cfg
         self.policy = policy

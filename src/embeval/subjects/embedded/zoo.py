@@ -5,6 +5,7 @@ listed in ``src/embeval/data/models/population.json`` (written by ``embeval trai
 """
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
@@ -34,10 +35,20 @@ def resolve_model(name_or_path: str | Path, kind: str) -> Path:
     q = MODELS_DIR / str(name_or_path)
     if (q / "config.json").exists():
         return q
+    shipped = shipped_models(kind)
+    close = difflib.get_close_matches(str(name_or_path), shipped, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    extra = " (or tiny-vla-untrained for random weights, a floor)" if kind == "vla" else ""
     raise MissingWeightsError(
-        f"no embedded {kind} named or at {name_or_path!r}; shipped: {', '.join(shipped_models(kind)) or '(none)'}; "
-        f"train one with `embeval train {kind} --out DIR`"
+        f"no embedded {kind} named or at {str(name_or_path)!r}; {hint}shipped: {', '.join(shipped) or '(none)'}{extra}; "
+        f"give a shipped name, a checkpoint folder (config.json + model.safetensors) or train one with "
+        f"`embeval train {kind} --out DIR`"
     )
+
+
+def known_names(kind: str) -> list[str]:
+    """Every name of ``kind`` this checkout knows, shipped or not: the reference model and the population list."""
+    return sorted({f"tiny-{kind}", *population_names(kind), *shipped_models(kind)})
 
 
 def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
