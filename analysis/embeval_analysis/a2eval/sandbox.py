@@ -531,8 +531,7 @@ class _Session:
                     self._drain()
                     break
         finally:
-            if not exited or self.killed:
-                self._stop()
+            self._stop()
             rc = self.proc.wait()
             for key in list(self.sel.get_map().values()):
                 self.sel.unregister(key.fd)
@@ -568,28 +567,31 @@ class _Session:
         if self.stdin_w not in self.sel.get_map():
             self.sel.register(self.stdin_w, selectors.EVENT_WRITE, "stdin")
 
-    def _read(self, fd: int, kind: str) -> None:
+    def _read(self, fd: int, kind: str) -> bool:
+        """Read one chunk; False when nothing was there."""
         try:
             chunk = os.read(fd, 65536)
         except BlockingIOError:
-            return
+            return False
         if not chunk:
             self.sel.unregister(fd)
             if kind == "info":
                 self._child_started()
-            return
+            return True
         if kind == "info":
             self.info += chunk[: 4096]
-            return
+            if len(self.info) > 4096:
+                self.sel.unregister(fd)
+            return True
         self.total += len(chunk)
         if self.total > self.limits.max_output_bytes:
             self.killed = "output limit"
-            return
+            return True
         if kind in self.tails:
             t = self.tails[kind]
             t += chunk
             del t[: max(0, len(t) - _TAIL)]
-            return
+            return True
         self.proto += chunk
         while not self.killed and b"\n" in self.proto:
             line, _, rest = self.proto.partition(b"\n")
@@ -597,8 +599,11 @@ class _Session:
             self._message(bytes(line))
             if time.monotonic() > self.deadline:
                 break
+        return True
 
     def _child_started(self) -> None:
+        if self.child_pidfd is not None:
+            return
         try:
             pid = int(json.loads(self.info)["child-pid"])
             self.child_pidfd = os.pidfd_open(pid)
@@ -606,13 +611,12 @@ class _Session:
             pass
 
     def _drain(self) -> None:
-        """The job has ended: read what is left in the pipes (no writer remains, so this ends)."""
+        """The job has ended: read what is already in the pipes (bounded; a process that still holds
+        a pipe open cannot keep the parent here)."""
         for key in list(self.sel.get_map().values()):
             if key.data in ("stdout", "stderr", "proto", "info"):
-                while not self.killed and key.fd in self.sel.get_map():
-                    before = self.total
-                    self._read(key.fd, key.data)
-                    if self.total == before and key.fd in self.sel.get_map() and key.data != "info":
+                for _ in range(256):
+                    if self.killed or key.fd not in self.sel.get_map() or not self._read(key.fd, key.data):
                         break
 
     # ---- protocol
@@ -661,26 +665,25 @@ class _Session:
 
     # ---- ending
     def _stop(self) -> None:
-        """SIGKILL the job's PID 1 (the kernel then kills every process of its PID namespace), wait for
-        bwrap to report it gone; kill bwrap itself if it does not exit within 2 s."""
-        if self.child_pidfd is None and "info" in {k.data for k in self.sel.get_map().values()}:
-            try:
-                self.info += os.read(next(k.fd for k in self.sel.get_map().values() if k.data == "info"), 4096)
-            except OSError:
-                pass
-            self._child_started()
+        """Always, at the end: SIGKILL the PID namespace's init (the kernel then kills every process
+        left in the namespace, survivors of a finished job included), wait for bwrap to exit (kill it
+        after 2 s), then wait until the init is gone, i.e. the namespace is empty."""
+        for key in list(self.sel.get_map().values()):
+            if key.data == "info":
+                self._read(key.fd, "info")
+        self._child_started()
         if self.child_pidfd is not None:
             try:
                 signal.pidfd_send_signal(self.child_pidfd, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        else:
-            self.proc.kill()
+        elif self.proc.poll() is None:
+            self.proc.kill()  # no namespace yet: --die-with-parent takes bwrap's child down with it
         try:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-        if self.child_pidfd is not None:  # the PID namespace is gone once its PID 1 is
+        if self.child_pidfd is not None:
             sel = selectors.DefaultSelector()
             sel.register(self.child_pidfd, selectors.EVENT_READ)
             sel.select(2.0)
