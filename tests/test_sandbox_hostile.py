@@ -377,3 +377,8 @@ def test_no_leftovers_after_killed_runs():
         run(code, limits=SandboxLimits(cpu_seconds=1, wall_seconds=1.5))
     assert open_fds() == fds
     assert not [n for n in set(os.listdir("/tmp")) - tmp if n.startswith("embeval")]
+
+
+def test_a_result_with_the_wrong_number_of_outputs_is_not_ok():
+    r = run(PROTO + "ARGS = [1, 2]\ndef f(x):\n    " + FORGED + "\n    os._exit(0)\n")
+    assert not r.ok and r.outputs == [] and r.killed == "protocol: 2 outputs for 1 inputs"

@@ -350,20 +350,38 @@ def seccomp_program(allow_fork: bool = False, arch: str | None = None) -> bytes 
 
 # --------------------------------------------------------------------------- bwrap
 
+@dataclass(frozen=True)
+class Bwrap:
+    """A working bwrap and the optional hardening its version supports."""
+
+    path: str
+    disable_userns: bool  # --disable-userns (bwrap >= 0.8): no nested user namespaces
+    tmpfs_size: bool  # --size for --tmpfs (bwrap >= 0.8)
+
+
+_BASE_FLAGS = ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+               "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
+
+
 @functools.lru_cache(maxsize=1)
-def check_bwrap() -> str:
-    """Path of a working ``bwrap``; raises :class:`SandboxUnavailable` with the fix otherwise."""
+def check_bwrap() -> Bwrap:
+    """A working ``bwrap``; raises :class:`SandboxUnavailable` with the fix otherwise."""
     path = shutil.which("bwrap") or next((p for p in BWRAP_CANDIDATES if os.path.exists(p)), None)
     if path is None:
         raise SandboxUnavailable(f"the A2Eval sandbox needs bwrap: install the package '{BWRAP_PACKAGE}' "
                                  f"(apt-get install -y {BWRAP_PACKAGE}, or run scripts/install.sh as root)")
-    r = subprocess.run([path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-                       capture_output=True, text=True, timeout=30)
+
+    def works(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([path, *_BASE_FLAGS, *extra, "--ro-bind", "/", "/", "true"], capture_output=True,
+                              text=True, timeout=30)
+
+    r = works()
     if r.returncode != 0:
         raise SandboxUnavailable(f"bwrap cannot create namespaces here ({r.stderr.strip()[:200]}); allow user "
                                  "namespaces (sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces>0) "
                                  "or run as root")
-    return path
+    return Bwrap(path, works("--disable-userns").returncode == 0,
+                 works("--size", "65536", "--tmpfs", "/tmp").returncode == 0)
 
 
 def scrubbed_env(home: str = "/tmp") -> dict[str, str]:
@@ -371,15 +389,13 @@ def scrubbed_env(home: str = "/tmp") -> dict[str, str]:
             "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _bwrap_argv(bwrap: str, view: SandboxView, limits: SandboxLimits, info_fd: int, seccomp_fd: int | None) -> list[str]:
-    a = [bwrap, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-         "--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-         "--hostname", "sandbox", "--clearenv"]
+def _bwrap_argv(bw: Bwrap, view: SandboxView, limits: SandboxLimits, info_fd: int, seccomp_fd: int | None) -> list[str]:
+    a = [bw.path, *_BASE_FLAGS] + (["--disable-userns"] if bw.disable_userns else [])
     for k, v in scrubbed_env("/tmp").items():
         a += ["--setenv", k, v]
     a += view.bwrap_args()
-    a += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp",
-          "--remount-ro", "/", "--chdir", "/tmp", "--info-fd", str(info_fd)]
+    a += ["--proc", "/proc", "--dev", "/dev"] + (["--size", str(limits.tmpfs_bytes)] if bw.tmpfs_size else [])
+    a += ["--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         a += ["--seccomp", str(seccomp_fd)]
     return a + ["--"]
@@ -424,6 +440,7 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
            + "\n").encode()
     t0 = time.monotonic()
     own: list[int] = []  # every descriptor this call opened, closed in the end
+    bw = seccomp = None
     try:
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -442,8 +459,9 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
             pass_fds.append(sc_fd)
         cfg = {"path": list(view.path), "proto_fd": proto_w, "rlimits": _rlimits(limits)}
         runner = [view.exe, "-I", "-S", "-B", "-c", _RUNNER, json.dumps(cfg)]
-        if isolate:
-            argv = _bwrap_argv(check_bwrap(), view, limits, info_w, sc_fd) + runner
+        bw = check_bwrap() if isolate else None
+        if bw is not None:
+            argv = _bwrap_argv(bw, view, limits, info_w, sc_fd) + runner
             pass_fds.append(info_w)
         else:
             argv = runner
@@ -463,7 +481,8 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
     res.isolation = {"method": "bubblewrap" if isolate else "none (plain subprocess)",
                      "namespaces": ["user", "pid", "mount", "network", "ipc", "uts", "cgroup"] if isolate else [],
                      "uid": SANDBOX_UID if isolate else os.getuid(), "seccomp": isolate and seccomp is not None,
-                     "allow_fork": allow_fork, "read_only_binds": len(view.binds), "limits": asdict(limits)}
+                     "allow_fork": allow_fork, "read_only_binds": len(view.binds), "limits": asdict(limits),
+                     "nested_userns_disabled": bool(bw and bw.disable_userns), "tmpfs_size_limit": bool(bw and bw.tmpfs_size)}
     _validate(res, len(inputs), check)
     return res
 
@@ -471,6 +490,8 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
 def _validate(res: SandboxResult, n: int, check) -> None:
     """Reject what the parent cannot trust: a run that is not ok keeps no outputs; each output must
     be finite and pass ``check``."""
+    if res.ok and not res.load_error and len(res.outputs) != n:
+        res.ok, res.killed = False, f"protocol: {len(res.outputs)} outputs for {n} inputs"
     if not res.ok:
         res.outputs, res.errors = [], []
         return
@@ -593,12 +614,14 @@ class _Session:
             del t[: max(0, len(t) - _TAIL)]
             return True
         self.proto += chunk
-        while not self.killed and b"\n" in self.proto:
-            line, _, rest = self.proto.partition(b"\n")
-            self.proto = bytearray(rest)
-            self._message(bytes(line))
-            if time.monotonic() > self.deadline:
+        start = 0
+        while not self.killed and time.monotonic() <= self.deadline:
+            end = self.proto.find(b"\n", start)
+            if end < 0:
                 break
+            self._message(bytes(self.proto[start:end]))
+            start = end + 1
+        del self.proto[:start]
         return True
 
     def _child_started(self) -> None:
