@@ -389,3 +389,22 @@ def test_no_leftovers_after_killed_runs():
 def test_a_result_with_the_wrong_number_of_outputs_is_not_ok():
     r = run(PROTO + "ARGS = [1, 2]\ndef f(x):\n    " + FORGED + "\n    os._exit(0)\n")
     assert not r.ok and r.outputs == [] and r.killed == "protocol: 2 outputs for 1 inputs"
+
+
+def test_model_calls_from_inference_code_are_bounded():
+    items = procedural_pool(n_items=12, seed=1)[:2]
+
+    class Count:
+        calls = 0
+
+        def generate(self, images, prompt):
+            Count.calls += 1
+            return "A"
+
+    code = ("def run_vlm_inference(doc):\n    out = []\n"
+            "    for ids in ([0] * 1000, [99], 'x'):\n        try:\n            generate('p', ids)\n"
+            "        except RuntimeError as e:\n            out.append(str(e))\n    return ' | '.join(out)\n")
+    r = run_inference(code, Count(), items, L)
+    assert r.ok and Count.calls == 0
+    parts = [o.split(" | ") for o in r.outputs]
+    assert all(len(p) == 3 and all(x.startswith("ValueError: image_ids") for x in p) for p in parts), r.outputs

@@ -117,15 +117,19 @@ def run_inference(code: str, subject: Any, items: Sequence[Any], limits: Sandbox
     current = {"k": 0}
 
     def begin(index: int):
-        current["k"] = int(index)
+        if not isinstance(index, int) or not 0 <= index < len(items):
+            raise ValueError(f"begin: index must be 0..{len(items) - 1}")
+        current["k"] = index
         return True
 
     def generate(prompt: str, image_ids: Sequence[int]):
         imgs = images[items[current["k"]].id]
+        if not isinstance(image_ids, list) or len(image_ids) > len(imgs):
+            raise ValueError(f"image_ids must be a list of at most {len(imgs)} index(es) into doc['image_ids']")
         try:
             chosen = [imgs[int(i)] for i in image_ids] if image_ids else imgs
         except (IndexError, ValueError, TypeError):
-            raise ValueError(f"image_ids {list(image_ids)} out of range: the doc has {len(imgs)} image(s)") from None
+            raise ValueError(f"image_ids {image_ids} out of range: the doc has {len(imgs)} image(s)") from None
         return str(subject.generate(chosen, str(prompt)))
 
     return run_sandboxed(code, "run_vlm_inference", [[item_doc(it, False)] for it in items], limits,

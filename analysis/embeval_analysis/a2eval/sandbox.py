@@ -279,7 +279,7 @@ def sandbox_view(allowed_modules: tuple[str, ...] = ALLOWED_MODULES) -> SandboxV
                              capture_output=True, text=True, timeout=60, check=True).stdout
     except subprocess.CalledProcessError as exc:
         raise ConfigError(f"sandbox: cannot import the allowed modules {list(allowed_modules)}: "
-                          f"{exc.stderr.strip().splitlines()[-1:]}; install them or remove them from the list") from None
+                          f"{(exc.stderr.strip().splitlines() or ['?'])[-1]}; install them or remove them from the list") from None
     info = json.loads(out)
     stdlib, exe = info["stdlib"], info["exe"]
     dynload = os.path.join(stdlib, "lib-dynload")
