@@ -91,11 +91,11 @@ def test_double_fork_survivor_dies_with_the_job():
         "        os.setsid()\n        if os.fork() == 0:\n"
         "            os.execv(sys.executable, [sys.executable, '-c', 'import time\\nwhile True: time.sleep(0.05)', "
         f"{marker!r}])\n"
-        "        os._exit(0)\n    os.waitpid(pid, 0)\n    for _ in range(100):\n"
+        "        os._exit(0)\n    os.waitpid(pid, 0)\n    for _ in range(300):\n"
         "        alive = [p for p in os.listdir('/proc') if p.isdigit() and "
         f"{marker!r}.encode() in open(f'/proc/{{p}}/cmdline', 'rb').read()]\n"
         "        if alive:\n            return 'alive'\n        time.sleep(0.02)\n    return 'never started'\n")
-    r = run(code, allow_fork=True)
+    r = run(code, allow_fork=True, limits=SandboxLimits(cpu_seconds=3, wall_seconds=10))
     assert r.ok and r.outputs == ["alive"], r.first_error()
     assert marker_processes(marker) == []
     # the same program under the default filter cannot fork at all
