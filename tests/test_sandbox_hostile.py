@@ -309,7 +309,8 @@ FORGED = "os.write(PROTO, (json.dumps({'result': {'outputs': [1.0] * len(ARGS), 
 
 
 @pytest.mark.parametrize("then,killed", [("while True:\n        pass", "cpu"), ("os._exit(3)", None),
-                                         ("os.kill(os.getpid(), 9)", "signal 9"),
+                                         ("__import__('ctypes').string_at(0)", "signal 11"),
+                                         ("os.kill(os.getpid(), 9)", "protocol: malformed or repeated result"),
                                          ("import time; time.sleep(60)", "wall-clock")])
 def test_forged_result_is_never_ok(then, killed):
     lim = SandboxLimits(cpu_seconds=1, wall_seconds=2.5)
@@ -408,3 +409,32 @@ def test_model_calls_from_inference_code_are_bounded():
     assert r.ok and Count.calls == 0
     parts = [o.split(" | ") for o in r.outputs]
     assert all(len(p) == 3 and all(x.startswith("ValueError: image_ids") for x in p) for p in parts), r.outputs
+
+
+def test_job_dies_with_its_parent():
+    """--die-with-parent: when the process that called run_sandboxed is SIGKILLed, the job goes too."""
+    import signal
+    import subprocess
+    import sys
+
+    marker = f"embeval-orphan-{uuid.uuid4().hex}"
+    job = ("import os, sys\ndef f(x):\n    os.execv(sys.executable, [sys.executable, '-c', "
+           f"'import time\\nwhile True: time.sleep(0.05)', {marker!r}])\n")
+    script = ("from embeval_analysis.a2eval.sandbox import run_sandboxed, SandboxLimits\n"
+              f"run_sandboxed({job!r}, 'f', [[1]], SandboxLimits(wall_seconds=60, cpu_seconds=60))\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], env={**os.environ})
+    try:
+        t0 = time.monotonic()
+        job_pids = lambda: [p for p in marker_processes(marker) if p != parent.pid]  # noqa: E731
+        while not job_pids() and time.monotonic() - t0 < 20:
+            time.sleep(0.05)
+        assert job_pids(), "the job never started"
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+        t0 = time.monotonic()
+        while marker_processes(marker) and time.monotonic() - t0 < 5:
+            time.sleep(0.05)
+        assert marker_processes(marker) == []  # the parent's own cmdline holds the marker too: gone as well
+    finally:
+        parent.kill()
+        parent.wait()

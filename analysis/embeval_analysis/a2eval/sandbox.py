@@ -5,8 +5,9 @@ Isolation comes from the kernel, not from inside the interpreter (code can switc
 lives in its own process). Each job is one ``bwrap`` (bubblewrap) process tree:
 
 - **fresh namespaces**: user (the job runs as uid/gid 65534 with no capabilities and cannot create
-  further user namespaces), PID (bwrap's reaper is PID 1 and exits with the job's runner, and the
-  kernel then kills every process left in the namespace; ``--die-with-parent`` ties it to the caller), mount, network (only a down loopback: no TCP, no
+  further user namespaces), PID (the job's runner is PID 1, ``--as-pid-1``: when it exits or is
+  killed, the kernel kills every process left in the namespace before bwrap sees it gone;
+  ``--die-with-parent`` ties it to the caller), mount, network (only a down loopback: no TCP, no
   UDP, no abstract Unix sockets of the host), IPC, UTS and cgroup;
 - **a read-only view of only what the job needs**: the interpreter and the shared libraries it
   maps, the standard library, and the package folders of the allowed third-party modules
@@ -146,8 +147,11 @@ def text_check(v: Any) -> str | None:
 # --------------------------------------------------------------------------- the job's runner
 
 _RUNNER = r'''
-import sys, os, json, traceback, resource
+import sys, os, json, traceback, resource, signal
 cfg = json.loads(sys.argv[1])
+# the runner is PID 1 of its namespace, which ignores signals it has no handler for: the CPU limit's
+# SIGXCPU ends the job explicitly (the hard limit's SIGKILL one second later cannot be ignored)
+signal.signal(signal.SIGXCPU, lambda *a: os._exit(128 + signal.SIGXCPU))
 for lim, soft, hard in cfg["rlimits"]:  # before any job code; without capabilities they cannot be raised again
     resource.setrlimit(lim, (soft, hard))
 sys.path[:] = cfg["path"]
@@ -360,7 +364,7 @@ class Bwrap:
 
 
 _BASE_FLAGS = ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-               "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
+               "--die-with-parent", "--as-pid-1", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -688,8 +692,8 @@ class _Session:
 
     # ---- ending
     def _stop(self) -> None:
-        """Always, at the end: SIGKILL the PID namespace's init (the kernel then kills every process
-        left in the namespace, survivors of a finished job included), wait for bwrap to exit (kill it
+        """Always, at the end: SIGKILL the PID namespace's init, the runner (the kernel then kills every
+        process left in the namespace; a no-op when it has exited), wait for bwrap to exit (kill it
         after 2 s), then wait until the init is gone, i.e. the namespace is empty."""
         for key in list(self.sel.get_map().values()):
             if key.data == "info":
