@@ -680,10 +680,10 @@ class _Session:
         try:
             if handler is None:
                 raise KeyError(f"no handler for {kind!r}")
-            rep = {"result": handler(**msg)}
+            line = json.dumps({"result": handler(**msg)})
         except Exception as exc:  # the sandboxed code sees the error text, the parent goes on
-            rep = {"error": f"{type(exc).__name__}: {exc}"}
-        self.outbuf += (json.dumps(rep) + "\n").encode()
+            line = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+        self.outbuf += (line + "\n").encode()
         if len(self.outbuf) - self.job_left > _MAX_PENDING_REPLIES:
             self.killed = "rpc flood: the code sends model calls without reading the replies"
             return
