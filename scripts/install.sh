@@ -16,6 +16,19 @@ LLAMA_SPEC="llama-cpp-python==0.3.36"
 # Portable llama.cpp build: the default native build segfaults on some CPUs (AMX paths).
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 
+# System package: bwrap (Debian/Ubuntu package bubblewrap) runs the A2Eval sandbox's untrusted code
+# in fresh namespaces. Checked on every run (cheap), before the venv stamp.
+if ! command -v bwrap >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[install] 0/4 bubblewrap (the A2Eval sandbox)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "[install] error: the A2Eval sandbox needs bwrap: install the package 'bubblewrap'" \
+         "(as root: apt-get install -y bubblewrap), then run this script again" >&2
+    exit 1
+  fi
+fi
+
 KEY=$( { cat "$0" pyproject.toml scripts/constraints.txt; "$PYTHON" --version; } | sha256sum | cut -c1-16)
 STAMP="$VENV/.embeval-install-$KEY"
 if [ -f "$STAMP" ]; then

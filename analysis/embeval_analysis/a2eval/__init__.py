@@ -8,7 +8,7 @@ Modules:
 - :mod:`.data_agent`  Proposer / Reviewer loop with memory and stopping rule
 - :mod:`.assigner`    N_v voters, majority vote with tie rule, agreement and Fleiss' kappa
 - :mod:`.sampling`    embeddings, per-dimension k-means, centroid-nearest examples, cluster-mass weights
-- :mod:`.sandbox`     run untrusted code: separate process, no network, scrubbed env, rlimits, wall clock
+- :mod:`.sandbox`     run untrusted code under bubblewrap: namespaces, read-only view, tmpfs, seccomp, rlimits
 - :mod:`.scorers`     reference scorers (multiple choice, numeric tolerance, point-in-mask, exact match)
 - :mod:`.eval_agent`  Evaluator / Scorer roles that synthesise and repair evaluation code
 - :mod:`.lmms_export` export a curated suite as an lmms-eval task (YAML + utils.py)

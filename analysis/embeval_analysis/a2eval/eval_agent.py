@@ -4,7 +4,9 @@ to the role until the code works or the attempt budget is spent.
 
 Contract shown to the roles (one task per answer type):
 - ``doc``: ``{"id", "question", "options" (list or null), "answer_type", "image_ids"}`` plus, for the
-  scorer only, ``"answer"``, ``"tolerance"``, ``"mask"`` (box ``[x0, y0, x1, y1]`` in pixels);
+  scorer only, the gold fields its answer type needs (:data:`GOLD_FIELDS`: ``"answer"``,
+  ``"tolerance"`` for numbers, ``"mask"`` (box ``[x0, y0, x1, y1]`` in pixels) for points). The
+  inference job never receives a gold field, and the sandbox's file system holds no task data;
 - ``generate(prompt, image_ids) -> str`` is predefined inside the sandbox and asks the model under
   test (served by the parent through a pipe, never the network);
 - only preloaded modules import (see :data:`.sandbox.ALLOWED_MODULES`).
@@ -24,7 +26,7 @@ import numpy as np
 
 from embeval.errors import ConfigError
 from embeval_analysis.a2eval.llm import CODE_SCHEMA, ask_json, build_llm
-from embeval_analysis.a2eval.sandbox import ALLOWED_MODULES, SandboxLimits, run_sandboxed
+from embeval_analysis.a2eval.sandbox import ALLOWED_MODULES, SandboxLimits, run_sandboxed, score_check, text_check
 from embeval_analysis.a2eval.scorers import first_numbers, reference_score
 
 
@@ -65,14 +67,21 @@ def _box(mask: Any) -> list[float] | None:
     return [float(xs.min()), float(ys.min()), float(xs.max()), float(ys.max())] if len(xs) else None
 
 
+#: answer_type -> the gold fields its scorer needs (least knowledge: nothing else leaves the parent)
+GOLD_FIELDS = {"mc": ("answer",), "numeric": ("answer", "tolerance"), "point": ("mask",), "exact": ("answer",)}
+
+
 def item_doc(item: Any, with_answer: bool) -> dict[str, Any]:
-    """The JSON document the synthesised code sees (see module docstring)."""
+    """The JSON document the synthesised code sees (see module docstring); ``with_answer`` adds the
+    gold fields of the item's answer type (all three for an unknown type)."""
     from embeval_analysis.a2eval.pool import _jsonable
 
     doc = {"id": item.id, "question": item.question, "options": item.options, "answer_type": item.answer_type,
            "image_ids": list(range(len(item.images)))}
     if with_answer:
-        doc.update(answer=_jsonable(item.answer), tolerance=item.tolerance, mask=_box(item.mask))
+        gold = {"answer": lambda: _jsonable(item.answer), "tolerance": lambda: item.tolerance,
+                "mask": lambda: _box(item.mask)}
+        doc.update({k: gold[k]() for k in GOLD_FIELDS.get(item.answer_type, tuple(gold))})
     return doc
 
 
@@ -108,24 +117,30 @@ def run_inference(code: str, subject: Any, items: Sequence[Any], limits: Sandbox
     current = {"k": 0}
 
     def begin(index: int):
-        current["k"] = int(index)
+        if not isinstance(index, int) or not 0 <= index < len(items):
+            raise ValueError(f"begin: index must be 0..{len(items) - 1}")
+        current["k"] = index
         return True
 
     def generate(prompt: str, image_ids: Sequence[int]):
         imgs = images[items[current["k"]].id]
+        if not isinstance(image_ids, list) or len(image_ids) > len(imgs):
+            raise ValueError(f"image_ids must be a list of at most {len(imgs)} index(es) into doc['image_ids']")
         try:
             chosen = [imgs[int(i)] for i in image_ids] if image_ids else imgs
         except (IndexError, ValueError, TypeError):
-            raise ValueError(f"image_ids {list(image_ids)} out of range: the doc has {len(imgs)} image(s)") from None
+            raise ValueError(f"image_ids {image_ids} out of range: the doc has {len(imgs)} image(s)") from None
         return str(subject.generate(chosen, str(prompt)))
 
     return run_sandboxed(code, "run_vlm_inference", [[item_doc(it, False)] for it in items], limits,
-                         rpc={"generate": generate, "begin": begin}, announce=True)
+                         rpc={"generate": generate, "begin": begin}, announce=True, check=text_check)
 
 
 def run_scorer(code: str, pairs: Sequence[tuple[Any, str]], limits: SandboxLimits):
-    """Run ``eval_score`` on ``(item, prediction)`` pairs in one sandbox."""
-    return run_sandboxed(code, "eval_score", [[item_doc(it, True), str(p)] for it, p in pairs], limits)
+    """Run ``eval_score`` on ``(item, prediction)`` pairs in one sandbox; every score must be a finite
+    number in [0, 1] (anything else is that pair's error, its output None)."""
+    return run_sandboxed(code, "eval_score", [[item_doc(it, True), str(p)] for it, p in pairs], limits,
+                         check=score_check(0.0, 1.0))
 
 
 def probe_predictions(item: Any, rng: np.random.Generator) -> list[str]:

@@ -1,50 +1,73 @@
-"""Run untrusted (LLM-written) Python in a sandbox and call one of its functions on a batch of inputs.
+"""Run untrusted (LLM-written) Python in an operating-system sandbox and call one of its functions on
+a batch of inputs.
 
-Layers, outermost first (each one alone stops the matching hostile-code test):
+Isolation comes from the kernel, not from inside the interpreter (code can switch off anything that
+lives in its own process). Each job is one ``bwrap`` (bubblewrap) process tree:
 
-1. **Separate process** in its own session/process group and its own temporary directory
-   (deleted afterwards); **wall-clock kill** of the whole process group at ``wall_seconds``.
-2. **Scrubbed environment**: only ``PATH``, ``HOME``/``TMPDIR`` (= the sandbox folder), ``LANG`` and
-   thread-count variables; no secrets, proxies or credentials from the caller survive.
-3. **Resource limits** (``resource.setrlimit``): CPU seconds, address space, file size, open files,
-   number of processes (``RLIMIT_NPROC``, effective once the uid is unprivileged), no core dumps.
-4. **No network**: when the OS allows it, a new empty network namespace (``unshare(CLONE_NEWNET)``,
-   as root; ``CLONE_NEWUSER|CLONE_NEWNET`` otherwise); in all cases the in-process guard below.
-5. **Privilege drop** (when started as root): after importing the allowed modules the runner
-   switches to uid/gid ``nobody``, so root-only files (and other processes' environments) are
-   unreadable and ``RLIMIT_NPROC`` applies.
-6. **In-process guard** (a ``sys.addaudithook`` hook, which code cannot remove): refuses sockets,
-   subprocesses, ``fork``/``exec``/``kill``, ``ctypes``, writes/renames/deletes outside the sandbox
-   folder, reads of ``/proc/*/environ``, and imports of modules that were not preloaded.
+- **fresh namespaces**: user (the job runs as uid/gid 65534 with no capabilities and cannot create
+  further user namespaces), PID (the job's runner is PID 1, ``--as-pid-1``: when it exits or is
+  killed, the kernel kills every process left in the namespace before bwrap sees it gone;
+  ``--die-with-parent`` ties it to the caller), mount, network (only a down loopback: no TCP, no
+  UDP, no abstract Unix sockets of the host), IPC, UTS and cgroup;
+- **a read-only view of only what the job needs**: the interpreter and the shared libraries it
+  maps, the standard library, and the package folders of the allowed third-party modules
+  (:data:`ALLOWED_MODULES`), each bound read-only at its host path; nothing else of the host file
+  system exists inside (no task data, no home folders, no other runs); a fresh ``/proc`` of the
+  job's own PID namespace and a minimal ``/dev``;
+- **one private writable tmpfs per run** (``/tmp``, the working folder, size-limited), gone when the
+  job ends: there is no host folder to remove or to tamper with;
+- **a seccomp filter**: no process creation (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``;
+  threads still work), no ``ptrace``, mounts, namespaces, keyrings, BPF, ``perf_event_open``,
+  ``userfaultfd``, ``io_uring`` or module/kexec calls;
+- **rlimits**: CPU seconds, address space, file size, open files, no core dumps; a scrubbed
+  environment (no secrets of the caller); a wall-clock kill.
 
-Calls to a model from inside the sandbox go through a pipe RPC served by the parent (``rpc``
-handlers), never the network: the sandboxed code calls ``generate(prompt, image_ids)``.
+The parent owns the protocol: the job arrives on the child's stdin, results and model calls come
+back on a separate descriptor, stdout and stderr are captured separately. All descriptors are
+non-blocking and served with one deadline and bounded buffers, so the parent never blocks on the
+child. A job that was killed, exceeded a limit, broke the protocol or exited non-zero is never
+``ok`` and its outputs are discarded, whatever it wrote; outputs are validated (finite numbers, and
+the caller's check, e.g. a score range).
+
+Calls to a model from inside the sandbox go through that pipe RPC (``rpc`` handlers), never the
+network: the sandboxed code calls ``generate(prompt, image_ids)``.
+
+Needs ``bwrap`` (Debian/Ubuntu package ``bubblewrap``, installed by ``scripts/install.sh``) and
+user namespaces; :func:`check_bwrap` raises a one-line :class:`SandboxUnavailable` otherwise.
 """
 from __future__ import annotations
 
+import functools
 import json
+import math
 import os
+import platform
 import resource
-import select
+import selectors
 import shutil
 import signal
+import struct
 import subprocess
 import sys
-import tempfile
+import sysconfig
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from embeval.errors import ConfigError
 
-CLONE_NEWUSER = 0x10000000
-CLONE_NEWNET = 0x40000000
-NOBODY = 65534
-
-#: modules imported before user code runs; anything else is refused by the import guard
+#: modules imported before user code runs; only these third-party packages exist inside the sandbox
 ALLOWED_MODULES = ("re", "json", "math", "string", "statistics", "collections", "itertools", "functools",
                    "typing", "dataclasses", "decimal", "fractions", "unicodedata", "difflib", "numpy")
+BWRAP_PACKAGE = "bubblewrap"
+BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/bin/bwrap")  # where to look when bwrap is not on PATH
+SANDBOX_UID = 65534
+_TAIL = 64 << 10  # bytes of stdout / stderr kept for the report
+_MAX_PENDING_REPLIES = 1 << 20  # RPC reply bytes the child has not read yet before it counts as a flood
+
+
+class SandboxUnavailable(ConfigError):
+    """bwrap is missing or cannot create namespaces here."""
 
 
 @dataclass
@@ -53,22 +76,27 @@ class SandboxLimits:
     wall_seconds: float = 20.0
     memory_bytes: int = 1 << 30  # address space
     file_size_bytes: int = 1 << 20
-    max_processes: int = 8  # beyond the sandbox's own
     max_open_files: int = 64
-    max_output_bytes: int = 4 << 20  # total bytes read back from the sandbox
+    max_output_bytes: int = 4 << 20  # protocol + stdout + stderr bytes read back from the sandbox
+    tmpfs_bytes: int = 16 << 20  # size of the private writable /tmp
+    max_rpc_calls: int = 10_000  # model calls per run (plus one ``begin`` per input when announced)
 
 
 @dataclass
 class SandboxResult:
-    """Outcome of one sandbox run: per-input outputs or errors, plus how the process ended."""
+    """Outcome of one sandbox run: per-input outputs or errors, plus how the process ended.
 
-    ok: bool  # process finished normally and returned results
+    ``ok`` only when the job returned its result through the protocol, exited with status 0 and
+    hit no limit; otherwise ``outputs`` and ``errors`` are empty (nothing it wrote is trusted)."""
+
+    ok: bool
     outputs: list[Any] = field(default_factory=list)  # per input: the return value (JSON) or None
-    errors: list[str | None] = field(default_factory=list)  # per input: the exception text or None
+    errors: list[str | None] = field(default_factory=list)  # per input: the exception / rejection text or None
     load_error: str | None = None  # the code failed to compile / define the entry point
-    killed: str | None = None  # "wall-clock", "cpu", "memory", "signal N", "output limit"
+    killed: str | None = None  # "wall-clock", "cpu", "output limit", "rpc limit", "rpc flood", "protocol", "signal N"
     returncode: int | None = None
     stderr: str = ""
+    stdout: str = ""
     seconds: float = 0.0
     isolation: dict[str, Any] = field(default_factory=dict)
 
@@ -85,66 +113,58 @@ class SandboxResult:
         return asdict(self)
 
 
+# --------------------------------------------------------------------------- checks on outputs
+
+def finite_problem(value: Any, depth: int = 0) -> str | None:
+    """Why ``value`` (decoded JSON) is not acceptable: a non-finite number anywhere, or nesting over 32."""
+    if depth > 32:
+        return "output nested deeper than 32 levels"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"non-finite number {value!r}"
+    if isinstance(value, list):
+        return next((p for p in (finite_problem(v, depth + 1) for v in value) if p), None)
+    if isinstance(value, dict):
+        return next((p for p in (finite_problem(v, depth + 1) for v in value.values()) if p), None)
+    return None
+
+
+def score_check(lo: float = 0.0, hi: float = 1.0) -> Callable[[Any], str | None]:
+    """A check for :func:`run_sandboxed`: the output must be a finite number in ``[lo, hi]``."""
+    def check(v: Any) -> str | None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            return f"must return a number in [{lo:g}, {hi:g}], got {type(v).__name__} {v!r:.60}"
+        if not math.isfinite(v) or not lo <= v <= hi:
+            return f"must return a finite number in [{lo:g}, {hi:g}], got {v!r}"
+        return None
+    return check
+
+
+def text_check(v: Any) -> str | None:
+    """A check for :func:`run_sandboxed`: the output must be a string."""
+    return None if isinstance(v, str) else f"must return a string, got {type(v).__name__} {v!r:.60}"
+
+
+# --------------------------------------------------------------------------- the job's runner
+
 _RUNNER = r'''
-import sys, os, json, traceback
-proto_in = os.fdopen(0, "r")
-proto_out = os.fdopen(os.dup(1), "w")
-os.dup2(2, 1)  # user prints go to stderr, never into the protocol stream
-job = json.load(open("job.json"))
-for m in job["allowed"]:
-    try:
-        __import__(m)
-    except Exception:
-        pass
-import builtins
-SANDBOX = os.path.realpath(os.getcwd())
-if job["drop_uid"] is not None:
-    import resource
-    resource.setrlimit(resource.RLIMIT_NPROC, (job["nproc"], job["nproc"]))
-    os.setgroups([])
-    os.setgid(job["drop_uid"])
-    os.setuid(job["drop_uid"])
-_loaded = set(sys.modules)
-_WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
-_BLOCK_PREFIX = ("socket.", "subprocess.", "ctypes.", "os.exec", "os.spawn", "os.posix_spawn", "os.fork",
-                 "os.forkpty", "os.kill", "os.killpg", "os.system", "os.startfile", "pty.", "urllib.", "http.",
-                 "ftplib.", "smtplib.", "webbrowser.", "sys._getframe", "os.setuid", "os.setgid", "resource.setrlimit")
-_BLOCK_EXACT = {"os.system", "os.putenv", "os.unsetenv", "mmap.__new__"}
-_PATHS = {"os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.symlink", "os.link", "os.chmod", "os.chown",
-          "os.truncate", "os.utime", "shutil.rmtree", "shutil.copyfile", "shutil.move", "os.listdir", "os.scandir",
-          "glob.glob"}
-def _inside(p):
-    try:
-        r = os.path.realpath(os.fsdecode(p) if not isinstance(p, int) else ".")
-    except Exception:
-        return False
-    return r == SANDBOX or r.startswith(SANDBOX + os.sep)
-def _hook(event, args):
-    if event in _BLOCK_EXACT or event.startswith(_BLOCK_PREFIX):
-        raise PermissionError(f"sandbox: {event} is not allowed")
-    if event == "import":
-        name = args[0]
-        if name.split(".")[0] not in _loaded and name not in _loaded:
-            raise ImportError(f"sandbox: import of {name!r} is not allowed (allowed: {', '.join(job['allowed'])})")
-    elif event == "open":
-        path, mode, flags = (list(args) + [None, None, 0])[:3]
-        if isinstance(path, int):
-            return
-        sp = os.fsdecode(path) if path is not None else ""
-        if "/environ" in sp or sp.startswith("/proc/") and not sp.startswith("/proc/self/fd"):
-            raise PermissionError("sandbox: reading process information is not allowed")
-        writing = (flags or 0) & _WRITE or (isinstance(mode, str) and any(c in mode for c in "wax+"))
-        if writing and not _inside(path):
-            raise PermissionError(f"sandbox: writing outside the sandbox folder is not allowed: {sp}")
-    elif event in _PATHS:
-        for a in args[:2]:
-            if isinstance(a, (str, bytes, os.PathLike)) and not _inside(a):
-                raise PermissionError(f"sandbox: {event} outside the sandbox folder is not allowed")
-if job["guard"]:
-    sys.addaudithook(_hook)
+import sys, os, json, traceback, resource, signal
+cfg = json.loads(sys.argv[1])
+# the runner is PID 1 of its namespace, which ignores signals it has no handler for: the CPU limit's
+# SIGXCPU ends the job explicitly (the hard limit's SIGKILL one second later cannot be ignored)
+signal.signal(signal.SIGXCPU, lambda *a: os._exit(128 + signal.SIGXCPU))
+for lim, soft, hard in cfg["rlimits"]:  # before any job code; without capabilities they cannot be raised again
+    resource.setrlimit(lim, (soft, hard))
+sys.path[:] = cfg["path"]
+PROTO = cfg["proto_fd"]
+inp = os.fdopen(0, "rb")
+def _send(msg):
+    data = (json.dumps(msg) + "\n").encode()
+    while data:
+        data = data[os.write(PROTO, data):]
+job = json.loads(inp.readline())
 def _rpc(kind, **kw):
-    proto_out.write(json.dumps({"rpc": kind, **kw}) + "\n"); proto_out.flush()
-    line = proto_in.readline()
+    _send({"rpc": kind, **kw})
+    line = inp.readline()
     if not line:
         raise RuntimeError("sandbox: the parent closed the model channel")
     rep = json.loads(line)
@@ -168,7 +188,7 @@ if fn is not None:
     for k, args in enumerate(job["inputs"]):
         try:
             if job["announce"]:
-                _rpc("begin", index=k)  # lets the parent serve model calls for input k
+                _rpc("begin", index=k)
             r = fn(*args)
             json.dumps(r)
             out["outputs"].append(r); out["errors"].append(None)
@@ -177,184 +197,535 @@ if fn is not None:
             where = next((f"line {f.lineno}" for f in reversed(tb) if f.filename == "<synthesised>"), "")
             out["outputs"].append(None)
             out["errors"].append(f"{type(e).__name__}: {e}" + (f" ({where})" if where else ""))
-proto_out.write(json.dumps({"result": out}) + "\n"); proto_out.flush()
+sys.stdout.flush(); sys.stderr.flush()
+_send({"result": out})
 os._exit(0)
 '''
 
+# --------------------------------------------------------------------------- what the job may see
 
-def _preexec(limits: SandboxLimits, isolate_net: bool, nproc_now: int, as_root: bool):
-    def fn():
-        os.setsid()
-        if isolate_net:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.unshare(CLONE_NEWNET if as_root else (CLONE_NEWUSER | CLONE_NEWNET)) != 0:
-                os.write(2, b"sandbox: network namespace unavailable; in-process guard only\n")
-        # CPU: SIGXCPU at the soft limit, SIGKILL one second later
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
-        for lim, val in ((resource.RLIMIT_AS, limits.memory_bytes), (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-                         (resource.RLIMIT_CORE, 0), (resource.RLIMIT_NOFILE, limits.max_open_files)):
-            resource.setrlimit(lim, (val, val))
-        if not as_root:
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc_now + limits.max_processes,) * 2)
-
-    return fn
-
-
-def _user_process_count() -> int:
-    uid, n = os.getuid(), 0
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                if os.stat(f"/proc/{d}").st_uid == uid:
-                    n += 1
-            except OSError:
-                pass
-    return n
+_PROBE = r'''
+import sys, os, json
+mods, site = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+stdlib = os.path.realpath(os.path.dirname(os.__file__))
+sys.path[:] = [stdlib, os.path.join(stdlib, "lib-dynload")] + site
+before = set(sys.modules)
+for m in mods:
+    __import__(m)
+roots = {}
+for name in set(sys.modules) - before:
+    mod = sys.modules[name]
+    f = getattr(mod, "__file__", None)
+    if not f:
+        continue
+    f = os.path.realpath(f)
+    if f.startswith(stdlib + os.sep):
+        continue
+    top = sys.modules.get(name.split(".")[0])
+    tf = os.path.realpath(getattr(top, "__file__", None) or f)
+    root = os.path.dirname(tf) if os.path.basename(tf).startswith("__init__.") else tf
+    roots[root] = os.path.dirname(root)
+maps = sorted({l.split(None, 5)[5].strip() for l in open("/proc/self/maps") if len(l.split(None, 5)) == 6})
+print(json.dumps({"stdlib": stdlib, "exe": os.path.realpath(sys.executable), "roots": roots,
+                  "maps": [m for m in maps if m.startswith("/") and not m.endswith("(deleted)")]}))
+'''
 
 
-def network_namespace_available() -> bool:
-    """Whether this process may create an empty network namespace (root, or unprivileged user namespaces)."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - child
-        import ctypes
+@dataclass(frozen=True)
+class SandboxView:
+    """The read-only file system of a job: ``binds`` (host path == sandbox path), ``symlinks``
+    (link -> target), ``hide`` (folders inside a bind replaced by an empty read-only tmpfs)."""
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        flags = CLONE_NEWNET if os.geteuid() == 0 else (CLONE_NEWUSER | CLONE_NEWNET)
-        os._exit(0 if libc.unshare(flags) == 0 else 1)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    exe: str
+    path: tuple[str, ...]  # sys.path inside
+    binds: tuple[tuple[str, str], ...]  # (host source, sandbox destination)
+    symlinks: tuple[tuple[str, str], ...]  # (target, link)
+    hide: tuple[str, ...]
+
+    def bwrap_args(self) -> list[str]:
+        a: list[str] = []
+        for src, dst in self.binds:
+            a += ["--ro-bind", src, dst]
+        for target, link in self.symlinks:
+            a += ["--symlink", target, link]
+        for h in self.hide:
+            a += ["--tmpfs", h, "--remount-ro", h]
+        return a
 
 
-def scrubbed_env(home: str) -> dict[str, str]:
+def _elf_interpreter(path: str) -> str | None:
+    """The program interpreter (PT_INTERP) of a 64-bit little-endian ELF file, or None."""
+    with open(path, "rb") as fh:
+        head = fh.read(64)
+        if head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
+            return None
+        phoff, = struct.unpack_from("<Q", head, 32)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        for i in range(phnum):
+            fh.seek(phoff + i * phentsize)
+            p_type, _, p_offset, _, _, p_filesz = struct.unpack("<IIQQQQ", fh.read(40))
+            if p_type == 3:
+                fh.seek(p_offset)
+                return fh.read(p_filesz).rstrip(b"\0").decode()
+    return None
+
+
+@functools.lru_cache(maxsize=8)
+def sandbox_view(allowed_modules: tuple[str, ...] = ALLOWED_MODULES) -> SandboxView:
+    """Work out (once per process) what a job needs: import ``allowed_modules`` in a probe
+    interpreter started like the job's (``-I -S``, the standard library and this environment's
+    site-packages on the path) and keep the files it mapped, the standard library and the package
+    folders those imports loaded. The sandboxed code imports on demand from this view."""
+    site = sorted({os.path.realpath(sysconfig.get_paths()[k]) for k in ("purelib", "platlib")})
+    try:
+        out = subprocess.run([sys.executable, "-I", "-S", "-B", "-c", _PROBE, json.dumps(list(allowed_modules)),
+                              json.dumps(site)],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    except subprocess.CalledProcessError as exc:
+        raise ConfigError(f"sandbox: cannot import the allowed modules {list(allowed_modules)}: "
+                          f"{(exc.stderr.strip().splitlines() or ['?'])[-1]}; install them or remove them from the list") from None
+    info = json.loads(out)
+    stdlib, exe = info["stdlib"], info["exe"]
+    dynload = os.path.join(stdlib, "lib-dynload")
+    dirs = [stdlib] + sorted(info["roots"])  # bound whole
+    under = lambda p: any(p == d or p.startswith(d + os.sep) for d in dirs)  # noqa: E731
+    files = sorted({os.path.realpath(m) for m in info["maps"] + [exe]} - {""})
+    files = [f for f in files if os.path.isfile(f) and not under(f)]
+    binds = [(d, d) for d in dirs] + [(f, f) for f in files]
+    interp = _elf_interpreter(exe)
+    if interp and os.path.realpath(interp) != interp:
+        binds.append((os.path.realpath(interp), interp))
+    # the sonames the dynamic loader looks up (libz.so.1 -> libz.so.1.2.13) next to each mapped library
+    links = []
+    wanted = set(files)
+    for d in sorted({os.path.dirname(f) for f in files}):
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_symlink() and os.path.realpath(e.path) in wanted and e.path not in wanted:
+                links.append((os.readlink(e.path), e.path))
+    site = os.path.join(stdlib, "site-packages")
+    hide = (site,) if os.path.isdir(site) and site not in info["roots"].values() else ()
+    path = tuple([stdlib, dynload] + sorted(set(info["roots"].values())))
+    return SandboxView(exe, path, tuple(binds), tuple(links), hide)
+
+
+# --------------------------------------------------------------------------- seccomp
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_CLONE = {"x86_64": 56, "aarch64": 220}
+_CLONE3 = 435
+_FORK = {"x86_64": (57, 58), "aarch64": ()}  # fork, vfork (aarch64 has only clone)
+_DENY = {  # ptrace, process_vm_*, keyrings, mount family, namespaces, bpf, perf, userfaultfd, io_uring, kexec, modules
+    "x86_64": (101, 310, 311, 248, 249, 250, 165, 166, 155, 161, 272, 308, 321, 298, 323, 425, 426, 427, 246, 320,
+               175, 313, 176, 169, 167, 168, 163, 103, 303, 304, 428, 429, 430, 431, 432, 433, 442),
+    "aarch64": (117, 270, 271, 217, 218, 219, 40, 39, 41, 51, 97, 268, 280, 241, 282, 425, 426, 427, 104, 294,
+                105, 273, 106, 142, 224, 225, 89, 116, 264, 265, 428, 429, 430, 431, 432, 433, 442),
+}
+_CLONE_THREAD = 0x00010000
+_RET_ALLOW, _RET_KILL = 0x7FFF0000, 0x80000000
+_RET_ERRNO = 0x00050000
+_EPERM, _ENOSYS = 1, 38
+
+
+def seccomp_program(allow_fork: bool = False, arch: str | None = None) -> bytes | None:
+    """The classic-BPF seccomp filter (``struct sock_filter`` array) for bwrap's ``--seccomp``, or None
+    on an architecture without a table. Denied calls fail with EPERM; ``clone3`` with ENOSYS (so the
+    C library falls back to ``clone``, whose flags the filter can read: threads pass, processes not)."""
+    arch = arch or platform.machine()
+    if arch not in _AUDIT_ARCH:
+        return None
+    prog: list[tuple[int, Any, Any, int]] = [(0x20, 0, 0, 4), (0x15, 0, "kill", _AUDIT_ARCH[arch]), (0x20, 0, 0, 0)]
+    if arch == "x86_64":
+        prog.append((0x35, "eperm", 0, 0x40000000))  # the x32 ABI
+    deny = _DENY[arch] + (() if allow_fork else _FORK[arch])
+    prog += [(0x15, "eperm", 0, nr) for nr in deny]
+    prog.append((0x15, "enosys", 0, _CLONE3))
+    if not allow_fork:
+        prog += [(0x15, 0, "allow", _CLONE[arch]), (0x20, 0, 0, 16), (0x45, "allow", "eperm", _CLONE_THREAD)]
+    labels = {"allow": len(prog), "eperm": len(prog) + 1, "enosys": len(prog) + 2, "kill": len(prog) + 3}
+    prog += [(0x06, 0, 0, _RET_ALLOW), (0x06, 0, 0, _RET_ERRNO | _EPERM), (0x06, 0, 0, _RET_ERRNO | _ENOSYS),
+             (0x06, 0, 0, _RET_KILL)]
+    rel = lambda j, i: labels[j] - i - 1 if isinstance(j, str) else j  # noqa: E731
+    return b"".join(struct.pack("<HBBI", c, rel(jt, i), rel(jf, i), k) for i, (c, jt, jf, k) in enumerate(prog))
+
+
+# --------------------------------------------------------------------------- bwrap
+
+@dataclass(frozen=True)
+class Bwrap:
+    """A working bwrap and the optional hardening its version supports."""
+
+    path: str
+    disable_userns: bool  # --disable-userns (bwrap >= 0.8): no nested user namespaces
+    tmpfs_size: bool  # --size for --tmpfs (bwrap >= 0.8)
+
+
+_BASE_FLAGS = ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+               "--die-with-parent", "--as-pid-1", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
+
+
+@functools.lru_cache(maxsize=1)
+def check_bwrap() -> Bwrap:
+    """A working ``bwrap``; raises :class:`SandboxUnavailable` with the fix otherwise."""
+    path = shutil.which("bwrap") or next((p for p in BWRAP_CANDIDATES if os.path.exists(p)), None)
+    if path is None:
+        raise SandboxUnavailable(f"the A2Eval sandbox needs bwrap: install the package '{BWRAP_PACKAGE}' "
+                                 f"(apt-get install -y {BWRAP_PACKAGE}, or run scripts/install.sh as root)")
+
+    def works(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([path, *_BASE_FLAGS, *extra, "--ro-bind", "/", "/", "true"], capture_output=True,
+                              text=True, timeout=30)
+
+    r = works()
+    if r.returncode != 0:
+        raise SandboxUnavailable(f"bwrap cannot create namespaces here ({r.stderr.strip()[:200]}); allow user "
+                                 "namespaces (sysctl kernel.unprivileged_userns_clone=1 / user.max_user_namespaces>0) "
+                                 "or run as root")
+    return Bwrap(path, works("--disable-userns").returncode == 0,
+                 works("--size", "65536", "--tmpfs", "/tmp").returncode == 0)
+
+
+def scrubbed_env(home: str = "/tmp") -> dict[str, str]:
     return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
             "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run_sandboxed(code: str, entry: str, inputs: Sequence[Sequence[Any]], limits: SandboxLimits | None = None,
-                  rpc: Mapping[str, Callable[..., Any]] | None = None, guard: bool = True,
-                  network_namespace: bool = True, drop_privileges: bool = True,
-                  allowed_modules: Sequence[str] = ALLOWED_MODULES, announce: bool = False) -> SandboxResult:
-    """Define ``code`` in a sandbox and call ``entry(*args)`` for each ``args`` in ``inputs``.
+def _bwrap_argv(bw: Bwrap, view: SandboxView, limits: SandboxLimits, info_fd: int, seccomp_fd: int | None) -> list[str]:
+    a = [bw.path, *_BASE_FLAGS] + (["--disable-userns"] if bw.disable_userns else [])
+    for k, v in scrubbed_env("/tmp").items():
+        a += ["--setenv", k, v]
+    a += view.bwrap_args()
+    a += ["--proc", "/proc", "--dev", "/dev"] + (["--size", str(limits.tmpfs_bytes)] if bw.tmpfs_size else [])
+    a += ["--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        a += ["--seccomp", str(seccomp_fd)]
+    return a + ["--"]
 
-    ``inputs`` and return values must be JSON-serialisable. ``rpc`` maps a name (``"generate"``)
-    to a parent-side handler taking the request's keyword arguments. ``guard``,
-    ``network_namespace`` and ``drop_privileges`` switch single layers off (tests use this to show
-    that each OS layer contains hostile code on its own). ``announce``: before each input the runner
-    calls the ``begin`` handler with ``index=k``, so model calls can be tied to input k. Never raises for the code's behaviour:
-    errors, kills and limits are reported in the :class:`SandboxResult`.
+
+def _rlimits(limits: SandboxLimits) -> list[tuple[int, int, int]]:
+    """(resource, soft, hard) for the runner; CPU: SIGXCPU at the soft limit, SIGKILL one second later."""
+    return [(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 1)] + [
+        (lim, val, val) for lim, val in ((resource.RLIMIT_AS, limits.memory_bytes),
+                                         (resource.RLIMIT_FSIZE, limits.file_size_bytes), (resource.RLIMIT_CORE, 0),
+                                         (resource.RLIMIT_NOFILE, limits.max_open_files))]
+
+
+# --------------------------------------------------------------------------- running a job
+
+def run_sandboxed(code: str, entry: str, inputs: Sequence[Sequence[Any]], limits: SandboxLimits | None = None,
+                  rpc: Mapping[str, Callable[..., Any]] | None = None, allowed_modules: Sequence[str] = ALLOWED_MODULES,
+                  announce: bool = False, check: Callable[[Any], str | None] | None = None,
+                  allow_fork: bool = False) -> SandboxResult:
+    """Define ``code`` in a fresh sandbox and call ``entry(*args)`` for each ``args`` in ``inputs``.
+
+    ``inputs`` and return values must be JSON-serialisable; batch many inputs per call (one
+    sandbox start-up per call). ``rpc`` maps a name (``"generate"``) to a parent-side handler taking
+    the request's keyword arguments. ``announce``: before each input the runner calls the ``begin``
+    handler with ``index=k``, so model calls can be tied to input k. ``check(output)`` returns a
+    reason to reject an output (after the built-in finiteness check); a rejected output becomes
+    None with the reason as its error. ``allow_fork`` lifts the seccomp ban on process creation
+    (tests use it to show that the PID namespace alone reaps every process). Never raises for the
+    code's behaviour: errors, kills and limits are reported in the :class:`SandboxResult`.
     """
-    limits = limits or SandboxLimits()
+    return _run(code, entry, inputs, limits or SandboxLimits(), rpc or {}, tuple(allowed_modules), announce, check,
+                allow_fork, isolate=True)
+
+
+def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ...], announce: bool, check,
+         allow_fork: bool, isolate: bool) -> SandboxResult:
+    """``isolate=False`` runs the same runner as a plain subprocess: the baseline of ``make bench`` only."""
     if not isinstance(code, str) or not code.strip():
         raise ConfigError("run_sandboxed: code must be non-empty Python source")
-    as_root = os.geteuid() == 0
-    drop = NOBODY if (as_root and drop_privileges) else None
-    tmp = tempfile.mkdtemp(prefix="embeval-sandbox-")
+    view = sandbox_view(allowed)
+    job = (json.dumps({"code": code, "entry": entry, "inputs": [list(a) for a in inputs], "announce": announce})
+           + "\n").encode()
     t0 = time.monotonic()
+    own: list[int] = []  # every descriptor this call opened, closed in the end
+    bw = seccomp = None
     try:
-        job = {"code": code, "entry": entry, "inputs": [list(a) for a in inputs], "allowed": list(allowed_modules),
-               "guard": guard, "announce": announce, "drop_uid": drop, "nproc": limits.max_processes + 1}
-        Path(tmp, "job.json").write_text(json.dumps(job))
-        Path(tmp, "runner.py").write_text(_RUNNER)
-        if drop is not None:
-            os.chown(tmp, NOBODY, NOBODY)
-            for f in ("job.json", "runner.py"):
-                os.chown(Path(tmp, f), NOBODY, NOBODY)
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "runner.py"],
-            cwd=tmp, env=scrubbed_env(tmp), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            preexec_fn=_preexec(limits, network_namespace, 0 if as_root else _user_process_count(), as_root),
-            close_fds=True)
-        res = _serve(proc, limits, rpc or {}, t0)
-        res.isolation = {"network_namespace": network_namespace, "uid": drop if drop is not None else os.getuid(),
-                         "guard": guard, "limits": asdict(limits)}
-        return res
+        stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
+        out_r, out_w = os.pipe2(os.O_CLOEXEC)
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        proto_r, proto_w = os.pipe2(os.O_CLOEXEC)
+        info_r, info_w = os.pipe2(os.O_CLOEXEC)
+        own += [stdin_r, stdin_w, out_r, out_w, err_r, err_w, proto_r, proto_w, info_r, info_w]
+        pass_fds = [proto_w]
+        seccomp = seccomp_program(allow_fork) if isolate else None
+        sc_fd = None
+        if seccomp is not None:
+            sc_fd = os.memfd_create("embeval-seccomp", 0)
+            own.append(sc_fd)
+            os.write(sc_fd, seccomp)
+            os.lseek(sc_fd, 0, os.SEEK_SET)
+            pass_fds.append(sc_fd)
+        cfg = {"path": list(view.path), "proto_fd": proto_w, "rlimits": _rlimits(limits)}
+        runner = [view.exe, "-I", "-S", "-B", "-c", _RUNNER, json.dumps(cfg)]
+        bw = check_bwrap() if isolate else None
+        if bw is not None:
+            argv = _bwrap_argv(bw, view, limits, info_w, sc_fd) + runner
+            pass_fds.append(info_w)
+        else:
+            argv = runner
+        proc = subprocess.Popen(argv, stdin=stdin_r, stdout=out_w, stderr=err_w, pass_fds=pass_fds,
+                                env=scrubbed_env("/tmp"), cwd="/tmp", close_fds=True)
+        for fd in (stdin_r, out_w, err_w, proto_w, info_w) + ((sc_fd,) if sc_fd is not None else ()):
+            os.close(fd)
+            own.remove(fd)
+        res = _Session(proc, limits, rpc, t0, job, stdin_w, out_r, err_r, proto_r, info_r if isolate else None,
+                       len(inputs) if announce else 0).serve()
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _serve(proc: subprocess.Popen, limits: SandboxLimits, rpc: Mapping[str, Callable[..., Any]], t0: float) -> SandboxResult:
-    out_buf, err_buf = b"", b""
-    result: dict[str, Any] | None = None
-    killed = None
-    deadline = t0 + limits.wall_seconds
-    fds = {proc.stdout.fileno(): "out", proc.stderr.fileno(): "err"}
-    try:
-        while fds:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                killed = "wall-clock"
-                break
-            ready, _, _ = select.select(list(fds), [], [], min(left, 0.5))
-            for fd in ready:
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    fds.pop(fd)
-                    continue
-                if fds[fd] == "err":
-                    err_buf = (err_buf + chunk)[-65536:]
-                    continue
-                out_buf += chunk
-                if len(out_buf) > limits.max_output_bytes:
-                    killed = "output limit"
-                    break
-                while b"\n" in out_buf:
-                    line, out_buf = out_buf.split(b"\n", 1)
-                    try:
-                        msg = json.loads(line)
-                    except json.JSONDecodeError:
-                        continue
-                    if "result" in msg:
-                        result = msg["result"]
-                    elif "rpc" in msg:
-                        _answer(proc, rpc, msg)
-            if killed:
-                break
-            if result is not None:
-                break
-    finally:
-        _kill_group(proc)
-    rc = proc.wait()
-    stderr = err_buf.decode(errors="replace")
-    if killed is None and result is None:
-        if rc == -signal.SIGXCPU or rc == -signal.SIGKILL and "cpu" in stderr.lower():
-            killed = "cpu"
-        elif "MemoryError" in stderr:
-            killed = "memory"
-        elif rc is not None and rc < 0:
-            killed = f"signal {-rc}"
-    res = SandboxResult(ok=result is not None and killed is None, killed=killed, returncode=rc, stderr=stderr[-4000:],
-                        seconds=time.monotonic() - t0)
-    if result is not None:
-        res.outputs, res.errors, res.load_error = result["outputs"], result["errors"], result["load_error"]
+        for fd in own:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    res.isolation = {"method": "bubblewrap" if isolate else "none (plain subprocess)",
+                     "namespaces": ["user", "pid", "mount", "network", "ipc", "uts", "cgroup"] if isolate else [],
+                     "uid": SANDBOX_UID if isolate else os.getuid(), "seccomp": isolate and seccomp is not None,
+                     "allow_fork": allow_fork, "read_only_binds": len(view.binds), "limits": asdict(limits),
+                     "nested_userns_disabled": bool(bw and bw.disable_userns), "tmpfs_size_limit": bool(bw and bw.tmpfs_size)}
+    _validate(res, len(inputs), check)
     return res
 
 
-def _answer(proc: subprocess.Popen, rpc: Mapping[str, Callable[..., Any]], msg: dict[str, Any]) -> None:
-    kind = msg.pop("rpc")
-    handler = rpc.get(kind)
-    try:
-        if handler is None:
-            raise KeyError(f"no handler for {kind!r}")
-        rep = {"result": handler(**msg)}
-    except Exception as exc:  # the sandboxed code sees the error text, the parent goes on
-        rep = {"error": f"{type(exc).__name__}: {exc}"}
-    try:
-        proc.stdin.write((json.dumps(rep) + "\n").encode())
-        proc.stdin.flush()
-    except (BrokenPipeError, OSError):
-        pass
+def _validate(res: SandboxResult, n: int, check) -> None:
+    """Reject what the parent cannot trust: a run that is not ok keeps no outputs; each output must
+    be finite and pass ``check``."""
+    if res.ok and not res.load_error and len(res.outputs) != n:
+        res.ok, res.killed = False, f"protocol: {len(res.outputs)} outputs for {n} inputs"
+    if not res.ok:
+        res.outputs, res.errors = [], []
+        return
+    if res.load_error:
+        return
+    for k, v in enumerate(res.outputs):
+        problem = finite_problem(v) or (check(v) if check is not None and res.errors[k] is None else None)
+        if problem and res.errors[k] is None:
+            res.outputs[k] = None
+            res.errors[k] = f"output rejected for input {k}: {problem}"
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the sandbox's process group (the runner and everything it forked)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for f in (proc.stdin, proc.stdout, proc.stderr):
+class _Session:
+    """The parent's side of one job: one selector over every descriptor, one deadline, bounded buffers."""
+
+    def __init__(self, proc, limits, rpc, t0, job, stdin_w, out_r, err_r, proto_r, info_r, n_announce):
+        self.proc, self.limits, self.rpc, self.t0 = proc, limits, rpc, t0
+        self.deadline = t0 + limits.wall_seconds
+        self.outbuf = bytearray(job)
+        self.job_left = len(job)
+        self.stdin_w = stdin_w
+        self.tails = {"stdout": bytearray(), "stderr": bytearray()}
+        self.proto = bytearray()
+        self.info = bytearray()
+        self.total = 0
+        self.rpc_left = limits.max_rpc_calls + n_announce
+        self.result: dict[str, Any] | None = None
+        self.killed: str | None = None
+        self.child_pidfd: int | None = None
+        self.sel = selectors.DefaultSelector()
+        for fd, kind in ((out_r, "stdout"), (err_r, "stderr"), (proto_r, "proto"), (info_r, "info")):
+            if fd is not None:
+                os.set_blocking(fd, False)
+                self.sel.register(fd, selectors.EVENT_READ, kind)
+        os.set_blocking(stdin_w, False)
+        self.sel.register(stdin_w, selectors.EVENT_WRITE, "stdin")
+        self.proc_fd = os.pidfd_open(proc.pid)
+        self.sel.register(self.proc_fd, selectors.EVENT_READ, "exit")
+
+    def serve(self) -> SandboxResult:
+        exited = False
         try:
-            f.close()
-        except OSError:
+            while not self.killed:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    self.killed = "wall-clock"
+                    break
+                for key, _ in self.sel.select(min(left, 1.0)):
+                    if key.data == "exit":
+                        exited = True
+                    elif key.data == "stdin":
+                        self._write()
+                    else:
+                        self._read(key.fd, key.data)
+                    if self.killed or time.monotonic() > self.deadline:
+                        break
+                if exited and not self.killed:
+                    self._drain()
+                    break
+        finally:
+            self._stop()
+            rc = self.proc.wait()
+            for key in list(self.sel.get_map().values()):
+                self.sel.unregister(key.fd)
+            self.sel.close()
+            for fd in (self.proc_fd, self.child_pidfd):
+                if fd is not None:
+                    os.close(fd)
+        return self._result(rc)
+
+    # ---- I/O
+    def _write(self) -> None:
+        if not self.outbuf:
+            self._stop_writing()
+            return
+        try:
+            n = os.write(self.stdin_w, self.outbuf)
+        except BlockingIOError:
+            return
+        except OSError:  # the child closed its stdin
+            self.outbuf.clear()
+            self._stop_writing()
+            return
+        del self.outbuf[:n]
+        self.job_left = max(0, self.job_left - n)
+        if not self.outbuf:
+            self._stop_writing()
+
+    def _stop_writing(self) -> None:
+        if self.stdin_w in self.sel.get_map():
+            self.sel.unregister(self.stdin_w)
+
+    def _want_writing(self) -> None:
+        if self.stdin_w not in self.sel.get_map():
+            self.sel.register(self.stdin_w, selectors.EVENT_WRITE, "stdin")
+
+    def _read(self, fd: int, kind: str) -> bool:
+        """Read one chunk; False when nothing was there."""
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            return False
+        if not chunk:
+            self.sel.unregister(fd)
+            if kind == "info":
+                self._child_started()
+            return True
+        if kind == "info":
+            self.info += chunk[: 4096]
+            if len(self.info) > 4096:
+                self.sel.unregister(fd)
+            return True
+        self.total += len(chunk)
+        if self.total > self.limits.max_output_bytes:
+            self.killed = "output limit"
+            return True
+        if kind in self.tails:
+            t = self.tails[kind]
+            t += chunk
+            del t[: max(0, len(t) - _TAIL)]
+            return True
+        self.proto += chunk
+        start = 0
+        while not self.killed and time.monotonic() <= self.deadline:
+            end = self.proto.find(b"\n", start)
+            if end < 0:
+                break
+            self._message(bytes(self.proto[start:end]))
+            start = end + 1
+        del self.proto[:start]
+        return True
+
+    def _child_started(self) -> None:
+        if self.child_pidfd is not None:
+            return
+        try:
+            pid = int(json.loads(self.info)["child-pid"])
+            self.child_pidfd = os.pidfd_open(pid)
+        except (ValueError, KeyError, TypeError, OSError):
             pass
+
+    def _drain(self) -> None:
+        """The job has ended: read what is already in the pipes (bounded; a process that still holds
+        a pipe open cannot keep the parent here)."""
+        for key in list(self.sel.get_map().values()):
+            if key.data in ("stdout", "stderr", "proto", "info"):
+                for _ in range(256):
+                    if self.killed or key.fd not in self.sel.get_map() or not self._read(key.fd, key.data):
+                        break
+
+    # ---- protocol
+    def _message(self, line: bytes) -> None:
+        try:
+            msg = json.loads(line)
+        except (ValueError, RecursionError):
+            self.killed = "protocol: a line on the protocol descriptor is not JSON"
+            return
+        if not isinstance(msg, dict):
+            self.killed = "protocol: a message is not an object"
+        elif "result" in msg:
+            r = msg["result"]
+            ok = (self.result is None and isinstance(r, dict) and isinstance(r.get("outputs"), list)
+                  and isinstance(r.get("errors"), list) and len(r["outputs"]) == len(r["errors"])
+                  and all(e is None or isinstance(e, str) for e in r["errors"])
+                  and (r.get("load_error") is None or isinstance(r.get("load_error"), str)))
+            if ok:
+                self.result = r
+            else:
+                self.killed = "protocol: malformed or repeated result"
+        elif isinstance(msg.get("rpc"), str):
+            self.rpc_left -= 1
+            if self.rpc_left < 0:
+                self.killed = "rpc limit"
+                return
+            self._answer(msg)
+        else:
+            self.killed = "protocol: unknown message"
+
+    def _answer(self, msg: dict[str, Any]) -> None:
+        kind = msg.pop("rpc")
+        handler = self.rpc.get(kind)
+        try:
+            if handler is None:
+                raise KeyError(f"no handler for {kind!r}")
+            line = json.dumps({"result": handler(**msg)})
+        except Exception as exc:  # the sandboxed code sees the error text, the parent goes on
+            line = json.dumps({"error": f"{type(exc).__name__}: {exc}"})
+        self.outbuf += (line + "\n").encode()
+        if len(self.outbuf) - self.job_left > _MAX_PENDING_REPLIES:
+            self.killed = "rpc flood: the code sends model calls without reading the replies"
+            return
+        self._want_writing()
+        self._write()
+
+    # ---- ending
+    def _stop(self) -> None:
+        """Always, at the end: SIGKILL the PID namespace's init, the runner (the kernel then kills every
+        process left in the namespace; a no-op when it has exited), wait for bwrap to exit (kill it
+        after 2 s), then wait until the init is gone, i.e. the namespace is empty."""
+        for key in list(self.sel.get_map().values()):
+            if key.data == "info":
+                self._read(key.fd, "info")
+        self._child_started()
+        if self.child_pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.child_pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        elif self.proc.poll() is None:
+            self.proc.kill()  # no namespace yet: --die-with-parent takes bwrap's child down with it
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        if self.child_pidfd is not None:
+            sel = selectors.DefaultSelector()
+            sel.register(self.child_pidfd, selectors.EVENT_READ)
+            sel.select(2.0)
+            sel.close()
+
+    def _result(self, rc: int) -> SandboxResult:
+        stderr = self.tails["stderr"].decode(errors="replace")
+        killed = self.killed
+        sig = -rc if rc < 0 else rc - 128 if rc > 128 else 0  # bwrap reports a signal as 128 + N
+        if killed is None and sig:
+            killed = "cpu" if sig == signal.SIGXCPU else f"signal {sig}"
+        ok = self.result is not None and killed is None and rc == 0
+        res = SandboxResult(ok=ok, killed=killed, returncode=rc, stderr=stderr[-4000:],
+                            stdout=self.tails["stdout"].decode(errors="replace")[-4000:],
+                            seconds=time.monotonic() - self.t0)
+        if ok:
+            res.outputs, res.errors, res.load_error = self.result["outputs"], self.result["errors"], self.result["load_error"]
+        return res
