@@ -7,39 +7,16 @@ import numpy as np
 import pytest
 
 from embeval.subjects.embedded.nets import VisionConfig, VLAConfig
-from embeval.subjects.embedded.preprocess import resize_image
 from embeval.subjects.embedded.recipes import demo_arrays
 from embeval.subjects.embedded.training import DemoArrays, TrainConfig, train_vla
 
 
 def _old_demo_arrays(root, image_size, cameras, episodes=None) -> DemoArrays:
-    """The loader before issue 20: every image column decoded at full size and stacked, then resized."""
-    import io
+    """The loader before issue 20 (every image decoded at full size and stacked, then resized), kept as
+    the reference in the training-memory bench."""
+    from bench.bench_train_memory import old_demo_arrays
 
-    import pyarrow.parquet as pq
-    from PIL import Image
-
-    from embeval.datasets import validate_layout
-
-    info = validate_layout(root)
-    table = pq.read_table(sorted((root / "data").glob("chunk-*/file-*.parquet"))[0])
-    frames = {}
-    for k, f in info["features"].items():
-        col = table.column(k).to_pylist()
-        if f["dtype"] == "image":
-            frames[k] = np.stack([np.asarray(Image.open(io.BytesIO(c["bytes"])).convert("RGB")) for c in col])
-        else:
-            frames[k] = np.asarray(col, dtype=f["dtype"]).reshape(len(col), *f["shape"])
-    ep, ti = np.asarray(table.column("episode_index")), np.asarray(table.column("task_index"))
-    tasks_df = pq.read_table(root / "meta" / "tasks.parquet").to_pandas()
-    tasks = [t for t, _ in sorted(zip(tasks_df.index, tasks_df["task_index"]), key=lambda x: x[1])]
-    keep = np.ones(len(ep), bool) if episodes is None else np.isin(ep, episodes)
-    images = {cam: np.stack([resize_image(im, image_size) for im in frames[f"observation.images.{cam}"][keep]]) for cam in cameras}
-    st = frames["observation.state"][keep]
-    return DemoArrays(images, np.concatenate([st[:, :3], st[:, 7:8]], axis=1).astype(np.float32),
-                      frames["action"][keep].astype(np.float64), ti[keep], tasks, ep[keep],
-                      frames["observation.environment_state"][keep].astype(np.float64),
-                      frames["expert.waypoint"][keep].astype(np.float64), frames["expert.phase"][keep, 0].astype(np.int64))
+    return old_demo_arrays(root, image_size, cameras, episodes)
 
 
 @pytest.fixture(scope="module")
