@@ -20,7 +20,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 
@@ -203,29 +203,60 @@ class LeRobotEpisodes:
     episodes: list[dict]
 
 
-def read_lerobot(root: str | Path) -> LeRobotEpisodes:
-    """Read a v3.0 dataset written by :class:`LeRobotWriter` (or lerobot with ``use_videos=False``)."""
+def read_lerobot(root: str | Path, images: Iterable[str] | None = None,
+                 image_transform: Callable[[np.ndarray], np.ndarray] | None = None, batch_rows: int = 256) -> LeRobotEpisodes:
+    """Read a v3.0 dataset written by :class:`LeRobotWriter` (or lerobot with ``use_videos=False``).
+
+    Images are streamed: read ``batch_rows`` rows at a time, decoded one by one and (if given)
+    passed through ``image_transform`` (e.g. a resize to a model's input size) before they are stored,
+    so only the stored form of every frame is held, never all decoded full-size frames at once.
+    ``images``: the image features to decode (full names, ``observation.images.<camera>``); None = all,
+    an empty list = none (the other features are always read)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     root = Path(root)
     info = validate_layout(root)
     data_files = sorted((root / "data").glob("chunk-*/file-*.parquet"))
-    table = pq.read_table(data_files[0]) if len(data_files) == 1 else __import__("pyarrow").concat_tables(
-        [pq.read_table(f) for f in data_files])
+    feats = {k: f for k, f in info["features"].items() if k not in DEFAULT_FEATURES}
+    image_keys = [k for k, f in feats.items() if f["dtype"] == "image"]
+    wanted = image_keys if images is None else [k for k in image_keys if k in set(images)]
+    plain = [k for k, f in feats.items() if f["dtype"] != "image"]
+    table = pa.concat_tables([pq.read_table(f, columns=plain + ["episode_index", "task_index"]) for f in data_files])
+    n = table.num_rows
     frames = {}
-    for k, f in info["features"].items():
-        if k in DEFAULT_FEATURES:
-            continue
-        col = table.column(k).to_pylist()
-        if f["dtype"] == "image":
-            frames[k] = np.stack([_unpng(c["bytes"]) for c in col])
-        else:
-            frames[k] = np.asarray(col, dtype=f["dtype"]).reshape(len(col), *f["shape"])
+    for k in plain:
+        f = feats[k]
+        frames[k] = np.asarray(table.column(k).to_pylist(), dtype=f["dtype"]).reshape(n, *f["shape"])
+    for k in wanted:
+        frames[k] = _stream_images(data_files, k, n, image_transform, batch_rows, tuple(feats[k]["shape"]))
     tasks_df = pq.read_table(root / "meta" / "tasks.parquet").to_pandas()
     tasks = [t for t, _ in sorted(zip(tasks_df.index, tasks_df["task_index"]), key=lambda x: x[1])]
     ep_tab = pq.read_table(sorted((root / "meta" / "episodes").glob("chunk-*/file-*.parquet"))[0]).to_pylist()
     return LeRobotEpisodes(frames, np.asarray(table.column("episode_index")), np.asarray(table.column("task_index")),
                            tasks, info, ep_tab)
+
+
+def _stream_images(data_files, key: str, n: int, transform, batch_rows: int, shape: tuple) -> np.ndarray:
+    """(n, ...) uint8: image column ``key`` decoded ``batch_rows`` rows at a time into one preallocated array."""
+    import pyarrow.parquet as pq
+
+    out, i = None, 0
+    for path in data_files:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=max(1, int(batch_rows)), columns=[key]):
+            for blob in batch.column(0).field("bytes").to_pylist():
+                im = _unpng(blob)
+                if transform is not None:
+                    im = transform(im)
+                if out is None:
+                    out = np.empty((n,) + im.shape, im.dtype)
+                out[i] = im
+                i += 1
+    if out is None:  # no rows
+        return np.zeros((0,) + shape, np.uint8)
+    if i != n:
+        raise InvalidInputError(f"{key}: {i} images in the data files, {n} frames")
+    return out
 
 
 def validate_layout(root: str | Path) -> dict:

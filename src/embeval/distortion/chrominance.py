@@ -1,11 +1,13 @@
 """Chrominance: colour diffusion, colour shift, colour quantisation, saturation in HSV and in CIELAB."""
 from __future__ import annotations
 
+import functools
+
 import cv2
 import numpy as np
 from PIL import Image
 
-from embeval.distortion._util import lab8_to_rgb, lut, rgb_to_lab8
+from embeval.distortion._util import lab8_to_rgb, lut, per_color, rgb_to_lab8
 from embeval.distortion.registry import register
 
 
@@ -57,13 +59,19 @@ def color_saturation_hsv(img, factor, rng):
     round trip: with V = max(R, G, B), scaling S by f while keeping H and V is ``c <- V + f (c - V)``."""
     r, g, b = cv2.split(img)
     v = cv2.max(cv2.max(r, g), b)
-    return cv2.addWeighted(img, float(factor), cv2.merge([v, v, v]), 1.0 - float(factor), 0.0)  # rounds, saturates
+    return cv2.addWeighted(img, float(factor), cv2.cvtColor(v, cv2.COLOR_GRAY2RGB), 1.0 - float(factor), 0.0)  # rounds, saturates
 
 
 @register("color_saturation_lab", "chrominance", (1.3, 1.7, 2.3, 3.2, 4.5), param="factor on CIELAB a*, b*",
           description="over-saturation in CIELAB")
+@per_color
 def color_saturation_lab(img, factor, rng):
     """Multiply the CIELAB chroma channels a*, b* by ``factor``; out-of-gamut colours clip."""
     lab = rgb_to_lab8(img)
-    lab[..., 1:] = cv2.LUT(np.ascontiguousarray(lab[..., 1:]), lut(lambda v: 128.0 + factor * (v - 128.0)))
+    lab[..., 1:] = cv2.LUT(np.ascontiguousarray(lab[..., 1:]), _chroma_table(factor))
     return lab8_to_rgb(lab)
+
+
+@functools.lru_cache(maxsize=64)
+def _chroma_table(factor: float) -> np.ndarray:
+    return lut(lambda v: 128.0 + factor * (v - 128.0))

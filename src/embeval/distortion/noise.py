@@ -8,7 +8,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from embeval.distortion._util import clip_uint8
+from embeval.distortion._util import add_uint8, clip_uint8
 from embeval.distortion.registry import register
 
 
@@ -20,7 +20,9 @@ def _gauss(rng: np.random.Generator, shape) -> np.ndarray:
           description="additive white Gaussian noise, independent per channel", stochastic=True)
 def white_noise(img, sigma, rng):
     """Add i.i.d. Gaussian noise of standard deviation ``sigma`` to every channel; clip."""
-    return clip_uint8(img + np.float32(sigma) * _gauss(rng, img.shape))
+    n = _gauss(rng, img.shape)
+    n *= np.float32(sigma)
+    return add_uint8(img, n)
 
 
 # BT.601 full-range YCbCr -> RGB rows for Cb and Cr (chroma noise enters through these)
@@ -31,8 +33,9 @@ _CB_CR_TO_RGB = np.array([[0.0, -0.344136, 1.772], [1.402, -0.714136, 0.0]], np.
           description="white noise in the colour components (YCbCr chroma)", stochastic=True)
 def color_noise(img, sigma, rng):
     """Add Gaussian noise of ``sigma`` to the Cb and Cr components (BT.601), luma kept."""
-    n = _gauss(rng, img.shape[:2] + (2,)) * np.float32(sigma)
-    return clip_uint8(img + n @ _CB_CR_TO_RGB)
+    n = _gauss(rng, img.shape[:2] + (2,))
+    n *= np.float32(sigma)
+    return add_uint8(img, n @ _CB_CR_TO_RGB)
 
 
 @register("impulse_noise", "noise", (0.005, 0.015, 0.03, 0.06, 0.1), param="fraction of pixels hit",
@@ -52,7 +55,13 @@ def impulse_noise(img, density, rng):
           description="speckle: noise proportional to intensity", stochastic=True)
 def multiplicative_noise(img, sigma, rng):
     """``x (1 + sigma n)`` with ``n`` standard Gaussian per pixel and channel; clip."""
-    return clip_uint8(img * (1.0 + np.float32(sigma) * _gauss(rng, img.shape)))
+    n = _gauss(rng, img.shape)
+    n *= np.float32(sigma)
+    n += np.float32(1.0)
+    n *= img
+    n += np.float32(0.5)
+    np.clip(n, 0, 255, out=n)
+    return n.astype(np.uint8)
 
 
 @register("denoise", "noise", (8.0, 14.0, 20.0, 28.0, 40.0), param="sigma of the noise before denoising (digital numbers)",
@@ -60,7 +69,9 @@ def multiplicative_noise(img, sigma, rng):
 def denoise(img, sigma, rng):
     """Add Gaussian noise of ``sigma``, then denoise with a bilateral filter tuned to it
     (range sigma 2 sigma, spatial sigma 1 + sigma / 10, window at most 9x9): the ISP-style smeared texture."""
-    noisy = clip_uint8(img + np.float32(sigma) * _gauss(rng, img.shape))
+    n = _gauss(rng, img.shape)
+    n *= np.float32(sigma)
+    noisy = add_uint8(img, n)
     s = 1.0 + sigma / 10.0
     return cv2.bilateralFilter(noisy, d=min(2 * int(np.ceil(2 * s)) + 1, 9), sigmaColor=2.0 * sigma, sigmaSpace=s)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from embeval.distortion._util import clip_uint8
+from embeval.distortion._util import apply_lut, clip_uint8
 from embeval.distortion.registry import register
 
 
@@ -22,5 +22,7 @@ def high_sharpen(img, amount, rng):
 def contrast_change(img, factor, rng):
     """``mean + factor (x - mean)`` per pixel with the image's mean grey level; RMS contrast falls with the level."""
     m = float(np.mean(cv2.mean(img)[:3]))  # grey level over all pixels and channels
-    lut = np.clip(m + factor * (np.arange(256) - m) + 0.5, 0, 255).astype(np.uint8)
-    return cv2.LUT(img, lut)
+    return apply_lut(img, np.clip(m + factor * (_LEVELS - m) + 0.5, 0, 255).astype(np.uint8))
+
+
+_LEVELS = np.arange(256)

@@ -1,9 +1,10 @@
 """The distortion registry: 30 types in 7 categories, 5 levels each.
 
-Every type is a pure function ``fn(img, param, rng) -> img`` on RGB uint8 (H, W, 3)
-registered with :func:`register`; users call :func:`distort`, which validates the
-input, looks up the level's parameter, seeds a ``numpy.random.Generator`` and
-checks that shape and dtype are kept. Inputs are never modified.
+Every type is a pure function ``fn(img, param, rng) -> img`` on C-contiguous RGB uint8 (H, W, 3)
+registered with :func:`register`; it must not modify ``img`` and returns a new array. Users call
+:func:`distort`, which validates the input, looks up the level's parameter, seeds a
+``numpy.random.Generator`` (``rng`` is None for types not registered ``stochastic``) and checks
+that shape and dtype are kept. Inputs are never modified.
 """
 from __future__ import annotations
 
@@ -104,11 +105,11 @@ def distort(img: np.ndarray, name: str, level: int, seed: int = 0) -> np.ndarray
         raise InvalidInputError(f"image too small to distort ({img.shape[1]}x{img.shape[0]}); need at least 8x8 pixels")
     dt = get(name)
     param = dt.param_for(level)
-    rng = np.random.default_rng(int(seed))
-    src = np.ascontiguousarray(img)
-    if src is img:
-        src = img.copy()  # functions may work in place on their argument; the caller's array stays untouched
-    out = dt.fn(src, param, rng)
+    # deterministic types never draw: no generator for them (the seeded draws of the others are unchanged)
+    rng = np.random.default_rng(int(seed)) if dt.stochastic else None
+    out = dt.fn(np.ascontiguousarray(img), param, rng)  # functions leave their argument untouched
     if out.shape != img.shape or out.dtype != np.uint8:  # pragma: no cover - guards the registry's own functions
         raise AssertionError(f"distortion {name} returned {out.dtype} {out.shape} for {img.dtype} {img.shape}")
+    if np.may_share_memory(out, img):  # pragma: no cover - a function that returned (a view of) its input
+        out = out.copy()
     return out

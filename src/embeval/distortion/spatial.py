@@ -2,9 +2,12 @@
 rolling-shutter skew and wobble."""
 from __future__ import annotations
 
+import functools
+
 import cv2
 import numpy as np
 
+from embeval.distortion._util import apply_lut
 from embeval.distortion.registry import register
 
 
@@ -63,9 +66,13 @@ def pixelate(img, block, rng):
           description="per-channel intensity quantisation (posterisation)")
 def quantization(img, levels, rng):
     """Quantise each channel uniformly to ``levels`` levels (bin centres)."""
+    return apply_lut(img, _level_table(levels))
+
+
+@functools.lru_cache(maxsize=64)
+def _level_table(levels: int) -> np.ndarray:
     step = 256.0 / levels
-    lut = np.clip(np.floor(np.arange(256) / step) * step + step / 2, 0, 255).round().astype(np.uint8)
-    return cv2.LUT(img, lut)
+    return np.clip(np.floor(np.arange(256) / step) * step + step / 2, 0, 255).round().astype(np.uint8)
 
 
 @register("color_block", "spatial", (2, 4, 7, 11, 16), param="number of blocks (32x32 at 640x480, side scaled with sqrt(area))",

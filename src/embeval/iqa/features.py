@@ -19,6 +19,7 @@ frames to the size it was trained at (:func:`resize_to`).
 """
 from __future__ import annotations
 
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -48,7 +49,6 @@ def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarr
 
 def _nss_batches(images, by_shape, batch_size, out) -> None:
     import torch
-    from pyiqa.archs.brisque_arch import natural_scene_statistics
     from pyiqa.matlab_utils import imresize
     from pyiqa.utils.color_util import to_y_channel
 
@@ -58,22 +58,84 @@ def _nss_batches(images, by_shape, batch_size, out) -> None:
                 b = idx[k:k + batch_size]
                 x = torch.from_numpy(np.stack([images[i] for i in b]).astype(np.float32)).permute(0, 3, 1, 2) / 255.0
                 y = to_y_channel(x, 255.0)
-                feats = []
-                for _ in range(2):
-                    feats.append(natural_scene_statistics(y, 7, 7 / 6).reshape(len(b), -1))
-                    y = imresize(y, scale=0.5, antialiasing=True)
+                feats = [_nss(y).reshape(len(b), -1), _nss(imresize(y, scale=0.5, antialiasing=True)).reshape(len(b), -1)]
                 out[b] = torch.cat(feats, dim=-1).double().numpy()
 
 
+@functools.lru_cache(maxsize=8)
+def _nss_tables(dtype) -> tuple:
+    """pyiqa's BRISQUE constants, computed once with the same operations it repeats on every call: the
+    7x7 Gaussian window (sigma 7/6), the shape grid 0.2:0.001:10 and its GGD and AGGD moment ratios."""
+    import torch
+    from pyiqa.matlab_utils import fspecial
+
+    gam = torch.arange(0.2, 10 + 0.001, 0.001).to(dtype)
+    l1, l2, l3 = torch.lgamma(1.0 / gam), torch.lgamma(2.0 / gam), torch.lgamma(3.0 / gam)
+    ggd = (l1 + l3 - 2 * l2).exp()
+    aggd = (2 * l2 - (l1 + l3)).exp()
+    return fspecial(7, 7.0 / 6, 1).to(dtype), gam, ggd[None], aggd[None]
+
+
+def _nss(luma):
+    """(B, 18) BRISQUE statistics of a (B, 1, h, w) luma batch: the same torch operations as pyiqa's
+    ``natural_scene_statistics(luma, 7, 7 / 6)`` (GGD fit of the normalised luma, AGGD fits of its
+    products with 4 neighbours), with its constant tables cached instead of rebuilt per call (equal
+    outputs, bit for bit; tests/test_iqa_gate_speed.py)."""
+    import torch
+    from pyiqa.archs.func_util import safe_sqrt
+    from pyiqa.matlab_utils import imfilter
+
+    kernel, gam, ggd, aggd = _nss_tables(luma.dtype)
+    mu = imfilter(luma, kernel, padding="same")
+    var = imfilter(luma ** 2, kernel, padding="same")
+    nrm = (luma - mu) / (safe_sqrt((var - mu ** 2).abs()) + 1)
+    sigma_sq = nrm.pow(2).mean(dim=(-1, -2))
+    sigma = sigma_sq.sqrt().squeeze(dim=-1)
+    assert not torch.isclose(sigma, torch.zeros_like(sigma)).all(), "Expected image with non zero variance of pixel values"
+    rho = sigma_sq / nrm.abs().mean(dim=(-1, -2)) ** 2
+    feats = [gam[(rho - ggd).abs().argmin(dim=-1)], sigma.pow(2)]
+    for shift in ((0, 1), (1, 0), (1, 1), (-1, 1)):
+        block = nrm * torch.roll(nrm, shifts=shift, dims=(-2, -1))
+        left, right = block < 0, block > 0
+        left_std = torch.sqrt((block * left).pow(2).sum(dim=(-1, -2)) / left.sum(dim=(-1, -2), dtype=torch.float32))
+        right_std = torch.sqrt((block * right).pow(2).sum(dim=(-1, -2)) / right.sum(dim=(-1, -2), dtype=torch.float32))
+        gh = left_std / right_std
+        rhat = block.abs().mean(dim=(-1, -2)).pow(2) / block.pow(2).mean(dim=(-1, -2))
+        rhatnorm = (rhat * (gh.pow(3) + 1) * (gh + 1)) / (gh.pow(2) + 1).pow(2)
+        alpha = gam[(aggd - rhatnorm).abs().argmin(dim=-1)]
+        sl, sr = left_std.squeeze(-1), right_std.squeeze(-1)
+        eta = (sr - sl) * torch.exp(torch.lgamma(2.0 / alpha) - (torch.lgamma(1.0 / alpha) + torch.lgamma(3.0 / alpha)) / 2)
+        feats.extend((alpha, eta, sl.pow(2), sr.pow(2)))
+    return torch.stack(feats, dim=-1)
+
+
 def colour_features(images: Sequence[np.ndarray]) -> np.ndarray:
-    """(N, 7): mean and std of R, G, B (0..1) and mean HSV saturation."""
+    """(N, 7): mean and std of R, G, B (0..1) and mean HSV saturation. From per-channel histograms and a
+    (max, min) -> saturation table: the means and deviations equal the per-pixel float64 sums up to
+    their rounding (about 1e-16 relative), the saturation bit for bit."""
+    import cv2
+
+    v = np.arange(256) / 255.0
     out = []
     for i, im in enumerate(images):
-        x = check_image(im, f"images[{i}]").reshape(-1, 3).astype(np.float64) / 255.0
-        mx, mn = x.max(1), x.min(1)
-        sat = np.where(mx > 0, (mx - mn) / np.maximum(mx, 1e-9), 0.0)
-        out.append(np.concatenate([x.mean(0), x.std(0), [sat.mean()]]))
+        chans = cv2.split(check_image(im, f"images[{i}]"))
+        n = chans[0].size
+        counts = [np.bincount(c.reshape(-1), minlength=256) for c in chans]
+        mean = np.array([c @ v for c in counts]) / n
+        std = np.sqrt(np.array([c @ (v - m) ** 2 for c, m in zip(counts, mean)]) / n)
+        mx = cv2.max(cv2.max(chans[0], chans[1]), chans[2]).reshape(-1)
+        mn = cv2.min(cv2.min(chans[0], chans[1]), chans[2]).reshape(-1)
+        sat = _SATURATION[mx, mn].mean()  # the per-pixel values in pixel order: the same sum as before
+        out.append(np.concatenate([mean, std, [sat]]))
     return np.stack(out)
+
+
+def _saturation_table() -> np.ndarray:
+    mx, mn = np.meshgrid(np.arange(256) / 255.0, np.arange(256) / 255.0, indexing="ij")
+    return np.where(mx > 0, (mx - mn) / np.maximum(mx, 1e-9), 0.0)
+
+
+_SATURATION = _saturation_table()  # [max, min] -> HSV saturation
 
 
 def stats_features(images: Sequence[np.ndarray]) -> np.ndarray:

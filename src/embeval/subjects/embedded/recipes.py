@@ -21,16 +21,17 @@ Log = Callable[[str], None]
 def demo_arrays(root: str | Path, image_size, cameras, episodes: np.ndarray | None = None) -> DemoArrays:
     """Load a LeRobot demonstration folder (see :mod:`embeval.datasets.demos`) for a VLA of input size
     ``image_size``; state = TCP position (3) + gripper (1)."""
-    from embeval.datasets import read_lerobot
+    from embeval.datasets import read_lerobot, validate_layout
 
-    d = read_lerobot(root)
-    keep = np.ones(len(d.episode_index), bool) if episodes is None else np.isin(d.episode_index, episodes)
-    images = {}
+    have = sorted(k.split(".")[-1] for k, f in validate_layout(root)["features"].items() if f["dtype"] == "image")
     for cam in cameras:
-        key = f"observation.images.{cam}"
-        if key not in d.frames:
-            raise InvalidInputError(f"{root} has no camera {cam!r}; it has {sorted(k.split('.')[-1] for k in d.frames if 'images' in k)}")
-        images[cam] = np.stack([resize_image(im, image_size) for im in d.frames[key][keep]])
+        if cam not in have:
+            raise InvalidInputError(f"{root} has no camera {cam!r}; it has {have}")
+    # frames are decoded and resized one at a time (streamed), so only the model-size copies are held
+    d = read_lerobot(root, images=[f"observation.images.{c}" for c in cameras], image_transform=lambda im: resize_image(im, image_size))
+    keep = np.ones(len(d.episode_index), bool) if episodes is None else np.isin(d.episode_index, episodes)
+    images = {cam: d.frames[f"observation.images.{cam}"] if keep.all() else d.frames[f"observation.images.{cam}"][keep]
+              for cam in cameras}
     st = d.frames["observation.state"][keep]
     state = np.concatenate([st[:, :3], st[:, 7:8]], axis=1).astype(np.float32)
     aux = d.frames.get("observation.environment_state")
@@ -180,9 +181,9 @@ def train_vla_recipe(recipe: VLARecipe, out: str | Path, demos: str | Path | Non
     tcfg = TrainConfig(**{**asdict(TrainConfig()), **recipe.train})
     eps = None
     if recipe.episode_fraction < 1.0:
-        from embeval.datasets import read_lerobot
+        from embeval.datasets import validate_layout
 
-        n = read_lerobot(demos).info["total_episodes"]
+        n = validate_layout(demos)["total_episodes"]
         rng = np.random.default_rng(recipe.seed)
         eps = np.sort(rng.choice(n, size=max(1, int(round(n * recipe.episode_fraction))), replace=False))
     t1 = time.perf_counter()

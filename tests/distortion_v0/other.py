@@ -1,0 +1,26 @@
+"""Sharpness and contrast: over-sharpening, contrast change."""
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from distortion_v0._util import clip_uint8
+from distortion_v0.registry import register
+
+
+@register("high_sharpen", "other", (1.0, 2.0, 3.0, 6.0, 12.0), param="unsharp-mask amount",
+          description="over-sharpening (unsharp mask, halos)")
+def high_sharpen(img, amount, rng):
+    """Unsharp mask: ``x + amount (x - G_1.5 * x)`` with a Gaussian of sigma 1.5 pixels; clip."""
+    x = img.astype(np.float32)
+    blur = cv2.GaussianBlur(x, (0, 0), 1.5, borderType=cv2.BORDER_REFLECT_101)
+    return clip_uint8(x + np.float32(amount) * (x - blur))
+
+
+@register("contrast_change", "other", (0.85, 0.7, 0.55, 0.4, 0.25), param="contrast factor about the mean grey level",
+          description="contrast reduction")
+def contrast_change(img, factor, rng):
+    """``mean + factor (x - mean)`` per pixel with the image's mean grey level; RMS contrast falls with the level."""
+    m = float(np.mean(cv2.mean(img)[:3]))  # grey level over all pixels and channels
+    lut = np.clip(m + factor * (np.arange(256) - m) + 0.5, 0, 255).astype(np.uint8)
+    return cv2.LUT(img, lut)

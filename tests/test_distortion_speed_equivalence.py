@@ -1,0 +1,74 @@
+"""The fast distortion engine (issue 20) gives the same output as the implementation it replaced.
+
+``distortion_v0`` (tests/distortion_v0/) is the engine frozen before the speed work; every one of the
+30 types at every level, on photos, a sim-like tabletop, uniform noise and odd sizes, with several
+seeds, must match it bit for bit (max abs difference 0: no tolerance was needed)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import distortion_v0
+from embeval.distortion import DISTORTIONS, distort, list_distortions
+from embeval.distortion import _util
+from embeval.distortion.samples import photo, synthetic_tabletop
+
+
+def _images():
+    rng = np.random.default_rng(7)
+    return {
+        "photo": photo("astronaut", (160, 120)),
+        "tabletop": synthetic_tabletop(128, 96),
+        "noise": rng.integers(0, 256, (61, 97, 3), dtype=np.uint8),
+        "extremes": np.where(rng.random((40, 48, 1)) < 0.5, 0, 255).astype(np.uint8).repeat(3, axis=2),
+    }
+
+
+IMAGES = _images()
+
+
+@pytest.mark.parametrize("name", list_distortions())
+def test_same_output_as_previous_engine(name):
+    for key, img in IMAGES.items():
+        for level in range(1, 6):
+            for seed in ((0, 12345) if DISTORTIONS[name].stochastic else (0,)):
+                new = distort(img, name, level, seed)
+                old = distortion_v0.distort(img, name, level, seed)
+                assert new.dtype == np.uint8 and new.shape == img.shape
+                diff = int(np.abs(new.astype(np.int16) - old).max())
+                assert diff == 0, f"{name} level {level} seed {seed} on {key}: max abs diff {diff}"
+
+
+@pytest.mark.parametrize("name", list_distortions())
+def test_input_untouched_and_output_private(name):
+    img = IMAGES["photo"].copy()
+    before = img.copy()
+    out = distort(img, name, 3, 1)
+    assert np.array_equal(img, before)
+    assert not np.may_share_memory(out, img)
+    view = IMAGES["photo"][::-1]  # non-contiguous input
+    assert np.array_equal(distort(view, name, 3, 1), distortion_v0.distort(view, name, 3, 1))
+
+
+def test_colour_table_path_is_exact(monkeypatch):
+    """The 24-bit colour tables that streams switch to (brighten, darken, CIELAB saturation) hold, for
+    every one of the 2^24 colours, what the direct per-pixel path computes (the table is built by that
+    path), and images mapped through them equal the previous engine's output."""
+    img = np.concatenate([IMAGES["photo"], np.random.default_rng(3).integers(0, 256, (120, 160, 3), dtype=np.uint8)])
+    monkeypatch.setattr(_util, "COLOR_TABLE_AFTER_PIXELS", 3 * img.shape[0] * img.shape[1])
+    _util.clear_color_tables()
+    try:
+        for name in ("brighten", "darken", "color_saturation_lab"):
+            fn, param = DISTORTIONS[name].fn, DISTORTIONS[name].levels[2]
+            ref = distortion_v0.distort(img, name, 3)
+            for _ in range(2):
+                assert np.array_equal(distort(img, name, 3), ref)
+            assert _util.cached_color_table(fn.direct, param) is None  # still the direct path
+            for _ in range(2):
+                assert np.array_equal(distort(img, name, 3), ref)
+            assert _util.cached_color_table(fn.direct, param) is not None  # the stream path is in use
+            odd = IMAGES["noise"]
+            assert np.array_equal(distort(odd, name, 3), distortion_v0.distort(odd, name, 3))
+        assert len(_util._TABLES) == _util.COLOR_TABLES_KEPT  # the oldest table was dropped
+    finally:
+        _util.clear_color_tables()
