@@ -14,3 +14,10 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "hil" in item.keywords and not have_robot:
             item.add_marker(skip_hil)
+
+
+@pytest.fixture(scope="session")
+def ur_emulator():
+    """The UR controller emulator (``embeval.robot.ur_emulator``) on loopback for the whole session."""
+    pytest.importorskip("embeval.robot.ur_emulator", reason="the UR emulator is not built yet")
+    pytest.skip("the UR emulator fixture is not wired yet")

@@ -3,7 +3,9 @@
 Publishes the UR driver's topics (/joint_states, /tcp_pose_broadcaster/pose in frame ``base``,
 /io_and_status_controller/safety_mode in UR numbering, /speed_scaling_state_broadcaster/speed_scaling)
 at ``state_rate_hz``. Every action on /embeval/action goes through
-:class:`embeval.control.ArmCommander` (workspace box, step and speed limits); a stale command
+:class:`embeval.control.ArmCommander` (workspace box, step and speed limits) and is executed the same way on
+every backend (:func:`embeval.robot.base.execute_step`: the move lasting at least ``1 / control_hz``, or a
+hold that long, then the gripper rule across 0.5); a stale command
 (header.stamp older than ``max_command_age_s``), a malformed one, a limit violation or a backend
 error trips a protective stop, latched until /embeval/arm/reset (std_srvs/Trigger).
 
@@ -89,7 +91,10 @@ class ArmNode(EmbevalNode):
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
         sim_task = self.param("sim_task", "Pick", "task verb of the generated sim scene (backend=sim)")
         sim_seed = int(self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)"))
+        control_hz = float(self.param("control_hz", 10.0, "action rate (Hz): each action lasts at least 1/control_hz s (a short "
+                                      "move is slowed or waits, a zero delta holds that long), as in the simulator"))
         extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
+        extra["control_hz"] = control_hz
         self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
         self.home_q = home if len(home) == 6 else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=self.limits.default_tcp_speed)
