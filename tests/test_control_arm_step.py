@@ -1,6 +1,7 @@
-"""ArmCommander: the simulated arm executes each action through ``apply_action`` (SimEnv.step's order and
-timing) behind the same guards as every backend (workspace box, step limit, speed cap, latched protective
-stop); the mock and ur_rtde backends keep their own path (gripper, then move_tcp at the capped speed)."""
+"""ArmCommander: every backend (sim, mock, ur_rtde) executes an action by the one rule
+:func:`embeval.robot.base.execute_step` (SimEnv.step's order and timing: the move lasting at least one control
+period, or a hold; then the gripper, only across 0.5) behind the same guards (workspace box, step limit, speed
+cap, latched protective stop)."""
 from __future__ import annotations
 
 import numpy as np
@@ -87,36 +88,46 @@ def test_sim_path_contact_during_the_move_is_a_stop():
         arm.close()
 
 
-def test_mock_path_unchanged_gripper_then_move_at_the_capped_speed():
+def test_mock_path_moves_then_grips_at_the_capped_speed():
     arm = MockArm(SafetyLimits(max_tcp_speed=0.1))
     c = ArmCommander(arm, arm.limits, speed=0.3)
-    assert not hasattr(arm, "apply_action")
+    t0 = arm.state().timestamp
     assert c.step([0.01, 0, 0, 0, 0, 0, 0.0]).executed
-    assert [e[0] for e in arm.log] == ["set_gripper", "move_tcp"] and arm.log[-1][1][1] == pytest.approx(0.1)
-    assert c.step([0, 0, 0, 0, 0, 0, 0.03]).executed  # within gripper_threshold 0.05, zero delta: nothing sent
-    assert [e[0] for e in arm.log] == ["set_gripper", "move_tcp"]
+    assert [e[0] for e in arm.log] == ["move_tcp", "set_gripper"] and arm.log[0][1][1] == pytest.approx(0.1)
+    assert arm.log[1][1] == (0.0,)  # the crossing drives the gripper fully closed
+    # 1 cm at 0.1 m/s is 0.1 s, the control period; then the gripper's 0.1 s
+    assert arm.state().timestamp - t0 == pytest.approx(0.2)
+    assert c.step([0, 0, 0, 0, 0, 0, 0.3]).executed  # still closed (same side of 0.5): one period held, no gripper
+    assert [e[0] for e in arm.log[2:]] == ["hold"] and arm.state().gripper == 0.0
+    assert c.step([0.002, 0, 0, 0, 0, 0, 0.5]).executed  # 0.5 counts as open: a 2 mm move lasting the period, then open
+    assert [e[0] for e in arm.log[3:]] == ["move_tcp", "set_gripper"] and arm.state().gripper == 1.0
+    assert arm.state().timestamp - t0 == pytest.approx(0.2 + 0.1 + 0.1 + 0.1)
 
 
-def test_ur_rtde_path_unchanged(monkeypatch):
-    """On the ur_rtde backend (fake controller) a step is the tool output, then one moveL at the capped speed."""
+def test_ur_rtde_path_moves_then_grips(monkeypatch):
+    """On the ur_rtde backend (fake controller) a step is one moveL at the capped speed, then the tool output;
+    a short move and a hold wait out the control period."""
     from test_ros_safety import _FakeRTDE
 
     from embeval.robot import ur_rtde_backend as ur
 
-    monkeypatch.setattr(ur.time, "sleep", lambda s: None)
+    slept = []
+    monkeypatch.setattr(ur.time, "sleep", slept.append)
     fake = _FakeRTDE()
     arm = ur.URRtdeArm("10.0.0.2", SafetyLimits(max_tcp_speed=0.1), modules=fake.modules)
     try:
-        assert not hasattr(arm, "apply_action")
         c = ArmCommander(arm, arm.limits, speed=0.5)
         n = len(fake.calls)
         assert c.step([0.01, 0, 0, 0, 0, 0, 0.0]).executed
         sent = [call for call in fake.calls[n:] if call[0] in ("tool_out", "moveL")]
-        assert [call[0] for call in sent] == ["tool_out", "moveL"]
-        assert sent[1][1][0] == pytest.approx(0.46) and sent[1][2] == pytest.approx(0.1)
-        n = len(fake.calls)
-        assert c.step([0, 0, 0, 0, 0, 0, 0.0]).executed  # nothing to do: nothing sent
+        assert [call[0] for call in sent] == ["moveL", "tool_out"] and sent[1][1:] == (0, True)
+        assert sent[0][1][0] == pytest.approx(0.46) and sent[0][2] == pytest.approx(0.1)
+        assert 0.0 < slept[0] <= 0.1 and slept[1] == 0.3  # the rest of the 0.1 s period, then the finger travel
+        n, slept[:] = len(fake.calls), []
+        assert c.step([0, 0, 0, 0, 0, 0, 0.2]).executed  # zero delta, still closed: a hold, nothing sent
         assert not [call for call in fake.calls[n:] if call[0] in ("tool_out", "moveL")]
+        assert len(slept) == 1 and 0.09 < slept[0] <= 0.1
+        assert c.step([0, 0, 0, 0, 0, 0, 0.9]).executed and fake.calls[-1] == ("tool_out", 0, False)  # opens
         assert not c.step([0.6, 0, 0, 0, 0, 0, 0]).executed and ("triggerProtectiveStop",) in fake.calls
     finally:
         arm.close()

@@ -101,3 +101,20 @@ def test_a_stopped_reference_run_is_noted_in_the_record():
     assert rec.reason == "failure" and rec.score == pytest.approx(95.0)  # the paper's rule is unchanged
     assert rec.detail.startswith("reference run stopped (workspace limit")
     assert execution_score(dis, dis).detail == ""
+
+
+def test_success_source_is_kept_and_none_never_awards_success():
+    from embeval.scoring.execution import SUCCESS_SOURCES, execution_score_from_poses
+
+    ref, dis = [0.5, 0, 0.1, 3.14, 0, 0], [0.53, 0.04, 0.1, 3.14, 0, 0]  # 5 cm apart
+    rec = execution_score_from_poses(ref, dis, success=True, success_source="operator")
+    assert (rec.score, rec.reason, rec.distorted.success_source) == (100.0, "success", "operator")
+    rec = execution_score_from_poses(ref, dis, success=True, success_source="none")  # a flag nobody judged
+    assert (rec.score, rec.reason) == (pytest.approx(95.0), "failure") and not rec.distorted.success
+    rec = execution_score_from_poses(ref, dis, success=None)
+    assert rec.distorted.success_source == "none" and rec.score == pytest.approx(95.0)
+    rec = execution_score_from_poses(ref, dis, success=True, stopped=True, success_source="mirror")
+    assert (rec.score, rec.reason) == (0.0, "estop")
+    assert set(SUCCESS_SOURCES) == {"sim", "mirror", "sensor", "operator", "none"}
+    with pytest.raises(InvalidInputError, match="unknown success source 'camera'"):
+        execution_score_from_poses(ref, dis, success=True, success_source="camera")

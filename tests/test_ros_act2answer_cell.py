@@ -113,6 +113,7 @@ def test_real_cell_path_waits_for_the_operator_and_reads_the_cube(scenes):
         recs = list(scorer.a2a_records)
     assert [r["layout"] for r in recs] == ["original", "swapped"]
     assert [r["cube_source"] for r in recs] == ["tcp", "measured"]
+    assert [r["success_source"] for r in recs] == ["operator", "operator"]  # an estimate the operator kept; a measurement
     assert recs[0]["cube_xy"] == pytest.approx([0.55, -0.15], abs=1e-3)  # the TCP where the gripper opened
     assert recs[1]["cube_xy"] == pytest.approx(measured[:2], abs=1e-6)
     for r in recs:
@@ -142,6 +143,7 @@ def test_protective_stop_ends_the_episode_as_in_process(scenes):
     assert local["stopped"] and local["zone"] == "out_of_bounds" and local["end_reason"].startswith("workspace limit")
     for key in ("stopped", "zone", "choice", "end_reason"):
         assert ros[key] == local[key], key
+    assert (ros["cube_source"], ros["success_source"]) == ("sim", "sim")
     assert ros["cube_xy"] == pytest.approx(local["cube_xy"], abs=0.005)  # the cube was never touched
     assert local["steps"] <= ros["steps"] <= local["steps"] + 2  # actions proposed before the stop reached the conductor
 
@@ -165,6 +167,7 @@ def test_real_ur5_dry_run_unit(scenes):
         (rec,) = g.nodes["embeval_scorer"].a2a_records
         assert g.nodes["embeval_arm"].executed == 0
     assert (rec["end_reason"], rec["steps"], rec["cube_source"], rec["zone"]) == ("max_steps", 24, "tcp", "out_of_bounds")
+    assert rec["success_source"] == "none"  # an unconfirmed TCP estimate
 
 
 def test_policy_sync_to_arm_acts_only_on_images_after_the_arms_report():

@@ -89,7 +89,7 @@ def test_gripper_command():
     arm = MockArm()
     c = ArmCommander(arm)
     assert c.step([0, 0, 0, 0, 0, 0, 0.0]).state.gripper == 0.0
-    assert [e[0] for e in arm.log] == ["set_gripper"]  # no motion for a zero delta
+    assert arm.log == [("hold", (0.1,)), ("set_gripper", (0.0,))]  # no motion for a zero delta: one control period held
 
 
 def test_policy_dry_run_by_default_and_watchdogs():

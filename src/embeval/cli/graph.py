@@ -104,11 +104,11 @@ def _run(args) -> int:
                 continue
             print(f"{name:<20} {s['p50_ms']:>8.2f} {s['p99_ms']:>8.2f} {s['received']:>9} {s['published']:>10}")
         if scorer is not None and scorer.book.records:
-            print(f"\n{'item':<10} {'distortion':<16} {'level':>5} {'decision':>9} {'execution':>10}")
+            print(f"\n{'item':<10} {'distortion':<16} {'level':>5} {'decision':>9} {'execution':>10}  success (source)")
             for r in scorer.book.records:
                 sc = r["scores"]
                 print(f"{r['item']:<10} {r['distortion']:<16} {r['level']:>5} {sc.get('decision', float('nan')):>9.3f} "
-                      f"{sc['execution']:>10.2f}")
+                      f"{sc['execution']:>10.2f}  {sc.get('execution_success', '-')} ({sc.get('execution_success_source', 'none')})")
         if scorer is not None and scorer.a2a_records:
             print("\n".join(act2answer_lines(scorer.a2a_records, scorer.jsonl)))
         elif conductor is not None and getattr(conductor, "a2a", None) is not None:

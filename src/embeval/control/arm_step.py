@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from embeval.action import Action
 from embeval.errors import EmbevalError, SafetyError
 from embeval.robot.base import (
     ArmBackend,
@@ -17,6 +18,7 @@ from embeval.robot.base import (
     SafetyMode,
     SafetyStatus,
     apply_delta,
+    execute_step,
 )
 from embeval.robot.safety import SafetyLimits, check_command
 
@@ -49,18 +51,17 @@ class ArmCommander:
     backend's protective stop (:meth:`ArmBackend.protective_stop`, latched until :meth:`reset`)
     and the arm does not move. ``speed`` (m/s) is capped at ``limits.max_tcp_speed``.
 
-    Execution: a backend with ``apply_action(vector, frame=, speed=)`` (the simulated arm) executes the
-    whole action itself, in :meth:`embeval.sim.env.SimEnv.step`'s order and timing (move lasting at least
-    1 / ``control_hz``, or hold still that long on a zero delta; then the gripper rule). Other backends
-    (mock, ur_rtde) get ``set_gripper`` when the opening changes by more than ``gripper_threshold``,
-    then ``move_tcp`` unless the delta is zero.
+    Execution: every backend (sim, mock, ur_rtde) runs the one rule :func:`embeval.robot.base.execute_step`,
+    the order and timing of :meth:`embeval.sim.env.SimEnv.step`: the move (lasting at least
+    ``1 / backend.control_hz``), or a hold that long on a zero delta; then the gripper rule
+    (:func:`embeval.action.gripper_command`: only a command across 0.5 drives the gripper, fully closed
+    or open). The gripper value is clipped to [0, 1] first.
     """
 
     def __init__(self, backend: ArmBackend, limits: SafetyLimits | None = None, frame: str = "base",
-                 speed: float | None = None, gripper_threshold: float = 0.05):
+                 speed: float | None = None):
         self.backend, self.limits, self.frame = backend, limits or SafetyLimits(), frame
         self.speed = min(speed or self.limits.default_tcp_speed, self.limits.max_tcp_speed)
-        self.gripper_threshold = gripper_threshold
         self.last_state: ArmState | None = None  # the last state read from the backend
 
     def _state(self) -> ArmState:
@@ -111,14 +112,8 @@ class ArmCommander:
         if status.stopped:
             return self.protective_stop(status.reason)
         try:
-            apply_action = getattr(self.backend, "apply_action", None)
-            if apply_action is not None:  # the sim backend: moves and grips exactly as SimEnv.step
-                state = apply_action(np.concatenate([v[:6], [np.clip(v[6], 0.0, 1.0)]]), frame=self.frame, speed=self.speed)
-            else:
-                if abs(v[6] - state.gripper) > self.gripper_threshold:
-                    state = self.backend.set_gripper(float(np.clip(v[6], 0.0, 1.0)))
-                if np.any(v[:6] != 0):
-                    state = self.backend.move_tcp(target, speed=self.speed)
+            action = Action(np.concatenate([v[:6], [np.clip(v[6], 0.0, 1.0)]]))
+            state = execute_step(self.backend, action, self.frame, self.speed, state=state)
         except EmbevalError as exc:
             return self.protective_stop(str(exc))
         except Exception as exc:  # noqa: BLE001 - any doubt: stop

@@ -5,7 +5,8 @@ episode of an item has ``distortion == "none"``. When both exist, the Decision s
 first actions (:func:`embeval.scoring.decision.decision_parts`) and the Execution score compares
 the final TCP positions with :func:`embeval.scoring.execution.execution_score_from_poses`
 (``100 - distance_cm`` floored at 0; 100 when ``success`` is known and True; 0 after a
-protective/emergency stop), DESIGN section 1.
+protective/emergency stop), DESIGN section 1. ``success_source`` says where the success flag came
+from (:data:`embeval.scoring.execution.SUCCESS_SOURCES`: sim, mirror, sensor, operator; none when unknown).
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ class Episode:
     final_tcp: list[float] | None = None  # [x,y,z,rx,ry,rz] frame base at episode end
     stopped: bool = False  # a protective or emergency stop happened
     stop_reason: str = ""
-    success: bool | None = None
+    success: bool | None = None  # the task's success predicate at the end; None: unknown (scored by distance)
+    success_source: str = ""  # where ``success`` came from (SUCCESS_SOURCES); "": none when success is None, else sim
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -46,7 +48,8 @@ def execution_record(reference: Episode, distorted: Episode) -> ExecutionRecord 
         return None
     return execution_score_from_poses(reference.final_tcp, distorted.final_tcp, stopped=distorted.stopped,
                                       success=distorted.success, stop_reason=distorted.stop_reason,
-                                      reference_success=reference.success)
+                                      reference_success=reference.success, success_source=distorted.success_source,
+                                      reference_success_source=reference.success_source)
 
 
 def score_pair(reference: Episode, distorted: Episode) -> dict[str, Any]:
@@ -60,6 +63,7 @@ def score_pair(reference: Episode, distorted: Episode) -> dict[str, Any]:
     rec = execution_record(reference, distorted)
     if rec is not None:
         out: dict[str, Any] = {"execution": rec.score, "execution_reason": rec.reason, "execution_distance_cm": rec.distance_cm}
+        out.update(execution_success=rec.distorted.success, execution_success_source=rec.distorted.success_source)
     else:  # no final pose: a stop still scores 0, anything else is unknown
         out = {"execution": ESTOP_SCORE if distorted.stopped else float("nan"),
                "execution_reason": "estop" if distorted.stopped else "no final TCP pose", "execution_distance_cm": float("nan")}

@@ -8,7 +8,9 @@ Conventions (DESIGN section 4):
 - joint vectors are the 6 UR5 joints in the order of :data:`JOINT_NAMES`, radians;
 - the gripper opening is in [0, 1], 1 = fully open (OpenVLA's convention);
 - a 7-DoF delta action and the pose helpers (:func:`apply_delta`, :func:`pose_delta`) are defined in
-  :mod:`embeval.action`, re-exported here for the arm backends.
+  :mod:`embeval.action`, re-exported here for the arm backends;
+- :func:`execute_step` is the one meaning of a 7-DoF action on every backend: the move (lasting at
+  least ``1 / control_hz``) or a hold, then the gripper rule (:func:`embeval.action.gripper_command`).
 """
 from __future__ import annotations
 
@@ -21,8 +23,10 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from embeval.action import (
+    Action,
     apply_delta,
     as_pose6,
+    gripper_command,
     matrix_to_rpy,
     pose6_to_pose7,
     pose_delta,
@@ -32,7 +36,7 @@ from embeval.errors import InvalidInputError
 from embeval.kinematics import JOINT_NAMES
 
 __all__ = ["JOINT_NAMES", "ArmBackend", "ArmState", "SafetyMode", "SafetyStatus", "apply_delta", "as_gripper", "as_joints6", "as_pose6",
-           "matrix_to_rpy", "pose_delta", "rpy_to_matrix"]
+           "execute_step", "matrix_to_rpy", "pose_delta", "rpy_to_matrix"]
 
 
 class SafetyMode(str, Enum):
@@ -103,9 +107,12 @@ class ArmBackend(Protocol):
     safety stop (the returned :class:`ArmState` carries it) but raise
     :class:`embeval.errors.SafetyError` when called while the arm is already stopped, and
     :class:`embeval.errors.InvalidInputError` for malformed commands (NaN, wrong shape).
+    A 7-DoF action is executed on any backend by :func:`execute_step` (move or hold, then gripper).
     """
 
     name: str
+    #: the action rate (Hz): one executed action lasts at least ``1 / control_hz`` seconds
+    control_hz: float
 
     def state(self) -> ArmState:
         """The current joint positions, TCP pose, gripper opening and safety status."""
@@ -115,8 +122,14 @@ class ArmBackend(Protocol):
         """Joint-space move to ``q`` (rad) at ``speed`` rad/s (backend default when None)."""
         ...
 
-    def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
-        """Linear Cartesian move of the TCP to ``pose`` ``[x,y,z,rx,ry,rz]`` (frame base) at ``speed`` m/s."""
+    def move_tcp(self, pose: Sequence[float], speed: float | None = None, min_duration: float = 0.0) -> ArmState:
+        """Linear Cartesian move of the TCP to ``pose`` ``[x,y,z,rx,ry,rz]`` (frame base) at ``speed`` m/s;
+        the call lasts at least ``min_duration`` seconds (a short move is slowed or waits out the rest)."""
+        ...
+
+    def hold(self, seconds: float) -> ArmState:
+        """Keep the arm still for ``seconds`` (the simulator runs that much physics); raises
+        :class:`~embeval.errors.SafetyError` while stopped, like a motion command."""
         ...
 
     def set_gripper(self, opening: float) -> ArmState:
@@ -159,3 +172,30 @@ def as_gripper(opening: float) -> float:
     if not np.isfinite(g) or not 0.0 <= g <= 1.0:
         raise InvalidInputError(f"gripper opening must lie in [0, 1] (1 = open), got {opening!r}")
     return g
+
+
+def execute_step(arm: ArmBackend, action: Action, frame: str = "base", speed: float | None = None,
+                 state: ArmState | None = None) -> ArmState:
+    """Execute one 7-DoF delta ``action`` on ``arm``: the same order and timing on every backend.
+
+    1. the move: the TCP goes in a straight line to ``apply_delta(tcp_pose, action[:6], frame)`` at ``speed``
+       m/s (the backend's default when None), the call lasting at least ``1 / arm.control_hz`` seconds; a
+       zero delta (every component within 1e-9, :attr:`Action.moves`) holds still that long instead;
+    2. unless the move stopped the arm, the gripper rule: :func:`embeval.action.gripper_command` of the
+       commanded opening against the opening *after* the move; when it crosses 0.5 the gripper is driven fully
+       closed (0) or open (1) with :meth:`ArmBackend.set_gripper`, otherwise nothing is sent.
+
+    ``state``: the arm's state just read (saves a read). Safety checks are the caller's
+    (:class:`embeval.control.ArmCommander`); a stop during the move is in the returned state.
+    """
+    state = arm.state() if state is None else state
+    period = 1.0 / float(arm.control_hz)
+    if action.moves:
+        state = arm.move_tcp(apply_delta(state.tcp_pose, action.vector[:6], frame), speed=speed, min_duration=period)
+    else:
+        state = arm.hold(period)
+    if state.safety.ok:
+        target = gripper_command(action.gripper, state.gripper)
+        if target is not None:
+            state = arm.set_gripper(target)
+    return state

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from embeval.errors import ConfigError
 from embeval.robot.base import (
     ArmState,
     SafetyMode,
@@ -55,9 +56,13 @@ class MockArm:
     name = "mock"
 
     def __init__(self, limits: SafetyLimits | None = None, home_tcp: Sequence[float] = HOME_TCP,
-                 home_q: Sequence[float] = HOME_Q, realtime: bool = False, use_kinematics: bool = True):
+                 home_q: Sequence[float] = HOME_Q, realtime: bool = False, use_kinematics: bool = True,
+                 control_hz: float = 10.0):
         self.limits = limits or SafetyLimits()
         self.realtime = realtime
+        if not control_hz > 0:
+            raise ConfigError(f"control_hz must be > 0 (Hz), got {control_hz}")
+        self.control_hz = float(control_hz)  # one action lasts at least 1 / control_hz s (clock _t)
         self._kin = _kinematics() if use_kinematics else None
         self.home_tcp = as_pose6(home_tcp, "home_tcp")
         self.home_q = as_joints6(home_q, "home_q")
@@ -84,7 +89,7 @@ class MockArm:
         if self.realtime:
             time.sleep(seconds)
 
-    def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
+    def move_tcp(self, pose: Sequence[float], speed: float | None = None, min_duration: float = 0.0) -> ArmState:
         self._latch.require_ok()
         p = as_pose6(pose, "TCP target")
         speed = self.limits.default_tcp_speed if speed is None else float(speed)
@@ -105,8 +110,14 @@ class MockArm:
         if status.stopped:
             self._latch.trip(status)
             return self.state()
-        self._advance(motion_duration(float(np.linalg.norm(p[:3] - self._tcp[:3])), speed))
+        self._advance(motion_duration(float(np.linalg.norm(p[:3] - self._tcp[:3])), speed, min_duration))
         self._tcp, self._q = p, q_new
+        return self.state()
+
+    def hold(self, seconds: float) -> ArmState:
+        self._latch.require_ok()
+        self.log.append(("hold", (float(seconds),)))
+        self._advance(float(seconds))
         return self.state()
 
     def move_joints(self, q: Sequence[float], speed: float | None = None) -> ArmState:

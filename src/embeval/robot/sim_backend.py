@@ -9,6 +9,7 @@ Example::
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Sequence
 
@@ -27,14 +28,17 @@ class SimArmBackend:
 
     The scene: ``scene`` (a :class:`SceneSpec`), or the generated scene of ``task`` (a verb) and
     ``seed``, or an empty table. Calls are serialised with a lock, so a camera thread may
-    :meth:`render` while another thread commands the arm.
+    :meth:`render` while another thread commands the arm. ``control_hz`` (default
+    ``SimConfig.control_hz``) sets the action rate of a new cell: one action lasts at least ``1 / control_hz`` s.
     """
 
     name = "sim"
 
     def __init__(self, scene: SceneSpec | None = None, config: SimConfig | None = None, limits: SafetyLimits | None = None,
-                 cell: Workcell | None = None, task: str | None = None, seed: int = 0):
+                 cell: Workcell | None = None, task: str | None = None, seed: int = 0, control_hz: float | None = None):
         self.lock = threading.RLock()
+        if control_hz is not None and cell is None:
+            config = dataclasses.replace(config or SimConfig(), control_hz=float(control_hz))
         self.cell = cell or Workcell(config, limits)
         if scene is None and task is not None:
             from embeval.sim.tasks import make_task
@@ -43,6 +47,19 @@ class SimArmBackend:
         if cell is None or cell.scene is None or scene is not None:
             self.cell.load(scene or SceneSpec(name="empty"))
         self.home_q = self.cell.q.copy()
+
+    @classmethod
+    def view(cls, cell: Workcell) -> SimArmBackend:
+        """The backend over an already loaded ``cell`` as it is (no scene load, no reset): how
+        :meth:`embeval.sim.env.SimEnv.step` runs :func:`embeval.robot.base.execute_step` on its own cell."""
+        arm = cls.__new__(cls)
+        arm.lock, arm.cell, arm.home_q = threading.RLock(), cell, cell.q.copy()
+        return arm
+
+    @property
+    def control_hz(self) -> float:
+        """The cell's action rate (Hz, ``SimConfig.control_hz``)."""
+        return float(self.cell.config.control_hz)
 
     def state(self) -> ArmState:
         with self.lock:
@@ -55,9 +72,16 @@ class SimArmBackend:
             self.cell.move_joints(q, speed)
             return self.state()
 
-    def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
+    def move_tcp(self, pose: Sequence[float], speed: float | None = None, min_duration: float = 0.0) -> ArmState:
         with self.lock:
-            self.cell.move_tcp(pose, speed)
+            self.cell.move_tcp(pose, speed, min_duration)
+            return self.state()
+
+    def hold(self, seconds: float) -> ArmState:
+        """Hold the arm still for ``seconds`` of physics (objects keep moving)."""
+        with self.lock:
+            self.cell.safety.require_ok()
+            self.cell.idle(float(seconds))
             return self.state()
 
     def set_gripper(self, opening: float) -> ArmState:
@@ -87,8 +111,8 @@ class SimArmBackend:
         """Execute one 7-DoF delta action ``[dx,dy,dz,droll,dpitch,dyaw,gripper]`` (``frame`` base or tool0) exactly
         as :meth:`embeval.sim.env.SimEnv.step` does (:func:`embeval.sim.stepping.execute_action`): move at ``speed``
         m/s (default ``SimConfig.tcp_speed``) lasting at least 1 / ``control_hz`` s, or hold still that long on a
-        zero delta, then the gripper rule. :class:`embeval.control.ArmCommander` calls this for every action.
-        Raises :class:`~embeval.errors.SafetyError` while stopped; a too-long step trips a protective stop."""
+        zero delta, then the gripper rule. :class:`embeval.control.ArmCommander` runs the same rule
+        (:func:`embeval.robot.base.execute_step`) on every backend. Raises :class:`~embeval.errors.SafetyError` while stopped; a too-long step trips a protective stop."""
         a = action if isinstance(action, Action) else Action(action)
         with self.lock:
             self.cell.safety.require_ok()

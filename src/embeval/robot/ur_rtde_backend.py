@@ -68,17 +68,22 @@ class URRtdeArm:
 
     ``acceleration`` in m/s^2 (Cartesian) and rad/s^2 (joint); ``speed_scaling`` (0, 1] scales
     every commanded speed on top of the limits (the controller's own slider still applies).
+    ``control_hz``: the action rate; one action (:func:`embeval.robot.base.execute_step`) lasts at least
+    ``1 / control_hz`` s (a short move waits out the rest of the period, a hold sleeps it).
     """
 
     name = "ur_rtde"
 
     def __init__(self, robot_ip: str, limits: SafetyLimits | None = None, *, acceleration: float = 0.5,
                  speed_scaling: float = 1.0, gripper_output: int | None = 0, frequency: float = 125.0,
-                 modules=None):
+                 control_hz: float = 10.0, modules=None):
         if not robot_ip:
             raise ConfigError("robot_ip is empty; pass the UR controller's IP address (e.g. robot_ip:=192.168.1.102)")
         if not 0 < speed_scaling <= 1:
             raise ConfigError(f"speed_scaling must lie in (0, 1], got {speed_scaling}")
+        if not control_hz > 0:
+            raise ConfigError(f"control_hz must be > 0 (Hz), got {control_hz}")
+        self.control_hz = float(control_hz)
         self.robot_ip, self.limits = robot_ip, limits or SafetyLimits()
         self.acceleration, self.speed_scaling, self.gripper_output = acceleration, speed_scaling, gripper_output
         rc, rr, rio, dash = modules or _import_rtde()
@@ -124,7 +129,8 @@ class URRtdeArm:
         )
 
     # -- motion -------------------------------------------------------------------------------
-    def move_tcp(self, pose: Sequence[float], speed: float | None = None) -> ArmState:
+    def move_tcp(self, pose: Sequence[float], speed: float | None = None, min_duration: float = 0.0) -> ArmState:
+        t0 = time.monotonic()
         self._safety()
         self._latch.require_ok()
         p = as_pose6(pose, "TCP target")
@@ -134,7 +140,23 @@ class URRtdeArm:
             return self.protective_stop(status.reason)
         if not self._ctrl.moveL(p.tolist(), speed * self.speed_scaling, self.acceleration):
             self._latch.trip("moveL was rejected by the controller")
+            return self.state()
+        self._wait_until(t0 + float(min_duration))
         return self.state()
+
+    def hold(self, seconds: float) -> ArmState:
+        """Keep still for ``seconds`` (nothing is sent; the controller holds the last target)."""
+        t0 = time.monotonic()
+        self._safety()
+        self._latch.require_ok()
+        self._wait_until(t0 + float(seconds))
+        return self.state()
+
+    @staticmethod
+    def _wait_until(deadline: float) -> None:
+        rest = deadline - time.monotonic()
+        if rest > 0:
+            time.sleep(rest)
 
     def move_joints(self, q: Sequence[float], speed: float | None = None) -> ArmState:
         self._safety()

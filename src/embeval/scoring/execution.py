@@ -9,6 +9,12 @@ run of the reference image's action, on the same arm (simulated or real).
 
 Pure functions on :class:`ExecutionOutcome` records, so the simulator, the ROS arm node and the
 real UR5 share one scorer. Poses: ``[x, y, z, rx, ry, rz]`` in frame base, metres + rotation vector.
+
+Where the success flag comes from (``success_source``, :data:`SUCCESS_SOURCES`): the task's success
+predicate evaluated on the simulated cell's state (``sim``), on a simulated copy that follows an arm
+the scorer cannot see into, the UR emulator or the mock arm (``mirror``), on what the real cell senses
+(``sensor``), or the operator's confirmation (``operator``); ``none`` when nobody knows, and then a
+run can only score by distance (``100 - cm``), never 100 for success.
 """
 from __future__ import annotations
 
@@ -23,6 +29,23 @@ from embeval.errors import InvalidInputError
 SUCCESS_SCORE = 100.0
 ESTOP_SCORE = 0.0
 
+#: where a run's success flag came from -> what that means
+SUCCESS_SOURCES: dict[str, str] = {
+    "sim": "the task's success predicate on the simulated cell's state",
+    "mirror": "the predicate on a simulated copy of the cell that followed the arm's measured TCP and gripper "
+              "(UR emulator, mock arm)",
+    "sensor": "the predicate as the real cell senses it (a tracker or other sensing node)",
+    "operator": "the operator's confirmation",
+    "none": "unknown: the run scores by distance only",
+}
+
+
+def check_success_source(source: str) -> str:
+    """``source`` when it is one of :data:`SUCCESS_SOURCES`; :class:`InvalidInputError` naming them otherwise."""
+    if source not in SUCCESS_SOURCES:
+        raise InvalidInputError(f"unknown success source {source!r}; use one of {', '.join(SUCCESS_SOURCES)}")
+    return source
+
 
 @dataclass(frozen=True)
 class ExecutionOutcome:
@@ -36,8 +59,10 @@ class ExecutionOutcome:
     duration: float = 0.0  # seconds of (sim) time
     final_joint_positions: tuple[float, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)  # backend-specific raw data (object poses, ...)
+    success_source: str = "sim"  # where ``success`` came from (SUCCESS_SOURCES); "none": not known (success False)
 
     def __post_init__(self):
+        check_success_source(self.success_source)
         p = np.asarray(self.final_tcp_pose, dtype=np.float64).reshape(-1)
         if p.shape != (6,) or not np.all(np.isfinite(p)):
             raise InvalidInputError(f"final_tcp_pose must be 6 finite numbers [x,y,z,rx,ry,rz], got {self.final_tcp_pose!r}")
@@ -102,12 +127,21 @@ def execution_score(reference: ExecutionOutcome, distorted: ExecutionOutcome) ->
 
 
 def execution_score_from_poses(reference_tcp: Sequence[float], distorted_tcp: Sequence[float], *, stopped: bool = False,
-                               success: bool | None = None, stop_reason: str = "",
-                               reference_success: bool | None = None) -> ExecutionRecord:
-    """:func:`execution_score` from raw final TCP poses (e.g. a real-arm episode whose success is
-    unknown: ``success=None`` scores by distance)."""
-    ref = ExecutionOutcome(tuple(reference_tcp), bool(reference_success), False)
-    dis = ExecutionOutcome(tuple(distorted_tcp), bool(success), bool(stopped), stop_reason)
+                               success: bool | None = None, stop_reason: str = "", reference_success: bool | None = None,
+                               success_source: str | None = None, reference_success_source: str | None = None) -> ExecutionRecord:
+    """:func:`execution_score` from raw final TCP poses, e.g. a ROS or real-arm episode.
+
+    ``success``: the distorted run's success flag (None: unknown, scores by distance), and
+    ``success_source`` where it came from (:data:`SUCCESS_SOURCES`; default ``none`` when ``success`` is
+    None, else ``sim``); a flag from source ``none`` counts as unknown. The same for the reference run."""
+    def flag(value, source):
+        source = check_success_source(source) if source else ("none" if value is None else "sim")
+        return (source != "none" and bool(value)), source
+
+    ref_ok, ref_src = flag(reference_success, reference_success_source)
+    dis_ok, dis_src = flag(success, success_source)
+    ref = ExecutionOutcome(tuple(reference_tcp), ref_ok, False, success_source=ref_src)
+    dis = ExecutionOutcome(tuple(distorted_tcp), dis_ok, bool(stopped), stop_reason, success_source=dis_src)
     return execution_score(ref, dis)
 
 

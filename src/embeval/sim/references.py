@@ -71,6 +71,24 @@ def reference_scene(seed: int) -> tuple[SceneSpec, list[TaskSpec]]:
     return replace(scene, home_tcp=home), tasks
 
 
+def easiest_task(seed: int) -> tuple[SceneSpec, TaskSpec]:
+    """The reference scene of ``seed`` (:func:`reference_scene`) and its easiest task with a success predicate
+    (lowest difficulty; the first on ties): the task Embodied-IQA's Execution protocol runs closed loop,
+    once from the reference image and once from each distorted image."""
+    scene, tasks = reference_scene(seed)
+    usable = [t for t in tasks if t.implemented]
+    if not usable:
+        raise ConfigError(f"reference scene {seed} has no task with a success predicate")
+    return scene, min(usable, key=lambda t: t.difficulty)
+
+
+def image_task(k: int, seed: int = 0) -> tuple[SceneSpec, TaskSpec]:
+    """Reference image ``k`` of ``generate_references(..., seed=seed)`` (scene ``sim<k:05d>``) and its easiest
+    task (:func:`easiest_task`): what the ROS conductor's Execution protocol (``execution_images``) runs."""
+    scene, task = easiest_task(derive_seed("reference", seed, k))
+    return replace(scene, name=f"sim{k:05d}"), task
+
+
 def generate_references(n: int, out_dir: str | Path, seed: int = 0, views: Sequence[str] = ("first_person", "third_person"),
                         width: int = 640, height: int = 480, start: int = 0, progress: bool = False) -> list[ReferenceImage]:
     """Render ``n`` reference scenes (scene k uses seed ``derive_seed(seed, k)``); returns the manifest rows.

@@ -1,6 +1,8 @@
-"""How one 7-DoF delta action is executed on the simulated workcell: the one rule that
-:meth:`embeval.sim.env.SimEnv.step` (in process) and :meth:`embeval.robot.sim_backend.SimArmBackend.apply_action`
-(the ROS arm node's ``backend:=sim``) share, so both give the same TCP, gripper and object poses.
+"""How one 7-DoF delta action is executed on the simulated workcell: :meth:`embeval.sim.env.SimEnv.step`
+(in process) runs :func:`embeval.robot.base.execute_step`, the rule every arm backend shares (the ROS arm
+node's ``backend:=sim``, mock and ur_rtde through :class:`embeval.control.ArmCommander`), on a
+:class:`~embeval.robot.sim_backend.SimArmBackend` view of the cell, so both give the same TCP, gripper and
+object poses.
 
 Order and timing: a step longer than ``limits.max_step_translation`` trips a protective stop and
 nothing moves; otherwise the TCP moves in a straight line to the delta's target (frame ``base`` or
@@ -10,10 +12,8 @@ seconds of physics; then, unless the move stopped the arm, the gripper acts by :
 """
 from __future__ import annotations
 
-import numpy as np
-
-from embeval.action import Action, apply_delta, gripper_command
-from embeval.robot.base import SafetyStatus
+from embeval.action import Action, gripper_command
+from embeval.robot.base import SafetyStatus, execute_step
 from embeval.robot.safety import check_step
 from embeval.sim.workcell import Workcell
 
@@ -32,15 +32,10 @@ def execute_action(cell: Workcell, action: Action, frame: str = "base", speed: f
 
     The caller checks first that the cell is not stopped (a stopped cell refuses motion).
     """
+    from embeval.robot.sim_backend import SimArmBackend  # it imports this module
+
     pre = check_step(action.translation, cell.limits)
     if pre.stopped:
         return cell.safety.trip(pre)
-    target = apply_delta(cell.tcp_pose(), action.vector[:6], frame)
-    period = 1.0 / cell.config.control_hz
-    if np.any(np.abs(action.vector[:6]) > 1e-9):
-        cell.move_tcp(target, speed=speed, min_duration=period)
-    else:
-        cell.idle(period)
-    if cell.safety.ok:
-        actuate_gripper(cell, action.gripper)
+    execute_step(SimArmBackend.view(cell), action, frame, speed)
     return cell.safety.status

@@ -42,6 +42,7 @@ _ADAPTERS: dict[tuple[str, str], Any] = {
     ("vlm", "scripted"): "embeval.subjects.scripted:ScriptedVLM",
     ("policy", "scripted"): "embeval.subjects.scripted:ConstantPolicy",
     ("policy", "image_stats"): "embeval.subjects.scripted:ImageStatsPolicy",
+    ("policy", "sequence"): "embeval.subjects.scripted:SequencePolicy",
     ("llm", "llama_cpp"): "embeval.subjects.adapters.llama_cpp:LlamaCppLLM",
     ("policy", "openvla_rest"): "embeval.subjects.adapters.openvla_rest:OpenVLARestPolicy",
     ("policy", "openvla_hf"): "embeval.subjects.adapters.openvla_hf:OpenVLAHFPolicy",

@@ -173,6 +173,30 @@ class ConstantPolicy:
         return self.action
 
 
+class SequencePolicy:
+    """Replays a fixed list of 7-DoF actions (embeval convention), one per :meth:`act`, from the start at every
+    :meth:`reset`; after the last one it holds (zero move, the last gripper command). For rehearsing a cell
+    with a recorded demonstration (e.g. the scripted expert's actions for a task), never as a subject."""
+
+    def __init__(self, id: str = "sequence-policy", actions: Sequence[Sequence[float]] = ()):
+        self.id = id
+        self.actions = [Action(np.asarray(a, dtype=np.float64)) for a in actions]
+        if not self.actions:
+            raise InvalidInputError("SequencePolicy needs at least one action: actions=[[dx,dy,dz,droll,dpitch,dyaw,gripper], ...]")
+        self.action_spec = ActionSpec()
+        self.instruction = ""
+        self.index = 0
+
+    def reset(self, instruction: str) -> None:
+        self.instruction, self.index = instruction, 0
+
+    def act(self, observation: Observation) -> Action:
+        if self.index < len(self.actions):
+            self.index += 1
+            return self.actions[self.index - 1]
+        return Action.hold(self.actions[-1].gripper)
+
+
 class ImageStatsPolicy:
     """A deterministic image-dependent policy for plumbing tests: translation = ``scale`` * (mean
     RGB of the first camera image - 0.5) in metres, no rotation, gripper = 1 (open) when the image

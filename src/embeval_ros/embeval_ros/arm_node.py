@@ -3,7 +3,9 @@
 Publishes the UR driver's topics (/joint_states, /tcp_pose_broadcaster/pose in frame ``base``,
 /io_and_status_controller/safety_mode in UR numbering, /speed_scaling_state_broadcaster/speed_scaling)
 at ``state_rate_hz``. Every action on /embeval/action goes through
-:class:`embeval.control.ArmCommander` (workspace box, step and speed limits); a stale command
+:class:`embeval.control.ArmCommander` (workspace box, step and speed limits) and is executed the same way on
+every backend (:func:`embeval.robot.base.execute_step`: the move lasting at least ``1 / control_hz``, or a
+hold that long, then the gripper rule across 0.5); a stale command
 (header.stamp older than ``max_command_age_s``), a malformed one, a limit violation or a backend
 error trips a protective stop, latched until /embeval/arm/reset (std_srvs/Trigger).
 
@@ -12,6 +14,12 @@ Act2Answer (backend sim): an ``episode_start`` event on /embeval/events that car
 arm at home) into the simulated cell and announces it (latched) on /embeval/act2answer/scene; the cube's pose is published on /embeval/act2answer/cube_pose
 with every state; /embeval/arm/settle (std_srvs/Trigger) runs ``act2answer.spec.settle_s`` of physics
 and answers the cube position as JSON. Other backends answer ``{"cube": null}`` (nothing simulated).
+
+Execution episodes (an ``episode_start`` with an ``execution`` block: the episode's scene and task, see the
+conductor's ``execution_images``): the sim backend loads the scene; with ``success_from_state`` the
+non-sim backends load it into a :class:`embeval.sim.mirror.MirrorCell` that follows the arm after every
+action. /embeval/arm/settle then also answers the task's success predicate on that state:
+``"success"`` (true/false, null when nothing can judge it) and ``"success_source"`` (sim, mirror, none).
 """
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import (
     act2answer_start,
+    episode_start_block,
     joint_state_msg,
     msg_to_action,
     pose_msg,
@@ -89,7 +98,21 @@ class ArmNode(EmbevalNode):
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
         sim_task = self.param("sim_task", "Pick", "task verb of the generated sim scene (backend=sim)")
         sim_seed = int(self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)"))
+        control_hz = float(self.param("control_hz", 10.0, "action rate (Hz): each action lasts at least 1/control_hz s (a short "
+                                      "move is slowed or waits, a zero delta holds that long), as in the simulator"))
         extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
+        extra["control_hz"] = control_hz
+        judge = str(self.param("success_from_state", "auto", "Execution episodes: judge the task's success from state; auto: "
+                               "sim on backend sim, a mirror cell (a simulated copy following the arm) on mock and on "
+                               "ur_rtde at a loopback IP (the UR emulator), none on a real robot; or sim/mirror/none"))
+        if judge not in ("auto", "sim", "mirror", "none"):
+            raise ConfigError(f"success_from_state must be auto, sim, mirror or none, got {judge!r}")
+        if judge == "auto":
+            loopback = robot_ip.startswith("127.") or robot_ip == "localhost"
+            judge = "sim" if backend == "sim" else "mirror" if backend == "mock" or loopback else "none"
+        if judge == "sim" and backend != "sim":
+            raise ConfigError(f"success_from_state sim needs backend sim (got {backend}); use mirror or none")
+        self.judge = judge
         self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
         self.home_q = home if len(home) == 6 else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=self.limits.default_tcp_speed)
@@ -108,6 +131,9 @@ class ArmNode(EmbevalNode):
         self.scene_pub = self.create_publisher(String, T.SCENE, qos_latched())  # late joiners (a camera mirror) get it
         self.settle_s = 0.3  # physics after an Act2Answer episode (s); each episode_start may set it
         self.scene = ""  # the Act2Answer scene YAML loaded last
+        self.task = None  # the Execution episode's TaskSpec (its success predicate), None outside one
+        self.task_scene = None
+        self.mirror = None  # MirrorCell following a non-sim arm through an Execution episode
         self.create_subscription(String, T.EVENTS, self._on_event, qos_reliable(50), callback_group=cmd_group)
         self.create_service(Trigger, T.ARM_SETTLE, self._on_settle, callback_group=cmd_group)
         self.create_timer(1.0 / rate, lambda: self._publish_state(), callback_group=MutuallyExclusiveCallbackGroup())
@@ -129,6 +155,8 @@ class ArmNode(EmbevalNode):
                 res = self.commander.protective_stop(f"action frame {msg.header.frame_id!r} != arm action_frame {self.frame!r}")
             else:
                 res = self.commander.step(vec)
+        if self.mirror is not None:
+            self.mirror.follow(res.state)
         if res.executed:
             self.executed += 1
         else:
@@ -154,7 +182,12 @@ class ArmNode(EmbevalNode):
         return getattr(self.backend, "cell", None) if getattr(self.backend, "name", "") == "sim" else None
 
     def _on_event(self, msg: String) -> None:
-        """Load an Act2Answer episode's scene into the simulated cell (serialised with the commands)."""
+        """Load an Act2Answer or Execution episode's scene into the simulated cell (serialised with the commands)."""
+        if (ex := episode_start_block(msg, "execution")) is not None:
+            self._start_execution(ex)
+            return
+        if '"episode_start"' in msg.data:  # any other episode: no Execution task to judge
+            self._end_execution()
         a2a = act2answer_start(msg)
         if a2a is None:
             return
@@ -174,6 +207,60 @@ class ArmNode(EmbevalNode):
         self.scene_pub.publish(String(data=self.scene))
         self._publish_state()
 
+    def _start_execution(self, ex: dict) -> None:
+        """An Execution episode: the sim cell loads its scene (arm at the scene's home); another backend's mirror
+        loads it with the arm where the arm is now. Either keeps the task to judge at /embeval/arm/settle."""
+        from dataclasses import replace
+
+        from embeval.sim.scene import SceneSpec
+        from embeval.sim.tasks import TaskSpec
+
+        self._end_execution()
+        scene, self.task = SceneSpec.from_dict(ex["scene"]), TaskSpec.from_dict(ex["task"])
+        self.settle_s = float(ex.get("settle_s", 0.3))
+        cell = self._cell()
+        if cell is not None:
+            with self.backend.lock:
+                cell.load(scene)
+                self.backend.home_q = cell.q.copy()
+            if len(list(self.get_parameter("home_joints").value)) != 6:
+                self.home_q = self.backend.home_q
+        elif self.judge == "mirror":
+            from embeval.sim.mirror import MirrorCell
+
+            here = self.backend.state().tcp_pose
+            scene = replace(scene, home_tcp=tuple(float(v) for v in here))  # the copy starts where the arm is
+            try:
+                self.mirror = MirrorCell(scene, self.limits, speed=self.limits.default_tcp_speed)
+            except Exception as exc:  # noqa: BLE001 - no mirror: the episode's success stays unknown
+                self.get_logger().error(f"cannot mirror Execution episode {scene.name} with the arm at {here.round(3).tolist()}: "
+                                        f"{exc}; its success is not judged from state")
+        else:
+            self.get_logger().info(f"Execution episode {scene.name}: set up the cell as in that scene ({self.task.instruction})")
+        self.task_scene = scene
+        self._publish_state()
+
+    def _end_execution(self) -> None:
+        self.task = self.task_scene = None
+        if self.mirror is not None:
+            self.mirror.close()
+            self.mirror = None
+
+    def _verdict(self) -> dict:
+        """The Execution episode's success from state (after the settle): sim cell or mirror, else unknown."""
+        from embeval.sim.mirror import cell_verdict
+
+        if self.task is None:
+            return {"success": None, "success_source": "none", "detail": "no Execution task"}
+        cell = self._cell()
+        if cell is not None and self.judge == "sim":
+            with self.backend.lock:
+                return cell_verdict(cell, self.task, self.task_scene, "sim")
+        if self.mirror is not None:
+            return self.mirror.verdict(self.task)
+        return {"success": None, "success_source": "none", "detail": f"backend {getattr(self.backend, 'name', '?')} cannot "
+                "judge success from state (success_from_state none): a sensing node or the operator must"}
+
     def _cube_position(self):
         cell = self._cell()
         if cell is None or "cube" not in getattr(cell, "bodies", {}):
@@ -190,10 +277,13 @@ class ArmNode(EmbevalNode):
             with self.backend.lock:
                 if cell.safety.ok and self.settle_s > 0:
                     cell.idle(self.settle_s)
+        if self.mirror is not None:
+            self.mirror.settle(self.settle_s)
         cube = self._cube_position()
+        verdict = self._verdict()
         response.success = True
         response.message = json.dumps({"cube": None if cube is None else [float(v) for v in cube[0]],
-                                       "backend": getattr(self.backend, "name", "?")})
+                                       "backend": getattr(self.backend, "name", "?"), **verdict})
         self._publish_state()
         return response
 
@@ -220,6 +310,8 @@ class ArmNode(EmbevalNode):
             self.cube_pub.publish(pose_msg(np.concatenate([cube[0], Rotation.from_quat(cube[1]).as_rotvec()]), now, "base"))
 
     def close(self) -> None:
+        if self.mirror is not None:
+            self.mirror.close()
         if "arm" not in self.shared:
             self.backend.close()
 

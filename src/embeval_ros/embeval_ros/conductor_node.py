@@ -18,6 +18,21 @@ without a tracker), which the scorer classifies. ``operator_confirm`` (real cell
 episode the node logs where to put the cards and waits for /embeval/conductor/next (std_srvs/Trigger);
 without cube sensing it also waits after each episode for the cube's measured position on
 /embeval/act2answer/cube_pose (``cube_source: measured``) or /embeval/conductor/next (keep the TCP estimate).
+Every Act2Answer ``episode_end`` says where the zone's evidence came from (``success_source``: sim, sensor
+for a tracker, operator for a measured position or an estimate the operator kept, none for an unconfirmed
+TCP estimate).
+
+Execution success (Embodied-IQA: 100 on success, else ``100 - cm``, 0 after a stop): ``episode_end`` carries
+``success`` (true/false/null) and ``success_source`` (:data:`embeval.scoring.execution.SUCCESS_SOURCES`).
+The paper's protocol (``execution_images: N``): reference image k of ``embeval sim references --seed
+seed`` (scene ``sim<k>``) with its easiest task, run closed loop once from the reference image (distortion
+none) and once per entry of ``distortions``/``levels``; ``episode_start`` carries an ``execution`` block
+(scene, task) the arm loads. After such an episode (or with ``success_from`` other than auto/none) the
+conductor announces ``episode_stop``, calls /embeval/arm/settle and takes the verdict by ``success_from``:
+``auto`` the arm's from state (sim cell, mirror cell), else a sensing node's std_msgs/Bool on
+/embeval/execution/success, else with ``operator_confirm`` the operator's (/embeval/conductor/success,
+std_srvs/SetBool: data true = success; ``embeval operator`` answers it with one key), else none;
+``arm``, ``sensor``, ``operator`` or ``none`` take only that source.
 """
 from __future__ import annotations
 
@@ -27,14 +42,19 @@ import time
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped
 from sensor_msgs.msg import JointState
-from std_msgs.msg import String, UInt8
-from std_srvs.srv import Trigger
+from std_msgs.msg import Bool, String, UInt8
+from std_srvs.srv import SetBool, Trigger
 
 from embeval.action import gripper_closed
 from embeval.errors import ConfigError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+
+
+#: Act2Answer cube source -> where the episode's success (the zone) comes from (SUCCESS_SOURCES);
+#: an estimate from the TCP is the operator's when they kept it, else none
+A2A_SUCCESS_SOURCES = {"sim": "sim", "tracker": "sensor", "measured": "operator"}
 
 
 class ConductorNode(EmbevalNode):
@@ -44,18 +64,21 @@ class ConductorNode(EmbevalNode):
         instr = list(self.param("instructions", ["pick up the red cube"] * 2, "instruction of each episode"))
         dists = list(self.param("distortions", ["none", "gaussian_blur"], "distortion of each episode (none: reference)"))
         levels = list(self.param("levels", [0, 3], "distortion level of each episode (0 for none)"))
-        if not (len(items) == len(instr) == len(dists) == len(levels)):
+        n_images = int(self.param("execution_images", 0, "Embodied-IQA Execution protocol: run the easiest task of "
+                                  "reference images 0..N-1 (seed: seed) from the reference and each distorted image "
+                                  "(the distortions/levels pairs; items and instructions unused); 0: off"))
+        if len(dists) != len(levels) or (n_images <= 0 and not len(items) == len(instr) == len(dists)):
             raise ConfigError(f"items ({len(items)}), instructions ({len(instr)}), distortions ({len(dists)}) and levels "
                               f"({len(levels)}) must have the same length: one entry per episode")
         self.episodes = [{"item": a, "instruction": b, "distortion": c, "level": int(d)} for a, b, c, d in zip(items, instr, dists, levels)]
         from embeval.distortion import registry
 
-        for ep in self.episodes:  # fail at start-up, not when the distortion node meets the episode
-            if ep["distortion"] not in ("", "none"):
+        for d, lv in zip(dists, levels):  # fail at start-up, not when the distortion node meets the episode
+            if d not in ("", "none"):
                 try:
-                    registry.get(ep["distortion"]).param_for(ep["level"])
+                    registry.get(d).param_for(int(lv))
                 except ConfigError as exc:
-                    raise ConfigError(f"episode {ep}: {exc}") from None
+                    raise ConfigError(f"episode with distortion {d} level {lv}: {exc}") from None
         self.steps = int(self.param("steps_per_episode", 5, "actions per episode"))
         self.timeout = float(self.param("episode_timeout_s", 30.0, "end an episode after this long even without actions (s)"))
         self.settle = float(self.param("settle_s", 0.5, "wait between episode_start and the instruction (s)"))
@@ -75,8 +98,17 @@ class ConductorNode(EmbevalNode):
         dlevel = int(self.param("act2answer_level", 0, "its level (0 for none)"))
         self.confirm = bool(self.param("operator_confirm", False, "real cell: wait for /embeval/conductor/next before "
                                        "each episode (place the cards and the cube first)"))
+        self.success_from = str(self.param("success_from", "auto", "where an episode's success comes from: auto (the "
+                                           "arm's from state, a sensing node, the operator with operator_confirm), "
+                                           "arm, sensor, operator or none"))
+        if self.success_from not in ("auto", "arm", "sensor", "operator", "none"):
+            raise ConfigError(f"success_from must be auto, arm, sensor, operator or none, got {self.success_from!r}")
+        self.verdict_timeout = float(self.param("verdict_timeout_s", 10.0, "success_from sensor: wait this long for the "
+                                                "sensing node's verdict before scoring by distance (s)"))
         if scenes:
             self._setup_act2answer(scenes, units, dist, dlevel)
+        elif n_images > 0:
+            self._setup_execution(n_images, dists, levels)
         self.event_pub = self.create_publisher(String, T.EVENTS, qos_reliable(50))
         self.instr_pub = self.create_publisher(String, T.INSTRUCTION, qos_latched())
         self.create_subscription(JointState, T.ACTION_PROPOSED, self._on_action, qos_reliable(50))
@@ -88,6 +120,11 @@ class ConductorNode(EmbevalNode):
         self.create_subscription(UInt8, T.SAFETY_MODE, self._on_safety, qos_reliable())
         self.create_subscription(DiagnosticArray, T.ARM_STATUS, self._on_arm_status, qos_reliable())
         self.create_service(Trigger, T.CONDUCTOR_NEXT, self._on_next)
+        self.create_service(SetBool, T.CONDUCTOR_SUCCESS, self._on_operator_verdict)
+        self.create_subscription(Bool, T.EXECUTION_SUCCESS, self._on_sensor_verdict, qos_reliable())
+        self.operator_verdict = None  # (success, monotonic time) of the operator's last answer
+        self.sensor_verdict = None  # (success, monotonic time) of the sensing node's last verdict
+        self.t_stop = 0.0  # when the running episode was stopped (monotonic s)
         self.cube = None  # latest cube position [x, y, z] (m, frame base) from /embeval/act2answer/cube_pose
         self.cube_t = 0.0  # when it arrived (monotonic s)
         self.tcp = None  # latest TCP position [x, y, z]
@@ -116,6 +153,56 @@ class ConductorNode(EmbevalNode):
         self.episodes = [{"item": u.unit, "instruction": u.instruction, "distortion": distortion or "none",
                           "level": level if distortion not in ("", "none") else 0} for u in chosen]
         self.steps = ss.spec.max_steps  # the step budget of the episode spec
+
+    def _setup_execution(self, n_images: int, distortions: list[str], levels: list[int]) -> None:
+        """The paper's Execution protocol: per reference image, its easiest task from the reference image, then
+        from each distorted image (the non-``none`` entries of ``distortions``/``levels``)."""
+        from embeval.sim.references import image_task
+
+        variants = [(d, int(lv)) for d, lv in zip(distortions, levels) if d not in ("", "none")]
+        self.episodes = []
+        for k in range(n_images):
+            scene, task = image_task(k, self.seed)
+            block = {"image": k, "scene": scene.to_dict(), "task": task.to_dict(), "settle_s": 0.3}
+            for d, lv in [("none", 0), *variants]:
+                self.episodes.append({"item": scene.name, "instruction": task.instruction, "distortion": d, "level": lv,
+                                      "execution": block})
+
+    def _judged(self, ep: dict) -> bool:
+        """Whether an episode ends with a success verdict (stop, settle, verdict) rather than at once."""
+        return self.a2a is None and (
+            "execution" in ep or self.success_from in ("arm", "sensor", "operator") or (self.success_from == "auto" and self.confirm))
+
+    def _on_operator_verdict(self, request, response):
+        self.operator_verdict = (bool(request.data), time.monotonic())
+        waiting = self.phase == "verdict"
+        response.success = waiting
+        response.message = (f"recorded: {'success' if request.data else 'failure'} (operator)" if waiting
+                            else f"not waiting for a verdict (conductor is {self.phase})")
+        return response
+
+    def _on_sensor_verdict(self, msg) -> None:
+        self.sensor_verdict = (bool(msg.data), time.monotonic())
+
+    def _verdict(self, settle_msg: str, waited: float) -> dict | None:
+        """The episode's success by ``success_from`` (see module docstring), or None to keep waiting."""
+        try:
+            arm = json.loads(settle_msg or "{}")
+        except json.JSONDecodeError:
+            arm = {}
+        src = self.success_from
+        if src in ("auto", "arm") and arm.get("success") is not None:
+            return {"success": bool(arm["success"]), "success_source": str(arm.get("success_source", "sim")),
+                    "success_detail": str(arm.get("detail", ""))}
+        fresh = lambda v: v is not None and v[1] >= self.t_stop  # noqa: E731 - after this episode stopped
+        if src in ("auto", "sensor") and fresh(self.sensor_verdict):
+            return {"success": self.sensor_verdict[0], "success_source": "sensor", "success_detail": T.EXECUTION_SUCCESS}
+        if (src == "operator" or (src == "auto" and self.confirm)) and fresh(self.operator_verdict):
+            return {"success": self.operator_verdict[0], "success_source": "operator", "success_detail": T.CONDUCTOR_SUCCESS}
+        if src == "operator" or (src == "auto" and self.confirm) or (src == "sensor" and waited < self.verdict_timeout):
+            return None
+        why = arm.get("detail") or f"success_from {src}: no verdict"
+        return {"success": None, "success_source": "none", "success_detail": str(why)}
 
     def _a2a_block(self) -> dict:
         """What every node needs to know about the running Act2Answer unit (JSON-safe)."""
@@ -261,8 +348,29 @@ class ConductorNode(EmbevalNode):
                     self._future = self.settle_client.call_async(Trigger.Request()) if self.settle_client.service_is_ready() else None
                     self._enter("answering")
             elif self.actions >= self.steps or age >= self.timeout:
-                self._event(event="episode_end", index=self.index, actions=self.actions, timed_out=self.actions < self.steps,
-                            **self.episodes[self.index])
+                ep = self.episodes[self.index]
+                if self._judged(ep):
+                    self._event(event="episode_stop", index=self.index, reason="max_steps" if self.actions >= self.steps else "timeout")
+                    self.t_stop, self._timed_out = time.monotonic(), self.actions < self.steps
+                    self._future = self.settle_client.call_async(Trigger.Request()) if self.settle_client.service_is_ready() else None
+                    self._enter("judging")
+                else:
+                    self._event(event="episode_end", index=self.index, actions=self.actions, timed_out=self.actions < self.steps,
+                                **self._public(ep))
+                    self._enter("ending")
+        elif self.phase == "judging":  # the arm settles and judges from state (sim, mirror), or cannot
+            if self._future is None or self._future.done() or age > 10.0:
+                self._settle_msg = self._future.result().message if self._future is not None and self._future.done() else ""
+                self._enter("verdict")
+                self._prompt_verdict()
+        elif self.phase == "verdict":  # the arm's verdict, a sensing node's, or the operator's
+            verdict = self._verdict(self._settle_msg, age)
+            if verdict is not None:
+                self._event(event="episode_end", index=self.index, actions=self.actions, timed_out=self._timed_out,
+                            **self._public(self.episodes[self.index]), **verdict)
+                self.get_logger().info(f"episode {self.index + 1}/{len(self.episodes)} {self.episodes[self.index]['item']} "
+                                       f"({self.episodes[self.index]['distortion']}): success {verdict['success']} "
+                                       f"({verdict['success_source']})")
                 self._enter("ending")
         elif self.phase == "answering":
             if self._future is None or self._future.done() or age > 10.0:
@@ -284,10 +392,35 @@ class ConductorNode(EmbevalNode):
             if age >= 0.2:  # let the scorer see the last state
                 self._next()
 
+    @staticmethod
+    def _public(ep: dict) -> dict:
+        """An episode's fields for ``episode_end`` (the scene and task of an Execution episode went out at the start)."""
+        out = {k: v for k, v in ep.items() if k != "execution"}
+        if "execution" in ep:
+            out["execution"] = {"image": ep["execution"]["image"], "task": ep["execution"]["task"]}
+        return out
+
+    def _prompt_verdict(self) -> None:
+        """Tell the operator how to answer when the verdict is theirs to give."""
+        if self.success_from == "operator" or (self.success_from == "auto" and self.confirm):
+            try:
+                arm = json.loads(self._settle_msg or "{}")
+            except json.JSONDecodeError:
+                arm = {}
+            if self.success_from == "auto" and arm.get("success") is not None:
+                return
+            ep = self.episodes[self.index]
+            self.get_logger().info(
+                f"episode {ep['item']} ({ep['distortion']}) ended: did it succeed ({ep['instruction']!r})? Answer with "
+                f"`embeval operator` (y/n), or: ros2 service call {T.CONDUCTOR_SUCCESS} std_srvs/srv/SetBool \"{{data: true}}\"")
+
     def _finish(self, settle_msg: str) -> None:
         """Announce the Act2Answer episode's end with the cube's final position and what ended it."""
         reason = self.arm_reason if self.stopped and self.arm_reason else self.end_reason
-        ans = {**self._answer(settle_msg), "end_reason": reason, "stopped": self.stopped, "steps": self.actions}
+        ans = self._answer(settle_msg)
+        kept = self.phase == "measure" and self._confirmed  # the operator accepted the TCP estimate
+        source = A2A_SUCCESS_SOURCES.get(ans["cube_source"]) or ("operator" if kept else "none")
+        ans.update(end_reason=reason, stopped=self.stopped, steps=self.actions, success_source=source)
         self._event(event="episode_end", index=self.index, actions=self.actions, timed_out=self.end_reason == "timeout",
                     **self.episodes[self.index], act2answer={**self._a2a_block(), **ans})
         self._enter("ending")

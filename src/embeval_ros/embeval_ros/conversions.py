@@ -136,14 +136,19 @@ def msg_to_pose6(msg) -> np.ndarray:
     return np.array([pose.position.x, pose.position.y, pose.position.z, *rv], dtype=np.float64)
 
 
-def act2answer_start(msg) -> dict | None:
-    """The ``act2answer`` block (scene path, spec, unit) of an ``episode_start`` event on /embeval/events
-    (``std_msgs/String`` JSON), or None for any other event or a non-Act2Answer episode."""
+def episode_start_block(msg, key: str) -> dict | None:
+    """The ``key`` block (``act2answer`` or ``execution``: its ``scene`` and more) of an ``episode_start``
+    event on /embeval/events (``std_msgs/String`` JSON), or None for any other event or episode."""
     import json
 
     try:
         ev = json.loads(msg.data)
     except json.JSONDecodeError:
         return None
-    a2a = ev.get("act2answer") if isinstance(ev, dict) and ev.get("event") == "episode_start" else None
-    return a2a if isinstance(a2a, dict) and a2a.get("scene") else None
+    block = ev.get(key) if isinstance(ev, dict) and ev.get("event") == "episode_start" else None
+    return block if isinstance(block, dict) and block.get("scene") else None
+
+
+def act2answer_start(msg) -> dict | None:
+    """The ``act2answer`` block (scene path, spec, unit) of an ``episode_start`` event, or None."""
+    return episode_start_block(msg, "act2answer")

@@ -199,7 +199,8 @@ class Graph:
         cam = self.params.get("embeval_camera", {})
         w, h = int(cam.get("width", 640)), int(cam.get("height", 480))
         limits = safety_limits(lambda name, default, _description: arm.get(name, default))  # the arm node's own limits
-        sim = SimArmBackend(limits=limits, task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)))
+        sim = SimArmBackend(limits=limits, task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)),
+                            control_hz=float(arm.get("control_hz", 10.0)))
         self.shared["arm"] = sim
         self.shared["renderer"] = lambda camera: sim.render(camera, w, h)
 

@@ -121,7 +121,10 @@ class PolicyNode(EmbevalNode):
             kind = json.loads(msg.data).get("event")
         except (json.JSONDecodeError, AttributeError):
             return
-        if kind in ("episode_stop", "episode_end", "episode_start"):
+        # episode_start does not pause: the policy is paused since the last episode's end anyway, and with the
+        # executor busy the next instruction's callback may run before the start event's (rclpy serves ready
+        # subscriptions in creation order), which would leave the episode without actions
+        if kind in ("episode_stop", "episode_end"):
             self.paused = True
 
     def _on_arm_status(self, msg: DiagnosticArray) -> None:

@@ -7,6 +7,10 @@ exists each distorted episode is scored and the record is published as JSON and 
 results store (SQLite, :class:`embeval.runs.store.ResultsStore`) when ``store`` is set. Cognition
 records (VLM answers) arrive as ``{"event": "cognition", ...}`` events and are stored as they are.
 
+An ``episode_end`` carries the task's ``success`` flag and its ``success_source`` (sim, mirror, sensor,
+operator; none or absent: unknown): a success scores Execution 100, otherwise ``100 - cm`` (0 after a stop);
+the record's scores say which (``execution_success``, ``execution_success_source``).
+
 Act2Answer episodes (events with an ``act2answer`` block, see the conductor) become the same
 :class:`embeval.act2answer.episode.EpisodeResult` records the in-process runner writes: the cube's
 final position classified by :func:`embeval.act2answer.zones.classify` (zone, choice, soft success),
@@ -96,8 +100,9 @@ class ScorerNode(EmbevalNode):
             t_in = time.perf_counter()
             ep, self.episode = self.episode, None
             ep.final_tcp = self.tcp
-            if "success" in ev:
+            if ev.get("success") is not None:  # the task's success predicate, and who judged it
                 ep.success = bool(ev["success"])
+            ep.success_source = str(ev.get("success_source", "") or "")
             if ev.get("stopped"):
                 ep.stopped, ep.stop_reason = True, str(ev.get("stop_reason", "stopped"))
             for rec in self.book.finish(ep):
@@ -118,7 +123,8 @@ class ScorerNode(EmbevalNode):
                            end_reason=str(a["end_reason"]), stopped=bool(a["stopped"]), steps=int(a["steps"]),
                            subject=subject, instruction=ep.instruction, seed=int(a.get("seed", ep.seed)),
                            actions=[[round(float(v), 6) for v in act] for act in ep.actions])
-        rec = {**r.to_dict(), "cube_source": a["cube_source"], "distortion": ep.distortion, "level": ep.level}
+        rec = {**r.to_dict(), "cube_source": a["cube_source"], "success_source": a.get("success_source", "none"),
+               "distortion": ep.distortion, "level": ep.level}
         self.a2a_records.append(rec)
         self.get_logger().info(f"{r.item}@{r.layout}: {r.zone} (choice {r.choice}, cube at {list(r.cube_xy)} from "
                                f"{a['cube_source']}, {r.end_reason} after {r.steps} steps)")

@@ -24,6 +24,8 @@ ARM_SETTLE = "/embeval/arm/settle"  # std_srvs/Trigger: let a simulated cell set
 SCENE = "/embeval/act2answer/scene"  # std_msgs/String, transient local: the scene YAML the sim arm has loaded
 CUBE_POSE = "/embeval/act2answer/cube_pose"  # geometry_msgs/PoseStamped, frame base: the Act2Answer cube (sim or a tracker)
 CONDUCTOR_NEXT = "/embeval/conductor/next"  # std_srvs/Trigger: the operator confirms the real cell is set up
+CONDUCTOR_SUCCESS = "/embeval/conductor/success"  # std_srvs/SetBool: the operator's verdict on the episode (true = success)
+EXECUTION_SUCCESS = "/embeval/execution/success"  # std_msgs/Bool: a sensing node's verdict on the task's success predicate
 
 
 
@@ -54,6 +56,7 @@ TOPIC_TYPES: dict[str, str] = {
     SCORES: "std_msgs/msg/String",
     CUBE_POSE: "geometry_msgs/msg/PoseStamped",
     SCENE: "std_msgs/msg/String",
+    EXECUTION_SUCCESS: "std_msgs/msg/Bool",
 }
 
 

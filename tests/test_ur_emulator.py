@@ -1,0 +1,375 @@
+"""The UR controller emulator, judged by the unmodified ur_rtde client (rtde_control / rtde_receive / rtde_io /
+dashboard_client) on a loopback address of its own.
+
+The emulator runs in a subprocess (``embeval ur-emulator``): ur_rtde's C++ calls hold the GIL, so an
+in-process server would starve while a client call blocks.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+rtde_control = pytest.importorskip("rtde_control")
+rtde_receive = pytest.importorskip("rtde_receive")
+rtde_io = pytest.importorskip("rtde_io")
+dashboard_client = pytest.importorskip("dashboard_client")
+
+from embeval.kinematics import UR5
+from embeval.kinematics.transforms import matrix_to_pose, pose_to_matrix
+
+UNLOCK_DELAY = 0.3
+PORTS = (30004, 29999, 30003)
+
+
+def _free(host: str) -> bool:
+    for port in PORTS:
+        s = socket.socket()
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        finally:
+            s.close()
+    return True
+
+
+class Emulator:
+    """``embeval ur-emulator`` in a subprocess on a free loopback address; its log lines in :attr:`lines`."""
+
+    def __init__(self, *extra: str):
+        rng = random.Random()
+        for _ in range(50):
+            host = f"127.{rng.randint(1, 254)}.{rng.randint(0, 254)}.{rng.randint(2, 254)}"
+            if _free(host):
+                break
+        self.host = host
+        self.lines: list[str] = []
+        env = dict(os.environ)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "embeval.cli", "ur-emulator", "--host", host, "--unlock-delay", str(UNLOCK_DELAY), *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        ready = threading.Event()
+
+        def drain():
+            for line in self.proc.stdout:
+                self.lines.append(line.rstrip("\n"))
+                if "Ctrl-C stops" in line:
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        if not ready.wait(30) or self.proc.poll() is not None:
+            self.close()
+            raise RuntimeError("ur-emulator did not start: " + "\n".join(self.lines))
+
+    def log(self) -> str:
+        return "\n".join(self.lines)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def emu():
+    e = Emulator()
+    yield e
+    e.close()
+
+
+@pytest.fixture(scope="module")
+def robot(emu):
+    """The three interfaces plus the dashboard, connected once for the module."""
+    r = rtde_receive.RTDEReceiveInterface(emu.host)
+    c = rtde_control.RTDEControlInterface(emu.host)
+    io = rtde_io.RTDEIOInterface(emu.host)
+    d = dashboard_client.DashboardClient(emu.host)
+    d.connect()
+    yield r, c, io, d
+    for fn in (c.stopScript, c.disconnect, r.disconnect, io.disconnect, d.disconnect):
+        with contextlib.suppress(Exception):  # teardown, best effort
+            fn()
+
+
+HOME_Q = None
+
+
+def _at_125_hz(seconds: float):
+    """Yield the step index k at 125 Hz of wall time (ur_rtde's waitPeriod uses the 500 Hz RTDE period)."""
+    t0 = time.monotonic()
+    for k in range(int(seconds * 125)):
+        yield k
+        delay = t0 + (k + 1) * 0.008 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def _reupload(c) -> None:
+    """reuploadScript returns once the script is sent; wait until the controller runs it."""
+    assert c.reuploadScript()
+    deadline = time.monotonic() + 5
+    while not c.isProgramRunning() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert c.isProgramRunning()
+
+
+def _home(r, c):
+    """Back to the start joints (moveJ) so that every test starts from the same state."""
+    global HOME_Q
+    if HOME_Q is None:
+        HOME_Q = list(r.getActualQ())
+    if not c.isProgramRunning():
+        _reupload(c)
+    assert c.moveJ(HOME_Q, 1.5, 3.0)
+
+
+def test_three_interfaces_connect(robot):
+    r, c, io, d = robot
+    assert c.isConnected() and r.isConnected() and io.isConnected() and d.isConnected()
+    assert c.isProgramRunning()
+    assert d.polyscopeVersion() == "5.15.0.116447"
+    assert d.robotmode() == "Robotmode: RUNNING"
+    assert d.safetymode() == "Safetymode: NORMAL"
+    assert d.getSerialNumber().isdigit()
+    assert r.getRobotMode() == 7 and r.getSafetyMode() == 1 and r.getRuntimeState() == 2
+    assert r.getSafetyStatusBits() & 1 and not r.isProtectiveStopped()
+    _home(r, c)
+
+
+def test_movej_and_movel_reach_their_targets(robot):
+    r, c, _, _ = robot
+    _home(r, c)
+    kin = UR5()
+    q0 = np.array(r.getActualQ())
+    q1 = q0 + np.array([0.3, -0.1, 0.15, 0.2, -0.1, 0.4])
+    t = time.monotonic()
+    assert c.moveJ(q1.tolist(), 1.0, 2.0)
+    took = time.monotonic() - t
+    assert np.max(np.abs(np.array(r.getActualQ()) - q1)) < 1e-4
+    assert took > 0.4  # a trapezoid over 0.4 rad at 1 rad/s, 2 rad/s^2 takes 0.6 s: the move is not instant
+    # moveL: 8 cm diagonal plus a small rotation
+    p0 = np.array(r.getActualTCPPose())
+    T1 = pose_to_matrix(p0)
+    T1[:3, 3] += [0.05, -0.04, -0.05]
+    p1 = matrix_to_pose(T1)
+    assert c.moveL(p1.tolist(), 0.2, 1.0)
+    q = np.array(r.getActualQ())
+    T = kin.fk(q, frame="base")
+    assert np.linalg.norm(T[:3, 3] - p1[:3]) < 1e-4  # 0.1 mm
+    assert np.linalg.norm(np.array(r.getActualTCPPose())[:3] - p1[:3]) < 1e-4
+
+
+def test_actual_tcp_pose_is_fk_of_actual_q(robot):
+    r, c, _, _ = robot
+    kin = UR5()
+    for dq in ([0.1, 0, 0, 0, 0, 0], [0, 0.1, -0.1, 0.2, 0, 0], [0, 0, 0, 0, 0.3, -0.5]):
+        c.moveJ((np.array(r.getActualQ()) + dq).tolist(), 1.0, 2.0)
+        time.sleep(0.02)
+        q, pose = np.array(r.getActualQ()), np.array(r.getActualTCPPose())
+        T = kin.fk(q, frame="base")
+        assert np.linalg.norm(T[:3, 3] - pose[:3]) < 1e-6
+        assert np.allclose(pose_to_matrix(pose)[:3, :3], T[:3, :3], atol=1e-6)
+    _home(r, c)
+
+
+def test_movel_into_the_table_is_a_protective_stop_cleared_by_the_dashboard(robot, emu):
+    r, c, _, d = robot
+    _home(r, c)
+    p = np.array(r.getActualTCPPose())
+    target = p.copy()
+    target[2] = -0.05  # 5 cm into the table
+    assert c.moveL(target.tolist(), 0.25, 1.2) is False
+    assert r.isProtectiveStopped()
+    assert r.getSafetyMode() == 3 and r.isProtectiveStopped()
+    assert r.getSafetyStatusBits() & (1 << 2)
+    assert d.safetymode() == "Safetymode: PROTECTIVE_STOP"
+    assert not c.isProgramRunning()  # the controller stops the program on a protective stop
+    z = r.getActualTCPPose()[2]
+    assert -1e-9 <= z < 0.01  # stopped at the table, not in it
+    assert "table plane" in emu.log()
+    # a motion command is refused while stopped
+    assert c.moveJ(r.getActualQ(), 1.0, 1.0) is False
+    time.sleep(UNLOCK_DELAY + 0.05)
+    d.closeSafetyPopup()
+    d.unlockProtectiveStop()  # raises unless the reply is "Protective stop releasing"
+    time.sleep(0.05)
+    assert not r.isProtectiveStopped() and r.getSafetyMode() == 1
+    assert d.safetymode() == "Safetymode: NORMAL"
+    _reupload(c)
+    up = np.array(r.getActualTCPPose())
+    up[2] += 0.1
+    assert c.moveL(up.tolist(), 0.25, 1.2)
+    _home(r, c)
+
+
+def test_unlock_too_early_is_refused(robot):
+    r, c, _, d = robot
+    _home(r, c)
+    assert c.triggerProtectiveStop() is False  # ur_rtde reports the stop it caused as a failed command
+    assert r.isProtectiveStopped()
+    with pytest.raises(Exception, match="Cannot unlock protective stop until"):
+        d.unlockProtectiveStop()
+    time.sleep(UNLOCK_DELAY + 0.05)
+    d.unlockProtectiveStop()
+    time.sleep(0.05)
+    assert not r.isProtectiveStopped()
+    _home(r, c)
+
+
+def test_digital_outputs_are_reported(robot):
+    r, _, io, _ = robot
+    assert io.setStandardDigitalOut(3, True)
+    time.sleep(0.05)
+    assert r.getActualDigitalOutputBits() & (1 << 3)
+    assert r.getDigitalOutState(3)
+    assert io.setToolDigitalOut(0, True)
+    time.sleep(0.05)
+    assert r.getActualDigitalOutputBits() & (1 << 16)
+    io.setStandardDigitalOut(3, False)
+    io.setToolDigitalOut(0, False)
+    time.sleep(0.05)
+    assert r.getActualDigitalOutputBits() & ((1 << 3) | (1 << 16)) == 0
+
+
+def test_speed_and_stop_commands(robot):
+    r, c, _, _ = robot
+    _home(r, c)
+    q0 = np.array(r.getActualQ())
+    qd = [0.2, 0, 0, 0, 0, 0]
+    for _ in _at_125_hz(0.4):  # 0.4 s of speedJ (0.1 s ramp at 2 rad/s^2)
+        c.speedJ(qd, 2.0, 0.008)
+    assert c.speedStop(5.0)
+    moved = r.getActualQ()[0] - q0[0]
+    assert 0.06 < moved < 0.09  # 0.2 rad/s for 0.4 s less half the ramp: 0.07 rad, plus the stop
+    assert np.max(np.abs(r.getActualQd())) < 1e-9
+    # speedL upward for 0.4 s at 5 cm/s, then stopL
+    z0 = r.getActualTCPPose()[2]
+    for _ in _at_125_hz(0.4):
+        c.speedL([0, 0, 0.05, 0, 0, 0], 1.0, 0.008)
+    c.stopL(2.0)
+    time.sleep(0.05)
+    dz = r.getActualTCPPose()[2] - z0
+    assert 0.012 < dz < 0.025
+    _home(r, c)
+
+
+def _circle(r, c, seconds: float, radius: float = 0.05, period: float = 4.0):
+    """servoL on a horizontal circle at 125 Hz; returns the worst distance (m) of the TCP from the circle."""
+    _home(r, c)
+    p0 = np.array(r.getActualTCPPose())
+    centre = p0[:3] - [radius, 0, 0]
+    # ease onto the circle's start (it starts at p0) and run
+    dt, worst = 0.008, 0.0
+    for k in _at_125_hz(seconds):
+        ang = 2 * math.pi * k * dt / period
+        target = p0.copy()
+        target[:3] = centre + [radius * math.cos(ang), radius * math.sin(ang), 0]
+        c.servoL(target.tolist(), 0.5, 0.5, dt, 0.1, 300)
+        if k > 10:
+            p = np.array(r.getActualTCPPose())[:3] - centre
+            err = abs(math.hypot(p[0], p[1]) - radius) + abs(p[2])
+            worst = max(worst, err)
+    c.servoStop(2.0)
+    return worst
+
+
+def test_servol_tracks_a_circle_short(robot):
+    r, c, _, _ = robot
+    assert _circle(r, c, 2.0) < 0.002
+    _home(r, c)
+
+
+@pytest.mark.slow
+def test_servol_tracks_a_circle_for_10_s(robot):
+    r, c, _, _ = robot
+    assert _circle(r, c, 10.0) < 0.002
+    _home(r, c)
+
+
+def test_watchdog_stops_the_program_when_not_kicked(robot, emu):
+    r, c, _, _ = robot
+    _home(r, c)
+    assert c.setWatchdog(20.0)
+    for _ in range(10):
+        c.kickWatchdog()
+        time.sleep(0.01)
+    assert c.isProgramRunning()
+    time.sleep(0.2)  # no kick for 4 periods
+    assert not c.isProgramRunning()
+    assert "watchdog" in emu.log()
+    _reupload(c)
+
+
+def test_unsupported_calls_fail_clearly(robot, emu):
+    r, c, _, _ = robot
+    _home(r, c)
+    p = list(r.getActualTCPPose())
+    t = time.monotonic()
+    assert c.moveL([p[:3] + p[3:] + [0.1, 0.5, 0.0]]) is False  # a path move
+    assert time.monotonic() - t < 5
+    assert "path moves" in emu.log() and "not supported by the UR emulator" in emu.log()
+    _reupload(c)
+    # raw URScript on the script port is refused, not silently run
+    with socket.create_connection((emu.host, 30003), timeout=2) as s:
+        s.sendall(b"set_standard_digital_out(5, True)\n")
+    deadline = time.monotonic() + 3
+    while "URScript is not supported" not in emu.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "URScript is not supported" in emu.log()
+    assert not r.getActualDigitalOutputBits() & (1 << 5)
+    # an unknown dashboard command gets the controller's answer
+    with socket.create_connection((emu.host, 29999), timeout=2) as s:
+        f = s.makefile("rwb")
+        assert f.readline().startswith(b"Connected: Universal Robots Dashboard Server")
+        f.write(b"make coffee\n")
+        f.flush()
+        assert f.readline() == b"could not understand: 'make coffee'\n"
+    _home(r, c)
+
+
+def test_disconnect_and_reconnect(robot):
+    r, c, io, _ = robot
+    _home(r, c)
+    c.disconnect()
+    assert not c.isConnected()
+    assert c.reconnect()
+    assert c.isConnected() and c.isProgramRunning()
+    r.disconnect()
+    assert r.reconnect()
+    q = np.array(r.getActualQ())
+    assert c.moveJ((q + [0.05, 0, 0, 0, 0, 0]).tolist(), 1.0, 2.0)
+    assert abs(r.getActualQ()[0] - q[0] - 0.05) < 1e-4
+    io.disconnect()
+    assert io.reconnect()
+    assert io.setStandardDigitalOut(1, True)
+    time.sleep(0.05)
+    assert r.getActualDigitalOutputBits() & 2
+    io.setStandardDigitalOut(1, False)
+    _home(r, c)
+
+
+def test_second_control_interface_gets_in_use(emu, robot):
+    """Input registers belong to one RTDE connection, as on the controller: a second control client is refused."""
+    with pytest.raises(RuntimeError, match="already in use"):
+        rtde_control.RTDEControlInterface(emu.host)
+
+
+def test_cli_rejects_a_bad_version():
+    out = subprocess.run([sys.executable, "-m", "embeval.cli", "ur-emulator", "--version", "9.1"],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert "must be major.minor.bugfix.build" in out.stderr
