@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import random
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -26,67 +23,18 @@ dashboard_client = pytest.importorskip("dashboard_client")
 
 from embeval.kinematics import UR5
 from embeval.kinematics.transforms import matrix_to_pose, pose_to_matrix
+from embeval.robot.ur_emulator.process import EmulatorProcess
 
 UNLOCK_DELAY = 0.3
-PORTS = (30004, 29999, 30003)
 
 
-def _free(host: str) -> bool:
-    for port in PORTS:
-        s = socket.socket()
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        finally:
-            s.close()
-    return True
-
-
-class Emulator:
-    """``embeval ur-emulator`` in a subprocess on a free loopback address; its log lines in :attr:`lines`."""
-
-    def __init__(self, *extra: str):
-        rng = random.Random()
-        for _ in range(50):
-            host = f"127.{rng.randint(1, 254)}.{rng.randint(0, 254)}.{rng.randint(2, 254)}"
-            if _free(host):
-                break
-        self.host = host
-        self.lines: list[str] = []
-        env = dict(os.environ)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "embeval.cli", "ur-emulator", "--host", host, "--unlock-delay", str(UNLOCK_DELAY), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        ready = threading.Event()
-
-        def drain():
-            for line in self.proc.stdout:
-                self.lines.append(line.rstrip("\n"))
-                if "Ctrl-C stops" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-        if not ready.wait(30) or self.proc.poll() is not None:
-            self.close()
-            raise RuntimeError("ur-emulator did not start: " + "\n".join(self.lines))
-
-    def log(self) -> str:
-        return "\n".join(self.lines)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+def _emulator() -> EmulatorProcess:
+    return EmulatorProcess("--unlock-delay", str(UNLOCK_DELAY))
 
 
 @pytest.fixture(scope="module")
 def emu():
-    e = Emulator()
+    e = _emulator()
     yield e
     e.close()
 
@@ -264,6 +212,7 @@ def test_speed_and_stop_commands(robot):
     for _ in _at_125_hz(0.4):  # 0.4 s of speedJ (0.1 s ramp at 2 rad/s^2)
         c.speedJ(qd, 2.0, 0.008)
     assert c.speedStop(5.0)
+    _settle(r)
     moved = r.getActualQ()[0] - q0[0]
     assert 0.06 < moved < 0.09  # 0.2 rad/s for 0.4 s less half the ramp: 0.07 rad, plus the stop
     assert np.max(np.abs(r.getActualQd())) < 1e-9
@@ -272,42 +221,56 @@ def test_speed_and_stop_commands(robot):
     for _ in _at_125_hz(0.4):
         c.speedL([0, 0, 0.05, 0, 0, 0], 1.0, 0.008)
     c.stopL(2.0)
-    time.sleep(0.05)
+    _settle(r)
     dz = r.getActualTCPPose()[2] - z0
     assert 0.012 < dz < 0.025
     _home(r, c)
 
 
 def _circle(r, c, seconds: float, radius: float = 0.05, period: float = 4.0):
-    """servoL on a horizontal circle at 125 Hz; returns the worst distance (m) of the TCP from the circle."""
+    """servoL on a horizontal circle at 125 Hz; returns the worst distance (m) of the TCP from the circle.
+
+    Samples within 0.2 s after a late client step (this test's own loop stalled by over 3 periods on a
+    busy machine, so the target jumped) are left out; at most a quarter of them may be.
+    """
     _home(r, c)
     p0 = np.array(r.getActualTCPPose())
-    centre = p0[:3] - [radius, 0, 0]
-    # ease onto the circle's start (it starts at p0) and run
-    dt, worst = 0.008, 0.0
+    centre = p0[:3] - [radius, 0, 0]  # the circle starts at the current TCP
+    dt, worst, at, skipped, measured, skip_until = 0.008, 0.0, -1, 0, 0, 10
+    t0 = time.monotonic()
     for k in _at_125_hz(seconds):
+        if time.monotonic() - (t0 + k * dt) > 3 * dt:
+            skip_until = k + 25
         ang = 2 * math.pi * k * dt / period
         target = p0.copy()
         target[:3] = centre + [radius * math.cos(ang), radius * math.sin(ang), 0]
         c.servoL(target.tolist(), 0.5, 0.5, dt, 0.1, 300)
-        if k > 10:
-            p = np.array(r.getActualTCPPose())[:3] - centre
-            err = abs(math.hypot(p[0], p[1]) - radius) + abs(p[2])
-            worst = max(worst, err)
+        if k <= skip_until:
+            skipped += k > 10
+            continue
+        measured += 1
+        p = np.array(r.getActualTCPPose())[:3] - centre
+        err = math.hypot(math.hypot(p[0], p[1]) - radius, p[2])
+        if err > worst:
+            worst, at = err, k
+    print(f"servoL circle: worst {worst * 1e3:.3f} mm at step {at}; {skipped} samples skipped after late steps")
     c.servoStop(2.0)
+    assert skipped <= (skipped + measured) / 4, f"the test loop was late too often ({skipped} samples skipped)"
     return worst
 
 
 def test_servol_tracks_a_circle_short(robot):
     r, c, _, _ = robot
-    assert _circle(r, c, 2.0) < 0.002
+    worst = _circle(r, c, 2.0)
+    assert worst < 0.002, f"TCP left the circle by {worst * 1e3:.2f} mm"
     _home(r, c)
 
 
 @pytest.mark.slow
 def test_servol_tracks_a_circle_for_10_s(robot):
     r, c, _, _ = robot
-    assert _circle(r, c, 10.0) < 0.002
+    worst = _circle(r, c, 10.0)
+    assert worst < 0.002, f"TCP left the circle by {worst * 1e3:.2f} mm"
     _home(r, c)
 
 
@@ -393,7 +356,7 @@ def arm():
     from embeval.robot.safety import SafetyLimits
     from embeval.robot.ur_rtde_backend import URRtdeArm
 
-    e = Emulator()
+    e = _emulator()
     a = URRtdeArm(e.host, SafetyLimits(), gripper_output=0)
     yield a, e
     a.close()
