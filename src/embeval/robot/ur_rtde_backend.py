@@ -142,7 +142,7 @@ class URRtdeArm:
             self._latch.trip("moveL was rejected by the controller")
             return self.state()
         self._wait_until(t0 + float(min_duration))
-        return self.state()
+        return self._settled_state()
 
     def hold(self, seconds: float) -> ArmState:
         """Keep still for ``seconds`` (nothing is sent; the controller holds the last target)."""
@@ -168,6 +168,14 @@ class URRtdeArm:
             return self.protective_stop(status.reason)
         if not self._ctrl.moveJ(qv.tolist(), speed * self.speed_scaling, self.acceleration):
             self._latch.trip("moveJ was rejected by the controller")
+        return self._settled_state()
+
+    def _settled_state(self, timeout: float = 0.2) -> ArmState:
+        """The state once the receive stream shows the arm at rest: the control connection reports a move done
+        a few packages before the separate receive connection delivers the final joints."""
+        deadline = time.monotonic() + timeout
+        while np.max(np.abs(self._recv.getActualQd())) > 1e-6 and time.monotonic() < deadline:
+            time.sleep(0.002)
         return self.state()
 
     def set_gripper(self, opening: float) -> ArmState:
@@ -187,26 +195,53 @@ class URRtdeArm:
         """Latch ``reason``, then trigger the controller's protective stop (``triggerProtectiveStop``);
         when the controller does not accept it, decelerate with ``stopL`` instead."""
         self._latch.trip(reason)
-        if not self._ctrl.triggerProtectiveStop():
+        # ur_rtde answers False for the stop it caused (its command waits for "done", and a stopped
+        # controller never says done): the safety mode tells whether the controller stopped
+        if not self._ctrl.triggerProtectiveStop() and self.ur_safety_mode() not in (3, 4, 5):
             self._ctrl.stopL(2.0)
         return self.state()
 
-    def reset_safety(self) -> ArmState:
-        """Unlock a protective stop through the dashboard server (needs remote control mode)."""
-        if self.ur_safety_mode() in (3, 4, 5):
-            self._dash.closeSafetyPopup()
-            self._dash.unlockProtectiveStop()
-            time.sleep(0.5)
+    def reset_safety(self, timeout: float = 10.0) -> ArmState:
+        """Unlock a protective stop through the dashboard server (needs remote control mode) and restart the
+        control script.
+
+        The controller refuses an unlock during the first 5 s of a stop ("Cannot unlock protective stop
+        until 5s after occurrence"): retried until ``timeout`` seconds. A protective stop also stops the
+        program running ur_rtde's control script, so it is uploaded again before motion is accepted.
+        """
         if self.ur_safety_mode() in (6, 7, 8, 9):
             raise ServerUnavailableError("the robot is in an emergency stop / fault: release the e-stop on the "
                                          "teach pendant and restart safety before resetting")
+        deadline = time.monotonic() + timeout
+        if self.ur_safety_mode() in (3, 4, 5):
+            self._dash.closeSafetyPopup()
+            while True:
+                try:
+                    self._dash.unlockProtectiveStop()
+                    break
+                except RuntimeError as exc:  # ur_rtde raises when the reply is not "Protective stop releasing"
+                    if "Cannot unlock" not in str(exc) or time.monotonic() > deadline:
+                        raise ServerUnavailableError(f"the controller refused to unlock the protective stop: {exc}. "
+                                                     "Clear the cause on the teach pendant") from None
+                    time.sleep(0.2)
+            while self.ur_safety_mode() != 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
         if not self._ctrl.isConnected():
             self._ctrl.reconnect()
+        if not self._ctrl.isProgramRunning():
+            self._ctrl.reuploadScript()
+            while not self._ctrl.isProgramRunning() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if not self._ctrl.isProgramRunning():
+                raise ServerUnavailableError("the ur_rtde control script did not start again after the reset; check "
+                                             "the teach pendant for a popup and that the robot is in remote control")
         self._latch.reset()
         return self.state()
 
     def close(self) -> None:
+        # the IO interface too: ur_rtde's destructor of a still-connected RTDEIOInterface sends a pause and
+        # reads the reply, which aborts the whole process (std::terminate) when the controller is gone by then
         for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(),
-                   lambda: self._dash.disconnect()):
+                   lambda: self._io.disconnect(), lambda: self._dash.disconnect()):
             with contextlib.suppress(Exception):  # best effort on shutdown
                 fn()

@@ -585,6 +585,10 @@ class Controller:
                 if done:
                     self.motion = None
                 self.q = np.asarray(q_next, float)
+            prog = self.program
+            if prog is not None and prog.blocking is not None and prog.blocking():
+                prog.blocking = None  # the blocking command is done in the cycle its motion ended
+                prog.signal_done()
             self.qd = (self.q - q_prev) / dt
             pose = self._tcp(self.q)
             if np.any(self.qd != 0):
