@@ -19,7 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embeval.action import Action, ActionSpec, matrix_to_rpy
+from scipy.spatial.transform import Rotation
+
+from embeval.action import Action, ActionSpec
 from embeval.errors import ConfigError
 
 Target = Callable[[], np.ndarray]  # -> 4x4 TCP target in frame base
@@ -34,6 +36,8 @@ class Phase:
     rot_tol: float = 0.05  # rad
     min_steps: int = 0  # steps spent in the phase at least (e.g. letting the fingers close)
     max_steps: int = 25
+    speed: float | None = None  # m per action at most (slow, careful motion), None = the controller bound
+    ki: float = 0.0  # integral gain on the position error (removes the last millimetres of steady error)
 
 
 def _rz(a: float) -> np.ndarray:
@@ -65,10 +69,12 @@ class PhaseExpert:
         self.phases: list[Phase] = self.plan()
         self.i = 0
         self.k = 0  # steps in the current phase
+        self.integral = np.zeros(3)
 
     def reset(self, instruction: str = "") -> None:
         self.R0 = self.env.tcp_matrix()[:3, :3].copy()
         self.phases, self.i, self.k = self.plan(), 0, 0
+        self.integral = np.zeros(3)
 
     # --------------------------------------------------------------- helpers
     def obj(self, name: str) -> np.ndarray:
@@ -98,20 +104,21 @@ class PhaseExpert:
             ph = self.phases[min(self.i, len(self.phases) - 1)]
             tgt = ph.target()
             e = tgt[:3, 3] - T[:3, 3]
-            rpy = matrix_to_rpy(tgt[:3, :3] @ T[:3, :3].T)
-            from scipy.spatial.transform import Rotation
-
-            rot = np.linalg.norm(Rotation.from_matrix(tgt[:3, :3] @ T[:3, :3].T).as_rotvec())
+            rv = Rotation.from_matrix(tgt[:3, :3] @ T[:3, :3].T).as_rotvec()
             last = self.i >= len(self.phases) - 1
-            if not last and ((np.linalg.norm(e) < ph.tol and rot < ph.rot_tol and self.k >= ph.min_steps)
+            if not last and ((np.linalg.norm(e) < ph.tol and np.linalg.norm(rv) < ph.rot_tol and self.k >= ph.min_steps)
                              or self.k >= ph.max_steps):
-                self.i, self.k = self.i + 1, 0
+                self.i, self.k, self.integral = self.i + 1, 0, np.zeros(3)
                 continue
             break
         self.k += 1
         b = self.env.pos_bound
-        d = np.clip(self.gain * e, -b, b)
-        rv = Rotation.from_matrix(tgt[:3, :3] @ T[:3, :3].T).as_rotvec() * self.gain
+        self.integral += e
+        d = self.gain * e + ph.ki * self.integral
+        if ph.speed is not None and np.linalg.norm(d) > ph.speed:
+            d *= ph.speed / np.linalg.norm(d)
+        d = np.clip(d, -b, b)
+        rv = rv * self.gain
         n = np.linalg.norm(rv)
         if n > self.env.rot_bound:
             rv *= self.env.rot_bound / n
@@ -204,36 +211,50 @@ class PullCubeExpert(PushCubeExpert):
 
 
 class PegInsertionSideExpert(PhaseExpert):
-    def plan(self) -> list[Phase]:
-        u = self.env.unwrapped
-        from embeval.sim.maniskill.env import _np, pose_to_matrix
+    """Grasp the peg behind its middle, carry it in front of the hole (from a stand-off point, so the
+    box face is never crossed), line its head up with the hole axis closed-loop (the peg's pose in
+    the gripper is re-read every step), then push it in slowly."""
 
+    def plan(self) -> list[Phase]:
+        from embeval.sim.maniskill.env import _np
+
+        u = self.env.unwrapped
         L = float(_np(u.peg_half_sizes)[0])
         peg0 = self.obj("peg")
-        R = self.top_grasp(peg0, axis=1, period=math.pi)
-        back = min(0.7 * L, L - 0.02)
+        goal0 = self.env.to_base(_np(u.goal_pose.raw_pose))
+        # of the two top grasps (closing axis along +-peg y), take the one that leaves the least total
+        # wrist turn once the peg axis is turned onto the hole axis (the Panda's last joint has +-2.9 rad)
+        y0 = self.R0[:, 1]
+        d0 = _wrap(math.atan2(peg0[1, 1], peg0[0, 1]) - math.atan2(y0[1], y0[0]), math.pi)
+        align = _wrap(math.atan2(goal0[1, 0], goal0[0, 0]) - math.atan2(peg0[1, 0], peg0[0, 0]), 2 * math.pi)
+        d = min((d0, d0 - math.pi, d0 + math.pi), key=lambda v: abs(v + align))
+        R = _rz(d) @ self.R0
+        back = L / 2 + 0.01  # grasp point behind the peg's centre (m), keeps the fingers clear of the box
         grasp_p = peg0[:3, 3] - back * peg0[:3, 0]
         at = lambda dz: (lambda: _pose(R, grasp_p + [0, 0, dz]))  # noqa: E731
         goal_T = lambda: self.env.to_base(_np(u.goal_pose.raw_pose))  # noqa: E731  peg pose with the head in the hole
-        held = {}
 
-        def tcp_for_peg(shift: float):
-            def f():
-                if "X" not in held:  # the peg in the TCP frame, as grasped
-                    held["X"] = np.linalg.inv(self.env.tcp_matrix()) @ self.obj("peg")
-                G = goal_T() @ _pose(np.eye(3), [shift, 0, 0])
-                # closed loop: correct for the peg's current pose error in the grasp
-                Tc = self.env.tcp_matrix()
-                X = np.linalg.inv(Tc) @ self.obj("peg")
-                return G @ np.linalg.inv(X)
+        def tcp_for_peg(shift):
+            def f():  # the TCP pose that puts the peg (as held now) at the goal pose shifted along the hole axis
+                X = np.linalg.inv(self.env.tcp_matrix()) @ self.obj("peg")
+                s = shift() if callable(shift) else shift
+                return goal_T() @ _pose(np.eye(3), [s, 0, 0]) @ np.linalg.inv(X)
             return f
+
+        def advance() -> float:
+            """Where the head goes next along the hole axis: 2 cm deeper while it is centred on the axis
+            (within 1.5 mm), else stay at its depth and centre it first."""
+            head = np.asarray(self.env.evaluate()["peg_head_pos_at_hole"], dtype=np.float64).reshape(-1)
+            centred = np.max(np.abs(head[1:3])) < 0.0015
+            return min(0.02, head[0] + 0.02) if centred else head[0]
         return [
             Phase("above", at(0.08), 1.0, tol=0.02, rot_tol=0.1),
             Phase("descend", at(0.0), 1.0, tol=0.006),
             Phase("close", lambda: _pose(R, grasp_p), 0.0, tol=1.0, rot_tol=9, min_steps=3),
-            Phase("lift", at(0.1), 0.0, tol=0.03, rot_tol=9),
-            Phase("pre_insert", tcp_for_peg(-L - 0.03), 0.0, tol=0.004, rot_tol=0.02, max_steps=40),
-            Phase("insert", tcp_for_peg(0.02), 0.0, tol=0.003, rot_tol=0.02, max_steps=10**6),
+            Phase("lift", at(0.08), 0.0, tol=0.03, rot_tol=9),
+            Phase("stand_off", tcp_for_peg(-L - 0.08), 0.0, tol=0.015, rot_tol=0.05, max_steps=30),
+            Phase("pre_insert", tcp_for_peg(-L - 0.03), 0.0, tol=0.0015, rot_tol=0.01, max_steps=30, speed=0.03, ki=0.3),
+            Phase("insert", tcp_for_peg(advance), 0.0, tol=0.003, rot_tol=0.02, max_steps=10**6, ki=0.3),
         ]
 
 
