@@ -9,6 +9,10 @@ state a policy needs). Sources are registered in :data:`SOURCES` by name:
   optional ``views:``/``source:`` mappings of file name -> "first_person"/"third_person", "real"/"simulated").
 - ``lerobot``: a LeRobot v3.0 dataset (every ``stride``-th frame of camera ``camera``; the frame's task).
 - ``rosbag``: a rosbag2 (MCAP) image topic (every ``stride``-th frame); tasks from ``tasks``.
+- ``maniskill``: the first camera frame of seeded ManiSkill3 episodes (:mod:`embeval.sim.maniskill`),
+  cycling through ``envs`` (default the six covered tasks); the env's instruction is the first task,
+  state = the observed TCP pose in the robot's base frame, gripper open. ``sim`` records the env and
+  seed, so Execution can replay actions there.
 """
 from __future__ import annotations
 
@@ -44,6 +48,7 @@ class IQAReference:
     source: str = "simulated"  # "simulated" | "real"
     state: dict[str, list[float]] = field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_STATE.items()})
     sim_seed: int | None = None  # simulated references: the scene seed (embeval.sim.references.reference_scene)
+    sim: dict[str, Any] | None = None  # other simulators: {"backend": "maniskill", "env": ..., "seed": ...}
 
 
 def _resize(img: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
@@ -173,12 +178,42 @@ def rosbag_source(path: str | Path, topic: str = "/camera/camera/color/image_raw
     return out
 
 
+def maniskill_source(n: int, seed: int = 0, size: tuple[int, int] = (128, 128), envs: list[str] | None = None,
+                     camera: str | None = None, **_) -> list[IQAReference]:
+    """``n`` first frames of seeded ManiSkill episodes: reference ``i`` is env ``envs[i % len(envs)]``
+    reset with seed ``seed + i // len(envs)``; the image is ``camera`` (default the env's first camera)."""
+    from embeval.sim.maniskill.env import TASKS, ManiSkillConfig, ManiSkillEnv
+
+    envs = list(envs or TASKS)
+    w, h = (int(v) for v in size)
+    per_env: dict[str, list[int]] = {}
+    for i in range(int(n)):
+        per_env.setdefault(envs[i % len(envs)], []).append(i)
+    out: dict[int, IQAReference] = {}
+    for env_id, idx in per_env.items():
+        with ManiSkillEnv(ManiSkillConfig(env_id, width=w, height=h)) as env:
+            cam = camera or env.cameras[0]
+            if cam not in env.cameras:
+                raise ConfigError(f"maniskill source: {env_id} has no camera {cam!r}; it has {list(env.cameras)}")
+            for i in idx:
+                s = int(seed) + i // len(envs)
+                obs = env.reset(seed=s)
+                extra = [t for t in DEFAULT_TASKS if t != obs.instruction]
+                out[i] = IQAReference(f"ms_{env_id.replace('-', '_')}_s{s:04d}", obs.images[cam].copy(),
+                                      _tasks5([obs.instruction] + extra, env_id), f"{env_id}_s{s}",
+                                      "first_person" if "hand" in cam else "third_person", "simulated",
+                                      {"tcp_pose": obs.state["tcp_pose"].tolist(), "gripper": [1.0]},
+                                      sim={"backend": "maniskill", "env": env_id, "seed": s, "camera": cam})
+    return [out[i] for i in sorted(out)]
+
+
 #: source name -> loader(**params) -> list[IQAReference]
 SOURCES: dict[str, Callable[..., list[IQAReference]]] = {
     "sim": sim_source,
     "folder": folder_source,
     "lerobot": lerobot_source,
     "rosbag": rosbag_source,
+    "maniskill": maniskill_source,
 }
 
 

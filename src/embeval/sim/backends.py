@@ -205,6 +205,15 @@ def run_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, 
     return EpisodeRun(first, clean, first_action or Action.hold(), env.outcome(n), acts)
 
 
+def execute_actions(env: EpisodeEnv, seed: int, actions) -> ExecutionOutcome:
+    """Reset to the seeded start and execute ``actions`` (7-DoF, frame base) open-loop; the outcome after the last."""
+    acts = [a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64)) for a in actions]
+    env.reset(seed, None)
+    for a in acts:
+        env.step(a)
+    return env.outcome(len(acts))
+
+
 @dataclass
 class EpisodeScore:
     decision: float  # 0..1 (one task)

@@ -149,8 +149,12 @@ class ManiSkillEnv:
     # ------------------------------------------------------------------ build
     def _build(self):
         import_sapien()  # sets the Vulkan / asset environment first
+        import logging
+
         import gymnasium as gym
         import mani_skill.envs  # noqa: F401  (registers the tasks)
+
+        logging.getLogger("mani_skill").setLevel(logging.ERROR)  # its "no initial pose set" warnings are noise here
 
         c = self.config
         if c.env_id not in gym.registry:
