@@ -13,6 +13,11 @@ TORCH_SPEC="torch==2.10.0"
 TORCHVISION_SPEC="torchvision==0.25.0"
 LEROBOT_SPEC="lerobot==0.4.4"
 LLAMA_SPEC="llama-cpp-python==0.3.36"
+# ManiSkill3 (simulator backend, embeval.sim.maniskill) and its software-Vulkan runtime: Mesa's
+# lavapipe from Debian bookworm-backports (Debian 12's own Mesa 22.3 lacks a feature SAPIEN needs).
+MANISKILL_SPEC="mani_skill==3.0.1"
+SAPIEN_SPEC="sapien==3.0.3"
+MESA_VULKAN="mesa-vulkan-drivers=25.0.7-2~bpo12+1"
 # Portable llama.cpp build: the default native build segfaults on some CPUs (AMX paths).
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 
@@ -41,23 +46,66 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # An up-to-date pip: pip 23's resolver crashes on the ROS wheels' egg-info metadata.
 "${PIP[@]}" install -q --upgrade "pip>=25"
 
-echo "[install] 1/4 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC)"
+echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC)"
 "${PIP[@]}" install -q --isolated "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
-echo "[install] 2/4 embeval (editable) with the ROS 2 Kilted wheels and LeRobot"
+echo "[install] 2/5 embeval (editable) with the ROS 2 Kilted wheels and LeRobot"
 "${PIP[@]}" install -q -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC"
 
-echo "[install] 3/4 llama-cpp-python (portable CPU build; cached after the first time)"
+echo "[install] 3/5 llama-cpp-python (portable CPU build; cached after the first time)"
 if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" install -q -c scripts/constraints.txt "$LLAMA_SPEC"
 fi
 
-echo "[install] 4/4 checking the environment"
+echo "[install] 4/5 ManiSkill3 ($MANISKILL_SPEC) and software Vulkan ($MESA_VULKAN) under $VENV/vulkan"
+# Adds about 10 s with warm caches (pip ~9 s for 30 small wheels, apt-get download + dpkg -x < 1 s).
+install_maniskill() {
+  "${PIP[@]}" install -q -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC" "$MANISKILL_SPEC" "$SAPIEN_SPEC"
+  local dir="$VENV/vulkan" tmp lib
+  if [ -f "$dir/.version" ] && [ "$(cat "$dir/.version")" = "$MESA_VULKAN" ] && [ -f "$dir/libvulkan_lvp.so" ]; then
+    return 0
+  fi
+  if ! command -v apt-get >/dev/null || ! grep -q bookworm /etc/os-release 2>/dev/null; then
+    echo "[install] WARNING: not Debian 12 (bookworm): no software Vulkan unpacked; ManiSkill needs a Vulkan" \
+         "driver (a GPU driver, or Mesa >= 24 lavapipe named in VK_ICD_FILENAMES)" >&2
+    return 0
+  fi
+  tmp=$(mktemp -d)
+  # A private apt configuration that adds bookworm-backports for this one download; the system's
+  # apt sources and lists stay untouched. Nothing is installed system-wide: dpkg -x only unpacks.
+  mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/x"
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" \
+    > "$tmp/sources.list"
+  local APT=(apt-get -q -o Dir::Etc::SourceList="$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
+             -o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache" -o APT::Sandbox::User=root)
+  "${APT[@]}" update >/dev/null
+  (cd "$tmp" && "${APT[@]}" download "$MESA_VULKAN" >/dev/null)
+  dpkg -x "$tmp"/mesa-vulkan-drivers_*.deb "$tmp/x"
+  mkdir -p "$dir"
+  cp "$tmp/x/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so" "$dir/"
+  rm -rf "$tmp"
+  lib="$(cd "$dir" && pwd -P)/libvulkan_lvp.so"
+  # lavapipe links against Debian's libLLVM-15, libdrm, libxcb...: install what is missing.
+  if ldd "$lib" | grep -q "not found"; then
+    apt-get install -y -q --no-install-recommends libllvm15 libdrm2 libelf1 libexpat1 libwayland-client0 libx11-xcb1 \
+      libxcb-dri3-0 libxcb-present0 libxcb-randr0 libxcb-shm0 libxcb-sync1 libxcb-xfixes0 libxcb1 libxshmfence1 \
+      libzstd1 zlib1g >/dev/null
+  fi
+  printf '{"file_format_version": "1.0.0", "ICD": {"library_path": "%s", "api_version": "1.4.305"}}\n' "$lib" \
+    > "$dir/lvp_icd.json"
+  echo "$MESA_VULKAN" > "$dir/.version"
+}
+install_maniskill
+
+echo "[install] 5/5 checking the environment"
 "$VENV/bin/python" - <<'PY'
 import importlib
 for mod in ["torch", "torchvision", "pybullet", "ikpy", "rosbags", "pyiqa", "rclpy", "std_msgs.msg",
             "sensor_msgs.msg", "sklearn", "scipy", "embeval", "llama_cpp", "lerobot"]:
     importlib.import_module(mod)
+from embeval.sim.maniskill.runtime import check_vulkan  # noqa: E402  (sets VK_ICD_FILENAMES / MS_ASSET_DIR)
+
+check_vulkan()
 print("[install] environment OK")
 PY
 

@@ -121,6 +121,8 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
         if cfg.source == "sim":
             params.setdefault("seed", cfg.seed)
             params.setdefault("work_dir", db / "_sim")
+        if cfg.source == "maniskill":
+            params.setdefault("seed", cfg.seed)
         refs = load_references(cfg.source, **params)
     cats = {n: distortion.get(n).category for n in names}
     images, references = [], []
@@ -131,7 +133,7 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
         references.append({"ref_id": r.ref_id, "path": str(rp.relative_to(db)), "tasks": r.tasks, "scene_id": r.scene_id,
                            "view": r.view, "source": r.source, "state": r.state,
                            "height": int(r.image.shape[0]), "width": int(r.image.shape[1]), "sim_seed": r.sim_seed,
-                           "outcome": r.outcome})
+                           "outcome": r.outcome, **({"sim": r.sim} if r.sim else {})})
         # a recorded run's Execution score of the episode the reference frame was captured in (rosbag source)
         run_ex = {"run_execution": r.outcome["execution"]} if r.outcome and r.outcome.get("execution") is not None else {}
         for n in names:
@@ -256,20 +258,20 @@ def aggregate(db: str | Path, log: Log | None = print):
 def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | None = print):
     """Execution score (0..100, :mod:`embeval.scoring.execution`) in simulation for ``n_images``
     distorted images of simulated references (chosen with ``seed``): every VLA subject's stored
-    reference and distorted actions of each implemented task are executed from the reference scene;
-    the image's score is the mean over tasks and subjects. Adds ``execution`` to ``scores.csv`` and
-    writes ``execution.csv`` (one row per image, subject and task)."""
+    reference and distorted actions of each implemented task are executed from the reference scene
+    (pybullet cell); for ManiSkill references (source ``maniskill``) the actions of the first task (the
+    env's own instruction) are executed from the seeded episode start and success is the env's
+    ``evaluate()``. The image's score is the mean over tasks and subjects. Adds ``execution`` to
+    ``scores.csv`` and writes ``execution.csv`` (one row per image, subject and task)."""
     import pandas as pd
 
     from embeval.runs.runner import load_run_spec
     from embeval.runs.store import ResultsStore
-    from embeval.sim.env import SimEnv
-    from embeval.sim.execute import execute_pair, run_actions
-    from embeval.sim.references import reference_scene
 
     db = Path(db)
     man = load_manifest(db)
-    refs = {r["ref_id"]: r for r in man["references"] if r.get("sim_seed") is not None}
+    refs = {r["ref_id"]: r for r in man["references"]
+            if r.get("sim_seed") is not None or (r.get("sim") or {}).get("backend") == "maniskill"}
     images = [im for im in man["images"] if im["ref_id"] in refs]
     if n_images <= 0 or not images:
         return None
@@ -279,24 +281,19 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     with ResultsStore(db / "run" / "results.sqlite") as st:
         res = st.results(spec.hash)
     t0 = time.perf_counter()
-    rows, ref_cache = [], {}
-    with SimEnv() as env:
+    rows, ref_cache, envs = [], {}, {}
+    try:
         for im in pick:
             ref = refs[im["ref_id"]]
-            scene, tasks = reference_scene(int(ref["sim_seed"]))
             for (subject, item, dist, level, _s), out in res.items():
                 if out.get("kind") != "policy" or item != im["ref_id"] or dist != im["distortion"] or level != im["level"]:
                     continue
-                for t, task in enumerate(tasks):
-                    if not task.implemented:
-                        continue
-                    key = (subject, item, t)
-                    if key not in ref_cache:
-                        ref_cache[key] = run_actions(env, scene, task, [out["reference_actions"][t]], seed=int(ref["sim_seed"]))
-                    rec = execute_pair(env, scene, task, [out["reference_actions"][t]], [out["distorted_actions"][t]],
-                                       seed=int(ref["sim_seed"]), reference_outcome=ref_cache[key])
-                    rows.append({"image_id": im["image_id"], "subject": subject, "task": t, "verb": task.verb,
+                for t, verb, rec in _execute_tasks(ref, out, envs, ref_cache, subject):
+                    rows.append({"image_id": im["image_id"], "subject": subject, "task": t, "verb": verb,
                                  "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm})
+    finally:
+        for e in envs.values():
+            e.close()
     ex = pd.DataFrame(rows)
     if ex.empty:
         return None
@@ -307,6 +304,41 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     if log:
         log(f"execution: {len(pick)} images, {len(ex)} executed task actions ({time.perf_counter() - t0:.1f} s)")
     return scores
+
+
+def _execute_tasks(ref: dict, out: dict, envs: dict, cache: dict, subject: str):
+    """(task index, verb, ExecutionRecord) for the executable tasks of one reference and one policy result."""
+    from embeval.scoring.execution import execution_score
+
+    sim = ref.get("sim") or {}
+    if sim.get("backend") == "maniskill":
+        from embeval.sim.backends import execute_actions, make_episode_env
+
+        env = envs.get(("maniskill", sim["env"]))
+        if env is None:
+            env = envs[("maniskill", sim["env"])] = make_episode_env({"backend": "maniskill", "env": sim["env"], "render": False})
+        key = (subject, ref["ref_id"], 0)
+        if key not in cache:
+            cache[key] = execute_actions(env, int(sim["seed"]), [out["reference_actions"][0]])
+        dis = execute_actions(env, int(sim["seed"]), [out["distorted_actions"][0]])
+        yield 0, sim["env"], execution_score(cache[key], dis)
+        return
+    from embeval.sim.env import SimEnv
+    from embeval.sim.execute import execute_pair, run_actions
+    from embeval.sim.references import reference_scene
+
+    env = envs.get("pybullet")
+    if env is None:
+        env = envs["pybullet"] = SimEnv()
+    scene, tasks = reference_scene(int(ref["sim_seed"]))
+    for t, task in enumerate(tasks):
+        if not task.implemented:
+            continue
+        key = (subject, ref["ref_id"], t)
+        if key not in cache:
+            cache[key] = run_actions(env, scene, task, [out["reference_actions"][t]], seed=int(ref["sim_seed"]))
+        yield t, task.verb, execute_pair(env, scene, task, [out["reference_actions"][t]], [out["distorted_actions"][t]],
+                                         seed=int(ref["sim_seed"]), reference_outcome=cache[key])
 
 
 def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):

@@ -11,6 +11,10 @@ state a policy needs). Sources are registered in :data:`SOURCES` by name:
 - ``rosbag``: a rosbag2 bag folder or ``.mcap`` file: every ``stride``-th frame of an image topic,
   the robot state from ``/joint_states`` (and the TCP pose) nearest in time, the task from the
   instruction topic, the run's Execution score when its score records are in the bag.
+- ``maniskill``: the first camera frame of seeded ManiSkill3 episodes (:mod:`embeval.sim.maniskill`),
+  cycling through ``envs`` (default the six covered tasks); the env's instruction is the first task,
+  state = the observed TCP pose in the robot's base frame, gripper open. ``sim`` records the env and
+  seed, so Execution can replay actions there.
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ class IQAReference:
     state: dict[str, list[float]] = field(default_factory=lambda: {k: list(v) for k, v in DEFAULT_STATE.items()})
     sim_seed: int | None = None  # simulated references: the scene seed (embeval.sim.references.reference_scene)
     outcome: dict[str, Any] | None = None  # recorded sources: the run's episode and its Execution score
+    sim: dict[str, Any] | None = None  # other simulators: {"backend": "maniskill", "env": ..., "seed": ...}
 
 
 def _resize(img: np.ndarray, size: tuple[int, int] | None) -> np.ndarray:
@@ -334,12 +339,42 @@ def rosbag_source(path: str | Path, topic: str = "/camera/camera/color/image_raw
     return out
 
 
+def maniskill_source(n: int, seed: int = 0, size: tuple[int, int] = (128, 128), envs: list[str] | None = None,
+                     camera: str | None = None, **_) -> list[IQAReference]:
+    """``n`` first frames of seeded ManiSkill episodes: reference ``i`` is env ``envs[i % len(envs)]``
+    reset with seed ``seed + i // len(envs)``; the image is ``camera`` (default the env's first camera)."""
+    from embeval.sim.maniskill.env import TASKS, ManiSkillConfig, ManiSkillEnv
+
+    envs = list(envs or TASKS)
+    w, h = (int(v) for v in size)
+    per_env: dict[str, list[int]] = {}
+    for i in range(int(n)):
+        per_env.setdefault(envs[i % len(envs)], []).append(i)
+    out: dict[int, IQAReference] = {}
+    for env_id, idx in per_env.items():
+        with ManiSkillEnv(ManiSkillConfig(env_id, width=w, height=h)) as env:
+            cam = camera or env.cameras[0]
+            if cam not in env.cameras:
+                raise ConfigError(f"maniskill source: {env_id} has no camera {cam!r}; it has {list(env.cameras)}")
+            for i in idx:
+                s = int(seed) + i // len(envs)
+                obs = env.reset(seed=s)
+                extra = [t for t in DEFAULT_TASKS if t != obs.instruction]
+                out[i] = IQAReference(f"ms_{env_id.replace('-', '_')}_s{s:04d}", obs.images[cam].copy(),
+                                      _tasks5([obs.instruction] + extra, env_id), f"{env_id}_s{s}",
+                                      "first_person" if "hand" in cam else "third_person", "simulated",
+                                      {"tcp_pose": obs.state["tcp_pose"].tolist(), "gripper": [1.0]},
+                                      sim={"backend": "maniskill", "env": env_id, "seed": s, "camera": cam})
+    return [out[i] for i in sorted(out)]
+
+
 #: source name -> loader(**params) -> list[IQAReference]
 SOURCES: dict[str, Callable[..., list[IQAReference]]] = {
     "sim": sim_source,
     "folder": folder_source,
     "lerobot": lerobot_source,
     "rosbag": rosbag_source,
+    "maniskill": maniskill_source,
 }
 
 

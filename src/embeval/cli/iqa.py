@@ -22,7 +22,7 @@ def register(sub) -> None:
                             "  embeval iqa build --out db --source rosbag --path run.mcap --tasks tasks.yaml --n 50 --levels all")
     p.add_argument("--out", type=Path, required=True, help="database folder (created; an existing one is resumed)")
     p.add_argument("--config", type=Path, default=None, help="YAML with a 'build:' section (default: config/iqa/default.yaml values)")
-    p.add_argument("--source", choices=["sim", "folder", "lerobot", "rosbag"], help="image source (overrides the config)")
+    p.add_argument("--source", choices=["sim", "folder", "lerobot", "rosbag", "maniskill"], help="image source (overrides the config)")
     p.add_argument("--path", help="folder / LeRobot dataset / rosbag2 bag folder or .mcap file of the source")
     p.add_argument("--tasks", help="folder / rosbag source: task file (YAML: {'*': [5 instructions], 'img.png': [...]}); "
                    "a bag's recorded instruction comes first")

@@ -1,4 +1,5 @@
-"""``embeval sim``: the simulated UR5 workcell (render, reference images, scripted expert, Execution)."""
+"""``embeval sim``: the simulated UR5 workcell and ManiSkill3 (render, reference images, scripted expert,
+episodes with Decision / Execution scores)."""
 from __future__ import annotations
 
 import argparse
@@ -15,11 +16,16 @@ def register(sub) -> None:
 
     p = g.add_parser("render", help="render a task scene from a camera to PNG", formatter_class=fmt,
                      description="Render the seeded scene of a task (or a scene YAML) to a PNG.",
-                     epilog="example:\n  embeval sim render --task Place --seed 3 --camera third_person --out place3.png")
-    p.add_argument("--task", default="Pick", help=f"task verb ({_VERBS}); default Pick")
+                     epilog="examples:\n  embeval sim render --task Place --seed 3 --camera third_person --out place3.png\n"
+                            "  embeval sim render --backend maniskill --task PickCube-v1 --out x.png   # ManiSkill3, CPU")
+    p.add_argument("--backend", choices=["pybullet", "maniskill"], default="pybullet",
+                   help="simulator: the UR5 cell (pybullet, default) or ManiSkill3 (CPU, software Vulkan)")
+    p.add_argument("--task", help=f"task: a verb of the UR5 cell ({_VERBS}; default Pick) or a ManiSkill env id "
+                                  "(default PickCube-v1)")
     p.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
-    p.add_argument("--scene", type=Path, help="scene spec YAML instead of a generated scene")
-    p.add_argument("--camera", default="third_person", help="camera name: third_person or wrist (default third_person)")
+    p.add_argument("--scene", type=Path, help="scene spec YAML instead of a generated scene (pybullet)")
+    p.add_argument("--camera", help="camera name: third_person or wrist (pybullet, default third_person); ManiSkill: "
+                                    "an env camera (default its first, e.g. base_camera)")
     p.add_argument("--width", type=positive_int, default=640, help="image width in pixels (default 640)")
     p.add_argument("--height", type=positive_int, default=480, help="image height in pixels (default 480)")
     p.add_argument("--out", type=Path, default=Path("scene.png"), help="output PNG (default scene.png)")
@@ -60,6 +66,30 @@ def register(sub) -> None:
     p.add_argument("--json", type=Path, help="write per-task results as JSON")
     p.set_defaults(func=_expert)
 
+    p = g.add_parser("episodes", help="run policy episodes (default the scripted expert), optionally under a distortion",
+                     formatter_class=fmt,
+                     description="Closed-loop episodes of a policy in the UR5 cell or ManiSkill3. With --distortion, every "
+                                 "camera frame is distorted (seeded per frame) and each episode is scored against the clean "
+                                 "one: Decision (first frame, 0..1) and Execution (0..100).",
+                     epilog="examples:\n  embeval sim episodes --backend maniskill --task PickCube-v1 --episodes 5\n"
+                            "  embeval sim episodes --backend maniskill --task PushCube-v1 --subject tiny_vla.yaml "
+                            "--distortion white_noise --level 3 --sheet sheet.png")
+    p.add_argument("--backend", choices=["pybullet", "maniskill"], default="maniskill", help="simulator (default maniskill)")
+    p.add_argument("--task", help="ManiSkill env id (default PickCube-v1) or a UR5 cell verb (default Pick)")
+    p.add_argument("--subject", help="policy subject YAML (embeval.subjects); default the backend's scripted expert")
+    p.add_argument("--episodes", type=positive_int, default=5, help="episodes, seeds --seed .. (default 5)")
+    p.add_argument("--seed", type=int, default=0, help="first episode seed (default 0)")
+    p.add_argument("--distortion", help="distortion applied to every camera frame (`embeval distort list`)")
+    p.add_argument("--level", type=int, default=3, help="distortion level 1..5 (default 3)")
+    p.add_argument("--width", type=positive_int, default=64, help="camera width in pixels (default 64)")
+    p.add_argument("--height", type=positive_int, default=64, help="camera height in pixels (default 64)")
+    p.add_argument("--alias", action="append", default=[], metavar="KEY=CAMERA",
+                   help="also give camera CAMERA under image key KEY (e.g. third_person=base_camera); repeatable")
+    p.add_argument("--state-only", action="store_true", help="no cameras (fast; only for policies that read no image)")
+    p.add_argument("--sheet", type=Path, help="write a contact sheet PNG of the first frames (clean | distorted)")
+    p.add_argument("--json", type=Path, help="write per-episode results as JSON")
+    p.set_defaults(func=_episodes)
+
     p = g.add_parser("execute", help="Execution score of a reference vs a distorted action", formatter_class=fmt,
                      description="Execute a reference and a distorted 7-DoF delta action (frame base: dx dy dz droll "
                                  "dpitch dyaw gripper, gripper 1 = open) from a task's start state and print the "
@@ -97,6 +127,10 @@ def _render(args) -> int:
 
     from embeval.sim.workcell import Workcell
 
+    if args.backend == "maniskill":
+        return _render_maniskill(args)
+    args.task = args.task or "Pick"
+    args.camera = args.camera or "third_person"
     scene = _load_scene(args)
     with Workcell() as cell:
         cell.load(scene)
@@ -104,6 +138,101 @@ def _render(args) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(img).save(args.out)
     print(f"wrote {args.out} ({img.shape[1]}x{img.shape[0]}, scene {scene.name}, camera {args.camera})")
+    return 0
+
+
+def _render_maniskill(args) -> int:
+    from PIL import Image
+
+    from embeval.errors import ConfigError
+    from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
+
+    if args.scene:
+        raise ConfigError("--scene is a UR5 cell scene; ManiSkill scenes come from --task and --seed")
+    task = args.task or "PickCube-v1"
+    with ManiSkillEnv(ManiSkillConfig(task, width=args.width, height=args.height)) as env:
+        obs = env.reset(seed=args.seed)
+        cam = args.camera or env.cameras[0]
+        if cam not in obs.images:
+            raise ConfigError(f"{task} has no camera {cam!r}; it has {', '.join(env.cameras)}")
+        img = obs.images[cam]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(img).save(args.out)
+    print(f"wrote {args.out} ({img.shape[1]}x{img.shape[0]}, ManiSkill {task} seed {args.seed}, camera {cam})")
+    return 0
+
+
+def _episodes(args) -> int:
+    import json
+
+    import numpy as np
+
+    from embeval.errors import ConfigError
+    from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
+
+    task = args.task or ("PickCube-v1" if args.backend == "maniskill" else "Pick")
+    if args.backend == "pybullet":
+        task = _verb(task)
+    aliases = {}
+    for a in args.alias:
+        key, sep, cam = a.partition("=")
+        if not sep or not key or not cam:
+            raise ConfigError(f"--alias {a!r}: write KEY=CAMERA, e.g. third_person=base_camera")
+        aliases[key] = cam
+    if args.distortion:
+        from embeval import distortion as dist_mod
+
+        dist_mod.get(args.distortion)
+        if not 1 <= args.level <= dist_mod.N_LEVELS:
+            raise ConfigError(f"--level must lie in 1..{dist_mod.N_LEVELS}, got {args.level}")
+        if args.state_only:
+            raise ConfigError("--distortion needs cameras; drop --state-only")
+    spec = SimSpec(backend=args.backend, env=task, width=args.width, height=args.height, aliases=aliases,
+                   render=not args.state_only)
+    env = make_episode_env(spec)
+    try:
+        if args.subject:
+            from embeval.subjects.registry import load_subject
+
+            policy = load_subject(args.subject)
+        else:
+            from embeval.runs.evaluators.sim_iqa import _Expert
+
+            policy = _Expert(env)
+        rows, sheet = [], []
+        print(f"{'seed':>4} {'success':>7} {'steps':>5}" + ("  decision execution   cm  dist.ok" if args.distortion else ""))
+        for s in range(args.seed, args.seed + args.episodes):
+            if args.distortion:
+                sc, ref, dis = score_episode(env, policy, s, (args.distortion, args.level, s))
+                row = {"seed": s, "success": ref.outcome.success, "steps": ref.outcome.n_actions, **sc.to_dict()}
+                print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}  {sc.decision:8.3f} "
+                      f"{sc.execution.score:9.1f} {sc.execution.distance_cm:5.1f}  {sc.execution.distorted.success}")
+                first = (ref.first_clean_images, dis.first_observation.images)
+            else:
+                ref = run_episode(env, policy, s)
+                row = {"seed": s, "success": ref.outcome.success, "steps": ref.outcome.n_actions,
+                       "final_tcp_pose": list(ref.outcome.final_tcp_pose)}
+                print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}")
+                first = (ref.first_clean_images, {})
+            rows.append(row)
+            cams = list(first[0])[:1]
+            sheet.extend([np.concatenate([first[0][c]] + ([first[1][c]] if c in first[1] else []), axis=1) for c in cams])
+        ok = sum(r["success"] for r in rows)
+        print(f"{task} ({args.backend}): {ok}/{len(rows)} episodes succeeded"
+              + (f"; mean Decision {np.mean([r['decision'] for r in rows]):.3f}, mean Execution "
+                 f"{np.mean([r['execution'] for r in rows]):.1f}" if args.distortion else ""))
+    finally:
+        env.close()
+    if args.sheet and sheet:
+        from PIL import Image
+
+        args.sheet.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.concatenate(sheet, axis=0)).save(args.sheet)
+        print(f"wrote {args.sheet} (one row per episode: first frame clean | distorted)")
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(rows, indent=1))
+        print(f"wrote {args.json}")
     return 0
 
 

@@ -37,6 +37,7 @@ EVALUATORS: Registry[type] = Registry(
         "synthetic": "embeval.runs.evaluators.synthetic:SyntheticEvaluator",
         "distortion-quality": "embeval.runs.evaluators.distortion_quality:DistortionQualityEvaluator",
         "policy-decision": "embeval.runs.evaluators.policy_decision:PolicyDecisionEvaluator",
+        "sim-iqa": "embeval.runs.evaluators.sim_iqa:SimIQAEvaluator",
         "act2answer": "embeval.act2answer.evaluator:Act2AnswerEvaluator",
         "iqa": "embeval_analysis.iqa.evaluator:IQAEvaluator",
     })

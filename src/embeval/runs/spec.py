@@ -12,6 +12,7 @@ A run spec is a YAML file parsed into the typed :class:`RunSpec`::
     levels: [1, 3, 5]
     seeds: [0]
     params: {}                          # evaluator parameters
+    sim: {backend: maniskill, env: PickCube-v1}  # simulator of episode evaluators (embeval.sim.backends.SimSpec)
     plugins: []                         # modules imported first (they register evaluators)
     backend: {name: local, unit_timeout_s: 60}   # execution settings (not hashed)
     output_dir: runs/quality-smoke      # the run folder, relative to the current folder (not hashed)
@@ -108,6 +109,7 @@ class RunSpec:
     seeds: tuple[int, ...] = (0,)
     params: dict[str, Any] = field(default_factory=dict)
     plugins: tuple[str, ...] = ()
+    sim: dict[str, Any] = field(default_factory=dict)  # simulator (embeval.sim.backends.SimSpec); {} = none
     backend: BackendSpec = field(default_factory=BackendSpec)
     output_dir: str | None = None
     name: str = ""
@@ -120,6 +122,8 @@ class RunSpec:
         d = self.to_dict()
         for k in COSMETIC_FIELDS:
             d.pop(k, None)
+        if not d.get("sim"):
+            d.pop("sim", None)  # specs without a simulator keep the hashes they had before the field existed
         for s in d["subjects"]:
             s.pop("description", None)
         return d
@@ -356,6 +360,7 @@ def parse_spec(data: Any, base_dir: str | os.PathLike = ".") -> RunSpec:
         seeds=_list(data.get("seeds", [0]), where / "seeds", lambda v, w: _int(v, w, minimum=0)),
         params=dict(_mapping(data.get("params"), where / "params")),
         plugins=_list(data.get("plugins"), where / "plugins", lambda v, w: _str(v, w), nonempty=False),
+        sim=dict(_mapping(data.get("sim"), where / "sim")),
         backend=_backend(data.get("backend"), where / "backend"),
         output_dir=_str(data.get("output_dir"), where / "output_dir", allow_none=True),
         name=str(data.get("name") or ""),

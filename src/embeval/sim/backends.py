@@ -1,0 +1,248 @@
+"""Simulator backends behind one episode interface, and Embodied-IQA scoring of closed-loop episodes.
+
+A :class:`SimSpec` (the ``sim:`` mapping of a run spec) names a backend and a task::
+
+    sim: {backend: maniskill, env: PickCube-v1, width: 64, height: 64, aliases: {third_person: base_camera}}
+    sim: {backend: pybullet, env: Pick}            # the UR5 cell's verbs (embeval.sim.tasks)
+
+:func:`make_episode_env` builds an :class:`EpisodeEnv`: ``reset(seed, distortion)`` -> Observation,
+``step(action)`` -> StepResult, ``done``, ``outcome()`` -> ExecutionOutcome. A distortion
+``(name, level, seed)`` is applied to every camera image the policy sees, frame ``i`` of camera ``c``
+seeded with :func:`embeval.distortion.frame_seed` ``(seed, c, i, name, level)`` (the same rule as the
+ROS distortion node and recorded streams).
+
+Scoring one (episode seed, distortion) with a policy (:func:`score_episode`):
+
+- Decision: the policy's first action on the clean first observation vs on the distorted one
+  (:func:`embeval.scoring.decision.decision_score`, one task, 0..1);
+- Execution: the closed-loop episode on clean images (reference) vs on distorted images, both from
+  the same seeded start: 100 if the distorted run succeeds (the env's own success), 0 after a
+  protective stop, else ``100 - d`` with ``d`` the distance (cm) between the final TCP positions
+  (:func:`embeval.scoring.execution.execution_score`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from embeval.action import Action, Observation
+from embeval.errors import ConfigError
+from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
+
+
+@dataclass(frozen=True)
+class SimSpec:
+    backend: str = "maniskill"  # see BACKENDS
+    env: str = "PickCube-v1"  # ManiSkill env id, or a pybullet verb (Pick, Push, ...)
+    width: int = 64  # camera image size, pixels
+    height: int = 64
+    aliases: dict[str, str] = field(default_factory=dict)  # extra image key -> camera name
+    max_steps: int | None = None  # None: the task's own limit
+    render: bool = True
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> "SimSpec":
+        d = dict(d or {})
+        bad = sorted(set(d) - set(cls.__dataclass_fields__))
+        if bad:
+            raise ConfigError(f"{where}: unknown field(s) {bad}; allowed: {sorted(cls.__dataclass_fields__)}")
+        if d.get("backend", "maniskill") not in BACKENDS:
+            raise ConfigError(f"{where}.backend: {d.get('backend')!r} is not a simulator backend; choose from {', '.join(BACKENDS)}")
+        for k in ("width", "height"):
+            v = d.get(k, 64)
+            if isinstance(v, bool) or not isinstance(v, int) or not 16 <= v <= 4096:
+                raise ConfigError(f"{where}.{k}: an integer number of pixels in 16..4096, got {v!r}")
+        if not isinstance(d.get("aliases", {}), dict):
+            raise ConfigError(f"{where}.aliases: a mapping of image key -> camera name")
+        return cls(**d)
+
+
+class EpisodeEnv:
+    """The common episode interface (see module docstring)."""
+
+    cameras: tuple[str, ...] = ()
+    instruction: str = ""
+
+    def reset(self, seed: int, distortion: tuple[str, int, int] | None = None) -> Observation:
+        raise NotImplementedError
+
+    def step(self, action: Action):
+        raise NotImplementedError
+
+    @property
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def outcome(self, n_actions: int) -> ExecutionOutcome:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class ManiSkillEpisodes(EpisodeEnv):
+    def __init__(self, spec: SimSpec):
+        from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
+
+        self.env = ManiSkillEnv(ManiSkillConfig(spec.env, render=spec.render, width=spec.width, height=spec.height,
+                                                aliases=dict(spec.aliases), max_steps=spec.max_steps))
+        self.cameras = self.env.cameras
+
+    def reset(self, seed, distortion=None):
+        self.env.distortion = distortion
+        self.env._distorters = {}
+        obs = self.env.reset(seed=seed)
+        self.instruction = self.env.instruction
+        return obs
+
+    def step(self, action):
+        return self.env.step(action)
+
+    @property
+    def done(self):
+        return self.env.done
+
+    @property
+    def clean_images(self):
+        return self.env.clean_images
+
+    def outcome(self, n_actions):
+        e = self.env
+        return ExecutionOutcome(final_tcp_pose=tuple(e.tcp_pose()), success=e.success(), stopped=False,
+                                n_actions=n_actions, duration=e.control_steps * float(e.unwrapped.control_timestep),
+                                final_joint_positions=tuple(e.observe().state["joint_positions"]) if not e.config.render
+                                else tuple(np.asarray(e.unwrapped.agent.robot.get_qpos())[0, :7].tolist()),
+                                extra={"objects": e.object_poses(), "task": e.config.env_id, "seed": e.seed,
+                                       "control_steps": e.control_steps, "evaluate": e.evaluate()})
+
+    def close(self):
+        self.env.close()
+
+
+class PybulletEpisodes(EpisodeEnv):
+    """The UR5 cell (:class:`embeval.sim.SimEnv`); ``env`` is a verb. Distortion per camera frame as above."""
+
+    def __init__(self, spec: SimSpec):
+        from embeval.sim import SimConfig, SimEnv
+
+        self.verb = spec.env
+        self.spec = spec
+        self.env = SimEnv(SimConfig(render=spec.render, obs_width=spec.width, obs_height=spec.height))
+        self.cameras = tuple(self.env.config.obs_cameras) if spec.render else ()
+        self._distorters: dict[str, Any] = {}
+        self.clean_images: dict[str, np.ndarray] = {}
+
+    def _wrap(self, obs: Observation) -> Observation:
+        self.clean_images = dict(obs.images)
+        imgs = {c: self._distorters[c](im) if c in self._distorters else im for c, im in obs.images.items()}
+        for alias, cam in self.spec.aliases.items():
+            imgs[alias] = imgs[cam]
+        return Observation(imgs, obs.instruction, obs.state, obs.timestamp)
+
+    def reset(self, seed, distortion=None):
+        from embeval.distortion import FrameDistorter
+
+        self._distorters = ({c: FrameDistorter(distortion[0], distortion[1], seed=distortion[2], stream=c) for c in self.cameras}
+                            if distortion else {})
+        obs = self.env.reset(seed=seed, task=self.verb)
+        self.instruction = self.env.task.instruction
+        return self._wrap(obs)
+
+    def step(self, action):
+        r = self.env.step(action)
+        r.observation = self._wrap(r.observation)
+        return r
+
+    @property
+    def done(self):
+        return self.env.done or (self.spec.max_steps is not None and self.env.n_steps >= self.spec.max_steps)
+
+    def outcome(self, n_actions):
+        from embeval.sim.execute import outcome
+
+        return outcome(self.env, n_actions)
+
+    def close(self):
+        self.env.close()
+
+
+#: backend name -> EpisodeEnv class
+BACKENDS: dict[str, Callable[[SimSpec], EpisodeEnv]] = {"maniskill": ManiSkillEpisodes, "pybullet": PybulletEpisodes}
+
+
+def make_episode_env(spec: SimSpec | dict) -> EpisodeEnv:
+    spec = spec if isinstance(spec, SimSpec) else SimSpec.from_dict(spec)
+    return BACKENDS[spec.backend](spec)
+
+
+@dataclass
+class EpisodeRun:
+    first_observation: Observation
+    first_clean_images: dict[str, np.ndarray]
+    first_action: Action
+    outcome: ExecutionOutcome
+    actions: list[list[float]]
+
+
+def run_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, int] | None = None,
+                keep_actions: bool = False) -> EpisodeRun:
+    """One closed-loop episode of ``policy`` (``reset(instruction)``, ``act(obs)``) until the env is done."""
+    obs = env.reset(seed, distortion)
+    first, clean = obs, dict(getattr(env, "clean_images", {}) or {})
+    policy.reset(env.instruction)
+    acts, n, first_action = [], 0, None
+    while not env.done:
+        a = policy.act(obs)
+        a = a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))
+        first_action = first_action or a
+        if keep_actions:
+            acts.append(a.vector.tolist())
+        obs = env.step(a).observation
+        n += 1
+    return EpisodeRun(first, clean, first_action or Action.hold(), env.outcome(n), acts)
+
+
+def execute_actions(env: EpisodeEnv, seed: int, actions) -> ExecutionOutcome:
+    """Reset to the seeded start and execute ``actions`` (7-DoF, frame base) open-loop; the outcome after the last."""
+    acts = [a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64)) for a in actions]
+    env.reset(seed, None)
+    for a in acts:
+        env.step(a)
+    return env.outcome(len(acts))
+
+
+@dataclass
+class EpisodeScore:
+    decision: float  # 0..1 (one task)
+    position: float
+    rotation: float
+    state: float
+    execution: ExecutionRecord
+
+    def to_dict(self) -> dict[str, Any]:
+        e = self.execution
+        return {"decision": self.decision, "position": self.position, "rotation": self.rotation, "state": self.state,
+                "execution": e.score, "reason": e.reason, "distance_cm": e.distance_cm,
+                "reference_success": e.reference.success, "distorted_success": e.distorted.success,
+                "reference_tcp": list(e.reference.final_tcp_pose), "distorted_tcp": list(e.distorted.final_tcp_pose),
+                "reference_steps": e.reference.n_actions, "distorted_steps": e.distorted.n_actions}
+
+
+def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, int] | None,
+                  reference: EpisodeRun | None = None) -> tuple[EpisodeScore, EpisodeRun, EpisodeRun]:
+    """Decision and Execution of one seeded episode under ``distortion`` (see module docstring).
+    Pass ``reference`` to reuse the clean run across distortions."""
+    from embeval.scoring.decision import decision_score
+
+    ref = reference or run_episode(env, policy, seed, None)
+    dis = run_episode(env, policy, seed, distortion) if distortion else ref
+    # Decision on the first frame: the same policy state (fresh reset) for both images
+    policy.reset(env.instruction)
+    a_ref = policy.act(ref.first_observation)
+    policy.reset(env.instruction)
+    a_dis = policy.act(dis.first_observation)
+    d = decision_score([a_ref], [a_dis])
+    return EpisodeScore(d.total, d.position, d.rotation, d.state, execution_score(ref.outcome, dis.outcome)), ref, dis

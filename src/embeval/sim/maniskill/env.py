@@ -1,0 +1,330 @@
+"""ManiSkill3 tasks behind embeval's episode API (the same ``reset`` / ``step`` / ``observe`` as
+:class:`embeval.sim.SimEnv`): any subject that acts in the pybullet cell acts here unchanged.
+
+Frames. ``base`` is the robot's root link (ManiSkill's Panda stands at world x = -0.615 m, axes
+parallel to the world's). Observation state, all in frame base: ``tcp_pose`` (7,)
+``[x, y, z, qx, qy, qz, qw]`` of the TCP (``panda_hand_tcp``), ``joint_positions`` (7,) the arm
+joints (rad), ``gripper`` (1,) the commanded opening (0 closed, 1 open), ``gripper_width`` (1,)
+the finger gap (m). Images: RGB uint8 under the env's own camera names (``base_camera``,
+``hand_camera``, ...), each optionally also under an alias (``aliases={"third_person": "base_camera"}``).
+
+Action conversion. An :class:`~embeval.action.Action` ``[dx, dy, dz, droll, dpitch, dyaw, g]`` in
+frame base (rotation ``R_delta = Rz(yaw) Ry(pitch) Rx(roll)``, applied as ``R' = R_delta R``) is sent
+to ManiSkill's ``pd_ee_delta_pose`` controller (frame ``root_translation:root_aligned_body_rotation``:
+``p' = p + dp``; the rotation from *intrinsic* XYZ Euler angles, which this version applies inverted,
+see :func:`to_controller_action`), normalised by the
+controller's bounds: translation / 0.1 m per axis, Euler angles / 0.1 rad (their norm clipped at 1).
+A delta beyond the bounds is split into ``n`` equal control steps (``n = ceil(max(|dp|_inf / 0.1 m,
+|rotvec| / 0.1 rad))``, at most :attr:`ManiSkillConfig.max_substeps`), so an action keeps its meaning
+"move the TCP by this much". The gripper follows :func:`embeval.action.gripper_command` against the
+commanded opening: after the move, one control step with no motion drives the fingers fully closed
+(ManiSkill -1) or open (+1). The episode ends at the env's own ``evaluate()["success"]`` or when its
+control-step budget (the registered ``max_episode_steps``, 50 for PickCube-v1) is used up.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
+from embeval.errors import ConfigError
+from embeval.sim.env import StepResult, as_action
+from embeval.sim.maniskill.runtime import VulkanUnavailableError, diagnose, import_sapien, uses_software_vulkan
+
+#: the tasks whose scripted expert, Decision and Execution scoring are covered (docs/sim.md)
+TASKS = ("PickCube-v1", "PushCube-v1", "StackCube-v1", "PullCube-v1", "PlaceSphere-v1", "PegInsertionSide-v1")
+CONTROL_MODE = "pd_ee_delta_pose"
+
+
+@dataclass
+class ManiSkillConfig:
+    """How a ManiSkill env is built. ``render=False`` builds it state-only (no camera is rendered)."""
+
+    env_id: str = "PickCube-v1"
+    render: bool = True
+    width: int = 128  # camera image size (every sensor camera), pixels
+    height: int = 128
+    aliases: dict[str, str] = field(default_factory=dict)  # extra image key -> env camera name
+    max_steps: int | None = None  # control-step budget; None = the env's registered max_episode_steps
+    max_substeps: int = 10  # control steps one action may be split into
+    render_backend: str = "auto"  # "cpu" (software Vulkan), "gpu", or "auto" (gpu only with a system driver and CUDA)
+    robot: str | None = None  # ManiSkill robot uid; None = the task's default (Panda)
+
+    def __post_init__(self):
+        for k in ("width", "height"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or not 16 <= v <= 4096:
+                raise ConfigError(f"ManiSkillConfig.{k} must be an integer of pixels in 16..4096, got {v!r}")
+        if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
+            raise ConfigError(f"ManiSkillConfig.max_steps must be a positive integer or None, got {self.max_steps!r}")
+        if self.render_backend not in ("auto", "cpu", "gpu"):
+            raise ConfigError(f"ManiSkillConfig.render_backend must be 'auto', 'cpu' or 'gpu', got {self.render_backend!r}")
+
+
+def to_controller_action(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1) -> np.ndarray:
+    """One 6-DoF base-frame delta (within the bounds) -> the normalised ``pd_ee_delta_pose`` arm action (6,).
+
+    Translation is divided by ``pos_bound`` (m); the rotation ``Rz(yaw) Ry(pitch) Rx(roll)`` becomes
+    ManiSkill's intrinsic XYZ Euler angles, divided by ``rot_bound`` (rad). Measured on ManiSkill 3.0.1
+    (``tests/test_maniskill.py``): the CPU controller turns the TCP by the *inverse* of the rotation
+    built from its Euler angles (in the root frame), so the angles sent are those of ``R_delta^T``.
+    """
+    d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
+    euler = Rotation.from_matrix(rpy_to_matrix(d[3:6]).T).as_euler("XYZ")
+    return np.concatenate([np.clip(d[:3] / pos_bound, -1.0, 1.0), euler / rot_bound])
+
+
+def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1, max_parts: int = 10) -> list[np.ndarray]:
+    """Split a base-frame delta into ``n`` equal parts each within the bounds (same total motion)."""
+    d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
+    rotvec = Rotation.from_matrix(rpy_to_matrix(d[3:6])).as_rotvec()
+    n = max(1, math.ceil(max(np.max(np.abs(d[:3])) / pos_bound, np.linalg.norm(rotvec) / rot_bound) - 1e-9))
+    if n > max_parts:
+        raise ConfigError(f"action moves {np.max(np.abs(d[:3])):.3f} m / {np.linalg.norm(rotvec):.3f} rad, more than "
+                          f"{max_parts} control steps of {pos_bound} m / {rot_bound} rad; send smaller deltas")
+    part_rpy = Rotation.from_rotvec(rotvec / n).as_euler("xyz")
+    return [np.concatenate([d[:3] / n, part_rpy]) for _ in range(n)]
+
+
+def _np(x) -> np.ndarray:
+    """A ManiSkill batched tensor (num_envs = 1) -> numpy without the batch axis."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    x = np.asarray(x)
+    return x[0] if x.ndim >= 1 and x.shape[0] == 1 else x
+
+
+def pose_to_matrix(raw_pose: Sequence[float]) -> np.ndarray:
+    """SAPIEN ``[x, y, z, qw, qx, qy, qz]`` -> 4x4 homogeneous matrix."""
+    p = np.asarray(raw_pose, dtype=np.float64).reshape(-1)
+    T = np.eye(4)
+    T[:3, :3] = Rotation.from_quat([p[4], p[5], p[6], p[3]]).as_matrix()
+    T[:3, 3] = p[:3]
+    return T
+
+
+class ManiSkillEnv:
+    """One ManiSkill task, one episode at a time, with embeval's action and observation conventions.
+
+    Example::
+
+        from embeval.sim.maniskill import ManiSkillEnv, ManiSkillConfig
+        env = ManiSkillEnv(ManiSkillConfig("PickCube-v1", width=64, height=64))
+        obs = env.reset(seed=0)
+        expert = env.expert()
+        while not env.done:
+            r = env.step(expert.act(obs)); obs = r.observation
+        print(r.success, env.control_steps)
+    """
+
+    def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None):
+        self.config = config or ManiSkillConfig()
+        self.action_spec = ActionSpec(frame="base")
+        self.env = self._build()
+        u = self.env.unwrapped
+        arm = u.agent.controller.controllers["arm"].config
+        self.pos_bound, self.rot_bound = float(arm.pos_upper), float(arm.rot_upper)
+        import gymnasium as gym
+
+        registered = gym.spec(self.config.env_id).max_episode_steps or 100
+        self.max_steps = self.config.max_steps or int(registered)
+        self.cameras: tuple[str, ...] = tuple(u._sensors.keys()) if self.config.render else ()
+        for alias, cam in self.config.aliases.items():
+            if self.config.render and cam not in self.cameras:
+                raise ConfigError(f"alias {alias!r} names camera {cam!r}; {self.config.env_id} has {', '.join(self.cameras)}")
+        self.distortion = distortion
+        self._distorters: dict[str, Any] = {}
+        self.instruction = ""
+        self.seed = 0
+        self.n_steps = self.control_steps = 0
+        self.done, self.reason = False, ""
+        self.gripper = 1.0
+        self.clean_images: dict[str, np.ndarray] = {}  # the last undistorted camera images
+
+    # ------------------------------------------------------------------ build
+    def _build(self):
+        import_sapien()  # sets the Vulkan / asset environment first
+        import logging
+
+        import gymnasium as gym
+        import mani_skill.envs  # noqa: F401  (registers the tasks)
+
+        logging.getLogger("mani_skill").setLevel(logging.ERROR)  # its "no initial pose set" warnings are noise here
+
+        c = self.config
+        if c.env_id not in gym.registry:
+            known = ", ".join(TASKS)
+            raise ConfigError(f"unknown ManiSkill env {c.env_id!r}; e.g. {known} (ManiSkill 3.0.1 task ids)")
+        backend = c.render_backend
+        if backend == "auto":
+            import torch
+
+            backend = "cpu" if uses_software_vulkan() or not torch.cuda.is_available() else "gpu"
+        kw: dict[str, Any] = dict(obs_mode="rgb" if c.render else "state_dict", control_mode=CONTROL_MODE,
+                                  sim_backend="cpu", render_backend=backend, reward_mode="none")
+        if c.render:
+            kw["sensor_configs"] = dict(width=c.width, height=c.height)
+        if c.robot:
+            kw["robot_uids"] = c.robot
+        try:
+            return gym.make(c.env_id, **kw)
+        except RuntimeError as exc:
+            if "device" in str(exc).lower() or "vulkan" in str(exc).lower() or "vk::" in str(exc):
+                raise VulkanUnavailableError(f"ManiSkill cannot start Vulkan ({exc}): {diagnose()}") from None
+            raise
+        except FileNotFoundError as exc:
+            raise ConfigError(f"{c.env_id} needs ManiSkill assets that are not here ({exc}); on a networked machine run "
+                              f"`python -m mani_skill.utils.download_asset {c.env_id}` with MS_ASSET_DIR set to the same folder") from None
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> ManiSkillEnv:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def unwrapped(self):
+        return self.env.unwrapped
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, seed: int = 0, task: str | None = None, instruction: str | None = None) -> Observation:
+        """Start the seeded episode (ManiSkill's own seeded initial state). ``task`` must match the env id if given."""
+        if task is not None and task != self.config.env_id:
+            raise ConfigError(f"this env runs {self.config.env_id}; build another ManiSkillEnv for {task}")
+        self.env.reset(seed=int(seed))
+        self.seed = int(seed)
+        self.instruction = instruction if instruction is not None else default_instruction(self.config.env_id)
+        self.n_steps = self.control_steps = 0
+        self.done, self.reason = False, ""
+        self.gripper = 1.0
+        if self.distortion is not None:
+            from embeval.distortion import FrameDistorter
+
+            name, level, dseed = self.distortion
+            self._distorters = {c: FrameDistorter(name, level, seed=dseed, stream=c) for c in self.cameras}
+        return self.observe()
+
+    def step(self, action: Action | Sequence[float]) -> StepResult:
+        """Execute one 7-DoF base-frame action (see the module docstring). Steps after ``done`` still execute
+        while control steps remain (an Execution run plays its whole sequence)."""
+        a = as_action(action)
+        parts = split_delta(a.vector, self.pos_bound, self.rot_bound, self.config.max_substeps) if a.moves else []
+        grip = gripper_command(a.gripper, self.gripper)
+        if grip is not None:
+            self.gripper = grip
+        g = 1.0 if not gripper_closed(self.gripper) else -1.0
+        old_g = g if grip is None else -g
+        cmds = [np.concatenate([to_controller_action(p, self.pos_bound, self.rot_bound), [old_g]]) for p in parts]
+        if grip is not None or not cmds:
+            cmds.append(np.array([0, 0, 0, 0, 0, 0, g], dtype=np.float64))
+        for cmd in cmds:
+            if self.control_steps >= self.max_steps:
+                break
+            self.env.unwrapped.step(cmd.astype(np.float32)[None])
+            self.control_steps += 1
+        self.n_steps += 1
+        success = self.success()
+        if not self.done:
+            if success:
+                self.done, self.reason = True, "success"
+            elif self.control_steps >= self.max_steps:
+                self.done, self.reason = True, "max_steps"
+        info = {"steps": self.n_steps, "control_steps": self.control_steps, "evaluate": self.evaluate()}
+        return StepResult(self.observe(), success, self.done, False, self.reason, info)
+
+    def evaluate(self) -> dict[str, Any]:
+        """The env's own ``evaluate()`` as plain Python values."""
+        return {k: (_np(v).tolist() if hasattr(v, "shape") else v) for k, v in self.env.unwrapped.evaluate().items()}
+
+    def success(self) -> bool:
+        return bool(_np(self.env.unwrapped.evaluate()["success"]))
+
+    # ------------------------------------------------------------------ state
+    def base_matrix(self) -> np.ndarray:
+        return pose_to_matrix(_np(self.unwrapped.agent.robot.pose.raw_pose))
+
+    def to_base(self, raw_pose: Sequence[float]) -> np.ndarray:
+        """A world pose ``[x,y,z,qw,qx,qy,qz]`` -> 4x4 in frame base."""
+        return np.linalg.inv(self.base_matrix()) @ pose_to_matrix(raw_pose)
+
+    def tcp_matrix(self) -> np.ndarray:
+        """The TCP pose in frame base (4x4)."""
+        return self.to_base(_np(self.unwrapped.agent.tcp.pose.raw_pose))
+
+    def tcp_pose(self) -> np.ndarray:
+        """``[x, y, z, rx, ry, rz]`` of the TCP in frame base (m, rotation vector), like the UR controller's."""
+        T = self.tcp_matrix()
+        return np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_rotvec()])
+
+    def final_tcp_pose(self) -> np.ndarray:
+        return self.tcp_pose()
+
+    def gripper_width(self) -> float:
+        q = _np(self.unwrapped.agent.robot.get_qpos())
+        return float(q[-1] + q[-2]) if q.shape[0] >= 9 else float("nan")
+
+    def observe(self) -> Observation:
+        u = self.unwrapped
+        images: dict[str, np.ndarray] = {}
+        if self.config.render:
+            u.scene.update_render()
+            sensors = u.get_sensor_images() if hasattr(u, "get_sensor_images") else {}
+            obs = u.get_obs()["sensor_data"] if not sensors else None
+            for c in self.cameras:
+                rgb = sensors[c]["rgb"] if sensors else obs[c]["rgb"]
+                images[c] = np.ascontiguousarray(_np(rgb)[..., :3]).astype(np.uint8)
+            self.clean_images = dict(images)
+            if self._distorters:
+                images = {c: self._distorters[c](img) for c, img in images.items()}
+            for alias, cam in self.config.aliases.items():
+                images[alias] = images[cam]
+        T = self.tcp_matrix()
+        q = _np(u.agent.robot.get_qpos()).astype(np.float64)
+        state = {
+            "joint_positions": q[:7].copy(),
+            "tcp_pose": np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_quat()]),
+            "gripper": np.array([self.gripper]),
+            "gripper_width": np.array([self.gripper_width()]),
+        }
+        return Observation(images=images, instruction=self.instruction, state=state,
+                           timestamp=self.control_steps * float(u.control_timestep))
+
+    def expert(self, **kw: Any):
+        """The scripted privileged expert of this task (:mod:`embeval.sim.maniskill.expert`)."""
+        from embeval.sim.maniskill.expert import make_expert
+
+        return make_expert(self, **kw)
+
+    def object_poses(self) -> dict[str, dict[str, list[float]]]:
+        """Task objects' poses in frame base (position m, orientation quaternion xyzw)."""
+        out = {}
+        for name in ("cube", "cubeA", "cubeB", "obj", "peg", "box", "goal_region", "goal_site", "bin"):
+            actor = getattr(self.unwrapped, name, None)
+            if actor is None or not hasattr(actor, "pose"):
+                continue
+            T = self.to_base(_np(actor.pose.raw_pose))
+            out[name] = {"position": T[:3, 3].tolist(), "orientation_xyzw": Rotation.from_matrix(T[:3, :3]).as_quat().tolist()}
+        return out
+
+
+#: language instructions for the covered tasks (ManiSkill tasks carry none)
+INSTRUCTIONS: Mapping[str, str] = {
+    "PickCube-v1": "pick up the red cube and move it to the goal",
+    "PushCube-v1": "push the cube to the goal region",
+    "StackCube-v1": "stack the red cube on top of the green cube",
+    "PullCube-v1": "pull the cube to the goal region",
+    "PlaceSphere-v1": "place the sphere into the bin",
+    "PegInsertionSide-v1": "insert the peg into the hole",
+}
+
+
+def default_instruction(env_id: str) -> str:
+    return INSTRUCTIONS.get(env_id, env_id.rsplit("-", 1)[0])
