@@ -432,9 +432,10 @@ def test_job_dies_with_its_parent():
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         t0 = time.monotonic()
-        while marker_processes(marker) and time.monotonic() - t0 < 5:
+        while marker_processes(marker) and time.monotonic() - t0 < 10:
             time.sleep(0.05)
-        assert marker_processes(marker) == []  # the parent's own cmdline holds the marker too: gone as well
+        left = marker_processes(marker)  # the parent's own cmdline holds the marker too: gone as well
+        assert left == [], [Path(f"/proc/{p}/status").read_text()[:300] for p in left]
     finally:
         parent.kill()
         parent.wait()
