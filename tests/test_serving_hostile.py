@@ -441,6 +441,12 @@ def test_tiny_vla_with_wrist_camera_over_openvla_matches_in_process(tmp_path):
         obs.images["wrist"] = other
         np.testing.assert_allclose(got, reference.act(obs).vector, atol=1e-6)
         assert not np.allclose(got, actions[0])
+        # embeval's own OpenVLA client, set up for OpenVLA-OFT's field names, reaches the same actions
+        from embeval.subjects.adapters.openvla_rest import OpenVLARestPolicy
+
+        ours = OpenVLARestPolicy(url=srv.url, image_key="full_image", extra_cameras={"wrist_image": "wrist"},
+                                 state_fields={"tcp_pose": "tcp_pose", "gripper": "gripper"}, camera="third_person")
+        np.testing.assert_allclose(ours.act(obs).vector, reference.act(obs).vector, atol=1e-6)
         # without the wrist image, or with an unmapped camera field: a 400 that names the mapping
         body = json_numpy.dumps({"full_image": obs.images["third_person"], "tcp_pose": obs.state["tcp_pose"],
                                  "gripper": obs.state["gripper"], "instruction": obs.instruction})
@@ -470,3 +476,59 @@ def test_serve_spec_errors_are_config_errors(tmp_path):
         app_from_spec(spec("{limits: {max_body: 3}}"), "openvla")
     with pytest.raises(ConfigError, match="needs an llm or vlm"):
         app_from_spec(spec("{}"), "openai")
+
+
+# --------------------------------------------------------------------------- the CLI
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(args: list[str]):
+    import os
+    import subprocess
+    import sys
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "serve", *args, "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
+    url = f"http://127.0.0.1:{port}"
+    t_end = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > t_end:
+            proc.kill()
+            raise AssertionError(f"embeval serve did not start: {proc.stdout.read().decode()[-2000:]}")
+        time.sleep(0.1)
+
+
+def test_cli_serve_openai_with_limits_from_flags(tmp_path):
+    """``embeval serve openai`` as a process: the official client works, --max-body-mb is obeyed, and a 64 MB
+    body is refused without the server's memory growing by it."""
+    psutil = pytest.importorskip("psutil")
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[1] / "config/subjects/scripted_llm.yaml"
+    proc, url = _start(["openai", "--subject", str(spec), "--max-body-mb", "2", "--queue-size", "8"])
+    try:
+        with openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as c:
+            assert c.chat.completions.create(model="scripted-llm", messages=[{"role": "user", "content": "ready?"}]
+                                             ).choices[0].message.content == "yes"
+        assert httpx.get(url + "/health").json()["queue_size"] == 8
+        small = {"messages": [{"role": "user", "content": "x" * (1 * 2 ** 20)}]}
+        assert httpx.post(url + "/v1/chat/completions", json=small, timeout=30).status_code == 200
+        rss0 = psutil.Process(proc.pid).memory_info().rss
+        big = b'{"messages": "' + b"a" * (64 * 2 ** 20) + b'"}'
+        _assert_error(httpx.post(url + "/v1/chat/completions", content=big, timeout=60), 413, code="request_too_large")
+        assert psutil.Process(proc.pid).memory_info().rss - rss0 < 16 * 2 ** 20
+        three = {"messages": [{"role": "user", "content": "x" * (3 * 2 ** 20)}]}
+        _assert_error(httpx.post(url + "/v1/chat/completions", json=three, timeout=30), 413, code="request_too_large")
+    finally:
+        proc.terminate()
+        proc.wait(10)

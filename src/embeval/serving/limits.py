@@ -191,8 +191,7 @@ class ModelQueue:
     """Runs model calls one at a time in a worker thread; at most ``size`` calls wait or run.
 
     :meth:`run` raises :class:`ApiError` 503 with ``Retry-After`` (seconds, from the mean call time
-    and the calls ahead) when the queue is full. A call whose client went away before it started is
-    dropped. Counters are read by ``/health``.
+    and the calls ahead) when the queue is full. Counters are read by ``/health``.
     """
 
     def __init__(self, size: int, name: str = "model"):
