@@ -22,7 +22,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
-from embeval.errors import ConfigError, ContextLengthError, EmbevalError, InvalidInputError
+from embeval.errors import (
+    ConfigError,
+    ContextLengthError,
+    EmbevalError,
+    InvalidInputError,
+)
 
 log = logging.getLogger("embeval.serving")
 MiB = 2 ** 20

@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from embeval.errors import ContextLengthError
-from embeval.serving.limits import ApiError, ModelQueue, ServerLimits, error_response, install_error_handlers, read_json
+from embeval.serving.limits import (
+    ApiError,
+    ModelQueue,
+    ServerLimits,
+    error_response,
+    install_error_handlers,
+    read_json,
+)
 from embeval.subjects.adapters.openai_chat import decode_data_url
 
 ROLES = ("system", "developer", "user", "assistant", "tool")

@@ -25,7 +25,15 @@ import numpy as np
 
 from embeval.action import Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError
-from embeval.serving.limits import ApiError, ModelQueue, ServerLimits, error_response, install_error_handlers, parse_json, read_json
+from embeval.serving.limits import (
+    ApiError,
+    ModelQueue,
+    ServerLimits,
+    error_response,
+    install_error_handlers,
+    parse_json,
+    read_json,
+)
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.conventions import check_gripper, gripper_from_embeval
 

@@ -26,6 +26,9 @@ class RunningServer:
     def stop(self, timeout: float = 10.0) -> None:
         self.server.should_exit = True
         self.thread.join(timeout)
+        queue = getattr(getattr(self.server.config.app, "state", None), "queue", None)
+        if queue is not None:  # the model worker of embeval's servers: drop calls that never started
+            queue.shutdown()
 
     def __enter__(self) -> "RunningServer":
         return self
