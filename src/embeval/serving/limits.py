@@ -41,7 +41,8 @@ class ServerLimits:
     receive a body; slower is 408. ``max_json_depth``: nesting of arrays/objects; deeper is 400.
     ``max_image_pixels``: pixels of one decoded image; more is 400. ``queue_size``: model calls
     waiting or running; one more is 503 with ``Retry-After``. ``max_tokens``: the largest
-    ``max_tokens`` a chat request may ask for.
+    ``max_tokens`` a chat request may ask for. ``max_inflight_bytes``: request bodies held at once by
+    all requests together (being read, parsed or queued); a request that would pass it is 503.
     """
 
     max_body_bytes: int = 32 * MiB
@@ -50,23 +51,32 @@ class ServerLimits:
     max_image_pixels: int = 4096 * 4096
     queue_size: int = 256
     max_tokens: int = 4096
+    max_inflight_bytes: int = 512 * MiB
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
                 raise ConfigError(f"server limit {f.name!r} must be a positive number, got {v!r}")
+        if self.max_inflight_bytes < self.max_body_bytes:
+            raise ConfigError(f"server limit max_inflight_bytes ({self.max_inflight_bytes}) must be at least "
+                              f"max_body_bytes ({self.max_body_bytes})")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, where: str = "serve.limits") -> "ServerLimits":
         """From a spec's ``serve.limits`` mapping; ``max_body_mb`` is accepted for ``max_body_bytes``."""
         data = dict(data or {})
-        if "max_body_mb" in data:
-            data["max_body_bytes"] = int(float(data.pop("max_body_mb")) * MiB)
+        for mb, key in (("max_body_mb", "max_body_bytes"), ("max_inflight_mb", "max_inflight_bytes")):
+            if mb in data:
+                try:
+                    data[key] = int(float(data.pop(mb)) * MiB)
+                except (TypeError, ValueError):
+                    raise ConfigError(f"{where}.{mb} must be a number of MiB") from None
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(f"{where}: unknown limit(s) {', '.join(unknown)}; known: max_body_mb, {', '.join(sorted(known))}")
+            raise ConfigError(f"{where}: unknown limit(s) {', '.join(unknown)}; known: max_body_mb, max_inflight_mb, "
+                              f"{', '.join(sorted(known))}")
         return cls(**data)
 
 
@@ -105,9 +115,12 @@ def error_response(exc: BaseException):
     return JSONResponse(status_code=e.status, content=error_body(e.message, e.type, e.param, e.code), headers=e.headers)
 
 
-def install_error_handlers(app) -> None:
-    """Answer routing errors (404, 405) and anything uncaught in the OpenAI error shape."""
+def install_error_handlers(app, limits: ServerLimits) -> None:
+    """Answer routing errors (404, 405) and :class:`ApiError` in the OpenAI error shape, and add the
+    :class:`InflightBodies` middleware."""
     from starlette.exceptions import HTTPException
+
+    app.add_middleware(InflightBodies, limits=limits)
 
     @app.exception_handler(HTTPException)
     async def _http(request, exc: HTTPException):
@@ -118,34 +131,95 @@ def install_error_handlers(app) -> None:
         return error_response(exc)
 
 
-def json_depth(obj: Any, limit: int) -> int:
-    """Nesting depth of arrays/objects in ``obj`` (a scalar is 0); stops counting past ``limit``."""
-    depth, stack = 0, [(obj, 1)]
-    while stack:
-        node, d = stack.pop()
-        if isinstance(node, (dict, list)):
-            depth = max(depth, d)
-            if depth > limit:
-                return depth
-            stack.extend((v, d + 1) for v in (node.values() if isinstance(node, dict) else node))
-    return depth
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def json_depth(raw: bytes | str, limit: int) -> int:
+    """Deepest nesting of arrays/objects in the JSON text ``raw`` (0 for a scalar), read from the bytes
+    before parsing (strings skipped; C-speed byte operations and numpy over the brackets); stops past ``limit``."""
+    import numpy as np
+
+    data = raw.encode() if isinstance(raw, str) else raw
+    data = data.replace(b"\\\\", b"").replace(b'\\"', b"")  # escaped backslashes, then escaped quotes
+    brackets = b"".join(data.split(b'"')[::2]).translate(None, _NOT_BRACKET)  # outside strings only
+    depth = deepest = 0
+    block = 1 << 20
+    for i in range(0, len(brackets), block):
+        a = np.frombuffer(brackets[i:i + block], np.uint8)
+        level = np.cumsum(np.where((a == 91) | (a == 123), 1, -1).astype(np.int32)) + depth
+        deepest, depth = max(deepest, int(level.max())), int(level[-1])
+        if deepest > limit:
+            break
+    return deepest
+
+
+class InflightBodies:
+    """ASGI middleware: refuses a body larger than ``max_body_bytes`` by its ``Content-Length`` (413)
+    and bounds the bytes of all bodies held at once (``max_inflight_bytes``; 503 with ``Retry-After``).
+    A body without ``Content-Length`` is counted as its chunks arrive; it is released when the reply
+    has been sent."""
+
+    def __init__(self, app, limits: ServerLimits):
+        self.app, self.limits = app, limits
+        self.held = 0  # only touched on the event loop
+
+    async def _refuse(self, send, e: ApiError) -> None:
+        body = json.dumps(error_body(e.message, e.type, e.param, e.code)).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+        headers += [(k.lower().encode(), v.encode()) for k, v in e.headers.items()]
+        await send({"type": "http.response.start", "status": e.status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _busy(self) -> ApiError:
+        return ApiError(503, f"the server holds {self.held} bytes of request bodies, its limit is "
+                             f"{self.limits.max_inflight_bytes}; retry later", type="server_error",
+                        code="server_busy", headers={"Retry-After": "1"})
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        n = int(declared) if declared.isdigit() else 0
+        if n > self.limits.max_body_bytes:
+            return await self._refuse(send, _too_large(self.limits, f"{n} bytes"))
+        if self.held + n > self.limits.max_inflight_bytes:
+            return await self._refuse(send, self._busy())
+        held = n
+        self.held += n
+
+        async def counted():  # a body without Content-Length: count it as it arrives
+            nonlocal held
+            message = await receive()
+            size = len(message.get("body", b"")) if message.get("type") == "http.request" else 0
+            if size:
+                if self.held + size > self.limits.max_inflight_bytes:
+                    raise self._busy()
+                held += size
+                self.held += size
+            return message
+
+        try:
+            await self.app(scope, counted if not declared else receive, send)
+        finally:
+            self.held -= held
 
 
 def _no_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
-def parse_json(raw: bytes, limits: ServerLimits) -> Any:
+def parse_json(raw: bytes | str, limits: ServerLimits) -> Any:
     """Parse a request body; :class:`ApiError` 400 for non-JSON, NaN/Infinity, or nesting over the limit."""
+    too_deep = ApiError(400, f"request JSON is nested deeper than {limits.max_json_depth} levels; flatten it",
+                        code="json_too_deep")
+    if json_depth(raw, limits.max_json_depth) > limits.max_json_depth:
+        raise too_deep
     try:
-        obj = json.loads(raw, parse_constant=_no_constant)
-    except RecursionError:
-        raise ApiError(400, f"request JSON is nested deeper than {limits.max_json_depth} levels", code="json_too_deep") from None
+        return json.loads(raw, parse_constant=_no_constant)
+    except RecursionError:  # cannot happen after the check above unless the limit is set over ~1000
+        raise too_deep from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise ApiError(400, f"request body is not valid JSON ({exc})", code="invalid_json") from None
-    if json_depth(obj, limits.max_json_depth) > limits.max_json_depth:
-        raise ApiError(400, f"request JSON is nested deeper than {limits.max_json_depth} levels", code="json_too_deep")
-    return obj
 
 
 def _too_large(limits: ServerLimits, size: str) -> ApiError:
@@ -170,10 +244,14 @@ async def read_body(request, limits: ServerLimits) -> bytes:
             if len(buf) > limits.max_body_bytes:
                 raise _too_large(limits, f"more than {limits.max_body_bytes} bytes")
 
+    from starlette.requests import ClientDisconnect
+
     try:
         await asyncio.wait_for(_read(), limits.body_timeout_s)
     except asyncio.TimeoutError:
         raise ApiError(408, f"request body not received within {limits.body_timeout_s:g} s", code="timeout") from None
+    except ClientDisconnect:  # nobody is left to answer; not a server error
+        raise ApiError(400, "the client disconnected before the body arrived", code="client_disconnected") from None
     return bytes(buf)
 
 

@@ -208,7 +208,7 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
     queue = ModelQueue(limits.queue_size, name="openai")
     app = FastAPI(title=f"embeval OpenAI-compatible server: {name}")
     app.state.queue = queue
-    install_error_handlers(app)
+    install_error_handlers(app, limits)
 
     @app.get("/health")
     async def health():

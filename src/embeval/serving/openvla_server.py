@@ -174,7 +174,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
     current = {"instruction": None, "calls": 0}
     app = FastAPI(title=f"embeval OpenVLA-protocol server: {policy.id}")
     app.state.queue = queue
-    install_error_handlers(app)
+    install_error_handlers(app, limits)
 
     @app.get("/health")
     async def health():
