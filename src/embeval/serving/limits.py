@@ -131,22 +131,29 @@ def install_error_handlers(app, limits: ServerLimits) -> None:
         return error_response(exc)
 
 
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_STRUCTURE = bytes(b for b in range(256) if b not in b'[]{}"')
 
 
 def json_depth(raw: bytes | str, limit: int) -> int:
     """Deepest nesting of arrays/objects in the JSON text ``raw`` (0 for a scalar), read from the bytes
-    before parsing (strings skipped; C-speed byte operations and numpy over the brackets); stops past ``limit``."""
+    before parsing: escapes and everything but quotes and brackets removed, then numpy over 1 MiB
+    blocks tracks quote parity (brackets inside strings do not count) and the bracket level. Stops once
+    past ``limit``; memory stays within a few copies of the body."""
     import numpy as np
 
     data = raw.encode() if isinstance(raw, str) else raw
     data = data.replace(b"\\\\", b"").replace(b'\\"', b"")  # escaped backslashes, then escaped quotes
-    brackets = b"".join(data.split(b'"')[::2]).translate(None, _NOT_BRACKET)  # outside strings only
-    depth = deepest = 0
+    data = data.translate(None, _NOT_STRUCTURE)  # keep only quotes and brackets (C speed)
+    depth = deepest = quotes = 0
     block = 1 << 20
-    for i in range(0, len(brackets), block):
-        a = np.frombuffer(brackets[i:i + block], np.uint8)
-        level = np.cumsum(np.where((a == 91) | (a == 123), 1, -1).astype(np.int32)) + depth
+    for i in range(0, len(data), block):
+        a = np.frombuffer(data[i:i + block], np.uint8)
+        q = a == 34
+        inside = (np.cumsum(q, dtype=np.int32) + quotes) % 2 == 1
+        quotes += int(np.count_nonzero(q))
+        step = ((a == 91) | (a == 123)).astype(np.int32) - ((a == 93) | (a == 125))
+        step[inside] = 0
+        level = np.cumsum(step) + depth
         deepest, depth = max(deepest, int(level.max())), int(level[-1])
         if deepest > limit:
             break
