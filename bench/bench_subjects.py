@@ -53,6 +53,8 @@ def run(quick: bool) -> list[dict]:
             time.sleep(0.02)
             return super().generate(images, prompt, **gen)
 
+    rows.append(_health_under_load(SlowVLM(id="slow-vlm"), 50 if quick else 200))
+
     img = np.random.default_rng(1).integers(0, 256, (224, 224, 3), dtype=np.uint8)
     with tempfile.TemporaryDirectory() as d:
         cached = CachedVLM(SlowVLM(), Path(d) / "c.sqlite")
@@ -61,3 +63,44 @@ def run(quick: bool) -> list[dict]:
     rows.append({"case": "CachedVLM hit (224px, 20 ms model)", "ms_per_call": hit * 1e3, "baseline": "uncached call",
                  "baseline_ms": miss * 1e3, "ratio": hit / miss})
     return rows
+
+
+def _health_under_load(subject, n: int) -> dict:
+    """``/health`` latency (median, worst of 20 probes) while ``n`` chat calls to a 20 ms model queue,
+    against the same probes on the idle server."""
+    import asyncio
+
+    import httpx
+
+    from embeval.serving import openai_server
+    from embeval.serving.runner import serve_in_thread
+
+    app = openai_server.create_app(subject)
+    with serve_in_thread(app) as srv:
+        async def probes(c) -> list[float]:
+            out = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                (await c.get(srv.url + "/health")).raise_for_status()
+                out.append(time.perf_counter() - t0)
+                await asyncio.sleep(0.01)
+            return out
+
+        async def main():
+            limits = httpx.Limits(max_connections=n + 10, max_keepalive_connections=n + 10)
+            async with httpx.AsyncClient(limits=limits, timeout=120) as c:
+                idle = await probes(c)
+                body = {"messages": [{"role": "user", "content": "pick"}]}
+                tasks = [asyncio.create_task(c.post(srv.url + "/v1/chat/completions", json=body)) for _ in range(n)]
+                while app.state.queue.pending < n // 2:
+                    await asyncio.sleep(0.005)
+                loaded = await probes(c)
+                queued = app.state.queue.pending
+                replies = await asyncio.gather(*tasks)
+                assert all(r.status_code == 200 for r in replies)
+                return idle, loaded, queued
+
+        idle, loaded, queued = asyncio.run(main())
+    return {"case": f"/health with {queued}+ chat calls queued (20 ms model), median / worst of 20",
+            "ms_per_call": float(np.median(loaded)) * 1e3, "worst_ms": max(loaded) * 1e3, "baseline": "/health idle",
+            "baseline_ms": float(np.median(idle)) * 1e3, "ratio": float(np.median(loaded) / np.median(idle))}

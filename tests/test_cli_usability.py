@@ -202,7 +202,7 @@ def test_servers_answer_malformed_requests_with_400_and_a_reason():
         assert ok.status_code == 200
     with serve_in_thread(openvla_server.create_app(ImageStatsPolicy())) as srv:
         r = httpx.post(srv.url + "/act", json={"instruction": "x"})
-        assert r.status_code == 400 and "misses image (or full_image" in r.json()["error"]
+        assert r.status_code == 400 and "misses 'image' (or 'full_image'" in r.json()["error"]["message"]
 
 
 def test_a_raising_callback_is_reported_once_and_its_node_keeps_spinning(monkeypatch, capsys):

@@ -167,3 +167,29 @@ def test_hf_vlm_served_over_openai_protocol(tiny):
         client = OpenAIChatVLM(url=srv.url + "/v1", max_tokens=5)
         for seed in (0, 1):
             assert client.generate([_img(seed)], "pick up the red cube") == vlm.generate([_img(seed)], "pick up the red cube", max_new_tokens=5)
+
+
+def test_hf_vlm_prompt_over_its_context_window_is_a_400(tiny):
+    """The tiny LLaVA holds 128 tokens: a longer prompt is refused before generation (ContextLengthError in
+    process, HTTP 400 ``context_length_exceeded`` through the OpenAI server and the official client)."""
+    import openai
+    from embeval.errors import ContextLengthError
+    from embeval.serving.openai_server import create_app
+    from embeval.serving.runner import serve_in_thread
+    from embeval.subjects.adapters.openai_chat import image_data_url
+
+    vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(tiny[0]), "params": {"max_new_tokens": 5}})
+    assert vlm.context_window == 128
+    long_prompt = "pick up the red cube " * 40  # 200 words, one token each
+    with pytest.raises(ContextLengthError, match="context window of 128"):
+        vlm.generate([_img(0)], long_prompt)
+    with serve_in_thread(create_app(vlm)) as srv, \
+            openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0) as client:
+        def ask(prompt):
+            return client.chat.completions.create(model="m", max_tokens=5, messages=[{"role": "user", "content": [
+                {"type": "text", "text": prompt}, {"type": "image_url", "image_url": {"url": image_data_url(_img(0))}}]}])
+
+        with pytest.raises(openai.BadRequestError) as ei:
+            ask(long_prompt)
+        assert ei.value.status_code == 400 and ei.value.code == "context_length_exceeded"
+        assert ask("pick up the red cube").choices[0].message.content == vlm.generate([_img(0)], "pick up the red cube")

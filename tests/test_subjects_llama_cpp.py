@@ -84,3 +84,24 @@ def test_openai_client_against_llama_cpp_python_server():
         strict = OpenAIChatLLM(url=srv.url + "/v1", model="gemma", max_tokens=4, max_retries=0)  # json_schema type: unknown there
         with pytest.raises(ServerUnavailableError, match="json_mode"):
             strict.chat([{"role": "user", "content": "x"}], json_schema=SCHEMA)
+
+
+def test_context_window_in_process_and_served(gemma):
+    """n_ctx=256: an over-long prompt is a ContextLengthError in process (llama.cpp's own check) and a 400
+    ``context_length_exceeded`` from ``embeval serve openai`` (checked with the model's tokenizer before the call)."""
+    import openai
+    from embeval.errors import ContextLengthError
+    from embeval.serving.openai_server import create_app
+    from embeval.serving.runner import serve_in_thread
+
+    long = "pick up the red cube and place it in the bowl. " * 40  # about 480 tokens
+    assert gemma.context_window == 256 and gemma.count_tokens(long) > 256
+    with pytest.raises(ContextLengthError, match="context window"):
+        gemma.chat([{"role": "user", "content": long}])
+    with serve_in_thread(create_app(gemma)) as srv, \
+            openai.OpenAI(base_url=srv.url + "/v1", api_key="x", max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as ei:
+            client.chat.completions.create(model="gemma", messages=[{"role": "user", "content": long}])
+        assert ei.value.code == "context_length_exceeded" and "256" in ei.value.message
+        r = client.chat.completions.create(model="gemma", max_tokens=3, messages=[{"role": "user", "content": "Say hi."}])
+        assert r.choices[0].message.content.strip() and r.usage.prompt_tokens == gemma.count_tokens("Say hi.")

@@ -142,7 +142,7 @@ def test_server_reports_policy_nan_and_bad_input():
         import httpx
 
         r = httpx.post(srv.url + "/act", json={"image": [[1, 2]], "instruction": "x"})
-        assert r.status_code == 400 and "RGB uint8" in r.json()["error"]
+        assert r.status_code == 400 and "RGB uint8" in r.json()["error"]["message"]
 
 
 def test_server_down_names_url_and_fix():

@@ -141,6 +141,8 @@ def check_image(img: Any, name: str = "image") -> np.ndarray:
             f"{name} must be RGB uint8 with shape (H, W, 3), got dtype {img.dtype} shape {img.shape}; "
             "convert with numpy: img.astype(np.uint8) / drop the alpha channel"
         )
+    if img.shape[0] == 0 or img.shape[1] == 0:
+        raise InvalidInputError(f"{name} is empty (shape {img.shape}); send an image at least 1x1 pixels")
     return img
 
 

@@ -26,6 +26,10 @@ class InvalidInputError(EmbevalError, ValueError):
     """Bad data: corrupt image, NaN action, wrong shape or dtype."""
 
 
+class ContextLengthError(InvalidInputError):
+    """A prompt (plus the tokens asked for) does not fit the model's context window."""
+
+
 class SafetyError(EmbevalError, RuntimeError):
     """A command was refused or the arm stopped for safety (limits, watchdog, protective stop)."""
 

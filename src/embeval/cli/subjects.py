@@ -44,9 +44,15 @@ def register(sub) -> None:
         p.add_argument("--subject", type=Path, required=True, help="subject spec YAML")
         p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the model on your network)")
         p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+        p.add_argument("--max-body-mb", type=float, default=None,
+                       help="largest request body in MiB; larger gets HTTP 413 (default: the spec's serve.limits, else 32)")
+        p.add_argument("--queue-size", type=int, default=None,
+                       help="model calls that may wait or run; more get HTTP 503 with Retry-After (default: spec, else 256)")
         if name == "openvla":
-            p.add_argument("--camera", default="third_person", help="observation camera name the image is given as")
-            p.add_argument("--gripper", default="open1", help="gripper convention of the replies (default open1, OpenVLA's)")
+            p.add_argument("--camera", default=None,
+                           help="camera name the 'image' / 'full_image' field is given as (default third_person; a spec's "
+                                "serve.cameras maps several fields, e.g. {full_image: third_person, wrist_image: wrist})")
+            p.add_argument("--gripper", default=None, help="gripper convention of the replies (default open1, OpenVLA's)")
         p.set_defaults(func=_serve, protocol=name)
 
 
@@ -110,25 +116,17 @@ def _check(args) -> int:
 
 
 def _serve(args) -> int:
-    from embeval.serving.runner import serve_forever
-    from embeval.subjects.registry import load_subject, read_spec
+    from embeval.serving.runner import app_from_spec, serve_forever
+    from embeval.subjects.registry import read_spec
 
     spec = read_spec(args.subject)
+    over = {"max_body_mb": args.max_body_mb, "queue_size": args.queue_size}
     if args.protocol == "openvla":
-        from embeval.errors import ConfigError
-        from embeval.serving.openvla_server import create_app
-
-        if spec.kind != "policy":
-            raise ConfigError(f"{args.subject}: `serve openvla` needs a policy subject, this spec has kind {spec.kind!r}")
-        app = create_app(load_subject(spec), camera=args.camera, gripper=args.gripper)
+        over.update(camera=args.camera, gripper=args.gripper)
+    app = app_from_spec(spec, args.protocol, **over)
+    if args.protocol == "openvla":
         print(f"serving policy {spec.id!r} under the OpenVLA protocol: POST http://{args.host}:{args.port}/act")
     else:
-        from embeval.errors import ConfigError
-        from embeval.serving.openai_server import create_app
-
-        if spec.kind == "policy":
-            raise ConfigError(f"{args.subject}: `serve openai` needs an llm or vlm subject, this spec has kind 'policy'")
-        app = create_app(load_subject(spec))
         print(f"serving {spec.kind} {spec.id!r}: base_url http://{args.host}:{args.port}/v1 (model {spec.id!r})")
     serve_forever(app, host=args.host, port=args.port)
     return 0

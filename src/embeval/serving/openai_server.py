@@ -1,113 +1,266 @@
 """Serve any embeval LLM or VLM subject as an OpenAI-compatible chat endpoint.
 
-``POST /v1/chat/completions`` (non-streaming), ``GET /v1/models``, ``GET /health``. Image parts
-(``image_url`` with a base64 data URL) go to the subject's ``generate``; text-only requests go to
-``chat`` (with ``response_format``'s JSON schema) when the subject has one, else to ``generate``
-with no image. Calls to the subject are serialised (models are rarely thread-safe).
+``POST /v1/chat/completions`` (plain or ``stream: true``), ``GET /v1/models``, ``GET /health``.
+Image parts (``image_url`` with a base64 data URL) go to the subject's ``generate``; text-only
+requests go to ``chat`` (with ``response_format``'s JSON schema) when the subject has one, else to
+``generate`` with no image.
+
+Requests are validated before they reach the model: every client error is a 4xx with OpenAI's error
+body ``{"error": {"message", "type", "param", "code"}}`` (see :mod:`.limits` for size, depth and
+queue limits). Subjects that declare ``context_window`` (tokens) and ``count_tokens(text)`` have
+prompts checked against it (400, code ``context_length_exceeded``). Model calls run one at a time in
+a worker thread behind a bounded queue, so ``/health`` answers while calls wait.
+
+Streaming follows OpenAI's server-sent events: ``data: <chat.completion.chunk JSON>`` lines (a first
+chunk with the role, content chunks, a last chunk with ``finish_reason``, a usage chunk when
+``stream_options.include_usage``), then ``data: [DONE]``. The subjects produce whole answers, so the
+chunks are the finished answer cut at word boundaries; the call runs before the stream starts, so a
+failed call is still an ordinary error reply.
 """
 
-import threading
+import json
+import re
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Mapping
 
-from embeval.errors import EmbevalError, InvalidInputError
+from embeval.errors import ContextLengthError
+from embeval.serving.limits import (
+    ApiError,
+    ModelQueue,
+    ServerLimits,
+    error_response,
+    install_error_handlers,
+    read_json,
+)
 from embeval.subjects.adapters.openai_chat import decode_data_url
 
+ROLES = ("system", "developer", "user", "assistant", "tool")
+RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+#: OpenAI request fields this server does not act on but accepts (vLLM does the same).
+IGNORED = ("model", "user", "metadata", "store", "seed", "top_p", "presence_penalty", "frequency_penalty",
+           "parallel_tool_calls", "service_tier", "reasoning_effort", "logit_bias", "top_logprobs", "stop")
 
-def _schema_from_response_format(rf: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    if not rf:
+
+def _bad(param: str, message: str, code: str | None = "invalid_value") -> ApiError:
+    return ApiError(400, f"{param}: {message}", param=param, code=code)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+@dataclass
+class ChatRequest:
+    """A validated chat request: decoded images, text-only messages, the schema and generation options."""
+
+    images: list
+    messages: list[dict[str, str]]
+    schema: Mapping[str, Any] | None
+    gen: dict[str, Any]
+    stream: bool
+    include_usage: bool
+
+
+def _schema_from_response_format(rf: Any) -> Mapping[str, Any] | None:
+    if rf is None:
         return None
-    if rf.get("type") == "json_schema":
-        js = rf.get("json_schema") or {}
-        return js.get("schema", js)
-    if rf.get("type") == "json_object":
-        return rf.get("schema") or {"type": "object"}
+    if not isinstance(rf, Mapping):
+        raise _bad("response_format", f"must be an object such as {{\"type\": \"json_object\"}}, got {json.dumps(rf)[:40]}",
+                   "invalid_type")
+    typ = rf.get("type")
+    if typ not in RESPONSE_FORMATS:
+        raise _bad("response_format.type", f"{typ!r} is not one of {', '.join(RESPONSE_FORMATS)}")
+    if typ == "json_schema":
+        js = rf.get("json_schema")
+        if not isinstance(js, Mapping):
+            raise _bad("response_format.json_schema", "must be an object {\"name\": ..., \"schema\": {...}}", "invalid_type")
+        schema = js.get("schema", {})
+        if not isinstance(schema, Mapping):
+            raise _bad("response_format.json_schema.schema", "must be a JSON Schema object", "invalid_type")
+        return schema
+    if typ == "json_object":
+        schema = rf.get("schema") or {"type": "object"}  # llama.cpp's server takes a schema here too
+        if not isinstance(schema, Mapping):
+            raise _bad("response_format.schema", "must be a JSON Schema object", "invalid_type")
+        return schema
     return None
 
 
-def split_messages(messages: list[Mapping[str, Any]]) -> tuple[list[Any], list[dict[str, str]]]:
-    """(decoded images, messages with text-only content) from OpenAI-style messages."""
+def split_messages(messages: Any, max_pixels: int | None = None) -> tuple[list[Any], list[dict[str, str]]]:
+    """(decoded images, messages with text-only content) from OpenAI-style messages; :class:`ApiError`
+    400 naming the offending field (``messages[i].content[j]...``)."""
+    if not isinstance(messages, list) or not messages:
+        raise _bad("messages", "must be a non-empty list of {\"role\": ..., \"content\": ...} objects", "invalid_type")
     images: list[Any] = []
     flat: list[dict[str, str]] = []
-    if not isinstance(messages, list) or not all(isinstance(m, Mapping) for m in messages):
-        raise InvalidInputError("'messages' must be a list of {\"role\": ..., \"content\": ...} objects")
-    for m in messages:
-        content = m.get("content", "")
-        if isinstance(content, str):
-            flat.append({"role": m.get("role", "user"), "content": content})
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, Mapping):
+            raise _bad(where, "must be an object {\"role\": ..., \"content\": ...}", "invalid_type")
+        role = m.get("role", "user")
+        if role not in ROLES:
+            raise _bad(f"{where}.role", f"{role!r} is not one of {', '.join(ROLES)}")
+        content = m.get("content")
+        if content is None or isinstance(content, str):
+            flat.append({"role": role, "content": content or ""})
             continue
+        if not isinstance(content, list):
+            raise _bad(f"{where}.content", "must be a string or a list of {\"type\": \"text\" | \"image_url\", ...} parts",
+                       "invalid_type")
         texts = []
-        content = [] if content is None else content
-        if not isinstance(content, list) or not all(isinstance(part, Mapping) for part in content):
-            raise InvalidInputError("message 'content' must be a string or a list of {\"type\": \"text\" | \"image_url\", ...} parts")
-        for part in content or []:
-            if part.get("type") == "text":
-                texts.append(part.get("text", ""))
-            elif part.get("type") == "image_url":
+        for j, part in enumerate(content):
+            pw = f"{where}.content[{j}]"
+            if not isinstance(part, Mapping):
+                raise _bad(pw, "must be an object {\"type\": \"text\" | \"image_url\", ...}", "invalid_type")
+            typ = part.get("type")
+            if typ == "text":
+                if not isinstance(part.get("text"), str):
+                    raise _bad(f"{pw}.text", "must be a string", "invalid_type")
+                texts.append(part["text"])
+            elif typ == "image_url":
                 iu = part.get("image_url")
-                images.append(decode_data_url(iu["url"] if isinstance(iu, Mapping) else str(iu)))
+                url = iu.get("url") if isinstance(iu, Mapping) else iu
+                if not isinstance(url, str):
+                    raise _bad(f"{pw}.image_url", "must be {\"url\": \"data:image/png;base64,...\"}", "invalid_type")
+                try:
+                    images.append(decode_data_url(url, max_pixels=max_pixels))
+                except ValueError as exc:  # InvalidInputError
+                    raise _bad(f"{pw}.image_url", str(exc), "invalid_image") from None
             else:
-                raise InvalidInputError(f"unsupported content part type {part.get('type')!r}")
-        flat.append({"role": m.get("role", "user"), "content": "\n".join(texts)})
+                raise _bad(f"{pw}.type", f"unsupported content part type {typ!r}; use text or image_url")
+        flat.append({"role": role, "content": "\n".join(texts)})
     return images, flat
 
 
-def create_app(subject: Any, model_name: str | None = None):
+def parse_chat_request(body: Any, limits: ServerLimits) -> ChatRequest:
+    """Validate a ``/v1/chat/completions`` body (see module docstring); :class:`ApiError` 400 on any problem."""
+    if not isinstance(body, Mapping):
+        raise ApiError(400, "the request body must be a JSON object with 'messages'", code="invalid_type")
+    for key in ("tools", "functions", "tool_choice", "function_call", "audio", "modalities", "prediction"):
+        if body.get(key) not in (None, [], "none"):
+            raise _bad(key, "is not supported by this server (no tool calls or audio); leave it out", "unsupported_parameter")
+    if body.get("n") not in (None, 1):
+        raise _bad("n", "only n=1 is supported; send one request per answer", "unsupported_value")
+    if body.get("logprobs") not in (None, False):
+        raise _bad("logprobs", "is not supported by this server; leave it out", "unsupported_parameter")
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise _bad("stream", f"must be true or false, got {json.dumps(stream)[:40]}", "invalid_type")
+    opts = body.get("stream_options")
+    if opts is not None and (not isinstance(opts, Mapping) or not isinstance(opts.get("include_usage", False), bool)):
+        raise _bad("stream_options", "must be an object {\"include_usage\": true | false}", "invalid_type")
+    gen: dict[str, Any] = {}
+    t = body.get("temperature")
+    if t is not None:
+        if not _is_number(t) or not 0 <= t <= 2:
+            raise _bad("temperature", f"must be a number from 0 to 2, got {json.dumps(t)[:40]}")
+        gen["temperature"] = float(t)
+    for key in ("max_completion_tokens", "max_tokens"):
+        v = body.get(key)
+        if v is not None:
+            if not _is_int(v) or not 1 <= v <= limits.max_tokens:
+                raise _bad(key, f"must be an integer from 1 to {limits.max_tokens}, got {json.dumps(v)[:40]}")
+            gen.setdefault("max_tokens", v)
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise _bad("model", "must be a string", "invalid_type")
+    schema = _schema_from_response_format(body.get("response_format"))
+    images, flat = split_messages(body.get("messages"), max_pixels=limits.max_image_pixels)
+    return ChatRequest(images=images, messages=flat, schema=schema, gen=gen, stream=bool(stream),
+                       include_usage=bool(opts and opts.get("include_usage")))
+
+
+def check_context(subject: Any, req: ChatRequest) -> int:
+    """Prompt tokens by the subject's own count (0 when it has none, as ``usage`` then reports);
+    :class:`ContextLengthError`
+    when prompt + ``max_tokens`` exceed the subject's ``context_window``."""
+    count = getattr(subject, "count_tokens", None)
+    window = getattr(subject, "context_window", None)
+    if count is None:
+        return 0
+    n = int(count("\n".join(m["content"] for m in req.messages)))
+    want = int(req.gen.get("max_tokens", getattr(subject, "default_max_tokens", 0) or 0))
+    if window and n + want > window:
+        raise ContextLengthError(f"this model's context window is {window} tokens; the messages take {n} tokens and "
+                                 f"{want} more were asked for; shorten the prompt or lower max_tokens")
+    return n
+
+
+def _chunks(text: str) -> list[str]:
+    """``text`` cut after each run of whitespace (their concatenation is ``text``)."""
+    return re.findall(r"\S*\s*", text)[:-1] or [text]
+
+
+def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits | None = None):
     """A FastAPI app serving ``subject`` (an LLM and/or VLM) under the OpenAI chat protocol."""
+    import anyio
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse
+    from fastapi.responses import StreamingResponse
 
+    limits = limits or ServerLimits()
     name = model_name or subject.id
-    lock = threading.Lock()
+    queue = ModelQueue(limits.queue_size, name="openai")
     app = FastAPI(title=f"embeval OpenAI-compatible server: {name}")
-
-    def error(status: int, message: str, typ: str) -> JSONResponse:
-        return JSONResponse(status_code=status, content={"error": {"message": message, "type": typ}})
+    app.state.queue = queue
+    install_error_handlers(app, limits)
 
     @app.get("/health")
-    def health():
-        return {"status": "ok", "subject": subject.id}
+    async def health():
+        return {"status": "ok", "subject": subject.id, **queue.stats()}
 
     @app.get("/v1/models")
-    def models():
-        return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "embeval"}]}
+    async def models():
+        return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "embeval"}]}
+
+    def call(req: ChatRequest) -> tuple[str, int, int]:
+        n_prompt = check_context(subject, req)
+        if req.images or not hasattr(subject, "chat"):
+            if not hasattr(subject, "generate"):
+                raise ApiError(400, f"model {name} is a text-only LLM; it cannot take images", param="messages",
+                               code="images_not_supported")
+            text = subject.generate(req.images, req.messages[-1]["content"], **req.gen)
+        else:
+            text = subject.chat(req.messages, json_schema=req.schema, **req.gen)
+        if not isinstance(text, str):
+            raise TypeError(f"{subject.id} returned {type(text).__name__}, not text")
+        n_out = int(subject.count_tokens(text)) if hasattr(subject, "count_tokens") else 0
+        return text, n_prompt, n_out
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         try:
-            body = await request.json()
-        except ValueError:
-            return error(400, "request body is not JSON", "invalid_request_error")
-        if not isinstance(body, dict):
-            return error(400, "request body must be a JSON object with 'messages'", "invalid_request_error")
-        if body.get("stream"):
-            return error(400, "streaming is not supported by this server; send stream=false", "invalid_request_error")
-        try:
-            images, flat = split_messages(body.get("messages") or [])
-            schema = _schema_from_response_format(body.get("response_format"))
-            gen = {k: body[k] for k in ("temperature", "max_tokens") if body.get(k) is not None}
-            prompt = flat[-1]["content"] if flat else ""
-            with lock:
-                if images or not hasattr(subject, "chat"):
-                    if not hasattr(subject, "generate"):
-                        raise InvalidInputError(f"subject {subject.id} is a text-only LLM; it cannot take images")
-                    text = subject.generate(images, prompt, **gen)
-                else:
-                    text = subject.chat(flat, json_schema=schema, **gen)
-        except InvalidInputError as exc:
-            return error(400, str(exc), "invalid_request_error")
-        except EmbevalError as exc:
-            return error(503, str(exc), "server_error")
-        except Exception as exc:  # a model failure: answer it, keep serving
-            return error(500, f"{type(exc).__name__}: {exc}", "server_error")
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": name,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
-        }
+            body = await read_json(request, limits)
+            req = await anyio.to_thread.run_sync(parse_chat_request, body, limits)  # decodes images off the loop
+            text, n_prompt, n_out = await queue.run(call, req)
+        except Exception as exc:
+            return error_response(exc)
+        usage = {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}
+        base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": name,
+                "system_fingerprint": None}
+        if not req.stream:
+            return {**base, "object": "chat.completion", "usage": usage,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                                 "logprobs": None, "finish_reason": "stop"}]}
+
+        def event(choices: list, **extra: Any) -> str:
+            return f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': choices, **extra})}\n\n"
+
+        def events():
+            yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
+            for piece in _chunks(text) if text else []:
+                yield event([{"index": 0, "delta": {"content": piece}, "logprobs": None, "finish_reason": None}])
+            yield event([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}])
+            if req.include_usage:
+                yield event([], usage=usage)
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     return app

@@ -2,109 +2,226 @@
 
 ``POST /act``: JSON ``{"image": uint8 HxWx3 (json_numpy dict or nested list), "instruction": str,
 "unnorm_key": str (accepted, ignored: our policies act in embeval units)}`` or ``{"encoded": "<that
-JSON as a string>"}``. OpenVLA-OFT's form is accepted too: ``full_image`` for ``image``, further
-``*image*`` fields become cameras named by their key, ``state`` / ``proprio`` go to ``Observation.state``. Reply: the 7-DoF action as a json_numpy float32 array (as OpenVLA's
+JSON as a string>"}``. Reply: the 7-DoF action as a json_numpy float32 array (as OpenVLA's
 deploy.py answers), in embeval's convention converted to ``gripper`` (default ``open1``, which is
 also OpenVLA's raw convention). The policy is reset whenever the instruction changes, and by
-``POST /reset {"instruction": ...}``. Errors answer HTTP 4xx/5xx with ``{"error": message}``.
+``POST /reset {"instruction": ...}``.
+
+Cameras and proprioception (:class:`CameraMapping`): payload fields map to the policy's camera names
+and ``Observation.state`` keys. By default ``image`` / ``full_image`` (OpenVLA-OFT's name) become
+camera ``camera`` (``third_person``), any further ``*image*`` field a camera named by its key, and
+``state`` / ``proprio`` go to ``Observation.state`` under their key. A multi-camera policy names its
+own mapping, e.g. ``{"full_image": "third_person", "wrist_image": "wrist"}`` (the subject spec's
+``serve.cameras``); then every mapped field is required and an unmapped image field is an error.
+
+Errors answer 4xx (bad request) or 5xx (the policy failed) with OpenAI's error body
+``{"error": {"message", "type", "param", "code"}}``; size, depth and queue limits as in :mod:`.limits`.
 """
-import json
-import threading
-from typing import Any
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 
 from embeval.action import Observation, check_image
-from embeval.errors import EmbevalError, InvalidInputError
+from embeval.errors import ConfigError, InvalidInputError
+from embeval.serving.limits import (
+    ApiError,
+    ModelQueue,
+    ServerLimits,
+    error_response,
+    install_error_handlers,
+    parse_json,
+    read_json,
+)
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.conventions import check_gripper, gripper_from_embeval
 
-
-def decode_act_payload(payload: Any) -> tuple[np.ndarray, str, dict[str, Any]]:
-    """(image, instruction, other fields) from an /act body in either of OpenVLA's forms."""
-    if not isinstance(payload, dict):
-        raise InvalidInputError("the /act body must be a JSON object with 'image' and 'instruction'")
-    if "encoded" in payload:
-        if len(payload) != 1:
-            raise InvalidInputError("an 'encoded' /act body must have no other keys")
-        try:
-            payload = json.loads(payload["encoded"])
-        except (TypeError, ValueError):
-            raise InvalidInputError("'encoded' must be a JSON string of the /act payload") from None
-    image_key = "image" if "image" in payload else "full_image"  # OpenVLA-OFT names it full_image
-    missing = [k for k in (image_key, "instruction") if k not in payload]
-    if missing:
-        named = ["image (or full_image, as OpenVLA-OFT sends it)" if k == "full_image" else k for k in missing]
-        raise InvalidInputError(f"the /act body misses {', '.join(named)}")
-    image = _as_image(decode_array(payload[image_key]), image_key)
-    rest = {k: v for k, v in payload.items() if k not in (image_key, "instruction")}
-    return image, str(payload["instruction"]), rest
+MAX_STATE_VALUES = 4096  # numbers in one proprioception field
 
 
-def _as_image(image: np.ndarray, name: str) -> np.ndarray:
+def _bad(param: str, message: str, code: str = "invalid_value") -> ApiError:
+    return ApiError(400, f"{param}: {message}", param=param, code=code)
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) and k and v
+                                                 for k, v in value.items()):
+        raise ConfigError(f"{where} must map payload field names to names, e.g. {{full_image: third_person}}; got {value!r}")
+    return dict(value)
+
+
+@dataclass(frozen=True)
+class CameraMapping:
+    """Payload fields -> the policy's inputs. ``cameras``: field -> camera name; ``state``: field ->
+    ``Observation.state`` key. ``explicit``: the cameras were named by the user (every mapped field is
+    required, unmapped ``*image*`` fields are refused); otherwise OpenVLA's defaults apply (module docstring)."""
+
+    cameras: dict[str, str] = field(default_factory=lambda: {"image": "third_person", "full_image": "third_person"})
+    state: dict[str, str] = field(default_factory=lambda: {"state": "state", "proprio": "proprio"})
+    explicit: bool = False
+
+    @classmethod
+    def build(cls, camera: str = "third_person", cameras: Mapping[str, str] | None = None,
+              state: Mapping[str, str] | None = None) -> "CameraMapping":
+        """The default mapping with main camera ``camera``, or the explicit ``cameras`` / ``state`` maps."""
+        st = _str_map(state, "serve.state") if state is not None else {"state": "state", "proprio": "proprio"}
+        if cameras is None:
+            return cls(cameras={"image": camera, "full_image": camera}, state=st)
+        cams = _str_map(cameras, "serve.cameras")
+        if not cams:
+            raise ConfigError("serve.cameras is empty; map at least one payload field, e.g. {full_image: third_person}")
+        clash = sorted(set(cams) & set(st))
+        if clash:
+            raise ConfigError(f"payload field(s) {', '.join(clash)} are mapped both as camera and as state")
+        return cls(cameras=cams, state=st, explicit=True)
+
+
+def _as_image(value: Any, name: str, max_pixels: int | None) -> np.ndarray:
+    try:
+        image = decode_array(value)
+    except InvalidInputError as exc:
+        raise ApiError(400, f"{name}: {exc}", param=name, code="invalid_image") from None
     if image.dtype != np.uint8 and image.size and np.issubdtype(image.dtype, np.integer) and image.min() >= 0 and image.max() <= 255:
         image = image.astype(np.uint8)
-    return check_image(image, name)
+    try:
+        check_image(image, name)
+    except InvalidInputError as exc:
+        raise ApiError(400, str(exc), param=name, code="invalid_image") from None
+    if max_pixels is not None and image.shape[0] * image.shape[1] > max_pixels:
+        raise _bad(name, f"image is {image.shape[1]}x{image.shape[0]} pixels, over the server's {max_pixels}", "invalid_image")
+    return image
 
 
-def observation_from_payload(image: np.ndarray, instruction: str, rest: dict[str, Any], camera: str) -> Observation:
-    """The Observation for an /act body: the main image as ``camera``; other ``*image*`` fields as cameras
-    named by their key; ``state`` / ``proprio`` arrays in ``Observation.state`` under their key."""
-    images = {camera: image}
-    state = {}
-    for key, value in rest.items():
-        if "image" in key:
-            images[key] = _as_image(decode_array(value), key)
-        elif key in ("state", "proprio"):
-            state[key] = np.asarray(decode_array(value), dtype=np.float64)
+def _as_state(value: Any, name: str) -> np.ndarray:
+    try:
+        arr = np.asarray(decode_array(value), dtype=np.float64).reshape(-1)
+    except (InvalidInputError, ValueError, TypeError):
+        raise _bad(name, "must be an array of numbers (json_numpy dict or list)", "invalid_type") from None
+    if arr.size > MAX_STATE_VALUES or not np.all(np.isfinite(arr)):
+        raise _bad(name, f"must hold at most {MAX_STATE_VALUES} finite numbers, got {arr.size} (NaN/inf refused)")
+    return arr
+
+
+def unwrap_payload(payload: Any, limits: ServerLimits | None = None) -> dict[str, Any]:
+    """The /act body as a dict, the ``{"encoded": "<json>"}`` form unwrapped."""
+    if not isinstance(payload, dict):
+        raise ApiError(400, "the /act body must be a JSON object with 'image' and 'instruction'", code="invalid_type")
+    if "encoded" in payload:
+        if len(payload) != 1:
+            raise _bad("encoded", "an 'encoded' /act body must have no other keys")
+        if not isinstance(payload["encoded"], str):
+            raise _bad("encoded", "must be a JSON string of the /act payload", "invalid_type")
+        payload = parse_json(payload["encoded"], limits or ServerLimits())
+        if not isinstance(payload, dict):
+            raise _bad("encoded", "must encode a JSON object with 'image' and 'instruction'", "invalid_type")
+    return payload
+
+
+def observation_from_payload(payload: Any, mapping: CameraMapping | None = None,
+                             limits: ServerLimits | None = None) -> Observation:
+    """The Observation for an /act body (either OpenVLA form) under ``mapping``; :class:`ApiError` 400
+    naming the offending field."""
+    mapping = mapping or CameraMapping()
+    limits = limits or ServerLimits()
+    max_pixels = limits.max_image_pixels
+    payload = unwrap_payload(payload, limits)
+    instruction = payload.get("instruction")
+    if not isinstance(instruction, str):
+        if instruction is None:
+            raise ApiError(400, "the /act body misses 'instruction', a string", param="instruction", code="missing")
+        raise _bad("instruction", f"must be a string, got {type(instruction).__name__}", "invalid_type")
+    images: dict[str, np.ndarray] = {}
+    state: dict[str, np.ndarray] = {}
+    for key, value in payload.items():
+        if key in mapping.cameras:
+            cam = mapping.cameras[key]
+            if cam in images:
+                raise _bad(key, f"camera {cam!r} was already given by another field; send only one of "
+                                f"{', '.join(k for k, c in mapping.cameras.items() if c == cam)}")
+            images[cam] = _as_image(value, key, max_pixels)
+        elif key in mapping.state:
+            state[mapping.state[key]] = _as_state(value, key)
+        elif "image" in key:
+            if mapping.explicit:
+                raise _bad(key, f"payload field {key!r} is not in the server's camera mapping "
+                                f"({', '.join(f'{k} -> {c}' for k, c in mapping.cameras.items())}); add it under "
+                                "serve.cameras in the subject spec or leave it out", "unmapped_camera")
+            images[key] = _as_image(value, key, max_pixels)
+    if mapping.explicit:
+        missing = [k for k in mapping.cameras if k not in payload]
+        if missing:
+            raise ApiError(400, f"the /act body misses {', '.join(missing)} (cameras "
+                                f"{', '.join(mapping.cameras[k] for k in missing)} of this policy)", param=missing[0], code="missing")
+    elif not any(k in payload for k in mapping.cameras):
+        raise ApiError(400, "the /act body misses 'image' (or 'full_image', as OpenVLA-OFT sends it)", param="image",
+                       code="missing")
     return Observation(images=images, instruction=instruction, state=state)
 
 
-def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"):
+def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1",
+               cameras: Mapping[str, str] | None = None, state: Mapping[str, str] | None = None,
+               limits: ServerLimits | None = None):
     """A FastAPI app serving ``policy`` (an embeval Policy) under the OpenVLA REST protocol."""
+    import anyio
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
     check_gripper(gripper)
-    lock = threading.Lock()
-    state = {"instruction": None, "calls": 0}
+    limits = limits or ServerLimits()
+    mapping = CameraMapping.build(camera, cameras, state)
+    queue = ModelQueue(limits.queue_size, name="openvla")
+    current = {"instruction": None, "calls": 0}
     app = FastAPI(title=f"embeval OpenVLA-protocol server: {policy.id}")
+    app.state.queue = queue
+    install_error_handlers(app, limits)
 
     @app.get("/health")
-    def health():
-        return {"status": "ok", "subject": policy.id, "calls": state["calls"]}
+    async def health():
+        return {"status": "ok", "subject": policy.id, "calls": current["calls"], "cameras": mapping.cameras,
+                "state": mapping.state, **queue.stats()}
+
+    def do_reset(instruction: str) -> None:
+        policy.reset(instruction)
+        current["instruction"] = instruction
 
     @app.post("/reset")
     async def reset(request: Request):
-        body = await request.json() if await request.body() else {}
-        with lock:
-            state["instruction"] = str(body.get("instruction", ""))
-            policy.reset(state["instruction"])
-        return {"status": "reset", "instruction": state["instruction"]}
+        try:
+            body = await read_json(request, limits, empty={})
+            if not isinstance(body, dict):
+                raise ApiError(400, "the /reset body must be a JSON object {\"instruction\": \"...\"} or empty",
+                               code="invalid_type")
+            instruction = body.get("instruction", "")
+            if not isinstance(instruction, str):
+                raise _bad("instruction", f"must be a string, got {type(instruction).__name__}", "invalid_type")
+            await queue.run(do_reset, instruction)
+        except Exception as exc:
+            return error_response(exc)
+        return {"status": "reset", "instruction": instruction}
+
+    def step(obs: Observation) -> np.ndarray:
+        if obs.instruction != current["instruction"]:
+            do_reset(obs.instruction)
+        try:
+            action = policy.act(obs)
+        except InvalidInputError as exc:
+            if "policy output" in str(exc):
+                raise ApiError(500, str(exc), type="server_error", code="invalid_policy_output") from None
+            raise
+        current["calls"] += 1
+        v = np.asarray(action.vector, dtype=np.float64).copy()
+        v[6] = gripper_from_embeval(v[6], gripper)
+        return v.astype(np.float32)
 
     @app.post("/act")
     async def act(request: Request):
         try:
-            payload = await request.json()
-        except ValueError:
-            return JSONResponse(status_code=400, content={"error": "request body is not JSON"})
-        try:
-            image, instruction, rest = decode_act_payload(payload)
-            obs = observation_from_payload(image, instruction, rest, camera)
-            with lock:
-                if instruction != state["instruction"]:
-                    policy.reset(instruction)
-                    state["instruction"] = instruction
-                action = policy.act(obs)
-                state["calls"] += 1
-        except InvalidInputError as exc:
-            return JSONResponse(status_code=400 if "policy output" not in str(exc) else 500, content={"error": str(exc)})
-        except EmbevalError as exc:
-            return JSONResponse(status_code=503, content={"error": str(exc)})
-        except Exception as exc:  # a model failure: answer it, keep serving
-            return JSONResponse(status_code=500, content={"error": f"{type(exc).__name__}: {exc}"})
-        v = np.asarray(action.vector, dtype=np.float64).copy()
-        v[6] = gripper_from_embeval(v[6], gripper)
-        return JSONResponse(encode_array(v.astype(np.float32)))
+            payload = await read_json(request, limits)
+            obs = await anyio.to_thread.run_sync(observation_from_payload, payload, mapping, limits)
+            action = await queue.run(step, obs)
+        except Exception as exc:
+            return error_response(exc)
+        return JSONResponse(encode_array(action))
 
     return app

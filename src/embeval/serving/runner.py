@@ -7,9 +7,10 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
 
-from embeval.errors import ServerUnavailableError
+from embeval.errors import ConfigError, ServerUnavailableError
 
 LOCALHOST = "127.0.0.1"
 
@@ -25,6 +26,9 @@ class RunningServer:
     def stop(self, timeout: float = 10.0) -> None:
         self.server.should_exit = True
         self.thread.join(timeout)
+        queue = getattr(getattr(self.server.config.app, "state", None), "queue", None)
+        if queue is not None:  # the model worker of embeval's servers: drop calls that never started
+            queue.shutdown()
 
     def __enter__(self) -> "RunningServer":
         return self
@@ -72,3 +76,43 @@ def serve_forever(app, host: str = LOCALHOST, port: int = 8000) -> None:
 
     sock = _bind(host, port)
     uvicorn.Server(uvicorn.Config(app, log_level="info", lifespan="off")).run(sockets=[sock])
+
+
+#: keys of a subject spec's ``serve`` mapping, per protocol
+SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "limits"), "openai": ("model_name", "limits")}
+
+
+def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
+    """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai"), set up
+    from the spec's ``serve`` mapping; ``overrides`` (``None`` values ignored) win over it. The limit
+    overrides are ``max_body_mb`` and ``queue_size``. ``subject``: an already loaded subject."""
+    from embeval.serving.limits import ServerLimits
+    from embeval.subjects.registry import load_subject, read_spec
+
+    spec = read_spec(spec)
+    if protocol not in SERVE_KEYS:
+        raise ConfigError(f"unknown protocol {protocol!r}; choose openvla or openai")
+    if protocol == "openvla" and spec.kind != "policy":
+        raise ConfigError(f"subject {spec.id!r}: `serve openvla` needs a policy subject, this spec has kind {spec.kind!r}")
+    if protocol == "openai" and spec.kind == "policy":
+        raise ConfigError(f"subject {spec.id!r}: `serve openai` needs an llm or vlm subject, this spec has kind 'policy'")
+    opts: dict[str, Any] = dict(spec.serve)
+    unknown = sorted(set(opts) - set(SERVE_KEYS[protocol]))
+    if unknown:
+        raise ConfigError(f"subject {spec.id!r}: field 'serve' has {', '.join(map(repr, unknown))}, unknown for "
+                          f"`serve {protocol}`; known: {', '.join(SERVE_KEYS[protocol])}")
+    if opts.get("limits") is not None and not isinstance(opts["limits"], Mapping):
+        raise ConfigError(f"subject {spec.id!r}: field 'serve.limits' must be a mapping, e.g. {{max_body_mb: 32}}")
+    limits = ServerLimits.from_mapping(opts.pop("limits", None))
+    limit_over = {"max_body_mb": overrides.pop("max_body_mb", None), "queue_size": overrides.pop("queue_size", None)}
+    if limit_over["max_body_mb"] is not None:
+        limits = replace(limits, max_body_bytes=int(float(limit_over["max_body_mb"]) * 2 ** 20))
+    if limit_over["queue_size"] is not None:
+        limits = replace(limits, queue_size=int(limit_over["queue_size"]))
+    opts.update({k: v for k, v in overrides.items() if v is not None})
+    subject = subject if subject is not None else load_subject(spec)
+    if protocol == "openvla":
+        from embeval.serving.openvla_server import create_app
+    else:
+        from embeval.serving.openai_server import create_app
+    return create_app(subject, limits=limits, **opts)

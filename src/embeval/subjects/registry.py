@@ -10,6 +10,8 @@ A subject spec (YAML or dict)::
                                # exists there, else as written (cwd, or a name the adapter knows)
     params: {model: Qwen/Qwen2.5-VL-3B-Instruct, temperature: 0}   # adapter keyword arguments
     cache: ~/.cache/embeval/llm_cache.sqlite   # optional (llm/vlm): persistent call cache
+    serve: {cameras: {full_image: third_person, wrist_image: wrist}, limits: {max_body_mb: 32}}
+                               # optional: how `embeval serve` exposes it (embeval.serving.runner.app_from_spec)
 
 An adapter is a class (or factory) registered under ``(kind, name)``; :func:`load_subject` calls it
 with keyword arguments ``id=``, ``path=``/``url=`` when given, and ``**params``, after checking the
@@ -32,7 +34,7 @@ from embeval.subjects.protocols import LLM, VLM, Policy
 
 KINDS = ("vlm", "policy", "llm")
 _PROTOCOLS = {"vlm": VLM, "policy": Policy, "llm": LLM}
-_SPEC_FIELDS = ("id", "kind", "adapter", "path", "url", "params", "cache", "description")
+_SPEC_FIELDS = ("id", "kind", "adapter", "path", "url", "params", "cache", "description", "serve")
 
 #: (kind, adapter name) -> "module:attribute" (lazy) or the adapter object itself.
 _ADAPTERS: dict[tuple[str, str], Any] = {
@@ -121,6 +123,7 @@ class SubjectSpec:
     params: dict[str, Any] = field(default_factory=dict)
     cache: str | None = None
     description: str = ""
+    serve: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], base_dir: Path | None = None, default_id: str = "") -> "SubjectSpec":
@@ -145,12 +148,15 @@ class SubjectSpec:
         for key in ("path", "url", "cache", "id", "description"):
             if data.get(key) is not None and not isinstance(data[key], (str, os.PathLike)):
                 raise ConfigError(f"field {key!r} must be a string, got {type(data[key]).__name__}")
+        serve = data.get("serve") or {}
+        if not isinstance(serve, Mapping):
+            raise ConfigError(f"field 'serve' must be a mapping (cameras, state, gripper, limits), got {type(serve).__name__}")
         path = _resolve_path(data.get("path"), base_dir)
         url = os.path.expandvars(str(data["url"])) if data.get("url") else None
         cache = _resolve_path(data.get("cache"), base_dir)
         sid = str(data.get("id") or default_id or (f"{data['adapter']}:{Path(path).name if path else url}" if path or url else ""))
         return cls(kind=kind, adapter=str(data["adapter"]), id=sid, path=path, url=url, params=dict(params),
-                   cache=cache, description=str(data.get("description") or ""))
+                   cache=cache, description=str(data.get("description") or ""), serve=dict(serve))
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if v not in (None, "", {})}

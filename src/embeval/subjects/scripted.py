@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from embeval.action import Action, ActionSpec, Observation, check_image
-from embeval.errors import ConfigError, InvalidInputError
+from embeval.errors import ConfigError, ContextLengthError, InvalidInputError
 from embeval.provenance import canonical_json, derive_seed
 from embeval.subjects.json_output import example_from_schema, parse_and_validate
 
@@ -75,12 +75,18 @@ class ScriptedLLM:
     (ties broken by a seeded hash). Never returns an empty string.
     """
 
-    def __init__(self, id: str = "scripted-llm", rules: Sequence[Any] | None = None, default: str | None = None, seed: int = 0):
+    def __init__(self, id: str = "scripted-llm", rules: Sequence[Any] | None = None, default: str | None = None, seed: int = 0,
+                 context_window: int | None = None):
         self.id = id
         self.rules = _rules(rules)
         self.default = default
         self.seed = seed
+        self.context_window = int(context_window) if context_window else None  # tokens, as count_tokens counts them
         self.calls: list[dict[str, Any]] = []
+
+    def count_tokens(self, text: str) -> int:
+        """This model's tokens: words and single punctuation marks (``\\w+|[^\\w\\s]``)."""
+        return len(re.findall(r"\w+|[^\w\s]", text))
 
     def _rule_response(self, text: str, *args: Any) -> str | None:
         for rule in self.rules:
@@ -91,6 +97,9 @@ class ScriptedLLM:
 
     def chat(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
         text = message_text(messages)
+        if self.context_window and self.count_tokens(text) > self.context_window:
+            raise ContextLengthError(f"{self.id}: the messages take {self.count_tokens(text)} tokens, over the context "
+                                     f"window of {self.context_window}; shorten the prompt")
         self.calls.append({"method": "chat", "messages": list(messages), "json_schema": json_schema, "gen": gen})
         out = self._rule_response(text, messages, json_schema)
         if json_schema is not None:

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from embeval.action import check_image
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, ContextLengthError
 from embeval.subjects.adapters.local_weights import require_hf_dir, torch_dtype
 from embeval.subjects.hidden import HiddenStateMixin
 
@@ -78,6 +78,14 @@ class HFVLM(HiddenStateMixin):
         if prompt_template is None and not getattr(self.processor, "chat_template", None):
             raise ConfigError(f"{self.path} has no chat template; set params.prompt_template (e.g. '<image>\\n{{prompt}}')")
 
+    @property
+    def context_window(self) -> int | None:
+        """The language model's maximum sequence length in tokens (prompt + answer), if the config states one."""
+        cfg = self.model.config
+        cfg = getattr(cfg, "text_config", None) or cfg
+        n = getattr(cfg, "max_position_embeddings", None)
+        return int(n) if n else None
+
     def prompt_text(self, n_images: int, prompt: str) -> str:
         if self.prompt_template is not None:
             return self.prompt_template.format(prompt=prompt)
@@ -125,6 +133,11 @@ class HFVLM(HiddenStateMixin):
         with self._lock, torch.no_grad():
             torch.manual_seed(self.seed)
             batch = self.inputs(images, prompt)
+            n, window = int(batch["input_ids"].shape[1]), self.context_window
+            if window and n + int(kwargs.get("max_new_tokens", 0)) > window:
+                raise ContextLengthError(
+                    f"{self.id}: the prompt takes {n} tokens (images included) and {kwargs.get('max_new_tokens', 0)} "
+                    f"more were asked for, over the context window of {window}; shorten the prompt or lower max_tokens")
             out = self.model.generate(**batch, **kwargs)
         new = out[0, batch["input_ids"].shape[1]:]
         return self.processor.decode(new, skip_special_tokens=True).strip()

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
+from embeval.errors import ConfigError, ContextLengthError, InvalidInputError, MissingWeightsError
 from embeval.subjects.json_output import parse_and_validate
 
 EMBEDDED = "embedded:gemma3-270m"
@@ -104,6 +104,20 @@ class LlamaCppLLM:
             return load_llama(embedded_gguf_path(), self.n_ctx, self.n_threads, self.chat_format or "gemma")
         return load_llama(Path(self.path), self.n_ctx, self.n_threads, self.chat_format)
 
+    @property
+    def context_window(self) -> int:
+        """Tokens of prompt + answer the model can hold (``n_ctx``)."""
+        return self.n_ctx
+
+    @property
+    def default_max_tokens(self) -> int:
+        return self.defaults["max_tokens"]
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (no chat template, no BOS)."""
+        with self._lock:
+            return len(self.model.tokenize(text.encode(), add_bos=False, special=False))
+
     def chat(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
         msgs = [dict(m) for m in messages]
         if self.system_prompt and not any(m.get("role") == "system" for m in msgs):
@@ -112,7 +126,12 @@ class LlamaCppLLM:
         if json_schema is not None:
             kw["response_format"] = {"type": "json_object", "schema": dict(json_schema)}
         with self._lock:
-            out = self.model.create_chat_completion(messages=msgs, **kw)
+            try:
+                out = self.model.create_chat_completion(messages=msgs, **kw)
+            except ValueError as exc:  # llama.cpp: "Requested tokens (N) exceed context window of M"
+                if "context window" not in str(exc):
+                    raise
+                raise ContextLengthError(f"{self.id}: {exc}; shorten the prompt, lower max_tokens or raise params.n_ctx") from None
         text = out["choices"][0]["message"].get("content") or ""
         finish = out["choices"][0].get("finish_reason")
         if json_schema is not None:

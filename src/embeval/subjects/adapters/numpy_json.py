@@ -30,8 +30,8 @@ def decode_array(obj: Any) -> np.ndarray:
             arr = np.frombuffer(base64.b64decode(obj["__numpy__"]), dtype=dtype)
             shape = obj.get("shape")
             return arr.reshape(shape) if shape else arr[0]
-        except (KeyError, ValueError, TypeError) as exc:
-            raise InvalidInputError(f"malformed json_numpy array ({exc})") from None
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise InvalidInputError(f"malformed json_numpy array ({type(exc).__name__}: {exc})") from None
     try:
         return np.asarray(obj)
     except (ValueError, TypeError) as exc:

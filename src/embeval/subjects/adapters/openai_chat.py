@@ -46,14 +46,31 @@ def image_data_url(img: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
     return f"data:image/{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
 
 
-def decode_data_url(url: str) -> np.ndarray:
-    """Inverse of :func:`image_data_url`: an RGB uint8 array."""
+def decode_data_url(url: str, max_pixels: int | None = None) -> np.ndarray:
+    """Inverse of :func:`image_data_url`: an RGB uint8 array. :class:`InvalidInputError` for anything
+    that is not a base64 image data URL holding a readable, non-empty image of at most ``max_pixels``."""
     from PIL import Image
 
-    if not url.startswith("data:image/") or ";base64," not in url:
-        raise InvalidInputError(f"expected a base64 image data URL (data:image/...;base64,...), got {url[:40]!r}")
-    raw = base64.b64decode(url.split(";base64,", 1)[1])
-    return np.asarray(Image.open(io.BytesIO(raw)).convert("RGB"), dtype=np.uint8)
+    if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
+        raise InvalidInputError(f"expected a base64 image data URL (data:image/...;base64,...), got {str(url)[:40]!r}")
+    try:
+        raw = base64.b64decode(url.split(";base64,", 1)[1], validate=True)
+    except ValueError:  # binascii.Error
+        raise InvalidInputError("the image data URL's base64 part is not valid base64; encode the image file's "
+                                "bytes with base64 (standard alphabet, padded)") from None
+    try:
+        im = Image.open(io.BytesIO(raw))
+        w, h = im.size
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise InvalidInputError(f"the image data URL holds no readable image ({type(exc).__name__}: {exc}); "
+                                "send a PNG or JPEG file") from None
+    if w * h == 0 or (max_pixels is not None and w * h > max_pixels):
+        raise InvalidInputError(f"the image is {w}x{h} pixels; send an image of 1 to {max_pixels or 'any number of'} pixels")
+    try:
+        arr = np.asarray(im.convert("RGB"), dtype=np.uint8)
+    except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt pixel data
+        raise InvalidInputError(f"the image in the data URL is corrupt ({type(exc).__name__}: {exc})") from None
+    return check_image(arr)
 
 
 class OpenAIChatClient:
