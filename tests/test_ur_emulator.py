@@ -174,6 +174,53 @@ def test_movel_into_the_table_is_a_protective_stop_cleared_by_the_dashboard(robo
     _home(r, c)
 
 
+def _stop_and_unlock(r, d) -> None:
+    _settle(r)
+    assert r.isProtectiveStopped()
+    time.sleep(UNLOCK_DELAY + 0.05)
+    d.unlockProtectiveStop()
+
+
+def test_joint_limit_and_workspace_box_stop_the_arm(robot, emu):
+    r, c, _, d = robot
+    _home(r, c)
+    q = np.array(r.getActualQ())
+    beyond = q.copy()
+    beyond[5] = -2 * math.pi - 0.2  # wrist 3 (turns the flange only) past its -2 pi limit
+    assert c.moveJ(beyond.tolist(), 3.0, 10.0) is False
+    _stop_and_unlock(r, d)
+    assert -2 * math.pi <= r.getActualQ()[5] < -2 * math.pi + 0.01  # stopped at the limit, not past it
+    assert "joint limit: joint 5" in emu.log()
+    _home(r, c)
+    p = np.array(r.getActualTCPPose())
+    out = p.copy()
+    out[1] = 0.6  # the default box is y in [-0.5, 0.5]
+    assert c.moveL(out.tolist(), 0.25, 1.2) is False
+    _stop_and_unlock(r, d)
+    assert abs(r.getActualTCPPose()[1]) <= 0.5 + 1e-9
+    assert "workspace limit" in emu.log()
+    _home(r, c)
+
+
+def test_power_off_is_reported_and_refuses_motion(robot):
+    r, c, _, d = robot
+    _home(r, c)
+    d.powerOff()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 3 and d.robotmode() == "Robotmode: POWER_OFF"
+    assert not c.isProgramRunning()
+    c.reuploadScript()
+    time.sleep(0.2)
+    assert not c.isProgramRunning()  # the controller will not run a program without power
+    d.powerOn()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 5  # IDLE until the brakes are released
+    d.brakeRelease()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 7
+    _home(r, c)
+
+
 def test_unlock_too_early_is_refused(robot):
     r, c, _, d = robot
     _home(r, c)

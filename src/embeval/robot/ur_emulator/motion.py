@@ -136,6 +136,7 @@ class ServoMotion:
 
     def __init__(self, target, time: float, max_speed: np.ndarray):
         self.target, self.time, self.max_speed = np.asarray(target, float), max(float(time), 1e-3), max_speed
+        self.pose_key: tuple | None = None  # servoL: the Cartesian target the joint target was solved for
 
     def update(self, target, time: float) -> None:
         self.target, self.time = np.asarray(target, float), max(float(time), 1e-3)
