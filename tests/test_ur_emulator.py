@@ -89,7 +89,7 @@ def _home(r, c):
         HOME_Q = list(r.getActualQ())
     if not c.isProgramRunning():
         _reupload(c)
-    assert c.moveJ(HOME_Q, 1.5, 3.0)
+    assert c.moveJ(HOME_Q, 3.0, 10.0)
 
 
 def test_three_interfaces_connect(robot):
@@ -134,7 +134,7 @@ def test_actual_tcp_pose_is_fk_of_actual_q(robot):
     r, c, _, _ = robot
     kin = UR5()
     for dq in ([0.1, 0, 0, 0, 0, 0], [0, 0.1, -0.1, 0.2, 0, 0], [0, 0, 0, 0, 0.3, -0.5]):
-        c.moveJ((np.array(r.getActualQ()) + dq).tolist(), 1.0, 2.0)
+        c.moveJ((np.array(r.getActualQ()) + dq).tolist(), 2.0, 8.0)
         _settle(r)
         q, pose = np.array(r.getActualQ()), np.array(r.getActualTCPPose())
         T = kin.fk(q, frame="base")
@@ -322,7 +322,7 @@ def test_servol_tracks_a_circle_for_10_s(robot):
 
 
 def test_watchdog_stops_the_program_when_not_kicked(robot, emu):
-    r, c, _, _ = robot
+    r, c, _, d = robot
     _home(r, c)
     assert c.setWatchdog(20.0)
     for _ in range(10):
@@ -332,7 +332,11 @@ def test_watchdog_stops_the_program_when_not_kicked(robot, emu):
     time.sleep(0.2)  # no kick for 4 periods
     assert not c.isProgramRunning()
     assert "watchdog" in emu.log()
-    _reupload(c)
+    d.play()  # the dashboard restarts the last program (raises unless the reply is "Starting program")
+    deadline = time.monotonic() + 2
+    while not c.isProgramRunning() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert c.isProgramRunning()
 
 
 def test_unsupported_calls_fail_clearly(robot, emu):
@@ -388,6 +392,14 @@ def test_second_control_interface_gets_in_use(emu, robot):
     """Input registers belong to one RTDE connection, as on the controller: a second control client is refused."""
     with pytest.raises(RuntimeError, match="already in use"):
         rtde_control.RTDEControlInterface(emu.host)
+
+
+def test_cli_takes_the_box_from_the_arm_parameters(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("embeval_arm:\n  ros__parameters:\n    workspace_lower: [0.5, 0, 0]\n    workspace_upper: [0.4, 1, 1]\n")
+    out = subprocess.run([sys.executable, "-m", "embeval.cli", "ur-emulator", "--params", str(bad)],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "workspace_lower" in out.stderr  # the box is validated by SafetyLimits
 
 
 def test_cli_rejects_a_bad_version():

@@ -408,6 +408,7 @@ class Controller:
         self.errors: list[str] = []  # every program error / unsupported request, newest last
         self.events: list[str] = []  # safety events, newest last
         self.loaded_program = "<none>"
+        self.last_script = ""  # the last control script run: what the dashboard's "play" restarts
 
     # -- helpers ------------------------------------------------------------------------------
     def _tcp(self, q) -> np.ndarray:
@@ -446,6 +447,7 @@ class Controller:
                     return self._refuse(f"register offset {off} is not 0 or 24")
                 injected = re.search(r"# inject move path\s*\n\s*(?!end\b)\S", script) is not None
                 self.stop_program(None)
+                self.last_script = script
                 self.program = ControlProgram(self, off, injected)
                 self.program.start()
                 self.loaded_program = "rtde_control"
