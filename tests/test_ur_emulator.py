@@ -490,3 +490,21 @@ def test_backend_reports_a_stop_the_controller_raised(arm):
         assert np.linalg.norm(a.move_tcp(up).tcp_pose[:3] - up[:3]) < 1e-4
     finally:
         a.limits = lim
+
+
+def test_upper_range_registers():
+    """FLAG_UPPER_RANGE_REGISTERS: the script's registers start at 24 (ur_rtde injects the offset into the script)."""
+    with _emulator() as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host, 500.0, [], False, True)
+        flags = rtde_control.RTDEControlInterface.FLAG_UPLOAD_SCRIPT | rtde_control.RTDEControlInterface.FLAG_UPPER_RANGE_REGISTERS
+        c = rtde_control.RTDEControlInterface(e.host, 500.0, flags)
+        try:
+            q = np.array(r.getActualQ())
+            assert c.moveJ((q + 0.1).tolist(), 2.0, 8.0)
+            _settle(r)
+            assert np.max(np.abs(np.array(r.getActualQ()) - q - 0.1)) < 1e-4
+            assert "register offset 24" in e.log()
+        finally:
+            c.stopScript()
+            c.disconnect()
+            r.disconnect()

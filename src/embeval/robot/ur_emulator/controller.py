@@ -441,7 +441,8 @@ class Controller:
                 if self.safety_mode != SAFETY_NORMAL or self.robot_mode != ROBOT_MODE_RUNNING:
                     return self._refuse(f"cannot start the program: robot is in {self.safety_name()} / "
                                         f"{ROBOT_MODE_NAMES.get(self.robot_mode)}; unlock the protective stop first")
-                m = re.search(r"global\s+reg_offset_int\s*=\s*(\d+)", script)
+                # ur_rtde injects the offset after the line's comment: "= # int register offset\n24"
+                m = re.search(r"global\s+reg_offset_int\s*=\s*(?:#[^\n]*\n)?\s*(\d+)", script)
                 off = int(m.group(1)) if m else 0
                 if off not in (0, 24):
                     return self._refuse(f"register offset {off} is not 0 or 24")
@@ -451,7 +452,9 @@ class Controller:
                 self.program = ControlProgram(self, off, injected)
                 self.program.start()
                 self.loaded_program = "rtde_control"
-                return f"ur_rtde control program started (register offset {off})"
+                msg = f"ur_rtde control program started (register offset {off})"
+                log.info("ur-emulator: %s", msg)
+                return msg
             first = next((ln.strip() for ln in script.splitlines() if ln.strip()), "")
             return self._refuse(f"URScript is not supported by the UR emulator (only the ur_rtde control program "
                                 f"runs); refused: {first[:80]!r}")
