@@ -508,3 +508,85 @@ def test_upper_range_registers():
             c.stopScript()
             c.disconnect()
             r.disconnect()
+
+
+def test_hostile_input_closes_only_that_connection(robot, emu):
+    r, c, _, _ = robot
+    with socket.create_connection((emu.host, 30004), timeout=2) as s:
+        s.sendall(b"\x00\x01Z")  # size 1 < header: a protocol error
+        s.settimeout(2)
+        assert s.recv(10) == b""  # closed by the emulator
+    with socket.create_connection((emu.host, 30004), timeout=2) as s:
+        s.sendall(b"\x00\x03V")  # version request without its uint16
+        assert s.recv(10) == b""
+    with socket.create_connection((emu.host, 29999), timeout=2) as s:
+        s.recv(100)
+        s.sendall(b"x" * 5000)  # no newline, over the 4 KiB line limit
+        s.settimeout(2)
+        assert b"line too long" in s.recv(200)
+    assert "RTDE header announces 1 bytes" in emu.log()
+    _home(r, c)  # everyone else is still served
+    assert c.isProgramRunning() and r.getRobotMode() == 7
+
+
+# -- the pieces, without a network -------------------------------------------------------------------
+def test_trapezoid_profile():
+    from embeval.robot.ur_emulator.motion import Trapezoid
+
+    tr = Trapezoid(1.0, 0.5, 1.0)  # cruise: 0.5 s ramp each side, 1.5 s at 0.5
+    assert tr.duration == pytest.approx(2.5)
+    assert tr.position(0.5) == pytest.approx(0.125) and tr.position(2.5) == pytest.approx(1.0)
+    tri = Trapezoid(0.01, 1.0, 1.0)  # too short to reach the speed: a triangle
+    assert tri.duration == pytest.approx(2 * math.sqrt(0.01))
+    ts = np.linspace(0, tr.duration, 200)
+    x = np.array([tr.position(t) for t in ts])
+    v = np.diff(x) / np.diff(ts)
+    assert np.all(np.diff(x) >= 0) and v.max() <= 0.5 + 1e-9
+
+
+def test_pose_conversions_and_newton_tracking_match_the_kinematics():
+    from embeval.kinematics.transforms import rotvec_to_matrix
+    from embeval.robot.ur_emulator.motion import pose_of, rotmat_of, tcp_frames, track
+
+    kin = UR5()
+    rng = np.random.default_rng(0)
+    for q in rng.uniform(-3, 3, (200, 6)):
+        T = kin.fk(q, frame="base")
+        np.testing.assert_allclose(pose_to_matrix(pose_of(T)), T, atol=1e-12)
+        rv = rng.normal(size=3)
+        np.testing.assert_allclose(rotmat_of(rv), rotvec_to_matrix(rv), atol=1e-12)
+    for R in (np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])):  # angle pi exactly
+        T = np.eye(4)
+        T[:3, :3] = R
+        np.testing.assert_allclose(pose_to_matrix(pose_of(T)), T, atol=1e-12)
+    q = np.array([2.9, -1.6, 1.9, -1.9, -1.57, -1.8])
+    target = tcp_frames(kin, q + 0.002)[1]
+    sol = track(kin, q, target)
+    assert sol is not None and np.max(np.abs(sol - (q + 0.002))) < 1e-9
+
+
+def test_recipes_pack_and_unpack():
+    import struct
+
+    from embeval.robot.ur_emulator import rtde
+
+    rec = rtde.Recipe(3, ("input_int_register_0", "input_double_register_0", "standard_digital_output_mask"),
+                      ("INT32", "DOUBLE", "UINT8"))
+    body = struct.pack(">idB", 7, 0.25, 8)
+    assert rec.unpack(body) == {"input_int_register_0": 7, "input_double_register_0": 0.25,
+                                "standard_digital_output_mask": 8}
+    with pytest.raises(rtde.ProtocolError, match="needs 13"):
+        rec.unpack(body[:-1])
+    out = rtde.Recipe(1, ("actual_q", "runtime_state"), ("VECTOR6D", "UINT32"))
+    assert out.pack({"actual_q": [0.0] * 6, "runtime_state": 2}) == b"\x01" + struct.pack(">6dI", *[0.0] * 6, 2)
+    assert rtde.parse_names(b"a,b,") == ["a", "b"]
+    assert rtde.frame(ord("S"), b"\x01") == b"\x00\x04S\x01"
+
+
+def test_script_boundaries():
+    from embeval.robot.ur_emulator.server import _script_end
+
+    prog = "def rtde_control():\n    def f():\n        x = 1\n    end\nend\n"
+    assert _script_end(prog + "tail") == len(prog)
+    assert _script_end(prog[:-4]) == -1  # the program's own end has not arrived
+    assert _script_end("textmsg(1)\n") == len("textmsg(1)\n")  # a bare script line
