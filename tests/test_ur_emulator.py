@@ -590,3 +590,17 @@ def test_script_boundaries():
     assert _script_end(prog + "tail") == len(prog)
     assert _script_end(prog[:-4]) == -1  # the program's own end has not arrived
     assert _script_end("textmsg(1)\n") == len("textmsg(1)\n")  # a bare script line
+
+
+def test_tcp_offset_as_set_on_the_pendant():
+    from embeval.kinematics import gripper_tcp
+
+    with EmulatorProcess("--tcp", "0", "0", "0.14", "0", "0", "0") as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host)
+        try:
+            q, pose = np.array(r.getActualQ()), np.array(r.getActualTCPPose())
+            T = UR5(tool=gripper_tcp()).fk(q, frame="base")
+            assert np.linalg.norm(T[:3, 3] - pose[:3]) < 1e-6
+            assert np.linalg.norm(pose[:3] - [0.45, 0.0, 0.30]) < 1e-6  # home is a TCP pose
+        finally:
+            r.disconnect()

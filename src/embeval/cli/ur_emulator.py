@@ -39,6 +39,9 @@ def register(sub) -> None:
     p.add_argument("--no-table", action="store_true", help="no table plane check")
     p.add_argument("--home", nargs=6, type=float, metavar="P",
                    help="start TCP pose x y z rx ry rz (frame base; default 0.45 0 0.30 3.1416 0 0)")
+    p.add_argument("--tcp", nargs=6, type=float, metavar="T",
+                   help="TCP offset from the flange (tool0) x y z rx ry rz, as set on the pendant "
+                        "(default: none, the TCP is tool0; the gripper's is 0 0 0.14 0 0 0)")
     p.add_argument("--unlock-delay", type=float, default=5.0,
                    help="seconds a protective stop lasts before the dashboard can unlock it (real controller: 5)")
     p.add_argument("--rate", type=float, default=500.0, help="control and RTDE rate in Hz (default 500)")
@@ -86,6 +89,10 @@ def _run(args) -> int:
                          unlock_delay=args.unlock_delay, rate_hz=args.rate)
     if args.home:
         cfg.home_tcp = tuple(args.home)
+    if args.tcp:
+        from embeval.kinematics.transforms import pose_to_matrix
+
+        cfg.tool = pose_to_matrix(args.tcp)
     logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="%(asctime)s %(message)s")
     emu = URControllerEmulator(args.host, cfg)
     emu.start()
