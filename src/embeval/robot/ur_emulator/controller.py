@@ -33,6 +33,7 @@ from embeval.kinematics.transforms import (
 )
 from embeval.robot.safety import SafetyLimits, check_joint_limits, check_workspace
 from embeval.robot.ur_emulator.motion import (
+    Chain,
     JointMove,
     LinearMove,
     MotionError,
@@ -201,20 +202,25 @@ class ControlProgram:
     def _move(self, kind: str):
         vec, v, a, is_async = self.in_vec(0), self.in_float(6), self.in_float(7), self.in_int(1) == 1
         ctrl = self.ctrl
+        v_joint = min(v, float(np.min(ctrl.max_speed)))
+
+        def build(q):
+            if kind == "j":
+                return JointMove(q, vec, v_joint, a)
+            if kind == "j_ik":
+                sol = ctrl.kin.ik_closest(pose_to_matrix(vec), q, frame="base")
+                if sol is None:
+                    raise MotionError(f"moveJ_IK target {np.round(vec, 4).tolist()} is out of reach")
+                return JointMove(q, sol, v_joint, a)
+            T = pose_to_matrix(vec) if kind == "l" else tcp_frames(ctrl.kin, vec)[1]  # l_fk: the pose of joints vec
+            return LinearMove(ctrl.kin, q, T, v, a, ctrl.max_speed)
+
         self.stop_async_move()
-        q = ctrl.q.copy()
-        if kind == "j":
-            motion = JointMove(q, vec, min(v, float(np.min(ctrl.max_speed))), a)
-        elif kind == "j_ik":
-            sol = ctrl.kin.ik_closest(pose_to_matrix(vec), q, frame="base")
-            if sol is None:
-                raise MotionError(f"moveJ_IK target {np.round(vec, 4).tolist()} is out of reach")
-            motion = JointMove(q, sol, min(v, float(np.min(ctrl.max_speed))), a)
-        elif kind == "l":
-            motion = LinearMove(ctrl.kin, q, pose_to_matrix(vec), v, a, ctrl.max_speed)
-        else:  # l_fk: linear move to the pose of joint vector vec
-            motion = LinearMove(ctrl.kin, q, ctrl.kin.fk(vec, frame="base"), v, a, ctrl.max_speed)
-        ctrl.motion = motion
+        if float(np.max(np.abs(ctrl.qd))) > 1e-9:  # still moving (async move, speed, servo): brake at a, then go
+            linear = kind in ("l", "l_fk")
+            ctrl.motion = Chain(StopMotion(ctrl.qd, a, ctrl.tcp_speed_norm() if linear else None), build)
+        else:
+            ctrl.motion = build(ctrl.q.copy())
         if is_async:
             self.async_move = True
             self.async_progress(0)
