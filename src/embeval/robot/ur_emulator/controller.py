@@ -21,6 +21,7 @@ import math
 import re
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -53,7 +54,7 @@ log = logging.getLogger("embeval.ur_emulator")
 ROBOT_MODE_POWER_OFF, ROBOT_MODE_IDLE, ROBOT_MODE_RUNNING = 3, 5, 7
 SAFETY_NORMAL, SAFETY_PROTECTIVE_STOP = 1, 3
 RUNTIME_STOPPED, RUNTIME_PLAYING = 1, 2
-JOINT_MODE_RUNNING, JOINT_MODE_POWER_OFF, JOINT_MODE_IDLE = 253, 239, 255
+JOINT_MODE_RUNNING, JOINT_MODE_POWER_OFF = 253, 239
 SAFETY_MODE_NAMES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY", 5: "SAFEGUARD_STOP",
                      6: "SYSTEM_EMERGENCY_STOP", 7: "ROBOT_EMERGENCY_STOP", 8: "VIOLATION", 9: "FAULT"}
 ROBOT_MODE_NAMES = {-1: "NO_CONTROLLER", 0: "DISCONNECTED", 1: "CONFIRM_SAFETY", 2: "BOOTING", 3: "POWER_OFF",
@@ -108,8 +109,8 @@ class EmulatorConfig:
 class ControlProgram:
     """The ur_rtde control script's main loop and command handlers, run natively each control tick."""
 
-    def __init__(self, ctrl: Controller, reg_offset: int = 0, path_injected: bool = False):
-        self.ctrl, self.off, self.path_injected = ctrl, reg_offset, path_injected
+    def __init__(self, ctrl: Controller, reg_offset: int = 0):
+        self.ctrl, self.off = ctrl, reg_offset
         self.executing = False
         self.blocking: Callable[[], bool] | None = None  # the blocking op's "finished?" test
         self.async_move = False  # a move thread is running
@@ -417,8 +418,8 @@ class Controller:
         self.tcp_speed = np.zeros(6)
         self.watchdog: tuple[float, int] | None = None  # (min frequency, register index)
         self.watchdog_last = 0.0
-        self.errors: list[str] = []  # every program error / unsupported request, newest last
-        self.events: list[str] = []  # safety events, newest last
+        self.errors: deque[str] = deque(maxlen=200)  # program errors / refused requests, newest last
+        self.events: deque[str] = deque(maxlen=200)  # safety events, newest last
         self.loaded_program = "<none>"
         self.last_script = ""  # the last control script run: what the dashboard's "play" restarts
 
@@ -448,34 +449,34 @@ class Controller:
         with self.lock:
             if all(m in script for m in CONTROL_SCRIPT_MARKERS):
                 if self.safety_mode != SAFETY_NORMAL or self.robot_mode != ROBOT_MODE_RUNNING:
-                    return self._refuse(f"cannot start the program: robot is in {self.safety_name()} / "
+                    return self.refuse(f"cannot start the program: robot is in {self.safety_name()} / "
                                         f"{ROBOT_MODE_NAMES.get(self.robot_mode)}; unlock the protective stop first")
                 # ur_rtde injects the offset after the line's comment: "= # int register offset\n24"
                 m = re.search(r"global\s+reg_offset_int\s*=\s*(?:#[^\n]*\n)?\s*(\d+)", script)
                 off = int(m.group(1)) if m else 0
                 if off not in (0, 24):
-                    return self._refuse(f"register offset {off} is not 0 or 24")
-                injected = re.search(r"# inject move path\s*\n\s*(?!end\b)\S", script) is not None
+                    return self.refuse(f"register offset {off} is not 0 or 24")
                 self.stop_program(None)
                 self.last_script = script
-                self.program = ControlProgram(self, off, injected)
+                self.program = ControlProgram(self, off)
                 self.program.start()
                 self.loaded_program = "rtde_control"
                 msg = f"ur_rtde control program started (register offset {off})"
                 log.info("ur-emulator: %s", msg)
                 return msg
             first = next((ln.strip() for ln in script.splitlines() if ln.strip()), "")
-            return self._refuse(f"URScript is not supported by the UR emulator (only the ur_rtde control program "
+            return self.refuse(f"URScript is not supported by the UR emulator (only the ur_rtde control program "
                                 f"runs); refused: {first[:80]!r}")
 
-    def _refuse(self, msg: str) -> str:
+    def refuse(self, msg: str) -> str:
+        """Record and log a refused request or program error; returns ``msg``."""
         self.errors.append(msg)
         log.error("ur-emulator: %s", msg)
         return msg
 
     def program_error(self, msg: str) -> None:
         """A runtime error in the program: stop it (and the arm) and record why."""
-        self._refuse(msg)
+        self.refuse(msg)
         self.stop_program(msg)
 
     def stop_program(self, reason: str | None) -> None:
