@@ -89,7 +89,7 @@ def _home(r, c):
         HOME_Q = list(r.getActualQ())
     if not c.isProgramRunning():
         _reupload(c)
-    assert c.moveJ(HOME_Q, 1.5, 3.0)
+    assert c.moveJ(HOME_Q, 3.0, 10.0)
 
 
 def test_three_interfaces_connect(robot):
@@ -134,7 +134,7 @@ def test_actual_tcp_pose_is_fk_of_actual_q(robot):
     r, c, _, _ = robot
     kin = UR5()
     for dq in ([0.1, 0, 0, 0, 0, 0], [0, 0.1, -0.1, 0.2, 0, 0], [0, 0, 0, 0, 0.3, -0.5]):
-        c.moveJ((np.array(r.getActualQ()) + dq).tolist(), 1.0, 2.0)
+        c.moveJ((np.array(r.getActualQ()) + dq).tolist(), 2.0, 8.0)
         _settle(r)
         q, pose = np.array(r.getActualQ()), np.array(r.getActualTCPPose())
         T = kin.fk(q, frame="base")
@@ -171,6 +171,53 @@ def test_movel_into_the_table_is_a_protective_stop_cleared_by_the_dashboard(robo
     up = np.array(r.getActualTCPPose())
     up[2] += 0.1
     assert c.moveL(up.tolist(), 0.25, 1.2)
+    _home(r, c)
+
+
+def _stop_and_unlock(r, d) -> None:
+    _settle(r)
+    assert r.isProtectiveStopped()
+    time.sleep(UNLOCK_DELAY + 0.05)
+    d.unlockProtectiveStop()
+
+
+def test_joint_limit_and_workspace_box_stop_the_arm(robot, emu):
+    r, c, _, d = robot
+    _home(r, c)
+    q = np.array(r.getActualQ())
+    beyond = q.copy()
+    beyond[5] = -2 * math.pi - 0.2  # wrist 3 (turns the flange only) past its -2 pi limit
+    assert c.moveJ(beyond.tolist(), 3.0, 10.0) is False
+    _stop_and_unlock(r, d)
+    assert -2 * math.pi <= r.getActualQ()[5] < -2 * math.pi + 0.01  # stopped at the limit, not past it
+    assert "joint limit: joint 5" in emu.log()
+    _home(r, c)
+    p = np.array(r.getActualTCPPose())
+    out = p.copy()
+    out[1] = 0.6  # the default box is y in [-0.5, 0.5]
+    assert c.moveL(out.tolist(), 0.25, 1.2) is False
+    _stop_and_unlock(r, d)
+    assert abs(r.getActualTCPPose()[1]) <= 0.5 + 1e-9
+    assert "workspace limit" in emu.log()
+    _home(r, c)
+
+
+def test_power_off_is_reported_and_refuses_motion(robot):
+    r, c, _, d = robot
+    _home(r, c)
+    d.powerOff()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 3 and d.robotmode() == "Robotmode: POWER_OFF"
+    assert not c.isProgramRunning()
+    c.reuploadScript()
+    time.sleep(0.2)
+    assert not c.isProgramRunning()  # the controller will not run a program without power
+    d.powerOn()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 5  # IDLE until the brakes are released
+    d.brakeRelease()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 7
     _home(r, c)
 
 
@@ -275,7 +322,7 @@ def test_servol_tracks_a_circle_for_10_s(robot):
 
 
 def test_watchdog_stops_the_program_when_not_kicked(robot, emu):
-    r, c, _, _ = robot
+    r, c, _, d = robot
     _home(r, c)
     assert c.setWatchdog(20.0)
     for _ in range(10):
@@ -285,7 +332,11 @@ def test_watchdog_stops_the_program_when_not_kicked(robot, emu):
     time.sleep(0.2)  # no kick for 4 periods
     assert not c.isProgramRunning()
     assert "watchdog" in emu.log()
-    _reupload(c)
+    d.play()  # the dashboard restarts the last program (raises unless the reply is "Starting program")
+    deadline = time.monotonic() + 2
+    while not c.isProgramRunning() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert c.isProgramRunning()
 
 
 def test_unsupported_calls_fail_clearly(robot, emu):
@@ -341,6 +392,14 @@ def test_second_control_interface_gets_in_use(emu, robot):
     """Input registers belong to one RTDE connection, as on the controller: a second control client is refused."""
     with pytest.raises(RuntimeError, match="already in use"):
         rtde_control.RTDEControlInterface(emu.host)
+
+
+def test_cli_takes_the_box_from_the_arm_parameters(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("embeval_arm:\n  ros__parameters:\n    workspace_lower: [0.5, 0, 0]\n    workspace_upper: [0.4, 1, 1]\n")
+    out = subprocess.run([sys.executable, "-m", "embeval.cli", "ur-emulator", "--params", str(bad)],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "workspace_lower" in out.stderr  # the box is validated by SafetyLimits
 
 
 def test_cli_rejects_a_bad_version():
@@ -431,3 +490,157 @@ def test_backend_reports_a_stop_the_controller_raised(arm):
         assert np.linalg.norm(a.move_tcp(up).tcp_pose[:3] - up[:3]) < 1e-4
     finally:
         a.limits = lim
+
+
+def test_upper_range_registers():
+    """FLAG_UPPER_RANGE_REGISTERS: the script's registers start at 24 (ur_rtde injects the offset into the script)."""
+    with _emulator() as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host, 500.0, [], False, True)
+        flags = rtde_control.RTDEControlInterface.FLAG_UPLOAD_SCRIPT | rtde_control.RTDEControlInterface.FLAG_UPPER_RANGE_REGISTERS
+        c = rtde_control.RTDEControlInterface(e.host, 500.0, flags)
+        try:
+            q = np.array(r.getActualQ())
+            assert c.moveJ((q + 0.1).tolist(), 2.0, 8.0)
+            _settle(r)
+            assert np.max(np.abs(np.array(r.getActualQ()) - q - 0.1)) < 1e-4
+            assert "register offset 24" in e.log()
+        finally:
+            c.stopScript()
+            c.disconnect()
+            r.disconnect()
+
+
+def test_hostile_input_closes_only_that_connection(robot, emu):
+    r, c, _, _ = robot
+    with socket.create_connection((emu.host, 30004), timeout=2) as s:
+        s.sendall(b"\x00\x01Z")  # size 1 < header: a protocol error
+        s.settimeout(2)
+        assert s.recv(10) == b""  # closed by the emulator
+    with socket.create_connection((emu.host, 30004), timeout=2) as s:
+        s.sendall(b"\x00\x03V")  # version request without its uint16
+        assert s.recv(10) == b""
+    with socket.create_connection((emu.host, 29999), timeout=2) as s:
+        s.recv(100)
+        s.sendall(b"x" * 5000)  # no newline, over the 4 KiB line limit
+        s.settimeout(2)
+        assert b"line too long" in s.recv(200)
+    assert "RTDE header announces 1 bytes" in emu.log()
+    _home(r, c)  # everyone else is still served
+    assert c.isProgramRunning() and r.getRobotMode() == 7
+
+
+# -- the pieces, without a network -------------------------------------------------------------------
+def test_trapezoid_profile():
+    from embeval.robot.ur_emulator.motion import Trapezoid
+
+    tr = Trapezoid(1.0, 0.5, 1.0)  # cruise: 0.5 s ramp each side, 1.5 s at 0.5
+    assert tr.duration == pytest.approx(2.5)
+    assert tr.position(0.5) == pytest.approx(0.125) and tr.position(2.5) == pytest.approx(1.0)
+    tri = Trapezoid(0.01, 1.0, 1.0)  # too short to reach the speed: a triangle
+    assert tri.duration == pytest.approx(2 * math.sqrt(0.01))
+    ts = np.linspace(0, tr.duration, 200)
+    x = np.array([tr.position(t) for t in ts])
+    v = np.diff(x) / np.diff(ts)
+    assert np.all(np.diff(x) >= 0) and v.max() <= 0.5 + 1e-9
+
+
+def test_pose_conversions_and_newton_tracking_match_the_kinematics():
+    from embeval.kinematics.transforms import rotvec_to_matrix
+    from embeval.robot.ur_emulator.motion import pose_of, rotmat_of, tcp_frames, track
+
+    kin = UR5()
+    rng = np.random.default_rng(0)
+    for q in rng.uniform(-3, 3, (200, 6)):
+        T = kin.fk(q, frame="base")
+        np.testing.assert_allclose(pose_to_matrix(pose_of(T)), T, atol=1e-12)
+        rv = rng.normal(size=3)
+        np.testing.assert_allclose(rotmat_of(rv), rotvec_to_matrix(rv), atol=1e-12)
+    for R in (np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])):  # angle pi exactly
+        T = np.eye(4)
+        T[:3, :3] = R
+        np.testing.assert_allclose(pose_to_matrix(pose_of(T)), T, atol=1e-12)
+    q = np.array([2.9, -1.6, 1.9, -1.9, -1.57, -1.8])
+    target = tcp_frames(kin, q + 0.002)[1]
+    sol = track(kin, q, target)
+    assert sol is not None and np.max(np.abs(sol - (q + 0.002))) < 1e-9
+
+
+def test_recipes_pack_and_unpack():
+    import struct
+
+    from embeval.robot.ur_emulator import rtde
+
+    rec = rtde.Recipe(3, ("input_int_register_0", "input_double_register_0", "standard_digital_output_mask"),
+                      ("INT32", "DOUBLE", "UINT8"))
+    body = struct.pack(">idB", 7, 0.25, 8)
+    assert rec.unpack(body) == {"input_int_register_0": 7, "input_double_register_0": 0.25,
+                                "standard_digital_output_mask": 8}
+    with pytest.raises(rtde.ProtocolError, match="needs 13"):
+        rec.unpack(body[:-1])
+    out = rtde.Recipe(1, ("actual_q", "runtime_state"), ("VECTOR6D", "UINT32"))
+    assert out.pack({"actual_q": [0.0] * 6, "runtime_state": 2}) == b"\x01" + struct.pack(">6dI", *[0.0] * 6, 2)
+    assert rtde.parse_names(b"a,b,") == ["a", "b"]
+    assert rtde.frame(ord("S"), b"\x01") == b"\x00\x04S\x01"
+
+
+def test_script_boundaries():
+    from embeval.robot.ur_emulator.server import _script_end
+
+    prog = "def rtde_control():\n    def f():\n        x = 1\n    end\nend\n"
+    assert _script_end(prog + "tail") == len(prog)
+    assert _script_end(prog[:-4]) == -1  # the program's own end has not arrived
+    assert _script_end("textmsg(1)\n") == len("textmsg(1)\n")  # a bare script line
+
+
+def test_tcp_offset_as_set_on_the_pendant():
+    from embeval.kinematics import gripper_tcp
+
+    with EmulatorProcess("--tcp", "0", "0", "0.14", "0", "0", "0") as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host)
+        try:
+            q, pose = np.array(r.getActualQ()), np.array(r.getActualTCPPose())
+            T = UR5(tool=gripper_tcp()).fk(q, frame="base")
+            assert np.linalg.norm(T[:3, 3] - pose[:3]) < 1e-6
+            assert np.linalg.norm(pose[:3] - [0.45, 0.0, 0.30]) < 1e-6  # home is a TCP pose
+        finally:
+            r.disconnect()
+
+
+def test_register_protocol_and_braking_without_a_network():
+    """The control program's handshake on the registers, and a move that replaces a running one brakes at its
+    acceleration instead of jumping (the controller's acceleration limit)."""
+    from embeval.robot.ur_emulator.controller import Controller, ControlProgram
+
+    ctrl = Controller()
+    prog = ctrl.program = ControlProgram(ctrl)
+    prog.start()
+    assert ctrl.out_int[0] == 1  # ready
+    q0 = ctrl.q.copy()
+
+    def command(cmd, doubles=(), is_async=0):
+        ctrl.in_double[:len(doubles)] = list(doubles)
+        ctrl.in_int[0], ctrl.in_int[1] = cmd, is_async
+
+    command(1, [*(q0 + [0.5, 0, 0, 0, 0, 0]), 1.0, 2.0], is_async=1)  # async moveJ
+    ctrl.tick(0.002)
+    assert ctrl.out_int[0] == 2  # done at once: it runs in the background
+    command(0)
+    ctrl.tick(0.002)
+    assert ctrl.out_int[0] == 1
+    for _ in range(150):  # 0.3 s of acceleration at 2 rad/s^2
+        ctrl.tick(0.002)
+    assert ctrl.qd[0] == pytest.approx(0.6, abs=0.01)
+    command(1, [*q0, 1.0, 2.0])  # back to the start, synchronously: brake first
+    qd = []
+    for _ in range(2000):
+        ctrl.tick(0.002)
+        qd.append(ctrl.qd[0])
+        if ctrl.out_int[0] == 2:
+            break
+    assert ctrl.out_int[0] == 2 and np.max(np.abs(ctrl.q - q0)) < 1e-9
+    assert np.max(np.abs(np.diff(qd))) / 0.002 <= 2.0 * 1.05  # never more than the commanded 2 rad/s^2
+    command(0)  # the client clears after "done"; the program is ready again
+    ctrl.tick(0.002)
+    command(255)  # stopScript ends the program without "done"
+    ctrl.tick(0.002)
+    assert ctrl.program is None and ctrl.runtime_state == 1

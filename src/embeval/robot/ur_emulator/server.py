@@ -167,8 +167,7 @@ class RTDEConnection:
                     return
                 self.handle(msg_type, body)
         except rtde.ProtocolError as exc:
-            log.error("ur-emulator: RTDE client error, closing the connection: %s", exc)
-            self.server.controller.errors.append(f"RTDE: {exc}")
+            self.server.controller.refuse(f"RTDE client error, connection closed: {exc}")
         finally:
             self.closed.set()
             with self._cv:
@@ -196,7 +195,7 @@ class RTDEConnection:
             types = [rtde.OUTPUT_TYPES.get(n, "NOT_FOUND") for n in names]
             if "NOT_FOUND" in types or not names or not 0 < freq <= srv.config.rate_hz:
                 if not 0 < freq <= srv.config.rate_hz:
-                    srv.controller.errors.append(f"RTDE output frequency {freq} Hz not in (0, {srv.config.rate_hz:g}]")
+                    srv.controller.refuse(f"RTDE output frequency {freq} Hz not in (0, {srv.config.rate_hz:g}]")
                 self.send(rtde.SETUP_OUTPUTS, bytes([0]) + ",".join(types).encode())
                 return
             self.output = rtde.Recipe(1, tuple(names), tuple(types))
@@ -356,7 +355,7 @@ class URControllerEmulator:
             buf += chunk
             last = time.monotonic()
             if len(buf) > MAX_SCRIPT:
-                self.controller._refuse(f"script larger than {MAX_SCRIPT} bytes refused")
+                self.controller.refuse(f"script larger than {MAX_SCRIPT} bytes refused")
                 return
             while True:
                 text = buf.decode("utf-8", "replace")
@@ -428,8 +427,10 @@ class URControllerEmulator:
                 return "Stopped", False
             if cmd == "pause":
                 return "Failed to execute: pause", False
-            if cmd == "play":
-                return "Failed to execute: play", False
+            if cmd == "play":  # restarts the last control script, as pressing play on the program it became
+                if ctrl.program is None and ctrl.last_script:
+                    ctrl.load_script(ctrl.last_script)
+                return ("Starting program", False) if ctrl.program is not None else ("Failed to execute: play", False)
             if cmd == "unlock protective stop":
                 return ctrl.unlock_protective_stop()[1], False
             if cmd == "close safety popup":
@@ -467,7 +468,7 @@ class URControllerEmulator:
                 return "Disconnected", True
             if cmd == "shutdown":
                 return "Shutting down", True
-        ctrl.errors.append(f"dashboard: unknown command {line!r}")
+        ctrl.refuse(f"dashboard: unknown command {line[:80]!r}")
         return f"could not understand: '{line}'", False
 
 
