@@ -201,6 +201,9 @@ class _FakeRTDE:
             def isConnected(self):
                 return True
 
+            def isProgramRunning(self):
+                return True
+
             def stopScript(self):
                 pass
 

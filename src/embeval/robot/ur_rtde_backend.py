@@ -89,6 +89,19 @@ class URRtdeArm:
         rc, rr, rio, dash = modules or _import_rtde()
         try:
             self._recv = rr.RTDEReceiveInterface(robot_ip, frequency)
+            mode = int(self._recv.getSafetyMode())
+        except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError for every connection failure
+            raise ServerUnavailableError(
+                f"cannot connect to the UR controller at {robot_ip}: {exc}. Check the network cable and IP, that the "
+                "robot is powered on and in remote control mode, and that no other program holds RTDE"
+            ) from None
+        if mode in (3, 4, 5):  # a stopped controller does not start ur_rtde's control script
+            with contextlib.suppress(Exception):
+                self._recv.disconnect()
+            raise ServerUnavailableError(
+                f"the UR controller at {robot_ip} is in {UR_MODE_NAMES.get(mode, mode)}: remove the cause, then unlock it "
+                "on the teach pendant or through the dashboard server ('unlock protective stop' on port 29999) and start again")
+        try:
             self._ctrl = rc.RTDEControlInterface(robot_ip, frequency)
             self._io = rio.RTDEIOInterface(robot_ip)
             self._dash = dash.DashboardClient(robot_ip)
@@ -139,10 +152,21 @@ class URRtdeArm:
         if status.stopped:
             return self.protective_stop(status.reason)
         if not self._ctrl.moveL(p.tolist(), speed * self.speed_scaling, self.acceleration):
-            self._latch.trip("moveL was rejected by the controller")
+            self._latch.trip(self._rejected("moveL"))
             return self.state()
         self._wait_until(t0 + float(min_duration))
         return self.state()
+
+    def _rejected(self, command: str) -> str:
+        """Why the controller refused or aborted ``command``: its safety mode when that is not NORMAL."""
+        try:  # the receive interface reports a stop a packet after the command returns: wait for it (<= 0.5 s)
+            self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode()) is not SafetyMode.NORMAL, 0.5)
+            mode = self.ur_safety_mode()
+        except Exception:  # noqa: BLE001 - the connection may be what failed
+            return f"{command} was rejected by the controller (no state: check the connection)"
+        if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is SafetyMode.NORMAL:
+            return f"{command} was rejected by the controller"
+        return f"{command} stopped by the controller: safety mode {UR_MODE_NAMES.get(mode, mode)}"
 
     def hold(self, seconds: float) -> ArmState:
         """Keep still for ``seconds`` (nothing is sent; the controller holds the last target)."""
@@ -167,7 +191,7 @@ class URRtdeArm:
         if status.stopped:
             return self.protective_stop(status.reason)
         if not self._ctrl.moveJ(qv.tolist(), speed * self.speed_scaling, self.acceleration):
-            self._latch.trip("moveJ was rejected by the controller")
+            self._latch.trip(self._rejected("moveJ"))
         return self.state()
 
     def set_gripper(self, opening: float) -> ArmState:
@@ -189,24 +213,55 @@ class URRtdeArm:
         self._latch.trip(reason)
         if not self._ctrl.triggerProtectiveStop():
             self._ctrl.stopL(2.0)
+        else:  # the receive interface reports the stop a packet later: wait for it (at most 0.5 s)
+            self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode()) is not SafetyMode.NORMAL, 0.5)
         return self.state()
 
-    def reset_safety(self) -> ArmState:
-        """Unlock a protective stop through the dashboard server (needs remote control mode)."""
+    def reset_safety(self, unlock_timeout_s: float = 8.0) -> ArmState:
+        """Unlock a protective stop through the dashboard server (needs remote control mode), then restart
+        ur_rtde's control script, which the controller stopped with the program.
+
+        The controller refuses an unlock for 5 s after the stop: the unlock is retried until
+        ``unlock_timeout_s`` and :class:`~embeval.errors.ServerUnavailableError` names the problem after that."""
         if self.ur_safety_mode() in (3, 4, 5):
             self._dash.closeSafetyPopup()
-            self._dash.unlockProtectiveStop()
-            time.sleep(0.5)
+            deadline = time.monotonic() + unlock_timeout_s
+            while True:
+                try:
+                    self._dash.unlockProtectiveStop()
+                    break
+                except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError with the controller's reply
+                    if time.monotonic() > deadline:
+                        raise ServerUnavailableError(f"the controller did not unlock the protective stop in "
+                                                     f"{unlock_timeout_s:.0f} s ({exc}); remove the cause and unlock it "
+                                                     "on the teach pendant") from None
+                    time.sleep(0.25)
+            self._wait(lambda: self.ur_safety_mode() not in (3, 4, 5), 2.0)
         if self.ur_safety_mode() in (6, 7, 8, 9):
             raise ServerUnavailableError("the robot is in an emergency stop / fault: release the e-stop on the "
                                          "teach pendant and restart safety before resetting")
         if not self._ctrl.isConnected():
             self._ctrl.reconnect()
+        if not self._ctrl.isProgramRunning():  # a protective stop ends the program: upload the control script again
+            self._ctrl.reuploadScript()
+            if not self._wait(self._ctrl.isProgramRunning, 5.0):
+                raise ServerUnavailableError("ur_rtde's control script does not run after the reset: check that the "
+                                             "robot is in remote control mode and nothing else holds the script port")
         self._latch.reset()
         return self.state()
 
+    @staticmethod
+    def _wait(condition, timeout_s: float) -> bool:
+        """Poll ``condition()`` every 5 ms until it holds (True) or ``timeout_s`` passes (False)."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
+
     def close(self) -> None:
-        for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(),
-                   lambda: self._dash.disconnect()):
+        for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._io.disconnect(),
+                   lambda: self._recv.disconnect(), lambda: self._dash.disconnect()):
             with contextlib.suppress(Exception):  # best effort on shutdown
                 fn()
