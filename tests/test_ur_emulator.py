@@ -8,12 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
-import random
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -26,67 +23,18 @@ dashboard_client = pytest.importorskip("dashboard_client")
 
 from embeval.kinematics import UR5
 from embeval.kinematics.transforms import matrix_to_pose, pose_to_matrix
+from embeval.robot.ur_emulator.process import EmulatorProcess
 
 UNLOCK_DELAY = 0.3
-PORTS = (30004, 29999, 30003)
 
 
-def _free(host: str) -> bool:
-    for port in PORTS:
-        s = socket.socket()
-        try:
-            s.bind((host, port))
-        except OSError:
-            return False
-        finally:
-            s.close()
-    return True
-
-
-class Emulator:
-    """``embeval ur-emulator`` in a subprocess on a free loopback address; its log lines in :attr:`lines`."""
-
-    def __init__(self, *extra: str):
-        rng = random.Random()
-        for _ in range(50):
-            host = f"127.{rng.randint(1, 254)}.{rng.randint(0, 254)}.{rng.randint(2, 254)}"
-            if _free(host):
-                break
-        self.host = host
-        self.lines: list[str] = []
-        env = dict(os.environ)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "embeval.cli", "ur-emulator", "--host", host, "--unlock-delay", str(UNLOCK_DELAY), *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-        ready = threading.Event()
-
-        def drain():
-            for line in self.proc.stdout:
-                self.lines.append(line.rstrip("\n"))
-                if "Ctrl-C stops" in line:
-                    ready.set()
-            ready.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-        if not ready.wait(30) or self.proc.poll() is not None:
-            self.close()
-            raise RuntimeError("ur-emulator did not start: " + "\n".join(self.lines))
-
-    def log(self) -> str:
-        return "\n".join(self.lines)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+def _emulator() -> EmulatorProcess:
+    return EmulatorProcess("--unlock-delay", str(UNLOCK_DELAY))
 
 
 @pytest.fixture(scope="module")
 def emu():
-    e = Emulator()
+    e = _emulator()
     yield e
     e.close()
 
@@ -118,6 +66,13 @@ def _at_125_hz(seconds: float):
             time.sleep(delay)
 
 
+def _settle(r, timeout: float = 0.5) -> None:
+    """Wait until the receive stream shows the arm at rest (it may trail the control connection by a package)."""
+    deadline = time.monotonic() + timeout
+    while np.max(np.abs(r.getActualQd())) > 0 and time.monotonic() < deadline:
+        time.sleep(0.002)
+
+
 def _reupload(c) -> None:
     """reuploadScript returns once the script is sent; wait until the controller runs it."""
     assert c.reuploadScript()
@@ -134,7 +89,7 @@ def _home(r, c):
         HOME_Q = list(r.getActualQ())
     if not c.isProgramRunning():
         _reupload(c)
-    assert c.moveJ(HOME_Q, 1.5, 3.0)
+    assert c.moveJ(HOME_Q, 3.0, 10.0)
 
 
 def test_three_interfaces_connect(robot):
@@ -159,6 +114,7 @@ def test_movej_and_movel_reach_their_targets(robot):
     t = time.monotonic()
     assert c.moveJ(q1.tolist(), 1.0, 2.0)
     took = time.monotonic() - t
+    _settle(r)
     assert np.max(np.abs(np.array(r.getActualQ()) - q1)) < 1e-4
     assert took > 0.4  # a trapezoid over 0.4 rad at 1 rad/s, 2 rad/s^2 takes 0.6 s: the move is not instant
     # moveL: 8 cm diagonal plus a small rotation
@@ -167,6 +123,7 @@ def test_movej_and_movel_reach_their_targets(robot):
     T1[:3, 3] += [0.05, -0.04, -0.05]
     p1 = matrix_to_pose(T1)
     assert c.moveL(p1.tolist(), 0.2, 1.0)
+    _settle(r)
     q = np.array(r.getActualQ())
     T = kin.fk(q, frame="base")
     assert np.linalg.norm(T[:3, 3] - p1[:3]) < 1e-4  # 0.1 mm
@@ -177,8 +134,8 @@ def test_actual_tcp_pose_is_fk_of_actual_q(robot):
     r, c, _, _ = robot
     kin = UR5()
     for dq in ([0.1, 0, 0, 0, 0, 0], [0, 0.1, -0.1, 0.2, 0, 0], [0, 0, 0, 0, 0.3, -0.5]):
-        c.moveJ((np.array(r.getActualQ()) + dq).tolist(), 1.0, 2.0)
-        time.sleep(0.02)
+        c.moveJ((np.array(r.getActualQ()) + dq).tolist(), 2.0, 8.0)
+        _settle(r)
         q, pose = np.array(r.getActualQ()), np.array(r.getActualTCPPose())
         T = kin.fk(q, frame="base")
         assert np.linalg.norm(T[:3, 3] - pose[:3]) < 1e-6
@@ -193,6 +150,7 @@ def test_movel_into_the_table_is_a_protective_stop_cleared_by_the_dashboard(robo
     target = p.copy()
     target[2] = -0.05  # 5 cm into the table
     assert c.moveL(target.tolist(), 0.25, 1.2) is False
+    _settle(r)
     assert r.isProtectiveStopped()
     assert r.getSafetyMode() == 3 and r.isProtectiveStopped()
     assert r.getSafetyStatusBits() & (1 << 2)
@@ -216,10 +174,58 @@ def test_movel_into_the_table_is_a_protective_stop_cleared_by_the_dashboard(robo
     _home(r, c)
 
 
+def _stop_and_unlock(r, d) -> None:
+    _settle(r)
+    assert r.isProtectiveStopped()
+    time.sleep(UNLOCK_DELAY + 0.05)
+    d.unlockProtectiveStop()
+
+
+def test_joint_limit_and_workspace_box_stop_the_arm(robot, emu):
+    r, c, _, d = robot
+    _home(r, c)
+    q = np.array(r.getActualQ())
+    beyond = q.copy()
+    beyond[5] = -2 * math.pi - 0.2  # wrist 3 (turns the flange only) past its -2 pi limit
+    assert c.moveJ(beyond.tolist(), 3.0, 10.0) is False
+    _stop_and_unlock(r, d)
+    assert -2 * math.pi <= r.getActualQ()[5] < -2 * math.pi + 0.01  # stopped at the limit, not past it
+    assert "joint limit: joint 5" in emu.log()
+    _home(r, c)
+    p = np.array(r.getActualTCPPose())
+    out = p.copy()
+    out[1] = 0.6  # the default box is y in [-0.5, 0.5]
+    assert c.moveL(out.tolist(), 0.25, 1.2) is False
+    _stop_and_unlock(r, d)
+    assert abs(r.getActualTCPPose()[1]) <= 0.5 + 1e-9
+    assert "workspace limit" in emu.log()
+    _home(r, c)
+
+
+def test_power_off_is_reported_and_refuses_motion(robot):
+    r, c, _, d = robot
+    _home(r, c)
+    d.powerOff()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 3 and d.robotmode() == "Robotmode: POWER_OFF"
+    assert not c.isProgramRunning()
+    c.reuploadScript()
+    time.sleep(0.2)
+    assert not c.isProgramRunning()  # the controller will not run a program without power
+    d.powerOn()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 5  # IDLE until the brakes are released
+    d.brakeRelease()
+    time.sleep(0.05)
+    assert r.getRobotMode() == 7
+    _home(r, c)
+
+
 def test_unlock_too_early_is_refused(robot):
     r, c, _, d = robot
     _home(r, c)
     assert c.triggerProtectiveStop() is False  # ur_rtde reports the stop it caused as a failed command
+    _settle(r)
     assert r.isProtectiveStopped()
     with pytest.raises(Exception, match="Cannot unlock protective stop until"):
         d.unlockProtectiveStop()
@@ -253,6 +259,7 @@ def test_speed_and_stop_commands(robot):
     for _ in _at_125_hz(0.4):  # 0.4 s of speedJ (0.1 s ramp at 2 rad/s^2)
         c.speedJ(qd, 2.0, 0.008)
     assert c.speedStop(5.0)
+    _settle(r)
     moved = r.getActualQ()[0] - q0[0]
     assert 0.06 < moved < 0.09  # 0.2 rad/s for 0.4 s less half the ramp: 0.07 rad, plus the stop
     assert np.max(np.abs(r.getActualQd())) < 1e-9
@@ -261,47 +268,61 @@ def test_speed_and_stop_commands(robot):
     for _ in _at_125_hz(0.4):
         c.speedL([0, 0, 0.05, 0, 0, 0], 1.0, 0.008)
     c.stopL(2.0)
-    time.sleep(0.05)
+    _settle(r)
     dz = r.getActualTCPPose()[2] - z0
     assert 0.012 < dz < 0.025
     _home(r, c)
 
 
 def _circle(r, c, seconds: float, radius: float = 0.05, period: float = 4.0):
-    """servoL on a horizontal circle at 125 Hz; returns the worst distance (m) of the TCP from the circle."""
+    """servoL on a horizontal circle at 125 Hz; returns the worst distance (m) of the TCP from the circle.
+
+    Samples within 0.2 s after a late client step (this test's own loop stalled by over 3 periods on a
+    busy machine, so the target jumped) are left out; at most a quarter of them may be.
+    """
     _home(r, c)
     p0 = np.array(r.getActualTCPPose())
-    centre = p0[:3] - [radius, 0, 0]
-    # ease onto the circle's start (it starts at p0) and run
-    dt, worst = 0.008, 0.0
+    centre = p0[:3] - [radius, 0, 0]  # the circle starts at the current TCP
+    dt, worst, at, skipped, measured, skip_until = 0.008, 0.0, -1, 0, 0, 10
+    t0 = time.monotonic()
     for k in _at_125_hz(seconds):
+        if time.monotonic() - (t0 + k * dt) > 3 * dt:
+            skip_until = k + 25
         ang = 2 * math.pi * k * dt / period
         target = p0.copy()
         target[:3] = centre + [radius * math.cos(ang), radius * math.sin(ang), 0]
         c.servoL(target.tolist(), 0.5, 0.5, dt, 0.1, 300)
-        if k > 10:
-            p = np.array(r.getActualTCPPose())[:3] - centre
-            err = abs(math.hypot(p[0], p[1]) - radius) + abs(p[2])
-            worst = max(worst, err)
+        if k <= skip_until:
+            skipped += k > 10
+            continue
+        measured += 1
+        p = np.array(r.getActualTCPPose())[:3] - centre
+        err = math.hypot(math.hypot(p[0], p[1]) - radius, p[2])
+        if err > worst:
+            worst, at = err, k
+    print(f"servoL circle: worst {worst * 1e3:.3f} mm at step {at}; {skipped} samples skipped after late steps")
     c.servoStop(2.0)
+    assert skipped <= (skipped + measured) / 4, f"the test loop was late too often ({skipped} samples skipped)"
     return worst
 
 
 def test_servol_tracks_a_circle_short(robot):
     r, c, _, _ = robot
-    assert _circle(r, c, 2.0) < 0.002
+    worst = _circle(r, c, 2.0)
+    assert worst < 0.002, f"TCP left the circle by {worst * 1e3:.2f} mm"
     _home(r, c)
 
 
 @pytest.mark.slow
 def test_servol_tracks_a_circle_for_10_s(robot):
     r, c, _, _ = robot
-    assert _circle(r, c, 10.0) < 0.002
+    worst = _circle(r, c, 10.0)
+    assert worst < 0.002, f"TCP left the circle by {worst * 1e3:.2f} mm"
     _home(r, c)
 
 
 def test_watchdog_stops_the_program_when_not_kicked(robot, emu):
-    r, c, _, _ = robot
+    r, c, _, d = robot
     _home(r, c)
     assert c.setWatchdog(20.0)
     for _ in range(10):
@@ -311,7 +332,11 @@ def test_watchdog_stops_the_program_when_not_kicked(robot, emu):
     time.sleep(0.2)  # no kick for 4 periods
     assert not c.isProgramRunning()
     assert "watchdog" in emu.log()
-    _reupload(c)
+    d.play()  # the dashboard restarts the last program (raises unless the reply is "Starting program")
+    deadline = time.monotonic() + 2
+    while not c.isProgramRunning() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert c.isProgramRunning()
 
 
 def test_unsupported_calls_fail_clearly(robot, emu):
@@ -352,6 +377,7 @@ def test_disconnect_and_reconnect(robot):
     assert r.reconnect()
     q = np.array(r.getActualQ())
     assert c.moveJ((q + [0.05, 0, 0, 0, 0, 0]).tolist(), 1.0, 2.0)
+    _settle(r)
     assert abs(r.getActualQ()[0] - q[0] - 0.05) < 1e-4
     io.disconnect()
     assert io.reconnect()
@@ -368,8 +394,213 @@ def test_second_control_interface_gets_in_use(emu, robot):
         rtde_control.RTDEControlInterface(emu.host)
 
 
+def test_cli_takes_the_box_from_the_arm_parameters(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("embeval_arm:\n  ros__parameters:\n    workspace_lower: [0.5, 0, 0]\n    workspace_upper: [0.4, 1, 1]\n")
+    out = subprocess.run([sys.executable, "-m", "embeval.cli", "ur-emulator", "--params", str(bad)],
+                         check=False, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "workspace_lower" in out.stderr  # the box is validated by SafetyLimits
+
+
 def test_cli_rejects_a_bad_version():
     out = subprocess.run([sys.executable, "-m", "embeval.cli", "ur-emulator", "--version", "9.1"],
                          check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "must be major.minor.bugfix.build" in out.stderr
+
+
+# -- embeval's ur_rtde backend against the emulator ------------------------------------------------
+@pytest.fixture(scope="module")
+def arm():
+    from embeval.robot.safety import SafetyLimits
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    e = _emulator()
+    a = URRtdeArm(e.host, SafetyLimits(), gripper_output=0)
+    yield a, e
+    a.close()
+    e.close()
+
+
+def test_backend_moves_joints_and_tcp(arm):
+    a, _ = arm
+    s0 = a.state()
+    assert s0.safety.ok
+    q1 = s0.joint_positions + [0.1, -0.05, 0.05, 0.1, 0.0, -0.2]
+    s = a.move_joints(q1)
+    assert np.max(np.abs(s.joint_positions - q1)) < 1e-4
+    target = s.tcp_pose.copy()
+    target[:3] += [0.03, 0.02, -0.04]
+    s = a.move_tcp(target)
+    assert np.linalg.norm(s.tcp_pose[:3] - target[:3]) < 1e-4
+    assert np.linalg.norm(UR5().fk(s.joint_positions, frame="base")[:3, 3] - target[:3]) < 1e-4
+    assert np.max(np.abs(s.joint_velocities)) < 1e-9
+
+
+def test_backend_gripper_drives_the_tool_output(arm):
+    a, e = arm
+    import rtde_receive as rr
+
+    r = rr.RTDEReceiveInterface(e.host)
+    try:
+        assert a.set_gripper(0.0).gripper == 0.0
+        time.sleep(0.05)
+        assert r.getActualDigitalOutputBits() & (1 << 16)  # tool output 0: closed
+        assert a.set_gripper(1.0).gripper == 1.0
+        time.sleep(0.05)
+        assert not r.getActualDigitalOutputBits() & (1 << 16)
+    finally:
+        r.disconnect()
+
+
+def test_backend_protective_stop_and_reset(arm):
+    from embeval.errors import SafetyError
+
+    a, _ = arm
+    s = a.state()
+    outside = s.tcp_pose.copy()
+    outside[0] = 2.0  # far outside the workspace box: refused before it is sent, the controller stops
+    s = a.move_tcp(outside)
+    assert s.safety.stopped and "workspace" in s.safety.reason
+    assert a.ur_safety_mode() == 3  # triggerProtectiveStop reached the controller
+    with pytest.raises(SafetyError):
+        a.move_joints(s.joint_positions)
+    s = a.reset_safety()  # waits out the controller's unlock delay, unlocks, restarts the control script
+    assert s.safety.ok and a.ur_safety_mode() == 1
+    q1 = s.joint_positions + [0.05, 0, 0, 0, 0, 0]
+    assert np.max(np.abs(a.move_joints(q1).joint_positions - q1)) < 1e-4
+
+
+def test_backend_reports_a_stop_the_controller_raised(arm):
+    """The controller's table plane stops a move the backend's own box allows (a box that reaches below z = 0)."""
+    from embeval.robot.safety import SafetyLimits
+
+    a, e = arm
+    lim = a.limits
+    a.limits = SafetyLimits(workspace_lower=(0.1, -0.5, -0.2), workspace_upper=lim.workspace_upper)
+    try:
+        low = a.state().tcp_pose.copy()
+        low[2] = -0.05
+        s = a.move_tcp(low)
+        assert s.safety.stopped and a.ur_safety_mode() == 3
+        assert "table plane" in e.log()
+        assert a.reset_safety().safety.ok
+        up = a.state().tcp_pose.copy()
+        up[2] += 0.1
+        assert np.linalg.norm(a.move_tcp(up).tcp_pose[:3] - up[:3]) < 1e-4
+    finally:
+        a.limits = lim
+
+
+def test_upper_range_registers():
+    """FLAG_UPPER_RANGE_REGISTERS: the script's registers start at 24 (ur_rtde injects the offset into the script)."""
+    with _emulator() as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host, 500.0, [], False, True)
+        flags = rtde_control.RTDEControlInterface.FLAG_UPLOAD_SCRIPT | rtde_control.RTDEControlInterface.FLAG_UPPER_RANGE_REGISTERS
+        c = rtde_control.RTDEControlInterface(e.host, 500.0, flags)
+        try:
+            q = np.array(r.getActualQ())
+            assert c.moveJ((q + 0.1).tolist(), 2.0, 8.0)
+            _settle(r)
+            assert np.max(np.abs(np.array(r.getActualQ()) - q - 0.1)) < 1e-4
+            assert "register offset 24" in e.log()
+        finally:
+            c.stopScript()
+            c.disconnect()
+            r.disconnect()
+
+
+def test_hostile_input_closes_only_that_connection(robot, emu):
+    r, c, _, _ = robot
+    with socket.create_connection((emu.host, 30004), timeout=2) as s:
+        s.sendall(b"\x00\x01Z")  # size 1 < header: a protocol error
+        s.settimeout(2)
+        assert s.recv(10) == b""  # closed by the emulator
+    with socket.create_connection((emu.host, 30004), timeout=2) as s:
+        s.sendall(b"\x00\x03V")  # version request without its uint16
+        assert s.recv(10) == b""
+    with socket.create_connection((emu.host, 29999), timeout=2) as s:
+        s.recv(100)
+        s.sendall(b"x" * 5000)  # no newline, over the 4 KiB line limit
+        s.settimeout(2)
+        assert b"line too long" in s.recv(200)
+    assert "RTDE header announces 1 bytes" in emu.log()
+    _home(r, c)  # everyone else is still served
+    assert c.isProgramRunning() and r.getRobotMode() == 7
+
+
+# -- the pieces, without a network -------------------------------------------------------------------
+def test_trapezoid_profile():
+    from embeval.robot.ur_emulator.motion import Trapezoid
+
+    tr = Trapezoid(1.0, 0.5, 1.0)  # cruise: 0.5 s ramp each side, 1.5 s at 0.5
+    assert tr.duration == pytest.approx(2.5)
+    assert tr.position(0.5) == pytest.approx(0.125) and tr.position(2.5) == pytest.approx(1.0)
+    tri = Trapezoid(0.01, 1.0, 1.0)  # too short to reach the speed: a triangle
+    assert tri.duration == pytest.approx(2 * math.sqrt(0.01))
+    ts = np.linspace(0, tr.duration, 200)
+    x = np.array([tr.position(t) for t in ts])
+    v = np.diff(x) / np.diff(ts)
+    assert np.all(np.diff(x) >= 0) and v.max() <= 0.5 + 1e-9
+
+
+def test_pose_conversions_and_newton_tracking_match_the_kinematics():
+    from embeval.kinematics.transforms import rotvec_to_matrix
+    from embeval.robot.ur_emulator.motion import pose_of, rotmat_of, tcp_frames, track
+
+    kin = UR5()
+    rng = np.random.default_rng(0)
+    for q in rng.uniform(-3, 3, (200, 6)):
+        T = kin.fk(q, frame="base")
+        np.testing.assert_allclose(pose_to_matrix(pose_of(T)), T, atol=1e-12)
+        rv = rng.normal(size=3)
+        np.testing.assert_allclose(rotmat_of(rv), rotvec_to_matrix(rv), atol=1e-12)
+    for R in (np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])):  # angle pi exactly
+        T = np.eye(4)
+        T[:3, :3] = R
+        np.testing.assert_allclose(pose_to_matrix(pose_of(T)), T, atol=1e-12)
+    q = np.array([2.9, -1.6, 1.9, -1.9, -1.57, -1.8])
+    target = tcp_frames(kin, q + 0.002)[1]
+    sol = track(kin, q, target)
+    assert sol is not None and np.max(np.abs(sol - (q + 0.002))) < 1e-9
+
+
+def test_recipes_pack_and_unpack():
+    import struct
+
+    from embeval.robot.ur_emulator import rtde
+
+    rec = rtde.Recipe(3, ("input_int_register_0", "input_double_register_0", "standard_digital_output_mask"),
+                      ("INT32", "DOUBLE", "UINT8"))
+    body = struct.pack(">idB", 7, 0.25, 8)
+    assert rec.unpack(body) == {"input_int_register_0": 7, "input_double_register_0": 0.25,
+                                "standard_digital_output_mask": 8}
+    with pytest.raises(rtde.ProtocolError, match="needs 13"):
+        rec.unpack(body[:-1])
+    out = rtde.Recipe(1, ("actual_q", "runtime_state"), ("VECTOR6D", "UINT32"))
+    assert out.pack({"actual_q": [0.0] * 6, "runtime_state": 2}) == b"\x01" + struct.pack(">6dI", *[0.0] * 6, 2)
+    assert rtde.parse_names(b"a,b,") == ["a", "b"]
+    assert rtde.frame(ord("S"), b"\x01") == b"\x00\x04S\x01"
+
+
+def test_script_boundaries():
+    from embeval.robot.ur_emulator.server import _script_end
+
+    prog = "def rtde_control():\n    def f():\n        x = 1\n    end\nend\n"
+    assert _script_end(prog + "tail") == len(prog)
+    assert _script_end(prog[:-4]) == -1  # the program's own end has not arrived
+    assert _script_end("textmsg(1)\n") == len("textmsg(1)\n")  # a bare script line
+
+
+def test_tcp_offset_as_set_on_the_pendant():
+    from embeval.kinematics import gripper_tcp
+
+    with EmulatorProcess("--tcp", "0", "0", "0.14", "0", "0", "0") as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host)
+        try:
+            q, pose = np.array(r.getActualQ()), np.array(r.getActualTCPPose())
+            T = UR5(tool=gripper_tcp()).fk(q, frame="base")
+            assert np.linalg.norm(T[:3, 3] - pose[:3]) < 1e-6
+            assert np.linalg.norm(pose[:3] - [0.45, 0.0, 0.30]) < 1e-6  # home is a TCP pose
+        finally:
+            r.disconnect()

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 _EPILOG = """example:
   embeval ur-emulator                                  # RTDE 30004, dashboard 29999, script 30003 on 127.0.0.1
   embeval ur-emulator --host 127.0.0.2 --unlock-delay 1
   embeval ur-emulator --workspace-lower 0.25 -0.35 0.05 --workspace-upper 0.75 0.35 0.5   # the cell's box
+  embeval ur-emulator --params config/embeval_ur5.yaml           # the box the arm node is configured with
 
 then point the robot at it, e.g. robot_ip: 127.0.0.1 in config/embeval_ur5.yaml, or
   python -c "import rtde_receive; print(rtde_receive.RTDEReceiveInterface('127.0.0.1').getActualQ())" """
@@ -29,11 +31,17 @@ def register(sub) -> None:
                    help="TCP workspace box lower corner, frame base, metres (default: embeval's SafetyLimits)")
     p.add_argument("--workspace-upper", nargs=3, type=float, metavar=("X", "Y", "Z"),
                    help="TCP workspace box upper corner, frame base, metres")
+    p.add_argument("--params", type=Path, metavar="YAML",
+                   help="take the workspace box from the arm node's parameters in this ROS 2 parameter file "
+                        "(embeval_arm: workspace_lower/workspace_upper), e.g. config/embeval_ur5.yaml")
     p.add_argument("--table-z", type=float, default=0.0,
                    help="table plane height in frame base (m); nothing may go below it (default 0)")
     p.add_argument("--no-table", action="store_true", help="no table plane check")
     p.add_argument("--home", nargs=6, type=float, metavar="P",
                    help="start TCP pose x y z rx ry rz (frame base; default 0.45 0 0.30 3.1416 0 0)")
+    p.add_argument("--tcp", nargs=6, type=float, metavar="T",
+                   help="TCP offset from the flange (tool0) x y z rx ry rz, as set on the pendant "
+                        "(default: none, the TCP is tool0; the gripper's is 0 0 0.14 0 0 0)")
     p.add_argument("--unlock-delay", type=float, default=5.0,
                    help="seconds a protective stop lasts before the dashboard can unlock it (real controller: 5)")
     p.add_argument("--rate", type=float, default=500.0, help="control and RTDE rate in Hz (default 500)")
@@ -62,6 +70,17 @@ def _run(args) -> int:
     if args.unlock_delay < 0:
         raise ConfigError(f"--unlock-delay {args.unlock_delay} must be >= 0 seconds")
     lim = {}
+    if args.params:
+        import yaml
+
+        doc = yaml.safe_load(args.params.read_text()) or {}
+        arm = ((doc.get("embeval_arm") or {}).get("ros__parameters") or {}) if isinstance(doc, dict) else {}
+        for key in ("workspace_lower", "workspace_upper"):
+            if key in arm:
+                lim[key] = tuple(arm[key])
+        if not lim:
+            raise ConfigError(f"{args.params} has no embeval_arm.ros__parameters.workspace_lower/upper; give the box "
+                              "with --workspace-lower/--workspace-upper instead")
     if args.workspace_lower:
         lim["workspace_lower"] = tuple(args.workspace_lower)
     if args.workspace_upper:
@@ -70,6 +89,10 @@ def _run(args) -> int:
                          unlock_delay=args.unlock_delay, rate_hz=args.rate)
     if args.home:
         cfg.home_tcp = tuple(args.home)
+    if args.tcp:
+        from embeval.kinematics.transforms import pose_to_matrix
+
+        cfg.tool = pose_to_matrix(args.tcp)
     logging.basicConfig(level=logging.ERROR if args.quiet else logging.INFO, format="%(asctime)s %(message)s")
     emu = URControllerEmulator(args.host, cfg)
     emu.start()

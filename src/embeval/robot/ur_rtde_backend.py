@@ -154,6 +154,7 @@ class URRtdeArm:
         if not self._ctrl.moveL(p.tolist(), speed * self.speed_scaling, self.acceleration):
             self._latch.trip(self._rejected("moveL"))
             return self.state()
+        self._settled_state()
         self._wait_until(t0 + float(min_duration))
         return self.state()
 
@@ -192,6 +193,15 @@ class URRtdeArm:
             return self.protective_stop(status.reason)
         if not self._ctrl.moveJ(qv.tolist(), speed * self.speed_scaling, self.acceleration):
             self._latch.trip(self._rejected("moveJ"))
+            return self.state()
+        return self._settled_state()
+
+    def _settled_state(self, timeout: float = 0.2) -> ArmState:
+        """The state once the receive stream shows the arm at rest: the control connection reports a move done
+        a few packages before the separate receive connection delivers the final joints."""
+        deadline = time.monotonic() + timeout
+        while np.max(np.abs(self._recv.getActualQd())) > 1e-6 and time.monotonic() < deadline:
+            time.sleep(0.002)
         return self.state()
 
     def set_gripper(self, opening: float) -> ArmState:
@@ -211,42 +221,48 @@ class URRtdeArm:
         """Latch ``reason``, then trigger the controller's protective stop (``triggerProtectiveStop``);
         when the controller does not accept it, decelerate with ``stopL`` instead."""
         self._latch.trip(reason)
-        if not self._ctrl.triggerProtectiveStop():
+        # ur_rtde answers False for the stop it caused (its command waits for "done", and a stopped
+        # controller never says done): the safety mode tells whether the controller stopped
+        if not self._ctrl.triggerProtectiveStop() and self.ur_safety_mode() not in (3, 4, 5):
             self._ctrl.stopL(2.0)
         else:  # the receive interface reports the stop a packet later: wait for it (at most 0.5 s)
             self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode()) is not SafetyMode.NORMAL, 0.5)
         return self.state()
 
-    def reset_safety(self, unlock_timeout_s: float = 8.0) -> ArmState:
-        """Unlock a protective stop through the dashboard server (needs remote control mode), then restart
-        ur_rtde's control script, which the controller stopped with the program.
+    def reset_safety(self, timeout: float = 10.0) -> ArmState:
+        """Unlock a protective stop through the dashboard server (needs remote control mode) and restart the
+        control script.
 
-        The controller refuses an unlock for 5 s after the stop: the unlock is retried until
-        ``unlock_timeout_s`` and :class:`~embeval.errors.ServerUnavailableError` names the problem after that."""
+        The controller refuses an unlock during the first 5 s of a stop ("Cannot unlock protective stop
+        until 5s after occurrence"): retried until ``timeout`` seconds. A protective stop also stops the
+        program running ur_rtde's control script, so it is uploaded again before motion is accepted.
+        """
+        if self.ur_safety_mode() in (6, 7, 8, 9):
+            raise ServerUnavailableError("the robot is in an emergency stop / fault: release the e-stop on the "
+                                         "teach pendant and restart safety before resetting")
+        deadline = time.monotonic() + timeout
         if self.ur_safety_mode() in (3, 4, 5):
             self._dash.closeSafetyPopup()
-            deadline = time.monotonic() + unlock_timeout_s
             while True:
                 try:
                     self._dash.unlockProtectiveStop()
                     break
-                except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError with the controller's reply
-                    if time.monotonic() > deadline:
-                        raise ServerUnavailableError(f"the controller did not unlock the protective stop in "
-                                                     f"{unlock_timeout_s:.0f} s ({exc}); remove the cause and unlock it "
-                                                     "on the teach pendant") from None
-                    time.sleep(0.25)
-            self._wait(lambda: self.ur_safety_mode() not in (3, 4, 5), 2.0)
-        if self.ur_safety_mode() in (6, 7, 8, 9):
-            raise ServerUnavailableError("the robot is in an emergency stop / fault: release the e-stop on the "
-                                         "teach pendant and restart safety before resetting")
+                except RuntimeError as exc:  # ur_rtde raises when the reply is not "Protective stop releasing"
+                    if "Cannot unlock" not in str(exc) or time.monotonic() > deadline:
+                        raise ServerUnavailableError(f"the controller refused to unlock the protective stop: {exc}. "
+                                                     "Clear the cause on the teach pendant") from None
+                    time.sleep(0.2)
+            while self.ur_safety_mode() != 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
         if not self._ctrl.isConnected():
             self._ctrl.reconnect()
-        if not self._ctrl.isProgramRunning():  # a protective stop ends the program: upload the control script again
+        if not self._ctrl.isProgramRunning():
             self._ctrl.reuploadScript()
-            if not self._wait(self._ctrl.isProgramRunning, 5.0):
-                raise ServerUnavailableError("ur_rtde's control script does not run after the reset: check that the "
-                                             "robot is in remote control mode and nothing else holds the script port")
+            while not self._ctrl.isProgramRunning() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            if not self._ctrl.isProgramRunning():
+                raise ServerUnavailableError("the ur_rtde control script did not start again after the reset; check "
+                                             "the teach pendant for a popup and that the robot is in remote control")
         self._latch.reset()
         return self.state()
 
@@ -261,7 +277,9 @@ class URRtdeArm:
         return True
 
     def close(self) -> None:
-        for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._io.disconnect(),
-                   lambda: self._recv.disconnect(), lambda: self._dash.disconnect()):
+        # the IO interface too: ur_rtde's destructor of a still-connected RTDEIOInterface sends a pause and
+        # reads the reply, which aborts the whole process (std::terminate) when the controller is gone by then
+        for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(),
+                   lambda: self._io.disconnect(), lambda: self._dash.disconnect()):
             with contextlib.suppress(Exception):  # best effort on shutdown
                 fn()

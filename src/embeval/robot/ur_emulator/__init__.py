@@ -10,9 +10,13 @@ limits, and raises protective stops the way the real controller reports them. St
     with URControllerEmulator("127.0.0.1") as emu:
         ...  # rtde_control.RTDEControlInterface("127.0.0.1") etc.
 
+From a process that also runs the ur_rtde client, use :class:`EmulatorProcess` (a subprocess):
+ur_rtde's calls hold the GIL, which would starve an emulator thread in the same process.
+
 See docs/ros.md ("Rehearse a real-arm run against the emulator") for what differs from a real arm.
 """
 from embeval.robot.ur_emulator.controller import Controller, EmulatorConfig
+from embeval.robot.ur_emulator.process import EmulatorProcess, free_loopback_host
 from embeval.robot.ur_emulator.server import URControllerEmulator
 
-__all__ = ["Controller", "EmulatorConfig", "URControllerEmulator"]
+__all__ = ["Controller", "EmulatorConfig", "EmulatorProcess", "URControllerEmulator", "free_loopback_host"]

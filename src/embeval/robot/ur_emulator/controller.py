@@ -29,7 +29,6 @@ import numpy as np
 from embeval.kinematics import UR, UR5
 from embeval.kinematics.transforms import (
     matrix_to_pose,
-    matrix_to_rotvec,
     pose_to_matrix,
 )
 from embeval.robot.safety import SafetyLimits, check_joint_limits, check_workspace
@@ -41,6 +40,10 @@ from embeval.robot.ur_emulator.motion import (
     SpeedJMotion,
     SpeedLMotion,
     StopMotion,
+    pose_of,
+    rotvec_of,
+    solve_near,
+    tcp_frames,
 )
 
 log = logging.getLogger("embeval.ur_emulator")
@@ -268,7 +271,7 @@ class ControlProgram:
             m.update(m.target, self.in_float(8))  # the same target: no new IK
             return
         near = m.target if isinstance(m, ServoMotion) else self.ctrl.q
-        sol = self.ctrl.kin.ik_closest(pose_to_matrix(pose), near, frame="base")
+        sol = solve_near(self.ctrl.kin, pose_to_matrix(pose), near)
         if sol is None:
             raise MotionError(f"servoL target {np.round(pose, 4).tolist()} is out of reach")
         self._servo(sol)
@@ -401,18 +404,19 @@ class Controller:
         self.payload = (0.0, (0.0, 0.0, 0.0))
         self.t0 = time.monotonic()
         self.timestamp = 0.0
-        self.tcp_pose = self._tcp(self.q)
+        self._frames, self._T = tcp_frames(self.kin, self.q)
+        self._T_prev: np.ndarray | None = None
+        self._state_ok = not self.violation(self.q, self._frames)
+        self.tcp_pose = pose_of(self._T)
         self.tcp_speed = np.zeros(6)
         self.watchdog: tuple[float, int] | None = None  # (min frequency, register index)
         self.watchdog_last = 0.0
         self.errors: list[str] = []  # every program error / unsupported request, newest last
         self.events: list[str] = []  # safety events, newest last
         self.loaded_program = "<none>"
+        self.last_script = ""  # the last control script run: what the dashboard's "play" restarts
 
     # -- helpers ------------------------------------------------------------------------------
-    def _tcp(self, q) -> np.ndarray:
-        return matrix_to_pose(self.kin.fk(q, frame="base"))
-
     def tcp_speed_norm(self) -> float:
         return float(np.linalg.norm(self.tcp_speed[:3]))
 
@@ -440,16 +444,20 @@ class Controller:
                 if self.safety_mode != SAFETY_NORMAL or self.robot_mode != ROBOT_MODE_RUNNING:
                     return self._refuse(f"cannot start the program: robot is in {self.safety_name()} / "
                                         f"{ROBOT_MODE_NAMES.get(self.robot_mode)}; unlock the protective stop first")
-                m = re.search(r"global\s+reg_offset_int\s*=\s*(\d+)", script)
+                # ur_rtde injects the offset after the line's comment: "= # int register offset\n24"
+                m = re.search(r"global\s+reg_offset_int\s*=\s*(?:#[^\n]*\n)?\s*(\d+)", script)
                 off = int(m.group(1)) if m else 0
                 if off not in (0, 24):
                     return self._refuse(f"register offset {off} is not 0 or 24")
                 injected = re.search(r"# inject move path\s*\n\s*(?!end\b)\S", script) is not None
                 self.stop_program(None)
+                self.last_script = script
                 self.program = ControlProgram(self, off, injected)
                 self.program.start()
                 self.loaded_program = "rtde_control"
-                return f"ur_rtde control program started (register offset {off})"
+                msg = f"ur_rtde control program started (register offset {off})"
+                log.info("ur-emulator: %s", msg)
+                return msg
             first = next((ln.strip() for ln in script.splitlines() if ln.strip()), "")
             return self._refuse(f"URScript is not supported by the UR emulator (only the ur_rtde control program "
                                 f"runs); refused: {first[:80]!r}")
@@ -510,18 +518,18 @@ class Controller:
     def safety_name(self) -> str:
         return SAFETY_MODE_NAMES.get(self.safety_mode, str(self.safety_mode))
 
-    def violation(self, q) -> str:
-        """Why joint vector ``q`` is not allowed ('' when it is)."""
+    def violation(self, q, frames: np.ndarray | None = None) -> str:
+        """Why joint vector ``q`` is not allowed ('' when it is); ``frames`` from :func:`tcp_frames` if known."""
         s = check_joint_limits(q, self.limits)
         if s.stopped:
             return s.reason
-        F = self.kin.link_frames(q, "base")
-        tcp = self.kin.fk(q, frame="base")[:3, 3]
+        F = tcp_frames(self.kin, q)[0] if frames is None else frames
+        tcp = F[6, :3, 3]
         if self.config.table_z is not None:
             tz = self.config.table_z
             if tcp[2] < tz:
                 return f"table plane: TCP z = {tcp[2]:.4f} m below the table at {tz:.3f} m"
-            low = [i for i in range(2, 7) if F[i, 2, 3] < tz]
+            low = [i for i in range(2, 6) if F[i, 2, 3] < tz]
             if low:
                 return f"table plane: joint frame {low[0]} at z = {F[low[0], 2, 3]:.4f} m below the table at {tz:.3f} m"
         s = check_workspace(tcp, self.limits)
@@ -578,23 +586,29 @@ class Controller:
                     self.motion = None
                     self.program_error(str(exc))
                     q_next, done = q_prev, True
-                why = self.violation(q_next) if np.any(q_next != q_prev) else ""
-                if why and not self.violation(q_prev):
-                    self.protective_stop(why)
-                    q_next, done = q_prev, True
+                if np.any(q_next != q_prev):
+                    F, T = tcp_frames(self.kin, q_next)
+                    why = self.violation(q_next, F)
+                    if why and self._state_ok:  # stop at the boundary: the violating step is not executed
+                        self.protective_stop(why)
+                        done = True
+                    else:
+                        self.q, self._frames, self._T, self._state_ok = np.asarray(q_next, float), F, T, not why
                 if done:
                     self.motion = None
-                self.q = np.asarray(q_next, float)
+            prog = self.program
+            if prog is not None and prog.blocking is not None and prog.blocking():
+                prog.blocking = None  # the blocking command is done in the cycle its motion ended
+                prog.signal_done()
             self.qd = (self.q - q_prev) / dt
-            pose = self._tcp(self.q)
+            T_prev = pose_to_matrix(self.tcp_pose) if self._T_prev is None else self._T_prev
             if np.any(self.qd != 0):
-                R0 = pose_to_matrix(self.tcp_pose)[:3, :3]
-                R1 = pose_to_matrix(pose)[:3, :3]
-                w = matrix_to_rotvec(R1 @ R0.T) / dt
-                self.tcp_speed = np.concatenate([(pose[:3] - self.tcp_pose[:3]) / dt, w])
+                w = rotvec_of(self._T[:3, :3] @ T_prev[:3, :3].T) / dt
+                self.tcp_speed = np.concatenate([(self._T[:3, 3] - T_prev[:3, 3]) / dt, w])
+                self.tcp_pose = pose_of(self._T)
             else:
                 self.tcp_speed = np.zeros(6)
-            self.tcp_pose = pose
+            self._T_prev = self._T
 
     def snapshot(self) -> dict:
         """Every RTDE output field's current value (a dict for :meth:`rtde.Recipe.pack`)."""
@@ -604,7 +618,7 @@ class Controller:
             running = self.robot_mode == ROBOT_MODE_RUNNING
             joint_mode = [JOINT_MODE_RUNNING if running else JOINT_MODE_POWER_OFF] * 6
             zero6 = [0.0] * 6
-            F = self.kin.link_frames(self.q, "base")
+            F = self._frames
             snap = {
                 "timestamp": self.timestamp, "target_q": q, "target_qd": qd, "target_qdd": zero6,
                 "target_current": zero6, "target_moment": zero6, "actual_q": q, "actual_qd": qd, "actual_qdd": zero6,

@@ -13,7 +13,101 @@ from dataclasses import dataclass
 import numpy as np
 
 from embeval.kinematics import UR
-from embeval.kinematics.transforms import matrix_to_rotvec, rotvec_to_matrix
+
+
+def tcp_frames(kin: UR, q) -> tuple[np.ndarray, np.ndarray]:
+    """Link frames 0..6 of ``q`` in frame base (the last one carries the tool) and the TCP transform."""
+    F = kin.link_frames(q, "base")
+    if kin.tool is not None:
+        F[6] = F[6] @ kin.tool
+    return F, F[6]
+
+
+def _jacobian(F: np.ndarray) -> np.ndarray:
+    """Geometric Jacobian ``[v; omega]`` (6x6, frame base) from frames 0..6: column i = [z_i x (p_6 - p_i); z_i]."""
+    z = F[:6, :3, 2]
+    d = F[6, :3, 3] - F[:6, :3, 3]
+    J = np.empty((6, 6))
+    J[0] = z[:, 1] * d[:, 2] - z[:, 2] * d[:, 1]
+    J[1] = z[:, 2] * d[:, 0] - z[:, 0] * d[:, 2]
+    J[2] = z[:, 0] * d[:, 1] - z[:, 1] * d[:, 0]
+    J[3:] = z.T
+    return J
+
+
+def _error(T: np.ndarray, T_target: np.ndarray) -> np.ndarray:
+    """``[dp; omega]`` from ``T`` to ``T_target`` (small-angle rotation part; zero exactly at the target)."""
+    Re = T_target[:3, :3] @ T[:3, :3].T
+    return np.array([*(T_target[:3, 3] - T[:3, 3]), 0.5 * (Re[2, 1] - Re[1, 2]), 0.5 * (Re[0, 2] - Re[2, 0]),
+                     0.5 * (Re[1, 0] - Re[0, 1])])
+
+
+def track(kin: UR, q, T_target: np.ndarray, tol: float = 1e-10, iters: int = 6) -> np.ndarray | None:
+    """Joints reaching ``T_target`` (frame base) by Newton steps from the nearby ``q``; None if they do not converge.
+
+    A control cycle moves the TCP by at most millimetres, so one or two steps reach ``tol`` (m, rad)
+    and the arm stays on its branch; the closed-form IK (all 8 branches) costs ten times as much.
+    """
+    q = np.asarray(q, float).copy()
+    F, T = tcp_frames(kin, q)
+    for _ in range(iters):
+        err = _error(T, T_target)
+        if float(np.max(np.abs(err))) < tol:
+            return q
+        try:
+            q += np.linalg.solve(_jacobian(F), err)
+        except np.linalg.LinAlgError:
+            return None
+        F, T = tcp_frames(kin, q)
+    return q if float(np.max(np.abs(_error(T, T_target)))) < 1e-9 else None
+
+
+def rotmat_of(rv) -> np.ndarray:
+    """Rotation matrix of one rotation vector (Rodrigues)."""
+    rv = np.asarray(rv, float)
+    th = math.sqrt(float(rv @ rv))
+    if th < 1e-15:
+        return np.eye(3)
+    k = rv / th
+    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    return np.eye(3) + math.sin(th) * K + (1.0 - math.cos(th)) * (K @ K)
+
+
+def solve_near(kin: UR, T_target: np.ndarray, q_near) -> np.ndarray | None:
+    """IK nearest ``q_near``: Newton tracking when it converges, else the closed form's nearest branch."""
+    sol = track(kin, q_near, T_target)
+    if sol is not None and float(np.max(np.abs(sol - np.asarray(q_near, float)))) < 0.5:
+        return sol
+    return kin.ik_closest(T_target, q_near, frame="base")
+
+
+def rotvec_of(R: np.ndarray) -> np.ndarray:
+    """Rotation vector (angle in [0, pi]) of one 3x3 rotation, via its quaternion (robust at pi)."""
+    tr = R[0, 0] + R[1, 1] + R[2, 2]
+    if tr > 0:
+        s = 2.0 * math.sqrt(tr + 1.0)
+        w, x, y, z = 0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s
+    elif R[0, 0] >= R[1, 1] and R[0, 0] >= R[2, 2]:
+        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
+        w, x, y, z = (R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s
+    elif R[1, 1] >= R[2, 2]:
+        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
+        w, x, y, z = (R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s
+    else:
+        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
+        w, x, y, z = (R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s
+    if w < 0:
+        w, x, y, z = -w, -x, -y, -z
+    n = math.sqrt(x * x + y * y + z * z)
+    if n < 1e-15:
+        return np.zeros(3)
+    angle = 2.0 * math.atan2(n, w)
+    return np.array([x, y, z]) * (angle / n)
+
+
+def pose_of(T: np.ndarray) -> np.ndarray:
+    """UR pose ``[x, y, z, rx, ry, rz]`` of a 4x4 transform."""
+    return np.concatenate([T[:3, 3], rotvec_of(T[:3, :3])])
 
 
 class MotionError(RuntimeError):
@@ -84,9 +178,9 @@ class JointMove:
 
 def _slerp_rotvec(R0: np.ndarray, R1: np.ndarray):
     """``s -> R0 exp(s log(R0^T R1))`` and the rotation angle."""
-    w = matrix_to_rotvec(R0.T @ R1)
+    w = rotvec_of(R0.T @ R1)
     ang = float(np.linalg.norm(w))
-    return (lambda s: R0 @ rotvec_to_matrix(s * w)), ang
+    return (lambda s: R0 @ rotmat_of(s * w)), ang
 
 
 class LinearMove:
@@ -97,14 +191,14 @@ class LinearMove:
 
     def __init__(self, kin: UR, q0, T1: np.ndarray, v: float, a: float, max_speed: np.ndarray):
         self.kin, self.max_speed = kin, max_speed
-        T0 = kin.fk(np.asarray(q0, float), frame="base")
+        T0 = tcp_frames(kin, np.asarray(q0, float))[1]
         self.p0, self.p1 = T0[:3, 3].copy(), np.asarray(T1[:3, 3], float)
         self.rot, ang = _slerp_rotvec(T0[:3, :3], np.asarray(T1[:3, :3], float))
         length = float(np.linalg.norm(self.p1 - self.p0))
         self.length = length if length > 1e-7 else ang
         self.profile = Trapezoid(self.length, max(v, 1e-6), max(a, 1e-6))
         self.t = 0.0
-        if kin.ik_closest(T1, q0, frame="base") is None:
+        if kin.ik_closest(T1, q0, frame="base") is None:  # once per move: the target must be reachable
             raise MotionError(f"moveL target {np.round(self.p1, 4).tolist()} is out of reach (no inverse kinematics solution)")
 
     def pose(self, s: float) -> np.ndarray:
@@ -115,7 +209,7 @@ class LinearMove:
 
     def _q_at(self, t: float, q):
         s = 1.0 if self.length <= 0 else self.profile.position(t) / self.length
-        sol = self.kin.ik_closest(self.pose(s), q, frame="base")
+        sol = solve_near(self.kin, self.pose(s), q)
         if sol is None:
             raise MotionError(f"moveL path leaves the reachable space at s={s:.3f}")
         return sol
@@ -136,6 +230,7 @@ class ServoMotion:
 
     def __init__(self, target, time: float, max_speed: np.ndarray):
         self.target, self.time, self.max_speed = np.asarray(target, float), max(float(time), 1e-3), max_speed
+        self.pose_key: tuple | None = None  # servoL: the Cartesian target the joint target was solved for
 
     def update(self, target, time: float) -> None:
         self.target, self.time = np.asarray(target, float), max(float(time), 1e-3)
@@ -179,10 +274,10 @@ class SpeedLMotion:
         n = float(np.linalg.norm(diff[:3]))
         n = max(n, float(np.linalg.norm(diff[3:])))
         self.xd = self.xd_target.copy() if n <= self.a * dt else self.xd + diff * (self.a * dt / n)
-        T = self.kin.fk(q, frame="base")
+        T = tcp_frames(self.kin, q)[1].copy()
         T[:3, 3] += self.xd[:3] * dt
-        T[:3, :3] = rotvec_to_matrix(self.xd[3:] * dt) @ T[:3, :3]
-        sol = self.kin.ik_closest(T, q, frame="base")
+        T[:3, :3] = rotmat_of(self.xd[3:] * dt) @ T[:3, :3]
+        sol = solve_near(self.kin, T, q)
         if sol is None:
             raise MotionError("speedL drove the TCP out of the reachable space")
         return clamp_step(q, sol, dt, self.max_speed), False

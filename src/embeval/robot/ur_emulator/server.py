@@ -428,8 +428,10 @@ class URControllerEmulator:
                 return "Stopped", False
             if cmd == "pause":
                 return "Failed to execute: pause", False
-            if cmd == "play":
-                return "Failed to execute: play", False
+            if cmd == "play":  # restarts the last control script, as pressing play on the program it became
+                if ctrl.program is None and ctrl.last_script:
+                    ctrl.load_script(ctrl.last_script)
+                return ("Starting program", False) if ctrl.program is not None else ("Failed to execute: play", False)
             if cmd == "unlock protective stop":
                 return ctrl.unlock_protective_stop()[1], False
             if cmd == "close safety popup":
