@@ -86,11 +86,13 @@ def _compare(states, ref_states, name):
         d = float(np.linalg.norm(s.tcp_position - r.tcp_position))
         assert d < 1e-3, f"{name} step {k}: TCP {d * 1000:.2f} mm from the simulated arm's"
         assert gripper_closed(s.gripper) == gripper_closed(r.gripper), f"{name} step {k}: gripper {s.gripper} vs {r.gripper}"
-    # the orientation too (rotation angle between the final TCP frames)
+    # the orientation too (rotation angle between the TCP frames)
     from scipy.spatial.transform import Rotation
 
-    ang = (Rotation.from_rotvec(states[-1].tcp_pose[3:]) * Rotation.from_rotvec(ref_states[-1].tcp_pose[3:]).inv()).magnitude()
-    assert ang < 1e-3, f"{name}: final TCP orientation {ang:.4f} rad from the simulated arm's"
+    angles = [(Rotation.from_rotvec(s.tcp_pose[3:]) * Rotation.from_rotvec(r.tcp_pose[3:]).inv()).magnitude()
+              for s, r in zip(states, ref_states)]
+    # the ur_rtde backend reads the pose from the receive interface, which may lag the end of a move by a packet
+    assert max(angles) < 5e-3, f"{name}: TCP orientation up to {max(angles):.4f} rad from the simulated arm's"
 
 
 def test_mock_ends_where_the_sim_does(pick, sim_run):

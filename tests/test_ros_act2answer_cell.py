@@ -1,9 +1,10 @@
 """Act2Answer in the ROS graph, the real cell's path on mock hardware and the protective stop in simulation.
 
-Real cell (backend mock: the UR5 stand-in, no cube sensing): the conductor waits for the operator
-(/embeval/conductor/next) before each unit, and without a cube pose the cube is taken where the gripper
-opened (``cube_source: tcp``). Simulation: a policy driving into the table ends the episode with the
-arm's protective stop, the same record as the in-process runner's.
+Real cell (backend mock: the UR5 stand-in, and ur_rtde against the UR emulator or the UR5 at UR_ROBOT_IP;
+no cube sensing): the conductor waits for the operator (/embeval/conductor/next) before each unit, and
+without a cube pose the cube is taken where the gripper opened (``cube_source: tcp``); every record says
+where its success came from (``success_source``). Simulation: a policy driving into the table ends the
+episode with the arm's protective stop, the same record as the in-process runner's.
 """
 from __future__ import annotations
 
@@ -149,25 +150,46 @@ def test_protective_stop_ends_the_episode_as_in_process(scenes):
 
 
 @pytest.mark.hil
-@pytest.mark.skipif(not __import__("os").environ.get("UR_ROBOT_IP"), reason="set UR_ROBOT_IP to test a real UR5")
-def test_real_ur5_dry_run_unit(scenes):
-    """On the real UR5 (dry run: nothing moves) one unit runs through the graph and is filed at the step cap."""
-    import os
-
+def test_real_cell_unit_on_the_ur_arm_with_the_operator(scenes, ur_robot):
+    """The real-cell path on the UR arm (the emulator through ur_rtde, or the UR5 at UR_ROBOT_IP): the conductor
+    waits for the operator before the unit and, without cube sensing, after it; the test answers as the operator
+    does (/embeval/conductor/next: the cell is set up; then keep the TCP estimate). The record's success source is
+    the operator. The emulated arm executes the scripted placer (the cube is taken where the gripper opened); the
+    real arm stays in dry run and the unit is filed at the step cap."""
+    import numpy as np
     from embeval_ros.graph import Graph
+
+    from embeval.kinematics import UR5
+    from embeval.kinematics.transforms import pose_to_matrix
 
     items, scenes_dir = scenes
     params = _params(scenes_dir, "ur_rtde", "embeval.act2answer.reference_policies:ScriptedPlacer", {"side": "left"},
-                     act2answer_items=[f"{items[0].id}@original"])
-    params["embeval_arm"]["robot_ip"] = os.environ["UR_ROBOT_IP"]
-    params["embeval_policy"]["dry_run"] = True
+                     act2answer_items=[f"{items[0].id}@original"], operator_confirm=True)
+    params["embeval_arm"]["robot_ip"] = ur_robot.ip
+    params["embeval_policy"].update(dry_run=not ur_robot.emulated, sync_to_arm=True)  # one action per executed step
+    if ur_robot.emulated:  # start at the workcell's home pose (0.45, 0, 0.30), tool down: the placer's frame
+        elbow_up = [np.pi, -np.pi / 2, np.pi / 2, -np.pi / 2, -np.pi / 2, 0.0]
+        home = UR5().ik_closest(pose_to_matrix([0.45, 0.0, 0.30, np.pi, 0.0, 0.0]), elbow_up, frame="base")
+        params["embeval_arm"]["home_joints"] = [float(v) for v in home]
     with Graph(params) as g:
-        g.spin(60, until=lambda g: g.nodes["embeval_conductor"].finished)
-        assert g.nodes["embeval_conductor"].finished
-        (rec,) = g.nodes["embeval_scorer"].a2a_records
-        assert g.nodes["embeval_arm"].executed == 0
-    assert (rec["end_reason"], rec["steps"], rec["cube_source"], rec["zone"]) == ("max_steps", 24, "tcp", "out_of_bounds")
-    assert rec["success_source"] == "none"  # an unconfirmed TCP estimate
+        conductor, scorer = g.nodes["embeval_conductor"], g.nodes["embeval_scorer"]
+        g.spin(20, until=lambda g: conductor.phase == "operator")
+        assert conductor.phase == "operator"
+        assert _operator_next(g) == "next episode"
+        g.spin(90, until=lambda g: conductor.phase == "measure")
+        assert conductor.phase == "measure" and not scorer.a2a_records
+        assert _operator_next(g) == "estimate kept"
+        g.spin(20, until=lambda g: conductor.finished)
+        assert conductor.finished
+        (rec,) = scorer.a2a_records
+        executed = g.nodes["embeval_arm"].executed
+    assert (rec["cube_source"], rec["success_source"]) == ("tcp", "operator")
+    if ur_robot.emulated:
+        assert (rec["end_reason"], rec["choice"]) == ("released", "left"), (rec, executed)
+        assert executed == rec["steps"] == 20
+        assert rec["zone"] == ("correct" if rec["correct_side"] == "left" else "incorrect")
+    else:
+        assert executed == 0 and (rec["end_reason"], rec["steps"], rec["zone"]) == ("max_steps", 24, "out_of_bounds")
 
 
 def test_policy_sync_to_arm_acts_only_on_images_after_the_arms_report():

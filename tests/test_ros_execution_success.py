@@ -174,3 +174,34 @@ def test_operator_cli_without_a_conductor_says_so():
     assert lines[1] == "x: key 'x' does nothing: " + lines[0]
     assert lines[2] == "y: no conductor answers /embeval/conductor/success: is the graph running (same ROS_DOMAIN_ID, DDS settings)?"
     assert len(lines) == 3  # q quits
+
+
+@pytest.mark.slow
+def test_paper_protocol_on_the_emulated_cell_awards_100_on_success(expert, ur_emulator):
+    """The same protocol with the arm node on ur_rtde driving the UR emulator: a mirror cell (a simulated copy of
+    the scene that follows the arm's measured TCP and gripper) judges the task from state: 100, source mirror."""
+    from embeval_ros.graph import Graph
+
+    from embeval.kinematics import UR5
+    from embeval.kinematics.transforms import pose_to_matrix
+    from embeval.sim.workcell import Q_NEAR_HOME
+
+    scene, task, actions = expert
+    # the emulated arm starts each episode at the scene's home TCP (its TCP is tool0: no gripper offset)
+    home = UR5().ik_closest(pose_to_matrix(scene.home_tcp), Q_NEAR_HOME, frame="base")
+    params = _params(actions, backend="ur_rtde", execution_images=1, distortions=["none", "darken"], levels=[0, 2])
+    params["embeval_arm"].update(robot_ip=ur_emulator.ip, home_joints=[float(v) for v in home])
+    with Graph(params) as g:
+        ev = _Events(g)
+        conductor, scorer, arm = g.nodes["embeval_conductor"], g.nodes["embeval_scorer"], g.nodes["embeval_arm"]
+        assert arm.judge == "mirror"
+        g.spin(150, until=lambda g: conductor.finished)
+        assert conductor.finished
+        g.spin(0.5)
+        records = {r["distortion"]: r["scores"] for r in scorer.book.records}
+        assert (arm.executed, arm.refused) == (2 * len(actions), 0)
+        ev.close()
+    ends = [e for e in ev.got if e["event"] == "episode_end"]
+    assert [(e["success"], e["success_source"]) for e in ends] == [(True, "mirror"), (True, "mirror")], ur_emulator.log()[-1500:]
+    for s in records.values():
+        assert (s["execution"], s["execution_reason"], s["execution_success_source"]) == (100.0, "success", "mirror")

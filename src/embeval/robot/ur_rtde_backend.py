@@ -89,6 +89,19 @@ class URRtdeArm:
         rc, rr, rio, dash = modules or _import_rtde()
         try:
             self._recv = rr.RTDEReceiveInterface(robot_ip, frequency)
+            mode = int(self._recv.getSafetyMode())
+        except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError for every connection failure
+            raise ServerUnavailableError(
+                f"cannot connect to the UR controller at {robot_ip}: {exc}. Check the network cable and IP, that the "
+                "robot is powered on and in remote control mode, and that no other program holds RTDE"
+            ) from None
+        if mode in (3, 4, 5):  # a stopped controller does not start ur_rtde's control script
+            with contextlib.suppress(Exception):
+                self._recv.disconnect()
+            raise ServerUnavailableError(
+                f"the UR controller at {robot_ip} is in {UR_MODE_NAMES.get(mode, mode)}: remove the cause, then unlock it "
+                "on the teach pendant or through the dashboard server ('unlock protective stop' on port 29999) and start again")
+        try:
             self._ctrl = rc.RTDEControlInterface(robot_ip, frequency)
             self._io = rio.RTDEIOInterface(robot_ip)
             self._dash = dash.DashboardClient(robot_ip)
@@ -139,10 +152,22 @@ class URRtdeArm:
         if status.stopped:
             return self.protective_stop(status.reason)
         if not self._ctrl.moveL(p.tolist(), speed * self.speed_scaling, self.acceleration):
-            self._latch.trip("moveL was rejected by the controller")
+            self._latch.trip(self._rejected("moveL"))
             return self.state()
+        self._settled_state()
         self._wait_until(t0 + float(min_duration))
         return self._settled_state()
+
+    def _rejected(self, command: str) -> str:
+        """Why the controller refused or aborted ``command``: its safety mode when that is not NORMAL."""
+        try:  # the receive interface reports a stop a packet after the command returns: wait for it (<= 0.5 s)
+            self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode()) is not SafetyMode.NORMAL, 0.5)
+            mode = self.ur_safety_mode()
+        except Exception:  # noqa: BLE001 - the connection may be what failed
+            return f"{command} was rejected by the controller (no state: check the connection)"
+        if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is SafetyMode.NORMAL:
+            return f"{command} was rejected by the controller"
+        return f"{command} stopped by the controller: safety mode {UR_MODE_NAMES.get(mode, mode)}"
 
     def hold(self, seconds: float) -> ArmState:
         """Keep still for ``seconds`` (nothing is sent; the controller holds the last target)."""
@@ -167,7 +192,8 @@ class URRtdeArm:
         if status.stopped:
             return self.protective_stop(status.reason)
         if not self._ctrl.moveJ(qv.tolist(), speed * self.speed_scaling, self.acceleration):
-            self._latch.trip("moveJ was rejected by the controller")
+            self._latch.trip(self._rejected("moveJ"))
+            return self.state()
         return self._settled_state()
 
     def _settled_state(self, timeout: float = 0.2) -> ArmState:
@@ -199,6 +225,8 @@ class URRtdeArm:
         # controller never says done): the safety mode tells whether the controller stopped
         if not self._ctrl.triggerProtectiveStop() and self.ur_safety_mode() not in (3, 4, 5):
             self._ctrl.stopL(2.0)
+        else:  # the receive interface reports the stop a packet later: wait for it (at most 0.5 s)
+            self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode()) is not SafetyMode.NORMAL, 0.5)
         return self.state()
 
     def reset_safety(self, timeout: float = 10.0) -> ArmState:
@@ -237,6 +265,16 @@ class URRtdeArm:
                                              "the teach pendant for a popup and that the robot is in remote control")
         self._latch.reset()
         return self.state()
+
+    @staticmethod
+    def _wait(condition, timeout_s: float) -> bool:
+        """Poll ``condition()`` every 5 ms until it holds (True) or ``timeout_s`` passes (False)."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     def close(self) -> None:
         # the IO interface too: ur_rtde's destructor of a still-connected RTDEIOInterface sends a pause and
