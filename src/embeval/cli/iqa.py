@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, seed
 
 
 def register(sub) -> None:
@@ -44,7 +44,7 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--splits", type=int, default=10, help="number of repeated splits (default 10)")
     p.add_argument("--test-size", type=float, default=0.2, help="share of scenes in the test set (default 0.2)")
-    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="split seed (default 0)")
     p.set_defaults(func=_export)
 
     p = g.add_parser("bench", help="benchmark zero-shot and trained IQA metrics against the robot scores",
@@ -65,7 +65,7 @@ def register(sub) -> None:
                    help="trained metrics (default cnniqa,brisque-svr,nr-fusion,fr-fusion)")
     p.add_argument("--init-weights", help="a pyiqa CNNIQA weight file to start training from (user-given)")
     p.add_argument("--save-predictor", type=Path, help="save split 1's best trained NR Decision predictor (for the quality gate)")
-    p.add_argument("--seed", type=int, default=0, help="seed of splits and training (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of splits and training (default 0)")
     p.set_defaults(func=_bench)
 
     p = g.add_parser("analyse", help="plots: score by type and level, JND sensitivity, subject SRCC matrix, stage scores",
