@@ -440,3 +440,31 @@ def test_run_options_with_hostile_numbers(tmp_path, capsys):
                                     "backend": {"unit_timeout_s": float("inf")}}))
     rc, _, err = _run(capsys, "run", spec, "--check")
     assert rc == 2 and "spec.backend.unit_timeout_s: must be a finite number >= 0, got inf" in _error_line(err)
+
+
+def test_the_real_process_prints_exactly_one_line(tmp_path):
+    """`embeval ...` as a user runs it: the whole stderr is the one error line (no warning, no traceback), exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(NOT_UTF8)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "config.json").write_text("")
+    (ck / "model.safetensors").write_bytes(b"\0" * 16)
+    subj = tmp_path / "lr.yaml"
+    subj.write_text(yaml.safe_dump({"id": "lr", "kind": "policy", "adapter": "lerobot", "path": str(ck)}))
+    cases = [
+        (["run", str(spec), "--check"], f"embeval: error: run spec {spec} is not UTF-8 text (byte 0xff at line 4, column 19); "
+                                        "save it as UTF-8 (or check that it is the right file, not a binary)"),
+        (["subjects", "check", str(subj)], f"embeval: error: LeRobot config {ck / 'config.json'} is empty; copy it again "
+                                           "from the trained checkpoint (policy.save_pretrained writes it)"),
+        (["sim", "execute", "--reference", *"0000001", "--distorted", "-inf", *"000001"],
+         "embeval: error: --distorted: -inf is not a finite number (value 1 of 7); give finite numbers"),
+    ]
+    for argv, line in cases:
+        p = subprocess.run([sys.executable, "-m", "embeval.cli", *argv], capture_output=True, text=True, env=env, timeout=120)
+        assert (p.returncode, p.stderr) == (2, line + "\n"), (argv, p.stderr)
