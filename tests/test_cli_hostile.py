@@ -40,6 +40,7 @@ NOT_UTF8 = b"id: x\nkind: policy\nadapter: scripted\nparams: {default: \xff\xfe}
     (["sim", "render", "--scene", "{f}"], "scene spec"),
     (["graph", "--params", "{f}"], "parameter file"),
     (["kinematics", "fk", "0", "0", "0", "0", "0", "0", "--params", "{f}"], "kinematics file"),
+    (["iqa", "build", "--config", "{f}", "--out", "{f}.db"], "IQA build config"),
 ])
 def test_a_file_that_is_not_utf8_is_one_line_with_its_position(tmp_path, capsys, argv, what):
     f = tmp_path / "latin1.yaml"
