@@ -469,3 +469,15 @@ def test_the_real_process_prints_exactly_one_line(tmp_path):
     for argv, line in cases:
         p = subprocess.run([sys.executable, "-m", "embeval.cli", *argv], capture_output=True, text=True, env=env, timeout=120)
         assert (p.returncode, p.stderr) == (2, line + "\n"), (argv, p.stderr)
+
+
+def test_iqa_gate_with_a_huge_threshold_prints_it_short(capsys, predictor):
+    pred, files = predictor
+    rc, out, _ = _run(capsys, "iqa", "gate", "--predictor", pred, "--threshold", "1e308", files[0])
+    assert rc == 0
+    assert out.splitlines()[-1] == "withheld 1/1 at threshold 1e+308 (predicted decision score)"
+
+
+def test_subjects_check_with_a_folder_as_image(tmp_path, capsys):
+    rc, _, err = _run(capsys, "subjects", "check", ROOT / "config/subjects/image_stats_policy.yaml", "--image", tmp_path)
+    assert rc == 2 and _error_line(err) == f"embeval: error: image {tmp_path} is a folder; give an image file"

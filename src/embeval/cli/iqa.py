@@ -201,11 +201,11 @@ def _gate(args) -> int:
         if args.rate is not None:
             thr = threshold_for_rate(scores, args.rate)
             (args.predictor / "gate.json").write_text(json.dumps({"threshold": thr, "rate": args.rate, "target": pred_target(pred)}))
-            print(f"threshold {thr:.4f} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
+            print(f"threshold {_fmt(thr)} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
         gate = QualityGate(pred, thr) if thr is not None else QualityGate.load(args.predictor)
         for f, s in zip(files, scores):
             print(f"{'PASS' if s >= gate.threshold else 'WITHHOLD':8s} {s:8.4f}  {f}")
-        print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {gate.threshold:.4f} "
+        print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {_fmt(gate.threshold)} "
               f"(predicted {pred_target(pred)} score)")
     if unreadable:
         for msg in unreadable:
@@ -217,6 +217,11 @@ def _gate(args) -> int:
               f"{calibrated}; replace them and run again", file=sys.stderr)
         return 1 if imgs else 2
     return 0
+
+
+def _fmt(x: float) -> str:
+    """A threshold for people: 4 decimals, or 4 significant digits when huge (a typo such as 1e308)."""
+    return f"{x:.4f}" if abs(x) < 1e6 else f"{x:.4g}"
 
 
 def pred_target(pred) -> str:
