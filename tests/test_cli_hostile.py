@@ -40,6 +40,7 @@ NOT_UTF8 = b"id: x\nkind: policy\nadapter: scripted\nparams: {default: \xff\xfe}
     (["sim", "render", "--scene", "{f}"], "scene spec"),
     (["graph", "--params", "{f}"], "parameter file"),
     (["kinematics", "fk", "0", "0", "0", "0", "0", "0", "--params", "{f}"], "kinematics file"),
+    (["iqa", "build", "--config", "{f}", "--out", "{f}.db"], "IQA build config"),
 ])
 def test_a_file_that_is_not_utf8_is_one_line_with_its_position(tmp_path, capsys, argv, what):
     f = tmp_path / "latin1.yaml"
@@ -94,7 +95,7 @@ def test_an_unguarded_unicode_error_is_still_one_line(monkeypatch, capsys):
     ("", "is empty"),
     ("   \n", "is empty"),
     ("{\n", "is not valid JSON (line 2, column 1: Expecting property name enclosed in double quotes)"),
-    ("[]", "is not a policy config (a JSON list; expected e.g. \"type\": \"act\")"),
+    ("[]", "is a JSON list, not an object"),
     ('{"n_obs_steps": 1}', "is not a policy config (no 'type' field; expected e.g. \"type\": \"act\")"),
 ])
 def test_lerobot_checkpoint_with_a_broken_config_json(tmp_path, capsys, content, problem):
@@ -303,3 +304,180 @@ def test_a_run_spec_with_an_unknown_embedded_name_fails_before_running(tmp_path,
     assert rc == 2
     assert _error_line(err).startswith(
         "embeval: error: spec.subjects[0].path: no embedded vla named or at 'tiny-vlaa'; did you mean 'tiny-vla'?")
+
+
+# ------------------------------------------------------------------ more hostile input on the same commands
+def test_seeds_must_be_whole_numbers_in_range(capsys):
+    for bad, why in (("-1", "must lie in 0..2**63-1, got -1"), (str(2**63), f"must lie in 0..2**63-1, got {2**63}"),
+                     ("1.5", "expected a whole number >= 0, got '1.5'")):
+        with pytest.raises(SystemExit) as exc:
+            main(["sim", "execute", "--seed", bad, "--reference", *"0000001", "--distorted", *"0000001"])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1] == f"embeval sim execute: error: argument --seed: {why}" and "Traceback" not in err
+
+
+def test_act2answer_run_refuses_empty_items_and_bad_options_before_any_work(tmp_path, capsys, suite):
+    vlm = tmp_path / "vlm.yaml"
+    vlm.write_text(yaml.safe_dump({"id": "v", "kind": "vlm", "adapter": "scripted", "params": {"default": "Left."}}))
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    out = tmp_path / "res"
+    rc, _, err = _run(capsys, "act2answer", "run", "--items", empty, "--policy", "none", "--vlm", vlm, "--out", out)
+    assert rc == 2 and not out.exists()
+    assert _error_line(err) == (f"embeval: error: item file {empty} holds no items; make some with `embeval act2answer "
+                                "items generate --out DIR`")
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b'{"id": "\xe9"}\n')
+    rc, _, err = _run(capsys, "act2answer", "run", "--items", latin1, "--policy", "none", "--vlm", vlm, "--out", out)
+    assert rc == 2 and f"item file {latin1} is not UTF-8 text (byte 0xe9 at line 1, column 9)" in _error_line(err)
+    rc, stdout, err = _run(capsys, "act2answer", "run", "--items", suite, "--policy", "none", "--vlm", vlm, "--out", out,
+                           "--delta", "nan")
+    assert rc == 2 and stdout == "" and not out.exists()  # refused before answering, not after
+    assert _error_line(err) == "embeval: error: --delta: the regime margin around chance 0.5 must lie in [0, 0.5), got nan"
+    with pytest.raises(SystemExit) as exc:
+        main(["act2answer", "run", "--items", str(suite), "--limit", "0"])
+    assert exc.value.code == 2 and "argument --limit: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_act2answer_report_names_a_file_that_is_not_jsonl(tmp_path, capsys):
+    f = tmp_path / "spec.yaml"
+    f.write_text("evaluator: synthetic\n")
+    rc, _, err = _run(capsys, "act2answer", "report", f)
+    assert rc == 2
+    assert _error_line(err) == (f"embeval: error: results file {f} line 1 is not JSON (Expecting value); give the "
+                                "episodes_*.jsonl / answers_*.jsonl files `embeval act2answer run` writes")
+
+
+@pytest.mark.parametrize("config, weights, problem", [
+    ("", None, "checkpoint config {cfg} is empty; point at a folder written by `embeval train vla` or copy the checkpoint again"),
+    ('{"a": 1}', None, "checkpoint config {cfg} is not an embeval embedded-model config (no 'kind'); point at a folder "
+                       "written by `embeval train vla` or copy the checkpoint again"),
+    (None, b"torn", "weights file {w} cannot be read (SafetensorError: Error while deserializing header: header too "
+                    "small); copy the checkpoint again or train it anew"),
+])
+def test_an_embedded_checkpoint_folder_with_a_torn_file(tmp_path, capsys, suite, config, weights, problem):
+    import shutil
+
+    from embeval.subjects.embedded.zoo import MODELS_DIR
+
+    ck = tmp_path / "my-vla"
+    shutil.copytree(MODELS_DIR / "tiny-vla", ck)
+    if config is not None:
+        (ck / "config.json").write_text(config)
+    if weights is not None:
+        (ck / "model.safetensors").write_bytes(weights)
+    rc, _, err = _run(capsys, "act2answer", "run", "--items", suite, "--policy", ck, "--out", tmp_path / "res")
+    assert rc == 2
+    assert _error_line(err) == "embeval: error: " + problem.format(cfg=ck / "config.json", w=ck / "model.safetensors")
+
+
+def test_iqa_gate_with_a_damaged_predictor_or_gate_file(tmp_path, capsys, predictor):
+    import shutil
+
+    pred, files = predictor
+    p = tmp_path / "pred"
+    shutil.copytree(pred, p)
+    (p / "gate.json").write_text('{"threshold": null}')
+    rc, _, err = _run(capsys, "iqa", "gate", "--predictor", p, files[0])
+    assert rc == 2
+    assert _error_line(err) == (f"embeval: error: gate file {p / 'gate.json'} has no finite 'threshold' (got None); "
+                                "calibrate it again with `embeval iqa gate --predictor P --rate R IMAGES`")
+    (p / "predictor.json").write_text("")
+    rc, _, err = _run(capsys, "iqa", "gate", "--predictor", p, files[0])
+    assert rc == 2
+    assert _error_line(err) == (f"embeval: error: predictor config {p / 'predictor.json'} is empty; train one with "
+                                "`embeval iqa bench --db DB --save-predictor DIR` or copy the folder again")
+
+
+# ------------------------------------------------------------------ run folders
+def _synthetic_run(tmp_path: Path, capsys) -> Path:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({"evaluator": "synthetic", "items": {"source": "synthetic", "count": 3},
+                                    "backend": {"progress": False}}))
+    d = tmp_path / "run"
+    assert main(["run", str(spec), "--out", str(d)]) == 0
+    capsys.readouterr()
+    return d
+
+
+def test_run_folder_with_damaged_files(tmp_path, capsys):
+    d = _synthetic_run(tmp_path, capsys)
+    for argv in (["status", d], ["export", d, "--parquet", tmp_path / "x.parquet"], ["report", d], ["resume", d]):
+        (d / "results.sqlite").write_bytes(b"this is not sqlite" * 100)
+        for side in ("-wal", "-shm"):
+            Path(f"{d / 'results.sqlite'}{side}").unlink(missing_ok=True)
+        rc, _, err = _run(capsys, *argv)
+        assert rc == 2, argv
+        assert _error_line(err) == (f"embeval: error: {d / 'results.sqlite'} is not a results store (file is not a "
+                                    "database); it was overwritten or damaged: start a new run folder (--out), or restore the file")
+    (d / "run.json").write_text("")
+    rc, _, err = _run(capsys, "resume", d)
+    assert rc == 2
+    assert _error_line(err) == f"embeval: error: run metadata {d / 'run.json'} is empty; the run folder is damaged: choose another --out"
+    rc, _, err = _run(capsys, "status", tmp_path / "spec.yaml")
+    assert rc == 2
+    assert _error_line(err) == (f"embeval: error: {tmp_path / 'spec.yaml'} is a file, not a run folder; give the folder made "
+                                "by `embeval run` (or its results.sqlite)")
+
+
+def test_run_options_with_hostile_numbers(tmp_path, capsys):
+    import time
+
+    d = _synthetic_run(tmp_path, capsys)
+    for value, why in (("nan", "--unit-timeout: nan is not a finite number; give finite numbers"),
+                       ("-1", "--unit-timeout: seconds must be >= 0 (0: no watchdog), got -1.0")):
+        rc, _, err = _run(capsys, "resume", d, "--unit-timeout", value)
+        assert rc == 2 and _error_line(err) == f"embeval: error: {why}"
+    # a huge shard count is a valid (if silly) choice; status afterwards stays instant instead of listing 10**9 shards
+    assert main(["resume", str(d), "--num-shards", str(10**9), "--no-progress"]) == 0
+    capsys.readouterr()
+    t0 = time.perf_counter()
+    rc, out, _ = _run(capsys, "status", d)
+    assert rc == 0 and time.perf_counter() - t0 < 5
+    assert len(out.splitlines()) == 2 + 3  # header lines + one row per non-empty shard (3 groups)
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(yaml.safe_dump({"evaluator": "synthetic", "items": {"source": "synthetic", "count": 1},
+                                    "backend": {"unit_timeout_s": float("inf")}}))
+    rc, _, err = _run(capsys, "run", spec, "--check")
+    assert rc == 2 and "spec.backend.unit_timeout_s: must be a finite number >= 0, got inf" in _error_line(err)
+
+
+def test_the_real_process_prints_exactly_one_line(tmp_path):
+    """`embeval ...` as a user runs it: the whole stderr is the one error line (no warning, no traceback), exit 2."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(NOT_UTF8)
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "config.json").write_text("")
+    (ck / "model.safetensors").write_bytes(b"\0" * 16)
+    subj = tmp_path / "lr.yaml"
+    subj.write_text(yaml.safe_dump({"id": "lr", "kind": "policy", "adapter": "lerobot", "path": str(ck)}))
+    cases = [
+        (["run", str(spec), "--check"], f"embeval: error: run spec {spec} is not UTF-8 text (byte 0xff at line 4, column 19); "
+                                        "save it as UTF-8 (or check that it is the right file, not a binary)"),
+        (["subjects", "check", str(subj)], f"embeval: error: LeRobot config {ck / 'config.json'} is empty; copy it again "
+                                           "from the trained checkpoint (policy.save_pretrained writes it)"),
+        (["sim", "execute", "--reference", *"0000001", "--distorted", "-inf", *"000001"],
+         "embeval: error: --distorted: -inf is not a finite number (value 1 of 7); give finite numbers"),
+    ]
+    for argv, line in cases:
+        p = subprocess.run([sys.executable, "-m", "embeval.cli", *argv], capture_output=True, text=True, env=env, timeout=120)
+        assert (p.returncode, p.stderr) == (2, line + "\n"), (argv, p.stderr)
+
+
+def test_iqa_gate_with_a_huge_threshold_prints_it_short(capsys, predictor):
+    pred, files = predictor
+    rc, out, _ = _run(capsys, "iqa", "gate", "--predictor", pred, "--threshold", "1e308", files[0])
+    assert rc == 0
+    assert out.splitlines()[-1] == "withheld 1/1 at threshold 1e+308 (predicted decision score)"
+
+
+def test_subjects_check_with_a_folder_as_image(tmp_path, capsys):
+    rc, _, err = _run(capsys, "subjects", "check", ROOT / "config/subjects/image_stats_policy.yaml", "--image", tmp_path)
+    assert rc == 2 and _error_line(err) == f"embeval: error: image {tmp_path} is a folder; give an image file"

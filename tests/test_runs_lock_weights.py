@@ -312,3 +312,19 @@ def test_a_schema_1_store_is_upgraded_and_its_rows_are_not_checked(tmp_path, cap
     con.close()
     assert main(["merge", str(tmp_path / "merged"), str(d)]) == 0
     assert "12 done in all" in capsys.readouterr().out
+
+
+def test_hashing_a_large_uncached_checkpoint_is_announced(tmp_path, capsys):
+    from embeval.runs.weights import _announce_hashing
+
+    ck = tmp_path / "big"
+    ck.mkdir()
+    with open(ck / "model.safetensors", "wb") as f:
+        f.truncate(3 << 20)  # sparse
+    cache: dict = {}
+    _announce_hashing("v", ck, cache, min_bytes=2 << 20)
+    assert capsys.readouterr().err == (f"fingerprinting 3 MiB of weights of subject 'v' ({ck}); once per change, the "
+                                       "hashes are kept in the run's store\n")
+    weights_fingerprint(ck, cache)  # now cached: nothing to announce
+    _announce_hashing("v", ck, cache, min_bytes=2 << 20)
+    assert capsys.readouterr().err == ""

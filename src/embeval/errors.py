@@ -84,3 +84,21 @@ def load_yaml(path, what: str = "file"):
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{what} {path} is not valid YAML ({yaml_problem(exc)})") from None
+
+
+def read_json(path, what: str = "file", fix: str = "", max_bytes: int = MAX_TEXT_BYTES, mapping: bool = True):
+    """Parse a JSON text file (see :func:`read_text`). :class:`ConfigError` in one line, ending in ``fix``, when it is
+    empty, not valid JSON (with the position) or, with ``mapping``, not a JSON object."""
+    import json
+
+    text = read_text(path, what, max_bytes)
+    tail = f"; {fix}" if fix else ""
+    if not text.strip():
+        raise ConfigError(f"{what} {path} is empty{tail}")
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{what} {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}){tail}") from None
+    if mapping and not isinstance(doc, dict):
+        raise ConfigError(f"{what} {path} is a JSON {type(doc).__name__}, not an object{tail}")
+    return doc

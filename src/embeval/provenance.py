@@ -66,11 +66,17 @@ _CHUNK = 1 << 20
 HashCache = dict
 
 
+def hash_cache_key(path: str | Path) -> tuple[str, int, int, int]:
+    """The :data:`HashCache` key of a file as it is on disk now."""
+    p = Path(path)
+    st = p.stat()
+    return (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
 def file_sha256(path: str | Path, cache: HashCache | None = None) -> str:
     """sha256 (hex) of a file's bytes; ``cache`` (see :data:`HashCache`) is read and updated."""
     p = Path(path)
-    st = p.stat()
-    key = (str(p.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    key = hash_cache_key(p)
     if cache is not None and key in cache:
         return cache[key]
     h = hashlib.sha256()

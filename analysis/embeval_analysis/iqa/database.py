@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from embeval.errors import ConfigError, MissingFileError
+from embeval.errors import ConfigError, MissingFileError, load_yaml
 from embeval.provenance import code_version, derive_seed
 
 Log = Callable[[str], None]
@@ -55,12 +55,13 @@ class BuildConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "BuildConfig":
-        import yaml
-
         p = Path(path)
-        if not p.exists():
+        if not p.is_file():
             raise MissingFileError(f"config {p} not found; start from config/iqa/default.yaml")
-        cfg = cls.from_dict((yaml.safe_load(p.read_text()) or {}).get("build", {}))
+        doc = load_yaml(p, "IQA build config") or {}
+        if not isinstance(doc, dict):
+            raise ConfigError(f"IQA build config {p} must be a mapping with a 'build' section; start from config/iqa/default.yaml")
+        cfg = cls.from_dict(doc.get("build", {}))
         if isinstance(cfg.subjects, list):  # subject YAML paths are relative to the config's folder
             cfg.subjects = [str((p.parent / s).resolve()) if isinstance(s, str) and (p.parent / s).exists() else s
                             for s in cfg.subjects]

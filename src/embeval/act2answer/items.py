@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from embeval.config import check_keys
-from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError, read_text
 
 SIDES = ("left", "right")
 LAYOUTS = ("original", "swapped")
@@ -131,7 +131,7 @@ def read_items(path: str | Path, check_images: bool = False) -> list[BinaryItem]
     if not path.is_file():
         raise MissingFileError(f"item file {path} not found; make one with `embeval act2answer items generate --out {path}`")
     out = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(read_text(path, "item file", max_bytes=1 << 30).splitlines(), 1):
         if not line.strip():
             continue
         try:

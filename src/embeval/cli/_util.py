@@ -22,6 +22,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+#: seeds are whole numbers 0 .. 2**63 - 1 (numpy's generators refuse negative ones, torch's larger ones)
+MAX_SEED = 2**63 - 1
+
+
+def seed(text: str) -> int:
+    """argparse ``type=`` for seeds: an integer in 0 .. :data:`MAX_SEED`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must lie in 0..2**63-1, got {value}")
+    return value
+
+
 def finite(values, name: str):
     """``values`` (a number or a list of numbers from argparse) unchanged, or :class:`InvalidInputError` naming the
     option and the first value that is NaN or infinite."""

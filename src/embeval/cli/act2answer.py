@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, positive_int, seed
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -23,8 +23,8 @@ def register(sub) -> None:
     p.add_argument("--input", type=Path, required=True, help="the VQA records file (.jsonl, .json, .parquet, .tsv, .csv)")
     p.add_argument("--out", type=Path, required=True, help="output folder (items.jsonl and images/)")
     p.add_argument("--image-root", type=Path, help="folder that relative image paths start from (default: the input's folder)")
-    p.add_argument("--seed", type=int, default=0, help="seed for distractors and correct sides (default 0)")
-    p.add_argument("--limit", type=int, help="convert only the first N records")
+    p.add_argument("--seed", type=seed, default=0, help="seed for distractors and correct sides (default 0)")
+    p.add_argument("--limit", type=positive_int, help="convert only the first N records")
     p.add_argument("--rewrite-llm", type=Path, help="LLM subject YAML: rewrite questions into action instructions")
     p.add_argument("--cache", type=Path, help="LLM call cache (SQLite; default OUT/rewrite_cache.sqlite)")
     p.set_defaults(func=_convert)
@@ -38,7 +38,7 @@ def register(sub) -> None:
     p.add_argument("--categories", nargs="+", help="categories (default all: color shape counting symmetry attribute "
                                                     "state emotion time traffic spatial)")
     p.add_argument("--per-category", type=int, default=172, help="items per category (default 172, the full suite)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     p.set_defaults(func=_generate)
 
     p = g.add_parser("run", help="run items in the simulated cell (both layouts) and/or ask VLMs as text",
@@ -55,8 +55,8 @@ def register(sub) -> None:
     p.add_argument("--vlm", nargs="*", default=[], help="VLM subject YAMLs (or shipped tiny-vlm names) answering as text")
     p.add_argument("--episode", type=Path, help="episode spec YAML (default config: eps 0.08 m, 24 steps, release_after_lift)")
     p.add_argument("--out", type=Path, default=Path("act2answer_results"), help="output folder (default act2answer_results/)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
-    p.add_argument("--limit", type=int, help="use only the first N items")
+    p.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
+    p.add_argument("--limit", type=positive_int, help="use only the first N items")
     p.add_argument("--delta", type=float, default=0.1, help="regime margin around chance 0.5 (default 0.1)")
     p.set_defaults(func=_run)
 
@@ -68,7 +68,7 @@ def register(sub) -> None:
     p.add_argument("--items", type=Path, required=True, help="item file (items.jsonl)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--episode", type=Path, help="episode spec YAML (default: built-in geometry)")
-    p.add_argument("--limit", type=int, help="use only the first N items")
+    p.add_argument("--limit", type=positive_int, help="use only the first N items")
     p.set_defaults(func=_scenes)
 
     p = g.add_parser("report", help="per-category table, intervals, regimes and swap statistics from result files",
@@ -92,8 +92,8 @@ def register(sub) -> None:
     p.add_argument("--layers", default=r"(backbone|action_expert)\.\d+", help="regex of module names to probe")
     p.add_argument("--out", type=Path, default=Path("act2answer_probe"), help="output folder (PNG, JSON)")
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
-    p.add_argument("--limit", type=int, help="use only the first N items")
-    p.add_argument("--seed", type=int, default=0, help="seed (default 0)")
+    p.add_argument("--limit", type=positive_int, help="use only the first N items")
+    p.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     p.add_argument("--no-random-control", action="store_true", help="skip the random-weight control (tiny VLA only)")
     p.set_defaults(func=_probe)
 
@@ -115,6 +115,16 @@ def _policy_refs(refs: list[str] | None, vlms: list[str] | None) -> list[str]:
 
         raise ConfigError("nothing to run: --policy none (or an empty --policy) and no --vlm; give a policy or a VLM subject")
     return refs
+
+
+def _check_delta(delta: float) -> None:
+    """--delta before any work: a finite margin in [0, 0.5) (the aggregate would refuse it only after the episodes)."""
+    import math
+
+    from embeval.errors import ConfigError
+
+    if not (math.isfinite(delta) and 0.0 <= delta < 0.5):
+        raise ConfigError(f"--delta: the regime margin around chance 0.5 must lie in [0, 0.5), got {delta}")
 
 
 def _load_policy(ref: str):
@@ -166,8 +176,11 @@ def _generate(args) -> int:
 
 def _items(path, limit):
     from embeval.act2answer.items import read_items
+    from embeval.errors import ConfigError
 
     items = read_items(path, check_images=True)
+    if not items:
+        raise ConfigError(f"item file {path} holds no items; make some with `embeval act2answer items generate --out DIR`")
     return items[:limit] if limit else items
 
 
@@ -180,6 +193,7 @@ def _run(args) -> int:
     from embeval.act2answer.scene import EpisodeSpec
 
     refs = _policy_refs(args.policy, args.vlm)
+    _check_delta(args.delta)
     items = _items(args.items, args.limit)
     spec = EpisodeSpec.from_yaml(args.episode) if args.episode else EpisodeSpec()
     policies = [_load_policy(ref) for ref in refs]  # every name checked before the first episode runs

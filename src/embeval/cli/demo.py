@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from embeval.cli._util import seed
+
 
 def register(sub) -> None:
     from embeval.demo import STAGES
@@ -17,7 +19,7 @@ def register(sub) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", type=Path, default=Path("runs/demo"), help="output folder (default: runs/demo)")
-    p.add_argument("--seed", type=int, default=0, help="master seed (default: 0)")
+    p.add_argument("--seed", type=seed, default=0, help="master seed (default: 0)")
     p.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
     p.add_argument("--only", nargs="+", metavar="STAGE", help="run only these stages")
     p.add_argument("--skip", nargs="+", metavar="STAGE", help="skip these stages")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, seed
 
 _IMAGE_TOPIC = "/camera/camera/color/image_raw"
 
@@ -34,7 +34,7 @@ def register(sub) -> None:
     p.add_argument("--type", nargs="+", metavar="NAME", help="distortion type(s); see `embeval distort list`")
     p.add_argument("--level", nargs="+", type=int, metavar="L", help="level(s) 1..5 (default: all five)")
     p.add_argument("--all", action="store_true", help="every type (x every level unless --level is given)")
-    p.add_argument("--seed", type=int, default=0, help="master seed; per-image seeds derive from it (default: 0)")
+    p.add_argument("--seed", type=seed, default=0, help="master seed; per-image seeds derive from it (default: 0)")
     p.add_argument("--overwrite", action="store_true", help="re-create outputs that exist already")
     p.set_defaults(func=_apply)
 
@@ -49,7 +49,7 @@ def register(sub) -> None:
     p.add_argument("--topic", default=_IMAGE_TOPIC, help=f"image topic (default: {_IMAGE_TOPIC})")
     p.add_argument("--type", required=True, help="distortion type; see `embeval distort list`")
     p.add_argument("--level", type=int, required=True, help="level 1..5")
-    p.add_argument("--seed", type=int, default=0, help="master seed; per-frame seeds derive from it (default: 0)")
+    p.add_argument("--seed", type=seed, default=0, help="master seed; per-frame seeds derive from it (default: 0)")
     p.add_argument("--only-topic", action="store_true", help="write only the distorted topic")
     p.set_defaults(func=_bag)
 
@@ -65,7 +65,7 @@ def register(sub) -> None:
     p.add_argument("--type", nargs="+", metavar="NAME", help="only these types (default: all 30)")
     p.add_argument("--width", type=int, default=640, help="resize the reference to this width first (default: 640)")
     p.add_argument("--thumb", type=int, default=160, help="thumbnail width in pixels (default: 160)")
-    p.add_argument("--seed", type=int, default=0, help="seed (default: 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed (default: 0)")
     p.set_defaults(func=_grid)
 
 

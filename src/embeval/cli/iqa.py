@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, seed
 
 
 def register(sub) -> None:
@@ -45,7 +45,7 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--splits", type=int, default=10, help="number of repeated splits (default 10)")
     p.add_argument("--test-size", type=float, default=0.2, help="share of scenes in the test set (default 0.2)")
-    p.add_argument("--seed", type=int, default=0, help="split seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="split seed (default 0)")
     p.set_defaults(func=_export)
 
     p = g.add_parser("bench", help="benchmark zero-shot and trained IQA metrics against the robot scores",
@@ -66,7 +66,7 @@ def register(sub) -> None:
                    help="trained metrics (default cnniqa,brisque-svr,nr-fusion,fr-fusion)")
     p.add_argument("--init-weights", help="a pyiqa CNNIQA weight file to start training from (user-given)")
     p.add_argument("--save-predictor", type=Path, help="save split 1's best trained NR Decision predictor (for the quality gate)")
-    p.add_argument("--seed", type=int, default=0, help="seed of splits and training (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of splits and training (default 0)")
     p.set_defaults(func=_bench)
 
     p = g.add_parser("analyse", help="plots: score by type and level, JND sensitivity, subject SRCC matrix, stage scores",
@@ -202,11 +202,11 @@ def _gate(args) -> int:
         if args.rate is not None:
             thr = threshold_for_rate(scores, args.rate)
             (args.predictor / "gate.json").write_text(json.dumps({"threshold": thr, "rate": args.rate, "target": pred_target(pred)}))
-            print(f"threshold {thr:.4f} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
+            print(f"threshold {_fmt(thr)} withholds {args.rate:.0%} of these images; stored in {args.predictor / 'gate.json'}")
         gate = QualityGate(pred, thr) if thr is not None else QualityGate.load(args.predictor)
         for f, s in zip(files, scores):
             print(f"{'PASS' if s >= gate.threshold else 'WITHHOLD':8s} {s:8.4f}  {f}")
-        print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {gate.threshold:.4f} "
+        print(f"withheld {int((scores < gate.threshold).sum())}/{len(scores)} at threshold {_fmt(gate.threshold)} "
               f"(predicted {pred_target(pred)} score)")
     if unreadable:
         for msg in unreadable:
@@ -218,6 +218,11 @@ def _gate(args) -> int:
               f"{calibrated}; replace them and run again", file=sys.stderr)
         return 1 if imgs else 2
     return 0
+
+
+def _fmt(x: float) -> str:
+    """A threshold for people: 4 decimals, or 4 significant digits when huge (a typo such as 1e308)."""
+    return f"{x:.4f}" if abs(x) < 1e6 else f"{x:.4g}"
 
 
 def pred_target(pred) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from embeval.cli._util import positive_int
+
 _RAW = argparse.RawDescriptionHelpFormatter
 
 
@@ -49,7 +51,7 @@ def register(sub) -> None:
         description="Show a run's progress: done, failed and total units per shard and the recent rate.",
         epilog="example:\n  embeval status runs/quality --num-shards 4", formatter_class=_RAW)
     p.add_argument("run_dir", type=Path, metavar="RUN", help="the run folder")
-    p.add_argument("--num-shards", type=int, metavar="N", help="group by N shards (default: as last run)")
+    p.add_argument("--num-shards", type=positive_int, metavar="N", help="group by N shards (default: as last run)")
     p.set_defaults(func=_status)
 
     p = sub.add_parser(
@@ -85,6 +87,11 @@ def _overrides(args) -> dict:
     if args.no_progress:
         kw["progress"] = False
     if args.unit_timeout is not None:
+        from embeval.cli._util import finite
+        from embeval.errors import ConfigError
+
+        if finite(args.unit_timeout, "--unit-timeout") < 0:
+            raise ConfigError(f"--unit-timeout: seconds must be >= 0 (0: no watchdog), got {args.unit_timeout}")
         kw["unit_timeout_s"] = args.unit_timeout or None
     return kw
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, finite, positive_int
+from embeval.cli._util import add_group, finite, positive_int, seed
 
 _VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
 
@@ -22,7 +22,7 @@ def register(sub) -> None:
                    help="simulator: the UR5 cell (pybullet, default) or ManiSkill3 (CPU, software Vulkan)")
     p.add_argument("--task", help=f"task: a verb of the UR5 cell ({_VERBS}; default Pick) or a ManiSkill env id "
                                   "(default PickCube-v1)")
-    p.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="scene seed (default 0)")
     p.add_argument("--scene", type=Path, help="scene spec YAML instead of a generated scene (pybullet)")
     p.add_argument("--camera", help="camera name: third_person or wrist (pybullet, default third_person); ManiSkill: "
                                     "an env camera (default its first, e.g. base_camera)")
@@ -35,7 +35,7 @@ def register(sub) -> None:
                      description="Write a generated scene spec (plain data, also usable for the real cell) as YAML.",
                      epilog="example:\n  embeval sim scene --task Push --seed 1 --out push1.yaml")
     p.add_argument("--task", default="Pick", help=f"task verb ({_VERBS}); default Pick")
-    p.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="scene seed (default 0)")
     p.add_argument("--out", type=Path, help="output YAML (default: print)")
     p.set_defaults(func=_scene)
 
@@ -47,7 +47,7 @@ def register(sub) -> None:
                      epilog="example:\n  embeval sim references --n 10 --out refs/")
     p.add_argument("--n", type=positive_int, default=10, help="number of scenes (default 10)")
     p.add_argument("--out", type=Path, default=Path("refs"), help="output folder (default refs/)")
-    p.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="master seed (default 0)")
     p.add_argument("--start", type=int, default=0, help="index of the first scene (shards: --start 100 --n 100)")
     p.add_argument("--views", nargs="+", default=["first_person", "third_person"], help="views (default both)")
     p.add_argument("--width", type=positive_int, default=640, help="image width (default 640, D455-like)")
@@ -60,7 +60,7 @@ def register(sub) -> None:
                      epilog="example:\n  embeval sim expert --task Pick --episodes 20\n  embeval sim expert --task all --episodes 100 --json expert.json")
     p.add_argument("--task", default="all", help="task verb or 'all' implemented verbs (default all)")
     p.add_argument("--episodes", type=positive_int, default=20, help="episodes per task (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="first seed (default 0)")
     p.add_argument("--render", action="store_true", help="render observations each step (slower, as a policy would)")
     p.add_argument("--mode", choices=["physics", "kinematic"], default="physics", help="simulation mode (default physics)")
     p.add_argument("--json", type=Path, help="write per-task results as JSON")
@@ -97,7 +97,7 @@ def register(sub) -> None:
                      epilog="example:\n  embeval sim execute --task Pick --seed 3 --reference 0.05 0 -0.1 0 0 0 1 "
                             "--distorted 0.02 0.03 -0.1 0 0 0 1")
     p.add_argument("--task", default="Pick", help=f"task verb ({_VERBS}); default Pick")
-    p.add_argument("--seed", type=int, default=0, help="scene seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="scene seed (default 0)")
     p.add_argument("--reference", type=float, nargs=7, required=True, metavar="V", help="reference action (7 numbers)")
     p.add_argument("--distorted", type=float, nargs=7, required=True, metavar="V", help="distorted action (7 numbers)")
     p.set_defaults(func=_execute)

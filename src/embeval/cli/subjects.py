@@ -78,7 +78,7 @@ def _test_image(path: Path | None):
     from embeval.errors import MissingFileError
 
     if not path.is_file():
-        raise MissingFileError(f"image {path} does not exist")
+        raise MissingFileError(f"image {path} is a folder; give an image file" if path.is_dir() else f"image {path} does not exist")
     return read_rgb(path)  # InvalidInputError naming the file when it is not an image
 
 

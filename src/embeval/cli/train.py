@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, seed
 
 
 def register(sub) -> None:
@@ -14,7 +14,7 @@ def register(sub) -> None:
                      epilog="example: embeval train demos --episodes 20 --out runs/demos")
     p.add_argument("--episodes", type=int, default=80, help="expert episodes to run (default 80; failed ones are skipped)")
     p.add_argument("--out", type=Path, required=True, help="dataset folder to create")
-    p.add_argument("--seed", type=int, default=0, help="master seed of the scenes and the action noise (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="master seed of the scenes and the action noise (default 0)")
     p.add_argument("--verbs", nargs="+", default=["Pick", "Place"], help="task verbs, alternating (default Pick Place)")
     p.add_argument("--noise", type=float, default=0.3, help="relative std of the executed action noise (default 0.3; 0 = none)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset in --out")
@@ -26,7 +26,7 @@ def register(sub) -> None:
                      epilog="example: embeval train vla --out runs/tiny-vla --seed 0   (extra datasets are recorded "
                             "next to --out, or next to --demos when given)")
     p.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (config.json, model.safetensors, report.json)")
-    p.add_argument("--seed", type=int, default=None, help="seed of initialisation and batches (default: the recipe's, 0 for tiny-vla)")
+    p.add_argument("--seed", type=seed, default=None, help="seed of initialisation and batches (default: the recipe's, 0 for tiny-vla)")
     p.add_argument("--demo-seed", type=int, default=None, help="seed of the recorded demonstrations (default: the recipe's, 0)")
     p.add_argument("--demos", type=Path, help="use this LeRobot dataset instead of recording one")
     p.add_argument("--episodes", type=int, default=None, help="demonstration episodes to record (default: the recipe's, 400)")
@@ -47,7 +47,7 @@ def register(sub) -> None:
                      description="Train the tiny VLM: a text-conditioned CNN predicting answer slots on simulated reference scenes.",
                      epilog="example: embeval train vlm --out runs/tiny-vlm --seed 0")
     p.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
-    p.add_argument("--seed", type=int, default=None, help="seed of the scenes, initialisation and batches (default: the recipe's, 0 for tiny-vlm)")
+    p.add_argument("--seed", type=seed, default=None, help="seed of the scenes, initialisation and batches (default: the recipe's, 0 for tiny-vlm)")
     p.add_argument("--scenes", type=int, default=None, help="training scenes (default: the recipe's)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
     p.add_argument("--recipe", default="tiny-vlm", help="population recipe to follow (default tiny-vlm)")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, read_json
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,6 @@ class QualityGate:
     def load(cls, path: str | Path, threshold: float | None = None) -> "QualityGate":
         """A gate from a saved predictor (:func:`~embeval.iqa.predictor.load_predictor`); ``threshold`` defaults
         to the one stored next to it (``gate.json``, written by ``embeval iqa gate``)."""
-        import json
-
         from embeval.iqa.predictor import load_predictor
 
         predictor = load_predictor(path)  # first: a missing predictor is the more basic problem
@@ -49,7 +47,12 @@ class QualityGate:
             g = Path(path).expanduser() / "gate.json"
             if not g.exists():
                 raise ConfigError(f"no threshold given and no {g}; pass threshold= or calibrate with `embeval iqa gate`")
-            threshold = float(json.loads(g.read_text())["threshold"])
+            doc = read_json(g, "gate file", "calibrate it again with `embeval iqa gate --predictor P --rate R IMAGES`")
+            threshold = doc.get("threshold")
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not np.isfinite(threshold):
+                raise ConfigError(f"gate file {g} has no finite 'threshold' (got {threshold!r}); calibrate it again with "
+                                  "`embeval iqa gate --predictor P --rate R IMAGES`")
+            threshold = float(threshold)
         return cls(predictor, threshold)
 
     def check(self, image: np.ndarray) -> GateDecision:

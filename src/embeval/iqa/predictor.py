@@ -20,7 +20,10 @@ from typing import Sequence
 
 import numpy as np
 
-from embeval.errors import MissingWeightsError
+from embeval.errors import ConfigError, MissingWeightsError, read_json
+
+#: the fix for a predictor folder that cannot be read
+_FIX = "train one with `embeval iqa bench --db DB --save-predictor DIR` or copy the folder again"
 
 
 @dataclass
@@ -92,7 +95,11 @@ class NRPredictor:
         if not (p / "predictor.json").exists() or not (p / "model.safetensors").exists():
             raise MissingWeightsError(f"no quality predictor at {p} (predictor.json + model.safetensors); train one with "
                                       "`embeval iqa bench --db DB --save-predictor DIR`")
-        cfg = PredictorConfig(**json.loads((p / "predictor.json").read_text()))
+        doc = read_json(p / "predictor.json", "predictor config", _FIX)
+        try:
+            cfg = PredictorConfig(**doc)
+        except TypeError as exc:
+            raise ConfigError(f"predictor config {p / 'predictor.json'} does not fit this embeval ({exc}); {_FIX}") from None
         net = build_net(cfg)
         net.load_state_dict(load_file(str(p / "model.safetensors")))
         return cls(net, cfg)
@@ -187,7 +194,7 @@ class FeatureSVRPredictor:
         p = Path(path).expanduser()
         if not (p / "predictor.json").exists() or not (p / "model.npz").exists():
             raise MissingWeightsError(f"no feature predictor at {p} (predictor.json + model.npz)")
-        doc = json.loads((p / "predictor.json").read_text())
+        doc = read_json(p / "predictor.json", "predictor config", _FIX)
         m = cls(doc["sets"], doc["target"], doc["C"], doc["epsilon"], doc["arch"], doc.get("target_transform", "none"),
                 doc.get("input_size"))
         with np.load(p / "model.npz") as z:
@@ -201,5 +208,5 @@ def load_predictor(path: str | Path):
     if not (p / "predictor.json").exists():
         raise MissingWeightsError(f"no quality predictor at {p} (predictor.json missing); train one with "
                                   "`embeval iqa bench --db DB --save-predictor DIR`")
-    arch = json.loads((p / "predictor.json").read_text()).get("arch", "cnniqa")
+    arch = read_json(p / "predictor.json", "predictor config", _FIX).get("arch", "cnniqa")
     return NRPredictor.load(p) if arch == "cnniqa" else FeatureSVRPredictor.load(p)

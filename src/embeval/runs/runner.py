@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, read_json, read_text, yaml_problem
 from embeval.provenance import code_version
 from embeval.runs.backends import get_backend
 from embeval.runs.lock import LOCK_DIR, RunLock
@@ -56,11 +56,8 @@ def read_run_json(run_dir: str | os.PathLike) -> dict[str, Any] | None:
     meta = Path(run_dir) / "run.json"
     if not meta.is_file():
         return None
-    try:
-        info = json.loads(read_text(meta, "run metadata"))
-    except ValueError as exc:
-        raise ConfigError(f"{meta} is damaged ({exc}); it is not a run folder embeval can continue: choose another --out") from None
-    if not isinstance(info, dict) or not isinstance(info.get("spec_hash"), str):
+    info = read_json(meta, "run metadata", "the run folder is damaged: choose another --out")
+    if not isinstance(info.get("spec_hash"), str):
         raise ConfigError(f"{meta} is damaged (no spec_hash); it is not a run folder embeval can continue: choose another --out")
     return info
 
@@ -230,6 +227,8 @@ def _progress(spec: RunSpec, total: int, initial: int, shard_index: int, num_sha
 def open_store(run_dir: str | os.PathLike) -> ResultsStore:
     """The results store of an existing run folder (MissingFileError if there is none)."""
     d = Path(run_dir)
+    if d.is_file() and d.suffix not in (".sqlite", ".db"):
+        raise MissingFileError(f"{d} is a file, not a run folder; give the folder made by `embeval run` (or its {STORE_NAME})")
     return ResultsStore(d / STORE_NAME if d.is_dir() else d, create=False)
 
 

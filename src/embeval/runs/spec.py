@@ -27,6 +27,7 @@ error names the field, e.g. ``spec.subjects[2].path: file not found``.
 from __future__ import annotations
 
 import difflib
+import math
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -224,8 +225,8 @@ def _int(x: Any, where: _Field, minimum: int | None = None, allow_none: bool = F
 def _num(x: Any, where: _Field, allow_none: bool = False) -> float | None:
     if x is None and allow_none:
         return None
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or x < 0:
-        raise where.error(f"must be a number >= 0, got {x!r}")
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
+        raise where.error(f"must be a finite number >= 0, got {x!r}")
     return float(x)
 
 

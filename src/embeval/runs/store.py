@@ -83,11 +83,16 @@ class ResultsStore:
             raise MissingFileError(f"no results store at {self.path}; is this a run folder made by `embeval run`?")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
-        self.conn.execute("PRAGMA busy_timeout=60000")
-        if wal:
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        try:
+            self.conn.execute("PRAGMA busy_timeout=60000")
+            if wal:
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+            version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:  # not SQLite at all (a wrong or overwritten file), or damaged
+            self.conn.close()
+            raise ConfigError(f"{self.path} is not a results store ({exc}); it was overwritten or damaged: "
+                              "start a new run folder (--out), or restore the file") from None
         if version > SCHEMA_VERSION:
             self.conn.close()
             raise ConfigError(f"{self.path} was written by a newer embeval (store schema {version}, this one reads "
@@ -304,7 +309,10 @@ class ResultsStore:
         plan = self.plan(run_id)
         shard_of_group = assign_shards((g for _, g in plan), num_shards)
         shard_of_key = {k: shard_of_group[g] for k, g in plan}
-        stats = [{"shard": i, "num_shards": num_shards, "done": 0, "failed": 0, "total": 0, "finished": []} for i in range(num_shards)]
+        # shards beyond the number of groups are empty (groups are dealt one each): not listed, so a huge
+        # --num-shards costs nothing here
+        shown = min(num_shards, max(1, len(shard_of_group)))
+        stats = [{"shard": i, "num_shards": num_shards, "done": 0, "failed": 0, "total": 0, "finished": []} for i in range(shown)]
         for k in shard_of_key.values():
             stats[k]["total"] += 1
         for r in self.conn.execute(

@@ -52,14 +52,32 @@ def fingerprints(spec: RunSpec, subjects: Iterable[SubjectEntry], store: Results
     cache = store.hash_cache()
     before = dict(cache)
     out: dict[str, str | None] = {}
-    for i, s in enumerate(subjects):
+    for s in subjects:
         p = subject_checkpoint(spec, s)
         try:
+            if p is not None:
+                _announce_hashing(s.id, p, cache)
             out[s.id] = None if p is None else weights_fingerprint(p, cache)
         except ValueError as exc:
             raise ConfigError(f"subject {s.id!r}: {exc}") from None
     store.save_hash_cache({k: v for k, v in cache.items() if before.get(k) != v})
     return out
+
+
+def _announce_hashing(sid: str, path: Path, cache: dict, min_bytes: int = 1 << 30) -> None:
+    """Say so on stderr when a checkpoint's files not hashed before add up to ``min_bytes`` or more (seconds of reading)."""
+    import sys
+
+    from embeval.provenance import checkpoint_files, hash_cache_key
+
+    todo = 0
+    for f in checkpoint_files(path):
+        key = hash_cache_key(f)
+        if key not in cache:
+            todo += key[1]
+    if todo >= min_bytes:
+        print(f"fingerprinting {todo / 2**20:,.0f} MiB of weights of subject {sid!r} ({path}); once per change, the hashes "
+              "are kept in the run's store", file=sys.stderr, flush=True)
 
 
 def check_weights(store: ResultsStore, run_id: str, units: list[Unit], current: dict[str, str | None],

@@ -54,21 +54,12 @@ def check_checkpoint(path: str | Path) -> Path:
 def check_config_json(path: Path) -> dict:
     """The checkpoint's ``config.json`` as a mapping with a policy ``type``; :class:`ConfigError` in one line when it
     is empty, not UTF-8, not JSON or not a LeRobot policy config (a copy interrupted half-way, a wrong file)."""
-    import json
+    from embeval.errors import read_json
 
-    from embeval.errors import read_text
-
-    text = read_text(path, "LeRobot config", max_bytes=4 << 20)
     fix = "copy it again from the trained checkpoint (policy.save_pretrained writes it)"
-    if not text.strip():
-        raise ConfigError(f"LeRobot config {path} is empty; {fix}")
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise ConfigError(f"LeRobot config {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {fix}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("type"), str):
-        got = f"a JSON {type(doc).__name__}" if not isinstance(doc, dict) else "no 'type' field"
-        raise ConfigError(f"LeRobot config {path} is not a policy config ({got}; expected e.g. \"type\": \"act\"); {fix}")
+    doc = read_json(path, "LeRobot config", fix, max_bytes=4 << 20)
+    if not isinstance(doc.get("type"), str):
+        raise ConfigError(f"LeRobot config {path} is not a policy config (no 'type' field; expected e.g. \"type\": \"act\"); {fix}")
     return doc
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError, MissingWeightsError
+from embeval.errors import ConfigError, MissingWeightsError, read_json
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -37,9 +37,16 @@ def load_checkpoint(path: str | Path, kind: str) -> tuple[dict[str, Any], dict]:
             f"no embedded {kind} checkpoint at {path} (need {CONFIG_NAME} and {WEIGHTS_NAME}); "
             f"train one with `embeval train {kind}` or use a shipped name from `embeval train population --list`"
         )
-    doc = json.loads(cfg_file.read_text())
+    fix = f"point at a folder written by `embeval train {kind}` or copy the checkpoint again"
+    doc = read_json(cfg_file, "checkpoint config", fix, max_bytes=4 << 20)
+    if "kind" not in doc:
+        raise ConfigError(f"checkpoint config {cfg_file} is not an embeval embedded-model config (no 'kind'); {fix}")
     if doc.get("kind") != kind:
         raise ConfigError(f"checkpoint {path} holds a {doc.get('kind')!r} model, expected {kind!r}")
     if doc.get("format_version") != FORMAT_VERSION:
         raise ConfigError(f"checkpoint {path} has format_version {doc.get('format_version')}, this code reads {FORMAT_VERSION}")
-    return doc, load_file(str(w_file))
+    try:
+        return doc, load_file(str(w_file))
+    except Exception as exc:  # safetensors' own error type: a torn or foreign weights file
+        raise ConfigError(f"weights file {w_file} cannot be read ({type(exc).__name__}: {str(exc)[:200]}); copy the "
+                          "checkpoint again or train it anew") from None
