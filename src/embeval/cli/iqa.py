@@ -67,6 +67,20 @@ def register(sub) -> None:
     p.add_argument("--init-weights", help="a pyiqa CNNIQA weight file to start training from (user-given)")
     p.add_argument("--save-predictor", type=Path, help="save split 1's best trained NR Decision predictor (for the quality gate)")
     p.add_argument("--seed", type=seed, default=0, help="seed of splits and training (default 0)")
+    f = p.add_argument_group("fine-tuning pyiqa's learned metrics (paper settings by default: Adam, lr 1e-5, 50 epochs, batch 8)")
+    f.add_argument("--finetune", nargs="+", metavar="METRIC",
+                   help="pyiqa metrics to fine-tune on each split through pyiqa's training code: dbcnn hyperiqa topiq_nr "
+                        "topiq_fr clipiqa liqe ahiq ckdn dists lpips qalign (pretrained files must be in pyiqa's cache)")
+    f.add_argument("--finetune-epochs", type=int, default=50, help="epochs (default 50)")
+    f.add_argument("--finetune-batch", type=int, default=8, help="batch size (default 8)")
+    f.add_argument("--finetune-lr", type=float, default=1e-5, help="Adam learning rate (default 1e-5)")
+    f.add_argument("--finetune-steps", type=int, help="CPU override: at most this many steps per split")
+    f.add_argument("--finetune-splits", type=int, help="CPU override: fine-tune on the first K splits only")
+    f.add_argument("--finetune-size", type=int, nargs=2, metavar=("H", "W"), help="resize (default: the database's resolution)")
+    f.add_argument("--finetune-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="network option for every metric whose architecture has it (e.g. semantic_model_name=resnet18)")
+    f.add_argument("--finetune-random-init", action="store_true",
+                   help="random weights instead of the pretrained files (smoke runs and tests; not a paper number)")
     p.set_defaults(func=_bench)
 
     p = g.add_parser("analyse", help="plots: score by type and level, JND sensitivity, subject SRCC matrix, stage scores",
@@ -142,6 +156,20 @@ def _bench(args) -> int:
                                         init_weights=args.init_weights))
     if args.zero_shot:
         cfg.zero_shot = args.zero_shot.split(",")
+    if args.finetune:
+        import yaml
+
+        from embeval.errors import ConfigError
+        from embeval_analysis.iqa.finetune import FinetuneConfig, network_options
+
+        net_opts = {}
+        for kv in args.finetune_option:
+            if "=" not in kv:
+                raise ConfigError(f"--finetune-option {kv!r}: write KEY=VALUE, e.g. semantic_model_name=resnet18")
+            k, v = kv.split("=", 1)
+            net_opts[k.strip()] = yaml.safe_load(v)
+        for m in args.finetune:  # unknown metric / no random init: fail before the benchmark runs
+            network_options(m, args.finetune_random_init, net_opts)
     res = run_bench(args.db, cfg)
     args.out.mkdir(parents=True, exist_ok=True)
     res.summary.to_csv(args.out / "bench_summary.csv", index=False)
@@ -155,6 +183,16 @@ def _bench(args) -> int:
     if args.save_predictor:
         p = save_gate(res, args.save_predictor)
         print(f"predictor: {p}" if p else "no trained NR Decision predictor (add cnniqa / nr-fusion to --trained)")
+    if args.finetune:
+        from embeval_analysis.iqa.finetune import finetune, print_finetune
+
+        fcfg = FinetuneConfig(epochs=args.finetune_epochs, batch_size=args.finetune_batch, lr=args.finetune_lr,
+                              max_steps=args.finetune_steps, splits=args.finetune_splits,
+                              size=list(args.finetune_size) if args.finetune_size else None,
+                              random_init=args.finetune_random_init, network=net_opts, seed=args.seed)
+        print(f"\nfine-tuning {', '.join(args.finetune)} ({'random init' if fcfg.random_init else 'pretrained'}, "
+              f"{fcfg.optimizer} lr {fcfg.lr:g}, {fcfg.epochs} epochs, batch {fcfg.batch_size}):")
+        print_finetune(finetune(args.db, args.finetune, args.out, fcfg, n_splits=args.splits, test_size=args.test_size))
     print(f"tables in {args.out}/ ({res.seconds:.0f} s)")
     return 0
 
