@@ -2,7 +2,7 @@
 
 The previous implementation is kept here as the reference: BRISQUE NSS through pyiqa's own
 ``natural_scene_statistics`` (2 scales) and the per-pixel float64 colour moments. The NSS must match
-bit for bit, the colour moments to 1e-12, and a fitted nr-fusion gate's predictions on distorted
+bit for bit, the colour moments and grey statistics to 1e-12, and a fitted nr-fusion gate's predictions on distorted
 640x480 frames to 1e-6."""
 from __future__ import annotations
 
@@ -45,6 +45,20 @@ def _old_colour(images):
     return np.stack(out)
 
 
+def _old_stats(images):
+    import cv2
+
+    out = []
+    for im in images:
+        g = cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
+        hsv = cv2.cvtColor(im, cv2.COLOR_RGB2HSV)
+        hist = np.histogram(g, bins=8, range=(0, 256))[0] / g.size
+        pct = np.percentile(im.reshape(-1, 3), [5, 50, 95], axis=0).ravel() / 255.0
+        out.append(np.r_[np.log1p(cv2.Laplacian(g.astype(np.float32), cv2.CV_32F).var()), hsv[..., 0].mean() / 180.0,
+                         hsv[..., 1].std() / 255.0, hist, pct])
+    return np.asarray(out, dtype=np.float64)
+
+
 def _frames(n, w, h):
     types = list_distortions()
     return [distort(synthetic_tabletop(w, h, seed=i), types[i % 30], 1 + i % 5, seed=i) for i in range(n)]
@@ -69,15 +83,22 @@ def test_colour_moments_match_previous(frames):
     assert np.array_equal(new[:, 6], old[:, 6])  # saturation: same values, same summation order
 
 
+def test_grey_statistics_match_previous(frames):
+    tiny = [np.full((1, 1, 3), 200, np.uint8), np.random.default_rng(2).integers(0, 256, (3, 5, 3), dtype=np.uint8)]
+    new, old = features.stats_features(frames + tiny), _old_stats(frames + tiny)
+    assert np.abs(new - old).max() <= 1e-12
+
+
 def test_gate_predictions_within_1e6_of_previous(frames, monkeypatch):
     train = _frames(30, 128, 96)
-    X_old = np.concatenate([_old_nss(train), _old_colour(train), features.stats_features(train), features.signal_features(train)], 1)
+    X_old = np.concatenate([_old_nss(train), _old_colour(train), _old_stats(train), features.signal_features(train)], 1)
     y = np.random.default_rng(1).random(len(train)) * 5
     svr = FeatureSVRPredictor(input_size=[96, 128]).fit_features(X_old, y)
     big = _frames(4, 640, 480)
     new = svr.predict(big)
     monkeypatch.setattr(features, "nss_features", _old_nss)
     monkeypatch.setattr(features, "colour_features", _old_colour)
+    monkeypatch.setattr(features, "stats_features", _old_stats)
     old = svr.predict(big)
     assert np.abs(new - old).max() <= 1e-6
     assert np.ptp(old) > 0.01  # the frames do get different scores

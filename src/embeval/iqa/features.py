@@ -49,7 +49,6 @@ def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarr
 
 def _nss_batches(images, by_shape, batch_size, out) -> None:
     import torch
-    from pyiqa.matlab_utils import imresize
     from pyiqa.utils.color_util import to_y_channel
 
     with torch.no_grad():
@@ -58,7 +57,7 @@ def _nss_batches(images, by_shape, batch_size, out) -> None:
                 b = idx[k:k + batch_size]
                 x = torch.from_numpy(np.stack([images[i] for i in b]).astype(np.float32)).permute(0, 3, 1, 2) / 255.0
                 y = to_y_channel(x, 255.0)
-                feats = [_nss(y).reshape(len(b), -1), _nss(imresize(y, scale=0.5, antialiasing=True)).reshape(len(b), -1)]
+                feats = [_nss(y).reshape(len(b), -1), _nss(_half(y)).reshape(len(b), -1)]
                 out[b] = torch.cat(feats, dim=-1).double().numpy()
 
 
@@ -74,6 +73,46 @@ def _nss_tables(dtype) -> tuple:
     ggd = (l1 + l3 - 2 * l2).exp()
     aggd = (2 * l2 - (l1 + l3)).exp()
     return fspecial(7, 7.0 / 6, 1).to(dtype), gam, ggd[None], aggd[None]
+
+
+def _half(y):
+    """pyiqa's ``imresize(y, scale=0.5, antialiasing=True)`` (MATLAB bicubic with antialiasing) of a
+    (B, 1, h, w) float32 batch, with the per-size weights and paddings computed once (the same
+    operations as pyiqa's ``resize_1d`` apply them; bit-identical)."""
+    import math
+
+    from pyiqa.matlab_utils.resize import padding, reshape_tensor
+
+    b, c, h, w = y.shape
+    x = y.reshape(-1, 1, h, w).float()
+    for dim, n_in in ((-2, h), (-1, w)):
+        weight, pad_pre, pad_post, base, k = _resize_plan(n_in, math.ceil(n_in * 0.5), 0.5, x.dtype)
+        unfold = reshape_tensor(padding(x, dim, pad_pre, pad_post, padding_type="reflect"), dim, k)
+        if dim == -2:
+            sample = unfold[..., base, :]
+            wv = weight.view(1, k, sample.size(2), 1)
+        else:
+            sample = unfold[..., base]
+            wv = weight.view(1, k, 1, sample.size(3))
+        x = (sample * wv).sum(dim=1, keepdim=True)
+    return x.view(b, c, x.size(-2), x.size(-1))
+
+
+@functools.lru_cache(maxsize=32)
+def _resize_plan(n_in: int, size: int, scale: float, dtype) -> tuple:
+    """Weights, paddings and sample positions of pyiqa's cubic ``resize_1d`` (antialiased downscale)."""
+    import math
+
+    import torch
+    from pyiqa.matlab_utils.resize import get_padding, get_weight
+
+    k = math.ceil(4 / scale) + 2
+    pos = torch.linspace(0, size - 1, steps=size, dtype=dtype)
+    pos = (pos + 0.5) / scale - 0.5
+    base = pos.floor() - (k // 2) + 1
+    weight = get_weight(pos - base, k, kernel="cubic", sigma=2.0, antialiasing_factor=scale)
+    pad_pre, pad_post, base = get_padding(base, k, n_in)
+    return weight, pad_pre, pad_post, base, k
 
 
 def _nss(luma):
@@ -94,18 +133,24 @@ def _nss(luma):
     assert not torch.isclose(sigma, torch.zeros_like(sigma)).all(), "Expected image with non zero variance of pixel values"
     rho = sigma_sq / nrm.abs().mean(dim=(-1, -2)) ** 2
     feats = [gam[(rho - ggd).abs().argmin(dim=-1)], sigma.pow(2)]
-    for shift in ((0, 1), (1, 0), (1, 1), (-1, 1)):
-        block = nrm * torch.roll(nrm, shifts=shift, dims=(-2, -1))
-        left, right = block < 0, block > 0
-        left_std = torch.sqrt((block * left).pow(2).sum(dim=(-1, -2)) / left.sum(dim=(-1, -2), dtype=torch.float32))
-        right_std = torch.sqrt((block * right).pow(2).sum(dim=(-1, -2)) / right.sum(dim=(-1, -2), dtype=torch.float32))
-        gh = left_std / right_std
-        rhat = block.abs().mean(dim=(-1, -2)).pow(2) / block.pow(2).mean(dim=(-1, -2))
-        rhatnorm = (rhat * (gh.pow(3) + 1) * (gh + 1)) / (gh.pow(2) + 1).pow(2)
-        alpha = gam[(aggd - rhatnorm).abs().argmin(dim=-1)]
-        sl, sr = left_std.squeeze(-1), right_std.squeeze(-1)
-        eta = (sr - sl) * torch.exp(torch.lgamma(2.0 / alpha) - (torch.lgamma(1.0 / alpha) + torch.lgamma(3.0 / alpha)) / 2)
-        feats.extend((alpha, eta, sl.pow(2), sr.pow(2)))
+    # the 4 neighbour products as one (4 B, 1, h, w) batch: every statistic is per image, so the
+    # batched reductions give each image's numbers exactly as one at a time
+    n = nrm.shape[0]
+    block = torch.empty((4 * n,) + tuple(nrm.shape[1:]), dtype=nrm.dtype)
+    for i, shift in enumerate(((0, 1), (1, 0), (1, 1), (-1, 1))):
+        torch.mul(nrm, torch.roll(nrm, shifts=shift, dims=(-2, -1)), out=block[i * n:(i + 1) * n])
+    left, right = block < 0, block > 0
+    left_std = torch.sqrt((block * left).pow(2).sum(dim=(-1, -2)) / left.sum(dim=(-1, -2), dtype=torch.float32))
+    right_std = torch.sqrt((block * right).pow(2).sum(dim=(-1, -2)) / right.sum(dim=(-1, -2), dtype=torch.float32))
+    gh = left_std / right_std
+    rhat = block.abs().mean(dim=(-1, -2)).pow(2) / block.pow(2).mean(dim=(-1, -2))
+    rhatnorm = (rhat * (gh.pow(3) + 1) * (gh + 1)) / (gh.pow(2) + 1).pow(2)
+    alpha = gam[(aggd - rhatnorm).abs().argmin(dim=-1)]
+    sl, sr = left_std.squeeze(-1), right_std.squeeze(-1)
+    eta = (sr - sl) * torch.exp(torch.lgamma(2.0 / alpha) - (torch.lgamma(1.0 / alpha) + torch.lgamma(3.0 / alpha)) / 2)
+    for i in range(4):
+        part = slice(i * n, (i + 1) * n)
+        feats.extend((alpha[part], eta[part], sl[part].pow(2), sr[part].pow(2)))
     return torch.stack(feats, dim=-1)
 
 
@@ -147,11 +192,29 @@ def stats_features(images: Sequence[np.ndarray]) -> np.ndarray:
         im = check_image(im, f"images[{i}]")
         g = cv2.cvtColor(im, cv2.COLOR_RGB2GRAY)
         hsv = cv2.cvtColor(im, cv2.COLOR_RGB2HSV)
-        hist = np.histogram(g, bins=8, range=(0, 256))[0] / g.size
-        pct = np.percentile(im.reshape(-1, 3), [5, 50, 95], axis=0).ravel() / 255.0
+        hist = np.bincount((g >> 5).reshape(-1), minlength=8) / g.size  # 8 bins of 32 grey levels
+        pct = _channel_percentiles(im, (5, 50, 95)).ravel() / 255.0
         out.append(np.r_[np.log1p(cv2.Laplacian(g.astype(np.float32), cv2.CV_32F).var()), hsv[..., 0].mean() / 180.0,
                          hsv[..., 1].std() / 255.0, hist, pct])
     return np.asarray(out, dtype=np.float64)
+
+
+def _channel_percentiles(im: np.ndarray, qs) -> np.ndarray:
+    """``np.percentile(im.reshape(-1, 3), qs, axis=0)`` (linear interpolation) of uint8 RGB, from the
+    channels' cumulative histograms instead of a sort (equal up to the interpolation's rounding)."""
+    n = im.shape[0] * im.shape[1]
+    out = np.empty((len(qs), 3))
+    pos = np.asarray(qs, dtype=np.float64) / 100.0 * (n - 1)
+    lo = np.floor(pos)
+    t = pos - lo
+    lo = lo.astype(np.int64)
+    hi = np.minimum(lo + 1, n - 1)
+    for c in range(3):
+        cum = np.cumsum(np.bincount(im[..., c].reshape(-1), minlength=256))
+        a = np.searchsorted(cum, lo, side="right").astype(np.float64)  # value at sorted position lo
+        b = np.searchsorted(cum, hi, side="right").astype(np.float64)
+        out[:, c] = np.where(t >= 0.5, b - (b - a) * (1 - t), a + (b - a) * t)
+    return out
 
 
 _BANDS = ((0.0, 0.05), (0.05, 0.15), (0.15, 0.3), (0.3, 1.0))  # cycles / pixel (radial)
