@@ -262,3 +262,17 @@ def test_embedded_tiny_vla_acts_in_maniskill(cam_env):
     assert isinstance(a, Action) and np.all(np.isfinite(a.vector))
     r = env.step(a)
     assert env.n_steps == 1 and not r.done
+
+
+@pytest.mark.slow
+def test_demo_stage_writes_a_contact_sheet(tmp_path, capsys):
+    from PIL import Image
+
+    from embeval.demo import DemoContext, run
+
+    run(DemoContext(tmp_path, quick=True), only=["maniskill"])
+    out = capsys.readouterr().out
+    assert "scripted expert, PickCube-v1 (state only, pd_ee_delta_pose): 2/2 episodes" in out
+    assert "white_noise" in out and "decision" in out
+    with Image.open(tmp_path / "maniskill" / "contact_sheet.png") as im:
+        assert im.size == (128, 64)  # clean | distorted, 64x64 each, one episode

@@ -15,6 +15,7 @@ from typing import Any
 STAGES: list[tuple[str, str]] = [
     ("kinematics", "embeval.kinematics.demo:run"),
     ("workcell", "embeval.sim.demo:run"),
+    ("maniskill", "embeval.sim.maniskill.demo:run"),
     ("distortion", "embeval.distortion.demo:run"),
     ("subjects", "embeval.subjects.demo:run"),
     ("embedded", "embeval.subjects.embedded.demo:run"),
