@@ -17,6 +17,7 @@ from embeval.registry import Registry
 STAGES: Registry = Registry("demo stage", group="embeval.demo_stages", entries={
     "kinematics": "embeval.kinematics.demo:run",
     "workcell": "embeval.sim.demo:run",
+    "maniskill": "embeval.sim.maniskill.demo:run",
     "distortion": "embeval.distortion.demo:run",
     "subjects": "embeval.subjects.demo:run",
     "embedded": "embeval.subjects.embedded.demo:run",
