@@ -47,6 +47,7 @@ from embeval.robot.ur_emulator.motion import (
     solve_near,
     tcp_frames,
 )
+from embeval.robot.ur_rtde_backend import UR_MODE_NAMES as SAFETY_MODE_NAMES
 
 log = logging.getLogger("embeval.ur_emulator")
 
@@ -55,8 +56,6 @@ ROBOT_MODE_POWER_OFF, ROBOT_MODE_IDLE, ROBOT_MODE_RUNNING = 3, 5, 7
 SAFETY_NORMAL, SAFETY_PROTECTIVE_STOP = 1, 3
 RUNTIME_STOPPED, RUNTIME_PLAYING = 1, 2
 JOINT_MODE_RUNNING, JOINT_MODE_POWER_OFF = 253, 239
-SAFETY_MODE_NAMES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY", 5: "SAFEGUARD_STOP",
-                     6: "SYSTEM_EMERGENCY_STOP", 7: "ROBOT_EMERGENCY_STOP", 8: "VIOLATION", 9: "FAULT"}
 ROBOT_MODE_NAMES = {-1: "NO_CONTROLLER", 0: "DISCONNECTED", 1: "CONFIRM_SAFETY", 2: "BOOTING", 3: "POWER_OFF",
                     4: "POWER_ON", 5: "IDLE", 6: "BACKDRIVE", 7: "RUNNING"}
 
