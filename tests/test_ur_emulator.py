@@ -609,7 +609,8 @@ def test_tcp_offset_as_set_on_the_pendant():
 def test_register_protocol_and_braking_without_a_network():
     """The control program's handshake on the registers, and a move that replaces a running one brakes at its
     acceleration instead of jumping (the controller's acceleration limit)."""
-    from embeval.robot.ur_emulator.controller import Controller, ControlProgram
+    from embeval.robot.ur_emulator.controller import Controller
+    from embeval.robot.ur_emulator.program import ControlProgram
 
     ctrl = Controller()
     prog = ctrl.program = ControlProgram(ctrl)
