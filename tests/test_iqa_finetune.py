@@ -70,5 +70,7 @@ def test_pretrained_weights_must_be_in_the_cache(db, tmp_path, monkeypatch):
         finetune(db, ["lpips"], tmp_path / "o", FinetuneConfig(max_steps=1, splits=1), n_splits=2, test_size=0.34, log=None)
     with pytest.raises(ConfigError, match="not a pyiqa metric"):
         finetune(db, ["nope"], tmp_path / "o", FinetuneConfig(random_init=True), log=None)
+    with pytest.raises(ConfigError, match="device"):
+        finetune(db, ["lpips"], tmp_path / "o", FinetuneConfig(random_init=True, device="tpu"), log=None)
     with pytest.raises(ConfigError, match="cannot be built with random weights"):
         finetune(db, ["clipiqa"], tmp_path / "o", FinetuneConfig(random_init=True), log=None)

@@ -230,6 +230,7 @@ def test_iqa_build_from_a_single_mcap_file_takes_state_task_and_outcome_from_the
     assert len({tuple(j) for j in joints}) == 4  # the state differs per frame
     scores = pd.read_csv(db / "scores.csv")
     assert (scores["run_execution"] == 87.5).all()
+    assert main(["bag", "info", str(single)]) == 0  # the bag commands take the single file too
 
 
 def test_rosbag_source_without_tcp_topic_uses_forward_kinematics_and_checks_gaps(tmp_path):

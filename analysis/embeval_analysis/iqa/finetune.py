@@ -56,6 +56,7 @@ class FinetuneConfig:
     network: dict[str, Any] = field(default_factory=dict)  # network option overrides, applied to every metric
     #                                 whose architecture has the option (e.g. semantic_model_name: resnet18)
     threads: int = 1  # torch intra-op threads
+    device: str = "auto"  # "auto" (CUDA when available), "cpu" or "cuda" (pyiqa's num_gpu)
     seed: int = 0
 
 
@@ -194,10 +195,20 @@ def metric_mode(metric: str) -> str:
     return DEFAULT_CONFIGS[metric]["metric_mode"]
 
 
+def _num_gpu(device: str) -> int:
+    import torch
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError(f"fine-tuning device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("fine-tuning device 'cuda' asked for, but torch sees no CUDA device; use 'auto' or 'cpu'")
+    return 1 if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else 0
+
+
 def _model(metric: str, cfg: FinetuneConfig):
     from pyiqa.models import build_model
 
-    opt = {"model_type": "GeneralIQAModel", "num_gpu": 0, "is_train": True, "dist": False, "rank": 0, "world_size": 1,
+    opt = {"model_type": "GeneralIQAModel", "num_gpu": _num_gpu(cfg.device), "is_train": True, "dist": False, "rank": 0, "world_size": 1,
            "name": f"embeval-finetune-{metric}", "network": network_options(metric, cfg.random_init, cfg.network),
            "path": {"pretrain_network": None},
            "train": {"optim": {"type": cfg.optimizer, "lr": cfg.lr},
@@ -223,7 +234,7 @@ def _loader(files: dict[str, Path], db: Path, target: str, mode: str, split: int
            "mos_normalize": True, "mos_range": list(rng_range), "lower_better": False,
            "batch_size_per_gpu": cfg.batch_size, "num_worker_per_gpu": 0, "use_shuffle": True}
     ds = build_dataset(opt)
-    return ds, build_dataloader(ds, opt, num_gpu=0, dist=False, sampler=None, seed=cfg.seed)
+    return ds, build_dataloader(ds, opt, num_gpu=_num_gpu(cfg.device), dist=False, sampler=None, seed=cfg.seed)
 
 
 def _predict(model, loader) -> tuple[np.ndarray, np.ndarray]:
@@ -266,6 +277,7 @@ def finetune(db: str | Path, metrics: list[str], out: str | Path, cfg: FinetuneC
         raise MissingFileError(f"{f} not found; build the database first with `embeval iqa build --out {db}`")
     for m in metrics:
         network_options(m, cfg.random_init, cfg.network)  # unknown metric / no random init: fail before any work
+    _num_gpu(cfg.device)
     if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.lr <= 0:
         raise ConfigError(f"fine-tuning needs epochs >= 1, batch >= 1 and lr > 0; got {cfg.epochs}, {cfg.batch_size}, {cfg.lr}")
     scores = pd.read_csv(f)

@@ -1,4 +1,5 @@
-"""Replay images from a rosbag2 (MCAP) recorded by embeval or ``ros2 bag record`` (read with rosbags)."""
+"""Replay images from a rosbag2 (MCAP) bag folder or a single ``.mcap`` file, recorded by embeval or
+``ros2 bag record`` (read with rosbags)."""
 from __future__ import annotations
 
 import time

@@ -13,7 +13,7 @@ def register(sub) -> None:
                      description="Print a bag's topics, types, counts and duration.",
                      epilog="example:\n  embeval bag info runs/bags/embeval_20260101_120000",
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("bag", type=Path, help="bag folder (holds metadata.yaml)")
+    p.add_argument("bag", type=Path, help="bag folder (holds metadata.yaml) or a single .mcap file")
     p.set_defaults(func=_info)
     p = g.add_parser("recover", help="make a killed bag consistent (rebuild metadata.yaml, drop partial segments)",
                      description="Rebuild metadata.yaml from the complete MCAP segments and remove partial ones.",

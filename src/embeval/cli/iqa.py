@@ -77,6 +77,8 @@ def register(sub) -> None:
     f.add_argument("--finetune-steps", type=int, help="CPU override: at most this many steps per split")
     f.add_argument("--finetune-splits", type=int, help="CPU override: fine-tune on the first K splits only")
     f.add_argument("--finetune-size", type=int, nargs=2, metavar=("H", "W"), help="resize (default: the database's resolution)")
+    f.add_argument("--finetune-device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="auto: CUDA when torch sees one (default), else the CPU")
     f.add_argument("--finetune-option", action="append", default=[], metavar="KEY=VALUE",
                    help="network option for every metric whose architecture has it (e.g. semantic_model_name=resnet18)")
     f.add_argument("--finetune-random-init", action="store_true",
@@ -189,7 +191,8 @@ def _bench(args) -> int:
         fcfg = FinetuneConfig(epochs=args.finetune_epochs, batch_size=args.finetune_batch, lr=args.finetune_lr,
                               max_steps=args.finetune_steps, splits=args.finetune_splits,
                               size=list(args.finetune_size) if args.finetune_size else None,
-                              random_init=args.finetune_random_init, network=net_opts, seed=args.seed)
+                              random_init=args.finetune_random_init, network=net_opts, device=args.finetune_device,
+                              seed=args.seed)
         print(f"\nfine-tuning {', '.join(args.finetune)} ({'random init' if fcfg.random_init else 'pretrained'}, "
               f"{fcfg.optimizer} lr {fcfg.lr:g}, {fcfg.epochs} epochs, batch {fcfg.batch_size}):")
         print_finetune(finetune(args.db, args.finetune, args.out, fcfg, n_splits=args.splits, test_size=args.test_size))
