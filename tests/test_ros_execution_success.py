@@ -80,7 +80,7 @@ class _Events:
     def _spin(self):
         try:
             self.ex.spin()
-        except Exception:  # noqa: BLE001 - the context shuts down under it at the end
+        except Exception:  # noqa: BLE001, S110 - the context shuts down under it at the end
             pass
 
     def close(self):
@@ -91,7 +91,7 @@ class _Events:
 def test_paper_protocol_on_the_sim_cell_awards_100_on_success(expert):
     from embeval_ros.graph import Graph
 
-    scene, task, actions = expert
+    _, task, actions = expert
     params = _params(actions, execution_images=1, distortions=["none", "gaussian_blur"], levels=[0, 3])
     with Graph(params) as g:
         ev = _Events(g)
@@ -197,7 +197,7 @@ def test_operator_cli_without_a_conductor_says_so():
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / p) for p in ("src", "analysis", "src/embeval_ros"))}
-    r = subprocess.run([sys.executable, "-m", "embeval.cli", "operator", "--timeout", "0.5"], input="x\ny\nq\n",
+    r = subprocess.run([sys.executable, "-m", "embeval.cli", "operator", "--timeout", "0.5"], input="x\ny\nq\n", check=False,
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -217,7 +217,7 @@ def test_paper_protocol_on_the_emulated_cell_awards_100_on_success(expert, ur_em
     from embeval.kinematics.transforms import pose_to_matrix
     from embeval.sim.workcell import Q_NEAR_HOME
 
-    scene, task, actions = expert
+    scene, _, actions = expert
     # the emulated arm starts each episode at the scene's home TCP (its TCP is tool0: no gripper offset)
     home = UR5().ik_closest(pose_to_matrix(scene.home_tcp), Q_NEAR_HOME, frame="base")
     params = _params(actions, backend="ur_rtde", execution_images=1, distortions=["none", "darken"], levels=[0, 2])
