@@ -604,3 +604,44 @@ def test_tcp_offset_as_set_on_the_pendant():
             assert np.linalg.norm(pose[:3] - [0.45, 0.0, 0.30]) < 1e-6  # home is a TCP pose
         finally:
             r.disconnect()
+
+
+def test_register_protocol_and_braking_without_a_network():
+    """The control program's handshake on the registers, and a move that replaces a running one brakes at its
+    acceleration instead of jumping (the controller's acceleration limit)."""
+    from embeval.robot.ur_emulator.controller import Controller
+    from embeval.robot.ur_emulator.program import ControlProgram
+
+    ctrl = Controller()
+    prog = ctrl.program = ControlProgram(ctrl)
+    prog.start()
+    assert ctrl.out_int[0] == 1  # ready
+    q0 = ctrl.q.copy()
+
+    def command(cmd, doubles=(), is_async=0):
+        ctrl.in_double[:len(doubles)] = list(doubles)
+        ctrl.in_int[0], ctrl.in_int[1] = cmd, is_async
+
+    command(1, [*(q0 + [0.5, 0, 0, 0, 0, 0]), 1.0, 2.0], is_async=1)  # async moveJ
+    ctrl.tick(0.002)
+    assert ctrl.out_int[0] == 2  # done at once: it runs in the background
+    command(0)
+    ctrl.tick(0.002)
+    assert ctrl.out_int[0] == 1
+    for _ in range(150):  # 0.3 s of acceleration at 2 rad/s^2
+        ctrl.tick(0.002)
+    assert ctrl.qd[0] == pytest.approx(0.6, abs=0.01)
+    command(1, [*q0, 1.0, 2.0])  # back to the start, synchronously: brake first
+    qd = []
+    for _ in range(2000):
+        ctrl.tick(0.002)
+        qd.append(ctrl.qd[0])
+        if ctrl.out_int[0] == 2:
+            break
+    assert ctrl.out_int[0] == 2 and np.max(np.abs(ctrl.q - q0)) < 1e-9
+    assert np.max(np.abs(np.diff(qd))) / 0.002 <= 2.0 * 1.05  # never more than the commanded 2 rad/s^2
+    command(0)  # the client clears after "done"; the program is ready again
+    ctrl.tick(0.002)
+    command(255)  # stopScript ends the program without "done"
+    ctrl.tick(0.002)
+    assert ctrl.program is None and ctrl.runtime_state == 1

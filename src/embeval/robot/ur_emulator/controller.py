@@ -1,11 +1,7 @@
 """The emulated UR controller: robot state, safety, the 500 Hz control loop and the ur_rtde control program.
 
 The uploaded ur_rtde control script is not interpreted as URScript; the controller recognises it and
-runs its register protocol natively (:class:`ControlProgram`): the command id is read from
-``input_int_register_<off>`` (``off`` is 0, or 24 with the client's upper-range flag), parameters from
-the input double registers, ``output_int_register_<off>`` is 1 when ready for a command and 2 when
-done with one, ``output_int_register_<off+2>`` carries async progress. Realtime commands (servo*,
-speed*, watchdog) are applied every tick and leave the register at 1.
+runs its register protocol natively (:class:`~embeval.robot.ur_emulator.program.ControlProgram`).
 
 Safety as the real controller reports it: a tick that would put the TCP (or a link frame) below the
 table plane, the TCP outside the workspace box, or a joint outside its limits is not executed; the
@@ -21,30 +17,23 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from embeval.kinematics import UR, UR5
-from embeval.kinematics.transforms import (
-    matrix_to_pose,
-    pose_to_matrix,
-)
+from embeval.kinematics.transforms import pose_to_matrix
 from embeval.robot.safety import SafetyLimits, check_joint_limits, check_workspace
 from embeval.robot.ur_emulator.motion import (
-    JointMove,
-    LinearMove,
     MotionError,
-    ServoMotion,
-    SpeedJMotion,
-    SpeedLMotion,
     StopMotion,
     pose_of,
     rotvec_of,
-    solve_near,
     tcp_frames,
 )
+from embeval.robot.ur_emulator.program import ControlProgram
+from embeval.robot.ur_rtde_backend import UR_MODE_NAMES as SAFETY_MODE_NAMES
 
 log = logging.getLogger("embeval.ur_emulator")
 
@@ -52,32 +41,9 @@ log = logging.getLogger("embeval.ur_emulator")
 ROBOT_MODE_POWER_OFF, ROBOT_MODE_IDLE, ROBOT_MODE_RUNNING = 3, 5, 7
 SAFETY_NORMAL, SAFETY_PROTECTIVE_STOP = 1, 3
 RUNTIME_STOPPED, RUNTIME_PLAYING = 1, 2
-JOINT_MODE_RUNNING, JOINT_MODE_POWER_OFF, JOINT_MODE_IDLE = 253, 239, 255
-SAFETY_MODE_NAMES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY", 5: "SAFEGUARD_STOP",
-                     6: "SYSTEM_EMERGENCY_STOP", 7: "ROBOT_EMERGENCY_STOP", 8: "VIOLATION", 9: "FAULT"}
+JOINT_MODE_RUNNING, JOINT_MODE_POWER_OFF = 253, 239
 ROBOT_MODE_NAMES = {-1: "NO_CONTROLLER", 0: "DISCONNECTED", 1: "CONFIRM_SAFETY", 2: "BOOTING", 3: "POWER_OFF",
                     4: "POWER_ON", 5: "IDLE", 6: "BACKDRIVE", 7: "RUNNING"}
-
-#: ur_rtde's command ids (RTDEControlInterface's RobotCommand) and names for messages
-CMD_NAMES = {
-    0: "NO_CMD", 1: "moveJ", 2: "moveJ_IK", 3: "moveL", 4: "moveL_FK", 6: "forceMode", 7: "forceModeStop",
-    8: "zeroFtSensor", 9: "speedJ", 10: "speedL", 11: "servoJ", 12: "servoC", 15: "speedStop", 16: "servoStop",
-    17: "setPayload", 18: "teachMode", 19: "endTeachMode", 20: "forceModeSetDamping",
-    21: "forceModeSetGainScaling", 24: "servoL", 25: "toolContact", 26: "getStepTime",
-    27: "getActualJointPositionsHistory", 28: "getTargetWaypoint", 29: "setTcp", 30: "getInverseKinematics",
-    31: "triggerProtectiveStop", 33: "stopL", 34: "stopJ", 35: "setWatchdog", 36: "isPoseWithinSafetyLimits",
-    37: "isJointsWithinSafetyLimits", 38: "getJointTorques", 39: "poseTrans", 40: "getTCPOffset", 41: "jogStart",
-    42: "jogStop", 43: "getForwardKinematics", 44: "getForwardKinematics", 45: "moveJ/moveL(path)",
-    46: "getInverseKinematics", 47: "isSteady", 51: "moveUntilContact", 52: "freedriveMode",
-    53: "endFreedriveMode", 54: "getFreedriveStatus", 55: "setExternalForceTorque", 56: "ftRtdeInputEnable",
-    57: "enableExternalFtSensor", 58: "getActualToolFlangePose", 59: "setGravity",
-    60: "getInverseKinematicsHasSolution", 61: "getInverseKinematicsHasSolution", 62: "startContactDetection",
-    63: "stopContactDetection", 64: "readContactDetection", 65: "setTargetPayload", 66: "directTorque",
-    67: "getMassMatrix", 68: "getCoriolisAndCentrifugalTorques", 69: "getTargetJointAccelerations",
-    70: "getJacobian", 71: "getJacobianTimeDerivative", 255: "stopScript",
-}
-#: commands the control script processes every cycle without the ready/done handshake
-REALTIME_CMDS = frozenset({6, 9, 10, 11, 24, 25, 26, 27, 38, 58})
 
 CONTROL_SCRIPT_MARKERS = ("def rtde_control():", "def rtde_cmd():", "def signal_ready():")
 
@@ -102,274 +68,6 @@ class EmulatorConfig:
     unlock_delay: float = 5.0
     serial_number: str = "20235500042"
     robot_model: str = "UR5"
-
-
-class ControlProgram:
-    """The ur_rtde control script's main loop and command handlers, run natively each control tick."""
-
-    def __init__(self, ctrl: Controller, reg_offset: int = 0, path_injected: bool = False):
-        self.ctrl, self.off, self.path_injected = ctrl, reg_offset, path_injected
-        self.executing = False
-        self.blocking: Callable[[], bool] | None = None  # the blocking op's "finished?" test
-        self.async_move = False  # a move thread is running
-        self.async_wr_count = 0
-        self.async_op_id = 0
-
-    # registers, relative to the offset, as the script addresses them
-    def in_int(self, i: int) -> int:
-        return self.ctrl.in_int[i + self.off]
-
-    def in_float(self, i: int) -> float:
-        return self.ctrl.in_double[i + self.off]
-
-    def in_vec(self, i: int) -> np.ndarray:
-        return np.array([self.ctrl.in_double[i + self.off + k] for k in range(6)])
-
-    def out_int(self, i: int, v: int) -> None:
-        self.ctrl.out_int[i + self.off] = int(v)
-
-    def out_float(self, i: int, v: float) -> None:
-        self.ctrl.out_double[i + self.off] = float(v)
-
-    def signal_ready(self) -> None:
-        self.out_int(0, 1)
-
-    def signal_done(self) -> None:
-        self.out_int(0, 2)
-
-    def async_progress(self, value: int) -> None:
-        """Async progress register: op id (bits 24-30), write count (16-23), running (15), progress (0-14)."""
-        self.async_wr_count = (self.async_wr_count + 1) % 128
-        if value == 0:
-            self.async_op_id = (self.async_op_id + 1) % 128
-        reg = self.async_wr_count * 65536 + self.async_op_id * 16777216
-        if value >= 0:
-            reg += min(value, 32767) + 32768
-        self.out_int(2, reg)
-
-    def start(self) -> None:
-        self.async_progress(-1)
-        self.signal_ready()
-
-    # -- one cycle ----------------------------------------------------------------------------
-    def tick(self) -> None:
-        if self.blocking is not None:
-            if not self.blocking():
-                return
-            self.blocking = None
-            self.signal_done()
-            return
-        if self.async_move and self.ctrl.motion is None:
-            self.async_move = False
-            self.async_progress(-1)
-        cmd = self.in_int(0)
-        if cmd in REALTIME_CMDS:
-            self.process(cmd)
-            if self.ctrl.program is self:
-                self.signal_ready()
-        elif cmd == 0:
-            self.executing = False
-            self.signal_ready()
-        elif not self.executing:
-            self.executing = True
-            if self.process(cmd) and self.blocking is None:
-                self.signal_done()
-
-    def process(self, cmd: int) -> bool:
-        """Run one command; False when the program ended (stop script, error)."""
-        handler = _HANDLERS.get(cmd)
-        if handler is None:
-            name = CMD_NAMES.get(cmd, f"command {cmd}")
-            self.ctrl.program_error(f"{name} (ur_rtde command {cmd}) is not supported by the UR emulator")
-            return False
-        try:
-            return handler(self) is not False
-        except MotionError as exc:
-            self.ctrl.program_error(str(exc))
-            return False
-
-    def block_until_still(self) -> None:
-        self.blocking = lambda: self.ctrl.motion is None
-
-    def stop_async_move(self) -> None:
-        if self.async_move:
-            self.async_move = False
-            self.ctrl.motion = None
-            self.async_progress(-1)
-
-    # -- handlers -----------------------------------------------------------------------------
-    def _move(self, kind: str):
-        vec, v, a, is_async = self.in_vec(0), self.in_float(6), self.in_float(7), self.in_int(1) == 1
-        ctrl = self.ctrl
-        self.stop_async_move()
-        q = ctrl.q.copy()
-        if kind == "j":
-            motion = JointMove(q, vec, min(v, float(np.min(ctrl.max_speed))), a)
-        elif kind == "j_ik":
-            sol = ctrl.kin.ik_closest(pose_to_matrix(vec), q, frame="base")
-            if sol is None:
-                raise MotionError(f"moveJ_IK target {np.round(vec, 4).tolist()} is out of reach")
-            motion = JointMove(q, sol, min(v, float(np.min(ctrl.max_speed))), a)
-        elif kind == "l":
-            motion = LinearMove(ctrl.kin, q, pose_to_matrix(vec), v, a, ctrl.max_speed)
-        else:  # l_fk: linear move to the pose of joint vector vec
-            motion = LinearMove(ctrl.kin, q, ctrl.kin.fk(vec, frame="base"), v, a, ctrl.max_speed)
-        ctrl.motion = motion
-        if is_async:
-            self.async_move = True
-            self.async_progress(0)
-        else:
-            self.block_until_still()
-
-    def cmd_movej(self):
-        self._move("j")
-
-    def cmd_movej_ik(self):
-        self._move("j_ik")
-
-    def cmd_movel(self):
-        self._move("l")
-
-    def cmd_movel_fk(self):
-        self._move("l_fk")
-
-    def cmd_speedj(self):
-        qd, a = self.in_vec(0), self.in_float(6)
-        m = self.ctrl.motion
-        if isinstance(m, SpeedJMotion):
-            m.update(qd, a)
-        else:
-            self.stop_async_move()
-            self.ctrl.motion = SpeedJMotion(qd, a, self.ctrl.qd, self.ctrl.max_speed)
-
-    def cmd_speedl(self):
-        xd, a = self.in_vec(0), self.in_float(6)
-        m = self.ctrl.motion
-        if isinstance(m, SpeedLMotion):
-            m.update(xd, a)
-        else:
-            self.stop_async_move()
-            self.ctrl.motion = SpeedLMotion(self.ctrl.kin, xd, a, self.ctrl.max_speed, self.ctrl.tcp_speed)
-
-    def _servo(self, q_target):
-        t = self.in_float(8)
-        m = self.ctrl.motion
-        if isinstance(m, ServoMotion):
-            m.update(q_target, t)
-        else:
-            self.stop_async_move()
-            self.ctrl.motion = ServoMotion(q_target, t, self.ctrl.max_speed)
-
-    def cmd_servoj(self):
-        self._servo(self.in_vec(0))
-
-    def cmd_servol(self):
-        pose = self.in_vec(0)
-        m = self.ctrl.motion
-        key = tuple(pose)
-        if isinstance(m, ServoMotion) and getattr(m, "pose_key", None) == key:
-            m.update(m.target, self.in_float(8))  # the same target: no new IK
-            return
-        near = m.target if isinstance(m, ServoMotion) else self.ctrl.q
-        sol = solve_near(self.ctrl.kin, pose_to_matrix(pose), near)
-        if sol is None:
-            raise MotionError(f"servoL target {np.round(pose, 4).tolist()} is out of reach")
-        self._servo(sol)
-        self.ctrl.motion.pose_key = key
-
-    def _stop(self, decel: float, linear: bool) -> None:
-        ctrl = self.ctrl
-        ctrl.motion = StopMotion(ctrl.qd, decel, ctrl.tcp_speed_norm() if linear else None)
-
-    def cmd_speed_stop(self):
-        linear = not isinstance(self.ctrl.motion, SpeedJMotion)
-        self._stop(self.in_float(0), linear)
-        self.block_until_still()
-
-    def cmd_servo_stop(self):
-        self._stop(self.in_float(0), True)
-        self.block_until_still()
-
-    def _stopl_stopj(self, linear: bool):
-        decel, is_async = self.in_float(0), self.in_int(1) == 1
-        self.async_move = False
-        self._stop(decel, linear)
-        if is_async:
-            self.async_move = True
-            self.async_progress(0)
-        else:
-            self.block_until_still()
-
-    def cmd_stopl(self):
-        self._stopl_stopj(True)
-
-    def cmd_stopj(self):
-        self._stopl_stopj(False)
-
-    def cmd_set_watchdog(self):
-        f = self.in_float(0)
-        if not f > 0:
-            raise MotionError(f"setWatchdog needs a minimum frequency > 0 Hz, got {f}")
-        self.ctrl.set_watchdog(f, self.off)
-
-    def cmd_protective_stop(self):
-        self.ctrl.protective_stop("protective stop triggered by the program (triggerProtectiveStop)")
-        return False
-
-    def cmd_stop_script(self):
-        self.ctrl.stop_program("stopScript received")
-        return False
-
-    def cmd_get_steptime(self):
-        self.out_float(0, 1.0 / self.ctrl.config.rate_hz)
-
-    def cmd_set_payload(self):
-        self.ctrl.payload = (self.in_float(0), (self.in_float(1), self.in_float(2), self.in_float(3)))
-
-    def cmd_is_steady(self):
-        self.out_int(1, int(self.ctrl.motion is None and float(np.max(np.abs(self.ctrl.qd))) < 1e-6))
-
-    def cmd_fk(self):
-        q = self.in_vec(0)
-        for i, v in enumerate(matrix_to_pose(self.ctrl.kin.fk(q, frame="base"))):
-            self.out_float(i, v)
-
-    def cmd_fk_default(self):
-        for i, v in enumerate(self.ctrl.tcp_pose):
-            self.out_float(i, v)
-
-    def cmd_ik(self):
-        pose, near = self.in_vec(0), self.in_vec(6)
-        sol = self.ctrl.kin.ik_closest(pose_to_matrix(pose), near, frame="base")
-        if sol is None:
-            raise MotionError(f"getInverseKinematics: pose {np.round(pose, 4).tolist()} is out of reach")
-        for i, v in enumerate(sol):
-            self.out_float(i, v)
-
-    def cmd_ik_default(self):
-        pose = self.in_vec(0)
-        sol = self.ctrl.kin.ik_closest(pose_to_matrix(pose), self.ctrl.q, frame="base")
-        if sol is None:
-            raise MotionError(f"getInverseKinematics: pose {np.round(pose, 4).tolist()} is out of reach")
-        for i, v in enumerate(sol):
-            self.out_float(i, v)
-
-    def cmd_move_path(self):
-        self.ctrl.program_error("path moves (moveJ/moveL with a list of waypoints, movePath) are not supported by "
-                                "the UR emulator; send the waypoints one by one with moveJ/moveL")
-        return False
-
-
-_HANDLERS: dict[int, Callable[[ControlProgram], bool | None]] = {
-    1: ControlProgram.cmd_movej, 2: ControlProgram.cmd_movej_ik, 3: ControlProgram.cmd_movel,
-    4: ControlProgram.cmd_movel_fk, 9: ControlProgram.cmd_speedj, 10: ControlProgram.cmd_speedl,
-    11: ControlProgram.cmd_servoj, 24: ControlProgram.cmd_servol, 15: ControlProgram.cmd_speed_stop,
-    16: ControlProgram.cmd_servo_stop, 17: ControlProgram.cmd_set_payload, 26: ControlProgram.cmd_get_steptime,
-    31: ControlProgram.cmd_protective_stop, 33: ControlProgram.cmd_stopl, 34: ControlProgram.cmd_stopj,
-    35: ControlProgram.cmd_set_watchdog, 43: ControlProgram.cmd_fk_default, 44: ControlProgram.cmd_fk,
-    45: ControlProgram.cmd_move_path, 46: ControlProgram.cmd_ik_default, 30: ControlProgram.cmd_ik,
-    47: ControlProgram.cmd_is_steady, 255: ControlProgram.cmd_stop_script,
-}
 
 
 class Controller:
@@ -411,8 +109,8 @@ class Controller:
         self.tcp_speed = np.zeros(6)
         self.watchdog: tuple[float, int] | None = None  # (min frequency, register index)
         self.watchdog_last = 0.0
-        self.errors: list[str] = []  # every program error / unsupported request, newest last
-        self.events: list[str] = []  # safety events, newest last
+        self.errors: deque[str] = deque(maxlen=200)  # program errors / refused requests, newest last
+        self.events: deque[str] = deque(maxlen=200)  # safety events, newest last
         self.loaded_program = "<none>"
         self.last_script = ""  # the last control script run: what the dashboard's "play" restarts
 
@@ -442,34 +140,34 @@ class Controller:
         with self.lock:
             if all(m in script for m in CONTROL_SCRIPT_MARKERS):
                 if self.safety_mode != SAFETY_NORMAL or self.robot_mode != ROBOT_MODE_RUNNING:
-                    return self._refuse(f"cannot start the program: robot is in {self.safety_name()} / "
+                    return self.refuse(f"cannot start the program: robot is in {self.safety_name()} / "
                                         f"{ROBOT_MODE_NAMES.get(self.robot_mode)}; unlock the protective stop first")
                 # ur_rtde injects the offset after the line's comment: "= # int register offset\n24"
                 m = re.search(r"global\s+reg_offset_int\s*=\s*(?:#[^\n]*\n)?\s*(\d+)", script)
                 off = int(m.group(1)) if m else 0
                 if off not in (0, 24):
-                    return self._refuse(f"register offset {off} is not 0 or 24")
-                injected = re.search(r"# inject move path\s*\n\s*(?!end\b)\S", script) is not None
+                    return self.refuse(f"register offset {off} is not 0 or 24")
                 self.stop_program(None)
                 self.last_script = script
-                self.program = ControlProgram(self, off, injected)
+                self.program = ControlProgram(self, off)
                 self.program.start()
                 self.loaded_program = "rtde_control"
                 msg = f"ur_rtde control program started (register offset {off})"
                 log.info("ur-emulator: %s", msg)
                 return msg
             first = next((ln.strip() for ln in script.splitlines() if ln.strip()), "")
-            return self._refuse(f"URScript is not supported by the UR emulator (only the ur_rtde control program "
+            return self.refuse(f"URScript is not supported by the UR emulator (only the ur_rtde control program "
                                 f"runs); refused: {first[:80]!r}")
 
-    def _refuse(self, msg: str) -> str:
+    def refuse(self, msg: str) -> str:
+        """Record and log a refused request or program error; returns ``msg``."""
         self.errors.append(msg)
         log.error("ur-emulator: %s", msg)
         return msg
 
     def program_error(self, msg: str) -> None:
         """A runtime error in the program: stop it (and the arm) and record why."""
-        self._refuse(msg)
+        self.refuse(msg)
         self.stop_program(msg)
 
     def stop_program(self, reason: str | None) -> None:

@@ -305,3 +305,18 @@ class StopMotion:
         dq = self.qd0 * ((t1 - self.t) - (t1 * t1 - self.t * self.t) / (2 * T))
         self.t = t1
         return q + dq, self.t >= T
+
+
+class Chain:
+    """``first`` until it ends, then the motion ``make(q)`` builds from where the arm stopped."""
+
+    def __init__(self, first, make):
+        self.first, self.make, self.next = first, make, None
+
+    def step(self, q, dt):
+        if self.next is None:
+            q1, done = self.first.step(q, dt)
+            if done:
+                self.next = self.make(q1)
+            return q1, False
+        return self.next.step(q, dt)

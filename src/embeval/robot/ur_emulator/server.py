@@ -16,16 +16,8 @@ import time
 from collections import deque
 
 from embeval.errors import ServerUnavailableError
-from embeval.robot.ur_emulator import rtde
-from embeval.robot.ur_emulator.controller import (
-    ROBOT_MODE_IDLE,
-    ROBOT_MODE_NAMES,
-    ROBOT_MODE_POWER_OFF,
-    ROBOT_MODE_RUNNING,
-    SAFETY_NORMAL,
-    Controller,
-    EmulatorConfig,
-)
+from embeval.robot.ur_emulator import dashboard, rtde
+from embeval.robot.ur_emulator.controller import Controller, EmulatorConfig
 
 log = logging.getLogger("embeval.ur_emulator")
 
@@ -167,8 +159,7 @@ class RTDEConnection:
                     return
                 self.handle(msg_type, body)
         except rtde.ProtocolError as exc:
-            log.error("ur-emulator: RTDE client error, closing the connection: %s", exc)
-            self.server.controller.errors.append(f"RTDE: {exc}")
+            self.server.controller.refuse(f"RTDE client error, connection closed: {exc}")
         finally:
             self.closed.set()
             with self._cv:
@@ -196,7 +187,7 @@ class RTDEConnection:
             types = [rtde.OUTPUT_TYPES.get(n, "NOT_FOUND") for n in names]
             if "NOT_FOUND" in types or not names or not 0 < freq <= srv.config.rate_hz:
                 if not 0 < freq <= srv.config.rate_hz:
-                    srv.controller.errors.append(f"RTDE output frequency {freq} Hz not in (0, {srv.config.rate_hz:g}]")
+                    srv.controller.refuse(f"RTDE output frequency {freq} Hz not in (0, {srv.config.rate_hz:g}]")
                 self.send(rtde.SETUP_OUTPUTS, bytes([0]) + ",".join(types).encode())
                 return
             self.output = rtde.Recipe(1, tuple(names), tuple(types))
@@ -356,7 +347,7 @@ class URControllerEmulator:
             buf += chunk
             last = time.monotonic()
             if len(buf) > MAX_SCRIPT:
-                self.controller._refuse(f"script larger than {MAX_SCRIPT} bytes refused")
+                self.controller.refuse(f"script larger than {MAX_SCRIPT} bytes refused")
                 return
             while True:
                 text = buf.decode("utf-8", "replace")
@@ -392,85 +383,7 @@ class URControllerEmulator:
 
     def dashboard(self, line: str) -> tuple[str, bool]:
         """Reply to one dashboard command (without the newline) and whether to close the connection."""
-        ctrl, cfg = self.controller, self.config
-        cmd = line.lower()
-        v = cfg.version
-        with ctrl.lock:
-            if cmd == "polyscopeversion":
-                return f"URSoftware {v[0]}.{v[1]}.{v[2]}.{v[3]} (Jan 05 2024)", False
-            if cmd == "version":
-                return f"{v[0]}.{v[1]}.{v[2]}.{v[3]}", False
-            if cmd == "get serial number":
-                return cfg.serial_number, False
-            if cmd == "get robot model":
-                return cfg.robot_model, False
-            if cmd == "is in remote control":
-                return "true", False
-            if cmd == "robotmode":
-                return f"Robotmode: {ROBOT_MODE_NAMES.get(ctrl.robot_mode, ctrl.robot_mode)}", False
-            if cmd == "safetymode":
-                return f"Safetymode: {ctrl.safety_name()}", False
-            if cmd == "safetystatus":
-                return f"Safetystatus: {ctrl.safety_name()}", False
-            if cmd == "running":
-                return f"Program running: {'true' if ctrl.program is not None else 'false'}", False
-            if cmd == "programstate":
-                state = "PLAYING" if ctrl.program is not None else "STOPPED"
-                return f"{state} {ctrl.loaded_program}", False
-            if cmd == "get loaded program":
-                return "No program loaded", False
-            if cmd == "isprogramsaved":
-                return f"true {ctrl.loaded_program}", False
-            if cmd == "get operational mode":
-                return "NONE", False
-            if cmd == "stop":
-                ctrl.stop_program("dashboard stop")
-                return "Stopped", False
-            if cmd == "pause":
-                return "Failed to execute: pause", False
-            if cmd == "play":  # restarts the last control script, as pressing play on the program it became
-                if ctrl.program is None and ctrl.last_script:
-                    ctrl.load_script(ctrl.last_script)
-                return ("Starting program", False) if ctrl.program is not None else ("Failed to execute: play", False)
-            if cmd == "unlock protective stop":
-                return ctrl.unlock_protective_stop()[1], False
-            if cmd == "close safety popup":
-                return "closing safety popup", False
-            if cmd == "close popup":
-                return "closing popup", False
-            if cmd.startswith("popup "):
-                return "showing popup", False
-            if cmd.startswith("addtolog "):
-                log.info("ur-emulator: log: %s", line[9:])
-                return "Added log message", False
-            if cmd == "power on":
-                if ctrl.robot_mode == ROBOT_MODE_POWER_OFF:
-                    ctrl.robot_mode = ROBOT_MODE_IDLE
-                return "Powering on", False
-            if cmd == "power off":
-                ctrl.stop_program("power off")
-                ctrl.motion = None
-                ctrl.robot_mode = ROBOT_MODE_POWER_OFF
-                return "Powering off", False
-            if cmd == "brake release":
-                if ctrl.robot_mode == ROBOT_MODE_IDLE:
-                    ctrl.robot_mode = ROBOT_MODE_RUNNING
-                return "Brake releasing", False
-            if cmd == "restart safety":
-                ctrl.safety_mode = SAFETY_NORMAL
-                ctrl.robot_mode = ROBOT_MODE_POWER_OFF
-                ctrl.stop_program("restart safety")
-                return "Restarting safety", False
-            if cmd.startswith("setuserrole "):
-                return f"Setting user role: {line[12:].strip()}", False
-            if cmd.startswith("load "):
-                return f"File not found: {line[5:].strip()}", False
-            if cmd == "quit":
-                return "Disconnected", True
-            if cmd == "shutdown":
-                return "Shutting down", True
-        ctrl.errors.append(f"dashboard: unknown command {line!r}")
-        return f"could not understand: '{line}'", False
+        return dashboard.reply(self.controller, self.config, line)
 
 
 def _script_end(text: str) -> int:
