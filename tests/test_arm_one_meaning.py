@@ -55,7 +55,7 @@ def _replay(arm, actions, speed=0.25):
 
 @pytest.fixture(scope="module")
 def sim_run(pick):
-    scene, actions, grasp_step = pick
+    scene, actions, _ = pick
     arm = SimArmBackend(scene=scene)
     try:
         cube_z0 = arm.cell.object_pose("cube")[0][2]
@@ -73,7 +73,7 @@ def sim_run(pick):
 
 def test_sim_moves_before_closing_so_the_cube_is_grasped(pick, sim_run):
     """The folded action closes at the *new* height: the cube rises with the lift and drops after the open."""
-    _, actions, grasp_step = pick
+    _, _, grasp_step = pick
     _, states, z0, cube_z = sim_run
     assert gripper_closed(states[grasp_step].gripper) and states[grasp_step].gripper > 0.2  # fingers stopped on the cube
     lifted = grasp_step + 2

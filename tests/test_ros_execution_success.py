@@ -80,7 +80,7 @@ class _Events:
     def _spin(self):
         try:
             self.ex.spin()
-        except Exception:  # noqa: BLE001 - the context shuts down under it at the end
+        except Exception:  # noqa: BLE001, S110 - the context shuts down under it at the end
             pass
 
     def close(self):
@@ -91,7 +91,7 @@ class _Events:
 def test_paper_protocol_on_the_sim_cell_awards_100_on_success(expert):
     from embeval_ros.graph import Graph
 
-    scene, task, actions = expert
+    _, task, actions = expert
     params = _params(actions, execution_images=1, distortions=["none", "gaussian_blur"], levels=[0, 3])
     with Graph(params) as g:
         ev = _Events(g)
@@ -158,6 +158,37 @@ def test_operator_verdict_on_the_mock_cell_is_recorded_and_scored():
     assert np.isfinite(s["execution_distance_cm"])
 
 
+def test_sensor_verdict_on_the_mock_cell():
+    """success_from sensor: a sensing node's std_msgs/Bool on /embeval/execution/success, published after the episode
+    stopped, is the episode's success (source sensor); a verdict from before the stop does not count."""
+    import rclpy
+    from embeval_ros.graph import Graph
+    from embeval_ros.runtime import qos_reliable
+    from std_msgs.msg import Bool
+
+    from embeval_ros import topics as T
+
+    params = _params([[0.01, 0, 0, 0, 0, 0, 1]], backend="mock", items=["cell"], instructions=["push the box"],
+                     distortions=["none"], levels=[0], success_from="sensor")
+    params["embeval_conductor"].update(steps_per_episode=2, verdict_timeout_s=30.0)
+    with Graph(params) as g:
+        conductor, scorer = g.nodes["embeval_conductor"], g.nodes["embeval_scorer"]
+        node = rclpy.create_node("test_sensor", context=g.context)
+        pub = node.create_publisher(Bool, T.EXECUTION_SUCCESS, qos_reliable())
+        g.spin(10, until=lambda g: pub.get_subscription_count() > 0)
+        pub.publish(Bool(data=False))  # before the episode ends: stale, ignored
+        g.spin(40, until=lambda g: conductor.phase == "verdict")
+        g.spin(0.5)
+        assert conductor.phase == "verdict"  # waits for a fresh verdict
+        pub.publish(Bool(data=True))
+        g.spin(20, until=lambda g: conductor.finished)
+        assert conductor.finished
+        g.spin(0.3)
+        (rec,) = scorer.book.records
+        node.destroy_node()
+    assert (rec["scores"]["execution"], rec["scores"]["execution_success_source"]) == (100.0, "sensor")
+
+
 def test_operator_cli_without_a_conductor_says_so():
     import os
     import subprocess
@@ -166,7 +197,7 @@ def test_operator_cli_without_a_conductor_says_so():
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / p) for p in ("src", "analysis", "src/embeval_ros"))}
-    r = subprocess.run([sys.executable, "-m", "embeval.cli", "operator", "--timeout", "0.5"], input="x\ny\nq\n",
+    r = subprocess.run([sys.executable, "-m", "embeval.cli", "operator", "--timeout", "0.5"], input="x\ny\nq\n", check=False,
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -186,7 +217,7 @@ def test_paper_protocol_on_the_emulated_cell_awards_100_on_success(expert, ur_em
     from embeval.kinematics.transforms import pose_to_matrix
     from embeval.sim.workcell import Q_NEAR_HOME
 
-    scene, task, actions = expert
+    scene, _, actions = expert
     # the emulated arm starts each episode at the scene's home TCP (its TCP is tool0: no gripper offset)
     home = UR5().ik_closest(pose_to_matrix(scene.home_tcp), Q_NEAR_HOME, frame="base")
     params = _params(actions, backend="ur_rtde", execution_images=1, distortions=["none", "darken"], levels=[0, 2])

@@ -17,9 +17,10 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    import embeval  # noqa: F401  (localhost DDS defaults before rclpy)
     import rclpy
     from embeval_ros.operator import OperatorConsole, read_keys, run
+
+    import embeval  # noqa: F401  (localhost DDS defaults before rclpy)
 
     rclpy.init()
     console = OperatorConsole(timeout_s=args.timeout)

@@ -51,7 +51,6 @@ from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
-
 #: Act2Answer cube source -> where the episode's success (the zone) comes from (SUCCESS_SOURCES);
 #: an estimate from the TCP is the operator's when they kept it, else none
 A2A_SUCCESS_SOURCES = {"sim": "sim", "tracker": "sensor", "measured": "operator"}
@@ -194,7 +193,10 @@ class ConductorNode(EmbevalNode):
         if src in ("auto", "arm") and arm.get("success") is not None:
             return {"success": bool(arm["success"]), "success_source": str(arm.get("success_source", "sim")),
                     "success_detail": str(arm.get("detail", ""))}
-        fresh = lambda v: v is not None and v[1] >= self.t_stop  # noqa: E731 - after this episode stopped
+
+        def fresh(verdict) -> bool:  # given after this episode stopped
+            return verdict is not None and verdict[1] >= self.t_stop
+
         if src in ("auto", "sensor") and fresh(self.sensor_verdict):
             return {"success": self.sensor_verdict[0], "success_source": "sensor", "success_detail": T.EXECUTION_SUCCESS}
         if (src == "operator" or (src == "auto" and self.confirm)) and fresh(self.operator_verdict):
