@@ -74,7 +74,15 @@ install_maniskill() {
   # A private apt configuration that adds bookworm-backports for this one download; the system's
   # apt sources and lists stay untouched. Nothing is installed system-wide: dpkg -x only unpacks.
   mkdir -p "$tmp/lists/partial" "$tmp/cache/archives/partial" "$tmp/x"
-  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bookworm-backports main" \
+  # The Debian mirror this machine already uses (its apt sources), with the backports suite added.
+  local mirror
+  mirror=$(awk '/^URIs:/ {u=$2} /^Suites:/ && / bookworm( |$)/ {print u; exit}' /etc/apt/sources.list.d/*.sources 2>/dev/null)
+  [ -n "$mirror" ] || mirror=$(awk '$1 == "deb" && $3 == "bookworm" {print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+  if [ -z "$mirror" ]; then
+    echo "[install] WARNING: no Debian bookworm mirror in /etc/apt sources: software Vulkan for ManiSkill not unpacked" >&2
+    rm -rf "$tmp"; return 0
+  fi
+  echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror bookworm-backports main" \
     > "$tmp/sources.list"
   local APT=(apt-get -q -o Dir::Etc::SourceList="$tmp/sources.list" -o Dir::Etc::SourceParts=/dev/null
              -o Dir::State::Lists="$tmp/lists" -o Dir::Cache="$tmp/cache" -o APT::Sandbox::User=root)
