@@ -481,3 +481,19 @@ def test_iqa_gate_with_a_huge_threshold_prints_it_short(capsys, predictor):
 def test_subjects_check_with_a_folder_as_image(tmp_path, capsys):
     rc, _, err = _run(capsys, "subjects", "check", ROOT / "config/subjects/image_stats_policy.yaml", "--image", tmp_path)
     assert rc == 2 and _error_line(err) == f"embeval: error: image {tmp_path} is a folder; give an image file"
+
+
+def test_a_run_spec_with_a_torn_lerobot_config_fails_at_check(tmp_path, capsys):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "config.json").write_text("")
+    (ck / "model.safetensors").write_bytes(b"\0" * 16)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({
+        "evaluator": "policy-decision", "subjects": [{"id": "p", "kind": "policy", "adapter": "lerobot", "path": "ck"}],
+        "items": {"source": "synthetic", "count": 1}, "distortions": ["jpeg"], "levels": [1],
+        "params": {"tasks": ["pick up the cube"]}}))
+    rc, _, err = _run(capsys, "run", spec, "--check")
+    assert rc == 2
+    assert _error_line(err) == (f"embeval: error: spec.subjects[0].path: LeRobot config {ck / 'config.json'} is empty; "
+                                "copy it again from the trained checkpoint (policy.save_pretrained writes it)")
