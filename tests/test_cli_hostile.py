@@ -294,13 +294,18 @@ def test_untrained_weights_only_on_explicit_request():
     assert embedded_policy("tiny-vla").id == "tiny-vla"
 
 
-def test_a_run_spec_with_an_unknown_embedded_name_fails_before_running(tmp_path, capsys):
+def _policy_spec(tmp_path: Path, adapter: str, path: str) -> Path:
+    """A policy-decision run spec with one policy subject."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({
-        "evaluator": "policy-decision", "subjects": [{"id": "p", "kind": "policy", "adapter": "embedded", "path": "tiny-vlaa"}],
+        "evaluator": "policy-decision", "subjects": [{"id": "p", "kind": "policy", "adapter": adapter, "path": path}],
         "items": {"source": "synthetic", "count": 1}, "distortions": ["jpeg"], "levels": [1],
         "params": {"tasks": ["pick up the cube"]}}))
-    rc, _, err = _run(capsys, "run", spec, "--check")
+    return spec
+
+
+def test_a_run_spec_with_an_unknown_embedded_name_fails_before_running(tmp_path, capsys):
+    rc, _, err = _run(capsys, "run", _policy_spec(tmp_path, "embedded", "tiny-vlaa"), "--check")
     assert rc == 2
     assert _error_line(err).startswith(
         "embeval: error: spec.subjects[0].path: no embedded vla named or at 'tiny-vlaa'; did you mean 'tiny-vla'?")
@@ -488,12 +493,7 @@ def test_a_run_spec_with_a_torn_lerobot_config_fails_at_check(tmp_path, capsys):
     ck.mkdir()
     (ck / "config.json").write_text("")
     (ck / "model.safetensors").write_bytes(b"\0" * 16)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({
-        "evaluator": "policy-decision", "subjects": [{"id": "p", "kind": "policy", "adapter": "lerobot", "path": "ck"}],
-        "items": {"source": "synthetic", "count": 1}, "distortions": ["jpeg"], "levels": [1],
-        "params": {"tasks": ["pick up the cube"]}}))
-    rc, _, err = _run(capsys, "run", spec, "--check")
+    rc, _, err = _run(capsys, "run", _policy_spec(tmp_path, "lerobot", "ck"), "--check")
     assert rc == 2
     assert _error_line(err) == (f"embeval: error: spec.subjects[0].path: LeRobot config {ck / 'config.json'} is empty; "
                                 "copy it again from the trained checkpoint (policy.save_pretrained writes it)")
