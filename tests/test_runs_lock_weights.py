@@ -122,7 +122,7 @@ def test_a_second_process_on_the_same_out_is_refused_naming_the_holder(tmp_path,
 
 
 def test_two_real_embeval_runs_on_one_folder(tmp_path, capsys):
-    spec = _spec(tmp_path, sleep_ms=150)
+    spec = _spec(tmp_path, sleep_ms=300)  # 3.6 s of units: time enough for the second process to be refused
     d = tmp_path / "run"
     child = subprocess.Popen([sys.executable, "-m", "embeval.cli", "run", str(spec), "--out", str(d), "--no-progress"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
