@@ -196,8 +196,9 @@ def predictor(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("gate")
     files = [_png(d / f"g{i}.png", seed=i) for i in range(4)]
-    X = nr_features([np.asarray(Image.open(f)) for f in files])
-    FeatureSVRPredictor().fit_features(X, np.array([0.2, 0.4, 0.6, 0.8])).save(d / "pred")
+    sets = ("colour", "stats")  # the cheap feature sets: the gate's file handling is under test, not the metric
+    X = nr_features([np.asarray(Image.open(f)) for f in files], sets=sets)
+    FeatureSVRPredictor(sets=sets).fit_features(X, np.array([0.2, 0.4, 0.6, 0.8])).save(d / "pred")
     return d / "pred", files
 
 
@@ -294,13 +295,18 @@ def test_untrained_weights_only_on_explicit_request():
     assert embedded_policy("tiny-vla").id == "tiny-vla"
 
 
-def test_a_run_spec_with_an_unknown_embedded_name_fails_before_running(tmp_path, capsys):
+def _policy_spec(tmp_path: Path, adapter: str, path: str) -> Path:
+    """A policy-decision run spec with one policy subject."""
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump({
-        "evaluator": "policy-decision", "subjects": [{"id": "p", "kind": "policy", "adapter": "embedded", "path": "tiny-vlaa"}],
+        "evaluator": "policy-decision", "subjects": [{"id": "p", "kind": "policy", "adapter": adapter, "path": path}],
         "items": {"source": "synthetic", "count": 1}, "distortions": ["jpeg"], "levels": [1],
         "params": {"tasks": ["pick up the cube"]}}))
-    rc, _, err = _run(capsys, "run", spec, "--check")
+    return spec
+
+
+def test_a_run_spec_with_an_unknown_embedded_name_fails_before_running(tmp_path, capsys):
+    rc, _, err = _run(capsys, "run", _policy_spec(tmp_path, "embedded", "tiny-vlaa"), "--check")
     assert rc == 2
     assert _error_line(err).startswith(
         "embeval: error: spec.subjects[0].path: no embedded vla named or at 'tiny-vlaa'; did you mean 'tiny-vla'?")
@@ -481,3 +487,14 @@ def test_iqa_gate_with_a_huge_threshold_prints_it_short(capsys, predictor):
 def test_subjects_check_with_a_folder_as_image(tmp_path, capsys):
     rc, _, err = _run(capsys, "subjects", "check", ROOT / "config/subjects/image_stats_policy.yaml", "--image", tmp_path)
     assert rc == 2 and _error_line(err) == f"embeval: error: image {tmp_path} is a folder; give an image file"
+
+
+def test_a_run_spec_with_a_torn_lerobot_config_fails_at_check(tmp_path, capsys):
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    (ck / "config.json").write_text("")
+    (ck / "model.safetensors").write_bytes(b"\0" * 16)
+    rc, _, err = _run(capsys, "run", _policy_spec(tmp_path, "lerobot", "ck"), "--check")
+    assert rc == 2
+    assert _error_line(err) == (f"embeval: error: spec.subjects[0].path: LeRobot config {ck / 'config.json'} is empty; "
+                                "copy it again from the trained checkpoint (policy.save_pretrained writes it)")

@@ -108,21 +108,37 @@ def test_a_second_process_on_the_same_out_is_refused_naming_the_holder(tmp_path,
             err = capsys.readouterr().err
             what = "shard 0/1" if "--num-shards" not in argv else "shard 0/1, which overlaps shard 2/3,"
             assert _locked_message(d, holder.pid, what).match(_error_line(err)), err
-        assert not (d / "results.sqlite").exists()  # refused before anything was written
+        assert not (d / "results.sqlite").exists()  # refused before anything was recorded
+        from embeval.runs.lock import live_holders
+
+        ((shard, who),) = live_holders(d)
+        assert shard == (0, 1) and who["pid"] == holder.pid and who["host"] == socket.gethostname()
         holder.send_signal(signal.SIGKILL)  # dies holding the lock: a stale lock file stays behind
         holder.wait()
         assert (d / "locks" / "shard-0-of-1.lock").read_text().startswith("{")
         assert main(["run", str(spec), "--out", str(d), "--no-progress"]) == 0
         assert "12/12 done" in capsys.readouterr().out
         assert main(["resume", str(d), "--no-progress"]) == 0  # the lock was released at the end of the run
+        assert live_holders(d) == []  # the dead holder's file is still there, but free
     finally:
         if holder.poll() is None:
             holder.kill()
             holder.wait()
 
 
+def _has_session(d: Path) -> bool:
+    try:
+        con = sqlite3.connect(f"file:{d / 'results.sqlite'}?mode=ro", uri=True)
+        try:
+            return con.execute("SELECT count(*) FROM sessions").fetchone()[0] > 0
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return False
+
+
 def test_two_real_embeval_runs_on_one_folder(tmp_path, capsys):
-    spec = _spec(tmp_path, sleep_ms=150)
+    spec = _spec(tmp_path, sleep_ms=300)  # 3.6 s of units: time enough for the second process to be refused
     d = tmp_path / "run"
     child = subprocess.Popen([sys.executable, "-m", "embeval.cli", "run", str(spec), "--out", str(d), "--no-progress"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
@@ -135,6 +151,11 @@ def test_two_real_embeval_runs_on_one_folder(tmp_path, capsys):
         assert main(["resume", str(d), "--no-progress"]) == 2
         line = _error_line(capsys.readouterr().err)
         assert _locked_message(d, child.pid).match(line) and "embeval run " in line, line  # the holder's command
+        while not _has_session(d) and time.monotonic() - t0 < 60:  # the run registers itself right after the lock
+            time.sleep(0.05)
+        assert main(["status", str(d)]) == 0  # status names the running process too
+        running = [x for x in capsys.readouterr().out.splitlines() if x.startswith("running now:")]
+        assert len(running) == 1 and running[0].startswith(f"running now: shard 0/1 by pid {child.pid} on "), running
         out, err = child.communicate(timeout=120)
         assert child.returncode == 0, err
         assert "12/12 done (12 now, 0 before)" in out  # the refused process did not take any unit

@@ -160,6 +160,10 @@ def _status(args) -> int:
         rate = f"{s['rate_per_s']:.2f}" if s["rate_per_s"] else "-"
         last = f"{now - s['last_finished']:.0f} s ago" if s["last_finished"] else "-"
         print(f"{s['shard']:>3}/{s['num_shards']:<3} {s['done']:>8} {s['failed']:>7} {s['total']:>8} {pct:>6.1f} {rate:>8}  {last}")
+    from embeval.runs.lock import describe
+
+    for (i, n), holder in st["running"]:
+        print(f"running now: shard {i}/{n} by {describe(holder)}")
     return 0
 
 

@@ -108,6 +108,44 @@ def _read_holder(fd: int) -> dict[str, Any]:
         return {}
 
 
+def live_holders(run_dir: str | os.PathLike, flock: bool = True) -> list[tuple[tuple[int, int], dict[str, Any]]]:
+    """((shard index, num_shards), holder) of every shard of ``run_dir`` a live process holds now (probed without
+    waiting: a lock file whose flock can be taken is free, whatever it says; ``flock=False``: its pid is checked)."""
+    import fcntl
+
+    d = Path(run_dir) / LOCK_DIR
+    out = []
+    for p in sorted(d.iterdir()) if d.is_dir() else []:
+        m = _NAME.match(p.name)
+        if not m:
+            continue
+        try:
+            fd = os.open(p, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if flock:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    continue  # free: its holder has ended (a stale file, left in place; see the module docstring)
+                except BlockingIOError:
+                    holder = _read_holder(fd)
+                except OSError as exc:
+                    if exc.errno not in _NO_FLOCK:
+                        raise
+                    holder = _read_holder(fd)
+                    if not (holder and holder_alive(holder)):
+                        continue
+            else:
+                holder = _read_holder(fd)
+                if not (holder and holder_alive(holder)):
+                    continue
+            out.append(((int(m.group(1)), int(m.group(2))), holder))
+        finally:
+            os.close(fd)  # also drops the shared probe lock
+    return out
+
+
 class RunLock:
     """Hold shard ``shard_index`` of ``num_shards`` of the run folder ``run_dir`` (a context manager).
 
@@ -179,32 +217,8 @@ class RunLock:
 
     def _live_overlapping(self):
         """(shard, holder) of every other lock file whose shard overlaps ours and whose holder is alive."""
-        import fcntl
-
-        for p in sorted(self.dir.iterdir()):
-            m = _NAME.match(p.name)
-            if not m or p == self.path:
-                continue
-            other = (int(m.group(1)), int(m.group(2)))
-            if not shards_overlap(self.shard, other):
-                continue
-            try:
-                fd = os.open(p, os.O_RDWR)
-            except FileNotFoundError:
-                continue
-            try:
-                if self._flock:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                        continue  # free: its holder has ended (a stale file, left in place; see module docstring)
-                    except BlockingIOError:
-                        yield other, _read_holder(fd)
-                else:
-                    holder = _read_holder(fd)
-                    if holder and holder_alive(holder):
-                        yield other, holder
-            finally:
-                os.close(fd)  # also drops the shared probe lock
+        return [(shard, holder) for shard, holder in live_holders(self.dir.parent, self._flock)
+                if shard != self.shard and shards_overlap(self.shard, shard)]
 
     def _refuse(self, holder: dict[str, Any], shard: tuple[int, int]) -> None:
         run_dir = self.dir.parent

@@ -85,6 +85,12 @@ class Evaluator:
             p = spec.resolve_path(subject.path)
             if not p.exists():
                 raise MissingFileError(f"{where}.path: file not found: {p}; put the model files there or fix the path")
+        if subject.adapter in CHECKPOINT_CHECKS and subject.path:  # the checkpoint's own files, not loading the model
+            module, func = CHECKPOINT_CHECKS[subject.adapter].split(":")
+            try:
+                getattr(importlib.import_module(module), func)(spec.resolve_path(subject.path))
+            except (ConfigError, MissingFileError) as exc:
+                raise type(exc)(f"{where}.path: {exc}") from None
         elif subject.adapter == "embedded" and subject.path and subject.kind in EMBEDDED_KINDS:
             from embeval.subjects.embedded.zoo import resolve_model
 
@@ -150,6 +156,9 @@ class Evaluator:
         and must appear on every figure)."""
         return []
 
+
+#: adapter -> "module:function" that checks a checkpoint folder's files (not loading the model) before a run starts
+CHECKPOINT_CHECKS = {"lerobot": "embeval.subjects.adapters.lerobot_policy:check_checkpoint"}
 
 #: subject kind -> embedded model kind (``adapter: embedded`` subjects name shipped models by ``path``)
 EMBEDDED_KINDS = {"policy": "vla", "vlm": "vlm"}

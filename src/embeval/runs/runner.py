@@ -239,9 +239,13 @@ def status(run_dir: str | os.PathLike, num_shards: int | None = None) -> dict[st
         shards = store.shard_status(info["run_id"], num_shards)
         counts = store.counts(info["run_id"])
         sessions = store.sessions(info["run_id"])
+    from embeval.runs.lock import live_holders
+
+    d = Path(run_dir)
+    running = live_holders(d) if d.is_dir() else []
     return {"run_id": info["run_id"], "name": info["name"], "evaluator": info["evaluator"], "total": info["total"],
             "done": counts.get("done", 0), "failed": counts.get("failed", 0), "code_version": info["code_version"],
-            "shards": shards, "sessions": len(sessions)}
+            "shards": shards, "sessions": len(sessions), "running": running}
 
 
 def merge(run_dir: str | os.PathLike, sources: list[str | os.PathLike]) -> dict[str, int]:

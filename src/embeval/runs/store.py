@@ -100,7 +100,11 @@ class ResultsStore:
         if create:
             self.conn.executescript(SCHEMA)
             if "weights" not in self._columns("results"):  # a schema-1 store: add the fingerprint column
-                self.conn.execute("ALTER TABLE results ADD COLUMN weights TEXT")
+                try:
+                    self.conn.execute("ALTER TABLE results ADD COLUMN weights TEXT")
+                except sqlite3.OperationalError as exc:  # another shard's process added it a moment ago
+                    if "duplicate column" not in str(exc):
+                        raise
             if version < SCHEMA_VERSION:
                 self.conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
