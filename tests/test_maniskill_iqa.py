@@ -42,7 +42,7 @@ def test_maniskill_source_gives_seeded_first_frames(references):
 def test_sim_iqa_scores_match_an_independent_computation(tmp_path, references):
     from embeval.distortion import distort, frame_seed
     from embeval.provenance import derive_seed
-    from embeval.scoring.decision import decision_score
+    from embeval.scoring.decision import DecisionConfig, decision_score
 
     spec = parse_spec(SPEC, base_dir=tmp_path)
     s = run(spec, tmp_path / "run")
@@ -58,7 +58,7 @@ def test_sim_iqa_scores_match_an_independent_computation(tmp_path, references):
     img = distort(clean, "darken", 5, frame_seed(useed, "base_camera", 0, "darken", 5))
     dis_act = np.r_[0.2 * (img.reshape(-1, 3).mean(0) / 255 - 0.5), 0, 0, 0, 1.0 if img.mean() / 255 > 0.5 else 0.0]
     assert np.allclose(dark["distorted_first_action"], dis_act, atol=1e-9)
-    assert dark["decision"] == pytest.approx(decision_score([none["reference_first_action"]], [dis_act]).total, abs=1e-9)
+    assert dark["decision"] == pytest.approx(decision_score([none["reference_first_action"]], [dis_act], DecisionConfig(normalisation="per_pair")).total, abs=1e-9)
     assert dark["decision"] < 1.0
     d = np.linalg.norm(np.subtract(dark["reference_tcp"][:3], dark["distorted_tcp"][:3])) * 100
     assert dark["distance_cm"] == pytest.approx(d) and d > 0.1  # a darker image moves the arm elsewhere

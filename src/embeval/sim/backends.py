@@ -14,7 +14,9 @@ ROS distortion node and recorded streams).
 Scoring one (episode seed, distortion) with a policy (:func:`score_episode`):
 
 - Decision: the policy's first action on the clean first observation vs on the distorted one
-  (:func:`embeval.scoring.decision.decision_score`, one task, 0..1);
+  (:func:`embeval.scoring.decision.decision_score`, one task, 0..1), in the per-pair form: one episode
+  cannot see the corpus that the paper's min-max normalisation needs (a single pair would always score 1);
+  rescore the stored actions over the whole corpus with ``normalisation="corpus"``;
 - Execution: the closed-loop episode on clean images (reference) vs on distorted images, both from
   the same seeded start: 100 if the distorted run succeeds (the env's own success), 0 after a
   protective stop, else ``100 - d`` with ``d`` the distance (cm) between the final TCP positions
@@ -235,7 +237,7 @@ def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int
                   reference: EpisodeRun | None = None) -> tuple[EpisodeScore, EpisodeRun, EpisodeRun]:
     """Decision and Execution of one seeded episode under ``distortion`` (see module docstring).
     Pass ``reference`` to reuse the clean run across distortions."""
-    from embeval.scoring.decision import decision_score
+    from embeval.scoring.decision import DecisionConfig, decision_score
 
     ref = reference or run_episode(env, policy, seed, None)
     dis = run_episode(env, policy, seed, distortion) if distortion else ref
@@ -244,5 +246,5 @@ def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int
     a_ref = policy.act(ref.first_observation)
     policy.reset(env.instruction)
     a_dis = policy.act(dis.first_observation)
-    d = decision_score([a_ref], [a_dis])
+    d = decision_score([a_ref], [a_dis], DecisionConfig(normalisation="per_pair"))
     return EpisodeScore(d.total, d.position, d.rotation, d.state, execution_score(ref.outcome, dis.outcome)), ref, dis
