@@ -165,6 +165,10 @@ def test_images_under_env_camera_names_with_per_frame_distortion(cam_env):
     assert not np.array_equal(obs2.images["base_camera"] - env.clean_images["base_camera"], img - first_clean)
     # a replay of the episode gives the same frames
     assert np.array_equal(env.reset(seed=4).images["base_camera"], img)
+    first = env.clean_images["base_camera"]
+    for _ in range(3):  # the frames are rendered after each control step: a moving arm changes them
+        env.step([0.0, 0.08, -0.05, 0, 0, 0, 1])
+    assert np.abs(env.clean_images["base_camera"].astype(int) - first).mean() > 1.0
 
 
 def test_bad_config_is_refused():

@@ -145,6 +145,7 @@ class ManiSkillEnv:
         self.done, self.reason = False, ""
         self.gripper = 1.0
         self.clean_images: dict[str, np.ndarray] = {}  # the last undistorted camera images
+        self._raw_obs = None  # ManiSkill's observation of the last reset / control step
 
     # ------------------------------------------------------------------ build
     def _build(self):
@@ -199,7 +200,7 @@ class ManiSkillEnv:
         """Start the seeded episode (ManiSkill's own seeded initial state). ``task`` must match the env id if given."""
         if task is not None and task != self.config.env_id:
             raise ConfigError(f"this env runs {self.config.env_id}; build another ManiSkillEnv for {task}")
-        self.env.reset(seed=int(seed))
+        self._raw_obs = self.env.reset(seed=int(seed))[0]
         self.seed = int(seed)
         self.instruction = instruction if instruction is not None else default_instruction(self.config.env_id)
         self.n_steps = self.control_steps = 0
@@ -228,7 +229,7 @@ class ManiSkillEnv:
         for cmd in cmds:
             if self.control_steps >= self.max_steps:
                 break
-            self.env.unwrapped.step(cmd.astype(np.float32)[None])
+            self._raw_obs = self.env.unwrapped.step(cmd.astype(np.float32)[None])[0]
             self.control_steps += 1
         self.n_steps += 1
         success = self.success()
@@ -275,12 +276,11 @@ class ManiSkillEnv:
         u = self.unwrapped
         images: dict[str, np.ndarray] = {}
         if self.config.render:
-            u.scene.update_render()
-            sensors = u.get_sensor_images() if hasattr(u, "get_sensor_images") else {}
-            obs = u.get_obs()["sensor_data"] if not sensors else None
-            for c in self.cameras:
-                rgb = sensors[c]["rgb"] if sensors else obs[c]["rgb"]
-                images[c] = np.ascontiguousarray(_np(rgb)[..., :3]).astype(np.uint8)
+            raw = getattr(self, "_raw_obs", None)
+            if raw is None:  # no step or reset yet: render now
+                raw = u.get_obs()
+            for c in self.cameras:  # the frames the env rendered for its own observation of this step
+                images[c] = np.ascontiguousarray(_np(raw["sensor_data"][c]["rgb"])[..., :3]).astype(np.uint8)
             self.clean_images = dict(images)
             if self._distorters:
                 images = {c: self._distorters[c](img) for c, img in images.items()}
