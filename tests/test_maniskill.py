@@ -102,16 +102,17 @@ def test_conversion_matches_maniskills_rotation_code():
 
 
 def test_split_keeps_the_total_motion():
-    parts = split_delta([0.25, 0.0, -0.05, 0.0, 0.0, 0.35])
-    assert len(parts) == 4  # 0.35 rad / 0.1 -> 4 steps; 0.25 m / 0.1 -> 3
+    parts, clipped = split_delta([0.25, 0.0, -0.05, 0.0, 0.0, 0.35])
+    assert len(parts) == 4 and not clipped  # 0.35 rad / 0.1 -> 4 steps; 0.25 m / 0.1 -> 3
     assert np.allclose(np.sum([p[:3] for p in parts], axis=0), [0.25, 0.0, -0.05])
     R = np.eye(3)
     for p in parts:
         R = rpy_to_matrix(p[3:6]) @ R
         assert np.max(np.abs(p[:3])) <= 0.1 and np.linalg.norm(Rotation.from_matrix(rpy_to_matrix(p[3:6])).as_rotvec()) <= 0.1
     assert np.allclose(R, rpy_to_matrix([0, 0, 0.35]))
-    with pytest.raises(ConfigError, match="smaller deltas"):
-        split_delta([2.0, 0, 0, 0, 0, 0])
+    parts, clipped = split_delta([2.0, 0.5, 0, 0, 0, 0])  # a wild action: 10 full steps along its direction
+    assert clipped and len(parts) == 10
+    assert np.allclose(np.sum(parts, axis=0)[:3], [1.0, 0.25, 0.0])
 
 
 def test_tcp_moves_the_way_the_action_says(state_env):

@@ -15,8 +15,8 @@ to ManiSkill's ``pd_ee_delta_pose`` controller (frame ``root_translation:root_al
 see :func:`to_controller_action`), normalised by the
 controller's bounds: translation / 0.1 m per axis, Euler angles / 0.1 rad (their norm clipped at 1).
 A delta beyond the bounds is split into ``n`` equal control steps (``n = ceil(max(|dp|_inf / 0.1 m,
-|rotvec| / 0.1 rad))``, at most :attr:`ManiSkillConfig.max_substeps`), so an action keeps its meaning
-"move the TCP by this much". The gripper follows :func:`embeval.action.gripper_command` against the
+|rotvec| / 0.1 rad))``), so an action keeps its meaning "move the TCP by this much"; beyond
+:attr:`ManiSkillConfig.max_substeps` steps it is scaled down along its direction (``info["clipped"]``). The gripper follows :func:`embeval.action.gripper_command` against the
 commanded opening: after the move, one control step with no motion drives the fingers fully closed
 (ManiSkill -1) or open (+1). The episode ends at the env's own ``evaluate()["success"]`` or when its
 control-step budget (the registered ``max_episode_steps``, 50 for PickCube-v1) is used up.
@@ -79,16 +79,22 @@ def to_controller_action(delta: Sequence[float], pos_bound: float = 0.1, rot_bou
     return np.concatenate([np.clip(d[:3] / pos_bound, -1.0, 1.0), euler / rot_bound])
 
 
-def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1, max_parts: int = 10) -> list[np.ndarray]:
-    """Split a base-frame delta into ``n`` equal parts each within the bounds (same total motion)."""
+def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1,
+                max_parts: int = 10) -> tuple[list[np.ndarray], bool]:
+    """Split a base-frame delta into ``n`` equal parts each within the bounds (same total motion).
+
+    At most ``max_parts`` parts: a larger delta (a policy gone wild) is scaled down to
+    ``max_parts`` full-bound steps along the same direction; the flag says so.
+    """
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
     rotvec = Rotation.from_matrix(rpy_to_matrix(d[3:6])).as_rotvec()
-    n = max(1, math.ceil(max(np.max(np.abs(d[:3])) / pos_bound, np.linalg.norm(rotvec) / rot_bound) - 1e-9))
-    if n > max_parts:
-        raise ConfigError(f"action moves {np.max(np.abs(d[:3])):.3f} m / {np.linalg.norm(rotvec):.3f} rad, more than "
-                          f"{max_parts} control steps of {pos_bound} m / {rot_bound} rad; send smaller deltas")
-    part_rpy = Rotation.from_rotvec(rotvec / n).as_euler("xyz")
-    return [np.concatenate([d[:3] / n, part_rpy]) for _ in range(n)]
+    need = max(np.max(np.abs(d[:3])) / pos_bound, np.linalg.norm(rotvec) / rot_bound)
+    n = max(1, math.ceil(need - 1e-9))
+    clipped = n > max_parts
+    scale = max_parts / need if clipped else 1.0
+    n = min(n, max_parts)
+    part_rpy = Rotation.from_rotvec(rotvec * scale / n).as_euler("xyz")
+    return [np.concatenate([d[:3] * scale / n, part_rpy]) for _ in range(n)], clipped
 
 
 def _np(x) -> np.ndarray:
@@ -125,7 +131,15 @@ class ManiSkillEnv:
     def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None):
         self.config = config or ManiSkillConfig()
         self.action_spec = ActionSpec(frame="base")
+        self.distortion = distortion  # (name, level, seed) applied to every camera frame, or None
         self.env = self._build()
+        try:
+            self._setup()
+        except Exception:
+            self.env.close()
+            raise
+
+    def _setup(self) -> None:
         u = self.env.unwrapped
         arm = u.agent.controller.controllers["arm"].config
         self.pos_bound, self.rot_bound = float(arm.pos_upper), float(arm.rot_upper)
@@ -137,7 +151,6 @@ class ManiSkillEnv:
         for alias, cam in self.config.aliases.items():
             if self.config.render and cam not in self.cameras:
                 raise ConfigError(f"alias {alias!r} names camera {cam!r}; {self.config.env_id} has {', '.join(self.cameras)}")
-        self.distortion = distortion
         self._distorters: dict[str, Any] = {}
         self.instruction = ""
         self.seed = 0
@@ -217,7 +230,8 @@ class ManiSkillEnv:
         """Execute one 7-DoF base-frame action (see the module docstring). Steps after ``done`` still execute
         while control steps remain (an Execution run plays its whole sequence)."""
         a = as_action(action)
-        parts = split_delta(a.vector, self.pos_bound, self.rot_bound, self.config.max_substeps) if a.moves else []
+        parts, clipped = (split_delta(a.vector, self.pos_bound, self.rot_bound, self.config.max_substeps) if a.moves
+                          else ([], False))
         grip = gripper_command(a.gripper, self.gripper)
         if grip is not None:
             self.gripper = grip
@@ -238,7 +252,7 @@ class ManiSkillEnv:
                 self.done, self.reason = True, "success"
             elif self.control_steps >= self.max_steps:
                 self.done, self.reason = True, "max_steps"
-        info = {"steps": self.n_steps, "control_steps": self.control_steps, "evaluate": self.evaluate()}
+        info = {"steps": self.n_steps, "control_steps": self.control_steps, "evaluate": self.evaluate(), "clipped": clipped}
         return StepResult(self.observe(), success, self.done, False, self.reason, info)
 
     def evaluate(self) -> dict[str, Any]:
