@@ -281,3 +281,15 @@ def test_demo_stage_writes_a_contact_sheet(tmp_path, capsys):
     assert "white_noise" in out and "decision" in out
     with Image.open(tmp_path / "maniskill" / "contact_sheet.png") as im:
         assert im.size == (128, 64)  # clean | distorted, 64x64 each, one episode
+
+
+def test_bridge_scenes_name_the_asset_download_offline():
+    """SimplerEnv-style Bridge scenes (WidowX) need ManiSkill's asset download: a clear message, no download try."""
+    from embeval.sim.maniskill.env import missing_assets
+
+    if not missing_assets("PutCarrotOnPlateInScene-v1"):
+        pytest.skip("the Bridge assets are downloaded here")
+    with pytest.raises(ConfigError, match=r"download_asset bridge_v2_real2sim` && `python -m mani_skill.utils.download_asset "
+                                          r"widowx250s`"):
+        ManiSkillEnv(ManiSkillConfig("PutCarrotOnPlateInScene-v1", render=False))
+    assert missing_assets("PickCube-v1") == []

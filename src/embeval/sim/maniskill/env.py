@@ -24,6 +24,8 @@ control-step budget (the registered ``max_episode_steps``, 50 for PickCube-v1) i
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +41,9 @@ from embeval.sim.maniskill.runtime import VulkanUnavailableError, diagnose, impo
 #: the tasks whose scripted expert, Decision and Execution scoring are covered (docs/sim.md)
 TASKS = ("PickCube-v1", "PushCube-v1", "StackCube-v1", "PullCube-v1", "PlaceSphere-v1", "PegInsertionSide-v1")
 CONTROL_MODE = "pd_ee_delta_pose"
+#: ManiSkill asset downloads that envs need (not shipped in the wheel): env id suffix / robot uid -> data source
+ASSET_NEEDS = {"InScene-v1": ("bridge_v2_real2sim", "widowx250s"), "widowx": ("widowx250s",), "ur10e": ("ur10e",),
+               "YCB": ("ycb",)}
 
 
 @dataclass
@@ -95,6 +100,22 @@ def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float
     n = min(n, max_parts)
     part_rpy = Rotation.from_rotvec(rotvec * scale / n).as_euler("xyz")
     return [np.concatenate([d[:3] * scale / n, part_rpy]) for _ in range(n)], clipped
+
+
+def missing_assets(env_id: str, robot: str | None = None) -> list[str]:
+    """ManiSkill data sources ``env_id`` (with ``robot``) needs that are not in ``MS_ASSET_DIR`` (see :data:`ASSET_NEEDS`)."""
+    from mani_skill.utils.assets.data import DATA_SOURCES
+
+    need: list[str] = []
+    for key, sources in ASSET_NEEDS.items():
+        if key in env_id or (robot and key in robot):
+            need += [s for s in sources if s not in need]
+
+    def present(uid: str) -> bool:  # an empty folder (left by a failed download) is not an asset
+        src = DATA_SOURCES.get(uid)
+        p = Path(src.output_dir) / src.target_path if src is not None else None
+        return p is not None and p.exists() and (p.is_file() or any(p.iterdir()))
+    return [s for s in need if not present(s)]
 
 
 def _np(x) -> np.ndarray:
@@ -174,6 +195,12 @@ class ManiSkillEnv:
         if c.env_id not in gym.registry:
             known = ", ".join(TASKS)
             raise ConfigError(f"unknown ManiSkill env {c.env_id!r}; e.g. {known} (ManiSkill 3.0.1 task ids)")
+        missing = missing_assets(c.env_id, c.robot)
+        if missing:
+            raise ConfigError(f"{c.env_id} needs ManiSkill assets that are not downloaded ({', '.join(missing)}, "
+                              f"looked in MS_ASSET_DIR={os.environ.get('MS_ASSET_DIR')}); on a networked machine run "
+                              + " && ".join(f"`python -m mani_skill.utils.download_asset {m}`" for m in missing)
+                              + " with the same MS_ASSET_DIR, then copy that folder here")
         backend = c.render_backend
         if backend == "auto":
             import torch
@@ -191,9 +218,10 @@ class ManiSkillEnv:
             if "device" in str(exc).lower() or "vulkan" in str(exc).lower() or "vk::" in str(exc):
                 raise VulkanUnavailableError(f"ManiSkill cannot start Vulkan ({exc}): {diagnose()}") from None
             raise
-        except FileNotFoundError as exc:
+        except OSError as exc:  # a missing asset: FileNotFoundError, or URLError from an attempted download offline
             raise ConfigError(f"{c.env_id} needs ManiSkill assets that are not here ({exc}); on a networked machine run "
-                              f"`python -m mani_skill.utils.download_asset {c.env_id}` with MS_ASSET_DIR set to the same folder") from None
+                              f"`python -m mani_skill.utils.download_asset {c.env_id}` with MS_ASSET_DIR set to the same "
+                              "folder, then copy it here") from None
 
     def close(self) -> None:
         self.env.close()
