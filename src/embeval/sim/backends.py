@@ -44,7 +44,7 @@ class SimSpec:
     render: bool = True
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> "SimSpec":
+    def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> SimSpec:
         d = dict(d or {})
         bad = sorted(set(d) - set(cls.__dataclass_fields__))
         if bad:

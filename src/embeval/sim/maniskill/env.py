@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
