@@ -8,7 +8,7 @@ import sys
 from embeval.env import DDS_PROFILE
 
 _VARS = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "MPLBACKEND", "FASTDDS_DEFAULT_PROFILES_FILE",
-         "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION")
+         "ROS_AUTOMATIC_DISCOVERY_RANGE", "RMW_IMPLEMENTATION", "VK_ICD_FILENAMES", "MS_ASSET_DIR")
 
 
 def _clean_env() -> dict:
@@ -21,18 +21,18 @@ def _run(code: str, env: dict) -> list[str]:
 
 
 def test_import_sets_nothing():
-    code = ("import os, embeval, embeval.cli, embeval.subjects, embeval.sim, embeval_ros.runtime; "
+    code = ("import os, embeval, embeval.cli, embeval.subjects, embeval.sim, embeval.sim.maniskill, embeval_ros.runtime; "
             f"print(*[os.environ.get(k) for k in {_VARS!r}])")
     assert _run(code, _clean_env()) == ["None"] * len(_VARS)
 
 
 def test_configure_sets_defaults_and_keeps_user_choices():
     code = f"import os; from embeval.env import configure; configure(); print(*[os.environ.get(k) for k in {_VARS!r}])"
-    assert _run(code, _clean_env()) == ["1", "1", "Agg", str(DDS_PROFILE), "LOCALHOST", "rmw_fastrtps_cpp"]
+    assert _run(code, _clean_env()) == ["1", "1", "Agg", str(DDS_PROFILE), "LOCALHOST", "rmw_fastrtps_cpp", "None", "None"]
     env = _clean_env() | {"HF_HUB_OFFLINE": "0", "MPLBACKEND": "pdf"}
     assert _run(code, env)[:3] == ["0", "1", "pdf"]
     # opted out of localhost DDS: the DDS variables stay unset
-    assert _run(code, _clean_env() | {"EMBEVAL_DDS_LOCALHOST": "0"})[3:] == ["None"] * 3
+    assert _run(code, _clean_env() | {"EMBEVAL_DDS_LOCALHOST": "0"})[3:6] == ["None"] * 3
 
 
 def test_cli_configures_its_process():

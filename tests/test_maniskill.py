@@ -102,16 +102,17 @@ def test_conversion_matches_maniskills_rotation_code():
 
 
 def test_split_keeps_the_total_motion():
-    parts = split_delta([0.25, 0.0, -0.05, 0.0, 0.0, 0.35])
-    assert len(parts) == 4  # 0.35 rad / 0.1 -> 4 steps; 0.25 m / 0.1 -> 3
+    parts, clipped = split_delta([0.25, 0.0, -0.05, 0.0, 0.0, 0.35])
+    assert len(parts) == 4 and not clipped  # 0.35 rad / 0.1 -> 4 steps; 0.25 m / 0.1 -> 3
     assert np.allclose(np.sum([p[:3] for p in parts], axis=0), [0.25, 0.0, -0.05])
     R = np.eye(3)
     for p in parts:
         R = rpy_to_matrix(p[3:6]) @ R
         assert np.max(np.abs(p[:3])) <= 0.1 and np.linalg.norm(Rotation.from_matrix(rpy_to_matrix(p[3:6])).as_rotvec()) <= 0.1
     assert np.allclose(R, rpy_to_matrix([0, 0, 0.35]))
-    with pytest.raises(ConfigError, match="smaller deltas"):
-        split_delta([2.0, 0, 0, 0, 0, 0])
+    parts, clipped = split_delta([2.0, 0.5, 0, 0, 0, 0])  # a wild action: 10 full steps along its direction
+    assert clipped and len(parts) == 10
+    assert np.allclose(np.sum(parts, axis=0)[:3], [1.0, 0.25, 0.0])
 
 
 def test_tcp_moves_the_way_the_action_says(state_env):
@@ -143,7 +144,7 @@ def test_observation_state_and_episode_limit(state_env):
     while not r.done:
         r = env.step(Action.hold(0.0))
         n += 1
-    assert (r.reason, env.control_steps) == ("max_steps", env.max_steps == 50 and 50)
+    assert r.reason == "max_steps" and env.control_steps == env.max_steps == 50  # PickCube-v1's registered limit
     assert r.success == env.success() == bool(env.unwrapped.evaluate()["success"][0]) is False
 
 
@@ -165,6 +166,10 @@ def test_images_under_env_camera_names_with_per_frame_distortion(cam_env):
     assert not np.array_equal(obs2.images["base_camera"] - env.clean_images["base_camera"], img - first_clean)
     # a replay of the episode gives the same frames
     assert np.array_equal(env.reset(seed=4).images["base_camera"], img)
+    first = env.clean_images["base_camera"]
+    for _ in range(3):  # the frames are rendered after each control step: a moving arm changes them
+        env.step([0.0, 0.08, -0.05, 0, 0, 0, 1])
+    assert np.abs(env.clean_images["base_camera"].astype(int) - first).mean() > 1.0
 
 
 def test_bad_config_is_refused():
@@ -276,3 +281,15 @@ def test_demo_stage_writes_a_contact_sheet(tmp_path, capsys):
     assert "white_noise" in out and "decision" in out
     with Image.open(tmp_path / "maniskill" / "contact_sheet.png") as im:
         assert im.size == (128, 64)  # clean | distorted, 64x64 each, one episode
+
+
+def test_bridge_scenes_name_the_asset_download_offline():
+    """SimplerEnv-style Bridge scenes (WidowX) need ManiSkill's asset download: a clear message, no download try."""
+    from embeval.sim.maniskill.env import missing_assets
+
+    if not missing_assets("PutCarrotOnPlateInScene-v1"):
+        pytest.skip("the Bridge assets are downloaded here")
+    with pytest.raises(ConfigError, match=r"download_asset bridge_v2_real2sim` && `python -m mani_skill.utils.download_asset "
+                                          r"widowx250s`"):
+        ManiSkillEnv(ManiSkillConfig("PutCarrotOnPlateInScene-v1", render=False))
+    assert missing_assets("PickCube-v1") == []

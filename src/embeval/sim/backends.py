@@ -46,7 +46,7 @@ class SimSpec:
     render: bool = True
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> "SimSpec":
+    def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> SimSpec:
         d = dict(d or {})
         bad = sorted(set(d) - set(cls.__dataclass_fields__))
         if bad:
@@ -112,11 +112,12 @@ class ManiSkillEpisodes(EpisodeEnv):
         return self.env.clean_images
 
     def outcome(self, n_actions):
+        from embeval.sim.maniskill.env import _np
+
         e = self.env
         return ExecutionOutcome(final_tcp_pose=tuple(e.tcp_pose()), success=e.success(), stopped=False,
                                 n_actions=n_actions, duration=e.control_steps * float(e.unwrapped.control_timestep),
-                                final_joint_positions=tuple(e.observe().state["joint_positions"]) if not e.config.render
-                                else tuple(np.asarray(e.unwrapped.agent.robot.get_qpos())[0, :7].tolist()),
+                                final_joint_positions=tuple(_np(e.unwrapped.agent.robot.get_qpos())[:7].tolist()),
                                 extra={"objects": e.object_poses(), "task": e.config.env_id, "seed": e.seed,
                                        "control_steps": e.control_steps, "evaluate": e.evaluate()})
 
@@ -241,10 +242,7 @@ def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int
 
     ref = reference or run_episode(env, policy, seed, None)
     dis = run_episode(env, policy, seed, distortion) if distortion else ref
-    # Decision on the first frame: the same policy state (fresh reset) for both images
-    policy.reset(env.instruction)
-    a_ref = policy.act(ref.first_observation)
-    policy.reset(env.instruction)
-    a_dis = policy.act(dis.first_observation)
-    d = decision_score([a_ref], [a_dis], DecisionConfig(normalisation="per_pair"))
+    # Decision on the first frame: each episode's first action, taken right after policy.reset on the
+    # clean resp. distorted first frame (the same policy state for both)
+    d = decision_score([ref.first_action], [dis.first_action], DecisionConfig(normalisation="per_pair"))
     return EpisodeScore(d.total, d.position, d.rotation, d.state, execution_score(ref.outcome, dis.outcome)), ref, dis

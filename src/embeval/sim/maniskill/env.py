@@ -15,8 +15,8 @@ to ManiSkill's ``pd_ee_delta_pose`` controller (frame ``root_translation:root_al
 see :func:`to_controller_action`), normalised by the
 controller's bounds: translation / 0.1 m per axis, Euler angles / 0.1 rad (their norm clipped at 1).
 A delta beyond the bounds is split into ``n`` equal control steps (``n = ceil(max(|dp|_inf / 0.1 m,
-|rotvec| / 0.1 rad))``, at most :attr:`ManiSkillConfig.max_substeps`), so an action keeps its meaning
-"move the TCP by this much". The gripper follows :func:`embeval.action.gripper_command` against the
+|rotvec| / 0.1 rad))``), so an action keeps its meaning "move the TCP by this much"; beyond
+:attr:`ManiSkillConfig.max_substeps` steps it is scaled down along its direction (``info["clipped"]``). The gripper follows :func:`embeval.action.gripper_command` against the
 commanded opening: after the move, one control step with no motion drives the fingers fully closed
 (ManiSkill -1) or open (+1). The episode ends at the env's own ``evaluate()["success"]`` or when its
 control-step budget (the registered ``max_episode_steps``, 50 for PickCube-v1) is used up.
@@ -24,8 +24,10 @@ control-step budget (the registered ``max_episode_steps``, 50 for PickCube-v1) i
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,9 @@ from embeval.sim.maniskill.runtime import VulkanUnavailableError, diagnose, impo
 #: the tasks whose scripted expert, Decision and Execution scoring are covered (docs/sim.md)
 TASKS = ("PickCube-v1", "PushCube-v1", "StackCube-v1", "PullCube-v1", "PlaceSphere-v1", "PegInsertionSide-v1")
 CONTROL_MODE = "pd_ee_delta_pose"
+#: ManiSkill asset downloads that envs need (not shipped in the wheel): env id suffix / robot uid -> data source
+ASSET_NEEDS = {"InScene-v1": ("bridge_v2_real2sim", "widowx250s"), "widowx": ("widowx250s",), "ur10e": ("ur10e",),
+               "YCB": ("ycb",)}
 
 
 @dataclass
@@ -79,16 +84,38 @@ def to_controller_action(delta: Sequence[float], pos_bound: float = 0.1, rot_bou
     return np.concatenate([np.clip(d[:3] / pos_bound, -1.0, 1.0), euler / rot_bound])
 
 
-def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1, max_parts: int = 10) -> list[np.ndarray]:
-    """Split a base-frame delta into ``n`` equal parts each within the bounds (same total motion)."""
+def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1,
+                max_parts: int = 10) -> tuple[list[np.ndarray], bool]:
+    """Split a base-frame delta into ``n`` equal parts each within the bounds (same total motion).
+
+    At most ``max_parts`` parts: a larger delta (a policy gone wild) is scaled down to
+    ``max_parts`` full-bound steps along the same direction; the flag says so.
+    """
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
     rotvec = Rotation.from_matrix(rpy_to_matrix(d[3:6])).as_rotvec()
-    n = max(1, math.ceil(max(np.max(np.abs(d[:3])) / pos_bound, np.linalg.norm(rotvec) / rot_bound) - 1e-9))
-    if n > max_parts:
-        raise ConfigError(f"action moves {np.max(np.abs(d[:3])):.3f} m / {np.linalg.norm(rotvec):.3f} rad, more than "
-                          f"{max_parts} control steps of {pos_bound} m / {rot_bound} rad; send smaller deltas")
-    part_rpy = Rotation.from_rotvec(rotvec / n).as_euler("xyz")
-    return [np.concatenate([d[:3] / n, part_rpy]) for _ in range(n)]
+    need = max(np.max(np.abs(d[:3])) / pos_bound, np.linalg.norm(rotvec) / rot_bound)
+    n = max(1, math.ceil(need - 1e-9))
+    clipped = n > max_parts
+    scale = max_parts / need if clipped else 1.0
+    n = min(n, max_parts)
+    part_rpy = Rotation.from_rotvec(rotvec * scale / n).as_euler("xyz")
+    return [np.concatenate([d[:3] * scale / n, part_rpy]) for _ in range(n)], clipped
+
+
+def missing_assets(env_id: str, robot: str | None = None) -> list[str]:
+    """ManiSkill data sources ``env_id`` (with ``robot``) needs that are not in ``MS_ASSET_DIR`` (see :data:`ASSET_NEEDS`)."""
+    from mani_skill.utils.assets.data import DATA_SOURCES
+
+    need: list[str] = []
+    for key, sources in ASSET_NEEDS.items():
+        if key in env_id or (robot and key in robot):
+            need += [s for s in sources if s not in need]
+
+    def present(uid: str) -> bool:  # an empty folder (left by a failed download) is not an asset
+        src = DATA_SOURCES.get(uid)
+        p = Path(src.output_dir) / src.target_path if src is not None else None
+        return p is not None and p.exists() and (p.is_file() or any(p.iterdir()))
+    return [s for s in need if not present(s)]
 
 
 def _np(x) -> np.ndarray:
@@ -125,7 +152,15 @@ class ManiSkillEnv:
     def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None):
         self.config = config or ManiSkillConfig()
         self.action_spec = ActionSpec(frame="base")
+        self.distortion = distortion  # (name, level, seed) applied to every camera frame, or None
         self.env = self._build()
+        try:
+            self._setup()
+        except Exception:
+            self.env.close()
+            raise
+
+    def _setup(self) -> None:
         u = self.env.unwrapped
         arm = u.agent.controller.controllers["arm"].config
         self.pos_bound, self.rot_bound = float(arm.pos_upper), float(arm.rot_upper)
@@ -137,7 +172,6 @@ class ManiSkillEnv:
         for alias, cam in self.config.aliases.items():
             if self.config.render and cam not in self.cameras:
                 raise ConfigError(f"alias {alias!r} names camera {cam!r}; {self.config.env_id} has {', '.join(self.cameras)}")
-        self.distortion = distortion
         self._distorters: dict[str, Any] = {}
         self.instruction = ""
         self.seed = 0
@@ -145,6 +179,7 @@ class ManiSkillEnv:
         self.done, self.reason = False, ""
         self.gripper = 1.0
         self.clean_images: dict[str, np.ndarray] = {}  # the last undistorted camera images
+        self._raw_obs = None  # ManiSkill's observation of the last reset / control step
 
     # ------------------------------------------------------------------ build
     def _build(self):
@@ -160,6 +195,12 @@ class ManiSkillEnv:
         if c.env_id not in gym.registry:
             known = ", ".join(TASKS)
             raise ConfigError(f"unknown ManiSkill env {c.env_id!r}; e.g. {known} (ManiSkill 3.0.1 task ids)")
+        missing = missing_assets(c.env_id, c.robot)
+        if missing:
+            raise ConfigError(f"{c.env_id} needs ManiSkill assets that are not downloaded ({', '.join(missing)}, "
+                              f"looked in MS_ASSET_DIR={os.environ.get('MS_ASSET_DIR')}); on a networked machine run "
+                              + " && ".join(f"`python -m mani_skill.utils.download_asset {m}`" for m in missing)
+                              + " with the same MS_ASSET_DIR, then copy that folder here")
         backend = c.render_backend
         if backend == "auto":
             import torch
@@ -177,9 +218,10 @@ class ManiSkillEnv:
             if "device" in str(exc).lower() or "vulkan" in str(exc).lower() or "vk::" in str(exc):
                 raise VulkanUnavailableError(f"ManiSkill cannot start Vulkan ({exc}): {diagnose()}") from None
             raise
-        except FileNotFoundError as exc:
+        except OSError as exc:  # a missing asset: FileNotFoundError, or URLError from an attempted download offline
             raise ConfigError(f"{c.env_id} needs ManiSkill assets that are not here ({exc}); on a networked machine run "
-                              f"`python -m mani_skill.utils.download_asset {c.env_id}` with MS_ASSET_DIR set to the same folder") from None
+                              f"`python -m mani_skill.utils.download_asset {c.env_id}` with MS_ASSET_DIR set to the same "
+                              "folder, then copy it here") from None
 
     def close(self) -> None:
         self.env.close()
@@ -199,7 +241,7 @@ class ManiSkillEnv:
         """Start the seeded episode (ManiSkill's own seeded initial state). ``task`` must match the env id if given."""
         if task is not None and task != self.config.env_id:
             raise ConfigError(f"this env runs {self.config.env_id}; build another ManiSkillEnv for {task}")
-        self.env.reset(seed=int(seed))
+        self._raw_obs = self.env.reset(seed=int(seed))[0]
         self.seed = int(seed)
         self.instruction = instruction if instruction is not None else default_instruction(self.config.env_id)
         self.n_steps = self.control_steps = 0
@@ -216,7 +258,8 @@ class ManiSkillEnv:
         """Execute one 7-DoF base-frame action (see the module docstring). Steps after ``done`` still execute
         while control steps remain (an Execution run plays its whole sequence)."""
         a = as_action(action)
-        parts = split_delta(a.vector, self.pos_bound, self.rot_bound, self.config.max_substeps) if a.moves else []
+        parts, clipped = (split_delta(a.vector, self.pos_bound, self.rot_bound, self.config.max_substeps) if a.moves
+                          else ([], False))
         grip = gripper_command(a.gripper, self.gripper)
         if grip is not None:
             self.gripper = grip
@@ -228,7 +271,7 @@ class ManiSkillEnv:
         for cmd in cmds:
             if self.control_steps >= self.max_steps:
                 break
-            self.env.unwrapped.step(cmd.astype(np.float32)[None])
+            self._raw_obs = self.env.unwrapped.step(cmd.astype(np.float32)[None])[0]
             self.control_steps += 1
         self.n_steps += 1
         success = self.success()
@@ -237,7 +280,7 @@ class ManiSkillEnv:
                 self.done, self.reason = True, "success"
             elif self.control_steps >= self.max_steps:
                 self.done, self.reason = True, "max_steps"
-        info = {"steps": self.n_steps, "control_steps": self.control_steps, "evaluate": self.evaluate()}
+        info = {"steps": self.n_steps, "control_steps": self.control_steps, "evaluate": self.evaluate(), "clipped": clipped}
         return StepResult(self.observe(), success, self.done, False, self.reason, info)
 
     def evaluate(self) -> dict[str, Any]:
@@ -275,12 +318,11 @@ class ManiSkillEnv:
         u = self.unwrapped
         images: dict[str, np.ndarray] = {}
         if self.config.render:
-            u.scene.update_render()
-            sensors = u.get_sensor_images() if hasattr(u, "get_sensor_images") else {}
-            obs = u.get_obs()["sensor_data"] if not sensors else None
-            for c in self.cameras:
-                rgb = sensors[c]["rgb"] if sensors else obs[c]["rgb"]
-                images[c] = np.ascontiguousarray(_np(rgb)[..., :3]).astype(np.uint8)
+            raw = getattr(self, "_raw_obs", None)
+            if raw is None:  # no step or reset yet: render now
+                raw = u.get_obs()
+            for c in self.cameras:  # the frames the env rendered for its own observation of this step
+                images[c] = np.ascontiguousarray(_np(raw["sensor_data"][c]["rgb"])[..., :3]).astype(np.uint8)
             self.clean_images = dict(images)
             if self._distorters:
                 images = {c: self._distorters[c](img) for c, img in images.items()}

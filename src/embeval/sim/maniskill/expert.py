@@ -129,7 +129,7 @@ class PhaseExpert:
 class PickCubeExpert(PhaseExpert):
     cube = "cube"
 
-    def grasp_phases(self, name: str, half: float = 0.02) -> list[Phase]:
+    def grasp_phases(self, name: str) -> list[Phase]:
         R = self.top_grasp(self.obj(name))
         at = lambda dz: (lambda: _pose(R, self.obj(name)[:3, 3] + [0, 0, dz]))  # noqa: E731
         self._held_R = R
