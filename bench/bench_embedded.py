@@ -70,7 +70,11 @@ def _a2a_train_row(quick: bool, vla_step: float) -> dict:
     ``ratio``: step time / the tiny-vla b64 train step above."""
     import torch
 
-    from embeval.subjects.embedded.choice import ChoiceVLMConfig, choice_arrays, train_choice_vlm
+    from embeval.subjects.embedded.choice import (
+        ChoiceVLMConfig,
+        choice_arrays,
+        train_choice_vlm,
+    )
     from embeval.subjects.embedded.population import vlm_recipe
     from embeval.subjects.embedded.training import TrainConfig
 

@@ -22,16 +22,21 @@ signal. Hidden states: ``encoder.blocks.<i>`` (two rows per input: left, right c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image
-from embeval.subjects.embedded.text_encoder import EMBED_DIM, TextEncoder, shared_text_encoder
+from embeval.subjects.embedded.text_encoder import (
+    EMBED_DIM,
+    TextEncoder,
+    shared_text_encoder,
+)
 from embeval.subjects.hidden import HiddenStateMixin
 
 #: checkpoint ``family`` of this model (``config.json``); the slot VLMs have none ("slots")
@@ -52,7 +57,7 @@ class ChoiceVLMConfig:
     backbone_dims: list[int] = field(default_factory=lambda: [128])
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ChoiceVLMConfig":
+    def from_dict(cls, d: dict) -> ChoiceVLMConfig:
         from embeval.config import check_keys
 
         check_keys(d, [f for f in cls.__dataclass_fields__], "choice VLM config")
@@ -176,7 +181,7 @@ class TinyChoiceVLM(HiddenStateMixin):
         return save_checkpoint(path, "vlm", self.cfg.to_dict(), self.net.state_dict(), extra)
 
     @classmethod
-    def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> "TinyChoiceVLM":
+    def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> TinyChoiceVLM:
         doc, state = load_checkpoint(path, "vlm")
         if doc.get("family") != FAMILY:
             raise ConfigError(f"checkpoint {path} is not a choice VLM (family {doc.get('family')!r})")
