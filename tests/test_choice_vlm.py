@@ -90,14 +90,14 @@ def shipped():
 def test_shipped_member_answers_held_out_items(shipped, tmp_path):
     # a suite seed no training or shipped evaluation used: its items are unseen
     cats = STRONG
-    items = generate_items(tmp_path / "suite", cats, 4, seed=424242)
+    items = generate_items(tmp_path / "suite", cats, 3, seed=424242)
     recs = list(answer_items(shipped, items))
     assert len(recs) == 2 * len(items)
     acc = np.mean([r["success"] for r in recs])
     assert acc >= 0.95, [(r["item"], r["layout"], r["answer"]) for r in recs if not r["success"]]
     # swap: the same image is chosen in both layouts, so both sides are used
     choices = [r["choice"] for r in recs]
-    assert abs(choices.count("left") - choices.count("right")) <= 2
+    assert abs(choices.count("left") - choices.count("right")) <= 2  # position bias <= 2 / 54
     # one side-by-side image (the composite) is read as its two halves
     it = items[0]
     lp, rp = it.images_in("original")
@@ -112,5 +112,5 @@ def test_shipped_report_meets_targets(shipped):
     assert cats["all"]["consistency"] >= 0.9 and abs(cats["all"]["position_bias"]) <= 0.05
 
 
-#: categories the shipped member answers at >= 90 % on the held-out suite (docs/act2answer.md)
-STRONG = ["color", "state", "traffic", "spatial", "emotion"]
+#: categories the shipped member answers at 100 % on the held-out suite (docs/act2answer.md; counting: 97.4 %)
+STRONG = ["attribute", "color", "emotion", "shape", "spatial", "state", "symmetry", "time", "traffic"]
