@@ -60,4 +60,31 @@ def run(quick: bool = False) -> list[dict]:
         rows.append({"case": f"tiny-vla train step b64 ({threads} thread{'s' if threads > 1 else ''})",
                      "ms": 1000 * ts, "ratio": ts / base})
     torch.set_num_threads(1)
+    rows.append(_a2a_train_row(quick, base))
     return rows
+
+
+def _a2a_train_row(quick: bool, vla_step: float) -> dict:
+    """Training throughput of tiny-vlm-a2a at its recipe's configuration: real procedural items,
+    one training step = batch_size items in both layouts (2 x batch_size answered pairs), 1 thread.
+    ``ratio``: step time / the tiny-vla b64 train step above."""
+    import torch
+
+    from embeval.subjects.embedded.choice import (
+        ChoiceVLMConfig,
+        choice_arrays,
+        train_choice_vlm,
+    )
+    from embeval.subjects.embedded.population import vlm_recipe
+    from embeval.subjects.embedded.training import TrainConfig
+
+    r = vlm_recipe("tiny-vlm-a2a")
+    cfg = ChoiceVLMConfig.from_dict({**ChoiceVLMConfig().to_dict(), **r.arch})
+    data = choice_arrays(20, seed=1, card_size=cfg.card_size)
+    steps = 10 if quick else 60
+    tc = TrainConfig(**{**TrainConfig().__dict__, **r.train, "steps": steps, "log_every": steps})
+    _, res = train_choice_vlm(data, cfg, tc, seed=0)
+    torch.set_num_threads(1)
+    per_step = res.seconds / steps
+    return {"case": f"tiny-vlm-a2a train step b{tc.batch_size} x 2 layouts (1 thread): "
+                    f"{2 * tc.batch_size / per_step:.0f} items/s", "ms": 1000 * per_step, "ratio": per_step / vla_step}

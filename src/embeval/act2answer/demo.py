@@ -51,6 +51,7 @@ def run(ctx) -> None:
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import EpisodeSpec
     from embeval.act2answer.subjects import (
+        a2a_vlms,
         embedded_policy,
         embedded_vlms,
         untrained_policy,
@@ -89,6 +90,8 @@ def run(ctx) -> None:
     if not vlms:
         print("no shipped tiny VLMs: the text baseline needs `embeval train population` (skipped)")
     for vlm in vlms[: 2 if ctx.quick else 4]:
+        results[f"{vlm.id} (text)"] = list(answer_items(vlm, items))
+    for vlm in a2a_vlms():  # positive control: trained on procedural items (a disjoint seed stream)
         results[f"{vlm.id} (text)"] = list(answer_items(vlm, items))
 
     table = category_table(results)

@@ -63,3 +63,18 @@ def embedded_vlms() -> list:
         except MissingWeightsError:
             continue
     return out
+
+
+def a2a_vlms() -> list:
+    """The shipped VLMs trained to answer Act2Answer's binary questions from both cards (positive
+    controls, population.json ``"vlm_a2a"``); empty when none are shipped."""
+    from embeval.errors import MissingWeightsError
+    from embeval.subjects.embedded.zoo import a2a_names, load_vlm
+
+    out = []
+    for n in a2a_names():
+        try:
+            out.append(load_vlm(n))
+        except MissingWeightsError:
+            continue
+    return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from embeval.cli._util import add_group, seed
+from embeval.errors import ConfigError
 
 
 def register(sub) -> None:
@@ -45,12 +46,17 @@ def register(sub) -> None:
 
     p = g.add_parser("vlm", help="render scenes, train the tiny VLM (image + task -> ~10-word answer), save it",
                      description="Train the tiny VLM: a text-conditioned CNN predicting answer slots on simulated reference scenes.",
-                     epilog="example: embeval train vlm --out runs/tiny-vlm --seed 0")
+                     epilog="examples: embeval train vlm --out runs/tiny-vlm --seed 0\n"
+                            "  embeval train vlm --recipe tiny-vlm-a2a --out runs/tiny-vlm-a2a --seed 0   "
+                            "(two cards + question -> left/right, trained on procedural Act2Answer items)")
     p.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
     p.add_argument("--seed", type=seed, default=None, help="seed of the scenes, initialisation and batches (default: the recipe's, 0 for tiny-vlm)")
     p.add_argument("--scenes", type=int, default=None, help="training scenes (default: the recipe's)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
-    p.add_argument("--recipe", default="tiny-vlm", help="population recipe to follow (default tiny-vlm)")
+    p.add_argument("--per-category", type=int, default=None,
+                   help="tiny-vlm-a2a recipes: training items per procedural category (default: the recipe's)")
+    p.add_argument("--recipe", default="tiny-vlm", help="population recipe to follow (default tiny-vlm; tiny-vlm-a2a: "
+                                                        "the Act2Answer answerer)")
     p.set_defaults(func=_vlm)
 
     p = g.add_parser("population", help="train every VLA and VLM of the shipped population",
@@ -101,16 +107,24 @@ def _print_vla(rep: dict) -> None:
 
 
 def _vlm(args) -> int:
+    from embeval.subjects.embedded.choice import ChoiceVLMRecipe
     from embeval.subjects.embedded.population import vlm_recipe
     from embeval.subjects.embedded.recipes import train_vlm_recipe
 
     r = vlm_recipe(args.recipe)
-    if args.seed is not None:
-        r.seed = args.seed
-    if args.scenes is not None:
-        r.scenes = args.scenes
+    a2a = isinstance(r, ChoiceVLMRecipe)
+    # the data-size option of the other family is refused (option name = recipe field)
+    size, wrong = ("per_category", "scenes") if a2a else ("scenes", "per_category")
+    if getattr(args, wrong) is not None:
+        raise ConfigError(f"--{wrong.replace('_', '-')} does not apply to the {args.recipe!r} recipe; "
+                          f"use --{size.replace('_', '-')}")
+    for opt in ("seed", size):
+        if getattr(args, opt) is not None:
+            setattr(r, opt, getattr(args, opt))
     if args.steps is not None:
         r.train = {**r.train, "steps": args.steps}
+    if a2a:
+        return _a2a_vlm(r, args)
     rep = train_vlm_recipe(r, args.out, log=print)
     ev = rep["eval"]
     print("held-out slot accuracy: " + ", ".join(f"{k} {v:.2f}" for k, v in ev["slot_accuracy"].items())
@@ -119,11 +133,22 @@ def _vlm(args) -> int:
     return 0
 
 
+def _a2a_vlm(r, args) -> int:
+    from embeval.subjects.embedded.choice import format_report, train_choice_recipe
+
+    rep = train_choice_recipe(r, args.out, log=print)
+    if "eval" in rep:
+        print(f"held-out Act2Answer suite (seed {r.eval_seed}, {r.eval_per_category} items per category, both layouts):")
+        print(format_report(rep["eval"]))
+    print(f"saved to {args.out} in {rep['seconds']:.0f} s ({rep['items_per_second']:.0f} training items/s)")
+    return 0
+
+
 def _population(args) -> int:
     from embeval.subjects.embedded import population as pop
 
     if args.list:
-        for kind, recipes in (("vla", pop.VLA_RECIPES), ("vlm", pop.VLM_RECIPES)):
+        for kind, recipes in (("vla", pop.VLA_RECIPES), ("vlm", pop.VLM_RECIPES + pop.A2A_RECIPES)):
             for r in recipes:
                 print(f"{kind}  {r.name:24s} seed {r.seed}  {pop.describe(r)}")
         return 0

@@ -37,6 +37,10 @@ def run(ctx) -> None:
             res = (f"{ev['successes']}/{ev['episodes']} episodes" if kind == "vla" and ev else
                    f"{ev['exact_answer_accuracy']:.2f} exact answers" if ev else "")
             rows.append({"member": n, "kind": kind, "variant": m.get("describe", ""), "training eval": res})
+    for n in zoo.a2a_names():  # the Act2Answer answerers (positive controls)
+        ev = (info.get("members", {}).get(n, {}).get("eval") or {}).get("categories", {}).get("all")
+        res = f"Act2Answer {ev['rate']:.1%} held-out, position bias {ev['position_bias']:+.2f}" if ev else ""
+        rows.append({"member": n, "kind": "vlm", "variant": "two cards -> left/right", "training eval": res})
     print(f"Shipped embedded population: {len(names['vla'])} VLAs, {len(names['vlm'])} VLMs (src/embeval/data/models)")
     _table(rows, ["member", "kind", "variant", "training eval"])
     ctx.shared["embedded_population"] = names

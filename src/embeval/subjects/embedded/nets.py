@@ -52,7 +52,7 @@ class FiLMConv(nn.Module):
 class VisionConfig:
     width: int = 16  # channels of the first conv block; later blocks use 2x
     depth: int = 3  # conv blocks
-    pool: str = "spatial_softmax"  # "spatial_softmax" or "avg"
+    pool: str = "spatial_softmax"  # "spatial_softmax", "avg" or "both" (concatenated: [spatial softmax, avg])
     film: bool = True  # condition conv features on the instruction
 
 
@@ -67,8 +67,9 @@ class VisionEncoder(nn.Module):
             blocks.append(FiLMConv(cin, c, 5 if i == 0 else 3, 2 if i < 2 else 1, text_dim, cfg.film))
             cin = c
         self.blocks = nn.ModuleList(blocks)
-        self.pool = SpatialSoftmax() if cfg.pool == "spatial_softmax" else None
-        self.out_dim = 2 * cin if self.pool is not None else cin
+        self.pool = SpatialSoftmax() if cfg.pool in ("spatial_softmax", "both") else None
+        self.avg = cfg.pool in ("avg", "both")
+        self.out_dim = (2 * cin if self.pool is not None else 0) + (cin if self.avg else 0)
 
     def forward(self, img, t):
         b, _, h, w = img.shape
@@ -77,7 +78,9 @@ class VisionEncoder(nn.Module):
         x = torch.cat([img * 2 - 1, xs, ys], dim=1)
         for blk in self.blocks:
             x = blk(x, t)
-        return self.pool(x) if self.pool is not None else x.mean(dim=(2, 3))
+        if self.pool is None:
+            return x.mean(dim=(2, 3))
+        return torch.cat([self.pool(x), x.mean(dim=(2, 3))], dim=1) if self.avg else self.pool(x)
 
 
 def _mlp_layers(din: int, dims: list[int]) -> nn.ModuleList:

@@ -17,6 +17,7 @@ import numpy as np
 
 from embeval.action import GRIPPER_CLOSED_BELOW
 from embeval.errors import ConfigError
+from embeval.subjects.embedded.choice import ChoiceVLMRecipe
 from embeval.subjects.embedded.recipes import VLARecipe, VLMRecipe
 
 #: VLA members: the reference ``tiny-vla`` first.
@@ -38,6 +39,13 @@ VLM_RECIPES: list[VLMRecipe] = [
     VLMRecipe("tiny-vlm-deep", seed=5, arch={"backbone_dims": [128, 128]}),
 ]
 
+#: VLMs that answer Act2Answer's binary questions from both cards ("left"/"right"): positive controls
+#: that know the procedural categories. Listed under ``population.json``'s ``"vlm_a2a"`` (not ``"vlm"``:
+#: the IQA database and the slot-answer agreement use that list, and these answer only binary questions).
+A2A_RECIPES: list[ChoiceVLMRecipe] = [
+    ChoiceVLMRecipe("tiny-vlm-a2a", seed=0),
+]
+
 
 def _find(recipes, name):
     for r in recipes:
@@ -50,11 +58,16 @@ def vla_recipe(name: str = "tiny-vla") -> VLARecipe:
     return _find(VLA_RECIPES, name)
 
 
-def vlm_recipe(name: str = "tiny-vlm") -> VLMRecipe:
-    return _find(VLM_RECIPES, name)
+def vlm_recipe(name: str = "tiny-vlm") -> VLMRecipe | ChoiceVLMRecipe:
+    """A slot-VLM recipe (:data:`VLM_RECIPES`) or a two-card answerer's (:data:`A2A_RECIPES`) by name."""
+    return _find(VLM_RECIPES + A2A_RECIPES, name)
 
 
 def describe(r) -> str:
+    if isinstance(r, ChoiceVLMRecipe):
+        cats = len(r.categories) or "all"
+        return (f"two cards + question -> left/right; {cats} procedural categories x {r.per_category} items "
+                f"(both layouts), {r.train.get('steps')} steps" + (f", {r.arch}" if r.arch else ""))
     parts = [f"{k}={v}" for k, v in r.arch.items()]
     if r.train.get("steps") and r.train != type(r)().train:
         parts.append(f"steps={r.train['steps']}")
@@ -95,6 +108,7 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
     """Train the population into ``out`` (default: the shipped models folder); returns the report
     also written to ``out/population.json``. Demonstrations go to ``<out>_work/`` next to ``out``
     (``runs/embedded_work/`` when ``out`` is the shipped folder) and are reused when present."""
+    from embeval.subjects.embedded.choice import train_choice_recipe
     from embeval.subjects.embedded.recipes import train_vla_recipe, train_vlm_recipe
     from embeval.subjects.embedded.zoo import MODELS_DIR
 
@@ -121,21 +135,41 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
             pop_file.write_text(json.dumps(report, indent=1, default=str))
     if kind in (None, "vlm"):
         cache: dict = {}
-        for r in VLM_RECIPES:
+        for r in VLM_RECIPES + A2A_RECIPES:
             if only and r.name not in only:
                 continue
             r = replace(r)
             if vlm_steps:
                 r.train = {**r.train, "steps": vlm_steps}
-            rep = train_vlm_recipe(r, out / r.name, log=log, data_cache=cache)
-            report["members"][r.name] = {"kind": "vlm", "describe": describe(r), "eval": rep["eval"], "seconds": rep["seconds"]}
-            if r.name not in report["vlm"]:
-                report["vlm"].append(r.name)
+            if isinstance(r, ChoiceVLMRecipe):
+                rep = train_choice_recipe(r, out / r.name, work=work, log=log)
+                group, ev = "vlm_a2a", a2a_summary(rep["eval"]) if "eval" in rep else None
+            else:
+                rep = train_vlm_recipe(r, out / r.name, log=log, data_cache=cache)
+                group, ev = "vlm", rep["eval"]
+            add_member(report, group, r.name, {"kind": "vlm", "describe": describe(r), "eval": ev, "seconds": rep["seconds"]})
             pop_file.write_text(json.dumps(report, indent=1, default=str))
     report["agreement"] = population_agreement(out, report)
     report["seconds"] = time.perf_counter() - t0
     pop_file.write_text(json.dumps(report, indent=1, default=str))
     return report
+
+
+def add_member(report: dict, group: str, name: str, entry: dict) -> dict:
+    """Record ``name`` in ``report["members"]`` and the ``group`` list ("vla", "vlm", "vlm_a2a")."""
+    report.setdefault("members", {})[name] = entry
+    names = report.setdefault(group, [])
+    if name not in names:
+        names.append(name)
+    return report
+
+
+def a2a_summary(ev: dict) -> dict:
+    """The population-file summary of a two-card answerer's held-out evaluation: per category the
+    swap-averaged rate, Wilson 95 % interval, swap consistency and position bias."""
+    return {"suite": ev.get("suite"), "items": ev["items"],
+            "categories": {c: {k: d[k] for k in ("rate", "wilson95", "consistency", "position_bias", "regime")}
+                           for c, d in ev["categories"].items()}}
 
 
 def population_agreement(folder: Path, report: dict, n_obs: int = 40, n_vqa: int = 100, seed: int = 0) -> dict:
@@ -162,6 +196,10 @@ def print_population_report(rep: dict) -> None:
         ev = m.get("eval") or {}
         if m["kind"] == "vla" and ev:
             res = f"success {ev['successes']}/{ev['episodes']} ({ev['rate']:.0%})"
+        elif ev and "categories" in ev:
+            cats = ev["categories"]
+            res = "Act2Answer " + ", ".join(f"{c} {d['rate']:.2f}" for c, d in cats.items()) + \
+                f"; consistency {cats['all']['consistency']:.2f}, position bias {cats['all']['position_bias']:+.2f}"
         elif ev:
             res = f"exact answers {ev['exact_answer_accuracy']:.2f}, " + ", ".join(
                 f"{k} {v:.2f}" for k, v in ev["slot_accuracy"].items())

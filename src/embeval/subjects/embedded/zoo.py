@@ -48,7 +48,8 @@ def resolve_model(name_or_path: str | Path, kind: str) -> Path:
 
 def known_names(kind: str) -> list[str]:
     """Every name of ``kind`` this checkout knows, shipped or not: the reference model and the population list."""
-    return sorted({f"tiny-{kind}", *population_names(kind), *shipped_models(kind)})
+    extra = a2a_names() if kind == "vlm" else []
+    return sorted({f"tiny-{kind}", *population_names(kind), *extra, *shipped_models(kind)})
 
 
 def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
@@ -58,11 +59,23 @@ def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
     return TinyVLAPolicy.load(resolve_model(name_or_path, "vla"), **kw)
 
 
-def load_vlm(name_or_path: str | Path = "tiny-vlm", **kw):
-    """Load a tiny VLM (:class:`~embeval.subjects.embedded.vlm.TinyVLM`)."""
+def _vlm_families() -> dict:
+    """Checkpoint ``family`` (config.json; absent = "slots") -> loader class."""
+    from embeval.subjects.embedded.choice import FAMILY, TinyChoiceVLM
     from embeval.subjects.embedded.vlm import TinyVLM
 
-    return TinyVLM.load(resolve_model(name_or_path, "vlm"), **kw)
+    return {"slots": TinyVLM, FAMILY: TinyChoiceVLM}
+
+
+def load_vlm(name_or_path: str | Path = "tiny-vlm", **kw):
+    """Load a tiny VLM: the slot decoder (:class:`~embeval.subjects.embedded.vlm.TinyVLM`) or the
+    two-card chooser (:class:`~embeval.subjects.embedded.choice.TinyChoiceVLM`), by its checkpoint's family."""
+    path = resolve_model(name_or_path, "vlm")
+    family = json.loads((path / "config.json").read_text()).get("family", "slots")
+    families = _vlm_families()
+    if family not in families:
+        raise MissingWeightsError(f"{path}: unknown VLM family {family!r}; this code loads {', '.join(families)}")
+    return families[family].load(path, **kw)
 
 
 def population_names(kind: str) -> list[str]:
@@ -70,6 +83,13 @@ def population_names(kind: str) -> list[str]:
     if POPULATION_FILE.exists():
         return list(json.loads(POPULATION_FILE.read_text()).get(kind, []))
     return shipped_models(kind)
+
+
+def a2a_names() -> list[str]:
+    """Shipped VLMs that answer Act2Answer's binary questions from both cards (population.json ``"vlm_a2a"``)."""
+    if POPULATION_FILE.exists():
+        return list(json.loads(POPULATION_FILE.read_text()).get("vlm_a2a", []))
+    return []
 
 
 def load_population(kind: str) -> list:
