@@ -57,3 +57,45 @@ def test_placer_answers_in_both_layouts(setup, layout, side):
     r = run_episode(env, CardExpert(env), item, layout, EpisodeSpec(max_steps=45), seed=0)
     assert (r.correct_side, r.choice, r.zone, r.success) == (side, side, "correct", 1.0), r
     assert r.end_reason == "released" and r.termination == "release_after_lift" and r.distance_correct < 0.03
+
+
+def test_cli_run_on_maniskill_backend(tmp_path, capsys):
+    """`embeval act2answer run --backend maniskill --policy expert`: 2 items x both layouts, the same
+    records (zones, swap, termination) as the pybullet cell, and `act2answer report` reads them."""
+    import json
+
+    import yaml
+
+    from embeval.act2answer.items import read_items
+    from embeval.cli import main
+
+    suite = tmp_path / "suite"
+    assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "2"]) == 0
+    items = {it.id: it for it in read_items(suite / "items.jsonl")}
+    ep = tmp_path / "ep.yaml"
+    ep.write_text(yaml.safe_dump({"episode": {"max_steps": 45}}))
+    res = tmp_path / "res"
+    assert main(["act2answer", "run", "--items", str(suite / "items.jsonl"), "--policy", "expert", "--backend", "maniskill",
+                 "--episode", str(ep), "--out", str(res)]) == 0
+    recs = [json.loads(x) for x in (res / "episodes_expert-answer.jsonl").read_text().splitlines()]
+    assert [(r["item"], r["layout"]) for r in recs] == [(i, lay) for i in items for lay in ("original", "swapped")]
+    for r in recs:
+        it = items[r["item"]]
+        # the swap moves the correct card; the privileged expert follows it into the correct zone
+        assert r["correct_side"] == it.correct_side_in(r["layout"])
+        assert (r["zone"], r["choice"], r["success"]) == ("correct", r["correct_side"], 1.0), r
+        assert r["termination"] == "release_after_lift" and r["end_reason"] == "released" and r["steps"] <= 45
+        assert r["distance_correct"] < 0.03 and r["subject"] == "expert-answer" and not r["stopped"]
+    assert (res / "category_table.csv").is_file()
+    capsys.readouterr()
+    assert main(["act2answer", "report", str(res / "episodes_expert-answer.jsonl")]) == 0
+    assert "swap pairs 2, consistency 1.000" in capsys.readouterr().out
+
+
+def test_unknown_backend_is_a_one_line_error(tmp_path, capsys):
+    from embeval.cli import main
+
+    (tmp_path / "items.jsonl").write_text("")
+    rc = main(["act2answer", "run", "--items", str(tmp_path / "items.jsonl"), "--policy", "expert", "--backend", "maniskil"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "maniskill" in err and "pybullet" in err, err

@@ -7,7 +7,7 @@ instruction, steps it closed loop until the spec's termination rule fires (see
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec, build_scene
 from embeval.act2answer.zones import classify
 from embeval.action import gripper_closed
+from embeval.registry import Registry
 
 
 @dataclass
@@ -123,27 +124,107 @@ def obs_size_for(policy, default: tuple[int, int] = (128, 96)) -> tuple[int, int
     return default
 
 
-def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
-              layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True,
-              obs_size: tuple[int, int] | None = None) -> Iterator[EpisodeResult]:
-    """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
+@dataclass(frozen=True)
+class Backend:
+    """Where Act2Answer episodes run. ``make_env(obs_size)`` builds the simulator ((width, height) of
+    the observation images); ``run_episode(env, policy, item, layout, spec, seed, keep_actions)``
+    returns an :class:`EpisodeResult` under the same zones and termination rule; ``expert(env, spec)``
+    is the privileged scripted answer (reads the simulator: a control ceiling, never a subject);
+    ``close(env)`` frees the env."""
 
-    Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own
-    :class:`embeval.sim.SimEnv` unless ``env`` is given, rendering at ``obs_size`` (width, height;
-    default :func:`obs_size_for` the policy).
-    """
-    from embeval.provenance import derive_seed
+    name: str
+    make_env: Callable[[tuple[int, int]], Any]
+    run_episode: Callable[..., EpisodeResult]
+    expert: Callable[[Any, EpisodeSpec], Any]
+    description: str = ""
+
+    def close(self, env) -> None:
+        env.close()
+
+
+def _pybullet_env(obs_size: tuple[int, int]):
     from embeval.sim import SimEnv
 
+    return SimEnv(sim_config(*obs_size))
+
+
+def _pybullet_expert(env, spec: EpisodeSpec):
+    from embeval.act2answer.reference_policies import ExpertPolicy
+
+    return ExpertPolicy(env, "answer", spec)
+
+
+#: the pybullet UR5 cell (the default)
+PYBULLET = Backend("pybullet", _pybullet_env, run_episode, _pybullet_expert, "embeval's pybullet UR5 cell (default)")
+
+#: Act2Answer backends by name (``--backend`` of ``embeval act2answer run``, ``params.backend`` of a run spec)
+BACKENDS: Registry[Backend] = Registry(
+    "act2answer backend", group="embeval.act2answer_backends",
+    hint="add one with embeval.act2answer.episode.BACKENDS.register(name, Backend(...))",
+    entries={"pybullet": "embeval.act2answer.episode:PYBULLET", "maniskill": "embeval.sim.maniskill.act2answer:BACKEND"})
+
+
+def get_backend(name: str | Backend) -> Backend:
+    """The :class:`Backend` named ``name`` (a ConfigError listing the choices otherwise)."""
+    return name if isinstance(name, Backend) else BACKENDS.get(name, "backend")
+
+
+#: ``--policy expert``: the backend's privileged scripted answer (a control ceiling, not a subject)
+EXPERT = "expert"
+
+
+class BackendExpert:
+    """Placeholder policy for the backend's privileged expert; :func:`run_items` binds it to its env."""
+
+    id = "expert-answer"
+
+    def __init__(self, spec: EpisodeSpec | None = None):
+        self.spec, self.inner = spec or EpisodeSpec(), None
+
+    @property
+    def action_spec(self):
+        from embeval.action import ActionSpec
+
+        return ActionSpec(frame="base")
+
+    def bind(self, env, backend: Backend) -> None:
+        self.inner = backend.expert(env, self.spec)
+
+    def reset(self, instruction: str) -> None:
+        if self.inner is None:
+            from embeval.errors import ConfigError
+
+            raise ConfigError("the expert policy reads the simulator: run it through run_items (or bind(env, backend))")
+        self.inner.reset(instruction)
+
+    def act(self, observation):
+        return self.inner.act(observation)
+
+
+def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
+              layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True,
+              obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet") -> Iterator[EpisodeResult]:
+    """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
+
+    Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own env of
+    ``backend`` (a :data:`BACKENDS` name: ``pybullet``, ``maniskill``) unless ``env`` is given,
+    rendering at ``obs_size`` (width, height; default :func:`obs_size_for` the policy). A
+    :class:`BackendExpert` policy is bound to that env first.
+    """
+    from embeval.provenance import derive_seed
+
+    be = get_backend(backend)
     own = env is None
-    env = env or SimEnv(sim_config(*(obs_size or obs_size_for(policy))))
+    env = env or be.make_env(tuple(obs_size or obs_size_for(policy)))
     try:
+        if isinstance(policy, BackendExpert):
+            policy.bind(env, be)
         for item in items:
             for layout in layouts:
-                yield run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
+                yield be.run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
     finally:
         if own:
-            env.close()
+            be.close(env)
 
 
 def write_results(results: Iterable[EpisodeResult | dict], path) -> Path:

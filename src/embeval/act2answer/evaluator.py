@@ -9,6 +9,7 @@ Spec example (``config/act2answer/run_tiny_vla.yaml``)::
     distortions: [none]                                 # or image distortions of the observations
     levels: [0]
     params: {episode: {eps: 0.08, max_steps: 24}, layouts: [original, swapped]}
+    # params.backend: pybullet (default, the UR5 cell) or maniskill (ManiSkill3, the Panda)
 
 Units are ``<item id>@<layout>``; their group key is the subject and the item id, so the two
 layouts of an item always run in the same shard. A distortion other than ``none`` is applied to
@@ -23,7 +24,7 @@ from typing import Any
 from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, ReportSection, register_evaluator
 
-_PARAMS = ("episode", "layouts", "obs_size", "keep_actions")
+_PARAMS = ("episode", "layouts", "obs_size", "keep_actions", "backend")
 
 
 def split_unit_item(uid: str) -> tuple[str, str]:
@@ -80,6 +81,9 @@ class Act2AnswerEvaluator(Evaluator):
             if k not in _PARAMS:
                 raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'act2answer'; allowed: {', '.join(_PARAMS)}")
         EpisodeSpec.from_dict(spec.params.get("episode"))
+        from embeval.act2answer.episode import get_backend
+
+        get_backend(spec.params.get("backend", "pybullet"))
         lay = spec.params.get("layouts", ["original", "swapped"])
         if not isinstance(lay, list) or not lay or any(x not in ("original", "swapped") for x in lay):
             raise ConfigError("spec.params.layouts: a non-empty list of 'original' / 'swapped'")
@@ -101,10 +105,9 @@ class Act2AnswerEvaluator(Evaluator):
         return f"{unit.subject}|{split_unit_item(unit.item)[0]}"
 
     def setup(self, spec, subject) -> dict[str, Any]:
-        from embeval.act2answer.episode import obs_size_for, sim_config
+        from embeval.act2answer.episode import get_backend, obs_size_for
         from embeval.act2answer.items import read_items
         from embeval.act2answer.scene import EpisodeSpec
-        from embeval.sim import SimEnv
 
         try:
             import torch
@@ -115,23 +118,22 @@ class Act2AnswerEvaluator(Evaluator):
         policy = Evaluator.setup(self, spec, subject)
         items = {it.id: it for it in read_items(spec.resolve_path(spec.items.path))}
         size = spec.params.get("obs_size") or obs_size_for(getattr(policy, "inner", policy))
+        backend = get_backend(spec.params.get("backend", "pybullet"))
         return {"policy": policy, "items": items, "spec": EpisodeSpec.from_dict(spec.params.get("episode")),
-                "env": SimEnv(sim_config(*size))}
+                "backend": backend, "env": backend.make_env(tuple(size))}
 
     def teardown(self, state) -> None:
-        state["env"].close()
+        state["backend"].close(state["env"])
         super().teardown(state.get("policy"))
 
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
-        from embeval.act2answer.episode import run_episode
-
         iid, layout = split_unit_item(unit.item)
         if iid not in state["items"]:
             raise ConfigError(f"item {iid!r} is not in {spec.items.path}")
         policy = state["policy"]
         if unit.distortion != "none":
             policy = _DistortedObservations(policy, unit.distortion, unit.level, unit_seed)
-        r = run_episode(state["env"], policy, state["items"][iid], layout, state["spec"], unit_seed,
+        r = state["backend"].run_episode(state["env"], policy, state["items"][iid], layout, state["spec"], unit_seed,
                         keep_actions=bool(spec.params.get("keep_actions", True)))
         out = r.to_dict()
         out["item"] = iid

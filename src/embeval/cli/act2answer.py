@@ -47,17 +47,22 @@ def register(sub) -> None:
                                  "subjects the same items as text. Writes episodes_<subject>.jsonl and prints the table. "
                                  "For sharded/resumable runs use `embeval run config/act2answer/run_tiny_vla.yaml`.",
                      epilog="example:\n  embeval act2answer run --items suite/items.jsonl --policy tiny-vla --out results/\n"
-                            "  embeval act2answer run --items suite/items.jsonl --policy my_vla.yaml --vlm my_vlm.yaml --out results/")
+                            "  embeval act2answer run --items suite/items.jsonl --policy my_vla.yaml --vlm my_vlm.yaml --out results/\n"
+                            "  embeval act2answer run --items suite/items.jsonl --policy expert --backend maniskill --episode ep.yaml --out results/")
     p.add_argument("--items", type=Path, required=True, help="item file (items.jsonl)")
     p.add_argument("--policy", nargs="*", default=["tiny-vla"],
                    help="policies: shipped embedded names (embeval train population --list), checkpoint folders or subject "
-                        "YAMLs (default tiny-vla; tiny-vla-untrained: random weights, a floor; none: no policy, only --vlm)")
+                        "YAMLs (default tiny-vla; tiny-vla-untrained: random weights, a floor; expert: the backend's privileged "
+                        "scripted answer, a control ceiling; none: no policy, only --vlm)")
     p.add_argument("--vlm", nargs="*", default=[], help="VLM subject YAMLs (or shipped tiny-vlm names) answering as text")
     p.add_argument("--episode", type=Path, help="episode spec YAML (default config: eps 0.08 m, 24 steps, release_after_lift)")
     p.add_argument("--out", type=Path, default=Path("act2answer_results"), help="output folder (default act2answer_results/)")
     p.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     p.add_argument("--limit", type=positive_int, help="use only the first N items")
     p.add_argument("--delta", type=float, default=0.1, help="regime margin around chance 0.5 (default 0.1)")
+    p.add_argument("--backend", default="pybullet",
+                   help="simulator: pybullet (the UR5 cell, default) or maniskill (ManiSkill3 with the Panda; "
+                        "give a longer --episode max_steps, see docs/act2answer.md)")
     p.set_defaults(func=_run)
 
     p = g.add_parser("scenes", help="write per-item scene YAMLs and conductor parameters for the ROS graph / real cell",
@@ -189,19 +194,21 @@ def _run(args) -> int:
 
     from embeval.act2answer.aggregate import category_table, format_table
     from embeval.act2answer.baseline import answer_items
-    from embeval.act2answer.episode import run_items, write_results
+    from embeval.act2answer.episode import EXPERT, BackendExpert, get_backend, run_items, write_results
     from embeval.act2answer.scene import EpisodeSpec
 
     refs = _policy_refs(args.policy, args.vlm)
     _check_delta(args.delta)
+    backend = get_backend(args.backend)
     items = _items(args.items, args.limit)
     spec = EpisodeSpec.from_yaml(args.episode) if args.episode else EpisodeSpec()
-    policies = [_load_policy(ref) for ref in refs]  # every name checked before the first episode runs
+    # every name checked before the first episode runs; `expert` is the backend's privileged answer
+    policies = [BackendExpert(spec) if ref == EXPERT else _load_policy(ref) for ref in refs]
     vlms = [_load_vlm(ref) for ref in args.vlm or []]
     results = {}
     for policy in policies:
         t0, recs = time.perf_counter(), []
-        for r in run_items(policy, items, spec, seed=args.seed):
+        for r in run_items(policy, items, spec, seed=args.seed, backend=backend):
             recs.append(r)
             if len(recs) % 50 == 0:
                 print(f"  {policy.id}: {len(recs)}/{2 * len(items)} episodes ({len(recs) / (time.perf_counter() - t0):.2f}/s)", flush=True)

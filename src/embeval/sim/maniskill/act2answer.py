@@ -186,9 +186,10 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
         textures["card_context"] = str(Path(item.context_image))
     u = env.unwrapped
     u.configure(spec, textures, item.correct_side_in(layout))
-    env.env.reset(seed=int(seed), options={"reconfigure": True})
+    ms_seed = int(seed) % 2 ** 32  # ManiSkill seeds numpy's legacy generator (32 bits); the record keeps ``seed``
+    env.env.reset(seed=ms_seed, options={"reconfigure": True})
     instruction = instruction_for(item, spec)
-    obs = env.reset(seed=seed, instruction=instruction)
+    obs = env.reset(seed=ms_seed, instruction=instruction)
     policy.reset(instruction)
     rule = Termination(spec, float(u.cube_base_xyz()[2]))
     reason, actions, n = "max_steps", [], 0
@@ -207,3 +208,18 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
     return episode_result(item.id, item.category, layout, item.correct_side_in(layout), spec, xyz[:2], end_reason=reason,
                           stopped=False, steps=n, subject=str(getattr(policy, "id", "")), instruction=instruction,
                           seed=int(seed), actions=actions)
+
+
+def _backend_env(obs_size: tuple[int, int]):
+    return make_env(int(obs_size[0]), int(obs_size[1]))
+
+
+def _backend():
+    from embeval.act2answer.episode import Backend
+
+    return Backend("maniskill", _backend_env, run_episode, lambda env, spec: CardExpert(env),
+                   "ManiSkill3 (SAPIEN, CPU): the cards and the cube on ManiSkill's table with the Panda")
+
+
+#: the ``maniskill`` entry of :data:`embeval.act2answer.episode.BACKENDS`
+BACKEND = _backend()
