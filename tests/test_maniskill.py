@@ -289,7 +289,7 @@ def test_bridge_scenes_name_the_asset_download_offline():
 
     if not missing_assets("PutCarrotOnPlateInScene-v1"):
         pytest.skip("the Bridge assets are downloaded here")
-    with pytest.raises(ConfigError, match=r"download_asset bridge_v2_real2sim` && `python -m mani_skill.utils.download_asset "
-                                          r"widowx250s`"):
+    with pytest.raises(ConfigError, match=r"`python -m mani_skill.utils.download_asset bridge_v2_real2sim -y && "
+                                          r"python -m mani_skill.utils.download_asset widowx250s -y`"):
         ManiSkillEnv(ManiSkillConfig("PutCarrotOnPlateInScene-v1", render=False))
     assert missing_assets("PickCube-v1") == []

@@ -194,7 +194,13 @@ def _run(args) -> int:
 
     from embeval.act2answer.aggregate import category_table, format_table
     from embeval.act2answer.baseline import answer_items
-    from embeval.act2answer.episode import EXPERT, BackendExpert, get_backend, run_items, write_results
+    from embeval.act2answer.episode import (
+        EXPERT,
+        BackendExpert,
+        get_backend,
+        run_items,
+        write_results,
+    )
     from embeval.act2answer.scene import EpisodeSpec
 
     refs = _policy_refs(args.policy, args.vlm)

@@ -118,6 +118,18 @@ def missing_assets(env_id: str, robot: str | None = None) -> list[str]:
     return [s for s in need if not present(s)]
 
 
+def download_command(missing: Sequence[str]) -> str:
+    """The shell command that downloads the ManiSkill data sources ``missing`` (uids of ``DATA_SOURCES``)."""
+    return " && ".join(f"python -m mani_skill.utils.download_asset {m} -y" for m in missing)
+
+
+def assets_error(what: str, missing: Sequence[str]) -> ConfigError:
+    """The one-line error for ``what`` (an env id) lacking the ManiSkill data sources ``missing``."""
+    return ConfigError(f"{what} needs ManiSkill assets that are not downloaded ({', '.join(missing)}, looked in "
+                       f"MS_ASSET_DIR={os.environ.get('MS_ASSET_DIR') or '~/.maniskill'}); on a networked machine run "
+                       f"`{download_command(missing)}` with the same MS_ASSET_DIR, then copy that folder here")
+
+
 def _np(x) -> np.ndarray:
     """A ManiSkill batched tensor (num_envs = 1) -> numpy without the batch axis."""
     if hasattr(x, "detach"):
@@ -197,10 +209,7 @@ class ManiSkillEnv:
             raise ConfigError(f"unknown ManiSkill env {c.env_id!r}; e.g. {known} (ManiSkill 3.0.1 task ids)")
         missing = missing_assets(c.env_id, c.robot)
         if missing:
-            raise ConfigError(f"{c.env_id} needs ManiSkill assets that are not downloaded ({', '.join(missing)}, "
-                              f"looked in MS_ASSET_DIR={os.environ.get('MS_ASSET_DIR')}); on a networked machine run "
-                              + " && ".join(f"`python -m mani_skill.utils.download_asset {m}`" for m in missing)
-                              + " with the same MS_ASSET_DIR, then copy that folder here")
+            raise assets_error(c.env_id, missing)
         backend = c.render_backend
         if backend == "auto":
             import torch
