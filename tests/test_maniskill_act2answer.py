@@ -99,3 +99,35 @@ def test_unknown_backend_is_a_one_line_error(tmp_path, capsys):
     rc = main(["act2answer", "run", "--items", str(tmp_path / "items.jsonl"), "--policy", "expert", "--backend", "maniskil"])
     err = capsys.readouterr().err
     assert rc != 0 and "maniskill" in err and "pybullet" in err, err
+
+
+def test_run_spec_backend_maniskill(tmp_path):
+    """``params.backend: maniskill`` in an act2answer run spec: units run in ManiSkill, same records; a wrong
+    backend name fails at planning with the choices."""
+    from embeval.act2answer.generator import generate_items
+    from embeval.errors import ConfigError
+    from embeval.runs.plan import plan_run
+    from embeval.runs.runner import run
+    from embeval.runs.spec import parse_spec
+
+    items = generate_items(tmp_path / "suite", ["color"], per_category=1, seed=0)
+    d = {"name": "a2a-ms", "evaluator": "act2answer", "plugins": ["embeval.act2answer.evaluator"],
+         "subjects": [{"id": "hold", "kind": "policy", "adapter": "scripted", "params": {"vector": [0, 0, 0, 0, 0, 0, 1]}}],
+         "items": {"source": "file", "path": str(tmp_path / "suite" / "items.jsonl")},
+         "params": {"episode": {"max_steps": 2}, "obs_size": [32, 32], "backend": "maniskill"},
+         "backend": {"progress": False}}
+    with pytest.raises(ConfigError, match="pybullet"):
+        plan_run(parse_spec({**d, "params": {**d["params"], "backend": "mujoco"}}))
+    res = run(parse_spec(d), tmp_path / "r")
+    assert res.done == 2 and res.failed == 0
+    import pandas as pd
+
+    from embeval.runs.export import export_parquet
+
+    df = pd.read_parquet(export_parquet(tmp_path / "r", tmp_path / "r.parquet")).sort_values("out.layout")
+    assert list(df["out.layout"]) == ["original", "swapped"]
+    assert list(df["out.correct_side"]) == [items[0].correct_side_in("original"), items[0].correct_side_in("swapped")]
+    # the hold policy leaves the cube at its start (base (0.42, 0)): out of both zones
+    assert set(df["out.zone"]) == {"out_of_bounds"} and set(df["out.end_reason"]) == {"max_steps"}
+    # distance to the correct card from the start: hypot(0.55 - 0.42, 0.15) = 0.1985 m in either layout
+    assert all(abs(v - 0.19849) < 0.005 for v in df["out.distance_correct"]), list(df["out.distance_correct"])
