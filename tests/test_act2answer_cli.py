@@ -38,3 +38,13 @@ def test_cli_end_to_end(tmp_path, capsys):
     # errors are reported, not raised
     assert main(["act2answer", "items", "convert", "--layout", "nope", "--input", str(suite / "items.jsonl"),
                  "--out", str(tmp_path / "x")]) == 2
+
+
+def test_cli_expert_on_default_backend(tmp_path, capsys):
+    """`--policy expert` without --backend: the pybullet cell's privileged expert answers every episode."""
+    suite = tmp_path / "suite"
+    assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "1"]) == 0
+    assert main(["act2answer", "run", "--items", str(suite / "items.jsonl"), "--policy", "expert", "--out", str(tmp_path / "r")]) == 0
+    recs = [json.loads(x) for x in (tmp_path / "r" / "episodes_expert-answer.jsonl").read_text().splitlines()]
+    assert [(r["layout"], r["zone"]) for r in recs] == [("original", "correct"), ("swapped", "correct")]
+    assert recs[0]["correct_side"] != recs[1]["correct_side"]
