@@ -108,3 +108,72 @@ def test_entry_point_plugin_from_an_installed_package(tmp_path):
     assert lines[0] == "TinyEvaluator tiny-eval True"
     # a plugin never silently replaces a built-in
     assert lines[1] == "FolderSource ['folder (entry point of embeval-tiny-plugin; the built-in is kept)']"
+
+
+ADAPTER_PYPROJECT = """
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "embeval-tiny-adapter"
+version = "0.0.1"
+
+[project.entry-points."embeval.subject_adapters.policy"]
+tiny_vla = "tiny_adapter:TinyVLA"
+
+[tool.setuptools]
+py-modules = ["tiny_adapter"]
+"""
+
+ADAPTER_MODULE = """
+import numpy as np
+
+from embeval.action import Action, ActionSpec
+
+
+class TinyVLA:
+    '''A third-party policy: moves ``step`` m along +x, gripper open.'''
+
+    def __init__(self, id: str = "tiny-vla", step: float = 0.01):
+        self.id, self.step, self.action_spec, self.instruction = id, float(step), ActionSpec(), ""
+
+    def reset(self, instruction: str) -> None:
+        self.instruction = instruction
+
+    def act(self, observation) -> Action:
+        return Action(np.array([self.step, 0, 0, 0, 0, 0, 1.0]))
+"""
+
+
+def test_policy_adapter_from_an_installed_package_loads_as_a_subject(tmp_path):
+    """A user's package registers a policy adapter through an entry point; ``load_subject`` builds it."""
+    src, site = tmp_path / "src", tmp_path / "site"
+    src.mkdir()
+    (src / "pyproject.toml").write_text(ADAPTER_PYPROJECT)
+    (src / "tiny_adapter.py").write_text(ADAPTER_MODULE)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--no-index", "--target", str(site), str(src)], check=True, capture_output=True, timeout=300)
+    probe = textwrap.dedent("""
+        from embeval.errors import ConfigError
+        from embeval.subjects import list_adapters, load_subject
+        p = load_subject({"kind": "policy", "adapter": "tiny_vla", "id": "mine", "params": {"step": 0.02}})
+        p.reset("go")
+        print(type(p).__name__, p.id, p.act(None).vector.tolist())
+        print([r for r in list_adapters() if r[1] == "tiny_vla"])
+        try:
+            load_subject({"kind": "vlm", "adapter": "tiny_vla"})
+        except ConfigError as exc:
+            print(exc)
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site)] + sys.path))
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True)
+    lines = out.stdout.splitlines()
+    assert lines[0] == "TinyVLA mine [0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]"
+    assert lines[1] == "[('policy', 'tiny_vla', 'plugin from embeval-tiny-adapter')]"
+    assert "unknown adapter 'tiny_vla' for kind 'vlm' (adapter 'tiny_vla' exists for kind policy)" in lines[2]
+    # without the package the name is unknown (nothing leaks into this process)
+    from embeval.subjects.registry import resolve_adapter
+
+    with pytest.raises(ConfigError, match="unknown adapter 'tiny_vla' for kind 'policy'"):
+        resolve_adapter("policy", "tiny_vla")
