@@ -56,24 +56,29 @@ def test_project_registries_use_it():
         make_source("foldr")
 
 
-PLUGIN_PYPROJECT = """
+def pyproject(name: str, module: str, entry_points: str) -> str:
+    """A setuptools pyproject.toml of a one-module package with ``entry_points`` (TOML tables)."""
+    return f"""
 [build-system]
 requires = ["setuptools>=68"]
 build-backend = "setuptools.build_meta"
 
 [project]
-name = "embeval-tiny-plugin"
+name = "{name}"
 version = "0.0.1"
+{entry_points}
+[tool.setuptools]
+py-modules = ["{module}"]
+"""
 
+
+PLUGIN_PYPROJECT = pyproject("embeval-tiny-plugin", "tiny_plugin", """
 [project.entry-points."embeval.run_evaluators"]
 tiny-eval = "tiny_plugin:TinyEvaluator"
 
 [project.entry-points."embeval.camera_sources"]
 folder = "tiny_plugin:Shadow"
-
-[tool.setuptools]
-py-modules = ["tiny_plugin"]
-"""
+""")
 
 PLUGIN_MODULE = """
 from embeval.runs.evaluators.synthetic import SyntheticEvaluator
@@ -88,43 +93,38 @@ class Shadow:
 """
 
 
-def test_entry_point_plugin_from_an_installed_package(tmp_path):
+def install_and_probe(tmp_path, pyproject_text: str, module: str, module_text: str, probe: str) -> list[str]:
+    """pip-install a one-module package to a temp dir (no index, no build isolation) and run ``probe`` with it
+    on the path; its stdout lines."""
     src, site = tmp_path / "src", tmp_path / "site"
     src.mkdir()
-    (src / "pyproject.toml").write_text(PLUGIN_PYPROJECT)
-    (src / "tiny_plugin.py").write_text(PLUGIN_MODULE)
+    (src / "pyproject.toml").write_text(pyproject_text)
+    (src / f"{module}.py").write_text(module_text)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
                     "--no-index", "--target", str(site), str(src)], check=True, capture_output=True, timeout=300)
-    probe = textwrap.dedent("""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site)] + sys.path))
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(probe)], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)
+    return out.stdout.splitlines()
+
+
+def test_entry_point_plugin_from_an_installed_package(tmp_path):
+    lines = install_and_probe(tmp_path, PLUGIN_PYPROJECT, "tiny_plugin", PLUGIN_MODULE, """
         from embeval.camera import SOURCES
         from embeval.runs.registry import EVALUATORS, get_evaluator
         ev = get_evaluator("tiny-eval")
         print(type(ev).__name__, ev.name, "tiny-eval" in EVALUATORS.names())
         print(SOURCES.get("folder").__name__, SOURCES.conflicts())
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site)] + sys.path))
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True)
-    lines = out.stdout.splitlines()
     assert lines[0] == "TinyEvaluator tiny-eval True"
     # a plugin never silently replaces a built-in
     assert lines[1] == "FolderSource ['folder (entry point of embeval-tiny-plugin; the built-in is kept)']"
 
 
-ADAPTER_PYPROJECT = """
-[build-system]
-requires = ["setuptools>=68"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "embeval-tiny-adapter"
-version = "0.0.1"
-
+ADAPTER_PYPROJECT = pyproject("embeval-tiny-adapter", "tiny_adapter", """
 [project.entry-points."embeval.subject_adapters.policy"]
 tiny_vla = "tiny_adapter:TinyVLA"
-
-[tool.setuptools]
-py-modules = ["tiny_adapter"]
-"""
+""")
 
 ADAPTER_MODULE = """
 import numpy as np
@@ -148,13 +148,7 @@ class TinyVLA:
 
 def test_policy_adapter_from_an_installed_package_loads_as_a_subject(tmp_path):
     """A user's package registers a policy adapter through an entry point; ``load_subject`` builds it."""
-    src, site = tmp_path / "src", tmp_path / "site"
-    src.mkdir()
-    (src / "pyproject.toml").write_text(ADAPTER_PYPROJECT)
-    (src / "tiny_adapter.py").write_text(ADAPTER_MODULE)
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(site), str(src)], check=True, capture_output=True, timeout=300)
-    probe = textwrap.dedent("""
+    lines = install_and_probe(tmp_path, ADAPTER_PYPROJECT, "tiny_adapter", ADAPTER_MODULE, """
         from embeval.errors import ConfigError
         from embeval.subjects import list_adapters, load_subject
         p = load_subject({"kind": "policy", "adapter": "tiny_vla", "id": "mine", "params": {"step": 0.02}})
@@ -166,9 +160,6 @@ def test_policy_adapter_from_an_installed_package_loads_as_a_subject(tmp_path):
         except ConfigError as exc:
             print(exc)
     """)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site)] + sys.path))
-    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=120, check=True)
-    lines = out.stdout.splitlines()
     assert lines[0] == "TinyVLA mine [0.02, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]"
     assert lines[1] == "[('policy', 'tiny_vla', 'plugin from embeval-tiny-adapter')]"
     assert "unknown adapter 'tiny_vla' for kind 'vlm' (adapter 'tiny_vla' exists for kind policy)" in lines[2]
