@@ -54,6 +54,22 @@ def test_project_registries_use_it():
         from embeval.camera import make_source
 
         make_source("foldr")
+    from embeval.subjects.registry import ADAPTERS
+
+    assert set(ADAPTERS) == {"vlm", "policy", "llm"} and "embedded" in ADAPTERS["policy"]
+    assert all(isinstance(r, Registry) for r in ADAPTERS.values())
+
+
+def test_ros_registries_use_it():
+    pytest.importorskip("rclpy")
+    from embeval_ros.arm_node import BACKENDS, make_backend
+    from embeval_ros.graph import NODE_CLASSES, ORDER, node_class
+
+    assert isinstance(BACKENDS, Registry) and isinstance(NODE_CLASSES, Registry)
+    assert ORDER[0] == "embeval_camera" and ORDER[-1] == "embeval_conductor"  # start order kept
+    assert node_class("embeval_conductor").__name__ == "ConductorNode"
+    with pytest.raises(ConfigError, match="backend: unknown arm backend 'mok' \\(did you mean 'mock'\\?\\); choose from mock, sim, ur_rtde"):
+        make_backend("mok", None)
 
 
 def pyproject(name: str, module: str, entry_points: str) -> str:

@@ -35,6 +35,7 @@ from std_msgs.msg import Float64, String, UInt8
 from std_srvs.srv import Trigger
 
 from embeval.errors import ConfigError
+from embeval.registry import Registry
 from embeval.robot.safety import SafetyLimits
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
@@ -49,23 +50,21 @@ from embeval_ros.conversions import (
 from embeval_ros.diagnostics import diag
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
-#: backend name -> "module:factory" taking (limits=..., **backend kwargs)
-BACKENDS = {
+#: backend name -> "module:factory" taking (limits=..., **backend kwargs); a package adds one through the
+#: entry-point group ``embeval.arm_backends``
+BACKENDS: Registry = Registry("arm backend", group="embeval.arm_backends", entries={
     "mock": "embeval.robot.mock_backend:MockArm",
     "ur_rtde": "embeval.robot.ur_rtde_backend:URRtdeArm",
     "sim": "embeval.robot.sim_backend:SimArmBackend",
-}
+})
 
 
 def make_backend(name: str, limits, **kw):
-    import importlib
-
     if name not in BACKENDS:
-        raise ConfigError(f"unknown arm backend {name!r}; choose from {', '.join(BACKENDS)}")
-    module, attr = BACKENDS[name].split(":")
+        raise BACKENDS.unknown(name, "backend")
     try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
+        factory = BACKENDS.get(name)
+    except (ConfigError, AttributeError) as exc:
         raise ConfigError(f"arm backend {name!r} is not available here ({exc}); use backend:=mock") from None
     return factory(limits=limits, **kw)
 
