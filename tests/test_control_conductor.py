@@ -265,3 +265,11 @@ def test_act2answer_protective_stop_takes_the_arms_reason():
 def test_public_fields_drop_the_execution_scene():
     ep = {"item": "sim0", "execution": {"image": 0, "scene": {"big": 1}, "task": {"t": 1}, "settle_s": 0.3}}
     assert public_fields(ep) == {"item": "sim0", "execution": {"image": 0, "task": {"t": 1}}}
+
+
+def test_topic_names_quoted_by_the_core_are_the_graphs():
+    topics = pytest.importorskip("embeval_ros.topics")
+    from embeval.control import conductor as core
+
+    assert (core.EXECUTION_SUCCESS_TOPIC, core.CONDUCTOR_SUCCESS_SERVICE, core.CONDUCTOR_NEXT_SERVICE, core.CUBE_POSE_TOPIC) == (
+        topics.EXECUTION_SUCCESS, topics.CONDUCTOR_SUCCESS, topics.CONDUCTOR_NEXT, topics.CUBE_POSE)

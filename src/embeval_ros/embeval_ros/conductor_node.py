@@ -33,6 +33,9 @@ conductor announces ``episode_stop``, calls /embeval/arm/settle and takes the ve
 /embeval/execution/success, else with ``operator_confirm`` the operator's (/embeval/conductor/success,
 std_srvs/SetBool: data true = success; ``embeval operator`` answers it with one key), else none;
 ``arm``, ``sensor``, ``operator`` or ``none`` take only that source.
+
+The episode logic (phases, the cube-height estimate from the TCP, which source to trust) is
+:class:`embeval.control.conductor.Conductor`; this node reads the parameters and wires topics and services to it.
 """
 from __future__ import annotations
 
