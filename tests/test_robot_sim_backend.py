@@ -161,3 +161,42 @@ def test_commander_on_the_sim_backend_in_tool_frame_equals_simenv():
         env.close()
         if arm is not None:
             arm.close()
+
+
+def test_scene_operations_of_the_backend_and_the_mirror(tmp_path):
+    """The public scene operations the arm node and the render mirror use (no reaching into the workcell)."""
+    from embeval.act2answer.mirror import CellMirror
+    from embeval.sim.tasks import make_task
+
+    scene, _task = make_task("Pick", 3)
+    name = scene.objects[0].name
+    arm = SimArmBackend()
+    assert arm.object_pose(name) is None  # the empty scene has no such object
+    home = arm.load_scene(scene)
+    assert np.array_equal(home, arm.state().joint_positions)
+    pos0, _ = arm.object_pose(name)
+    arm.settle(0.2)
+    pos1, orn1 = arm.object_pose(name)
+    assert np.linalg.norm(pos1 - pos0) < 1e-3 and orn1.shape == (4,)  # settled at load: it stays put
+    arm.protective_stop("test")
+    t = arm.state().timestamp
+    arm.settle(0.2)  # nothing while stopped
+    assert arm.state().timestamp == t
+    yaml_path = tmp_path / "scene.yaml"
+    scene.to_yaml(yaml_path)
+    mirror = CellMirror()
+    try:
+        assert not mirror.set_object(name, [0.5, 0.0, 0.1])
+        mirror.load(yaml_path)
+        q = home + np.array([0.1, -0.05, 0.05, 0.0, 0.1, 0.0])
+        mirror.set_robot(q, 0.2)
+        assert np.allclose(mirror.cell.q, q) and mirror.cell.gripper == pytest.approx(0.2)
+        assert np.allclose(mirror.cell.tcp_pose()[:3], mirror.cell.tcp_matrix(q)[:3, 3])
+        mirror.set_robot(home)  # gripper unchanged
+        assert mirror.cell.gripper == pytest.approx(0.2)
+        assert mirror.set_object(name, [0.5, 0.05, 0.1], [0, 0, 0.38268343, 0.92387953])
+        p, o = mirror.cell.object_pose(name)
+        assert np.allclose(p, [0.5, 0.05, 0.1]) and np.allclose(o, [0, 0, 0.38268343, 0.92387953], atol=1e-6)
+    finally:
+        mirror.close()
+        arm.close()

@@ -12,20 +12,20 @@ auxiliary target is the task geometry (cube start, correct card centre; metres, 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec
-from embeval.action import gripper_closed
 
 
 def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0, image_size=(48, 64),
                  cameras=("third_person", "wrist"), max_steps: int = 30):
     """Expert demonstrations as :class:`embeval.subjects.embedded.training.DemoArrays`
     (``image_size`` [H, W]; successful episodes only)."""
-    from embeval.act2answer.episode import sim_config
+    from embeval.act2answer.episode import Termination, sim_config
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import build_scene
     from embeval.provenance import derive_seed
@@ -34,6 +34,7 @@ def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, s
     from embeval.subjects.embedded.training import DemoArrays
 
     spec = spec or EpisodeSpec()
+    lift_rule = replace(spec, termination="release_after_lift")  # a demonstration always ends at the release
     h, w = image_size
     imgs: dict[str, list] = {c: [] for c in cameras}
     state, action, task_idx, ep_idx, aux, tasks = [], [], [], [], [], []
@@ -46,14 +47,13 @@ def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, s
             if task.instruction not in tasks:
                 tasks.append(task.instruction)
             geo = np.r_[spec.cube_xy, spec.cube_size / 2, task.goal, 0.0].astype(np.float32)
-            frames, z0, lifted = [], float(env.cell.object_pose("cube")[0][2]), False
-            for _ in range(max_steps):  # until the episode's own rule: the gripper opens after a lift
+            frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]))
+            for _ in range(max_steps):  # until the gripper opens after a lift (max_steps is this function's cap)
                 a = expert.act(obs)
                 frames.append(({c: resize_image(obs.images[c], image_size) for c in cameras},
                                state_vector(obs.state, ["ee_pos", "gripper"]), a.vector.copy()))
                 obs = env.step(a).observation
-                lifted = lifted or float(env.cell.object_pose("cube")[0][2]) - z0 >= spec.lift_m
-                if lifted and not gripper_closed(env.cell.gripper):
+                if rule.update(float(env.cell.object_pose("cube")[0][2]), env.cell.gripper):
                     break
             pos = env.cell.object_pose("cube")[0]
             if np.hypot(pos[0] - task.goal[0], pos[1] - task.goal[1]) > spec.eps:

@@ -38,20 +38,14 @@ class CellMirror:
     def set_robot(self, q: Sequence[float], gripper: float | None = None) -> None:
         """Joint angles (rad, UR order shoulder_pan..wrist_3) and gripper opening (0..1, None: unchanged)."""
         with self.lock:
-            c = self.cell
-            c.q = np.asarray(q, dtype=np.float64).reshape(6)
-            if gripper is not None:
-                c.gripper = float(np.clip(gripper, 0.0, 1.0))
-            c._set_robot(c.q, c.gripper)  # the workcell's own kinematic joint reset
+            self.cell.set_robot(q, gripper)
 
     def set_object(self, name: str, position: Sequence[float], quaternion: Sequence[float] = (0, 0, 0, 1)) -> bool:
         """Place object ``name`` (m, quaternion xyzw); False when the loaded scene has no such object."""
         with self.lock:
-            body = self.cell.bodies.get(name)
-            if body is None:
+            if not self.cell.has_object(name):
                 return False
-            self.cell.p.resetBasePositionAndOrientation(body.body_id, [float(v) for v in position],
-                                                        [float(v) for v in quaternion], physicsClientId=self.cell.client)
+            self.cell.set_object_pose(name, position, quaternion)
             return True
 
     def render(self, camera: str = "third_person", width: int | None = None, height: int | None = None) -> np.ndarray:

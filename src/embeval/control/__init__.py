@@ -3,7 +3,8 @@
 - :mod:`~embeval.control.watchdog`: staleness of inputs (images, instructions, commands);
 - :mod:`~embeval.control.policy_step`: one guarded policy step (watchdogs, clipping, dry run);
 - :mod:`~embeval.control.arm_step`: one guarded arm step (delta -> target, limits, protective stop);
-- :mod:`~embeval.control.episodes`: pair distorted episodes with their reference; Decision/Execution scores.
+- :mod:`~embeval.control.episodes`: pair distorted episodes with their reference; Decision/Execution scores;
+- :mod:`~embeval.control.conductor`: the conductor's episode state machine, TCP cube estimate and verdict sources.
 
 The arms they drive are :mod:`embeval.robot` backends (sim, mock, ur_rtde).
 """

@@ -102,6 +102,32 @@ class SimArmBackend:
             self.cell.safety.trip(reason)
             return self.state()
 
+    def load_scene(self, scene: SceneSpec) -> np.ndarray:
+        """Load ``scene`` into the cell (robot at the scene's home, safety cleared); the home joints (rad) become
+        :attr:`home_q` and are returned."""
+        with self.lock:
+            self.cell.load(scene)
+            self.home_q = self.cell.q.copy()
+            return self.home_q.copy()
+
+    def settle(self, seconds: float) -> None:
+        """Run ``seconds`` of physics with the arm still (objects come to rest); nothing while stopped."""
+        with self.lock:
+            if self.cell.safety.ok and seconds > 0:
+                self.cell.idle(float(seconds))
+
+    def object_pose(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(position (3,) m, quaternion xyzw (4,)) of object ``name`` in frame base; None when the scene has none."""
+        with self.lock:
+            return self.cell.object_pose(name) if self.cell.has_object(name) else None
+
+    def verdict(self, task, scene: SceneSpec) -> dict:
+        """The task's success predicate on the cell's state (:func:`embeval.sim.mirror.cell_verdict`, source sim)."""
+        from embeval.sim.mirror import cell_verdict
+
+        with self.lock:
+            return cell_verdict(self.cell, task, scene, "sim")
+
     def render(self, camera: str = "third_person", width: int | None = None, height: int | None = None) -> np.ndarray:
         """RGB uint8 image of a scene camera (``third_person`` or ``wrist``)."""
         with self.lock:

@@ -255,6 +255,24 @@ class Workcell:
         pos, orn = self.p.getBasePositionAndOrientation(b.body_id, physicsClientId=self.client)
         return np.array(pos), np.array(orn)
 
+    def has_object(self, name: str) -> bool:
+        """Whether the loaded scene has an object ``name``."""
+        return name in self.bodies
+
+    def set_object_pose(self, name: str, position: Sequence[float], quaternion: Sequence[float] = (0, 0, 0, 1)) -> None:
+        """Place object ``name``'s base (m, frame base; quaternion xyzw), at rest, without physics."""
+        b = self._body(name)
+        self.p.resetBasePositionAndOrientation(b.body_id, [float(v) for v in position], [float(v) for v in quaternion],
+                                               physicsClientId=self.client)
+
+    def set_robot(self, q: Sequence[float], gripper: float | None = None) -> None:
+        """Set the arm's joints (rad, UR order) and gripper opening (0..1, None: unchanged) kinematically, at rest
+        (no motion, no contact check: a render-only copy following another arm)."""
+        self.q = np.asarray(q, dtype=np.float64).reshape(6)
+        if gripper is not None:
+            self.gripper = float(np.clip(gripper, 0.0, 1.0))
+        self._set_robot(self.q, self.gripper)
+
     def _body(self, name: str) -> Body:
         try:
             return self.bodies[name]

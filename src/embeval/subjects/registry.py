@@ -22,7 +22,6 @@ transformers, lerobot, llama_cpp) load only when a subject that needs them is lo
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
 from dataclasses import dataclass, field
@@ -30,14 +29,15 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.registry import Registry
 from embeval.subjects.protocols import LLM, VLM, Policy
 
 KINDS = ("vlm", "policy", "llm")
 _PROTOCOLS = {"vlm": VLM, "policy": Policy, "llm": LLM}
 _SPEC_FIELDS = ("id", "kind", "adapter", "path", "url", "params", "cache", "description", "serve")
 
-#: (kind, adapter name) -> "module:attribute" (lazy) or the adapter object itself.
-_ADAPTERS: dict[tuple[str, str], Any] = {
+#: (kind, adapter name) -> "module:attribute" of the built-in adapters (imported on first use)
+_BUILTIN: dict[tuple[str, str], str] = {
     ("llm", "openai"): "embeval.subjects.adapters.openai_chat:OpenAIChatLLM",
     ("vlm", "openai"): "embeval.subjects.adapters.openai_chat:OpenAIChatVLM",
     ("llm", "scripted"): "embeval.subjects.scripted:ScriptedLLM",
@@ -53,7 +53,15 @@ _ADAPTERS: dict[tuple[str, str], Any] = {
     ("policy", "embedded"): "embeval.subjects.embedded.adapter:EmbeddedPolicy",
     ("vlm", "embedded"): "embeval.subjects.embedded.adapter:EmbeddedVLM",
 }
-_DESCRIPTIONS: dict[tuple[str, str], str] = {}
+
+#: one :class:`~embeval.registry.Registry` of adapters per kind; a package adds one through the entry-point
+#: group ``embeval.subject_adapters.<kind>`` (e.g. ``my_vla = "my_pkg.adapter:MyPolicy"`` in ``...policy``)
+ADAPTERS: dict[str, Registry] = {
+    kind: Registry(f"{kind} adapter", group=f"embeval.subject_adapters.{kind}",
+                   hint="register one with embeval.subjects.register_adapter",
+                   entries={n: t for (k, n), t in _BUILTIN.items() if k == kind})
+    for kind in KINDS
+}
 
 
 def register_adapter(name: str, kind: str | tuple[str, ...], target: Any = None, description: str = ""):
@@ -70,9 +78,7 @@ def register_adapter(name: str, kind: str | tuple[str, ...], target: Any = None,
 
     def deco(obj):
         for k in kinds:
-            _ADAPTERS[(k, name)] = obj
-            if description:
-                _DESCRIPTIONS[(k, name)] = description
+            ADAPTERS[k].register(name, obj, description=description)
         return obj
 
     if target is not None:
@@ -81,34 +87,24 @@ def register_adapter(name: str, kind: str | tuple[str, ...], target: Any = None,
 
 
 def list_adapters() -> list[tuple[str, str, str]]:
-    """``(kind, name, description)`` for every registered adapter, sorted; imports nothing heavy."""
-    rows = []
-    for (kind, name), obj in sorted(_ADAPTERS.items()):
-        desc = _DESCRIPTIONS.get((kind, name), "")
-        if not desc:
-            desc = obj if isinstance(obj, str) else f"{obj.__module__}:{getattr(obj, '__qualname__', obj)}"
-        rows.append((kind, name, desc))
-    return rows
+    """``(kind, name, description)`` for every registered adapter (entry-point plugins included), sorted;
+    imports nothing heavy."""
+    return sorted((kind, name, desc) for kind, reg in ADAPTERS.items() for name, desc in reg.describe())
 
 
 def resolve_adapter(kind: str, name: str) -> Callable[..., Any]:
     """The adapter object for ``(kind, name)``; imports it if registered lazily."""
-    try:
-        obj = _ADAPTERS[(kind, name)]
-    except KeyError:
-        same_kind = sorted(n for k, n in _ADAPTERS if k == kind)
-        other = sorted(k for k, n in _ADAPTERS if n == name)
+    reg = ADAPTERS.get(kind)
+    if reg is None or name not in reg:
+        same_kind = sorted(reg.names()) if reg is not None else []
+        other = sorted(k for k, r in ADAPTERS.items() if name in r)
         hint = f" (adapter {name!r} exists for kind {', '.join(other)})" if other else ""
         raise ConfigError(
             f"field 'adapter': unknown adapter {name!r} for kind {kind!r}{hint}; "
             f"choose from {', '.join(same_kind) or '(none)'} or register one with "
             "embeval.subjects.register_adapter"
-        ) from None
-    if isinstance(obj, str):
-        module, _, attr = obj.partition(":")
-        obj = getattr(importlib.import_module(module), attr)
-        _ADAPTERS[(kind, name)] = obj
-    return obj
+        )
+    return reg.get(name, "field 'adapter'")
 
 
 @dataclass

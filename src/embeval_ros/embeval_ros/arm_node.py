@@ -35,6 +35,7 @@ from std_msgs.msg import Float64, String, UInt8
 from std_srvs.srv import Trigger
 
 from embeval.errors import ConfigError
+from embeval.registry import Registry
 from embeval.robot.safety import SafetyLimits
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
@@ -49,23 +50,21 @@ from embeval_ros.conversions import (
 from embeval_ros.diagnostics import diag
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
-#: backend name -> "module:factory" taking (limits=..., **backend kwargs)
-BACKENDS = {
+#: backend name -> "module:factory" taking (limits=..., **backend kwargs); a package adds one through the
+#: entry-point group ``embeval.arm_backends``
+BACKENDS: Registry = Registry("arm backend", group="embeval.arm_backends", entries={
     "mock": "embeval.robot.mock_backend:MockArm",
     "ur_rtde": "embeval.robot.ur_rtde_backend:URRtdeArm",
     "sim": "embeval.robot.sim_backend:SimArmBackend",
-}
+})
 
 
 def make_backend(name: str, limits, **kw):
-    import importlib
-
     if name not in BACKENDS:
-        raise ConfigError(f"unknown arm backend {name!r}; choose from {', '.join(BACKENDS)}")
-    module, attr = BACKENDS[name].split(":")
+        raise BACKENDS.unknown(name, "backend")
     try:
-        factory = getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
+        factory = BACKENDS.get(name)
+    except (ConfigError, AttributeError) as exc:
         raise ConfigError(f"arm backend {name!r} is not available here ({exc}); use backend:=mock") from None
     return factory(limits=limits, **kw)
 
@@ -177,9 +176,15 @@ class ArmNode(EmbevalNode):
         self._publish_state()
         return response
 
-    def _cell(self):
-        """The simulated workcell behind the backend, or None (mock, ur_rtde)."""
-        return getattr(self.backend, "cell", None) if getattr(self.backend, "name", "") == "sim" else None
+    def _sim(self):
+        """The simulated backend (:class:`~embeval.robot.sim_backend.SimArmBackend`), or None (mock, ur_rtde)."""
+        return self.backend if getattr(self.backend, "name", "") == "sim" else None
+
+    def _load_scene(self, sim, scene) -> None:
+        """Load a scene into the sim backend; its home becomes the reset target unless home_joints is set."""
+        home = sim.load_scene(scene)  # robot at the scene's home, safety cleared
+        if len(list(self.get_parameter("home_joints").value)) != 6:
+            self.home_q = home
 
     def _on_event(self, msg: String) -> None:
         """Load an Act2Answer or Execution episode's scene into the simulated cell (serialised with the commands)."""
@@ -192,17 +197,13 @@ class ArmNode(EmbevalNode):
         if a2a is None:
             return
         self.settle_s = float((a2a.get("spec") or {}).get("settle_s", self.settle_s))
-        cell = self._cell()
-        if cell is None:
+        sim = self._sim()
+        if sim is None:
             self.get_logger().info(f"episode {a2a.get('item')} {a2a.get('layout')}: set up the real cell as in {a2a['scene']}")
             return
         from embeval.sim.scene import SceneSpec
 
-        with self.backend.lock:
-            cell.load(SceneSpec.from_yaml(a2a["scene"]))  # robot at the scene's home, safety cleared
-            self.backend.home_q = cell.q.copy()
-        if len(list(self.get_parameter("home_joints").value)) != 6:
-            self.home_q = self.backend.home_q
+        self._load_scene(sim, SceneSpec.from_yaml(a2a["scene"]))
         self.scene = str(a2a["scene"])
         self.scene_pub.publish(String(data=self.scene))
         self._publish_state()
@@ -218,13 +219,9 @@ class ArmNode(EmbevalNode):
         self._end_execution()
         scene, self.task = SceneSpec.from_dict(ex["scene"]), TaskSpec.from_dict(ex["task"])
         self.settle_s = float(ex.get("settle_s", 0.3))
-        cell = self._cell()
-        if cell is not None:
-            with self.backend.lock:
-                cell.load(scene)
-                self.backend.home_q = cell.q.copy()
-            if len(list(self.get_parameter("home_joints").value)) != 6:
-                self.home_q = self.backend.home_q
+        sim = self._sim()
+        if sim is not None:
+            self._load_scene(sim, scene)
         elif self.judge == "mirror":
             from embeval.sim.mirror import MirrorCell
 
@@ -248,35 +245,26 @@ class ArmNode(EmbevalNode):
 
     def _verdict(self) -> dict:
         """The Execution episode's success from state (after the settle): sim cell or mirror, else unknown."""
-        from embeval.sim.mirror import cell_verdict
-
         if self.task is None:
             return {"success": None, "success_source": "none", "detail": "no Execution task"}
-        cell = self._cell()
-        if cell is not None and self.judge == "sim":
-            with self.backend.lock:
-                return cell_verdict(cell, self.task, self.task_scene, "sim")
+        sim = self._sim()
+        if sim is not None and self.judge == "sim":
+            return sim.verdict(self.task, self.task_scene)
         if self.mirror is not None:
             return self.mirror.verdict(self.task)
         return {"success": None, "success_source": "none", "detail": f"backend {getattr(self.backend, 'name', '?')} cannot "
                 "judge success from state (success_from_state none): a sensing node or the operator must"}
 
     def _cube_position(self):
-        cell = self._cell()
-        if cell is None or "cube" not in getattr(cell, "bodies", {}):
-            return None
-        with self.backend.lock:
-            pos, orn = cell.object_pose("cube")
-        return pos, orn
+        sim = self._sim()
+        return None if sim is None else sim.object_pose("cube")
 
     def _on_settle(self, request, response):
         import json
 
-        cell = self._cell()
-        if cell is not None:
-            with self.backend.lock:
-                if cell.safety.ok and self.settle_s > 0:
-                    cell.idle(self.settle_s)
+        sim = self._sim()
+        if sim is not None:
+            sim.settle(self.settle_s)
         if self.mirror is not None:
             self.mirror.settle(self.settle_s)
         cube = self._cube_position()

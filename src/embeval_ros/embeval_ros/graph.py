@@ -7,7 +7,6 @@ The parameter file is a standard ROS 2 parameter YAML (``node_name: {ros__parame
 """
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -15,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.registry import Registry
 
-#: ROS node name -> "module:class"; also the executables' names without the embeval_ prefix
-NODE_CLASSES: dict[str, str] = {
+#: ROS node name -> "module:class"; also the executables' names without the embeval_ prefix (a package adds a
+#: node to ``embeval graph`` through the entry-point group ``embeval.graph_nodes``; it starts after these)
+NODE_CLASSES: Registry = Registry("node", group="embeval.graph_nodes", entries={
     "embeval_camera": "embeval_ros.camera_node:CameraNode",
     "embeval_distortion": "embeval_ros.distortion_node:DistortionNode",
     "embeval_policy": "embeval_ros.policy_node:PolicyNode",
@@ -25,7 +26,7 @@ NODE_CLASSES: dict[str, str] = {
     "embeval_scorer": "embeval_ros.scorer_node:ScorerNode",
     "embeval_recorder": "embeval_ros.recorder_node:RecorderNode",
     "embeval_conductor": "embeval_ros.conductor_node:ConductorNode",
-}
+})
 ORDER = list(NODE_CLASSES)
 
 
@@ -103,8 +104,7 @@ def load_params(path: str | Path | dict, common_out: dict[str, Any] | None = Non
 
 
 def node_class(name: str):
-    module, cls = NODE_CLASSES[name].split(":")
-    return getattr(importlib.import_module(module), cls)
+    return NODE_CLASSES.get(name)
 
 
 def _overrides(params: dict[str, Any]) -> list:

@@ -34,10 +34,10 @@ def load_policy(subject: str, params_json: str = ""):
     """``subject``: a subject YAML path, an adapter name of kind policy (e.g. ``image_stats``, ``embedded``),
     or ``module:attribute`` of a policy class/factory (e.g. ``embeval.act2answer.reference_policies:ScriptedPlacer``),
     called with the ``params_json`` keyword arguments."""
-    import importlib
     from pathlib import Path
 
     from embeval.errors import ConfigError
+    from embeval.registry import load_target
     from embeval.subjects.protocols import Policy
     from embeval.subjects.registry import load_subject
 
@@ -45,7 +45,7 @@ def load_policy(subject: str, params_json: str = ""):
     module, colon, attr = subject.partition(":")
     if colon and not Path(subject).exists():
         try:
-            factory = getattr(importlib.import_module(module), attr)
+            factory = load_target(subject)
         except (ImportError, AttributeError) as exc:
             raise ConfigError(f"subject {subject!r}: cannot import {attr!r} from {module!r} ({exc})") from None
         policy = factory(**params)
