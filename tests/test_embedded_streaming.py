@@ -71,3 +71,16 @@ def test_missing_camera_named(demos):
 
     with pytest.raises(InvalidInputError, match="no camera 'top'.*third_person"):
         demo_arrays(demos, [48, 64], ("top",))
+
+
+def test_writer_image_stats_equal_the_all_at_once_formula():
+    """The LeRobot writer's image statistics, computed one episode at a time, equal (bit for bit) the
+    previous formula over all frames concatenated in float64."""
+    from embeval.datasets.lerobot_format import _image_stats, _stats
+
+    rng = np.random.default_rng(1)
+    for k in range(4):
+        eps = [rng.integers(0, 256, (int(rng.integers(1, 30)), 24, 32, 3), dtype=np.uint8) for _ in range(int(rng.integers(1, 12)))]
+        if k == 3:
+            eps = [np.full((3, 4, 5, 3), 9, np.uint8), np.zeros((2, 4, 5, 3), np.uint8)]
+        assert _image_stats(eps) == _stats(np.concatenate(eps), True)
