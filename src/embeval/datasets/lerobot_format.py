@@ -264,11 +264,14 @@ def read_lerobot(root: str | Path, images: Iterable[str] | None = None,
 
 def _stream_images(data_files, key: str, n: int, transform, batch_rows: int, shape: tuple) -> np.ndarray:
     """(n, ...) uint8: image column ``key`` decoded ``batch_rows`` rows at a time into one preallocated array."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     out, i = None, 0
     for path in data_files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=max(1, int(batch_rows)), columns=[key]):
+        # buffered page-by-page reads: only the pages of the current batch are held, not the whole column
+        pf = pq.ParquetFile(path, buffer_size=1 << 20, pre_buffer=False)
+        for batch in pf.iter_batches(batch_size=max(1, int(batch_rows)), columns=[key]):
             for blob in batch.column(0).field("bytes").to_pylist():
                 im = _unpng(blob)
                 if transform is not None:
@@ -277,6 +280,7 @@ def _stream_images(data_files, key: str, n: int, transform, batch_rows: int, sha
                     out = np.empty((n,) + im.shape, im.dtype)
                 out[i] = im
                 i += 1
+    pa.default_memory_pool().release_unused()  # hand the encoded column's buffers back to the OS
     if out is None:  # no rows
         return np.zeros((0,) + shape, np.uint8)
     if i != n:
