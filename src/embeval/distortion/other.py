@@ -26,7 +26,11 @@ def contrast_change(img, factor, rng):
     s = cv2.sumElems(img)
     r = 1.0 / (img.shape[0] * img.shape[1])
     m = ((s[0] * r + s[1] * r) + s[2] * r) / 3
-    return apply_lut(img, np.clip(m + factor * (_LEVELS - m) + 0.5, 0, 255).astype(np.uint8))
+    t = _LEVELS - m  # np.clip(m + factor * (levels - m) + 0.5, 0, 255), the same operations in place
+    t *= factor
+    t += m
+    t += 0.5
+    return apply_lut(img, np.clip(t, 0, 255, out=t).astype(np.uint8))
 
 
 _LEVELS = np.arange(256)
