@@ -29,8 +29,10 @@ from embeval.action import check_image
 FEATURE_SETS = ("nss", "colour", "stats", "signal")
 
 
-def nss_features(images: Sequence[np.ndarray], batch_size: int = 64) -> np.ndarray:
-    """(N, 36) BRISQUE NSS features (2 scales x 18) of RGB uint8 images."""
+def nss_features(images: Sequence[np.ndarray], batch_size: int = 16) -> np.ndarray:
+    """(N, 36) BRISQUE NSS features (2 scales x 18) of RGB uint8 images, ``batch_size`` equal-size images per
+    torch call (16: 1.2 ms per 128x96 image on one thread, against 2.1 ms one at a time and with 64;
+    the values do not depend on it, bit for bit)."""
     import torch
 
     images = [check_image(im, f"images[{i}]") for i, im in enumerate(images)]
