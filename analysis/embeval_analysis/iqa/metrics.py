@@ -34,11 +34,10 @@ NEEDS_FILES = {"niqe": "niqe_modelparameters.mat", "brisque": "brisque_svm_weigh
                "dists": "vgg16 + DISTS weights", "cnniqa (pretrained)": "CNNIQA_koniq10k-e6f14c91.pth"}
 FR_FEATURES = ("psnr", "ssim", "gmsd")  # cheap ones: NLPD costs ~1 s per image on the CPU
 #: images per pyiqa call where the default (``batch_size``, 32) is not the fastest (one thread, CPU time,
-#: `python -m bench iqa`): SSIM is faster one image at a time (4-15 ms per 128x96 image vs 25 ms
-#: batched), PSNR and GMSD in batches of 8 (PSNR 0.12-0.18 ms vs 0.24-0.4 ms with 32; GMSD 0.53-0.8 vs
-#: 0.47-0.82 ms, within the noise); PIQE gains from batches of 32. Values agree for every batch size
-#: (PSNR, SSIM, PIQE bit for bit, GMSD to 2e-8).
-BATCH_SIZE = {"ssim": 1, "psnr": 8, "gmsd": 8}
+#: `python -m bench iqa`): SSIM is faster one image at a time (2-15 ms per 128x96 image vs 23-26 ms
+#: batched), PSNR in batches of 8 (0.08-0.18 ms vs 0.1-0.4 ms with 32). GMSD (8 and 32 within the
+#: timing noise) and PIQE keep 32. Values do not depend on the batch size (PSNR, SSIM bit for bit).
+BATCH_SIZE = {"ssim": 1, "psnr": 8}
 
 
 @contextmanager
