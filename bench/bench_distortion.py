@@ -24,9 +24,10 @@ FLOORS: dict[str, str] = {
     "white_noise": "floor: numpy's seeded float32 Gaussian draw (~8 ms/frame, kept for same-seed noise); albumentations draws with cv2.randn",
     "multiplicative_noise": "floor: numpy's seeded float32 Gaussian draw; albumentations draws uniform noise",
     "jpeg2000": "floor: OpenJPEG encode + decode on one core; no faster byte-exact path found",
-    "contrast_change": "ours needs the image mean (contrast about the mean grey); albumentations scales about 0",
+    "gaussian_blur": "ours is cv2.GaussianBlur's bit-exact fixed-point path; albumentations runs a float cv2.sepFilter2D (other rounding)",
     "motion_blur": "cv2.filter2D cost is per non-zero tap; our anti-aliased line has more taps than albumentations' 1-px line",
-    "jpeg": "cv2.imencode/imdecode gives byte-identical JPEGs but was not cheaper in CPU time here; Pillow kept",
+    "jpeg": "same libjpeg-turbo calls (ours byte-identical to Pillow); ours converts RGB -> BGR first, albumentations encodes RGB as if BGR",
+    "color_shift": "different op (edge-weighted green shift vs radial distortion)",
 }
 
 

@@ -72,3 +72,19 @@ def test_colour_table_path_is_exact(monkeypatch):
         assert len(_util._TABLES) == _util.COLOR_TABLES_KEPT  # the oldest table was dropped
     finally:
         _util.clear_color_tables()
+
+
+def test_jpeg_bytes_equal_pillow():
+    """The JPEG type encodes through OpenCV; the files are byte-identical to Pillow's at every quality."""
+    import io
+
+    import cv2
+    from PIL import Image
+
+    for img in (IMAGES["photo"], IMAGES["noise"], photo("coffee", (33, 17))):
+        for q in (1, 3, 6, 10, 20, 40, 75, 95):
+            buf = io.BytesIO()
+            Image.fromarray(img).save(buf, format="JPEG", quality=q, subsampling=2)
+            ok, enc = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR),
+                                   [cv2.IMWRITE_JPEG_QUALITY, q, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420])
+            assert ok and enc.tobytes() == buf.getvalue(), q

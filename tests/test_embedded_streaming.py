@@ -71,3 +71,33 @@ def test_missing_camera_named(demos):
 
     with pytest.raises(InvalidInputError, match="no camera 'top'.*third_person"):
         demo_arrays(demos, [48, 64], ("top",))
+
+
+def test_writer_image_stats_equal_the_all_at_once_formula():
+    """The LeRobot writer's image statistics, computed one episode at a time, equal (bit for bit) the
+    previous formula over all frames concatenated in float64."""
+    from embeval.datasets.lerobot_format import _image_stats, _stats
+
+    rng = np.random.default_rng(1)
+    for k in range(4):
+        eps = [rng.integers(0, 256, (int(rng.integers(1, 30)), 24, 32, 3), dtype=np.uint8) for _ in range(int(rng.integers(1, 12)))]
+        if k == 3:
+            eps = [np.full((3, 4, 5, 3), 9, np.uint8), np.zeros((2, 4, 5, 3), np.uint8)]
+        assert _image_stats(eps) == _stats(np.concatenate(eps), True)
+
+
+def test_training_on_shared_channels_last_frames_gives_identical_weights(demos, monkeypatch):
+    """train_vla gathers each batch from the (N, H, W, 3) frames and makes it channels-first, instead of
+    holding a channels-first copy of all frames (the previous way, restored here): same weights."""
+    import torch
+
+    from embeval.subjects.embedded import training
+
+    data = demo_arrays(demos, [48, 64], ("third_person", "wrist"))
+    vcfg = dict(cameras=["third_person", "wrist"], image_size=[48, 64], vision=VisionConfig(width=8), backbone_dims=[64], expert_dims=[64])
+    cfg = TrainConfig(steps=4, batch_size=8, log_every=2)
+    new = train_vla(data, VLAConfig(**vcfg), cfg, seed=4)[0].net.state_dict()
+    monkeypatch.setattr(training, "frames_source", lambda a: torch.from_numpy(a).permute(0, 3, 1, 2).contiguous())
+    monkeypatch.setattr(training, "frames_batch", lambda v, ii: v[ii])
+    old = train_vla(data, VLAConfig(**vcfg), cfg, seed=4)[0].net.state_dict()
+    assert all(torch.equal(new[k], old[k]) for k in new)

@@ -102,3 +102,21 @@ def test_gate_predictions_within_1e6_of_previous(frames, monkeypatch):
     old = svr.predict(big)
     assert np.abs(new - old).max() <= 1e-6
     assert np.ptp(old) > 0.01  # the frames do get different scores
+
+
+def test_zero_shot_scores_per_image_and_batched_paths_agree():
+    """SSIM runs one image per call (faster in pyiqa), the others in batches: both give pyiqa's own
+    per-image values."""
+    import pyiqa
+    from embeval_analysis.iqa.metrics import BATCH_SIZE, _tensor, zero_shot_scores
+
+    assert BATCH_SIZE["ssim"] == 1
+    refs = [synthetic_tabletop(64, 48, seed=i) for i in range(6)]
+    dist = [distort(r, "jpeg", 1 + i % 5, seed=i) for i, r in enumerate(refs)]
+    vals, missing, _ = zero_shot_scores(dist, refs, ["ssim", "gmsd"])
+    assert not missing
+    with torch.no_grad():
+        for name in ("ssim", "gmsd"):
+            m = pyiqa.create_metric(name, device="cpu", as_loss=False)
+            one = np.array([float(m(_tensor(d), _tensor(r))) for d, r in zip(dist, refs)])
+            assert np.abs(vals[name] - one).max() <= 1e-6 and np.ptp(one) > 0

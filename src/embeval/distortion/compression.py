@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 
+import cv2
 import numpy as np
 from PIL import Image
 
@@ -20,8 +21,20 @@ def _roundtrip(img: np.ndarray, **save) -> np.ndarray:
 @register("jpeg", "compression", (40, 20, 10, 6, 3), param="JPEG quality (Pillow/libjpeg scale 1..95)",
           description="JPEG compression (4:2:0 chroma subsampling)")
 def jpeg(img, quality, rng):
-    """Encode and decode with libjpeg (via Pillow) at ``quality``, 4:2:0 subsampling."""
-    return _roundtrip(img, format="JPEG", quality=int(quality), subsampling=2)
+    """Encode and decode with libjpeg at ``quality`` (libjpeg's scale, as Pillow's), 4:2:0 subsampling,
+    baseline, no optimised Huffman tables. Runs through OpenCV's libjpeg-turbo, which writes the same
+    bytes as Pillow's ``save(format="JPEG", quality=q, subsampling=2)`` (tests compare) in about half
+    the time."""
+    params = [cv2.IMWRITE_JPEG_QUALITY, int(quality), cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
+    ok, enc = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), params)
+    if not ok:  # pragma: no cover - OpenCV without a JPEG codec: Pillow gives the same bytes
+        return _roundtrip(img, format="JPEG", quality=int(quality), subsampling=2)
+    if _IMREAD_RGB is not None:
+        return cv2.imdecode(enc, _IMREAD_RGB)
+    return cv2.cvtColor(cv2.imdecode(enc, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)  # pragma: no cover - OpenCV < 4.10
+
+
+_IMREAD_RGB = getattr(cv2, "IMREAD_COLOR_RGB", None)
 
 
 @register("jpeg2000", "compression", (24, 48, 96, 160, 280), param="compression ratio (uncompressed : compressed)",

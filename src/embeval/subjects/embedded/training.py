@@ -88,6 +88,20 @@ def random_shift(x, pad: int, rng: np.random.Generator):
     return torch.stack([xp[i, :, oy[i]:oy[i] + h, ox[i]:ox[i] + w] for i in range(b)])
 
 
+def frames_source(images: np.ndarray):
+    """The training frames as torch sees them: the (N, H, W, 3) uint8 array itself, shared, not copied
+    (a channels-first copy of all frames doubled the training set's memory)."""
+    import torch
+
+    return torch.from_numpy(images)
+
+
+def frames_batch(frames, idx):
+    """Frames ``idx`` of :func:`frames_source` as a contiguous (B, 3, H, W) uint8 batch: the same tensor,
+    values and layout, as indexing a channels-first copy of all frames."""
+    return frames[idx].permute(0, 3, 1, 2).contiguous()
+
+
 def action_stats(action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and std (floored at 1e-3) of the continuous regression targets (columns of ``action``)."""
     a = np.asarray(action, dtype=np.float64)
@@ -204,7 +218,7 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
     grip = torch.from_numpy(grip_np)
     switch = (grip_np < GRIPPER_CLOSED_BELOW) != (np.asarray(data.state)[:, -1] < GRIPPER_CLOSED_BELOW)
     grip_w = torch.from_numpy(np.where(switch, train_cfg.gripper_switch_weight, 1.0).astype(np.float32))
-    images = {c: torch.from_numpy(data.images[c]).permute(0, 3, 1, 2).contiguous() for c in vla_cfg.cameras}
+    images = {c: frames_source(data.images[c]) for c in vla_cfg.cameras}
     state = torch.from_numpy(np.asarray(data.state, dtype=np.float32))
     task = torch.from_numpy(np.asarray(data.task_index, dtype=np.int64))
     vla_cfg.state_dim = state.shape[1]
@@ -221,7 +235,7 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
 
     def step_fn(idx):
         ii = torch.from_numpy(idx)
-        imgs = {c: random_shift(v[ii].float().div_(255.0), train_cfg.shift_pixels, rng) for c, v in images.items()}
+        imgs = {c: random_shift(frames_batch(v, ii).float().div_(255.0), train_cfg.shift_pixels, rng) for c, v in images.items()}
         out, aux = net(imgs, temb[task[ii]], state[ii], with_aux=True)
         loss = F.mse_loss(out[:, :n_reg], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(out[:, -1], grip[ii], weight=grip_w[ii])
         if aux_t is not None:
