@@ -22,6 +22,8 @@ LOWER = ("kinematics", "scoring", "distortion", "camera", "robot", "sim", "actio
 HIGHER = ("subjects", "runs", "act2answer", "serving")
 #: top layers (entry points) exempt from the rules: they may import anything
 TOP = ("embeval.demo", "embeval.cli")
+#: transitional aliases left at an old path for callers outside the core, exempt until removed
+ALIASES = ("embeval.robot.sim_backend",)
 
 
 def module_name(pkg: str, path: Path) -> str:
@@ -82,7 +84,7 @@ def layer(pkg: str) -> str | None:
 
 
 def exempt(mod: str) -> bool:
-    return any(mod == t or mod.startswith(t + ".") for t in TOP)
+    return mod in ALIASES or any(mod == t or mod.startswith(t + ".") for t in TOP)
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
