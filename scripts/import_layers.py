@@ -1,7 +1,7 @@
 """Package-level import graph of ``src/embeval`` and ``analysis/embeval_analysis``, read from the AST.
 
 Every ``import`` / ``from ... import`` counts, including those inside functions (a lazy import is still a
-dependency). A module's package is its first two dotted parts (``embeval.sim.tasks`` -> ``embeval.sim``;
+dependency), except those under ``if TYPE_CHECKING:`` (annotations only, never run). A module's package is its first two dotted parts (``embeval.sim.tasks`` -> ``embeval.sim``;
 a top-level module such as ``embeval.action`` is its own package). Prints package cycles, module cycles
 and imports that run from a lower layer up into a higher one; exits 1 when any are found.
 
@@ -42,12 +42,30 @@ def modules() -> dict[str, Path]:
     return out
 
 
+def _type_checking(node: ast.AST) -> bool:
+    t = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING"
+                                         or isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _walk(node: ast.AST):
+    """``ast.walk`` without the bodies of ``if TYPE_CHECKING:`` blocks (their ``else`` still counts)."""
+    todo = [node]
+    while todo:
+        n = todo.pop()
+        yield n
+        if _type_checking(n):
+            todo.extend(n.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(n))
+
+
 def imports(name: str, path: Path, known: set[str]) -> set[str]:
     """Modules of ``known`` that module ``name`` imports (anywhere in its body)."""
     tree = ast.parse(path.read_text(), str(path))
     is_pkg = path.name == "__init__.py"
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -36,7 +36,7 @@ from scipy.spatial.transform import Rotation
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
 from embeval.sim.env import StepResult, as_action
-from embeval.sim.maniskill.runtime import VulkanUnavailableError, diagnose, import_sapien, uses_software_vulkan
+from embeval.sim.maniskill.runtime import VulkanUnavailableError, _np, diagnose, import_sapien, uses_software_vulkan
 
 #: the tasks whose scripted expert, Decision and Execution scoring are covered (docs/sim.md)
 TASKS = ("PickCube-v1", "PushCube-v1", "StackCube-v1", "PullCube-v1", "PlaceSphere-v1", "PegInsertionSide-v1")
@@ -116,14 +116,6 @@ def missing_assets(env_id: str, robot: str | None = None) -> list[str]:
         p = Path(src.output_dir) / src.target_path if src is not None else None
         return p is not None and p.exists() and (p.is_file() or any(p.iterdir()))
     return [s for s in need if not present(s)]
-
-
-def _np(x) -> np.ndarray:
-    """A ManiSkill batched tensor (num_envs = 1) -> numpy without the batch axis."""
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    x = np.asarray(x)
-    return x[0] if x.ndim >= 1 and x.shape[0] == 1 else x
 
 
 def pose_to_matrix(raw_pose: Sequence[float]) -> np.ndarray:
