@@ -86,6 +86,19 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
+def named_modules(path: Path, known: set[str]) -> set[str]:
+    """Modules of ``known`` named by a ``"module:attr"`` or dotted string constant (registry entries import them)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("embeval"):
+            t = node.value.partition(":")[0].strip()
+            while t and t not in known:
+                t = t.rpartition(".")[0]
+            if t:
+                found.add(t)
+    return found
+
+
 def package(mod: str) -> str:
     return ".".join(mod.split(".")[:2])
 
@@ -159,11 +172,14 @@ def analyse() -> dict[str, list]:
                 edges[pm, pd].append(f"{m} -> {d}")
             if layer(pm) == "lower" and layer(pd) == "higher":
                 upward.append(f"{m} -> {d}")
+        for d in named_modules(mods[m], known):
+            if layer(package(m)) == "lower" and layer(package(d)) == "higher":
+                upward.append(f"{m} -> {d} (by name)")
     pkg_cycles = []
     for comp in cycles(pkg_graph):
         via = [e for a in comp for b in comp if (a, b) in edges for e in edges[a, b]]
         pkg_cycles.append((comp, via))
-    mod_graph_nodes = {m: {d for d in deps if d != m and not mods[d].name == "__init__.py"} for m, deps in mod_graph.items()}
+    mod_graph_nodes = {m: {d for d in deps if d != m and mods[d].name != "__init__.py"} for m, deps in mod_graph.items()}
     mod_cycles = cycles(mod_graph_nodes)
     return {"package_cycles": pkg_cycles, "module_cycles": mod_cycles, "upward": sorted(upward)}
 
