@@ -1,6 +1,6 @@
 """The arm backend protocol shared by the simulated workcell, the mock arm and the real UR5 (ur_rtde).
 
-Conventions (DESIGN section 4):
+Conventions (docs/kinematics.md, Frames and conventions):
 
 - every pose is in the UR controller frame ``base`` (what ur_rtde reports), metres and radians;
 - a TCP pose is ``[x, y, z, rx, ry, rz]`` with ``(rx, ry, rz)`` a rotation vector (axis * angle),
