@@ -14,7 +14,7 @@ median over splits with the 2.5/97.5 percentiles over splits as interval, broken
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -416,7 +416,3 @@ def save_gate(res: BenchResult, out: str | Path, rate: float = 0.2, target: str 
     (p / "gate.json").write_text(json.dumps({"threshold": float(np.quantile(res.split0["pred"][(metric, target)], rate)),
                                              "rate": rate, "target": target, "metric": metric}, indent=1))
     return p
-
-
-def config_dict(cfg: BenchConfig) -> dict[str, Any]:
-    return asdict(cfg)
