@@ -47,7 +47,7 @@ def _maniskill_steps_per_s(n: int, render: bool, w: int = 128, h: int = 128) -> 
 
 
 def run(quick: bool = False) -> list[dict]:
-    from embeval.sim.maniskill.expert import expert_success
+    from embeval.sim.bench_util import maniskill_expert_success as expert_success
 
     rows: list[dict] = []
     base = _pybullet_actions_per_s(2 if quick else 10, render=False)

@@ -16,7 +16,7 @@ from embeval.action import gripper_closed
 from embeval.control import ArmCommander
 from embeval.robot.mock_backend import MockArm
 from embeval.robot.safety import SafetyLimits
-from embeval.robot.sim_backend import SimArmBackend
+from embeval.sim.arm_backend import SimArmBackend
 from embeval.sim import SimEnv
 
 SEED = 3

@@ -10,7 +10,7 @@ import pytest
 from embeval.control import ArmCommander
 from embeval.robot.mock_backend import MockArm
 from embeval.robot.safety import SafetyLimits
-from embeval.robot.sim_backend import SimArmBackend
+from embeval.sim.arm_backend import SimArmBackend
 
 
 @pytest.fixture

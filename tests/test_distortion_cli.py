@@ -102,7 +102,7 @@ def test_frame_distorter_seeds_per_frame():
 
 def test_demo_stage_quick(tmp_path, capsys):
     from embeval.demo import DemoContext
-    from embeval.distortion.demo import run
+    from embeval.demo.distortion import run
 
     ctx = DemoContext(out_dir=tmp_path, seed=0, quick=True)
     run(ctx)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     from embeval.act2answer.items import BinaryItem
-    from embeval.sim.maniskill.act2answer import make_env
+    from embeval.act2answer.maniskill import make_env
 
     d = tmp_path_factory.mktemp("cards")
     left = np.zeros((64, 64, 3), np.uint8)
@@ -51,7 +51,7 @@ def test_card_texture_orientation(setup):
 @pytest.mark.parametrize("layout,side", [("original", "left"), ("swapped", "right")])
 def test_placer_answers_in_both_layouts(setup, layout, side):
     from embeval.act2answer.scene import EpisodeSpec
-    from embeval.sim.maniskill.act2answer import CardExpert, run_episode
+    from embeval.act2answer.maniskill import CardExpert, run_episode
 
     env, item = setup
     r = run_episode(env, CardExpert(env), item, layout, EpisodeSpec(max_steps=45), seed=0)

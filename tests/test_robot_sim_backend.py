@@ -8,7 +8,7 @@ import pytest
 
 from embeval.control import ArmCommander
 from embeval.errors import SafetyError
-from embeval.robot.sim_backend import SimArmBackend
+from embeval.sim.arm_backend import SimArmBackend
 from embeval.sim import SimEnv
 
 #: after the expert's pick: hold and move with closed (0, 0.1, 0.3) and half-open (0.49) commands,

@@ -120,7 +120,7 @@ def test_camera_in_another_process_mirrors_the_arms_cell(tmp_path, scenes):
     import numpy as np
     from embeval_ros.graph import Graph
 
-    from embeval.robot.sim_backend import SimArmBackend
+    from embeval.sim.arm_backend import SimArmBackend
 
     items, scenes_dir = scenes
     params = _params(tmp_path, scenes_dir, side="right")

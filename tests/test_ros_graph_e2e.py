@@ -73,7 +73,7 @@ def test_sim_graph_end_to_end_bag(tmp_path, no_dds_leak):
         recorder = g.nodes["embeval_recorder"]
         arm = g.nodes["embeval_arm"]
         from embeval.robot.base import ArmBackend
-        from embeval.robot.sim_backend import SimArmBackend
+        from embeval.sim.arm_backend import SimArmBackend
 
         assert isinstance(arm.backend, SimArmBackend) and isinstance(arm.backend, ArmBackend)
         records = list(g.nodes["embeval_scorer"].book.records)

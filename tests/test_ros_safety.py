@@ -283,7 +283,7 @@ def _backend(kind: str, monkeypatch):
     if kind == "mock":
         return MockArm(), None
     if kind == "sim":
-        from embeval.robot.sim_backend import SimArmBackend
+        from embeval.sim.arm_backend import SimArmBackend
 
         return SimArmBackend(), None
     from embeval.robot import ur_rtde_backend as ur
@@ -352,7 +352,7 @@ def test_commander_uses_the_backend_latch_and_survives_a_failing_stop():
 def test_arm_node_backend_registry():
     pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed: run scripts/install.sh")
     from embeval.errors import ConfigError
-    from embeval.robot.sim_backend import SimArmBackend
+    from embeval.sim.arm_backend import SimArmBackend
     from embeval_ros.arm_node import make_backend
 
     limits = SafetyLimits(max_tcp_speed=0.07)

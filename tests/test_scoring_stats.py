@@ -110,3 +110,31 @@ def test_jnd_thirds_and_ties():
     assert sorted(np.concatenate(list(split.values())).tolist()) == list(range(9))
     with pytest.raises(InvalidInputError):
         jnd_groups([1.0, np.nan])
+
+
+def test_one_correlation_helper_and_its_constant_input_rule():
+    """corr agrees with scipy on ordinary input; a constant vector gives `constant` (0.0 by default, NaN on request)
+    in every place that correlates: correlations(), the bootstrap statistics, the IQA benchmark and A2Eval fidelity."""
+    from embeval.errors import ConfigError
+    from embeval.scoring.stats import STATISTICS, corr
+    from embeval_analysis.a2eval.fidelity import _corrs
+    from embeval_analysis.iqa.bench import _corr
+
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=30), rng.normal(size=30)
+    y[:5] = y[5]  # ties
+    assert corr(x, y) == pytest.approx(stats.spearmanr(x, y).statistic, abs=1e-12)
+    assert corr(x, y, "kendall") == pytest.approx(stats.kendalltau(x, y, variant="b").statistic, abs=1e-12)
+    assert corr(x, y, "pearson") == pytest.approx(stats.pearsonr(x, y).statistic, abs=1e-12)
+    flat = np.full(30, 0.7)
+    for m in ("spearman", "kendall", "pearson"):
+        assert corr(flat, y, m) == 0.0 and corr(x, flat, m) == 0.0
+        assert np.isnan(corr(flat, y, m, constant=float("nan")))
+    c = correlations(flat, y)
+    assert (c.srcc, c.krcc, c.plcc) == (0.0, 0.0, 0.0)
+    assert all(f(flat, y) == 0.0 for f in STATISTICS.values())
+    assert _corr(flat, y, True) == {"srcc": 0.0, "krcc": 0.0, "plcc": 0.0, "plcc_4pl": 0.0}
+    assert all(np.isnan(v) for v in _corrs(flat, y))  # the fidelity bootstrap drops undefined resamples
+    assert _corrs(x, y) == (corr(x, y), corr(x, y, "kendall"), corr(x, y, "pearson"))
+    with pytest.raises(ConfigError, match="unknown correlation method"):
+        corr(x, y, "cosine")

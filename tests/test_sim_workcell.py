@@ -181,7 +181,7 @@ def test_pinhole_projection_and_card_texture_orientation():
 
 
 def test_sim_backend_is_an_arm_backend():
-    from embeval.robot.sim_backend import SimArmBackend
+    from embeval.sim.arm_backend import SimArmBackend
 
     arm = SimArmBackend()
     try:

@@ -60,7 +60,7 @@ def _box(mask: Any) -> list[float] | None:
     if isinstance(mask, (list, tuple)) and len(mask) == 4:
         return [float(v) for v in mask]
     if isinstance(mask, str):
-        from embeval_analysis.a2eval.pool import load_image
+        from embeval_analysis.a2eval.media import load_image
 
         mask = load_image(mask, "mask").max(axis=2) > 0
     ys, xs = np.nonzero(np.asarray(mask, bool))

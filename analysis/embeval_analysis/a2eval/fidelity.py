@@ -24,15 +24,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from embeval.errors import InvalidInputError
+from embeval.scoring.stats import corr
 
 
 def _corrs(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
-    from scipy import stats
-
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan"), float("nan"), float("nan")
-    return (float(stats.spearmanr(a, b)[0]), float(stats.kendalltau(a, b, variant="b")[0]),
-            float(stats.pearsonr(a, b)[0]))
+    """(rho, tau-b, r) by :func:`embeval.scoring.stats.corr`; undefined (a constant vector) is NaN here, so the
+    model-resampling bootstrap drops such resamples instead of counting them as zero agreement."""
+    nan = float("nan")
+    return corr(a, b, "spearman", nan), corr(a, b, "kendall", nan), corr(a, b, "pearson", nan)
 
 
 def discordant_pairs(a: Sequence[float], b: Sequence[float], names: Sequence[str] | None = None) -> list[tuple[str, str]]:

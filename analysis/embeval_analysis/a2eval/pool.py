@@ -23,7 +23,6 @@ point counts as correct.
 """
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +30,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from embeval.errors import ConfigError, InvalidInputError, MissingFileError, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval_analysis.a2eval.media import load_image, load_video_frames
 
 ANSWER_TYPES = ("mc", "numeric", "point", "exact")
 _KNOWN = {"id", "question", "answer", "answer_type", "options", "images", "image", "video", "source", "tolerance",
@@ -117,61 +117,6 @@ def _jsonable(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
     return x
-
-
-def load_image(im: Any, what: str = "image") -> np.ndarray:
-    """Decode a path, bytes, ``{"bytes": ...}`` struct, PIL image or array into RGB uint8 (H, W, 3)."""
-    from PIL import Image
-
-    if isinstance(im, np.ndarray):
-        arr = im
-    else:
-        if isinstance(im, dict):
-            im = im.get("bytes") or im.get("path")
-        try:
-            if isinstance(im, (bytes, bytearray)):
-                pil = Image.open(io.BytesIO(im))
-            elif isinstance(im, (str, Path)):
-                if not Path(im).is_file():
-                    raise MissingFileError(f"{what}: file {im} does not exist; fix the path in the pool file "
-                                           "(relative paths resolve against the pool file's folder)")
-                pil = Image.open(im)
-            elif hasattr(im, "convert"):
-                pil = im
-            else:
-                raise InvalidInputError(f"{what}: cannot read an image from {type(im).__name__}")
-            arr = np.asarray(pil.convert("RGB"))
-        except OSError as exc:
-            if isinstance(exc, MissingFileError):
-                raise
-            raise InvalidInputError(f"{what}: not a readable image ({exc}); re-encode it as PNG or JPEG") from None
-    if arr.ndim == 2:
-        arr = np.repeat(arr[:, :, None], 3, axis=2)
-    if arr.ndim != 3 or arr.shape[2] not in (3, 4):
-        raise InvalidInputError(f"{what}: expected an RGB image, got shape {arr.shape}")
-    return np.ascontiguousarray(arr[:, :, :3].astype(np.uint8))
-
-
-def load_video_frames(path: str | Path, n: int = 4) -> list[np.ndarray]:
-    """``n`` frames sampled uniformly over the video (OpenCV), RGB uint8."""
-    import cv2
-
-    cap = cv2.VideoCapture(str(path))
-    try:
-        total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT))
-        if not cap.isOpened() or total <= 0:
-            raise InvalidInputError(f"video {path}: cannot be decoded by OpenCV; re-encode it as MP4 (H.264) or MJPG AVI")
-        frames = []
-        for idx in np.linspace(0, total - 1, min(n, total)).round().astype(int):
-            cap.set(cv2.CAP_PROP_POS_FRAMES, int(idx))
-            ok, bgr = cap.read()
-            if ok:
-                frames.append(np.ascontiguousarray(bgr[:, :, ::-1]))
-        if not frames:
-            raise InvalidInputError(f"video {path}: no frame could be read")
-        return frames
-    finally:
-        cap.release()
 
 
 # --------------------------------------------------------------------------- schema check

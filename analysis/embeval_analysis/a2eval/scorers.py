@@ -82,7 +82,7 @@ def _mask_contains(mask: Any, x: float, y: float) -> bool:
         x0, y0, x1, y1 = map(float, mask)
         return x0 <= x <= x1 and y0 <= y <= y1
     if isinstance(mask, str):
-        from embeval_analysis.a2eval.pool import load_image
+        from embeval_analysis.a2eval.media import load_image
 
         mask = load_image(mask, "mask").max(axis=2) > 0
     arr = np.asarray(mask, dtype=bool)

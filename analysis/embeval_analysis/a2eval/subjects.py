@@ -237,20 +237,6 @@ class Results:
     scores: np.ndarray
     predictions: list[list[str]] = field(default_factory=list)
 
-    def subject_means(self, idx: Sequence[int] | None = None, weights: Sequence[float] | None = None) -> np.ndarray:
-        cols = np.arange(len(self.item_ids)) if idx is None else np.asarray(idx)
-        w = np.ones(len(cols)) if weights is None else np.asarray(weights, dtype=float)
-        return (self.scores[:, cols] * w).sum(axis=1) / w.sum()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"subjects": self.subjects, "item_ids": self.item_ids, "scores": self.scores.tolist(),
-                "predictions": self.predictions}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Results":
-        return cls(list(d["subjects"]), list(d["item_ids"]), np.asarray(d["scores"], dtype=float),
-                   d.get("predictions") or [])
-
 
 def collect_results(subjects: Sequence[Any], items: Sequence[Any], scorer=None) -> Results:
     """Run every subject on every item with :func:`default_prompt`; score with the reference scorer."""

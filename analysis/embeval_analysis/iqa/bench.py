@@ -14,7 +14,7 @@ median over splits with the 2.5/97.5 percentiles over splits as interval, broken
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -97,16 +97,14 @@ def _groups(frame, y: np.ndarray, target: str) -> list[tuple[str, str, np.ndarra
 def _corr(pred: np.ndarray, y: np.ndarray, hib: bool) -> dict[str, float]:
     """SRCC, KRCC (tau-b), PLCC raw and after the 4-parameter logistic (embeval.scoring.stats.fit_logistic);
     the 5PL fit of :func:`embeval.scoring.stats.correlations` is left out (the costliest part). Constant: 0."""
-    from scipy import stats as st
-
-    from embeval.scoring.stats import fit_logistic
+    from embeval.scoring.stats import corr, fit_logistic
 
     x = np.asarray(pred, float) if hib else -np.asarray(pred, float)
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return {"srcc": 0.0, "krcc": 0.0, "plcc": 0.0, "plcc_4pl": 0.0}
     m4 = fit_logistic(x, y, "4pl")(x)
-    return {"srcc": float(st.spearmanr(x, y)[0]), "krcc": float(st.kendalltau(x, y)[0]),
-            "plcc": float(st.pearsonr(x, y)[0]), "plcc_4pl": float(st.pearsonr(m4, y)[0]) if np.ptp(m4) > 0 else 0.0}
+    return {"srcc": corr(x, y, "spearman"), "krcc": corr(x, y, "kendall"), "plcc": corr(x, y, "pearson"),
+            "plcc_4pl": corr(m4, y, "pearson")}
 
 
 def _rows(metric, mode, kind, target, split, pred, hib, frame, y, min_group) -> list[dict]:
@@ -418,7 +416,3 @@ def save_gate(res: BenchResult, out: str | Path, rate: float = 0.2, target: str 
     (p / "gate.json").write_text(json.dumps({"threshold": float(np.quantile(res.split0["pred"][(metric, target)], rate)),
                                              "rate": rate, "target": target, "metric": metric}, indent=1))
     return p
-
-
-def config_dict(cfg: BenchConfig) -> dict[str, Any]:
-    return asdict(cfg)

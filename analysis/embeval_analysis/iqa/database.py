@@ -10,7 +10,7 @@ Layout of a database folder ``DB``::
     DB/subject_scores.csv                      one row per (distorted image, subject): score and parts
     DB/scores.csv                              one row per distorted image: means over subjects
 
-Scores (DESIGN section 1): Cognition per VLM = sum over 5 tasks of BLEU-4 + ROUGE-L + 0.1 CIDEr-D of
+Scores (docs/scoring.md): Cognition per VLM = sum over 5 tasks of BLEU-4 + ROUGE-L + 0.1 CIDEr-D of
 the answer on the distorted image against the answer on the reference (0..15); Decision per VLA =
 sum over 5 tasks of the mean of position / rotation / state agreement (0..5). The image's score is
 the mean over subjects. Higher = the distortion changed less.

@@ -259,12 +259,12 @@ def finetune(db: str | Path, metrics: list[str], out: str | Path, cfg: FinetuneC
              targets: tuple[str, ...] = ("decision",), n_splits: int = 10, test_size: float = 0.2,
              log: Log | None = print) -> FinetuneResult:
     """Fine-tune every metric in ``metrics`` on each split's training part of ``db`` for each target, test
-    on the split's test part (SRCC / KRCC / PLCC, scipy), write ``finetune_per_split.csv`` and
+    on the split's test part (SRCC / KRCC / PLCC by :func:`embeval.scoring.stats.corr`; NaN on constant predictions), write ``finetune_per_split.csv`` and
     ``finetune_summary.csv`` (mean and median over splits) to ``out``."""
     import pandas as pd
     import torch
-    from scipy import stats
 
+    from embeval.scoring.stats import corr
     from embeval_analysis.iqa.export import export_pyiqa
     from embeval_analysis.iqa.metrics import torch_threads
 
@@ -329,11 +329,10 @@ def finetune(db: str | Path, metrics: list[str], out: str | Path, cfg: FinetuneC
                             break
                     p1, y1 = _predict(model, train_eval)
                     pred, y = _predict(model, test_loader)
-                    ok = np.ptp(pred) > 0 and np.ptp(y) > 0
+                    nan = float("nan")  # undefined on constant predictions: shown as such, not as 0
                     rows.append({"metric": metric, "mode": mode, "target": target, "split": split,
-                                 "srcc": float(stats.spearmanr(pred, y)[0]) if ok else float("nan"),
-                                 "krcc": float(stats.kendalltau(pred, y)[0]) if ok else float("nan"),
-                                 "plcc": float(stats.pearsonr(pred, y)[0]) if ok else float("nan"),
+                                 "srcc": corr(pred, y, "spearman", nan), "krcc": corr(pred, y, "kendall", nan),
+                                 "plcc": corr(pred, y, "pearson", nan),
                                  "n_train": len(tr), "n_test": len(y), "steps": step,
                                  "loss_first": trace[0] if trace else float("nan"),
                                  "loss_last": trace[-1] if trace else float("nan"),

@@ -203,7 +203,3 @@ TRAINED: dict[str, tuple[str, str]] = {
     "nr-fusion": ("NR", "BRISQUE NSS + colour moments + image and signal statistics + SVR on the target's normal scores"),
     "fr-fusion": ("FR", "SVR over " + "/".join(FR_FEATURES)),
 }
-
-
-def describe_missing(missing: dict[str, str]) -> list[dict[str, Any]]:
-    return [{"metric": k, "reason": v} for k, v in missing.items()]

@@ -25,15 +25,8 @@ from typing import Any, Callable
 import numpy as np
 
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.scoring.decision import DEFAULT_TASKS
 
-#: default tasks of rising difficulty, for sources that carry none
-DEFAULT_TASKS = (
-    "press the red button",
-    "pick up the green block",
-    "push the blue box to the left",
-    "place the yellow cube on the plate",
-    "pour the cup into the bowl",
-)
 #: default robot state (tcp_pose: x y z [m] + quaternion xyzw, frame base; gripper 1 = open)
 DEFAULT_STATE = {"tcp_pose": [0.5, 0.0, 0.33, 1.0, 0.0, 0.0, 0.0], "gripper": [1.0]}
 

@@ -5,7 +5,7 @@ episode of an item has ``distortion == "none"``. When both exist, the Decision s
 first actions (:func:`embeval.scoring.decision.decision_parts`) and the Execution score compares
 the final TCP positions with :func:`embeval.scoring.execution.execution_score_from_poses`
 (``100 - distance_cm`` floored at 0; 100 when ``success`` is known and True; 0 after a
-protective/emergency stop), DESIGN section 1. ``success_source`` says where the success flag came
+protective/emergency stop), docs/scoring.md, Execution score. ``success_source`` says where the success flag came
 from (:data:`embeval.scoring.execution.SUCCESS_SOURCES`: sim, mirror, sensor, operator; none when unknown).
 """
 from __future__ import annotations

@@ -180,9 +180,6 @@ class DHParams:
             raise ConfigError(f"{path} is not valid YAML ({yaml_problem(exc)})") from exc
         return cls.from_dict(data or {}, name=path.stem)
 
-    def with_limits(self, limits: JointLimits) -> DHParams:
-        return replace(self, limits=limits)
-
     def table(self) -> np.ndarray:
         """``(6, 4)`` array of rows ``[a, d, alpha, theta_offset]``."""
         return np.column_stack([self.a, self.d, self.alpha, self.theta_offset])

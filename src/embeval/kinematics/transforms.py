@@ -1,6 +1,6 @@
 """Rigid transforms and rotation conversions used across embeval.
 
-Conventions (DESIGN section 4): metres and radians; homogeneous 4x4 matrices map child-frame
+Conventions (docs/kinematics.md, Frames and conventions): metres and radians; homogeneous 4x4 matrices map child-frame
 coordinates to parent-frame coordinates (``p_parent = T @ p_child``); rotation vectors are
 axis * angle (UR's convention, angle in [0, pi]); quaternions are scalar-last ``[x, y, z, w]``
 (ROS's convention); a UR pose is ``[x, y, z, rx, ry, rz]`` (position + rotation vector).

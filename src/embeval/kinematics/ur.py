@@ -487,4 +487,4 @@ class UR:
 
 
 class UR5(UR):
-    """UR5 kinematics (``UR5()`` = nominal UR5 from DESIGN section 4; ``UR5(params)`` for others)."""
+    """UR5 kinematics (``UR5()`` = nominal UR5, docs/kinematics.md; ``UR5(params)`` for others)."""

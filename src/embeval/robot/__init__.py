@@ -3,7 +3,7 @@
 - :mod:`embeval.robot.base`: :class:`ArmBackend` protocol, :class:`ArmState`, :class:`SafetyStatus`,
   pose/delta helpers (frame ``base``, ``[x,y,z,rx,ry,rz]`` rotation-vector poses).
 - :mod:`embeval.robot.safety`: :class:`SafetyLimits`, pre-motion checks, :class:`ProtectiveStop`.
-- :mod:`embeval.robot.sim_backend`: the pybullet workcell as an :class:`ArmBackend`.
+- the pybullet workcell as an :class:`ArmBackend` is :mod:`embeval.sim.arm_backend` (sim builds on robot).
 """
 from embeval.robot.base import (
     JOINT_NAMES,

@@ -1,6 +1,6 @@
 """The arm backend protocol shared by the simulated workcell, the mock arm and the real UR5 (ur_rtde).
 
-Conventions (DESIGN section 4):
+Conventions (docs/kinematics.md, Frames and conventions):
 
 - every pose is in the UR controller frame ``base`` (what ur_rtde reports), metres and radians;
 - a TCP pose is ``[x, y, z, rx, ry, rz]`` with ``(rx, ry, rz)`` a rotation vector (axis * angle),
@@ -28,7 +28,6 @@ from embeval.action import (
     as_pose6,
     gripper_command,
     matrix_to_rpy,
-    pose6_to_pose7,
     pose_delta,
     rpy_to_matrix,
 )
@@ -84,10 +83,6 @@ class ArmState:
     @property
     def tcp_quaternion_xyzw(self) -> np.ndarray:
         return Rotation.from_rotvec(np.asarray(self.tcp_pose[3:6], dtype=np.float64)).as_quat()
-
-    def tcp_pose7(self) -> np.ndarray:
-        """TCP pose as ``[x, y, z, qx, qy, qz, qw]`` (the Observation state layout)."""
-        return pose6_to_pose7(self.tcp_pose)
 
     def to_dict(self) -> dict:
         return {

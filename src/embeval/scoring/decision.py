@@ -42,6 +42,15 @@ from embeval.errors import ConfigError, InvalidInputError
 
 
 NORMALISATIONS = ("corpus", "per_pair")
+#: the instructions a policy is scored on when an image source or run carries none (rising difficulty): the
+#: Decision score compares the actions for each of them (the run evaluator ``policy_decision`` and the IQA database)
+DEFAULT_TASKS = (
+    "press the red button",
+    "pick up the green block",
+    "push the blue box to the left",
+    "place the yellow cube on the plate",
+    "pour the cup into the bowl",
+)
 
 
 @dataclass(frozen=True)

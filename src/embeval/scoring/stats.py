@@ -121,24 +121,37 @@ class Correlations:
     higher_is_better: bool = True
 
 
-def _safe(v: float) -> float:
-    return float(v) if np.isfinite(v) else 0.0
+#: correlation estimators of :func:`corr` (scipy's; Kendall is tau-b, which accounts for ties)
+_ESTIMATORS = {"spearman": stats.spearmanr, "kendall": stats.kendalltau, "pearson": stats.pearsonr}
+
+
+def corr(x, y, method: str = "spearman", constant: float = 0.0) -> float:
+    """The one correlation helper: Spearman rho, Kendall tau-b or Pearson r (``method``) of two equal-length
+    vectors, by scipy.
+
+    Constant-input rule: when either vector is constant (``np.ptp == 0``) the coefficient is undefined and
+    ``constant`` is returned; so is any non-finite estimate. The default 0.0 reads "no relation" (a metric
+    that outputs one value orders nothing), keeping tables and means finite; an analysis that must drop
+    undefined cases (a bootstrap over resamples) passes ``constant=float("nan")``.
+    """
+    if method not in _ESTIMATORS:
+        raise ConfigError(f"unknown correlation method {method!r}; choose from {', '.join(_ESTIMATORS)}")
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return float(constant)
+    v = float(_ESTIMATORS[method](x, y)[0])
+    return v if np.isfinite(v) else float(constant)
 
 
 def _pearson(a, b) -> float:
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        return 0.0
-    return _safe(stats.pearsonr(a, b)[0])
+    return corr(a, b, "pearson")
 
 
 def correlations(pred, mos, higher_is_better: bool = True) -> Correlations:
-    """SRCC, KRCC, PLCC raw and after 4PL / 5PL fits, RMSE after the fits. Constant inputs give 0."""
+    """SRCC, KRCC, PLCC raw and after 4PL / 5PL fits, RMSE after the fits. Constant inputs give 0 (:func:`corr`)."""
     x, y = _check_pair(pred, mos)
     if not higher_is_better:
         x = -x
-    const = np.ptp(x) == 0 or np.ptp(y) == 0
-    srcc = 0.0 if const else _safe(stats.spearmanr(x, y)[0])
-    krcc = 0.0 if const else _safe(stats.kendalltau(x, y)[0])
+    srcc, krcc = corr(x, y, "spearman"), corr(x, y, "kendall")
     f4, f5 = fit_logistic(x, y, "4pl"), fit_logistic(x, y, "5pl")
     m4, m5 = f4(x), f5(x)
     return Correlations(
@@ -156,7 +169,7 @@ def _srcc(x, y):
 #: statistics available to :func:`bootstrap_ci`: name -> f(pred, mos) (pred already oriented)
 STATISTICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
     "srcc": _srcc,
-    "krcc": lambda x, y: 0.0 if np.ptp(x) == 0 or np.ptp(y) == 0 else _safe(stats.kendalltau(x, y)[0]),
+    "krcc": lambda x, y: corr(x, y, "kendall"),
     "plcc": _pearson,
     "plcc_4pl": lambda x, y: _pearson(fit_logistic(x, y, "4pl")(x), y),
     "plcc_5pl": lambda x, y: _pearson(fit_logistic(x, y, "5pl")(x), y),
@@ -164,7 +177,7 @@ STATISTICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
 
 
 def _rowwise_pearson(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Pearson r of each row pair; 0 for a constant row (as :func:`_pearson`)."""
+    """Pearson r of each row pair; 0 for a constant row (the rule of :func:`corr`), vectorised for the bootstrap."""
     a = a - a.mean(axis=1, keepdims=True)
     b = b - b.mean(axis=1, keepdims=True)
     den = np.sqrt((a * a).sum(axis=1) * (b * b).sum(axis=1))

@@ -112,7 +112,7 @@ class ManiSkillEpisodes(EpisodeEnv):
         return self.env.clean_images
 
     def outcome(self, n_actions):
-        from embeval.sim.maniskill.env import _np
+        from embeval.sim.maniskill.runtime import _np
 
         e = self.env
         return ExecutionOutcome(final_tcp_pose=tuple(e.tcp_pose()), success=e.success(), stopped=False,

@@ -35,3 +35,23 @@ def expert_success(verb: str, episodes: int, seed0: int = 0, config: SimConfig |
     return {"task": verb, "episodes": episodes, "successes": ok, "rate": ok / max(episodes, 1),
             "steps_per_episode": steps / max(episodes, 1), "seconds_per_episode": dt / max(episodes, 1),
             "physics_steps_per_s": substeps / dt if dt > 0 else float("nan"), "failures": failures}
+
+
+def maniskill_expert_success(task: str, episodes: int, seed0: int = 0) -> dict:
+    """Success rate of the ManiSkill expert (:mod:`embeval.sim.maniskill.expert`) on seeds ``seed0 .. seed0 + episodes - 1`` (state-only env)."""
+    from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
+    from embeval.sim.maniskill.expert import run_expert
+
+    ok, steps, failures = 0, 0, []
+    with ManiSkillEnv(ManiSkillConfig(task, render=False)) as env:
+        t0 = time.perf_counter()
+        for s in range(seed0, seed0 + episodes):
+            r = run_expert(env, s)
+            ok += bool(r.success)
+            steps += env.control_steps
+            if not r.success:
+                failures.append((s, r.reason))
+        dt = time.perf_counter() - t0
+    return {"task": task, "episodes": episodes, "successes": ok, "rate": ok / max(episodes, 1),
+            "control_steps_per_episode": steps / max(episodes, 1), "seconds_per_episode": dt / max(episodes, 1),
+            "failures": failures}

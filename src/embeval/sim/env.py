@@ -29,7 +29,7 @@ from embeval.action import Action, ActionSpec, Observation, pose6_to_pose7
 from embeval.errors import ConfigError
 from embeval.robot.safety import SafetyLimits
 from embeval.sim.scene import SceneSpec
-from embeval.sim.stepping import execute_action
+from embeval.sim.arm_backend import execute_action
 from embeval.sim.tasks import TaskSpec, make_task
 from embeval.sim.workcell import SimConfig, Workcell
 

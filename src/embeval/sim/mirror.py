@@ -29,7 +29,7 @@ from scipy.spatial.transform import Rotation
 from embeval.robot.base import ArmState
 from embeval.robot.safety import SafetyLimits
 from embeval.sim.scene import SceneSpec
-from embeval.sim.stepping import actuate_gripper
+from embeval.sim.arm_backend import actuate_gripper
 from embeval.sim.tasks import TaskSpec
 from embeval.sim.workcell import SimConfig, Workcell
 

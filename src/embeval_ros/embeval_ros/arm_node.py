@@ -55,7 +55,7 @@ from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 BACKENDS: Registry = Registry("arm backend", group="embeval.arm_backends", entries={
     "mock": "embeval.robot.mock_backend:MockArm",
     "ur_rtde": "embeval.robot.ur_rtde_backend:URRtdeArm",
-    "sim": "embeval.robot.sim_backend:SimArmBackend",
+    "sim": "embeval.sim.arm_backend:SimArmBackend",
 })
 
 
@@ -177,7 +177,7 @@ class ArmNode(EmbevalNode):
         return response
 
     def _sim(self):
-        """The simulated backend (:class:`~embeval.robot.sim_backend.SimArmBackend`), or None (mock, ur_rtde)."""
+        """The simulated backend (:class:`~embeval.sim.arm_backend.SimArmBackend`), or None (mock, ur_rtde)."""
         return self.backend if getattr(self.backend, "name", "") == "sim" else None
 
     def _load_scene(self, sim, scene) -> None:

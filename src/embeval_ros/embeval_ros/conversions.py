@@ -11,7 +11,7 @@ import numpy as np
 from embeval.camera.base import image_from_msg
 from embeval.kinematics import JOINT_NAMES
 
-#: the 7-DoF action layout on /embeval/action (DESIGN section 4)
+#: the 7-DoF action layout on /embeval/action (:mod:`embeval.action`)
 ACTION_NAMES: tuple[str, ...] = ("dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper")
 
 

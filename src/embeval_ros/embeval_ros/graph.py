@@ -193,7 +193,7 @@ class Graph:
         arm = self.params.get("embeval_arm", {})
         if "embeval_arm" not in self.names or arm.get("backend", "mock") != "sim" or "arm" in self.shared:
             return
-        from embeval.robot.sim_backend import SimArmBackend
+        from embeval.sim.arm_backend import SimArmBackend
         from embeval_ros.arm_node import safety_limits
 
         cam = self.params.get("embeval_camera", {})

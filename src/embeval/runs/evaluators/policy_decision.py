@@ -30,14 +30,8 @@ from embeval.runs.evaluators._images import (
     level_figures,
 )
 from embeval.runs.registry import Evaluator, ReportSection
+from embeval.scoring.decision import DEFAULT_TASKS
 
-DEFAULT_TASKS = (
-    "press the red button",
-    "pick up the green block",
-    "push the blue box to the left",
-    "place the yellow cube on the plate",
-    "pour the cup into the bowl",
-)
 _PARAMS = ("tasks", "camera", "state", "normalisation", "position_scale_m", "rotation_direction", "arm")
 
 

@@ -36,7 +36,7 @@ from scipy.spatial.transform import Rotation
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
 from embeval.sim.env import StepResult, as_action
-from embeval.sim.maniskill.runtime import VulkanUnavailableError, diagnose, import_sapien, uses_software_vulkan
+from embeval.sim.maniskill.runtime import VulkanUnavailableError, _np, diagnose, import_sapien, uses_software_vulkan
 
 #: the tasks whose scripted expert, Decision and Execution scoring are covered (docs/sim.md)
 TASKS = ("PickCube-v1", "PushCube-v1", "StackCube-v1", "PullCube-v1", "PlaceSphere-v1", "PegInsertionSide-v1")
@@ -128,14 +128,6 @@ def assets_error(what: str, missing: Sequence[str]) -> ConfigError:
     return ConfigError(f"{what} needs ManiSkill assets that are not downloaded ({', '.join(missing)}, looked in "
                        f"MS_ASSET_DIR={os.environ.get('MS_ASSET_DIR') or '~/.maniskill'}); on a networked machine run "
                        f"`{download_command(missing)}` with the same MS_ASSET_DIR, then copy that folder here")
-
-
-def _np(x) -> np.ndarray:
-    """A ManiSkill batched tensor (num_envs = 1) -> numpy without the batch axis."""
-    if hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
-    x = np.asarray(x)
-    return x[0] if x.ndim >= 1 and x.shape[0] == 1 else x
 
 
 def pose_to_matrix(raw_pose: Sequence[float]) -> np.ndarray:

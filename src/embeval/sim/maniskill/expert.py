@@ -79,7 +79,7 @@ class PhaseExpert:
     # --------------------------------------------------------------- helpers
     def obj(self, name: str) -> np.ndarray:
         """An actor's pose in frame base (4x4)."""
-        from embeval.sim.maniskill.env import _np
+        from embeval.sim.maniskill.runtime import _np
 
         return self.env.to_base(_np(getattr(self.env.unwrapped, name).pose.raw_pose))
 
@@ -216,7 +216,7 @@ class PegInsertionSideExpert(PhaseExpert):
     the gripper is re-read every step), then push it in slowly."""
 
     def plan(self) -> list[Phase]:
-        from embeval.sim.maniskill.env import _np
+        from embeval.sim.maniskill.runtime import _np
 
         u = self.env.unwrapped
         L = float(_np(u.peg_half_sizes)[0])
@@ -285,24 +285,3 @@ def run_expert(env, seed: int):
         r = env.step(ex.act(obs))
         obs = r.observation
     return r
-
-
-def expert_success(task: str, episodes: int, seed0: int = 0) -> dict:
-    """Success rate of the expert on seeds ``seed0 .. seed0 + episodes - 1`` (state-only env)."""
-    import time
-
-    from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
-
-    ok, steps, failures = 0, 0, []
-    with ManiSkillEnv(ManiSkillConfig(task, render=False)) as env:
-        t0 = time.perf_counter()
-        for s in range(seed0, seed0 + episodes):
-            r = run_expert(env, s)
-            ok += bool(r.success)
-            steps += env.control_steps
-            if not r.success:
-                failures.append((s, r.reason))
-        dt = time.perf_counter() - t0
-    return {"task": task, "episodes": episodes, "successes": ok, "rate": ok / max(episodes, 1),
-            "control_steps_per_episode": steps / max(episodes, 1), "seconds_per_episode": dt / max(episodes, 1),
-            "failures": failures}

@@ -21,6 +21,8 @@ import warnings
 from collections.abc import MutableMapping
 from pathlib import Path
 
+import numpy as np
+
 from embeval.errors import EmbevalError
 
 #: folders where Vulkan drivers register themselves (the loader's search path)
@@ -134,3 +136,11 @@ def check_vulkan(device: str = "cpu") -> str:
     except RuntimeError as exc:
         raise VulkanUnavailableError(f"Vulkan cannot start ({exc}): {diagnose()}") from None
     return sapien.render.get_device_summary()
+
+
+def _np(x) -> np.ndarray:
+    """A ManiSkill batched tensor (num_envs = 1) -> numpy without the batch axis."""
+    if hasattr(x, "detach"):
+        x = x.detach().cpu().numpy()
+    x = np.asarray(x)
+    return x[0] if x.ndim >= 1 and x.shape[0] == 1 else x

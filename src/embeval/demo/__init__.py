@@ -3,6 +3,12 @@
 Stages run in registration order; each is ``"module:function"`` taking a :class:`DemoContext`
 and printing what it shows. Add a stage by appending one line to ``STAGES`` (a package of your own
 can add one through the entry-point group ``embeval.demo_stages``; it runs after the built-ins).
+
+Layering: ``embeval.demo`` is a top layer, like ``embeval.cli``. Its stages (one module each in this
+package) tour the whole suite, so they may import anything: the core layers, the analysis package
+(``embeval_analysis``) and the ROS adapters (``embeval_ros``). Nothing in the library imports this
+package, which keeps the layering rule (tests/test_layering.py) free to forbid imports that run from
+the lower layers up into ``subjects``, ``runs``, ``act2answer``, ``serving`` and the analysis package.
 """
 from __future__ import annotations
 
@@ -15,17 +21,17 @@ from embeval.registry import Registry
 
 #: name -> "module:function", in run order.
 STAGES: Registry = Registry("demo stage", group="embeval.demo_stages", entries={
-    "kinematics": "embeval.kinematics.demo:run",
-    "workcell": "embeval.sim.demo:run",
-    "maniskill": "embeval.sim.maniskill.demo:run",
-    "distortion": "embeval.distortion.demo:run",
-    "subjects": "embeval.subjects.demo:run",
-    "embedded": "embeval.subjects.embedded.demo:run",
-    "runs": "embeval.runs.demo:run",
-    "iqa": "embeval_analysis.iqa.demo:run",
-    "act2answer": "embeval.act2answer.demo:run",
-    "a2eval": "embeval_analysis.a2eval.demo:run",
-    "ros": "embeval_ros.demo:run",
+    "kinematics": "embeval.demo.kinematics:run",
+    "workcell": "embeval.demo.workcell:run",
+    "maniskill": "embeval.demo.maniskill:run",
+    "distortion": "embeval.demo.distortion:run",
+    "subjects": "embeval.demo.subjects:run",
+    "embedded": "embeval.demo.embedded:run",
+    "runs": "embeval.demo.runs:run",
+    "iqa": "embeval.demo.iqa:run",
+    "act2answer": "embeval.demo.act2answer:run",
+    "a2eval": "embeval.demo.a2eval:run",
+    "ros": "embeval.demo.ros:run",
 })
 
 

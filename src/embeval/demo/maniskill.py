@@ -18,7 +18,7 @@ def run(ctx) -> None:
         print(f"skipped: {exc}")
         return
     from embeval.sim.backends import SimSpec, make_episode_env, score_episode
-    from embeval.sim.maniskill.expert import expert_success
+    from embeval.sim.bench_util import maniskill_expert_success as expert_success
 
     out = Path(ctx.out_dir) / "maniskill"
     out.mkdir(parents=True, exist_ok=True)

@@ -1,10 +1,10 @@
 """Demo stage "a2eval": the Data Agent and the Eval Agent offline on the embedded defaults.
 
 Roles here: Proposer, Reviewer, three voters, Evaluator and Scorer are the rule-based stand-in
-(:class:`~.llm.RulesLLM`, not an LLM); the embedded Gemma 3 270M GGUF is the fourth voter
+(:class:`embeval_analysis.a2eval.llm.RulesLLM`, not an LLM); the embedded Gemma 3 270M GGUF is the fourth voter
 (log-likelihood choice, at most ``gemma_calls`` calls, cached) when llama-cpp-python is installed,
 otherwise a rule-based voter stands in (printed); the fifth voter is MiniLM embedding similarity.
-Subjects: the rule-based image solvers of :mod:`.subjects`. Prints the fidelity table and saves a
+Subjects: the rule-based image solvers of :mod:`embeval_analysis.a2eval.subjects`. Prints the fidelity table and saves a
 rank-agreement plot.
 """
 from __future__ import annotations

@@ -2,30 +2,12 @@
 and a synthetic tabletop scene, and a table of PSNR per type and level."""
 from __future__ import annotations
 
-import time
 
 import numpy as np
 
 from embeval.distortion.grid import save_contact_sheet
-from embeval.distortion.measures import psnr
-from embeval.distortion.registry import DISTORTIONS, N_LEVELS, distort, list_distortions
+from embeval.distortion.registry import DISTORTIONS, N_LEVELS, list_distortions
 from embeval.distortion.samples import photo, synthetic_tabletop
-
-
-def psnr_table(images: dict[str, np.ndarray], seed: int = 0) -> tuple[dict[str, list[float]], dict[str, float]]:
-    """Mean PSNR (dB) over ``images`` per type and level, and the mean milliseconds per call per type."""
-    table, ms = {}, {}
-    for name in list_distortions():
-        vals, t = np.zeros(N_LEVELS), 0.0
-        for im in images.values():
-            for lv in range(1, N_LEVELS + 1):
-                t0 = time.perf_counter()
-                out = distort(im, name, lv, seed)
-                t += time.perf_counter() - t0
-                vals[lv - 1] += psnr(im, out) / len(images)
-        table[name] = vals.tolist()
-        ms[name] = 1000 * t / (len(images) * N_LEVELS)
-    return table, ms
 
 
 def run(ctx) -> None:

@@ -1,11 +1,24 @@
-"""The simulated workcell as an :class:`~embeval.robot.base.ArmBackend` (what the ROS arm node drives with ``backend:=sim``).
+"""The simulated workcell as an :class:`~embeval.robot.base.ArmBackend` (what the ROS arm node drives with
+``backend:=sim``), and how one 7-DoF delta action is executed on it.
 
 Example::
 
-    from embeval.robot.sim_backend import SimArmBackend
+    from embeval.sim.arm_backend import SimArmBackend
     arm = SimArmBackend()                       # empty table scene; or SimArmBackend(scene=SceneSpec(...))
     s = arm.move_tcp([0.5, 0.1, 0.2, 3.14159, 0, 0])
     print(s.tcp_pose, s.safety.ok)
+
+Stepping: how one 7-DoF delta action is executed on the simulated workcell: :meth:`embeval.sim.env.SimEnv.step`
+(in process) runs :func:`embeval.robot.base.execute_step`, the rule every arm backend shares (the ROS arm
+node's ``backend:=sim``, mock and ur_rtde through :class:`embeval.control.ArmCommander`), on a
+:class:`SimArmBackend` view of the cell, so both give the same TCP, gripper and
+object poses.
+
+Order and timing: a step longer than ``limits.max_step_translation`` trips a protective stop and
+nothing moves; otherwise the TCP moves in a straight line to the delta's target (frame ``base`` or
+``tool0``; at ``speed`` m/s, default ``SimConfig.tcp_speed``, lasting at least ``1 / control_hz``
+seconds) or, for a zero delta (every component within 1e-9), holds still for ``1 / control_hz``
+seconds of physics; then, unless the move stopped the arm, the gripper acts by :func:`actuate_gripper`.
 """
 from __future__ import annotations
 
@@ -15,11 +28,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from embeval.action import Action
-from embeval.robot.base import ArmState, as_gripper
-from embeval.robot.safety import SafetyLimits
+from embeval.action import Action, gripper_command
+from embeval.robot.base import ArmState, SafetyStatus, as_gripper, execute_step
+from embeval.robot.safety import SafetyLimits, check_step
 from embeval.sim.scene import SceneSpec
-from embeval.sim.stepping import actuate_gripper, execute_action
 from embeval.sim.workcell import SimConfig, Workcell
 
 
@@ -135,7 +147,7 @@ class SimArmBackend:
 
     def apply_action(self, action: Action | Sequence[float], frame: str = "base", speed: float | None = None) -> ArmState:
         """Execute one 7-DoF delta action ``[dx,dy,dz,droll,dpitch,dyaw,gripper]`` (``frame`` base or tool0) exactly
-        as :meth:`embeval.sim.env.SimEnv.step` does (:func:`embeval.sim.stepping.execute_action`): move at ``speed``
+        as :meth:`embeval.sim.env.SimEnv.step` does (:func:`execute_action`): move at ``speed``
         m/s (default ``SimConfig.tcp_speed``) lasting at least 1 / ``control_hz`` s, or hold still that long on a
         zero delta, then the gripper rule. :class:`embeval.control.ArmCommander` runs the same rule
         (:func:`embeval.robot.base.execute_step`) on every backend. Raises :class:`~embeval.errors.SafetyError` while stopped; a too-long step trips a protective stop."""
@@ -156,3 +168,24 @@ class SimArmBackend:
     def close(self) -> None:
         with self.lock:
             self.cell.close()
+
+
+def actuate_gripper(cell: Workcell, opening: float) -> None:
+    """The gripper rule: ``opening`` (0 closed .. 1 open) acts only when it lies on the other side of 0.5
+    than the cell's current opening; then the fingers close fully (0) or open fully (1), stopping at the
+    width of an object they grasp. Any other command leaves the fingers where they are."""
+    target = gripper_command(opening, cell.gripper)
+    if target is not None:
+        cell.set_gripper(target)
+
+
+def execute_action(cell: Workcell, action: Action, frame: str = "base", speed: float | None = None) -> SafetyStatus:
+    """Execute one delta ``action`` on ``cell`` (see the module docstring); returns the cell's safety status.
+
+    The caller checks first that the cell is not stopped (a stopped cell refuses motion).
+    """
+    pre = check_step(action.translation, cell.limits)
+    if pre.stopped:
+        return cell.safety.trip(pre)
+    execute_step(SimArmBackend.view(cell), action, frame, speed)
+    return cell.safety.status
