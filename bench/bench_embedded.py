@@ -70,11 +70,8 @@ def _a2a_train_row(quick: bool, vla_step: float) -> dict:
     ``ratio``: step time / the tiny-vla b64 train step above."""
     import torch
 
-    from embeval.subjects.embedded.choice import (
-        ChoiceVLMConfig,
-        choice_arrays,
-        train_choice_vlm,
-    )
+    from embeval.act2answer.choice_training import choice_arrays, train_choice_vlm
+    from embeval.subjects.embedded.choice import ChoiceVLMConfig
     from embeval.subjects.embedded.population import vlm_recipe
     from embeval.subjects.embedded.training import TrainConfig
 

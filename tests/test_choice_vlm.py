@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from embeval.act2answer.baseline import answer_items, composite
+from embeval.act2answer.choice_training import choice_arrays, train_choice_vlm
 from embeval.act2answer.generator import generate_items
 from embeval.act2answer.items import load_image
 from embeval.errors import ConfigError, InvalidInputError
@@ -15,9 +16,7 @@ from embeval.subjects.embedded.choice import (
     ChoiceVLMConfig,
     TinyChoiceVLM,
     cards_of,
-    choice_arrays,
     split_composite,
-    train_choice_vlm,
 )
 from embeval.subjects.embedded.training import TrainConfig
 from embeval.subjects.embedded.zoo import a2a_names, load_vlm

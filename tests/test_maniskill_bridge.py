@@ -7,7 +7,7 @@ import pytest
 
 from embeval.act2answer.items import BinaryItem
 from embeval.errors import ConfigError
-from embeval.sim.maniskill import bridge as B
+from embeval.act2answer import maniskill_bridge as B
 
 
 @pytest.fixture

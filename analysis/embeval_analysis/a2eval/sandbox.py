@@ -397,9 +397,12 @@ def _bwrap_argv(bw: Bwrap, view: SandboxView, limits: SandboxLimits, info_fd: in
     a = [bw.path, *_BASE_FLAGS] + (["--disable-userns"] if bw.disable_userns else [])
     for k, v in scrubbed_env("/tmp").items():
         a += ["--setenv", k, v]
-    a += view.bwrap_args()
+    # the private /tmp first, then the read-only view: a runtime that itself lies under /tmp (a checkout or
+    # virtual environment there) is bound on top of the tmpfs instead of being hidden by it
     a += ["--proc", "/proc", "--dev", "/dev"] + (["--size", str(limits.tmpfs_bytes)] if bw.tmpfs_size else [])
-    a += ["--tmpfs", "/tmp", "--remount-ro", "/", "--chdir", "/tmp", "--info-fd", str(info_fd)]
+    a += ["--tmpfs", "/tmp"]
+    a += view.bwrap_args()
+    a += ["--remount-ro", "/", "--chdir", "/tmp", "--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         a += ["--seccomp", str(seccomp_fd)]
     return a + ["--"]

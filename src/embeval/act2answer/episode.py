@@ -161,7 +161,7 @@ PYBULLET = Backend("pybullet", _pybullet_env, run_episode, _pybullet_expert, "em
 BACKENDS: Registry[Backend] = Registry(
     "act2answer backend", group="embeval.act2answer_backends",
     hint="add one with embeval.act2answer.episode.BACKENDS.register(name, Backend(...))",
-    entries={"pybullet": "embeval.act2answer.episode:PYBULLET", "maniskill": "embeval.sim.maniskill.act2answer:BACKEND"})
+    entries={"pybullet": "embeval.act2answer.episode:PYBULLET", "maniskill": "embeval.act2answer.maniskill:BACKEND"})
 
 
 def get_backend(name: str | Backend) -> Backend:

@@ -134,7 +134,7 @@ def _vlm(args) -> int:
 
 
 def _a2a_vlm(r, args) -> int:
-    from embeval.subjects.embedded.choice import format_report, train_choice_recipe
+    from embeval.act2answer.choice_training import format_report, train_choice_recipe
 
     rep = train_choice_recipe(r, args.out, log=print)
     if "eval" in rep:
@@ -152,6 +152,8 @@ def _population(args) -> int:
             for r in recipes:
                 print(f"{kind}  {r.name:24s} seed {r.seed}  {pop.describe(r)}")
         return 0
-    rep = pop.train_population(args.out, only=args.only, kind=args.kind, log=print)
+    from embeval.act2answer.choice_training import train_choice_recipe
+
+    rep = pop.train_population(args.out, only=args.only, kind=args.kind, log=print, train_choice_recipe=train_choice_recipe)
     pop.print_population_report(rep)
     return 0

@@ -32,7 +32,7 @@ from embeval.action import Action, gripper_command
 from embeval.robot.base import ArmState, SafetyStatus, as_gripper, execute_step
 from embeval.robot.safety import SafetyLimits, check_step
 from embeval.sim.scene import SceneSpec
-from embeval.sim.workcell import SimConfig, Workcell
+from embeval.sim.workcell import SimConfig, Workcell, cell_verdict
 
 
 class SimArmBackend:
@@ -134,8 +134,7 @@ class SimArmBackend:
             return self.cell.object_pose(name) if self.cell.has_object(name) else None
 
     def verdict(self, task, scene: SceneSpec) -> dict:
-        """The task's success predicate on the cell's state (:func:`embeval.sim.mirror.cell_verdict`, source sim)."""
-        from embeval.sim.mirror import cell_verdict
+        """The task's success predicate on the cell's state (:func:`embeval.sim.workcell.cell_verdict`, source sim)."""
 
         with self.lock:
             return cell_verdict(self.cell, task, scene, "sim")

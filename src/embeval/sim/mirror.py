@@ -28,26 +28,13 @@ from scipy.spatial.transform import Rotation
 
 from embeval.robot.base import ArmState
 from embeval.robot.safety import SafetyLimits
-from embeval.sim.scene import SceneSpec
 from embeval.sim.arm_backend import actuate_gripper
+from embeval.sim.scene import SceneSpec
 from embeval.sim.tasks import TaskSpec
-from embeval.sim.workcell import SimConfig, Workcell
+from embeval.sim.workcell import SimConfig, Workcell, cell_verdict
 
 #: the mirror moves when the arm's TCP is farther than this from its own (m, rad)
 FOLLOW_TOLERANCE = 1e-5
-
-
-def cell_verdict(cell: Workcell, task: TaskSpec, scene: SceneSpec | None, source: str = "sim") -> dict[str, Any]:
-    """The task's success predicate on ``cell``'s state: ``{"success", "success_source", "detail"}``.
-
-    False after a protective stop (as :meth:`embeval.sim.env.SimEnv.success`); ``success`` None when the
-    verb has no predicate."""
-    if not task.implemented:
-        return {"success": None, "success_source": "none", "detail": f"task {task.verb} has no success predicate"}
-    if cell.safety.status.stopped:
-        return {"success": False, "success_source": source, "detail": f"stopped: {cell.safety.status.reason}"}
-    ok = bool(task.success(cell.world_state(), scene))
-    return {"success": ok, "success_source": source, "detail": f"{task.verb} {task.target}: {'achieved' if ok else 'not achieved'}"}
 
 
 class MirrorCell:

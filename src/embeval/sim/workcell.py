@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation, Slerp
@@ -567,3 +568,16 @@ class Workcell:
             flags=self.p.ER_NO_SEGMENTATION_MASK, physicsClientId=self.client,
         )
         return np.ascontiguousarray(np.asarray(px, dtype=np.uint8).reshape(cam.height, cam.width, 4)[:, :, :3])
+
+
+def cell_verdict(cell: Workcell, task, scene: SceneSpec | None, source: str = "sim") -> dict[str, Any]:
+    """The task's success predicate (a :class:`~embeval.sim.tasks.TaskSpec`) on ``cell``'s state: ``{"success", "success_source", "detail"}``.
+
+    False after a protective stop (as :meth:`embeval.sim.env.SimEnv.success`); ``success`` None when the
+    verb has no predicate."""
+    if not task.implemented:
+        return {"success": None, "success_source": "none", "detail": f"task {task.verb} has no success predicate"}
+    if cell.safety.status.stopped:
+        return {"success": False, "success_source": source, "detail": f"stopped: {cell.safety.status.reason}"}
+    ok = bool(task.success(cell.world_state(), scene))
+    return {"success": ok, "success_source": source, "detail": f"{task.verb} {task.target}: {'achieved' if ok else 'not achieved'}"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from itertools import combinations
 from pathlib import Path
 from typing import Callable
@@ -104,11 +104,15 @@ def vlm_agreement(vlms, images, prompts) -> dict:
 
 def train_population(out: str | Path | None = None, only=None, kind: str | None = None,
                      log: Callable[[str], None] | None = print, vla_steps: int | None = None,
-                     vlm_steps: int | None = None, eval_episodes: int | None = None) -> dict:
+                     vlm_steps: int | None = None, eval_episodes: int | None = None,
+                     train_choice_recipe: Callable[..., dict] | None = None) -> dict:
     """Train the population into ``out`` (default: the shipped models folder); returns the report
     also written to ``out/population.json``. Demonstrations go to ``<out>_work/`` next to ``out``
-    (``runs/embedded_work/`` when ``out`` is the shipped folder) and are reused when present."""
-    from embeval.subjects.embedded.choice import train_choice_recipe
+    (``runs/embedded_work/`` when ``out`` is the shipped folder) and are reused when present.
+
+    The two-card Act2Answer members (:data:`A2A_RECIPES`) are trained by ``train_choice_recipe``
+    (:func:`embeval.act2answer.choice_training.train_choice_recipe`, passed in by ``embeval train
+    population``: their data come from the Act2Answer layer above this one); without it they are skipped."""
     from embeval.subjects.embedded.recipes import train_vla_recipe, train_vlm_recipe
     from embeval.subjects.embedded.zoo import MODELS_DIR
 
@@ -135,7 +139,7 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
             pop_file.write_text(json.dumps(report, indent=1, default=str))
     if kind in (None, "vlm"):
         cache: dict = {}
-        for r in VLM_RECIPES + A2A_RECIPES:
+        for r in VLM_RECIPES + (A2A_RECIPES if train_choice_recipe is not None else []):
             if only and r.name not in only:
                 continue
             r = replace(r)

@@ -141,7 +141,7 @@ def make_bridge_env(scene: BridgeScene, **kwargs):
     from mani_skill.utils.structs.pose import Pose
 
     from embeval.act2answer.zones import classify
-    from embeval.sim.maniskill.act2answer import _card_quad
+    from embeval.act2answer.maniskill import _card_quad
 
     base_cls = REGISTERED_ENVS[scene.env_id].cls
 
