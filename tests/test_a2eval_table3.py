@@ -1,6 +1,6 @@
 """A2Eval paper (arXiv 2602.01640), Table 3: the bottom rows' rank statistics from the table's own scores.
 
-tests/data/a2eval_table3.csv is a copy of ../shared/data/a2eval_table3.csv (13 VLMs: scores on the
+src/embeval/data/reference/a2eval_table3.csv (shipped, the demo prints it) is a copy of ../shared/data/a2eval_table3.csv (13 VLMs: scores on the
 A2Eval-constructed benchmark, on the original ten-benchmark pool and from human evaluation, as printed
 in the paper's Table 3). The paper reports Spearman(a2eval, human) 0.85, Spearman(original, human) 0.83,
 Kendall(a2eval, human) 0.72, Kendall(original, human) 0.64, Spearman(a2eval, original) 0.94 and
@@ -18,7 +18,7 @@ from scipy import stats
 
 from embeval.cli import main
 
-TABLE = Path(__file__).parent / "data" / "a2eval_table3.csv"
+TABLE = Path(__file__).resolve().parents[1] / "src" / "embeval" / "data" / "reference" / "a2eval_table3.csv"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "a2eval_table3.csv"
 
 # (pair, Spearman, Kendall) as the paper prints them; Kendall(a2eval, original) is printed 0.81
