@@ -38,9 +38,10 @@ EVALUATORS: Registry[type] = Registry(
         "distortion-quality": "embeval.runs.evaluators.distortion_quality:DistortionQualityEvaluator",
         "policy-decision": "embeval.runs.evaluators.policy_decision:PolicyDecisionEvaluator",
         "sim-iqa": "embeval.runs.evaluators.sim_iqa:SimIQAEvaluator",
-        "act2answer": "embeval.act2answer.evaluator:Act2AnswerEvaluator",
-        "iqa": "embeval_analysis.iqa.evaluator:IQAEvaluator",
     })
+# ``act2answer`` (embeval.act2answer) and ``iqa`` (embeval_analysis) sit above this layer: they are registered
+# through the entry-point group in pyproject.toml, like any third-party evaluator, so the run machinery never
+# names a higher layer.
 
 
 @dataclass
