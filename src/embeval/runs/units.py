@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Sequence
 
 from embeval.provenance import derive_seed
@@ -119,4 +119,17 @@ def batches(units: Sequence[Unit], size: int) -> list[list[Unit]]:
             out[-1].append(u)
         else:
             out.append([u])
+    return out
+
+
+def one_reference_unit(units: Iterable[Unit]) -> list[Unit]:
+    """The units with every undistorted (``distortion == "none"``) unit at level 0, duplicates dropped in order:
+    a reference does not depend on the level, so it is computed once per item, subject and seed."""
+    seen, out = set(), []
+    for unit in units:
+        if unit.distortion == "none":
+            unit = replace(unit, level=0)
+        if unit.key not in seen:
+            seen.add(unit.key)
+            out.append(unit)
     return out

@@ -10,13 +10,13 @@ form one shard group, so each shard reads a reference once (a small per-worker c
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import replace
 
 import numpy as np
 
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.provenance import derive_seed
 from embeval.runs.registry import Evaluator
+from embeval.runs.units import one_reference_unit
 
 _CACHE = 8  # reference images kept per worker
 
@@ -52,14 +52,7 @@ class DistortedImageEvaluator(Evaluator):
         return unit.item  # a reference and all its distorted copies (for every subject) stay together
 
     def units(self, spec):
-        seen, out = set(), []
-        for u in super().units(spec):
-            if u.distortion == "none":
-                u = replace(u, level=0)
-            if u.key not in seen:
-                seen.add(u.key)
-                out.append(u)
-        return out
+        return one_reference_unit(super().units(spec))
 
     def reference(self, spec, state: dict, item: str) -> np.ndarray:
         """The reference image of ``item`` (RGB uint8), cached in ``state["images"]``."""

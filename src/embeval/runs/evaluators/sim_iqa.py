@@ -19,11 +19,11 @@ the reference point: Decision 1, Execution 100). Units of one subject and episod
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from typing import Any
 
 from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, ReportSection
+from embeval.runs.units import one_reference_unit
 
 _PARAMS = ("keep_actions",)
 
@@ -85,14 +85,7 @@ class SimIQAEvaluator(Evaluator):
         super().validate_subject(spec, index, subject)
 
     def units(self, spec):
-        seen, out = set(), []
-        for u in super().units(spec):
-            if u.distortion == "none":
-                u = replace(u, level=0)
-            if u.key not in seen:
-                seen.add(u.key)
-                out.append(u)
-        return out
+        return one_reference_unit(super().units(spec))
 
     def setup(self, spec, subject) -> dict[str, Any]:
         from embeval.sim.backends import make_episode_env
