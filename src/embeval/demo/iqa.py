@@ -45,6 +45,12 @@ def run(ctx) -> None:
     print(f"database: {scores['ref_id'].nunique()} references ({scores['scene_id'].nunique()} scenes), "
           f"{scores['distortion'].nunique()} distortion types, {len(scores)} distorted images, {n_vla} VLA + {n_vlm} VLM subjects "
           f"({time.perf_counter() - t0:.0f} s)")
+    if "decision_per_pair" in scores:  # the paper's normalisation is the database's Decision score
+        d, pp = scores["decision"], scores["decision_per_pair"]
+        print(f"Decision (Embodied-IQA's normalisation: position and rotation distances min-max normalised over the "
+              f"{len(scores)} images, summed over 5 tasks): mean {d.mean():.3f}, range [{d.min():.3f}, {d.max():.3f}]; "
+              f"the per-pair form (normalisation='per_pair') gives mean {pp.mean():.3f}; SRCC between the two "
+              f"{d.rank().corr(pp.rank()):.3f} (docs/scoring.md)")
     files = export_pyiqa(scores, out / "pyiqa", seed=ctx.seed)
     print("pyiqa export: " + ", ".join(p.name for p in files.values()))
 
