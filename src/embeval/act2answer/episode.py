@@ -93,6 +93,25 @@ class Termination:
         return self.spec.termination == "release_after_lift" and self.lifted and not gripper_closed(gripper)
 
 
+def closed_loop(env, policy, obs, spec: EpisodeSpec, carried_z: Callable[[], float],
+                keep_actions: bool = True) -> tuple[str, int, list[list[float]]]:
+    """Step ``policy`` (already reset) from ``obs`` on ``env`` (``env.step(a).observation``, ``env.gripper``
+    0..1) until the spec's :class:`Termination` fires on ``carried_z()`` (m, frame base) or
+    ``spec.max_steps`` steps; returns ``(end_reason, steps, actions)`` (the ManiSkill backends' loop)."""
+    rule = Termination(spec, float(carried_z()))
+    reason, actions, n = "max_steps", [], 0
+    while n < spec.max_steps:
+        a = policy.act(obs)
+        if keep_actions:
+            actions.append([round(float(v), 6) for v in a.vector])
+        obs = env.step(a).observation
+        n += 1
+        if rule.update(float(carried_z()), env.gripper):
+            reason = "released"
+            break
+    return reason, n, actions
+
+
 def episode_result(item_id: str, category: str, layout: str, correct_side: str, spec: EpisodeSpec, cube_xy,
                    **fields: Any) -> EpisodeResult:
     """The :class:`EpisodeResult` of a cube resting at ``cube_xy`` (m, frame base) at the episode's end:
@@ -161,7 +180,10 @@ PYBULLET = Backend("pybullet", _pybullet_env, run_episode, _pybullet_expert, "em
 BACKENDS: Registry[Backend] = Registry(
     "act2answer backend", group="embeval.act2answer_backends",
     hint="add one with embeval.act2answer.episode.BACKENDS.register(name, Backend(...))",
-    entries={"pybullet": "embeval.act2answer.episode:PYBULLET", "maniskill": "embeval.act2answer.maniskill:BACKEND"})
+    entries={"pybullet": "embeval.act2answer.episode:PYBULLET", "maniskill": "embeval.act2answer.maniskill:BACKEND",
+             "maniskill-bridge": "embeval.act2answer.maniskill_bridge:BACKEND",
+             "maniskill-bridge-spoon": "embeval.act2answer.maniskill_bridge:BACKEND_SPOON",
+             "maniskill-bridge-cube": "embeval.act2answer.maniskill_bridge:BACKEND_CUBE"})
 
 
 def get_backend(name: str | Backend) -> Backend:
@@ -207,7 +229,7 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
     """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
 
     Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own env of
-    ``backend`` (a :data:`BACKENDS` name: ``pybullet``, ``maniskill``) unless ``env`` is given,
+    ``backend`` (a :data:`BACKENDS` name: ``pybullet``, ``maniskill``, ``maniskill-bridge``) unless ``env`` is given,
     rendering at ``obs_size`` (width, height; default :func:`obs_size_for` the policy). A
     :class:`BackendExpert` policy is bound to that env first.
     """

@@ -176,7 +176,7 @@ def make_env(width: int = 128, height: int = 128, aliases: dict[str, str] | None
 def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_actions: bool = True):
     """One Act2Answer episode of ``item`` in ``layout`` on a :func:`make_env` env; same rules and record as
     :func:`embeval.act2answer.episode.run_episode` (zone after the spec's settle time)."""
-    from embeval.act2answer.episode import Termination, episode_result
+    from embeval.act2answer.episode import closed_loop, episode_result
     from embeval.act2answer.scene import EpisodeSpec, instruction_for
 
     spec = spec or EpisodeSpec()
@@ -191,17 +191,7 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
     instruction = instruction_for(item, spec)
     obs = env.reset(seed=ms_seed, instruction=instruction)
     policy.reset(instruction)
-    rule = Termination(spec, float(u.cube_base_xyz()[2]))
-    reason, actions, n = "max_steps", [], 0
-    while n < spec.max_steps:
-        a = policy.act(obs)
-        if keep_actions:
-            actions.append([round(float(v), 6) for v in a.vector])
-        obs = env.step(a).observation
-        n += 1
-        if rule.update(float(u.cube_base_xyz()[2]), env.gripper):
-            reason = "released"
-            break
+    reason, n, actions = closed_loop(env, policy, obs, spec, lambda: u.cube_base_xyz()[2], keep_actions)
     for _ in range(int(round(spec.settle_s / float(u.control_timestep)))):  # let the cube settle, arm holding
         u.step(np.r_[np.zeros(6), 1.0 if env.gripper >= 0.5 else -1.0].astype(np.float32)[None])
     xyz = u.cube_base_xyz()

@@ -61,8 +61,10 @@ def register(sub) -> None:
     p.add_argument("--limit", type=positive_int, help="use only the first N items")
     p.add_argument("--delta", type=float, default=0.1, help="regime margin around chance 0.5 (default 0.1)")
     p.add_argument("--backend", default="pybullet",
-                   help="simulator: pybullet (the UR5 cell, default) or maniskill (ManiSkill3 with the Panda; "
-                        "give a longer --episode max_steps, see docs/act2answer.md)")
+                   help="simulator: pybullet (the UR5 cell, default), maniskill (ManiSkill3 with the Panda; "
+                        "give a longer --episode max_steps, see docs/act2answer.md), or maniskill-bridge / "
+                        "maniskill-bridge-spoon / maniskill-bridge-cube (SimplerEnv-style Bridge scenes with the WidowX; "
+                        "need ManiSkill's asset download, docs/sim.md)")
     p.set_defaults(func=_run)
 
     p = g.add_parser("scenes", help="write per-item scene YAMLs and conductor parameters for the ROS graph / real cell",

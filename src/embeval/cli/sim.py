@@ -17,11 +17,14 @@ def register(sub) -> None:
     p = g.add_parser("render", help="render a task scene from a camera to PNG", formatter_class=fmt,
                      description="Render the seeded scene of a task (or a scene YAML) to a PNG.",
                      epilog="examples:\n  embeval sim render --task Place --seed 3 --camera third_person --out place3.png\n"
-                            "  embeval sim render --backend maniskill --task PickCube-v1 --out x.png   # ManiSkill3, CPU")
+                            "  embeval sim render --backend maniskill --task PickCube-v1 --out x.png   # ManiSkill3, CPU\n"
+                            "  embeval sim render --backend maniskill --task PutCarrotOnPlateInScene-v1 --out b.png   "
+                            "# SimplerEnv Bridge scene (needs ManiSkill's asset download)")
     p.add_argument("--backend", choices=["pybullet", "maniskill"], default="pybullet",
                    help="simulator: the UR5 cell (pybullet, default) or ManiSkill3 (CPU, software Vulkan)")
     p.add_argument("--task", help=f"task: a verb of the UR5 cell ({_VERBS}; default Pick) or a ManiSkill env id "
-                                  "(default PickCube-v1)")
+                                  "(default PickCube-v1; a Bridge id such as PutCarrotOnPlateInScene-v1 renders the "
+                                  "WidowX scene from 3rd_view_camera)")
     p.add_argument("--seed", type=seed, default=0, help="scene seed (default 0)")
     p.add_argument("--scene", type=Path, help="scene spec YAML instead of a generated scene (pybullet)")
     p.add_argument("--camera", help="camera name: third_person or wrist (pybullet, default third_person); ManiSkill: "
@@ -149,12 +152,20 @@ def _render_maniskill(args) -> int:
 
     if args.scene:
         raise ConfigError("--scene is a UR5 cell scene; ManiSkill scenes come from --task and --seed")
+    from embeval.sim.maniskill import bridge
+
     task = args.task or "PickCube-v1"
-    with ManiSkillEnv(ManiSkillConfig(task, width=args.width, height=args.height)) as env:
+    if bridge.is_bridge_env(task):  # SimplerEnv's Bridge scenes: the WidowX, its calibrated 640x480 camera
+        env = bridge.BridgeEnv(bridge.BridgeConfig(task, obs_size=(args.width, args.height)))
+        cameras = [bridge.CAMERA]
+    else:
+        env = ManiSkillEnv(ManiSkillConfig(task, width=args.width, height=args.height))
+        cameras = list(env.cameras)
+    with env:
         obs = env.reset(seed=args.seed)
-        cam = args.camera or env.cameras[0]
+        cam = args.camera or cameras[0]
         if cam not in obs.images:
-            raise ConfigError(f"{task} has no camera {cam!r}; it has {', '.join(env.cameras)}")
+            raise ConfigError(f"{task} has no camera {cam!r}; it has {', '.join(cameras)}")
         img = obs.images[cam]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(img).save(args.out)

@@ -36,14 +36,14 @@ from scipy.spatial.transform import Rotation
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
 from embeval.sim.env import StepResult, as_action
-from embeval.sim.maniskill.runtime import VulkanUnavailableError, _np, diagnose, import_sapien, uses_software_vulkan
+from embeval.sim.maniskill.runtime import VulkanUnavailableError, _np, auto_render_backend, diagnose, import_sapien
 
 #: the tasks whose scripted expert, Decision and Execution scoring are covered (docs/sim.md)
 TASKS = ("PickCube-v1", "PushCube-v1", "StackCube-v1", "PullCube-v1", "PlaceSphere-v1", "PegInsertionSide-v1")
 CONTROL_MODE = "pd_ee_delta_pose"
 #: ManiSkill asset downloads that envs need (not shipped in the wheel): env id suffix / robot uid -> data source
-ASSET_NEEDS = {"InScene-v1": ("bridge_v2_real2sim", "widowx250s"), "widowx": ("widowx250s",), "ur10e": ("ur10e",),
-               "YCB": ("ycb",)}
+#: (the Bridge envs ask :mod:`embeval.sim.maniskill.bridge`, which reads ManiSkill's own registry)
+ASSET_NEEDS = {"widowx": ("widowx250s",), "ur10e": ("ur10e",), "YCB": ("ycb",)}
 
 
 @dataclass
@@ -104,6 +104,10 @@ def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float
 
 def missing_assets(env_id: str, robot: str | None = None) -> list[str]:
     """ManiSkill data sources ``env_id`` (with ``robot``) needs that are not in ``MS_ASSET_DIR`` (see :data:`ASSET_NEEDS`)."""
+    from embeval.sim.maniskill import bridge
+
+    if bridge.is_bridge_env(env_id):
+        return list(bridge.asset_problems(env_id))
     from mani_skill.utils.assets.data import DATA_SOURCES
 
     need: list[str] = []
@@ -199,14 +203,17 @@ class ManiSkillEnv:
         if c.env_id not in gym.registry:
             known = ", ".join(TASKS)
             raise ConfigError(f"unknown ManiSkill env {c.env_id!r}; e.g. {known} (ManiSkill 3.0.1 task ids)")
+        from embeval.sim.maniskill import bridge
+
+        if bridge.is_bridge_env(c.env_id):  # the WidowX's own controller and observation: bridge.BridgeEnv
+            bridge.require_assets(c.env_id)
+            raise ConfigError(f"{c.env_id} runs with the WidowX's {bridge.CONTROL_MODE} controller, not {CONTROL_MODE}: "
+                              "use `embeval sim render --backend maniskill --task ...` or `embeval act2answer run "
+                              "--backend maniskill-bridge` (embeval.sim.maniskill.bridge.BridgeEnv)")
         missing = missing_assets(c.env_id, c.robot)
         if missing:
             raise assets_error(c.env_id, missing)
-        backend = c.render_backend
-        if backend == "auto":
-            import torch
-
-            backend = "cpu" if uses_software_vulkan() or not torch.cuda.is_available() else "gpu"
+        backend = auto_render_backend(c.render_backend)
         kw: dict[str, Any] = dict(obs_mode="rgb" if c.render else "state_dict", control_mode=CONTROL_MODE,
                                   sim_backend="cpu", render_backend=backend, reward_mode="none")
         if c.render:

@@ -77,6 +77,16 @@ def uses_software_vulkan(environ: MutableMapping[str, str] | None = None) -> boo
     return "lvp" in names or not system_drivers()
 
 
+def auto_render_backend(choice: str = "auto") -> str:
+    """SAPIEN's render device for ``choice``: "cpu" / "gpu" as given; "auto" is "gpu" only with a system
+    Vulkan driver (not the software one) and CUDA, else "cpu"."""
+    if choice != "auto":
+        return choice
+    import torch
+
+    return "cpu" if uses_software_vulkan() or not torch.cuda.is_available() else "gpu"
+
+
 def diagnose(environ: MutableMapping[str, str] | None = None) -> str:
     """What is missing for Vulkan, in one sentence with the fix."""
     env = os.environ if environ is None else environ
