@@ -184,6 +184,12 @@ def act2answer_env_class(env_id: str):
     class Act2AnswerBridge(base_cls):
         a2a_scene: BridgeScene | None = None
 
+        def __init__(self, *args, **kwargs):
+            # ManiSkill 3.0.1 keeps this list on the class until the first reconfigure: one per instance here,
+            # so a second env in the process does not inherit the first one's objects
+            self._objects_to_remove_from_greenscreen = []
+            super().__init__(*args, **kwargs)
+
         def _build_actor_helper(self, model_id, scale=1, kinematic=False, initial_pose=None):
             if self.a2a_scene is not None and model_id == parked_id:
                 kinematic, initial_pose = True, sapien.Pose(p=list(PARK_XYZ))
