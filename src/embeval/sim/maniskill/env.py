@@ -11,8 +11,8 @@ the finger gap (m). Images: RGB uint8 under the env's own camera names (``base_c
 Action conversion. An :class:`~embeval.action.Action` ``[dx, dy, dz, droll, dpitch, dyaw, g]`` in
 frame base (rotation ``R_delta = Rz(yaw) Ry(pitch) Rx(roll)``, applied as ``R' = R_delta R``) is sent
 to ManiSkill's ``pd_ee_delta_pose`` controller (frame ``root_translation:root_aligned_body_rotation``:
-``p' = p + dp``; the rotation from *intrinsic* XYZ Euler angles, which this version applies inverted,
-see :func:`to_controller_action`), normalised by the
+``p' = p + dp``; the rotation from *intrinsic* XYZ Euler angles, which this version multiplies by the
+negative lower bound, see :func:`to_controller_action`), normalised by the
 controller's bounds: translation / 0.1 m per axis, Euler angles / 0.1 rad (their norm clipped at 1).
 A delta beyond the bounds is split into ``n`` equal control steps (``n = ceil(max(|dp|_inf / 0.1 m,
 |rotvec| / 0.1 rad))``), so an action keeps its meaning "move the TCP by this much"; beyond
@@ -74,14 +74,16 @@ class ManiSkillConfig:
 def to_controller_action(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1) -> np.ndarray:
     """One 6-DoF base-frame delta (within the bounds) -> the normalised ``pd_ee_delta_pose`` arm action (6,).
 
-    Translation is divided by ``pos_bound`` (m); the rotation ``Rz(yaw) Ry(pitch) Rx(roll)`` becomes
-    ManiSkill's intrinsic XYZ Euler angles, divided by ``rot_bound`` (rad). Measured on ManiSkill 3.0.1
-    (``tests/test_maniskill.py``): the CPU controller turns the TCP by the *inverse* of the rotation
-    built from its Euler angles (in the root frame), so the angles sent are those of ``R_delta^T``.
+    Translation is divided by ``pos_bound`` (m); the rotation ``R_delta = Rz(yaw) Ry(pitch) Rx(roll)``
+    becomes ManiSkill's intrinsic XYZ Euler angles ``e`` (``Rx(e0) Ry(e1) Rz(e2) = R_delta``). ManiSkill
+    3.0.1's ``pd_ee_delta_pose`` scales the normalised rotation by its *lower* bound (``-rot_bound``;
+    ``PDEEPoseController._clip_and_scale_action``), so ``-e / rot_bound`` is sent and the controller
+    turns the TCP by exactly ``R_delta`` (``tests/test_maniskill.py`` checks this with ManiSkill's own
+    controller code). Both parts must lie within the bounds (:func:`split_delta` makes them).
     """
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
-    euler = Rotation.from_matrix(rpy_to_matrix(d[3:6]).T).as_euler("XYZ")
-    return np.concatenate([np.clip(d[:3] / pos_bound, -1.0, 1.0), euler / rot_bound])
+    euler = Rotation.from_matrix(rpy_to_matrix(d[3:6])).as_euler("XYZ")
+    return np.concatenate([np.clip(d[:3] / pos_bound, -1.0, 1.0), -euler / rot_bound])
 
 
 def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float = 0.1,
@@ -89,7 +91,9 @@ def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float
     """Split a base-frame delta into ``n`` equal parts each within the bounds (same total motion).
 
     At most ``max_parts`` parts: a larger delta (a policy gone wild) is scaled down to
-    ``max_parts`` full-bound steps along the same direction; the flag says so.
+    ``max_parts`` full-bound steps along the same direction; the flag says so. The controller bounds
+    the norm of the *Euler* angles, which can exceed the rotation angle by up to 1 %: a part at the
+    full bound may then be turned up to 1 % less (ManiSkill rescales it).
     """
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
     rotvec = Rotation.from_matrix(rpy_to_matrix(d[3:6])).as_rotvec()
