@@ -51,7 +51,7 @@ def test_load_subject_from_yaml(tmp_path):
         ("kind: robot\nadapter: scripted\n", "'kind'"),
         ("kind: llm\n", "'adapter'"),
         ("kind: llm\nadapter: nope\n", "'adapter'"),
-        ("kind: llm\nadapter: scripted\nparms: {}\n", "'parms'"),
+        ("kind: llm\nadapter: scripted\nparms: {}\n", "subject.parms: unknown field; did you mean 'params'"),
         ("kind: llm\nadapter: scripted\nparams: {temprature: 0}\n", "params.temprature"),
         ("kind: llm\nadapter: scripted\nparams: [1, 2]\n", "'params'"),
         ("kind: llm\nadapter: openai\nparams: {url: x}\n", "'params'"),

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from embeval.config import check_keys
 from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 from embeval.registry import Registry
 from embeval.subjects.protocols import LLM, VLM, Policy
@@ -126,12 +127,7 @@ class SubjectSpec:
         """Validate a mapping; raise :class:`ConfigError` naming the offending field."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"a subject spec must be a mapping with fields kind, adapter, ...; got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SPEC_FIELDS))
-        if unknown:
-            raise ConfigError(
-                f"unknown field(s) {', '.join(map(repr, unknown))} in subject spec; allowed: {', '.join(_SPEC_FIELDS)} "
-                "(adapter arguments go under 'params')"
-            )
+        check_keys(data, _SPEC_FIELDS, "subject", note="adapter arguments go under 'params'")
         for req in ("kind", "adapter"):
             if not data.get(req):
                 raise ConfigError(f"field {req!r} is missing from the subject spec (kind: one of {', '.join(KINDS)})")
