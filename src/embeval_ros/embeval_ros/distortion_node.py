@@ -9,6 +9,10 @@ Frame ``n`` (counted from the node's first image, pass-through frames included) 
 :class:`embeval.distortion.FrameDistorter` with ``stream = input_topic``, i.e. seeded with
 ``frame_seed(seed, input_topic, n, type, level)``: ``embeval distort bag BAG OUT --topic
 <input_topic> --type T --level L --seed S`` on a bag of the same camera frames gives identical images.
+An ``episode_start`` event that carries the episode ``seed`` (the conductor's Act2Answer episodes)
+switches to the episode rule, :class:`embeval.distortion.EpisodeFrames`: frame n counted from that
+event is seeded ``frame_seed(episode seed, camera, n, type, level)``, so the in-process Act2Answer
+runner sees the same noise on the same frame of camera ``camera`` (parameter, default third_person).
 
 Quality gate (parameter ``quality_gate``: a predictor folder; off when empty): every output frame is
 scored by :class:`embeval.iqa.gate.QualityGate` (a no-reference predictor of the Decision score);
@@ -29,7 +33,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float32, String
 
-from embeval.distortion import FrameDistorter
+from embeval.distortion import EpisodeFrames, FrameDistorter
 from embeval.distortion.measures import psnr as psnr_db
 from embeval.errors import ConfigError, EmbevalError, MissingFileError
 from embeval_ros import topics as T
@@ -92,6 +96,9 @@ class DistortionNode(EmbevalNode):
                                               "as `embeval distort bag --seed`"))
         self.quality = bool(self.param("publish_quality", True, "publish PSNR (dB) against the source image"))
         in_topic = self.param("input_topic", T.IMAGE_RAW, "source image topic (also the seed stream name)")
+        self.camera = str(self.param("camera", "third_person", "camera name of input_topic: the seed stream of episodes "
+                                                              "started with a seed (as the in-process Act2Answer runner)"))
+        self.episode: EpisodeFrames | None = None  # set by an episode_start event that carries a seed
         out_topic = self.param("output_topic", T.IMAGE_DISTORTED, "distorted image topic")
         gate_dir = str(self.param("quality_gate", "", "quality gate: predictor folder (`embeval iqa bench --save-predictor`, "
                                                       "threshold in its gate.json from `embeval iqa gate --rate`); frames "
@@ -143,7 +150,10 @@ class DistortionNode(EmbevalNode):
         return self.schedule[-1][:2]
 
     def distort_frame(self, image: np.ndarray, index: int, name: str, level: int) -> np.ndarray:
-        """Frame ``index`` of the input stream distorted with ``name``/``level`` (RGB uint8 in and out)."""
+        """Frame ``index`` of the input stream distorted with ``name``/``level`` (RGB uint8 in and out); in an
+        episode started with a seed, the episode's next frame (:class:`~embeval.distortion.EpisodeFrames`)."""
+        if self.episode is not None:
+            return self.episode(image, name, level)
         if name in ("", "none"):
             return image
         key = (name, int(level))
@@ -160,6 +170,9 @@ class DistortionNode(EmbevalNode):
             level = int(ev.get("level", 0) or 0)
             self._check(ev["distortion"], level)  # a distortion with level 0 fails here, not at the next frame
             self.distortion, self.level, self.schedule = ev["distortion"], level, []
+            seed = ev.get("seed")
+            ok = isinstance(seed, int) and not isinstance(seed, bool)
+            self.episode = EpisodeFrames(self.camera, seed) if ok else None
 
     def _on_image(self, msg: Image) -> None:
         t_in = time.perf_counter()
@@ -170,6 +183,8 @@ class DistortionNode(EmbevalNode):
         out = None
         if name in ("", "none"):
             out_msg, psnr = msg, float("inf")
+            if self.episode is not None:
+                self.episode(None, name, level)  # counted: frame n of the episode is its n-th camera frame
         else:
             src = msg_to_image(msg)
             t_c = time.perf_counter()
