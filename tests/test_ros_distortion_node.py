@@ -148,10 +148,16 @@ def test_episode_frames_match_the_in_process_act2answer_runner(kind, level):
         live = [n.feed(f, i + 1) for i, f in enumerate(frames)]
         n.node._on_event(String(data=json.dumps(start)))  # the next episode with the same seed starts over
         again = n.feed(frames[0], 9)
+        n.node._on_event(String(data=json.dumps({k: v for k, v in start.items() if k != "seed"})))
+        plain = n.feed(frames[1], 10)  # an episode without a seed: the stream's numbering again (its frame 6)
     finally:
         n.close()
     for i in range(N):
         np.testing.assert_array_equal(live[i], seen[i], err_msg=f"frame {i}")
         assert not np.array_equal(live[i], frames[i])  # noise is there
     np.testing.assert_array_equal(again, seen[0])
+    from embeval.distortion import distort, frame_seed
+    from embeval_ros import topics as T
+
+    np.testing.assert_array_equal(plain, distort(frames[1], kind, level, frame_seed(SEED, T.IMAGE_RAW, 1 + N + 1, kind, level)))
     assert not np.array_equal(live[0].astype(int) - frames[0], live[1].astype(int) - frames[1])

@@ -45,7 +45,8 @@ class EpisodeFrames:
     undistorted ones included) is distorted with ``frame_seed(seed, camera, n, name, level)``.
 
     ``seed`` is the episode seed (Act2Answer: ``derive_seed(run seed, item id, layout)``); call once per
-    frame, ``name`` ``""``/``"none"`` passes the frame through (and still counts it).
+    frame, ``name`` ``""``/``"none"`` passes the frame through (and still counts it). A whole stream read
+    as one episode (``camera`` = the topic, ``seed`` = the base seed) is :class:`FrameDistorter`'s rule.
     """
 
     def __init__(self, camera: str, seed: int):
