@@ -100,3 +100,25 @@ def ur_robot():
     target = start_ur_emulator()
     yield target
     target.process.close()
+
+
+def wait_for(done, timeout_s: float, what: str, poll_s: float = 0.05) -> None:
+    """Poll ``done()`` until it holds; fail naming ``what`` after ``timeout_s`` (tests wait on events, not sleeps)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout_s:g} s for {what}; it did not happen")
+        time.sleep(poll_s)
+
+
+def bag_so_far(path, topics=None) -> list:
+    """The messages of a bag being recorded that lie in its closed segments ([] before the first one closes)."""
+    from embeval.errors import MissingFileError
+    from embeval.recording import read_bag
+
+    try:
+        return list(read_bag(path, topics))
+    except MissingFileError:
+        return []
