@@ -26,10 +26,6 @@ register_gripper("signed_close_positive", lambda g: (1.0 - g) / 2.0, lambda g: 1
                  "[-1, 1], +1 = closed, -1 = open (LIBERO / robosuite; OpenVLA's LIBERO deploy after invert_gripper_action)")
 
 
-def gripper_conventions() -> dict[str, str]:
-    return {k: v[2] for k, v in _GRIPPERS.items()}
-
-
 def _get(name: str):
     try:
         return _GRIPPERS[name]

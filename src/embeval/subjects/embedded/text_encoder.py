@@ -64,9 +64,6 @@ class TextEncoder:
                 return np.zeros((0, EMBED_DIM), dtype=np.float32)
             return np.stack([self._cache[t] for t in texts])
 
-    def encode_one(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
-
 
 @functools.lru_cache(maxsize=1)
 def shared_text_encoder() -> TextEncoder:
