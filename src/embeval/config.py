@@ -33,7 +33,7 @@ from embeval.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["check_keys", "config_fields", "from_mapping", "opts", "non_empty_str", "mapping", "number"]
+__all__ = ["check_keys", "config_fields", "from_mapping", "mapping", "non_empty_str", "number", "opts"]
 
 
 def check_keys(data: Mapping[str, Any], known: typing.Iterable[str], where: str, noun: str = "field",

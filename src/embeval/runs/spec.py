@@ -27,12 +27,21 @@ error names the field, e.g. ``spec.subjects[2].path: file not found``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from embeval.config import check_keys, config_fields, from_mapping, mapping, non_empty_str, number, opts
-from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.config import (
+    check_keys,
+    config_fields,
+    from_mapping,
+    mapping,
+    non_empty_str,
+    number,
+    opts,
+)
+from embeval.errors import ConfigError, MissingFileError, load_yaml
 from embeval.provenance import stable_hash
 
 #: Fields that do not change results: excluded from the spec hash.
@@ -220,16 +229,13 @@ def _plain(x: Any) -> Any:
 # ---------------------------------------------------------------------- parsing
 def _subject_file(raw: str, where: str, base_dir: Path) -> dict[str, Any]:
     """A subject given as a path to a subject YAML (embeval.subjects format), read into a mapping."""
-    import yaml
-
     p = Path(os.path.expanduser(raw))
     p = p if p.is_absolute() else base_dir / p
-    if not p.is_file():
-        raise MissingFileError(f"{where}: subject file not found: {p}; give a subject YAML (see config/subjects/) or an inline mapping")
     try:
-        data = yaml.safe_load(read_text(p, "subject file")) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{where}: {p} is not valid YAML ({yaml_problem(exc)})") from None
+        data = load_yaml(p, "subject file", missing=f"{where}: subject file not found: {p}; give a subject YAML "
+                                                     "(see config/subjects/) or an inline mapping") or {}
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     data = dict(mapping(data, where))
     data.setdefault("id", p.stem)
     rel = data.get("path")
@@ -268,15 +274,8 @@ def parse_spec(data: Any, base_dir: str | os.PathLike = ".") -> RunSpec:
 
 def load_spec(path: str | os.PathLike) -> RunSpec:
     """Read a run spec YAML file (structural checks only; see :func:`parse_spec`)."""
-    import yaml
-
     p = Path(os.path.expanduser(str(path)))
-    if not p.is_file():
-        raise MissingFileError(f"run spec not found: {p}; see config/runs/*.yaml for examples")
-    try:
-        data = yaml.safe_load(read_text(p, "run spec"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML ({yaml_problem(exc)})") from None
+    data = load_yaml(p, "run spec", missing=f"run spec not found: {p}; see config/runs/*.yaml for examples")
     try:
         return parse_spec(data, base_dir=p.parent)
     except ConfigError as exc:

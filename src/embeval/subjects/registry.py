@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from embeval.config import check_keys
-from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.errors import ConfigError, load_yaml
 from embeval.registry import Registry
 from embeval.subjects.protocols import LLM, VLM, Policy
 
@@ -169,15 +169,8 @@ def read_spec(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLike)
         return spec_or_path
     if isinstance(spec_or_path, Mapping):
         return SubjectSpec.from_mapping(spec_or_path)
-    import yaml
-
     path = Path(os.path.expanduser(str(spec_or_path)))
-    if not path.is_file():
-        raise MissingFileError(f"subject spec {path} does not exist; see config/subjects/*.yaml for examples")
-    try:
-        data = yaml.safe_load(read_text(path, "subject spec"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"subject spec {path} is not valid YAML ({yaml_problem(exc)})") from None
+    data = load_yaml(path, "subject spec", missing=f"subject spec {path} does not exist; see config/subjects/*.yaml for examples")
     try:
         return SubjectSpec.from_mapping(data or {}, base_dir=path.parent.resolve(), default_id=path.stem)
     except ConfigError as exc:
