@@ -122,3 +122,30 @@ def bag_so_far(path, topics=None) -> list:
         return list(read_bag(path, topics))
     except MissingFileError:
         return []
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a server to start on, or a refused connection)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def folder_iqa_database(tmp_path_factory, n_images: int, first_seed: int, **config):
+    """An IQA database built (``embeval_analysis.iqa.database.build_database``) from ``n_images`` synthetic 48x32
+    tabletop frames in a folder source with one task; ``config``: the rest of the BuildConfig. Returns
+    ``(folder, build result)``."""
+    import yaml
+    from embeval_analysis.iqa.database import BuildConfig, build_database
+    from PIL import Image
+
+    from embeval.distortion.samples import synthetic_tabletop
+
+    imgs = tmp_path_factory.mktemp("imgs")
+    for i in range(n_images):
+        Image.fromarray(synthetic_tabletop(48, 32, seed=first_seed + i)).save(imgs / f"im{i}.png")
+    (imgs / "tasks.yaml").write_text(yaml.safe_dump({"*": ["pick up the cube"]}))
+    out = tmp_path_factory.mktemp("db")
+    return out, build_database(BuildConfig(source="folder", source_params={"path": str(imgs)}, **config), out, log=None)
