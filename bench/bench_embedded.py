@@ -2,17 +2,9 @@
 measured in the same run (a simulator step with rendering; one torch thread)."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
-
-def _time(fn, n: int) -> float:
-    fn()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t0) / n
+from bench.timing import per_call
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -27,20 +19,20 @@ def run(quick: bool = False) -> list[dict]:
     with SimEnv() as env:
         obs = env.reset(seed=0, task="Pick")
         expert = env.expert()
-        sim_step = _time(lambda: env.step(np.zeros(7) + [0, 0, 0, 0, 0, 0, 1]), n)
+        sim_step = per_call(lambda: env.step(np.zeros(7) + [0, 0, 0, 0, 0, 0, 1]), n)
         rows.append({"case": "sim step (physics + 2 renders 128x96), baseline", "ms": 1000 * sim_step, "ratio": 1.0})
-        expert_t = _time(lambda: expert.act(obs), n)
+        expert_t = per_call(lambda: expert.act(obs), n)
         rows.append({"case": "scripted expert act", "ms": 1000 * expert_t, "ratio": expert_t / sim_step})
     torch.set_num_threads(1)
     vla = zoo.load_vla("tiny-vla")
     vla.reset("pick up the red cube")
-    t = _time(lambda: vla.act(obs), n)
+    t = per_call(lambda: vla.act(obs), n)
     rows.append({"case": "tiny-vla act (1 thread)", "ms": 1000 * t, "ratio": t / sim_step})
-    tb = _time(lambda: vla.act_batch([obs] * 32), max(2, n // 5)) / 32
+    tb = per_call(lambda: vla.act_batch([obs] * 32), max(2, n // 5)) / 32
     rows.append({"case": "tiny-vla act_batch x32, per obs", "ms": 1000 * tb, "ratio": tb / sim_step})
     vlm = zoo.load_vlm("tiny-vlm")
     img = obs.images["third_person"]
-    tv = _time(lambda: vlm.generate([img], "pick up the red cube"), n)
+    tv = per_call(lambda: vlm.generate([img], "pick up the red cube"), n)
     rows.append({"case": "tiny-vlm generate", "ms": 1000 * tv, "ratio": tv / sim_step})
 
     # training step throughput: 1 vs 2 torch threads (batch 64, both cameras)
@@ -55,7 +47,7 @@ def run(quick: bool = False) -> list[dict]:
     base = None
     for threads in (1, 2):
         torch.set_num_threads(threads)
-        ts = _time(step, 3 if quick else 10)
+        ts = per_call(step, 3 if quick else 10)
         base = base or ts
         rows.append({"case": f"tiny-vla train step b64 ({threads} thread{'s' if threads > 1 else ''})",
                      "ms": 1000 * ts, "ratio": ts / base})

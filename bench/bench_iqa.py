@@ -12,6 +12,8 @@ import time
 
 import numpy as np
 
+from bench.timing import timed
+
 
 def _frames(n: int, w: int = 128, h: int = 96) -> tuple[list[np.ndarray], list[np.ndarray]]:
     from embeval.distortion import distort, list_distortions
@@ -21,12 +23,6 @@ def _frames(n: int, w: int = 128, h: int = 96) -> tuple[list[np.ndarray], list[n
     refs = [synthetic_tabletop(w, h, seed=i) for i in range(n)]
     dist = [distort(r, types[i % len(types)], 1 + i % 5, seed=i) for i, r in enumerate(refs)]
     return refs, dist
-
-
-def _time(f) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    out = f()
-    return time.perf_counter() - t0, out
 
 
 def _batched_vs_per_image(name: str, dist, refs) -> dict:
@@ -84,27 +80,27 @@ def run(quick: bool) -> list[dict]:
         for name in ("psnr", "ssim", "gmsd", "piqe"):
             rows.append(_batched_vs_per_image(name, dist, refs))
     nss_features(dist[:2])
-    t_b, a = _time(lambda: nss_features(dist))
-    t_1, b = _time(lambda: np.concatenate([nss_features([d]) for d in dist]))
+    t_b, a = timed(lambda: nss_features(dist))
+    t_1, b = timed(lambda: np.concatenate([nss_features([d]) for d in dist]))
     rows.append({"what": "BRISQUE NSS features batched vs per image", "n": n, "ms_per_image": 1e3 * t_b / n,
                  "baseline_ms": 1e3 * t_1 / n, "speedup": t_1 / t_b, "max_abs_diff": float(np.abs(a - b).max())})
     # gate predictors (untrained weights / a fitted SVR: the cost does not depend on the values)
     psnr = pyiqa.create_metric("psnr", device="cpu")
     with torch.no_grad():
-        t_psnr, _ = _time(lambda: [float(psnr(_tensor(d), _tensor(r))) for d, r in zip(dist, refs)])
+        t_psnr, _ = timed(lambda: [float(psnr(_tensor(d), _tensor(r))) for d, r in zip(dist, refs)])
     cnn = NRPredictor(build_net(PredictorConfig(input_size=[48, 64], n_nodes=256)), PredictorConfig(input_size=[48, 64], n_nodes=256))
-    t_cnn, _ = _time(lambda: [cnn(d) for d in dist])
+    t_cnn, _ = timed(lambda: [cnn(d) for d in dist])
     X = np.random.default_rng(0).normal(size=(700, 36 + 7 + 20 + 14))  # ~ the demo's support-vector count
     svr = FeatureSVRPredictor(input_size=[96, 128]).fit_features(X, np.random.default_rng(1).random(700))
-    t_svr, _ = _time(lambda: [svr(d) for d in dist])
+    t_svr, _ = timed(lambda: [svr(d) for d in dist])
     for what, t in (("gate: CNNIQA 64x48 per frame", t_cnn), ("gate: nr-fusion (NSS + colour + statistics + signal) SVR per frame", t_svr)):
         rows.append({"what": what + " vs PSNR per frame", "n": n, "ms_per_image": 1e3 * t / n, "baseline_ms": 1e3 * t_psnr / n,
                      "speedup": t_psnr / t})
     # a live 640x480 camera frame: the predictor resizes it to its training size (128x96) before the features
     big_refs, big = _frames(8 if quick else 32, 640, 480)
     with torch.no_grad():
-        t_psnr, _ = _time(lambda: [float(psnr(_tensor(d), _tensor(r))) for d, r in zip(big, big_refs)])
-    t_svr, _ = _time(lambda: [svr(d) for d in big])
+        t_psnr, _ = timed(lambda: [float(psnr(_tensor(d), _tensor(r))) for d, r in zip(big, big_refs)])
+    t_svr, _ = timed(lambda: [svr(d) for d in big])
     rows.append({"what": "gate: nr-fusion per 640x480 frame (resized to 128x96) vs PSNR at 640x480", "n": len(big),
                  "ms_per_image": 1e3 * t_svr / len(big), "baseline_ms": 1e3 * t_psnr / len(big), "speedup": t_psnr / t_svr})
     rows.append(_gate_one_core(svr, big))

@@ -2,9 +2,9 @@
 (same run), and the cost of the correlation statistics."""
 from __future__ import annotations
 
-import time
-
 import numpy as np
+
+from bench.timing import timed
 
 VERBS = "pick place push pull move press pour twist insert cover".split()
 WORDS = ("the a red blue green cup box bowl lid drawer handle plate bottle glass button jar peg hole "
@@ -23,13 +23,6 @@ def corpus(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
         refs.append(" ".join(ref))
         cands.append(" ".join(cand))
     return cands, refs
-
-
-def _time(f, reps: int = 1) -> tuple[float, object]:
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        out = f()
-    return (time.perf_counter() - t0) / reps, out
 
 
 def run(quick: bool) -> list[dict]:
@@ -51,18 +44,18 @@ def run(quick: bool) -> list[dict]:
         ("ROUGE-L", lambda: text.rouge_l(cands, refs, tokenizer=split), lambda: Rouge().compute_score(gts, res)[1]),
         ("CIDEr-D", lambda: text.cider_d(cands, refs, tokenizer=split), lambda: Cider().compute_score(gts, res)[1]),
     ]:
-        t_ours, a = _time(ours)
-        t_coco, b = _time(coco)
+        t_ours, a = timed(ours)
+        t_coco, b = timed(coco)
         rows.append({"what": name, "n": n, "ours_s": t_ours, "pycocoevalcap_s": t_coco, "speedup": t_coco / t_ours,
                      "max_abs_diff": float(np.max(np.abs(np.asarray(a) - np.asarray(b))))})
-    t, _ = _time(lambda: text.bleu(cands, refs, variant="smooth", tokenizer=split))
+    t, _ = timed(lambda: text.bleu(cands, refs, variant="smooth", tokenizer=split))
     rows.append({"what": "BLEU-4 smoothed (default)", "n": n, "ours_s": t})
     rng = np.random.default_rng(0)
     m = 200 if quick else 1000
     x = rng.uniform(0, 1, m)
     y = 1 + 4 / (1 + np.exp(-(x - 0.5) / 0.1)) + rng.normal(0, 0.2, m)
-    t, _ = _time(lambda: stats.correlations(x, y))
+    t, _ = timed(lambda: stats.correlations(x, y))
     rows.append({"what": "correlations (SRCC, KRCC, PLCC raw/4PL/5PL)", "n": m, "ours_s": t})
-    t, _ = _time(lambda: stats.bootstrap_ci(x, y, "srcc", n_resamples=1000, seed=0))
+    t, _ = timed(lambda: stats.bootstrap_ci(x, y, "srcc", n_resamples=1000, seed=0))
     rows.append({"what": "bootstrap_ci srcc, 1000 resamples", "n": m, "ours_s": t})
     return rows

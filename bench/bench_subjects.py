@@ -10,13 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-
-def _per_call(fn, n: int) -> float:
-    fn()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    return (time.perf_counter() - t0) / n
+from bench.timing import per_call
 
 
 def run(quick: bool) -> list[dict]:
@@ -34,17 +28,17 @@ def run(quick: bool) -> list[dict]:
         img = np.random.default_rng(0).integers(0, 256, (size, size, 3), dtype=np.uint8)
         policy = ImageStatsPolicy()
         obs = Observation(images={"cam": img}, instruction="pick")
-        base = _per_call(lambda: policy.act(obs), n)
+        base = per_call(lambda: policy.act(obs), n)
         with serve_in_thread(openvla_server.create_app(policy)) as srv:
             rest = OpenVLARestPolicy(url=srv.url)
-            t = _per_call(lambda: rest.act(obs), n)
+            t = per_call(lambda: rest.act(obs), n)
         rows.append({"case": f"openvla_rest act {size}px", "ms_per_call": t * 1e3, "baseline": "in-process act",
                      "baseline_ms": base * 1e3, "ratio": t / base})
         vlm = ScriptedVLM()
-        base = _per_call(lambda: vlm.generate([img], "pick"), n)
+        base = per_call(lambda: vlm.generate([img], "pick"), n)
         with serve_in_thread(openai_server.create_app(vlm)) as srv:
             client = OpenAIChatVLM(url=srv.url + "/v1")
-            t = _per_call(lambda: client.generate([img], "pick"), n)
+            t = per_call(lambda: client.generate([img], "pick"), n)
         rows.append({"case": f"openai VLM generate {size}px (PNG)", "ms_per_call": t * 1e3, "baseline": "in-process generate",
                      "baseline_ms": base * 1e3, "ratio": t / base})
 
@@ -58,8 +52,8 @@ def run(quick: bool) -> list[dict]:
     img = np.random.default_rng(1).integers(0, 256, (224, 224, 3), dtype=np.uint8)
     with tempfile.TemporaryDirectory() as d:
         cached = CachedVLM(SlowVLM(), Path(d) / "c.sqlite")
-        miss = _per_call(lambda: SlowVLM().generate([img], "pick"), max(3, n // 5))
-        hit = _per_call(lambda: cached.generate([img], "pick"), n)
+        miss = per_call(lambda: SlowVLM().generate([img], "pick"), max(3, n // 5))
+        hit = per_call(lambda: cached.generate([img], "pick"), n)
     rows.append({"case": "CachedVLM hit (224px, 20 ms model)", "ms_per_call": hit * 1e3, "baseline": "uncached call",
                  "baseline_ms": miss * 1e3, "ratio": hit / miss})
     return rows

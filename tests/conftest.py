@@ -100,3 +100,79 @@ def ur_robot():
     target = start_ur_emulator()
     yield target
     target.process.close()
+
+
+def wait_for(done, timeout_s: float, what: str, poll_s: float = 0.05) -> None:
+    """Poll ``done()`` until it holds; fail naming ``what`` after ``timeout_s`` (tests wait on events, not sleeps)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout_s:g} s for {what}; it did not happen")
+        time.sleep(poll_s)
+
+
+def bag_so_far(path, topics=None) -> list:
+    """The messages of a bag being recorded that lie in its closed segments ([] before the first one closes)."""
+    from embeval.errors import MissingFileError
+    from embeval.recording import read_bag
+
+    try:
+        return list(read_bag(path, topics))
+    except MissingFileError:
+        return []
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (for a server to start on, or a refused connection)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def folder_iqa_database(tmp_path_factory, n_images: int, first_seed: int, **config):
+    """An IQA database built (``embeval_analysis.iqa.database.build_database``) from ``n_images`` synthetic 48x32
+    tabletop frames in a folder source with one task; ``config``: the rest of the BuildConfig. Returns
+    ``(folder, build result)``."""
+    import yaml
+    from embeval_analysis.iqa.database import BuildConfig, build_database
+    from PIL import Image
+
+    from embeval.distortion.samples import synthetic_tabletop
+
+    imgs = tmp_path_factory.mktemp("imgs")
+    for i in range(n_images):
+        Image.fromarray(synthetic_tabletop(48, 32, seed=first_seed + i)).save(imgs / f"im{i}.png")
+    (imgs / "tasks.yaml").write_text(yaml.safe_dump({"*": ["pick up the cube"]}))
+    out = tmp_path_factory.mktemp("db")
+    return out, build_database(BuildConfig(source="folder", source_params={"path": str(imgs)}, **config), out, log=None)
+
+
+def tiny_act_checkpoint(folder, state: int, action: int, action_std: float, dim_model: int = 32, encoder_layers: int = 1,
+                        chunk: int = 1):
+    """A LeRobot ACT policy with random weights (torch seed 0) on one 32x32 camera ``observation.images.top`` and a
+    ``state``-dim state, ``action``-dim actions normalised by std ``action_std``, saved with its processors in
+    ``folder``. Returns ``(policy, preprocessor, postprocessor)``."""
+    import torch
+    from lerobot.configs.types import FeatureType, PolicyFeature
+    from lerobot.policies.act.configuration_act import ACTConfig
+    from lerobot.policies.act.modeling_act import ACTPolicy
+    from lerobot.policies.factory import make_pre_post_processors
+
+    cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=dim_model, n_heads=2, dim_feedforward=2 * dim_model,
+                    n_encoder_layers=encoder_layers, n_decoder_layers=1, use_vae=False, chunk_size=chunk, n_action_steps=chunk,
+                    input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
+                                    "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state,))},
+                    output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action,))})
+    torch.manual_seed(0)
+    policy = ACTPolicy(cfg).eval()
+    stats = {"observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
+             "observation.state": {"mean": torch.zeros(state), "std": torch.ones(state)},
+             "action": {"mean": torch.zeros(action), "std": torch.full((action,), float(action_std))}}
+    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
+    for x in (policy, pre, post):
+        x.save_pretrained(folder)
+    return policy, pre, post

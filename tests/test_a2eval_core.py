@@ -66,7 +66,7 @@ def test_jsonl_parquet_roundtrip_and_schema_errors(tmp_path, small_pool):
     with pytest.raises(ConfigError, match="duplicate item id"):
         load_pool(bad)
     bad.write_text('not json\n')
-    with pytest.raises(ConfigError, match=":1: not valid JSON"):
+    with pytest.raises(ConfigError, match="line 1 is not valid JSON"):
         load_pool(bad)
 
 

@@ -73,3 +73,37 @@ def test_sharded_run_resume_and_table(suite, tmp_path):
 
     assert list(frame_records(df)) == ["hold"] and len(frame_records(df)["hold"]) == 8
     assert main(["act2answer", "report", str(tmp_path / "r.parquet")]) == 0
+
+
+def test_distorted_observations_seed_each_camera_frame_by_the_episode_rule():
+    """Frame n of camera k in an episode with seed s: distort(img, type, level, frame_seed(s, k, n, type, level))
+    (embeval.distortion.EpisodeFrames, which the ROS distortion node uses too)."""
+    import numpy as np
+
+    from embeval.act2answer.evaluator import _DistortedObservations
+    from embeval.action import Observation
+    from embeval.distortion import distort, frame_seed
+    from embeval.distortion.samples import synthetic_tabletop
+
+    seen = []
+
+    class Recorder:
+        id, action_spec = "rec", None
+
+        def reset(self, instruction):
+            seen.clear()
+
+        def act(self, obs):
+            seen.append(dict(obs.images))
+
+    frames = [{"third_person": synthetic_tabletop(40, 30, seed=i), "wrist": synthetic_tabletop(40, 30, seed=10 + i)}
+              for i in range(3)]
+    runner = _DistortedObservations(Recorder(), "white_noise", 3, 77)
+    for _ in range(2):  # a second episode starts the numbering over
+        runner.reset("x")
+        for f in frames:
+            runner.act(Observation(f, "x", {}, 0.0))
+        for n, f in enumerate(frames):
+            for k, img in f.items():
+                np.testing.assert_array_equal(seen[n][k], distort(img, "white_noise", 3, frame_seed(77, k, n, "white_noise", 3)))
+                assert not np.array_equal(seen[n][k], img)

@@ -351,7 +351,7 @@ def test_act2answer_report_names_a_file_that_is_not_jsonl(tmp_path, capsys):
     f.write_text("evaluator: synthetic\n")
     rc, _, err = _run(capsys, "act2answer", "report", f)
     assert rc == 2
-    assert _error_line(err) == (f"embeval: error: results file {f} line 1 is not JSON (Expecting value); give the "
+    assert _error_line(err) == (f"embeval: error: results file {f} line 1 is not valid JSON (Expecting value); give the "
                                 "episodes_*.jsonl / answers_*.jsonl files `embeval act2answer run` writes")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
+from conftest import folder_iqa_database
 from PIL import Image
 from scipy.stats import spearmanr
 
@@ -22,16 +22,7 @@ SUBJECTS = [{"id": f"stats-{i}", "kind": "policy", "adapter": "image_stats", "pa
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    from embeval_analysis.iqa.database import BuildConfig, build_database
-
-    imgs = tmp_path_factory.mktemp("imgs")
-    for i in range(8):
-        Image.fromarray(synthetic_tabletop(48, 32, seed=10 + i)).save(imgs / f"im{i}.png")
-    (imgs / "tasks.yaml").write_text(yaml.safe_dump({"*": ["pick up the cube"]}))
-    out = tmp_path_factory.mktemp("db")
-    cfg = BuildConfig(source="folder", source_params={"path": str(imgs)}, distortions=TYPES, levels=[2, 4, 5],
-                      subjects=SUBJECTS, seed=0)
-    return out, build_database(cfg, out, log=None)
+    return folder_iqa_database(tmp_path_factory, 8, 10, distortions=TYPES, levels=[2, 4, 5], subjects=SUBJECTS, seed=0)
 
 
 @pytest.fixture(scope="module")

@@ -5,31 +5,18 @@ training loss falls, the tables are written with mean and median over splits; mi
 are named."""
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
-import yaml
-from PIL import Image
-
-from embeval.distortion.samples import synthetic_tabletop
+from conftest import folder_iqa_database
 
 pytest.importorskip("pyiqa")
 
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
-    from embeval_analysis.iqa.database import BuildConfig, build_database
-
-    imgs = tmp_path_factory.mktemp("imgs")
-    for i in range(6):
-        Image.fromarray(synthetic_tabletop(48, 32, seed=30 + i)).save(imgs / f"im{i}.png")
-    (imgs / "tasks.yaml").write_text(yaml.safe_dump({"*": ["pick up the cube"]}))
-    out = tmp_path_factory.mktemp("db")
-    cfg = BuildConfig(source="folder", source_params={"path": str(imgs)}, distortions=["darken", "brighten", "white_noise"],
-                      levels=[1, 3, 5], seed=0,
-                      subjects=[{"id": "stats", "kind": "policy", "adapter": "image_stats", "params": {"scale": 0.2}}])
-    build_database(cfg, out, log=None)
-    return out
+    return folder_iqa_database(tmp_path_factory, 6, 30, distortions=["darken", "brighten", "white_noise"], levels=[1, 3, 5],
+                               seed=0, subjects=[{"id": "stats", "kind": "policy", "adapter": "image_stats",
+                                                  "params": {"scale": 0.2}}])[0]
 
 
 @pytest.mark.slow  # ~20 s of CPU, 45 s wall on a busy 2-core machine

@@ -226,28 +226,13 @@ def test_expert_rate_over_20_seeds(task):
 def test_lerobot_act_subject_acts_in_maniskill(cam_env, tmp_path):
     """A LeRobot ACT checkpoint (random weights, saved with its processors) loaded through a subject
     spec acts on ManiSkill observations: the env's camera and its 7 arm joints."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     pytest.importorskip("lerobot")
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.act.configuration_act import ACTConfig
-    from lerobot.policies.act.modeling_act import ACTPolicy
-    from lerobot.policies.factory import make_pre_post_processors
+    from conftest import tiny_act_checkpoint
 
     from embeval.subjects import load_subject
 
-    cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=32, n_heads=2, dim_feedforward=64,
-                    n_encoder_layers=1, n_decoder_layers=1, use_vae=False, chunk_size=2, n_action_steps=2,
-                    input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
-                                    "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(7,))},
-                    output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(7,))})
-    torch.manual_seed(0)
-    stats = {"observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
-             "observation.state": {"mean": torch.zeros(7), "std": torch.ones(7)},
-             "action": {"mean": torch.zeros(7), "std": torch.full((7,), 0.02)}}
-    pol = ACTPolicy(cfg).eval()
-    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
-    for x in (pol, pre, post):
-        x.save_pretrained(tmp_path)
+    tiny_act_checkpoint(tmp_path, state=7, action=7, action_std=0.02, chunk=2)
     subject = load_subject({"kind": "policy", "adapter": "lerobot", "path": str(tmp_path),
                             "params": {"camera_map": {"observation.images.top": "base_camera"},
                                        "gripper": "signed_open_positive"}})

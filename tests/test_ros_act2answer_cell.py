@@ -224,8 +224,9 @@ def test_policy_sync_to_arm_acts_only_on_images_after_the_arms_report():
                    and pub_status.get_subscription_count())
 
             def frame(stamp_ns):
+                n = policy.log.received
                 pub_img.publish(image_to_msg(img, stamp_ns, "camera_color_optical_frame"))
-                g.spin(0.4)
+                g.wait_for(lambda g: policy.log.received > n, 10, "the policy node to take the image")
                 return policy.log.published
 
             first = time.time_ns()
@@ -233,7 +234,7 @@ def test_policy_sync_to_arm_acts_only_on_images_after_the_arms_report():
             assert frame(time.time_ns()) == 1  # the arm has not reported the command: no action
             before_report = time.time_ns()
             pub_status.publish(diag("arm", "ok", "executed", {}, first))  # the arm executed the first command
-            g.spin(0.4)
+            g.wait_for(lambda g: policy._pending is None, 10, "the policy node to take the arm's report")
             assert frame(before_report) == 1  # an image captured before the report: still no action
             assert frame(time.time_ns()) == 2  # a fresh image: acts again
         finally:

@@ -113,3 +113,51 @@ def test_conductor_rejects_bad_episode_distortions_at_start(dists, levels, match
                                                                     "distortions": dists, "levels": levels}}})
     with pytest.raises(ConfigError, match=match), Graph(params):
         pass
+
+
+@pytest.mark.parametrize("kind,level", [("white_noise", 3), ("impulse_noise", 2)])
+def test_episode_frames_match_the_in_process_act2answer_runner(kind, level):
+    """An Act2Answer episode (episode_start with the episode seed): the node distorts frame n of the episode
+    exactly as the in-process runner distorts the policy's n-th observation of that camera."""
+    from std_msgs.msg import String
+
+    from embeval.act2answer.evaluator import _DistortedObservations
+    from embeval.action import Observation
+
+    seen = []
+
+    class Recorder:  # a policy that keeps what it is shown
+        id, action_spec = "rec", None
+
+        def reset(self, instruction):
+            pass
+
+        def act(self, obs):
+            seen.append(obs.images["third_person"])
+
+    frames, episode_seed = _frames(), 1234567
+    runner = _DistortedObservations(Recorder(), kind, level, episode_seed)
+    runner.reset("put the cube on the cat")
+    for f in frames:
+        runner.act(Observation({"third_person": f}, "put the cube on the cat", {}, 0.0))
+    n = _Node(distortion="none", seed=SEED, publish_quality=False, camera="third_person")
+    try:
+        n.feed(frames[0], 0)  # frames before the episode do not shift its numbering
+        start = {"event": "episode_start", "distortion": kind, "level": level, "seed": episode_seed}
+        n.node._on_event(String(data=json.dumps(start)))
+        live = [n.feed(f, i + 1) for i, f in enumerate(frames)]
+        n.node._on_event(String(data=json.dumps(start)))  # the next episode with the same seed starts over
+        again = n.feed(frames[0], 9)
+        n.node._on_event(String(data=json.dumps({k: v for k, v in start.items() if k != "seed"})))
+        plain = n.feed(frames[1], 10)  # an episode without a seed: the stream's numbering again (its frame 6)
+    finally:
+        n.close()
+    for i in range(N):
+        np.testing.assert_array_equal(live[i], seen[i], err_msg=f"frame {i}")
+        assert not np.array_equal(live[i], frames[i])  # noise is there
+    np.testing.assert_array_equal(again, seen[0])
+    from embeval.distortion import distort, frame_seed
+    from embeval_ros import topics as T
+
+    np.testing.assert_array_equal(plain, distort(frames[1], kind, level, frame_seed(SEED, T.IMAGE_RAW, 1 + N + 1, kind, level)))
+    assert not np.array_equal(live[0].astype(int) - frames[0], live[1].astype(int) - frames[1])

@@ -100,7 +100,8 @@ def test_paper_protocol_on_the_sim_cell_awards_100_on_success(expert):
             ("sim00000", "none", task.instruction), ("sim00000", "gaussian_blur", task.instruction)]
         g.spin(120, until=lambda g: conductor.finished)
         assert conductor.finished
-        g.spin(0.5)
+        g.wait_for(lambda g: len(scorer.book.records) == 2 and sum(e["event"] == "episode_end" for e in ev.got) == 2,
+                   10, "the scorer's two records and both episode_end events")
         records = list(scorer.book.records)
         arm = g.nodes["embeval_arm"]
         lifted = arm.backend.cell.object_pose(task.target)[0][2]
@@ -146,7 +147,7 @@ def test_operator_verdict_on_the_mock_cell_is_recorded_and_scored():
             g.spin(5, until=lambda g: conductor.phase != "verdict")
         g.spin(20, until=lambda g: conductor.finished)
         assert conductor.finished
-        g.spin(0.3)
+        g.wait_for(lambda g: len(scorer.book.records) == 2, 10, "the scorer's two records")
         records = {r["distortion"]: r for r in scorer.book.records}
     assert answers == ["recorded: success (operator)", "recorded: failure (operator)"]
     ref, dis = records["none"], records["darken"]
@@ -183,7 +184,7 @@ def test_sensor_verdict_on_the_mock_cell():
         pub.publish(Bool(data=True))
         g.spin(20, until=lambda g: conductor.finished)
         assert conductor.finished
-        g.spin(0.3)
+        g.wait_for(lambda g: len(scorer.book.records) == 1, 10, "the scorer's record")
         (rec,) = scorer.book.records
         node.destroy_node()
     assert (rec["scores"]["execution"], rec["scores"]["execution_success_source"]) == (100.0, "sensor")
@@ -228,7 +229,8 @@ def test_paper_protocol_on_the_emulated_cell_awards_100_on_success(expert, ur_em
         assert arm.judge == "mirror"
         g.spin(150, until=lambda g: conductor.finished)
         assert conductor.finished
-        g.spin(0.5)
+        g.wait_for(lambda g: len(scorer.book.records) == 2 and sum(e["event"] == "episode_end" for e in ev.got) == 2,
+                   10, "the scorer's two records and both episode_end events")
         records = {r["distortion"]: r["scores"] for r in scorer.book.records}
         assert (arm.executed, arm.refused) == (2 * len(actions), 0)
         ev.close()

@@ -10,9 +10,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
+from conftest import bag_so_far, wait_for
 
 pytest.importorskip("rclpy", reason="the ROS 2 wheels (ros-rclpy) are not installed: run scripts/install.sh")
 pytestmark = pytest.mark.ros
@@ -69,8 +69,9 @@ def test_sim_graph_end_to_end_bag(tmp_path, no_dds_leak):
     with g:
         g.spin(150, until=lambda g: g.nodes["embeval_conductor"].finished)
         assert g.nodes["embeval_conductor"].finished, "the conductor did not finish its two episodes"
-        g.spin(1.5)  # drain: the recorder sees the last messages
         recorder = g.nodes["embeval_recorder"]
+        g.wait_for(lambda g: recorder.counts.get("/embeval/events", 0) >= 5 and len(g.nodes["embeval_scorer"].book.records) == 2,
+                   30, "the recorder to hold all five events (graph_done last) and the scorer its two records")
         arm = g.nodes["embeval_arm"]
         from embeval.robot.base import ArmBackend
         from embeval.sim.arm_backend import SimArmBackend
@@ -147,7 +148,7 @@ def test_recorder_node_killed_leaves_readable_bag(tmp_path, no_dds_leak):
     pub = subprocess.Popen([sys.executable, "-c", _PUBLISHER], stdout=subprocess.PIPE, text=True)
     try:
         assert pub.stdout.readline().strip() == "matched"
-        time.sleep(2.5)
+        wait_for(lambda: len(bag_so_far(bag)) > 30, 30, "more than 30 messages in the bag's closed segments")
         os.kill(rec.pid, signal.SIGKILL)
         rec.wait(timeout=10)
     finally:

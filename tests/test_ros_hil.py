@@ -68,8 +68,8 @@ def test_dry_run_default_and_stale_command_stop_as_nodes(tmp_path):
         while pub.get_subscription_count() == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         pub.publish(action_to_msg([0.01, 0, 0, 0, 0, 0, 1], time.time_ns() - 2_000_000_000))  # 2 s old
-        g.spin(5, until=lambda g: arm.log.received >= 1)
-        time.sleep(0.2)
+        g.wait_for(lambda g: arm.refused == 1 and arm.backend.state().safety.stopped, 5,
+                   "the arm node to refuse the stale command and stop the arm")
         assert arm.refused == 1 and "stale command" in arm.commander.stop_reason
         assert arm.backend.state().safety.stopped
         helper.destroy_node()
@@ -216,8 +216,8 @@ def test_stale_command_stops_the_arm_node_and_reset_recovers(ur_robot):
                 time.sleep(0.05)
             p0 = arm.backend.state().tcp_pose
             pub.publish(action_to_msg([0.01, 0, 0, 0, 0, 0, 1], time.time_ns() - 2_000_000_000))  # 2 s old > 0.5 s
-            g.spin(10, until=lambda g: arm.log.received >= 1)
-            g.spin(0.3)
+            g.wait_for(lambda g: arm.refused == 1 and arm.backend.ur_safety_mode() == 3, 10,
+                       "the arm node to refuse the stale command and the controller to stop (safety mode 3)")
             assert arm.refused == 1 and "stale command" in arm.commander.stop_reason
             assert arm.backend.ur_safety_mode() == 3  # the controller's protective stop
             np.testing.assert_allclose(arm.backend.state().tcp_pose[:3], p0[:3], atol=1e-3)  # nothing moved

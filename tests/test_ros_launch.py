@@ -259,9 +259,9 @@ def test_act2answer_launch_runs_with_no_params_file(monkeypatch, tmp_path):
     import json
     import os
     import sys
-    import time
 
     import yaml
+    from conftest import bag_so_far
     from embeval_ros.processes import NodeProcesses
 
     from embeval.act2answer.episode import read_results
@@ -282,8 +282,15 @@ def test_act2answer_launch_runs_with_no_params_file(monkeypatch, tmp_path):
             procs.start(name, [sys.executable, "-m", f"embeval_ros.{_executables()[n['executable']]}", "--ros-args",
                                "-r", f"__node:={name}", "--params-file", n["params_file"], "--params-file", str(over)],
                         cwd=cell, env=env)
-        procs.wait_until(lambda: jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2, timeout_s=180)
-        time.sleep(1.5)  # the recorder's next segment
+        assert procs.wait_until(lambda: jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2, timeout_s=180), \
+            f"no two Act2Answer episodes in {jsonl} within 180 s; see {tmp_path}/<node>.log"
+
+        def ends_recorded():  # both episode_end events in the recorder's closed segments
+            bags = list((cell / "runs" / "bags").glob("*"))
+            msgs = bag_so_far(bags[0], ["/embeval/events"]) if len(bags) == 1 else []
+            return sum(json.loads(m.msg.data)["event"] == "episode_end" for m in msgs) == 2
+
+        assert procs.wait_until(ends_recorded, timeout_s=30, poll_s=0.2), "the recorder's bag never held both episode_end events"
     recs = read_results(jsonl)
     assert [(r["item"], r["layout"]) for r in recs] == [(items[0].id, "original"), (items[0].id, "swapped")]
     for r in recs:

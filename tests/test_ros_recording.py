@@ -5,10 +5,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
+from conftest import bag_so_far, wait_for
 
 from embeval.errors import ConfigError, MissingFileError
 from embeval.recording import BagRecorder, bag_info, read_bag, recover_bag, typestore
@@ -98,7 +98,7 @@ def test_bag_readable_after_kill_9(tmp_path):
     bag = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(bag)], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "started"
-    time.sleep(1.5)
+    wait_for(lambda: len(bag_so_far(bag)) > 20, 30, "more than 20 messages in the bag's closed segments")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
     # readable as it lies on disk, with no repair step: complete segments, in order, no gaps

@@ -74,15 +74,19 @@ def _roundtrip(n: int, in_topic: str, out_topic: str, timeout: float = 45.0) -> 
             assert proc.poll() is None, proc.stdout.read()
             ex.spin_once(timeout_sec=0.1)
         assert pub.get_subscription_count() > 0, "echo node never matched (discovery failed)"
-        time.sleep(0.3)  # let the reverse path match too
+        # the reverse path: a probe comes back once the echo's publisher has matched this subscription
+        while "probe" not in got and time.monotonic() < deadline:
+            pub.publish(String(data="probe"))
+            ex.spin_once(timeout_sec=0.1)
+        assert "probe" in got, "the echo node's reply never came back (discovery of the reverse path failed)"
         sent = [f"msg-{i}-{'x' * i}" for i in range(n)]
         for s in sent:
             pub.publish(String(data=s))
             ex.spin_once(timeout_sec=0.01)
-        while len(got) < n and time.monotonic() < deadline:
+        while len([m for m in got if m != "probe"]) < n and time.monotonic() < deadline:
             ex.spin_once(timeout_sec=0.1)
         node.destroy_node()
-        return got if got else []
+        return [m for m in got if m != "probe"]
     finally:
         rclpy.shutdown(context=ctx)
         proc.terminate()

@@ -20,6 +20,7 @@ import jsonschema
 import numpy as np
 import openai  # the official client (a declared dependency) is the judge of the OpenAI protocol
 import pytest
+from conftest import free_port
 
 from embeval.action import Observation
 from embeval.serving import openai_server, openvla_server
@@ -553,18 +554,12 @@ def test_serve_spec_errors_are_config_errors(tmp_path):
 
 # --------------------------------------------------------------------------- the CLI
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _start(args: list[str]):
     import os
     import subprocess
     import sys
 
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "serve", *args, "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
     url = f"http://127.0.0.1:{port}"

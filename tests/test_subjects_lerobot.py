@@ -8,6 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("lerobot")
 
+from conftest import tiny_act_checkpoint  # noqa: E402
+
 from embeval.action import Action, Observation  # noqa: E402
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError  # noqa: E402
 from embeval.subjects import load_subject  # noqa: E402
@@ -17,31 +19,8 @@ ACTION_STD = 0.1
 
 @pytest.fixture(scope="module")
 def act_checkpoint(tmp_path_factory):
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.act.configuration_act import ACTConfig
-    from lerobot.policies.act.modeling_act import ACTPolicy
-    from lerobot.policies.factory import make_pre_post_processors
-
-    cfg = ACTConfig(
-        device="cpu", pretrained_backbone_weights=None, dim_model=32, n_heads=2, dim_feedforward=64,
-        n_encoder_layers=2, n_decoder_layers=1, use_vae=False, chunk_size=4, n_action_steps=4,
-        input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
-                        "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))},
-        output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(8,))},
-    )
-    torch.manual_seed(0)
-    policy = ACTPolicy(cfg).eval()
-    stats = {
-        "observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
-        "observation.state": {"mean": torch.zeros(6), "std": torch.ones(6)},
-        "action": {"mean": torch.zeros(8), "std": torch.full((8,), ACTION_STD)},
-    }
-    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
     d = tmp_path_factory.mktemp("act")
-    policy.save_pretrained(d)
-    pre.save_pretrained(d)
-    post.save_pretrained(d)
-    return d, policy, pre, post
+    return (d, *tiny_act_checkpoint(d, state=6, action=8, action_std=ACTION_STD, encoder_layers=2, chunk=4))
 
 
 def _obs(seed=0):
@@ -156,23 +135,7 @@ def test_diffusion_policy_roundtrip(tmp_path):
 
 def test_two_arm_policy_acts_with_the_arm_of_larger_motion(tmp_path):
     """arms: 2 on a 14-dim ACT output: each step takes the arm that moves most, unless action_indices is given."""
-    from lerobot.configs.types import FeatureType, PolicyFeature
-    from lerobot.policies.act.configuration_act import ACTConfig
-    from lerobot.policies.act.modeling_act import ACTPolicy
-    from lerobot.policies.factory import make_pre_post_processors
-
-    cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=16, n_heads=2, dim_feedforward=32,
-                    n_encoder_layers=1, n_decoder_layers=1, use_vae=False, chunk_size=1, n_action_steps=1,
-                    input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
-                                    "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))},
-                    output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(14,))})
-    torch.manual_seed(0)
-    policy = ACTPolicy(cfg).eval()
-    stats = {"observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
-             "observation.state": {"mean": torch.zeros(6), "std": torch.ones(6)},
-             "action": {"mean": torch.zeros(14), "std": torch.ones(14)}}
-    pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
-    policy.save_pretrained(tmp_path), pre.save_pretrained(tmp_path), post.save_pretrained(tmp_path)
+    tiny_act_checkpoint(tmp_path, state=6, action=14, action_std=1.0, dim_model=16)
     spec = {"kind": "policy", "adapter": "lerobot", "path": str(tmp_path), "params": {"arms": 2}}
     left, right = [0.01, 0, 0, 0, 0, 0, 1.0], [0, 0.04, 0.03, 0, 0, 0.1, 0.0]
     subject = load_subject(spec)

@@ -8,6 +8,7 @@ import threading
 import jsonschema
 import numpy as np
 import pytest
+from conftest import free_port
 
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError, ServerUnavailableError
 from embeval.serving.openai_server import create_app
@@ -51,7 +52,7 @@ def test_load_subject_from_yaml(tmp_path):
         ("kind: robot\nadapter: scripted\n", "'kind'"),
         ("kind: llm\n", "'adapter'"),
         ("kind: llm\nadapter: nope\n", "'adapter'"),
-        ("kind: llm\nadapter: scripted\nparms: {}\n", "'parms'"),
+        ("kind: llm\nadapter: scripted\nparms: {}\n", "subject.parms: unknown field; did you mean 'params'"),
         ("kind: llm\nadapter: scripted\nparams: {temprature: 0}\n", "params.temprature"),
         ("kind: llm\nadapter: scripted\nparams: [1, 2]\n", "'params'"),
         ("kind: llm\nadapter: openai\nparams: {url: x}\n", "'params'"),
@@ -177,12 +178,7 @@ def test_openai_vlm_sends_lossless_images(served_vlm):
 
 
 def test_server_down_raises_naming_url():
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     llm = OpenAIChatLLM(url=f"http://127.0.0.1:{port}/v1", max_retries=1, backoff=0.01, timeout=2)
     with pytest.raises(ServerUnavailableError) as ei:
         llm.chat([{"role": "user", "content": "hi"}])
@@ -288,7 +284,6 @@ def test_relative_paths_and_param_overrides(tmp_path):
 
 def test_cli_serve_openai_subprocess():
     """`embeval serve openai` in its own process, reached by the OpenAI client."""
-    import socket
     import subprocess
     import sys
     import time
@@ -296,10 +291,7 @@ def test_cli_serve_openai_subprocess():
 
     import httpx
 
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     spec = Path(__file__).resolve().parents[1] / "config" / "subjects" / "scripted_llm.yaml"
     proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "serve", "openai", "--subject", str(spec), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -3,10 +3,10 @@ variants (chunks, plain lists, gripper conventions), and failures (server down, 
 from __future__ import annotations
 
 import json
-import socket
 
 import numpy as np
 import pytest
+from conftest import free_port
 
 from embeval.action import Action, Observation
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
@@ -146,10 +146,7 @@ def test_server_reports_policy_nan_and_bad_input():
 
 
 def test_server_down_names_url_and_fix():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     client = OpenVLARestPolicy(url=f"http://127.0.0.1:{port}", max_retries=1, backoff=0.01, timeout=2)
     with pytest.raises(ServerUnavailableError) as ei:
         client.act(_obs(0))

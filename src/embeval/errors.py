@@ -75,15 +75,20 @@ def unicode_problem(exc: UnicodeDecodeError, data: bytes | None = None) -> str:
     return where
 
 
-def load_yaml(path, what: str = "file"):
-    """Parse a YAML text file (see :func:`read_text`); :class:`ConfigError` with the position of a syntax error."""
+def load_yaml(path, what: str = "file", fix: str = "", missing: str = ""):
+    """Parse a YAML text file (see :func:`read_text`); :class:`ConfigError` with the position of a syntax error,
+    ending in ``fix``. ``missing``: the :class:`MissingFileError` message when ``path`` is not a file."""
+    from pathlib import Path
+
     import yaml
 
+    if missing and not Path(path).is_file():
+        raise MissingFileError(missing)
     text = read_text(path, what)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} {path} is not valid YAML ({yaml_problem(exc)})") from None
+        raise ConfigError(f"{what} {path} is not valid YAML ({yaml_problem(exc)}){f'; {fix}' if fix else ''}") from None
 
 
 def read_json(path, what: str = "file", fix: str = "", max_bytes: int = MAX_TEXT_BYTES, mapping: bool = True):
@@ -102,3 +107,27 @@ def read_json(path, what: str = "file", fix: str = "", max_bytes: int = MAX_TEXT
     if mapping and not isinstance(doc, dict):
         raise ConfigError(f"{what} {path} is a JSON {type(doc).__name__}, not an object{tail}")
     return doc
+
+
+def read_jsonl(path, what: str = "file", fix: str = "", missing: str = "", max_bytes: int = 1 << 30) -> list[tuple[int, dict]]:
+    """The records of a JSON-lines text file (see :func:`read_text`) as ``(line number, object)``, blank lines
+    skipped. ``missing``: the :class:`MissingFileError` message when ``path`` is not a file; :class:`ConfigError`
+    in one line naming the file and line, ending in ``fix``, when a line is not valid JSON or not an object."""
+    import json
+    from pathlib import Path
+
+    if missing and not Path(path).is_file():
+        raise MissingFileError(missing)
+    tail = f"; {fix}" if fix else ""
+    out = []
+    for n, line in enumerate(read_text(path, what, max_bytes).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError as exc:
+            raise ConfigError(f"{what} {path} line {n} is not valid JSON ({exc.msg}){tail}") from None
+        if not isinstance(rec, dict):
+            raise ConfigError(f"{what} {path} line {n} is a JSON {type(rec).__name__}, not an object{tail}")
+        out.append((n, rec))
+    return out

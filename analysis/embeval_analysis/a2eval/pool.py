@@ -31,6 +31,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval.errors import read_jsonl as jsonl_records
 from embeval_analysis.a2eval.media import load_image, load_video_frames
 
 ANSWER_TYPES = ("mc", "numeric", "point", "exact")
@@ -218,19 +219,8 @@ def check_unique(items: Sequence[PoolItem], where: str = "pool") -> None:
 
 def read_jsonl(path: str | Path) -> list[PoolItem]:
     path = Path(path)
-    if not path.is_file():
-        raise MissingFileError(f"pool file {path} does not exist")
-    items = []
-    with path.open() as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg}); each line must be one JSON object") from None
-            items.append(item_from_record(rec, path.parent, f"{path}:{n}"))
-    return items
+    recs = jsonl_records(path, "pool file", fix="each line must be one JSON object", missing=f"pool file {path} does not exist")
+    return [item_from_record(rec, path.parent, f"{path}:{n}") for n, rec in recs]
 
 
 def read_parquet(path: str | Path, data_files_base: Path | None = None) -> list[PoolItem]:

@@ -89,7 +89,7 @@ def subject_srcc_matrix(subject_scores, out_png: str | Path):
 
 def score_relations(scores, out_png: str | Path):
     """SRCC between the stage scores present (cognition, decision, execution) and a scatter plot."""
-    from scipy.stats import spearmanr
+    from embeval.scoring.stats import corr
 
     plt = _plt()
     cols = [c for c in ("cognition", "decision", "execution") if c in scores and scores[c].notna().any()]
@@ -97,7 +97,7 @@ def score_relations(scores, out_png: str | Path):
     for i, a in enumerate(cols):
         for b in cols[i + 1:]:
             m = scores[[a, b]].dropna()
-            res[f"{a}|{b}"] = float(spearmanr(m[a], m[b]).statistic) if len(m) > 2 else float("nan")
+            res[f"{a}|{b}"] = corr(m[a], m[b], "spearman", constant=float("nan")) if len(m) > 2 else float("nan")
     if len(cols) >= 2:
         fig, ax = plt.subplots(figsize=(4.5, 4))
         ax.scatter(scores[cols[0]], scores[cols[1]], s=6, alpha=0.6)

@@ -263,24 +263,9 @@ def write_results(results: Iterable[EpisodeResult | dict], path) -> Path:
 
 def read_results(path) -> list[dict[str, Any]]:
     """Records written by :func:`write_results` (or exported by a run), as dicts."""
-    import json
-
-    from embeval.errors import ConfigError, MissingFileError, read_text
+    from embeval.errors import read_jsonl
 
     p = Path(path)
-    if not p.is_file():
-        raise MissingFileError(f"results file {p} not found; produce one with `embeval act2answer run --out {p.parent}`")
-    out = []
-    for n, line in enumerate(read_text(p, "results file", max_bytes=1 << 30).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as exc:
-            raise ConfigError(f"results file {p} line {n} is not JSON ({exc.msg}); give the episodes_*.jsonl / "
-                              "answers_*.jsonl files `embeval act2answer run` writes") from None
-        if not isinstance(rec, dict):
-            raise ConfigError(f"results file {p} line {n} is a JSON {type(rec).__name__}, not a record; give the "
-                              "episodes_*.jsonl / answers_*.jsonl files `embeval act2answer run` writes")
-        out.append(rec)
-    return out
+    recs = read_jsonl(p, "results file", fix="give the episodes_*.jsonl / answers_*.jsonl files `embeval act2answer run` writes",
+                      missing=f"results file {p} not found; produce one with `embeval act2answer run --out {p.parent}`")
+    return [rec for _, rec in recs]

@@ -47,26 +47,27 @@ def frame_records(frame) -> dict[str, list[dict[str, Any]]]:
 
 
 class _DistortedObservations:
-    """Wraps a policy: distorts every observation image (seeded per step) before ``act``."""
+    """Wraps a policy: distorts every observation image before ``act``, camera by camera, with
+    :class:`embeval.distortion.EpisodeFrames` (the per-frame seeding the ROS distortion node uses too)."""
 
     def __init__(self, policy, distortion: str, level: int, seed: int):
         self.inner, self.distortion, self.level, self.seed = policy, distortion, level, seed
         self.id = policy.id
         self.action_spec = policy.action_spec
-        self._step = 0
+        self._cameras: dict = {}
 
     def reset(self, instruction: str) -> None:
-        self._step = 0
+        self._cameras = {}
         self.inner.reset(instruction)
 
     def act(self, observation):
         from embeval.action import Observation
-        from embeval.distortion import distort
-        from embeval.provenance import derive_seed
+        from embeval.distortion import EpisodeFrames
 
-        imgs = {k: distort(v, self.distortion, self.level, derive_seed(self.seed, k, self._step))
-                for k, v in observation.images.items()}
-        self._step += 1
+        imgs = {}
+        for k, v in observation.images.items():
+            frames = self._cameras.setdefault(k, EpisodeFrames(k, self.seed))
+            imgs[k] = frames(v, self.distortion, self.level)
         return self.inner.act(Observation(imgs, observation.instruction, observation.state, observation.timestamp))
 
 

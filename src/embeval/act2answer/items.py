@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from embeval.config import check_keys
-from embeval.errors import ConfigError, InvalidInputError, MissingFileError, read_text
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError, read_jsonl
 
 SIDES = ("left", "right")
 LAYOUTS = ("original", "swapped")
@@ -128,16 +128,9 @@ def read_items(path: str | Path, check_images: bool = False) -> list[BinaryItem]
     ``check_images``: raise :class:`MissingFileError` when an image file does not exist.
     """
     path = Path(path)
-    if not path.is_file():
-        raise MissingFileError(f"item file {path} not found; make one with `embeval act2answer items generate --out {path}`")
     out = []
-    for n, line in enumerate(read_text(path, "item file", max_bytes=1 << 30).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path} line {n}: not valid JSON ({exc})") from None
+    for n, d in read_jsonl(path, "item file", missing=f"item file {path} not found; make one with "
+                                                      f"`embeval act2answer items generate --out {path}`"):
         it = BinaryItem.from_dict(d, path.parent, where=f"{path} line {n}")
         if check_images:
             for p in (it.left_image, it.right_image, it.context_image):

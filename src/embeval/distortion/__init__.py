@@ -14,8 +14,8 @@ from embeval.distortion.registry import (
     list_distortions,
     register,
 )
-from embeval.distortion.stream import FrameDistorter, frame_seed  # noqa: E402
+from embeval.distortion.stream import EpisodeFrames, FrameDistorter, frame_seed  # noqa: E402
 from embeval.distortion import blur, luminance, chrominance, noise, compression, spatial, other  # noqa: E402,F401  (fill the registry)
 
-__all__ = ["FrameDistorter", "frame_seed", "CATEGORIES", "DISTORTIONS", "N_LEVELS", "DistortionType", "categories", "distort", "get",
+__all__ = ["EpisodeFrames", "FrameDistorter", "frame_seed", "CATEGORIES", "DISTORTIONS", "N_LEVELS", "DistortionType", "categories", "distort", "get",
            "list_distortions", "register"]

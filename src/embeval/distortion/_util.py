@@ -62,11 +62,6 @@ def filter_rgb(img: np.ndarray, kernel: np.ndarray) -> np.ndarray:
     return cv2.filter2D(img, -1, kernel, borderType=cv2.BORDER_REFLECT_101)
 
 
-def block_grid(h: int, w: int, block: int) -> tuple[int, int]:
-    """Number of (rows, cols) of ``block``-sized tiles that cover an h x w image."""
-    return -(-h // block), -(-w // block)
-
-
 # ---------------------------------------------------------------------------------------------
 # Speed helpers (issue 20): byte lookup tables and exact 24-bit colour tables.
 

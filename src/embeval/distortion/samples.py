@@ -82,11 +82,3 @@ def synthetic_tabletop(width: int = 640, height: int = 480, seed: int = 0) -> np
     out = cv2.GaussianBlur(out * vignette[..., None], (0, 0), 0.7)
     out += rng.normal(0, 1.5, out.shape).astype(np.float32)
     return np.clip(out + 0.5, 0, 255).astype(np.uint8)
-
-
-def sample_images(width: int = 640, height: int = 480, n_synthetic: int = 2, seed: int = 0) -> dict[str, np.ndarray]:
-    """The scikit-image photographs and ``n_synthetic`` tabletop scenes, all at width x height."""
-    out = {name: photo(name, (width, height)) for name in PHOTOS}
-    for i in range(n_synthetic):
-        out[f"tabletop{i}"] = synthetic_tabletop(width, height, seed=seed + i)
-    return out

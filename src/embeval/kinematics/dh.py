@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.errors import ConfigError, load_yaml
 
 __all__ = ["JOINT_NAMES", "PRESETS", "DHParams", "JointLimits", "preset"]
 
@@ -166,18 +166,9 @@ class DHParams:
     @classmethod
     def from_yaml(cls, path: str | Path) -> DHParams:
         """Read a YAML file in one of the layouts of :meth:`from_dict`."""
-        import yaml
-
         path = Path(path)
-        if not path.is_file():
-            raise MissingFileError(
-                f"kinematics file {path} not found: give a D-H table (a, d, alpha) or a ur_description "
-                "default_kinematics.yaml / calibration yaml"
-            )
-        try:
-            data = yaml.safe_load(read_text(path, "kinematics file"))
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path} is not valid YAML ({yaml_problem(exc)})") from exc
+        data = load_yaml(path, "kinematics file", missing=f"kinematics file {path} not found: give a D-H table (a, d, alpha) "
+                                                            "or a ur_description default_kinematics.yaml / calibration yaml")
         return cls.from_dict(data or {}, name=path.stem)
 
     def table(self) -> np.ndarray:

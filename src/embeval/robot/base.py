@@ -20,7 +20,6 @@ from enum import Enum
 from typing import Protocol, runtime_checkable
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from embeval.action import (
     Action,
@@ -79,10 +78,6 @@ class ArmState:
     @property
     def tcp_position(self) -> np.ndarray:
         return np.asarray(self.tcp_pose[:3], dtype=np.float64)
-
-    @property
-    def tcp_quaternion_xyzw(self) -> np.ndarray:
-        return Rotation.from_rotvec(np.asarray(self.tcp_pose[3:6], dtype=np.float64)).as_quat()
 
     def to_dict(self) -> dict:
         return {

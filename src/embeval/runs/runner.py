@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError, MissingFileError, read_json, read_text, yaml_problem
+from embeval.errors import ConfigError, MissingFileError, load_yaml, read_json
 from embeval.provenance import code_version
 from embeval.runs.backends import get_backend
 from embeval.runs.lock import LOCK_DIR, RunLock
@@ -96,17 +96,12 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def load_run_spec(run_dir: str | os.PathLike) -> RunSpec:
     """The spec a run folder was made from (paths resolve against its original base folder)."""
-    import yaml
-
     d = Path(run_dir)
     meta, spec_file = d / "run.json", d / "spec.yaml"
     if not meta.is_file() or not spec_file.is_file():
         raise MissingFileError(f"{d} is not a run folder (no run.json/spec.yaml); start one with `embeval run SPEC.yaml`")
     info = read_run_json(d)
-    try:
-        data = yaml.safe_load(read_text(spec_file, "run spec"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{spec_file} is not valid YAML ({yaml_problem(exc)}); was it edited? start a new run folder") from None
+    data = load_yaml(spec_file, "run spec", fix="was it edited? start a new run folder")
     spec = parse_spec(data, base_dir=info.get("base_dir", d))
     if spec.hash != info.get("spec_hash"):
         raise ConfigError(f"{spec_file} was edited: its hash {spec.hash} differs from the run's {info.get('spec_hash')}; "

@@ -26,18 +26,57 @@ error names the field, e.g. ``spec.subjects[2].path: file not found``.
 """
 from __future__ import annotations
 
-import difflib
-import math
 import os
-from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
-from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.config import (
+    check_keys,
+    config_fields,
+    from_mapping,
+    mapping,
+    non_empty_str,
+    number,
+    opts,
+)
+from embeval.errors import ConfigError, MissingFileError, load_yaml
 from embeval.provenance import stable_hash
 
 #: Fields that do not change results: excluded from the spec hash.
 COSMETIC_FIELDS = ("name", "description", "backend", "output_dir")
+#: Where items come from (:class:`ItemsSpec`).
+ITEM_SOURCES = ("synthetic", "folder", "list", "file")
+
+
+def _text(x: Any, where: str) -> str:
+    """Free text: anything, read as a string (None = "")."""
+    return str(x or "")
+
+
+def _adapter(x: Any, where: str) -> str:
+    if not isinstance(x or "", str):
+        raise ConfigError(f"{where}: must be a string, got {x!r}")
+    return x or ""
+
+
+def _item_id(x: Any, where: str) -> str:
+    return non_empty_str(str(x), where)
+
+
+def _timeout(x: Any, where: str) -> float | None:
+    return None if x is None else number(x, where, minimum=0) or None  # 0: no watchdog
+
+
+def _backend_names():
+    from embeval.runs.backends import BACKENDS
+
+    return BACKENDS
+
+
+_LIST = opts(nonempty=True, unique=True, scalar=True)
+_COUNTS = opts(nonempty=True, unique=True, scalar=True, min=0)
 
 
 @dataclass(frozen=True)
@@ -47,12 +86,12 @@ class SubjectEntry:
 
     id: str
     kind: str
-    adapter: str = ""
+    adapter: str = field(default="", metadata=opts(parse=_adapter))
     path: str | None = None  # weights file/folder as written (resolved against base_dir when used)
     url: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     cache: str | None = None  # llm/vlm call cache (see embeval.subjects.registry)
-    description: str = ""
+    description: str = field(default="", metadata=opts(parse=_text))
 
     def to_subject_mapping(self) -> dict[str, Any]:
         """The mapping :func:`embeval.subjects.registry.SubjectSpec.from_mapping` takes."""
@@ -75,13 +114,22 @@ class ItemsSpec:
     a JSONL file with an ``id`` field at ``path``). ``limit`` keeps the first N.
     """
 
-    source: str = "synthetic"
+    source: str = field(default="synthetic", metadata=opts(choices=ITEM_SOURCES, noun="item source"))
     path: str | None = None
     glob: str = "*"
-    count: int | None = None
-    ids: tuple[str, ...] = ()
-    limit: int | None = None
+    count: int | None = field(default=None, metadata=opts(min=1))
+    ids: tuple[str, ...] = field(default=(), metadata=opts(unique=True, scalar=True, item=_item_id))
+    limit: int | None = field(default=None, metadata=opts(min=1))
     params: dict[str, Any] = field(default_factory=dict)
+
+    def check_config(self, where: str) -> None:
+        """The fields each source needs (called by :func:`embeval.config.from_mapping`)."""
+        if self.source == "synthetic" and self.count is None:
+            raise ConfigError(f"{where}.count: is required for source 'synthetic' (how many items to generate)")
+        if self.source in ("folder", "file") and self.path is None:
+            raise ConfigError(f"{where}.path: is required for source {self.source!r}")
+        if self.source == "list" and not self.ids:
+            raise ConfigError(f"{where}.ids: is required for source 'list' (the item ids)")
 
 
 @dataclass(frozen=True)
@@ -89,15 +137,15 @@ class BackendSpec:
     """How to execute (never changes results). ``unit_timeout_s`` is the watchdog: a unit running
     longer is recorded as failed with the reason and retried on resume (None: no watchdog)."""
 
-    name: str = "local"  # local | ray
-    unit_timeout_s: float | None = 300.0
-    batch_size: int = 1  # units per call where the evaluator batches (Ray: per actor call)
-    num_workers: int = 2  # Ray: actors in total (at least one per subject)
-    num_cpus_per_worker: float = 1.0
-    num_gpus_per_worker: float = 0.0
+    name: str = field(default="local", metadata=opts(choices=_backend_names, noun="backend"))  # local | ray
+    unit_timeout_s: float | None = field(default=300.0, metadata=opts(parse=_timeout))  # 0 or None: no watchdog
+    batch_size: int = field(default=1, metadata=opts(min=1))  # units per call where the evaluator batches (Ray: per actor call)
+    num_workers: int = field(default=2, metadata=opts(min=1))  # Ray: actors in total (at least one per subject)
+    num_cpus_per_worker: float = field(default=1.0, metadata=opts(min=0))
+    num_gpus_per_worker: float = field(default=0.0, metadata=opts(min=0))
     address: str | None = None  # Ray: cluster address; None starts/uses a local instance
-    retries: int = 0  # extra attempts for a failed unit within one run (failed units are retried on resume anyway)
-    progress: bool = True  # tqdm progress bar
+    retries: int = field(default=0, metadata=opts(min=0))  # extra attempts for a failed unit within one run (failed units are retried on resume anyway)
+    progress: bool = field(default=True, metadata=opts(parse=lambda v, where: bool(v)))  # tqdm progress bar
 
 
 @dataclass(frozen=True)
@@ -105,18 +153,25 @@ class RunSpec:
     evaluator: str
     subjects: tuple[SubjectEntry, ...] = ()
     items: ItemsSpec = field(default_factory=ItemsSpec)
-    distortions: tuple[str, ...] = ("none",)
-    levels: tuple[int, ...] = (0,)
-    seeds: tuple[int, ...] = (0,)
+    distortions: tuple[str, ...] = field(default=("none",), metadata=_LIST)
+    levels: tuple[int, ...] = field(default=(0,), metadata=_COUNTS)
+    seeds: tuple[int, ...] = field(default=(0,), metadata=_COUNTS)
     params: dict[str, Any] = field(default_factory=dict)
-    plugins: tuple[str, ...] = ()
+    plugins: tuple[str, ...] = field(default=(), metadata=opts(unique=True, scalar=True))
     sim: dict[str, Any] = field(default_factory=dict)  # simulator (embeval.sim.backends.SimSpec); {} = none
     backend: BackendSpec = field(default_factory=BackendSpec)
     output_dir: str | None = None
-    name: str = ""
-    description: str = ""
+    name: str = field(default="", metadata=opts(parse=_text))
+    description: str = field(default="", metadata=opts(parse=_text))
     #: folder that relative paths resolve against (the spec file's folder); not part of the spec
-    base_dir: str = field(default=".", compare=False)
+    base_dir: str = field(default=".", compare=False, metadata=opts(config=False))
+
+    def check_config(self, where: str) -> None:
+        """Subject ids are unique (called by :func:`embeval.config.from_mapping`)."""
+        ids = [s.id for s in self.subjects]
+        for i, sid in enumerate(ids):
+            if sid in ids[:i]:
+                raise ConfigError(f"{where}.subjects[{i}].id: duplicate subject id {sid!r}; subject ids must be unique")
 
     # ----------------------------------------------------------------- identity
     def hashed_dict(self) -> dict[str, Any]:
@@ -172,215 +227,55 @@ def _plain(x: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- parsing
-class _Field:
-    """A dotted field path for error messages: ``spec.subjects[2].path``."""
-
-    def __init__(self, path: str = "spec"):
-        self.path = path
-
-    def __truediv__(self, key: str | int) -> "_Field":
-        return _Field(f"{self.path}[{key}]" if isinstance(key, int) else f"{self.path}.{key}")
-
-    def error(self, msg: str) -> ConfigError:
-        return ConfigError(f"{self.path}: {msg}")
-
-    def __str__(self) -> str:
-        return self.path
-
-
-def _check_keys(data: Mapping, allowed: list[str], where: _Field) -> None:
-    for key in data:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; allowed: {', '.join(allowed)}"
-            raise (where / str(key)).error(f"unknown field{hint}")
+def _subject_file(raw: str, where: str, base_dir: Path) -> dict[str, Any]:
+    """A subject given as a path to a subject YAML (embeval.subjects format), read into a mapping."""
+    p = Path(os.path.expanduser(raw))
+    p = p if p.is_absolute() else base_dir / p
+    try:
+        data = load_yaml(p, "subject file", missing=f"{where}: subject file not found: {p}; give a subject YAML "
+                                                     "(see config/subjects/) or an inline mapping") or {}
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    data = dict(mapping(data, where))
+    data.setdefault("id", p.stem)
+    rel = data.get("path")
+    if rel and not os.path.isabs(os.path.expanduser(str(rel))) and (p.parent / str(rel)).exists():
+        # relative to the subject YAML's folder; stored relative to the run spec's folder
+        data["path"] = os.path.relpath(p.parent / str(rel), base_dir)
+    return data
 
 
-def _mapping(x: Any, where: _Field) -> Mapping:
-    if x is None:
-        return {}
-    if not isinstance(x, Mapping):
-        raise where.error(f"must be a mapping, got {type(x).__name__} {x!r}")
-    return x
-
-
-def _str(x: Any, where: _Field, allow_none: bool = False) -> str | None:
-    if x is None and allow_none:
-        return None
-    if not isinstance(x, str) or not x.strip():
-        raise where.error(f"must be a non-empty string, got {x!r}")
-    return x
-
-
-def _int(x: Any, where: _Field, minimum: int | None = None, allow_none: bool = False) -> int | None:
-    if x is None and allow_none:
-        return None
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise where.error(f"must be an integer, got {x!r}")
-    if minimum is not None and x < minimum:
-        raise where.error(f"must be >= {minimum}, got {x}")
-    return x
-
-
-def _num(x: Any, where: _Field, allow_none: bool = False) -> float | None:
-    if x is None and allow_none:
-        return None
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-        raise where.error(f"must be a finite number >= 0, got {x!r}")
-    return float(x)
-
-
-def _list(x: Any, where: _Field, item, nonempty: bool = True) -> tuple:
-    if x is None:
-        x = []
-    if isinstance(x, (str, int)) and not isinstance(x, bool):
-        x = [x]
-    if not isinstance(x, (list, tuple)):
-        raise where.error(f"must be a list, got {type(x).__name__}")
-    if nonempty and not x:
-        raise where.error("must not be empty")
-    out = tuple(item(v, where / i) for i, v in enumerate(x))
-    if len(set(out)) != len(out):
-        dup = next(v for v in out if out.count(v) > 1)
-        raise where.error(f"duplicate entry {dup!r}")
-    return out
-
-
-def _subject(raw: Any, where: _Field, base_dir: Path) -> SubjectEntry:
-    allowed = [f.name for f in fields(SubjectEntry)]
-    if isinstance(raw, str):  # a path to a subject YAML (embeval.subjects format)
-        import yaml
-
-        p = Path(os.path.expanduser(raw))
-        p = p if p.is_absolute() else base_dir / p
-        if not p.is_file():
-            raise MissingFileError(f"{where}: subject file not found: {p}; give a subject YAML (see config/subjects/) or an inline mapping")
-        try:
-            data = yaml.safe_load(read_text(p, "subject file")) or {}
-        except yaml.YAMLError as exc:
-            raise where.error(f"{p} is not valid YAML ({yaml_problem(exc)})") from None
-        data = dict(_mapping(data, where))
-        data.setdefault("id", p.stem)
-        rel = data.get("path")
-        if rel and not os.path.isabs(os.path.expanduser(str(rel))) and (p.parent / str(rel)).exists():
-            # relative to the subject YAML's folder; stored relative to the run spec's folder
-            data["path"] = os.path.relpath(p.parent / str(rel), base_dir)
-        raw = data
-    raw = _mapping(raw, where)
-    _check_keys(raw, allowed, where)
-    params = dict(_mapping(raw.get("params"), where / "params"))
-    sid = _str(raw.get("id"), where / "id")
-    kind = _str(raw.get("kind"), where / "kind")
-    adapter = raw.get("adapter") or ""
-    if not isinstance(adapter, str):
-        raise (where / "adapter").error(f"must be a string, got {adapter!r}")
-    return SubjectEntry(
-        id=sid, kind=kind, adapter=adapter,
-        path=_str(raw.get("path"), where / "path", allow_none=True),
-        url=_str(raw.get("url"), where / "url", allow_none=True),
-        params=params,
-        cache=_str(raw.get("cache"), where / "cache", allow_none=True),
-        description=str(raw.get("description") or ""),
-    )
-
-
-def _items(raw: Any, where: _Field) -> ItemsSpec:
-    raw = _mapping(raw, where)
-    _check_keys(raw, [f.name for f in fields(ItemsSpec)], where)
-    sources = ("synthetic", "folder", "list", "file")
-    source = raw.get("source", "synthetic")
-    if source not in sources:
-        raise (where / "source").error(f"unknown item source {source!r}; choose from {', '.join(sources)}")
-    spec = ItemsSpec(
-        source=source,
-        path=_str(raw.get("path"), where / "path", allow_none=True),
-        glob=_str(raw.get("glob", "*"), where / "glob"),
-        count=_int(raw.get("count"), where / "count", minimum=1, allow_none=True),
-        ids=_list(raw.get("ids"), where / "ids", lambda v, w: str(_str(str(v), w)), nonempty=False),
-        limit=_int(raw.get("limit"), where / "limit", minimum=1, allow_none=True),
-        params=dict(_mapping(raw.get("params"), where / "params")),
-    )
-    if source == "synthetic" and spec.count is None:
-        raise (where / "count").error("is required for source 'synthetic' (how many items to generate)")
-    if source in ("folder", "file") and spec.path is None:
-        raise (where / "path").error(f"is required for source {source!r}")
-    if source == "list" and not spec.ids:
-        raise (where / "ids").error("is required for source 'list' (the item ids)")
-    return spec
-
-
-def _backend(raw: Any, where: _Field) -> BackendSpec:
-    raw = _mapping(raw, where)
-    _check_keys(raw, [f.name for f in fields(BackendSpec)], where)
-    d = BackendSpec()
-    name = raw.get("name", d.name)
-    from embeval.runs.backends import BACKENDS
-
-    if name not in BACKENDS:
-        raise (where / "name").error(f"unknown backend {name!r}; choose from {', '.join(BACKENDS)}")
-    timeout = raw.get("unit_timeout_s", d.unit_timeout_s)
-    return BackendSpec(
-        name=name,
-        unit_timeout_s=_num(timeout, where / "unit_timeout_s", allow_none=True) or None,
-        batch_size=_int(raw.get("batch_size", d.batch_size), where / "batch_size", minimum=1),
-        num_workers=_int(raw.get("num_workers", d.num_workers), where / "num_workers", minimum=1),
-        num_cpus_per_worker=_num(raw.get("num_cpus_per_worker", d.num_cpus_per_worker), where / "num_cpus_per_worker"),
-        num_gpus_per_worker=_num(raw.get("num_gpus_per_worker", d.num_gpus_per_worker), where / "num_gpus_per_worker"),
-        address=_str(raw.get("address"), where / "address", allow_none=True),
-        retries=_int(raw.get("retries", d.retries), where / "retries", minimum=0),
-        progress=bool(raw.get("progress", d.progress)),
-    )
+def _checked_subject(raw: Any, where: str) -> Mapping:
+    from_mapping(SubjectEntry, mapping(raw, where), where, strict=True)  # errors in the order the subjects come
+    return raw
 
 
 def parse_spec(data: Any, base_dir: str | os.PathLike = ".") -> RunSpec:
     """Parse and structurally check a spec mapping; raise :class:`ConfigError` naming the field.
 
-    This checks shapes and types only; :func:`embeval.runs.validate.validate_spec` then checks
+    This checks shapes and types only (:func:`embeval.config.from_mapping`, strict, with the field
+    options declared on the dataclasses above); :func:`embeval.runs.validate.validate_spec` then checks
     the evaluator, subjects, files and distortions before any work starts.
     """
-    where = _Field("spec")
-    data = _mapping(data, where)
+    data = mapping(data, "spec")
     if not data:
-        raise where.error("the run spec is empty; it needs at least 'evaluator' (see config/runs/*.yaml)")
-    _check_keys(data, [f.name for f in fields(RunSpec) if f.name != "base_dir"], where)
+        raise ConfigError("spec: the run spec is empty; it needs at least 'evaluator' (see config/runs/*.yaml)")
+    check_keys(data, config_fields(RunSpec), "spec")
     base = Path(base_dir).resolve()
-    subjects_raw = data.get("subjects") or []
-    if not isinstance(subjects_raw, (list, tuple)):
-        raise (where / "subjects").error(f"must be a list of subjects, got {type(subjects_raw).__name__}")
-    subjects = tuple(_subject(s, where / "subjects" / i, base) for i, s in enumerate(subjects_raw))
-    ids = [s.id for s in subjects]
-    for i, sid in enumerate(ids):
-        if sid in ids[:i]:
-            raise (where / "subjects" / i / "id").error(f"duplicate subject id {sid!r}; subject ids must be unique")
-    return RunSpec(
-        evaluator=_str(data.get("evaluator"), where / "evaluator"),
-        subjects=subjects,
-        items=_items(data.get("items"), where / "items"),
-        distortions=_list(data.get("distortions", ["none"]), where / "distortions", lambda v, w: _str(v, w)),
-        levels=_list(data.get("levels", [0]), where / "levels", lambda v, w: _int(v, w, minimum=0)),
-        seeds=_list(data.get("seeds", [0]), where / "seeds", lambda v, w: _int(v, w, minimum=0)),
-        params=dict(_mapping(data.get("params"), where / "params")),
-        plugins=_list(data.get("plugins"), where / "plugins", lambda v, w: _str(v, w), nonempty=False),
-        sim=dict(_mapping(data.get("sim"), where / "sim")),
-        backend=_backend(data.get("backend"), where / "backend"),
-        output_dir=_str(data.get("output_dir"), where / "output_dir", allow_none=True),
-        name=str(data.get("name") or ""),
-        description=str(data.get("description") or ""),
-        base_dir=str(base),
-    )
+    subjects = data.get("subjects") or []
+    if isinstance(subjects, (list, tuple)):  # in order, reading subjects given as paths to subject YAML files
+        subjects = [_subject_file(s, f"spec.subjects[{i}]", base) if isinstance(s, str)
+                    else _checked_subject(s, f"spec.subjects[{i}]") for i, s in enumerate(subjects)]
+    elif subjects:
+        raise ConfigError(f"spec.subjects: must be a list of subjects, got {type(subjects).__name__}")
+    spec = from_mapping(RunSpec, {**data, "subjects": subjects}, "spec", strict=True)
+    return replace(spec, base_dir=str(base))
 
 
 def load_spec(path: str | os.PathLike) -> RunSpec:
     """Read a run spec YAML file (structural checks only; see :func:`parse_spec`)."""
-    import yaml
-
     p = Path(os.path.expanduser(str(path)))
-    if not p.is_file():
-        raise MissingFileError(f"run spec not found: {p}; see config/runs/*.yaml for examples")
-    try:
-        data = yaml.safe_load(read_text(p, "run spec"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{p}: not valid YAML ({yaml_problem(exc)})") from None
+    data = load_yaml(p, "run spec", missing=f"run spec not found: {p}; see config/runs/*.yaml for examples")
     try:
         return parse_spec(data, base_dir=p.parent)
     except ConfigError as exc:

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
+from embeval.config import check_keys
 from embeval.errors import (
     ConfigError,
     ContextLengthError,
@@ -72,11 +73,7 @@ class ServerLimits:
                     data[key] = int(float(data.pop(mb)) * MiB)
                 except (TypeError, ValueError):
                     raise ConfigError(f"{where}.{mb} must be a number of MiB") from None
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"{where}: unknown limit(s) {', '.join(unknown)}; known: max_body_mb, max_inflight_mb, "
-                              f"{', '.join(sorted(known))}")
+        check_keys(data, [f.name for f in fields(cls)] + ["max_body_mb", "max_inflight_mb"], where, noun="limit")
         return cls(**data)
 
 

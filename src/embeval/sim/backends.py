@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from embeval.action import Action, Observation
+from embeval.config import check_keys
 from embeval.errors import ConfigError
 from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
 
@@ -48,9 +49,7 @@ class SimSpec:
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> SimSpec:
         d = dict(d or {})
-        bad = sorted(set(d) - set(cls.__dataclass_fields__))
-        if bad:
-            raise ConfigError(f"{where}: unknown field(s) {bad}; allowed: {sorted(cls.__dataclass_fields__)}")
+        check_keys(d, cls.__dataclass_fields__, where)
         if d.get("backend", "maniskill") not in BACKENDS:
             raise ConfigError(f"{where}.backend: {d.get('backend')!r} is not a simulator backend; choose from {', '.join(BACKENDS)}")
         for k in ("width", "height"):

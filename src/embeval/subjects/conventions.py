@@ -1,4 +1,5 @@
-"""Gripper conventions of common models, and conversion to and from embeval's (``[0, 1]``, 1 = open).
+"""Gripper conventions of common models, and conversion to and from embeval's (``[0, 1]``, 1 = open);
+which camera image a one-camera policy reads (:func:`camera_image`).
 
 A registry: ``name -> (to_embeval, from_embeval)``. Add one with :func:`register_gripper`.
 Values are clipped into range after conversion; thresholds are for binarising policies.
@@ -9,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, InvalidInputError
 
 _GRIPPERS: dict[str, tuple[Callable[[float], float], Callable[[float], float], str]] = {}
 
@@ -24,10 +25,6 @@ register_gripper("close1", lambda g: 1.0 - g, lambda g: 1.0 - g, "[0, 1], 1 = cl
 register_gripper("signed_open_positive", lambda g: (g + 1.0) / 2.0, lambda g: 2.0 * g - 1.0, "[-1, 1], +1 = open, -1 = closed")
 register_gripper("signed_close_positive", lambda g: (1.0 - g) / 2.0, lambda g: 1.0 - 2.0 * g,
                  "[-1, 1], +1 = closed, -1 = open (LIBERO / robosuite; OpenVLA's LIBERO deploy after invert_gripper_action)")
-
-
-def gripper_conventions() -> dict[str, str]:
-    return {k: v[2] for k, v in _GRIPPERS.items()}
 
 
 def _get(name: str):
@@ -50,3 +47,16 @@ def gripper_to_embeval(value: float, convention: str) -> float:
 def gripper_from_embeval(value: float, convention: str) -> float:
     """embeval's [0, 1], 1 = open -> the model's convention."""
     return float(_get(convention)[1](float(np.clip(value, 0.0, 1.0))))
+
+
+def camera_image(observation, camera: str | None, model: str) -> tuple[str, np.ndarray]:
+    """``(name, RGB uint8 image)`` of the camera a one-camera ``model`` reads: ``camera`` (the adapter's
+    ``params.camera``), else the observation's first image; errors name the parameter and the cameras there."""
+    from embeval.action import check_image
+
+    if not observation.images:
+        raise InvalidInputError(f"the observation has no camera image; {model} needs one RGB image")
+    name = camera or next(iter(observation.images))
+    if name not in observation.images:
+        raise ConfigError(f"field 'params.camera': camera {name!r} not in the observation (has {sorted(observation.images)})")
+    return name, check_image(observation.images[name], f"images[{name!r}]")

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.config import check_keys
+from embeval.errors import ConfigError, load_yaml
 from embeval.registry import Registry
 from embeval.subjects.protocols import LLM, VLM, Policy
 
@@ -126,12 +127,7 @@ class SubjectSpec:
         """Validate a mapping; raise :class:`ConfigError` naming the offending field."""
         if not isinstance(data, Mapping):
             raise ConfigError(f"a subject spec must be a mapping with fields kind, adapter, ...; got {type(data).__name__}")
-        unknown = sorted(set(data) - set(_SPEC_FIELDS))
-        if unknown:
-            raise ConfigError(
-                f"unknown field(s) {', '.join(map(repr, unknown))} in subject spec; allowed: {', '.join(_SPEC_FIELDS)} "
-                "(adapter arguments go under 'params')"
-            )
+        check_keys(data, _SPEC_FIELDS, "subject", note="adapter arguments go under 'params'")
         for req in ("kind", "adapter"):
             if not data.get(req):
                 raise ConfigError(f"field {req!r} is missing from the subject spec (kind: one of {', '.join(KINDS)})")
@@ -173,15 +169,8 @@ def read_spec(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLike)
         return spec_or_path
     if isinstance(spec_or_path, Mapping):
         return SubjectSpec.from_mapping(spec_or_path)
-    import yaml
-
     path = Path(os.path.expanduser(str(spec_or_path)))
-    if not path.is_file():
-        raise MissingFileError(f"subject spec {path} does not exist; see config/subjects/*.yaml for examples")
-    try:
-        data = yaml.safe_load(read_text(path, "subject spec"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"subject spec {path} is not valid YAML ({yaml_problem(exc)})") from None
+    data = load_yaml(path, "subject spec", missing=f"subject spec {path} does not exist; see config/subjects/*.yaml for examples")
     try:
         return SubjectSpec.from_mapping(data or {}, base_dir=path.parent.resolve(), default_id=path.stem)
     except ConfigError as exc:

@@ -9,6 +9,10 @@ Frame ``n`` (counted from the node's first image, pass-through frames included) 
 :class:`embeval.distortion.FrameDistorter` with ``stream = input_topic``, i.e. seeded with
 ``frame_seed(seed, input_topic, n, type, level)``: ``embeval distort bag BAG OUT --topic
 <input_topic> --type T --level L --seed S`` on a bag of the same camera frames gives identical images.
+An ``episode_start`` event that carries the episode ``seed`` (the conductor's Act2Answer episodes)
+switches to the episode rule, :class:`embeval.distortion.EpisodeFrames`: frame n counted from that
+event is seeded ``frame_seed(episode seed, camera, n, type, level)``, so the in-process Act2Answer
+runner sees the same noise on the same frame of camera ``camera`` (parameter, default third_person).
 
 Quality gate (parameter ``quality_gate``: a predictor folder; off when empty): every output frame is
 scored by :class:`embeval.iqa.gate.QualityGate` (a no-reference predictor of the Decision score);
@@ -29,7 +33,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from sensor_msgs.msg import Image
 from std_msgs.msg import Float32, String
 
-from embeval.distortion import FrameDistorter
+from embeval.distortion import EpisodeFrames
 from embeval.distortion.measures import psnr as psnr_db
 from embeval.errors import ConfigError, EmbevalError, MissingFileError
 from embeval_ros import topics as T
@@ -92,6 +96,8 @@ class DistortionNode(EmbevalNode):
                                               "as `embeval distort bag --seed`"))
         self.quality = bool(self.param("publish_quality", True, "publish PSNR (dB) against the source image"))
         in_topic = self.param("input_topic", T.IMAGE_RAW, "source image topic (also the seed stream name)")
+        self.camera = str(self.param("camera", "third_person", "camera name of input_topic: the seed stream of episodes "
+                                                              "started with a seed (as the in-process Act2Answer runner)"))
         out_topic = self.param("output_topic", T.IMAGE_DISTORTED, "distorted image topic")
         gate_dir = str(self.param("quality_gate", "", "quality gate: predictor folder (`embeval iqa bench --save-predictor`, "
                                                       "threshold in its gate.json from `embeval iqa gate --rate`); frames "
@@ -107,7 +113,9 @@ class DistortionNode(EmbevalNode):
             self._check(name, lvl)
         self.gate = load_gate(gate_dir, gate_thr) if gate_dir.strip() else None
         self.stream = self.resolve_topic_name(in_topic)  # the name a bag records, remaps and namespace applied
-        self._distorters: dict[tuple[str, int], FrameDistorter] = {}
+        # the frames since start: the whole stream as one episode (seed, stream = input topic); an episode_start
+        # event that carries a seed starts an Act2Answer episode's own (seed = episode seed, stream = camera)
+        self.frames = EpisodeFrames(self.stream, self.seed)
         self._t0 = time.monotonic()
         self.count = 0
         self.transport_s: list[float] = []
@@ -142,15 +150,6 @@ class DistortionNode(EmbevalNode):
             t -= secs
         return self.schedule[-1][:2]
 
-    def distort_frame(self, image: np.ndarray, index: int, name: str, level: int) -> np.ndarray:
-        """Frame ``index`` of the input stream distorted with ``name``/``level`` (RGB uint8 in and out)."""
-        if name in ("", "none"):
-            return image
-        key = (name, int(level))
-        if key not in self._distorters:
-            self._distorters[key] = FrameDistorter(name, int(level), self.seed, stream=self.stream)
-        return self._distorters[key](image, index)
-
     def _on_event(self, msg: String) -> None:
         try:
             ev = json.loads(msg.data)
@@ -160,6 +159,12 @@ class DistortionNode(EmbevalNode):
             level = int(ev.get("level", 0) or 0)
             self._check(ev["distortion"], level)  # a distortion with level 0 fails here, not at the next frame
             self.distortion, self.level, self.schedule = ev["distortion"], level, []
+            seed = ev.get("seed")
+            if isinstance(seed, int) and not isinstance(seed, bool):
+                self.frames = EpisodeFrames(self.camera, seed)
+            elif self.frames.camera != self.stream:  # back to the stream's numbering after an Act2Answer episode
+                self.frames = EpisodeFrames(self.stream, self.seed)
+                self.frames.index = self.count
 
     def _on_image(self, msg: Image) -> None:
         t_in = time.perf_counter()
@@ -170,10 +175,11 @@ class DistortionNode(EmbevalNode):
         out = None
         if name in ("", "none"):
             out_msg, psnr = msg, float("inf")
+            self.frames(None, name, level)  # counted: frame n is the n-th camera frame
         else:
             src = msg_to_image(msg)
             t_c = time.perf_counter()
-            out = self.distort_frame(src, self.count, name, level)
+            out = self.frames(src, name, level)
             psnr = psnr_db(src, out) if self.quality else float("nan")
             compute = time.perf_counter() - t_c
             out_msg = image_to_msg(out, stamp_to_ns(msg.header.stamp), msg.header.frame_id)

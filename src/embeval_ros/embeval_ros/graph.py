@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.errors import ConfigError, load_yaml
 from embeval.registry import Registry
 
 #: ROS node name -> "module:class"; also the executables' names without the embeval_ prefix (a package adds a
@@ -70,19 +70,12 @@ def _spin_quietly(executor) -> None:
 def load_params(path: str | Path | dict, common_out: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
     """Read a ROS 2 parameter YAML into ``{node_name: {param: value}}`` (``/**`` merged into every node;
     ``common_out``, when given, receives the ``/**`` parameters themselves)."""
-    import yaml
-
     if isinstance(path, dict):
         data = path
     else:
         p = Path(path)
-        if not p.is_file():
-            raise MissingFileError(f"parameter file {p} not found; see config/ for examples (config/embeval_sim.yaml)")
-        try:
-            data = yaml.safe_load(read_text(p, "parameter file")) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"parameter file {p} is not valid YAML ({yaml_problem(exc)}); "
-                              f"compare with config/embeval_sim.yaml") from None
+        data = load_yaml(p, "parameter file", fix="compare with config/embeval_sim.yaml",
+                         missing=f"parameter file {p} not found; see config/ for examples (config/embeval_sim.yaml)") or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a ROS 2 parameter file maps node names to {{ros__parameters: ...}}")
     common: dict[str, Any] = {}
@@ -217,6 +210,13 @@ class Graph:
             if duration_s is not None and time.monotonic() - t0 >= duration_s:
                 break
         return time.monotonic() - t0
+
+    def wait_for(self, until: Callable[[Graph], bool], timeout_s: float, what: str) -> float:
+        """Spin until ``until(graph)`` holds; a TimeoutError naming ``what`` after ``timeout_s``. Returns seconds spun."""
+        spun = self.spin(timeout_s, until=until)
+        if not until(self):
+            raise TimeoutError(f"waited {spun:.1f} s for {what}; it did not happen")
+        return spun
 
     def __exit__(self, *exc) -> None:
         import rclpy

@@ -17,11 +17,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from embeval.action import Action, ActionSpec, Observation, check_image
+from embeval.action import Action, ActionSpec, Observation
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.subjects.adapters.hf_vlm import drop_unused_inputs, load_auto
 from embeval.subjects.adapters.local_weights import require_hf_dir
-from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
 from embeval.subjects.hidden import HiddenStateMixin
 
 OPENVLA_PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
@@ -87,12 +87,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
     def inputs(self, observation: Observation) -> dict[str, Any]:
         from PIL import Image
 
-        if not observation.images:
-            raise InvalidInputError("the observation has no camera image; OpenVLA needs one RGB image")
-        name = self.camera or next(iter(observation.images))
-        if name not in observation.images:
-            raise ConfigError(f"field 'params.camera': {name!r} not in the observation (has {sorted(observation.images)})")
-        img = Image.fromarray(check_image(observation.images[name], f"images[{name!r}]"))
+        img = Image.fromarray(camera_image(observation, self.camera, "OpenVLA")[1])
         if self.image_size:
             img = img.resize((self.image_size, self.image_size), Image.LANCZOS)
         instruction = (observation.instruction or self.instruction).lower()

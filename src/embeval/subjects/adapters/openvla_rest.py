@@ -20,7 +20,7 @@ import numpy as np
 from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
-from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
 
 
 def resize_image(img: np.ndarray, size: int | Sequence[int] | None) -> np.ndarray:
@@ -103,12 +103,7 @@ class OpenVLARestPolicy:
 
     def payload(self, observation: Observation) -> dict[str, Any]:
         """The JSON body for ``observation`` (what OpenVLA's deploy.py clients send)."""
-        if not observation.images:
-            raise InvalidInputError("the observation has no camera image; OpenVLA needs one RGB image")
-        name = self.camera or next(iter(observation.images))
-        if name not in observation.images:
-            raise ConfigError(f"field 'params.camera': camera {name!r} not in the observation (has {sorted(observation.images)})")
-        img = resize_image(check_image(observation.images[name], f"images[{name!r}]"), self.image_size)
+        img = resize_image(camera_image(observation, self.camera, "OpenVLA")[1], self.image_size)
         body: dict[str, Any] = {self.image_key: encode_array(img), "instruction": observation.instruction or self.instruction}
         for key, cam in self.extra_cameras.items():  # e.g. OpenVLA-OFT: wrist_image
             if cam not in observation.images:

@@ -3,6 +3,7 @@ training provenance) and ``model.safetensors`` (float32 weights). No pickle is e
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,3 +51,14 @@ def load_checkpoint(path: str | Path, kind: str) -> tuple[dict[str, Any], dict]:
     except Exception as exc:  # safetensors' own error type: a torn or foreign weights file
         raise ConfigError(f"weights file {w_file} cannot be read ({type(exc).__name__}: {str(exc)[:200]}); copy the "
                           "checkpoint again or train it anew") from None
+
+
+def load_model(path: str | Path, kind: str, build: Callable[[dict[str, Any]], Any], family: str | None = None):
+    """``(config document, network)``: the checkpoint at ``path`` (:func:`load_checkpoint`), its network built
+    by ``build(config mapping)`` with the saved weights loaded; ``family``: the document's family it must be."""
+    doc, state = load_checkpoint(path, kind)
+    if family is not None and doc.get("family") != family:
+        raise ConfigError(f"checkpoint {path} is not a {family} {kind.upper()} (family {doc.get('family')!r})")
+    net = build(doc["config"])
+    net.load_state_dict(state)
+    return doc, net

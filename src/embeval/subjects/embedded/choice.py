@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from embeval.errors import ConfigError, InvalidInputError
-from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
+from embeval.errors import InvalidInputError
+from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image
 from embeval.subjects.embedded.text_encoder import (
     EMBED_DIM,
@@ -181,11 +181,7 @@ class TinyChoiceVLM(HiddenStateMixin):
 
     @classmethod
     def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> TinyChoiceVLM:
-        doc, state = load_checkpoint(path, "vlm")
-        if doc.get("family") != FAMILY:
-            raise ConfigError(f"checkpoint {path} is not a choice VLM (family {doc.get('family')!r})")
-        net = build_net(ChoiceVLMConfig.from_dict(doc["config"]))
-        net.load_state_dict(state)
+        doc, net = load_model(path, "vlm", lambda c: build_net(ChoiceVLMConfig.from_dict(c)), family=FAMILY)
         return cls(net, id=id or doc.get("id", Path(path).name), meta=doc.get("meta"), **kw)
 
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from embeval.action import GRIPPER_CLOSED_BELOW, Action, ActionSpec, Observation
 from embeval.errors import InvalidInputError
-from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
+from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image, state_vector
 from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
 from embeval.subjects.hidden import HiddenStateMixin
@@ -153,9 +153,7 @@ class TinyVLAPolicy(HiddenStateMixin):
     def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> "TinyVLAPolicy":
         from embeval.subjects.embedded.nets import TinyVLANet, VLAConfig
 
-        doc, state = load_checkpoint(path, "vla")
-        net = TinyVLANet(VLAConfig.from_dict(doc["config"]))
-        net.load_state_dict(state)
+        doc, net = load_model(path, "vla", lambda c: TinyVLANet(VLAConfig.from_dict(c)))
         kw.setdefault("binary_gripper", doc.get("binary_gripper", True))
         kw.setdefault("min_tcp_z", doc.get("min_tcp_z", 0.02))
         return cls(net, doc["action_mean"], doc["action_std"], id=id or doc.get("id", Path(path).name),

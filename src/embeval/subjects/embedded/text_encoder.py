@@ -7,7 +7,6 @@ templates), so every encoder keeps an in-memory cache keyed by the exact string.
 from __future__ import annotations
 
 import functools
-import os
 import threading
 from typing import Iterable
 
@@ -43,11 +42,10 @@ class TextEncoder:
 
     def _load(self):
         if self._model is None:
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             from sentence_transformers import SentenceTransformer
 
-            self._model = SentenceTransformer(str(minilm_path()), device=self.device)
+            # the shipped folder only: no hub lookup, and no process-wide HF_HUB_OFFLINE set behind the caller's back
+            self._model = SentenceTransformer(str(minilm_path()), device=self.device, local_files_only=True)
         return self._model
 
     def encode(self, texts: Iterable[str]) -> np.ndarray:
@@ -63,9 +61,6 @@ class TextEncoder:
             if not texts:
                 return np.zeros((0, EMBED_DIM), dtype=np.float32)
             return np.stack([self._cache[t] for t in texts])
-
-    def encode_one(self, text: str) -> np.ndarray:
-        return self.encode([text])[0]
 
 
 @functools.lru_cache(maxsize=1)

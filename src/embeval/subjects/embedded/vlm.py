@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from embeval.errors import InvalidInputError
-from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
+from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image
 from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
 from embeval.subjects.hidden import HiddenStateMixin
@@ -81,7 +81,5 @@ class TinyVLM(HiddenStateMixin):
     def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> "TinyVLM":
         from embeval.subjects.embedded.nets import TinyVLMNet, VLMConfig
 
-        doc, state = load_checkpoint(path, "vlm")
-        net = TinyVLMNet(VLMConfig.from_dict(doc["config"]))
-        net.load_state_dict(state)
+        doc, net = load_model(path, "vlm", lambda c: TinyVLMNet(VLMConfig.from_dict(c)))
         return cls(net, doc["template"], id=id or doc.get("id", Path(path).name), meta=doc.get("meta"), **kw)
