@@ -88,3 +88,21 @@ def test_jpeg_bytes_equal_pillow():
             ok, enc = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR),
                                    [cv2.IMWRITE_JPEG_QUALITY, q, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420])
             assert ok and enc.tobytes() == buf.getvalue(), q
+
+
+def test_percentile_equals_numpy():
+    """The subsample-threshold percentile (colour shift's edge normalisation) returns np.percentile's bits,
+    on smooth data, heavy ties, near-constant data and the blurred gradient magnitudes it serves."""
+    import cv2
+
+    rng = np.random.default_rng(11)
+    grey = cv2.cvtColor(photo("astronaut", (320, 240)), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    mag = cv2.GaussianBlur(cv2.magnitude(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1)), (0, 0), 2.0)
+    arrays = [mag, rng.random(50_001).astype(np.float32), np.round(rng.random(70_000) * 4).astype(np.float32),
+              np.zeros(9000, np.float32), (rng.standard_normal(123_457) ** 2).astype(np.float32), rng.random(30_000)]
+    arrays[3][[5, 77]] = 1.0
+    for x in arrays:
+        for q in (99, 99.9, 50, 1):
+            _util._PERCENTILE_OK.clear()
+            got, want = _util.percentile(x, q), np.percentile(x, q)
+            assert got == want and np.asarray(got).dtype == np.asarray(want).dtype, (x.size, q)

@@ -7,6 +7,7 @@ import cv2
 import numpy as np
 from PIL import Image
 
+from embeval.distortion._util import scratch
 from embeval.distortion.registry import register
 
 
@@ -26,7 +27,8 @@ def jpeg(img, quality, rng):
     bytes as Pillow's ``save(format="JPEG", quality=q, subsampling=2)`` (tests compare) in about half
     the time."""
     params = [cv2.IMWRITE_JPEG_QUALITY, int(quality), cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420]
-    ok, enc = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR), params)
+    bgr = cv2.cvtColor(img, cv2.COLOR_RGB2BGR, dst=scratch("jpeg_bgr", img.shape))  # private buffer, no page faults
+    ok, enc = cv2.imencode(".jpg", bgr, params)
     if not ok:  # pragma: no cover - OpenCV without a JPEG codec: Pillow gives the same bytes
         return _roundtrip(img, format="JPEG", quality=int(quality), subsampling=2)
     if _IMREAD_RGB is not None:
