@@ -106,3 +106,15 @@ def test_percentile_equals_numpy():
             _util._PERCENTILE_OK.clear()
             got, want = _util.percentile(x, q), np.percentile(x, q)
             assert got == want and np.asarray(got).dtype == np.asarray(want).dtype, (x.size, q)
+
+
+def test_contrast_table_equals_numpy():
+    """The contrast change's tone table (compiled when numba is there) equals the numpy expression it
+    replaces, for means and factors well beyond the registered ones."""
+    from embeval.distortion.other import _contrast_table
+
+    rng = np.random.default_rng(5)
+    levels = np.arange(256)
+    for m, f in [(0.0, 0.25), (255.0, 0.85), (127.5, 1.0), (-3.0, 2.5)] + [(rng.random() * 300 - 20, rng.random() * 3) for _ in range(3000)]:
+        want = np.clip(m + f * (levels - m) + 0.5, 0, 255).astype(np.uint8)
+        assert np.array_equal(_contrast_table(m, f), want), (m, f)

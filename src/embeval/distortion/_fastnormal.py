@@ -65,12 +65,12 @@ def _build():
     if sys.byteorder != "little":
         return None
     try:
-        from embeval.distortion import _ziggurat
+        from embeval.distortion import _compiled
     except (ImportError, OSError, RuntimeError):  # no numba, or no C maths library to bind: numpy's own draw
         return None
-    if not _probe_matches(_ziggurat.KI, _ziggurat.WI):
+    if not _probe_matches(_compiled.KI, _compiled.WI):
         return None
-    return _ziggurat
+    return _compiled
 
 
 def _kernels():

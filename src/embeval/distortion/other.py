@@ -26,12 +26,29 @@ def contrast_change(img, factor, rng):
     s = cv2.sumElems(img)
     r = 1.0 / (img.shape[0] * img.shape[1])
     m = ((s[0] * r + s[1] * r) + s[2] * r) / 3
-    t = _LEVELS - m  # np.clip(m + factor * (levels - m) + 0.5, 0, 255), the same operations in place
+    return apply_lut(img, _contrast_table(m, float(factor)))
+
+
+def _contrast_table(m: float, factor: float) -> np.ndarray:
+    """np.clip(m + factor * (levels - m) + 0.5, 0, 255).astype(uint8): compiled when numba is there
+    (the same float64 operations in the same order), numpy otherwise."""
+    if "fn" not in _TABLE:
+        try:
+            from embeval.distortion._compiled import contrast_table
+        except (ImportError, OSError, RuntimeError):
+            contrast_table = None
+        _TABLE["fn"] = contrast_table
+    if _TABLE["fn"] is not None:
+        return _TABLE["fn"](m, factor, np.empty(256, np.uint8))
+    t = _LEVELS - m  # the same operations in place
     t *= factor
     t += m
     t += 0.5
     np.minimum(np.maximum(t, 0.0, out=t), 255.0, out=t)  # = np.clip for numbers, a little cheaper
-    return apply_lut(img, t.astype(np.uint8))
+    return t.astype(np.uint8)
+
+
+_TABLE: dict = {}
 
 
 _LEVELS = np.arange(256, dtype=np.float64)  # exact, as the integer levels were

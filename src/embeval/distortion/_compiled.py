@@ -1,6 +1,7 @@
-"""Compiled (numba) kernels of :mod:`embeval.distortion._fastnormal`: numpy's float32 ziggurat for
-standard normals, on 32-bit words given in bulk. Imported only when numba is installed; compiled on
-first use and cached next to this file (``__pycache__``)."""
+"""Compiled (numba) kernels of the distortions: numpy's float32 ziggurat for standard normals on
+32-bit words given in bulk (:mod:`embeval.distortion._fastnormal`), and the contrast tone table.
+Imported only when numba is installed (callers fall back to numpy, same bytes); compiled on first
+use and cached next to this file (``__pycache__``)."""
 from __future__ import annotations
 
 import ctypes.util
@@ -132,3 +133,13 @@ def draw(words, mode, img, sigma, out_f, out_u8):
         else:
             out_u8[i] = _to_u8(v * sigma + _F32(img[i]) + _F32(0.5))
     return pos
+
+
+@numba.njit(cache=True, nogil=True)
+def contrast_table(m, factor, out):
+    """out[v] = uint8(clip(((v - m) * factor + m) + 0.5, 0, 255)) for v = 0..255, float64 in numpy's order
+    (the contrast change's table, without 7 numpy calls on 256 numbers)."""
+    for v in range(256):
+        t = ((_F64(v) - m) * factor + m) + 0.5
+        out[v] = np.uint8(np.int64(min(max(t, 0.0), 255.0)))
+    return out
