@@ -118,3 +118,19 @@ def test_contrast_table_equals_numpy():
     for m, f in [(0.0, 0.25), (255.0, 0.85), (127.5, 1.0), (-3.0, 2.5)] + [(rng.random() * 300 - 20, rng.random() * 3) for _ in range(3000)]:
         want = np.clip(m + f * (levels - m) + 0.5, 0, 255).astype(np.uint8)
         assert np.array_equal(_contrast_table(m, f), want), (m, f)
+
+
+def test_pixelate_nearest_rows_equal_opencv():
+    """Pixelate's two-step nearest upsampling (OpenCV widens, rows copied by OpenCV's row map) equals
+    one cv2.resize(INTER_NEAREST), for every source height 1..120 into many target heights."""
+    import cv2
+
+    from embeval.distortion.spatial import _nearest_rows
+
+    rng = np.random.default_rng(4)
+    for sh in range(1, 121):
+        small = rng.integers(0, 256, (sh, 7, 3), dtype=np.uint8)
+        for h in {sh, sh + 1, 2 * sh + 1, 3 * sh, 5 * sh - 1, 479, 480, 1080} - {x for x in range(sh)}:
+            want = cv2.resize(small, (23, h), interpolation=cv2.INTER_NEAREST)
+            got = cv2.resize(small, (23, sh), interpolation=cv2.INTER_NEAREST)[_nearest_rows(h, sh)]
+            assert np.array_equal(got, want), (sh, h)
