@@ -52,3 +52,17 @@ def test_fused_noise_equals_numpy_arithmetic():
 def test_other_bit_generators_fall_back_to_numpy():
     a, b = np.random.Generator(np.random.MT19937(5)), np.random.Generator(np.random.MT19937(5))
     assert np.array_equal(fn.normal_f32(b, 10_000), a.standard_normal(10_000, dtype=np.float32))
+
+
+def test_numpy_fallback_gives_the_same_bytes(monkeypatch):
+    """Without the compiled path (no numba) the noise types and the contrast table take numpy's route:
+    the same bytes as with it."""
+    from embeval.distortion import distort, other
+
+    img = np.random.default_rng(2).integers(0, 256, (64, 80, 3), dtype=np.uint8)
+    names = ("white_noise", "multiplicative_noise", "color_noise", "denoise", "contrast_change")
+    fast = {n: distort(img, n, 4, 7) for n in names}
+    monkeypatch.setitem(fn._STATE, "kernels", None)
+    monkeypatch.setitem(other._TABLE, "fn", None)
+    for n in names:
+        assert np.array_equal(distort(img, n, 4, 7), fast[n]), n

@@ -66,9 +66,12 @@ def _build():
         return None
     try:
         from embeval.distortion import _compiled
-    except (ImportError, OSError, RuntimeError):  # no numba, or no C maths library to bind: numpy's own draw
-        return None
-    if not _probe_matches(_compiled.KI, _compiled.WI):
+
+        if not _probe_matches(_compiled.KI, _compiled.WI):
+            return None
+        words = np.random.default_rng(0).bit_generator.random_raw(64).view("<u4")
+        _compiled.draw(words, _compiled.RAW, _NO_U8, np.float32(0), np.empty(8, np.float32), _NO_U8)  # compiles
+    except Exception:  # no numba, no C maths library to bind, or a compiler failure: numpy's own draw
         return None
     return _compiled
 

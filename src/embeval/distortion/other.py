@@ -35,7 +35,9 @@ def _contrast_table(m: float, factor: float) -> np.ndarray:
     if "fn" not in _TABLE:
         try:
             from embeval.distortion._compiled import contrast_table
-        except (ImportError, OSError, RuntimeError):
+
+            contrast_table(0.0, 1.0, np.empty(256, np.uint8))  # compiles (or fails here, not in a caller)
+        except Exception:  # no numba, or a compiler failure: numpy
             contrast_table = None
         _TABLE["fn"] = contrast_table
     if _TABLE["fn"] is not None:
