@@ -55,14 +55,20 @@ def test_other_bit_generators_fall_back_to_numpy():
 
 
 def test_numpy_fallback_gives_the_same_bytes(monkeypatch):
-    """Without the compiled path (no numba) the noise types and the contrast table take numpy's route:
-    the same bytes as with it."""
-    from embeval.distortion import distort, other
+    """Without the compiled path (no numba) the noise types, the contrast table and the colour-table gather
+    take numpy's route: the same bytes as with it."""
+    from embeval.distortion import _util, distort
 
     img = np.random.default_rng(2).integers(0, 256, (64, 80, 3), dtype=np.uint8)
     names = ("white_noise", "multiplicative_noise", "color_noise", "denoise", "contrast_change")
     fast = {n: distort(img, n, 4, 7) for n in names}
     monkeypatch.setitem(fn._STATE, "kernels", None)
-    monkeypatch.setitem(other._TABLE, "fn", None)
+    monkeypatch.setattr(_util, "_COMPILED", {"contrast_table": None, "gather_rgb": None})
     for n in names:
         assert np.array_equal(distort(img, n, 4, 7), fast[n]), n
+    table = (np.arange(1 << 24, dtype=np.uint32) * np.uint32(2654435761)) & np.uint32(0xFFFFFF)
+    monkeypatch.undo()
+    compiled_map = _util.apply_color_table(img, table)
+    monkeypatch.setattr(_util, "_COMPILED", {"gather_rgb": None})
+    assert np.array_equal(_util.apply_color_table(img, table), compiled_map)
+    assert np.array_equal(_util.apply_color_table(img[::-1], table), compiled_map[::-1])

@@ -143,3 +143,16 @@ def contrast_table(m, factor, out):
         t = ((_F64(v) - m) * factor + m) + 0.5
         out[v] = np.uint8(np.int64(min(max(t, 0.0), 255.0)))
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def gather_rgb(flat, table, out):
+    """out pixel = bytes 0..2 of table[R | G << 8 | B << 16] for every RGB pixel of ``flat`` (uint8, 3 per
+    pixel): the 24-bit colour-table map in one pass (no index array, no 4-byte intermediate)."""
+    for i in range(flat.shape[0] // 3):
+        j = 3 * i
+        v = table[np.uint32(flat[j]) | (np.uint32(flat[j + 1]) << 8) | (np.uint32(flat[j + 2]) << 16)]
+        out[j] = v & 0xFF
+        out[j + 1] = (v >> 8) & 0xFF
+        out[j + 2] = (v >> 16) & 0xFF
+    return out

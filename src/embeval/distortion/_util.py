@@ -182,6 +182,11 @@ def apply_color_table(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     img = np.ascontiguousarray(img)
     h, w = img.shape[:2]
     flat = img.reshape(-1)
+    gather = compiled("gather_rgb", (np.zeros(3, np.uint8), np.zeros(1, "<u4"), np.empty(3, np.uint8)))
+    if gather is not None and table.shape == (1 << 24,) and table.dtype == np.dtype("<u4"):  # one compiled pass
+        out = np.empty_like(img)
+        gather(flat, table, out.reshape(-1))
+        return out
     n = h * w
     idx = np.empty(n, np.uint32)
     if n > 1:  # pixel i's 3 bytes + the next pixel's first byte, read as one (unaligned) word, then masked
@@ -191,6 +196,25 @@ def apply_color_table(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     idx[-1] = r | g << 8 | b << 16
     out4 = np.take(table, idx)
     return cv2.cvtColor(out4.view(np.uint8).reshape(h, w, 4), cv2.COLOR_RGBA2RGB)
+
+
+_COMPILED: dict = {}
+
+
+def compiled(name: str, warmup: tuple):
+    """The numba kernel ``name`` of :mod:`embeval.distortion._compiled`, compiled on first use by calling it
+    on ``warmup``; None when numba is missing or compiling fails (callers then take their numpy route,
+    which gives the same bytes)."""
+    if name not in _COMPILED:
+        try:
+            from embeval.distortion import _compiled
+
+            fn = getattr(_compiled, name)
+            fn(*warmup)
+        except Exception:
+            fn = None
+        _COMPILED[name] = fn
+    return _COMPILED[name]
 
 
 def cached_color_table(direct, param) -> "np.ndarray | None":

@@ -4,7 +4,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from embeval.distortion._util import apply_lut, clip_uint8
+from embeval.distortion._util import apply_lut, clip_uint8, compiled
 from embeval.distortion.registry import register
 
 
@@ -32,16 +32,9 @@ def contrast_change(img, factor, rng):
 def _contrast_table(m: float, factor: float) -> np.ndarray:
     """np.clip(m + factor * (levels - m) + 0.5, 0, 255).astype(uint8): compiled when numba is there
     (the same float64 operations in the same order), numpy otherwise."""
-    if "fn" not in _TABLE:
-        try:
-            from embeval.distortion._compiled import contrast_table
-
-            contrast_table(0.0, 1.0, np.empty(256, np.uint8))  # compiles (or fails here, not in a caller)
-        except Exception:  # no numba, or a compiler failure: numpy
-            contrast_table = None
-        _TABLE["fn"] = contrast_table
-    if _TABLE["fn"] is not None:
-        return _TABLE["fn"](m, factor, np.empty(256, np.uint8))
+    table = compiled("contrast_table", (0.0, 1.0, np.empty(256, np.uint8)))
+    if table is not None:
+        return table(m, factor, np.empty(256, np.uint8))
     t = _LEVELS - m  # the same operations in place
     t *= factor
     t += m
@@ -50,7 +43,6 @@ def _contrast_table(m: float, factor: float) -> np.ndarray:
     return t.astype(np.uint8)
 
 
-_TABLE: dict = {}
 
 
 _LEVELS = np.arange(256, dtype=np.float64)  # exact, as the integer levels were
