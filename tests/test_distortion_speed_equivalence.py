@@ -88,3 +88,49 @@ def test_jpeg_bytes_equal_pillow():
             ok, enc = cv2.imencode(".jpg", cv2.cvtColor(img, cv2.COLOR_RGB2BGR),
                                    [cv2.IMWRITE_JPEG_QUALITY, q, cv2.IMWRITE_JPEG_SAMPLING_FACTOR, cv2.IMWRITE_JPEG_SAMPLING_FACTOR_420])
             assert ok and enc.tobytes() == buf.getvalue(), q
+
+
+def test_percentile_equals_numpy():
+    """The subsample-threshold percentile (colour shift's edge normalisation) returns np.percentile's bits,
+    on smooth data, heavy ties, near-constant data and the blurred gradient magnitudes it serves."""
+    import cv2
+
+    rng = np.random.default_rng(11)
+    grey = cv2.cvtColor(photo("astronaut", (320, 240)), cv2.COLOR_RGB2GRAY).astype(np.float32)
+    mag = cv2.GaussianBlur(cv2.magnitude(cv2.Sobel(grey, cv2.CV_32F, 1, 0), cv2.Sobel(grey, cv2.CV_32F, 0, 1)), (0, 0), 2.0)
+    arrays = [mag, rng.random(50_001).astype(np.float32), np.round(rng.random(70_000) * 4).astype(np.float32),
+              np.zeros(9000, np.float32), (rng.standard_normal(123_457) ** 2).astype(np.float32), rng.random(30_000)]
+    arrays[3][[5, 77]] = 1.0
+    for x in arrays:
+        for q in (99, 99.9, 50, 1):
+            _util._PERCENTILE_OK.clear()
+            got, want = _util.percentile(x, q), np.percentile(x, q)
+            assert got == want and np.asarray(got).dtype == np.asarray(want).dtype, (x.size, q)
+
+
+def test_contrast_table_equals_numpy():
+    """The contrast change's tone table (compiled when numba is there) equals the numpy expression it
+    replaces, for means and factors well beyond the registered ones."""
+    from embeval.distortion.other import _contrast_table
+
+    rng = np.random.default_rng(5)
+    levels = np.arange(256)
+    for m, f in [(0.0, 0.25), (255.0, 0.85), (127.5, 1.0), (-3.0, 2.5)] + [(rng.random() * 300 - 20, rng.random() * 3) for _ in range(3000)]:
+        want = np.clip(m + f * (levels - m) + 0.5, 0, 255).astype(np.uint8)
+        assert np.array_equal(_contrast_table(m, f), want), (m, f)
+
+
+def test_pixelate_nearest_rows_equal_opencv():
+    """Pixelate's two-step nearest upsampling (OpenCV widens, rows copied by OpenCV's row map) equals
+    one cv2.resize(INTER_NEAREST), for every source height 1..120 into many target heights."""
+    import cv2
+
+    from embeval.distortion.spatial import _nearest_rows
+
+    rng = np.random.default_rng(4)
+    for sh in range(1, 121):
+        small = rng.integers(0, 256, (sh, 7, 3), dtype=np.uint8)
+        for h in {sh, sh + 1, 2 * sh + 1, 3 * sh, 5 * sh - 1, 479, 480, 1080} - {x for x in range(sh)}:
+            want = cv2.resize(small, (23, h), interpolation=cv2.INTER_NEAREST)
+            got = cv2.resize(small, (23, sh), interpolation=cv2.INTER_NEAREST)[_nearest_rows(h, sh)]
+            assert np.array_equal(got, want), (sh, h)

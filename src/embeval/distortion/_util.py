@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 
 import cv2
 import numpy as np
@@ -82,6 +83,67 @@ def apply_lut(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     return out
 
 
+_PERCENTILE_OK: "dict[tuple, bool]" = {}
+
+
+def _percentile_parts(n: int, q: float, dtype) -> "tuple[int, np.ndarray]":
+    """numpy's own quantile bookkeeping for ``np.percentile(x, q)`` (method "linear") on ``n`` values of
+    ``dtype``: (index of the lower neighbour in sorted order, the interpolation weight)."""
+    from numpy.lib import _function_base_impl as fb  # numpy's percentile internals (checked at first use)
+
+    qa = np.asanyarray(np.true_divide(q, np.dtype(dtype).type(100)))
+    method = fb._QuantileMethods["linear"]
+    vi = np.asanyarray(method["get_virtual_index"](n, qa))
+    prev, _ = fb._get_indexes(np.empty(0, dtype), vi, n)
+    return int(prev), fb._get_gamma(vi, prev, method)
+
+
+def percentile(x: np.ndarray, q: float) -> float:
+    """``np.percentile(x, q)`` of a finite float array, the same bits, found among the values at or above
+    a threshold estimated on a 1/64 subsample (a partial sort of ~2 % of the values instead of all).
+    The first call per (size, q, dtype) is checked against np.percentile; a mismatch keeps numpy's."""
+    from numpy.lib import _function_base_impl as fb
+
+    flat = np.ascontiguousarray(x).reshape(-1)
+    n = flat.size
+    key = (n, q, flat.dtype.str)
+    if n < 4096 or not _PERCENTILE_OK.get(key, True):
+        return np.percentile(flat, q)
+    prev, gamma = _percentile_parts(n, q, flat.dtype)
+    sub = flat[::64]
+    j = max(int((prev / n - 0.01) * sub.size), 0)
+    thr = np.partition(sub, j)[j]
+    cand = flat[flat >= thr]
+    below = n - cand.size
+    if below > prev or prev + 1 >= n:  # the threshold was too high: partial sort of everything
+        cand, below = flat.copy(), 0
+    i = prev - below
+    part = np.partition(cand, [i, i + 1] if i + 1 < cand.size else [i])
+    hi = part[i + 1] if i + 1 < cand.size else part[i]
+    out = fb._lerp(part[i], hi, gamma)
+    if key not in _PERCENTILE_OK:
+        _PERCENTILE_OK[key] = bool(out == np.percentile(flat, q))
+        if not _PERCENTILE_OK[key]:  # pragma: no cover - a numpy whose internals changed
+            return np.percentile(flat, q)
+    return out
+
+
+_SCRATCH = threading.local()
+
+
+def scratch(tag: str, shape: tuple, dtype=np.uint8) -> np.ndarray:
+    """A private work buffer of ``shape`` for this thread, reused across calls (no allocation and no
+    page faults per frame). Never return it (or a view of it) to a caller: it is overwritten by the
+    next call with the same ``tag``. The latest shape per tag is kept."""
+    bufs = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = {}
+    buf = bufs.get(tag)
+    if buf is None or buf.shape != tuple(shape) or buf.dtype != dtype:
+        buf = bufs[tag] = np.empty(shape, dtype)
+    return buf
+
+
 def add_uint8(img: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``clip_uint8(img + x)`` for float32 ``x`` of img's shape, computed in place in ``x`` (which is
     consumed); the same float32 operations in the same order, so the bytes equal the out-of-place form."""
@@ -115,6 +177,11 @@ def apply_color_table(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     img = np.ascontiguousarray(img)
     h, w = img.shape[:2]
     flat = img.reshape(-1)
+    gather = compiled("gather_rgb", (np.zeros(3, np.uint8), np.zeros(1, "<u4"), np.empty(3, np.uint8)))
+    if gather is not None and table.shape == (1 << 24,) and table.dtype == np.dtype("<u4"):  # one compiled pass
+        out = np.empty_like(img)
+        gather(flat, table, out.reshape(-1))
+        return out
     n = h * w
     idx = np.empty(n, np.uint32)
     if n > 1:  # pixel i's 3 bytes + the next pixel's first byte, read as one (unaligned) word, then masked
@@ -124,6 +191,25 @@ def apply_color_table(img: np.ndarray, table: np.ndarray) -> np.ndarray:
     idx[-1] = r | g << 8 | b << 16
     out4 = np.take(table, idx)
     return cv2.cvtColor(out4.view(np.uint8).reshape(h, w, 4), cv2.COLOR_RGBA2RGB)
+
+
+_COMPILED: dict = {}
+
+
+def compiled(name: str, warmup: tuple):
+    """The numba kernel ``name`` of :mod:`embeval.distortion._compiled`, compiled on first use by calling it
+    on ``warmup``; None when numba is missing or compiling fails (callers then take their numpy route,
+    which gives the same bytes)."""
+    if name not in _COMPILED:
+        try:
+            from embeval.distortion import _compiled
+
+            fn = getattr(_compiled, name)
+            fn(*warmup)
+        except Exception:
+            fn = None
+        _COMPILED[name] = fn
+    return _COMPILED[name]
 
 
 def cached_color_table(direct, param) -> "np.ndarray | None":

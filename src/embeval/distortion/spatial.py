@@ -58,8 +58,21 @@ def non_eccentricity_patch(img, density, rng):
 def pixelate(img, block, rng):
     """Downsample by ``block`` with area averaging, upsample back with nearest neighbour."""
     h, w = img.shape[:2]
-    small = cv2.resize(img, (max(1, round(w / block)), max(1, round(h / block))), interpolation=cv2.INTER_AREA)
-    return cv2.resize(small, (w, h), interpolation=cv2.INTER_NEAREST)
+    sh = max(1, round(h / block))
+    small = cv2.resize(img, (max(1, round(w / block)), sh), interpolation=cv2.INTER_AREA)
+    # cv2.resize(small, (w, h), INTER_NEAREST) in two steps, the same bytes in a quarter of the time: OpenCV
+    # widens the rows, then whole rows are copied by OpenCV's nearest row map (tests compare)
+    wide = cv2.resize(small, (w, sh), interpolation=cv2.INTER_NEAREST)
+    return wide[_nearest_rows(h, sh)]
+
+
+@functools.lru_cache(maxsize=64)
+def _nearest_rows(h: int, sh: int) -> np.ndarray:
+    """OpenCV's INTER_NEAREST source row for each of ``h`` output rows from ``sh`` rows:
+    min(floor(y * (1 / (h / sh))), sh - 1), in its double arithmetic."""
+    rows = np.minimum(np.floor(np.arange(h) * (1.0 / (h / sh))).astype(np.intp), sh - 1)
+    rows.setflags(write=False)
+    return rows
 
 
 @register("quantization", "spatial", (20, 14, 10, 7, 4), param="intensity levels per channel",
