@@ -93,7 +93,7 @@ def test_conversion_matches_maniskills_rotation_code(state_env):
     """ManiSkill's own controller code is the judge: its action scaling and target pose, from our action."""
     import torch
 
-    from embeval.sim.maniskill.env import pose_to_matrix  # ManiSkill's raw pose [p, q (wxyz)] -> 4x4
+    from embeval.sim.maniskill.runtime import raw_pose_matrix as pose_to_matrix  # ManiSkill's raw pose [p, q (wxyz)] -> 4x4
 
     ctrl = state_env.env.unwrapped.agent.controller.controllers["arm"]
     rng = np.random.default_rng(0)

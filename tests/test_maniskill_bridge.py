@@ -100,7 +100,7 @@ def test_conversion_in_physics_with_the_widowx_controller_on_the_panda():
     moves and turns the way the embeval action says (R' = R_delta R, not its inverse), fingers follow -1 / +1."""
     import dataclasses
 
-    from embeval.sim.maniskill.env import pose_to_matrix
+    from embeval.sim.maniskill.runtime import raw_pose_matrix as pose_to_matrix
     from embeval.sim.maniskill.runtime import _np, import_sapien
 
     import_sapien()

@@ -26,7 +26,7 @@ def ur5_env():
 
 
 def _tcp_in_root(u) -> np.ndarray:
-    from embeval.sim.maniskill.env import pose_to_matrix
+    from embeval.sim.maniskill.runtime import raw_pose_matrix as pose_to_matrix
 
     return np.linalg.inv(pose_to_matrix(u.agent.robot.pose.raw_pose[0].numpy())) @ pose_to_matrix(u.agent.tcp.pose.raw_pose[0].numpy())
 

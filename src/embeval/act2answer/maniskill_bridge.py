@@ -176,7 +176,7 @@ def act2answer_env_class(env_id: str):
 
     from embeval.act2answer.maniskill import _card_quad
     from embeval.act2answer.zones import classify
-    from embeval.sim.maniskill.bridge import _pose_matrix
+    from embeval.sim.maniskill.runtime import raw_pose_matrix
 
     base_cls = REGISTERED_ENVS[env_id].cls
     parked_id = BRIDGE_ENVS[env_id][1]
@@ -222,7 +222,7 @@ def act2answer_env_class(env_id: str):
                 self.cards[name] = card
 
         def carried_base_xyz(self) -> np.ndarray:
-            T = np.linalg.inv(_pose_matrix(self.agent.robot.pose.raw_pose)) @ _pose_matrix(
+            T = np.linalg.inv(raw_pose_matrix(self.agent.robot.pose.raw_pose)) @ raw_pose_matrix(
                 self.objs[self.a2a_scene.carried].pose.raw_pose)
             return T[:3, 3]
 

@@ -36,6 +36,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
+from embeval.sim.maniskill.runtime import raw_pose_matrix
 
 #: the Bridge WidowX's only control mode in ManiSkill 3.0.1
 CONTROL_MODE = "arm_pd_ee_target_delta_pose_align2_gripper_pd_joint_pos"
@@ -203,7 +204,7 @@ def asset_problems(env_id: str) -> dict[str, str]:
 
 def assets_message(env_id: str, problems: dict[str, str]) -> str:
     """The one-line message for ``problems`` (:func:`asset_problems`), with the download command."""
-    from embeval.sim.maniskill.env import download_command
+    from embeval.sim.maniskill.runtime import download_command
 
     what = "; ".join(f"{uid} {p}" for uid, p in problems.items())
     where = os.environ.get("MS_ASSET_DIR") or "~/.maniskill"
@@ -233,13 +234,6 @@ def _import_maniskill():
 
 
 # ----------------------------------------------------------------------------- the env
-def _pose_matrix(raw_pose) -> np.ndarray:
-    from embeval.sim.maniskill.env import pose_to_matrix
-    from embeval.sim.maniskill.runtime import _np
-
-    return pose_to_matrix(_np(raw_pose))
-
-
 @dataclass
 class BridgeConfig:
     """How a :class:`BridgeEnv` is built. ``obs_size`` (width, height) resizes the 640x480 camera image
@@ -334,11 +328,11 @@ class BridgeEnv:
 
     # ------------------------------------------------------------------ state
     def base_matrix(self) -> np.ndarray:
-        return _pose_matrix(self.env.agent.robot.pose.raw_pose)
+        return raw_pose_matrix(self.env.agent.robot.pose.raw_pose)
 
     def to_base(self, raw_pose) -> np.ndarray:
         """A world pose ``[x, y, z, qw, qx, qy, qz]`` -> 4x4 in frame base."""
-        return np.linalg.inv(self.base_matrix()) @ _pose_matrix(raw_pose)
+        return np.linalg.inv(self.base_matrix()) @ raw_pose_matrix(raw_pose)
 
     def tcp_matrix(self) -> np.ndarray:
         return self.to_base(self.env.agent.controller.controllers["arm"].ee_link.pose.raw_pose)

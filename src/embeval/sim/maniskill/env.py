@@ -36,7 +36,15 @@ from scipy.spatial.transform import Rotation
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
 from embeval.sim.env import StepResult, as_action
-from embeval.sim.maniskill.runtime import VulkanUnavailableError, _np, auto_render_backend, diagnose, import_sapien
+from embeval.sim.maniskill.runtime import (
+    VulkanUnavailableError,
+    _np,
+    auto_render_backend,
+    diagnose,
+    download_command,
+    import_sapien,
+    raw_pose_matrix,
+)
 
 #: the tasks whose scripted expert, Decision and Execution scoring are covered (docs/sim.md)
 TASKS = ("PickCube-v1", "PushCube-v1", "StackCube-v1", "PullCube-v1", "PlaceSphere-v1", "PegInsertionSide-v1")
@@ -126,25 +134,11 @@ def missing_assets(env_id: str, robot: str | None = None) -> list[str]:
     return [s for s in need if not present(s)]
 
 
-def download_command(missing: Sequence[str]) -> str:
-    """The shell command that downloads the ManiSkill data sources ``missing`` (uids of ``DATA_SOURCES``)."""
-    return " && ".join(f"python -m mani_skill.utils.download_asset {m} -y" for m in missing)
-
-
 def assets_error(what: str, missing: Sequence[str]) -> ConfigError:
     """The one-line error for ``what`` (an env id) lacking the ManiSkill data sources ``missing``."""
     return ConfigError(f"{what} needs ManiSkill assets that are not downloaded ({', '.join(missing)}, looked in "
                        f"MS_ASSET_DIR={os.environ.get('MS_ASSET_DIR') or '~/.maniskill'}); on a networked machine run "
                        f"`{download_command(missing)}` with the same MS_ASSET_DIR, then copy that folder here")
-
-
-def pose_to_matrix(raw_pose: Sequence[float]) -> np.ndarray:
-    """SAPIEN ``[x, y, z, qw, qx, qy, qz]`` -> 4x4 homogeneous matrix."""
-    p = np.asarray(raw_pose, dtype=np.float64).reshape(-1)
-    T = np.eye(4)
-    T[:3, :3] = Rotation.from_quat([p[4], p[5], p[6], p[3]]).as_matrix()
-    T[:3, 3] = p[:3]
-    return T
 
 
 class ManiSkillEnv:
@@ -304,11 +298,11 @@ class ManiSkillEnv:
 
     # ------------------------------------------------------------------ state
     def base_matrix(self) -> np.ndarray:
-        return pose_to_matrix(_np(self.unwrapped.agent.robot.pose.raw_pose))
+        return raw_pose_matrix(self.unwrapped.agent.robot.pose.raw_pose)
 
     def to_base(self, raw_pose: Sequence[float]) -> np.ndarray:
         """A world pose ``[x,y,z,qw,qx,qy,qz]`` -> 4x4 in frame base."""
-        return np.linalg.inv(self.base_matrix()) @ pose_to_matrix(raw_pose)
+        return np.linalg.inv(self.base_matrix()) @ raw_pose_matrix(raw_pose)
 
     def tcp_matrix(self) -> np.ndarray:
         """The TCP pose in frame base (4x4)."""

@@ -154,3 +154,19 @@ def _np(x) -> np.ndarray:
         x = x.detach().cpu().numpy()
     x = np.asarray(x)
     return x[0] if x.ndim >= 1 and x.shape[0] == 1 else x
+
+
+def raw_pose_matrix(raw_pose) -> np.ndarray:
+    """A SAPIEN / ManiSkill raw pose ``[x, y, z, qw, qx, qy, qz]`` (array or tensor, batch of one allowed) -> 4x4 matrix."""
+    from scipy.spatial.transform import Rotation
+
+    p = _np(raw_pose).astype(np.float64).reshape(-1)
+    T = np.eye(4)
+    T[:3, :3] = Rotation.from_quat([p[4], p[5], p[6], p[3]]).as_matrix()
+    T[:3, 3] = p[:3]
+    return T
+
+
+def download_command(missing) -> str:
+    """The shell command that downloads the ManiSkill data sources ``missing`` (uids of ``DATA_SOURCES``)."""
+    return " && ".join(f"python -m mani_skill.utils.download_asset {m} -y" for m in missing)
