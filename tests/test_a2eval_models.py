@@ -16,7 +16,7 @@ from embeval_analysis.a2eval.scorers import reference_score
 def held_out():
     """A small pool on a seed neither the shipped report (1) nor the demo (0) uses; the training items
     come from another seed stream altogether."""
-    return procedural_pool(n_items=180, seed=11)
+    return procedural_pool(n_items=300, seed=11)
 
 
 @pytest.fixture(scope="module")
@@ -116,21 +116,29 @@ def test_shipped_members_are_small_and_listed():
 
 
 def test_models_answer_above_chance_where_trained_and_near_chance_where_not(accuracy, held_out):
+    """Trained dimensions: at least 0.2 above the best constant answer; untrained ones: at most 0.1 above it
+    (300 held-out items; the shipped members.json has the 600-item table)."""
     base = M.constant_baseline(held_out)
     acc = accuracy
-    # the strongest member knows counting, affordance, physics and planning well
-    for d in ("counting", "affordance", "physics", "planning"):
-        assert acc["a2eval-wide"][d] >= base[d] + 0.3, (d, acc["a2eval-wide"][d], base[d])
-    # dimension mixes: trained dimensions well above the constant answer, untrained ones at most near it
-    for d in ("counting", "affordance"):
-        assert acc["a2eval-topdown"][d] >= base[d] + 0.3, (d, acc["a2eval-topdown"][d], base[d])
-        assert acc["a2eval-stacks"][d] <= base[d] + 0.1, (d, acc["a2eval-stacks"][d], base[d])
-    for d in ("physics", "dynamics"):
-        assert acc["a2eval-stacks"][d] >= base[d] + 0.3, (d, acc["a2eval-stacks"][d], base[d])
-        assert acc["a2eval-topdown"][d] <= base[d] + 0.1, (d, acc["a2eval-topdown"][d], base[d])
-    # one frame cannot see motion; the undertrained member is weaker overall than the wide one
-    assert acc["a2eval-oneframe"]["dynamics"] <= base["dynamics"] + 0.1
-    assert acc["a2eval-short"]["all"] < acc["a2eval-wide"]["all"] - 0.2
+
+    def above(member, dims, margin=0.2):
+        for d in dims:
+            assert acc[member][d] >= base[d] + margin, (member, d, acc[member][d], base[d])
+
+    def near_chance(member, dims):
+        for d in dims:
+            assert acc[member][d] <= base[d] + 0.1, (member, d, acc[member][d], base[d])
+
+    above("a2eval-wide", ("counting", "affordance", "physics", "planning"), 0.3)
+    above("a2eval-wide", ("dynamics",), 0.15)
+    above("a2eval-topdown", ("counting", "affordance"))  # trained on the top-down dimensions only
+    near_chance("a2eval-topdown", ("physics", "planning", "dynamics"))
+    above("a2eval-stacks", ("physics", "planning"))  # trained on the side views only
+    near_chance("a2eval-stacks", ("counting", "affordance", "dynamics"))
+    above("a2eval-motion", ("dynamics",), 0.5)  # trained on dynamics alone
+    near_chance("a2eval-motion", ("counting", "affordance", "physics", "planning"))
+    near_chance("a2eval-oneframe", ("dynamics",))  # one frame cannot show motion
+    assert acc["a2eval-short"]["all"] < acc["a2eval-wide"]["all"] - 0.2  # 400 steps vs 3000, width 8 vs 16
 
 
 def test_fidelity_report_runs_on_the_models(shipped, held_out):
