@@ -211,9 +211,10 @@ def format_report(rep: dict[str, Any]) -> str:
     for d, v in rep["redundancy"].items():
         lines.append(f"{d:<14}{int(v['items']):>6}{v['nn_cosine']:>11.3f}{v['dup_share']:>16.2f}")
     s = rep["scores"]
-    lines += ["", f"{'subject':<14}{'full':>8}{'subset(bal)':>13}{'subset(w)':>11}"]
+    w = max([14] + [len(n) + 2 for n in s["subjects"]])
+    lines += ["", f"{'subject':<{w}}{'full':>8}{'subset(bal)':>13}{'subset(w)':>11}"]
     for k, name in enumerate(s["subjects"]):
-        lines.append(f"{name:<14}{s['full'][k]:>8.3f}{s['subset_balanced'][k]:>13.3f}{s['subset_weighted'][k]:>11.3f}")
+        lines.append(f"{name:<{w}}{s['full'][k]:>8.3f}{s['subset_balanced'][k]:>13.3f}{s['subset_weighted'][k]:>11.3f}")
     return "\n".join(lines)
 
 

@@ -69,6 +69,19 @@ def register(sub) -> None:
     p.add_argument("--kind", choices=["vla", "vlm"], help="train only this kind")
     p.set_defaults(func=_population)
 
+    p = g.add_parser("a2eval", help="train the A2Eval model subjects (tiny scene-QA VLMs on the procedural pool's generators)",
+                     description="Train the A2Eval demo's model subjects: tiny VLMs that look at the procedural pool's images "
+                                 "and answer its questions (letters, numbers, points, lists), at different widths, input "
+                                 "sizes, training budgets and dimension mixes; evaluate each per dimension on a held-out "
+                                 "pool and write members.json.",
+                     epilog="example: embeval train a2eval   (rebuilds src/embeval/data/models/a2eval/; --list shows the recipes)")
+    p.add_argument("--out", type=Path, default=None, help="folder for the checkpoints (default: the shipped a2eval models folder)")
+    p.add_argument("--list", action="store_true", help="only list the recipes")
+    p.add_argument("--only", nargs="+", metavar="NAME", help="train only these members")
+    p.add_argument("--eval-items", type=int, default=600, help="held-out pool size for the per-dimension table (default 600; 0 = skip)")
+    p.add_argument("--eval-seed", type=seed, default=1, help="seed of the held-out pool (default 1; the demo's pool uses 0)")
+    p.set_defaults(func=_a2eval)
+
 
 def _demos(args) -> int:
     from embeval.datasets.demos import DemoConfig, record_demos
@@ -141,6 +154,24 @@ def _a2a_vlm(r, args) -> int:
         print(f"held-out Act2Answer suite (seed {r.eval_seed}, {r.eval_per_category} items per category, both layouts):")
         print(format_report(rep["eval"]))
     print(f"saved to {args.out} in {rep['seconds']:.0f} s ({rep['items_per_second']:.0f} training items/s)")
+    return 0
+
+
+def _a2eval(args) -> int:
+    from embeval_analysis.a2eval import models as M
+
+    if args.list:
+        for r in M.RECIPES:
+            print(f"{r.name:18s} seed {r.seed}  {r.describe()}")
+        return 0
+    if args.eval_items < 0:
+        raise ConfigError(f"--eval-items must be >= 0, got {args.eval_items}")
+    man = M.train_models(args.out, only=args.only, eval_items_n=args.eval_items, eval_seed=args.eval_seed, log=print)
+    if "eval" in man:
+        print(f"\nheld-out pool ({man['eval']['pool_items']} items, seed {man['eval']['pool_seed']}): mean score per dimension")
+        acc = {n: man["members"][n]["eval"] for n in man["order"] if "eval" in man["members"][n]}
+        print(M.format_accuracy_table(acc, man["eval"]["constant_baseline"]))
+    print(f"saved {len(man['order'])} members to {args.out or M.models_dir()} in {man['seconds']:.0f} s")
     return 0
 
 

@@ -61,10 +61,11 @@ def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
 
 def _vlm_families() -> dict:
     """Checkpoint ``family`` (config.json; absent = "slots") -> loader class."""
+    from embeval.subjects.embedded import scene_qa
     from embeval.subjects.embedded.choice import FAMILY, TinyChoiceVLM
     from embeval.subjects.embedded.vlm import TinyVLM
 
-    return {"slots": TinyVLM, FAMILY: TinyChoiceVLM}
+    return {"slots": TinyVLM, FAMILY: TinyChoiceVLM, scene_qa.FAMILY: scene_qa.TinySceneQA}
 
 
 def load_vlm(name_or_path: str | Path = "tiny-vlm", **kw):
