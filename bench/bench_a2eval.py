@@ -40,6 +40,7 @@ def run(quick: bool) -> list[dict]:
                  "baseline_s": t_full, "a2eval_s": t_sub, "speedup": t_full / max(t_sub, 1e-9),
                  "items_ratio": n / len(subset), "curation_s (one-off)": t_curate})
     rows += _sandbox_rows(quick)
+    rows += _model_training_rows(quick)
     return rows
 
 
@@ -87,3 +88,33 @@ def _sandbox_rows(quick: bool) -> list[dict]:
     rows.append({"case": "one sandboxed job (empty) vs the same call in process", "baseline_s": t_in,
                  "a2eval_s": rows[0]["a2eval_s"], "speedup": t_in / rows[0]["a2eval_s"], "items_ratio": float("nan")})
     return rows
+
+
+def _model_training_rows(quick: bool) -> list[dict]:
+    """Training throughput of the A2Eval model subjects (``embeval train a2eval``): the widest member
+    (a2eval-wide) against the reference member (a2eval-base), same items, one thread, in this run.
+    Ratio = wide ms per step / base ms per step; items/s = batch / seconds per step."""
+    from dataclasses import asdict
+
+    import torch
+
+    from embeval.subjects.embedded.training import TrainConfig
+    from embeval_analysis.a2eval.models import member_config, recipe, scene_qa_arrays, train_scene_qa
+
+    steps = 5 if quick else 40
+    threads = torch.get_num_threads()
+    out, base_ms = [], None
+    try:
+        for name in ("a2eval-base", "a2eval-wide"):
+            r = recipe(name)
+            cfg = member_config(r)
+            tc = TrainConfig(**{**asdict(TrainConfig()), **r.train, "steps": steps, "log_every": steps})
+            data = scene_qa_arrays(cfg, 20, r.data_seed, r.dimensions or None)
+            _, res = train_scene_qa(data, cfg, tc, seed=0, id=name)
+            ms = 1000 * res.seconds / steps
+            base_ms = base_ms or ms
+            out.append({"case": f"{name} train step b{tc.batch_size} (1 thread): {tc.batch_size * 1000 / ms:.0f} items/s",
+                        "ms": ms, "ratio": ms / base_ms, "full recipe steps": r.train.get("steps")})
+    finally:
+        torch.set_num_threads(threads)
+    return out
