@@ -50,7 +50,20 @@ def as_action(action: Action | Sequence[float]) -> Action:
     return action if isinstance(action, Action) else Action(np.asarray(action, dtype=np.float64))
 
 
-class SimEnv:
+class ClosingEnv:
+    """``with SomeEnv(...) as env:`` closes the env on leaving (every embeval env defines ``close``)."""
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class SimEnv(ClosingEnv):
     """One episode at a time on a :class:`Workcell`. Deterministic: same seed and actions -> same result."""
 
     def __init__(self, config: SimConfig | None = None, limits: SafetyLimits | None = None, action_frame: str = "base"):
@@ -69,12 +82,6 @@ class SimEnv:
 
     def close(self) -> None:
         self.cell.close()
-
-    def __enter__(self) -> SimEnv:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     # ------------------------------------------------------------------ episode
     def reset(self, seed: int = 0, task: str | TaskSpec = "Pick", scene: SceneSpec | None = None,

@@ -36,6 +36,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
+from embeval.sim.env import ClosingEnv, StepResult, as_action
 from embeval.sim.maniskill.runtime import raw_pose_matrix
 
 #: the Bridge WidowX's only control mode in ManiSkill 3.0.1
@@ -127,8 +128,6 @@ def widowx_commands(action: Action | Sequence[float], gripper: float, limits: Wi
       fingers fully closed (-1) or open (+1), as every embeval backend runs it (move, then gripper);
       no motion and no gripper change is one hold step (zeros, present opening).
     """
-    from embeval.sim.env import as_action
-
     a = as_action(action)
     clipped = False
     rotvec = Rotation.from_matrix(rpy_to_matrix(a.rotation)).as_rotvec()
@@ -246,7 +245,7 @@ class BridgeConfig:
     max_steps: int = 60  # control steps (the registered max_episode_steps of the flat-table envs)
 
 
-class BridgeEnv:
+class BridgeEnv(ClosingEnv):
     """One Bridge env, one episode at a time, with embeval's action and observation conventions.
 
     Observation: RGB under :data:`CAMERA` (real-image overlay as SimplerEnv) and its aliases; state in
@@ -287,12 +286,6 @@ class BridgeEnv:
     def close(self) -> None:
         self.env.close()
 
-    def __enter__(self) -> BridgeEnv:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def reset(self, seed: int = 0, instruction: str | None = None, reconfigure: bool = False) -> Observation:
         """Start the seeded episode (ManiSkill's seeded object orientation; ``reconfigure`` reloads the scene)."""
         self._raw = self.env.reset(seed=int(seed) % 2 ** 32, options={"reconfigure": True} if reconfigure else {})[0]
@@ -307,8 +300,6 @@ class BridgeEnv:
 
     def step(self, action: Action | Sequence[float]):
         """Execute one action (:func:`widowx_commands`: one control step, two when the gripper changes)."""
-        from embeval.sim.env import StepResult
-
         cmd = widowx_commands(action, self.gripper, self.limits)
         for v in cmd.vectors:
             self._raw = self.env.step(v.astype(np.float32)[None])[0]

@@ -35,7 +35,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
-from embeval.sim.env import StepResult, as_action
+from embeval.sim.env import ClosingEnv, StepResult, as_action
 from embeval.sim.maniskill.runtime import (
     VulkanUnavailableError,
     _np,
@@ -141,7 +141,7 @@ def assets_error(what: str, missing: Sequence[str]) -> ConfigError:
                        f"`{download_command(missing)}` with the same MS_ASSET_DIR, then copy that folder here")
 
 
-class ManiSkillEnv:
+class ManiSkillEnv(ClosingEnv):
     """One ManiSkill task, one episode at a time, with embeval's action and observation conventions.
 
     Example::
@@ -231,12 +231,6 @@ class ManiSkillEnv:
 
     def close(self) -> None:
         self.env.close()
-
-    def __enter__(self) -> ManiSkillEnv:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     @property
     def unwrapped(self):
