@@ -53,10 +53,14 @@ def known_names(kind: str) -> list[str]:
 
 
 def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
-    """Load a tiny VLA (:class:`~embeval.subjects.embedded.policy.TinyVLAPolicy`)."""
+    """Load a tiny VLA (:class:`~embeval.subjects.embedded.policy.TinyVLAPolicy`) or a VLA built on the
+    two-card VLM (:class:`~embeval.subjects.embedded.choice_vla.ChoiceVLAPolicy`), by its checkpoint's family."""
+    from embeval.subjects.embedded.choice_vla import FAMILY, ChoiceVLAPolicy
     from embeval.subjects.embedded.policy import TinyVLAPolicy
 
-    return TinyVLAPolicy.load(resolve_model(name_or_path, "vla"), **kw)
+    path = resolve_model(name_or_path, "vla")
+    family = json.loads((path / "config.json").read_text()).get("family") if (path / "config.json").is_file() else None
+    return (ChoiceVLAPolicy if family == FAMILY else TinyVLAPolicy).load(path, **kw)
 
 
 def _vlm_families() -> dict:
