@@ -361,6 +361,8 @@ def train_choice_vla_recipe(recipe: ChoiceVLARecipe, out: str | Path, work: str 
         policy, res = train_choice_vla(demos, vlm, cfg, recipe, tcfg, answer_data=answer_data, log=log)
         report: dict = {"recipe": asdict(recipe), "train": res.to_dict(), "data_seconds": t_data,
                         "frames_per_second": policy.meta["frames_per_second"]}
+        policy.meta["recipe"] = asdict(recipe)
+        policy.save(out)  # usable while the evaluation runs; saved again with its results
         if recipe.eval_per_category > 0:
             import torch
 

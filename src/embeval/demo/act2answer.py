@@ -5,12 +5,20 @@ items drawn with another seed; cached in the output folder), the shipped ``tiny-
 subset; untrained weights when none are shipped), the privileged scripted expert as control
 ceiling, and the shipped tiny VLMs answering as text. Prints the per-category table with Wilson
 intervals and regimes, swap statistics, and the layerwise probing of ``tiny-vla-a2a`` with its
-Chance-Normalized Retention (offline, CPU)."""
+Chance-Normalized Retention (offline, CPU).
+
+VLM -> VLA (positive control of knowledge and its loss): the shipped ``tiny-vla-a2a-frozen`` and
+``tiny-vla-a2a-full`` (``tiny-vlm-a2a-cell``'s backbone + an action expert, fine-tuned on answer
+demonstrations of color, shape, counting and traffic only; frozen vs fully fine-tuned backbone) run
+on a per-category subset (:data:`VLA_PER_CATEGORY` items of each demo category, both layouts) and
+are probed on it with shuffled-label and random-weight controls; skipped when not shipped."""
 from __future__ import annotations
 
 import time
 
 DEMO_CATEGORIES = ["color", "shape", "counting", "emotion", "traffic", "spatial"]
+#: items per category the choice VLAs run and are probed on (quick: 2)
+VLA_PER_CATEGORY = 8
 
 
 def _finetuned(out, ctx, spec):
@@ -86,6 +94,19 @@ def run(ctx) -> None:
         results[policy.id] = eps
         write_results(eps, out / f"episodes_{policy.id}.jsonl")
 
+    from embeval.act2answer.subjects import a2a_vlas
+
+    vlas = a2a_vlas()  # the VLM -> VLA recipes (population "vla_a2a")
+    n_vla = 2 if ctx.quick else VLA_PER_CATEGORY
+    vla_items = [it for c in DEMO_CATEGORIES for it in [i for i in items if i.category == c][:n_vla]]
+    for vla in vlas:
+        t0 = time.perf_counter()
+        eps = list(run_items(vla, vla_items, spec, seed=ctx.seed))  # renders only its third-person camera, 320x240
+        dt = time.perf_counter() - t0
+        print(f"{vla.id}: {len(eps)} episodes ({n_vla} items per category) in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)")
+        results[vla.id] = eps
+        write_results(eps, out / f"episodes_{vla.id}.jsonl")
+
     vlms = embedded_vlms()
     if not vlms:
         print("no shipped tiny VLMs: the text baseline needs `embeval train population` (skipped)")
@@ -95,7 +116,8 @@ def run(ctx) -> None:
         results[f"{vlm.id} (text)"] = list(answer_items(vlm, items))
 
     table = category_table(results)
-    print("\nAct2Answer soft success rate by category (swap-averaged; expert and tiny-vla on a subset):")
+    print("\nAct2Answer soft success rate by category (swap-averaged; expert, tiny-vla and the tiny-vla-a2a-frozen/-full "
+          "VLAs on a subset):")
     print(format_table(table))
     table.to_csv(out / "category_table.csv", index=False)
     print("\nswap statistics:")
@@ -123,6 +145,41 @@ def run(ctx) -> None:
     png = plot_layer_accuracy(rep, out / "act2answer_probing.png", stamp=code_version())
     print(f"\nfigures: {out / 'act2answer_zones.png'}, {png}\ntables:  {out / 'category_table.csv'}")
     ctx.shared["act2answer_cnr"] = rep.cnr
+    if vlas:
+        _probe_vlas(vlas, vla_items, spec, ctx, out)
+
+
+def _probe_vlas(vlas, items, spec, ctx, out) -> None:
+    """Layerwise probing of the VLM -> VLA recipes (backbone = the VLM's fusion layer, action expert),
+    with shuffled-label and random-weight controls; CNR overall and on demonstrated vs never
+    demonstrated categories."""
+    import numpy as np
+    from embeval_analysis.probing import collect_features, probe_layers
+    from embeval_analysis.probing.features import Features
+
+    from embeval.act2answer.episode import obs_size_for
+    from embeval.act2answer.subjects import random_weight_control
+
+    def subset(f, keep):
+        return Features({k: v[keep] for k, v in f.layers.items()}, f.labels[keep], f.groups[keep], f.categories[keep], f.subject)
+
+    t0 = time.perf_counter()
+    for vla in vlas:
+        size = obs_size_for(vla)
+        feats = collect_features(vla, items, spec, seed=ctx.seed, obs_size=size)
+        ctrl = collect_features(random_weight_control(vla, ctx.seed + 1), items, spec, seed=ctx.seed, obs_size=size)
+        rep = probe_layers(feats, ctrl, folds=5, seed=ctx.seed)
+        shown = set(vla.meta.get("recipe", {}).get("demo_categories", []))
+        print(f"\nlayerwise probing of {vla.id} ({len(feats)} samples; backbone = the VLM's fusion layer):")
+        print(rep.table())
+        for label, keep in (("demonstrated", np.isin(feats.categories, list(shown))),
+                            ("never demonstrated", ~np.isin(feats.categories, list(shown)))):
+            if len(np.unique(feats.groups[keep])) >= 2 and len(np.unique(feats.labels[keep])) == 2:
+                r = probe_layers(subset(feats, keep), subset(ctrl, keep), folds=5, seed=ctx.seed)
+                print(f"  {label} categories ({', '.join(sorted(set(feats.categories[keep])))}): CNR = {r.cnr:.3f} "
+                      f"(backbone {r.backbone_best:.3f}, action expert {r.expert_best:.3f})")
+        ctx.shared[f"act2answer_cnr_{vla.id}"] = rep.cnr
+    print(f"(probing of {len(vlas)} VLAs in {time.perf_counter() - t0:.0f} s)")
 
 
 def _zone_plot(results, path, stamp: str) -> None:

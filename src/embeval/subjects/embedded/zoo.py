@@ -89,10 +89,11 @@ def population_names(kind: str) -> list[str]:
     return shipped_models(kind)
 
 
-def a2a_names() -> list[str]:
-    """Shipped VLMs that answer Act2Answer's binary questions from both cards (population.json ``"vlm_a2a"``)."""
+def a2a_names(group: str = "vlm_a2a") -> list[str]:
+    """Shipped VLMs that answer Act2Answer's binary questions from both cards (population.json ``"vlm_a2a"``),
+    or with ``group="vla_a2a"`` the VLAs built on one of them."""
     if POPULATION_FILE.exists():
-        return list(json.loads(POPULATION_FILE.read_text()).get("vlm_a2a", []))
+        return list(json.loads(POPULATION_FILE.read_text()).get(group, []))
     return []
 
 
