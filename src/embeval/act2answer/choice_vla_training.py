@@ -32,12 +32,17 @@ from embeval.subjects.embedded.choice_vla import ChoiceVLAConfig, ChoiceVLAPolic
 
 #: seed stream of the answer demonstrations' items
 DEMO_STREAM = "act2answer-vla-train"
+#: seed stream of the side-named placements' items (cards of every category, side named by the instruction)
+SIDE_STREAM = "act2answer-vla-side"
+#: instruction of a side-named placement
+SIDE_INSTRUCTION = "put the cube on the {side} picture"
 
 
 @dataclass
 class ChoiceDemos:
     """Per episode: ``left``/``right`` (E, S, S, 3) uint8 card crops of the first observation,
-    ``task`` (E,) index into ``tasks``, ``kind`` (E,) 0 = answer demo, 1 = pick/place; per frame:
+    ``task`` (E,) index into ``tasks``, ``kind`` (E,) 0 = answer demo, 1 = pick/place, 2 = side-named
+    placement; per frame:
     ``scene`` (N, h, w, 3) uint8, ``state`` (N, D) float32, ``action`` (N, 7), ``episode`` (N,)."""
 
     left: np.ndarray
@@ -138,9 +143,11 @@ def _env(cfg: ChoiceVLAConfig):
 
 
 def record_answer_demos(items: Iterable[BinaryItem], cfg: ChoiceVLAConfig, spec: EpisodeSpec | None = None, seed: int = 0,
-                        max_steps: int = 30) -> ChoiceDemos:
+                        max_steps: int = 30, sides: Sequence[str] | None = None) -> ChoiceDemos:
     """The scripted expert putting the cube on the correct card of every item, both layouts
-    (successful episodes only; each ends at the release after the lift)."""
+    (successful episodes only; each ends at the release after the lift). With ``sides`` (one per
+    item x layout, "left"/"right"): ordinary placements on that card instead, instructed
+    :data:`SIDE_INSTRUCTION` (the item's answer plays no part)."""
     from embeval.act2answer.episode import Termination
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import build_scene
@@ -150,10 +157,15 @@ def record_answer_demos(items: Iterable[BinaryItem], cfg: ChoiceVLAConfig, spec:
     lift_rule = replace(spec, termination="release_after_lift")
     rec = _Recorder(cfg)
     with _env(cfg) as env:
-        expert = ExpertPolicy(env, "answer", spec)
+        k = 0
         for item in items:
             for layout in ("original", "swapped"):
                 scene, task = build_scene(item, layout, spec)
+                if sides is not None:
+                    side = sides[k]
+                    task = replace(task, instruction=SIDE_INSTRUCTION.format(side=side), goal=spec.card_xy(side))
+                k += 1
+                expert = ExpertPolicy(env, "answer", spec)
                 obs0 = obs = env.reset(derive_seed(seed, "choice-vla-demo", item.id, layout), task, scene)
                 expert.reset(task.instruction)
                 frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]))
@@ -165,7 +177,7 @@ def record_answer_demos(items: Iterable[BinaryItem], cfg: ChoiceVLAConfig, spec:
                         break
                 pos = env.cell.object_pose("cube")[0]
                 if np.hypot(pos[0] - task.goal[0], pos[1] - task.goal[1]) <= spec.eps:
-                    rec.episode(obs0, task.instruction, 0, frames)
+                    rec.episode(obs0, task.instruction, 0 if sides is None else 2, frames)
     return rec.result()
 
 
@@ -199,11 +211,25 @@ def demo_items(recipe: ChoiceVLARecipe, folder: Path) -> list[BinaryItem]:
     return generate_items(folder, recipe.demo_categories, recipe.demo_items, recipe.seed, stream=DEMO_STREAM)
 
 
+def side_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path) -> ChoiceDemos:
+    """Side-named placements on cards of every category (``recipe.side_items`` per category, both
+    layouts, the side drawn from ``derive_seed(seed, "choice-vla-side")``)."""
+    from embeval.act2answer.generator import generate_items
+    from embeval.provenance import derive_seed
+
+    items = generate_items(work / f"choice-vla-side-items-{recipe.seed}", None, recipe.side_items, recipe.seed, stream=SIDE_STREAM)
+    rng = np.random.default_rng(derive_seed(recipe.seed, "choice-vla-side"))
+    sides = ["left" if b else "right" for b in rng.integers(0, 2, size=2 * len(items)) == 0]
+    return record_answer_demos(items, cfg, seed=recipe.seed, sides=sides)
+
+
 def recipe_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path, log: Callable[[str], None] | None = None) -> ChoiceDemos:
     """The recipe's demonstrations, cached in ``work`` under a key of everything they depend on."""
-    key = json.dumps({"seed": recipe.seed, "cats": recipe.demo_categories, "items": recipe.demo_items,
-                      "pp": recipe.pickplace_episodes, "cfg": {k: v for k, v in cfg.to_dict().items() if k != "vlm"}},
-                     sort_keys=True)
+    key = {"seed": recipe.seed, "cats": recipe.demo_categories, "items": recipe.demo_items,
+           "pp": recipe.pickplace_episodes, "cfg": {k: v for k, v in cfg.to_dict().items() if k != "vlm"}}
+    if recipe.side_items:
+        key["side"] = recipe.side_items
+    key = json.dumps(key, sort_keys=True)
     path = work / f"choice-vla-demos-{hashlib.sha256(key.encode()).hexdigest()[:12]}.npz"
     if path.is_file():
         if log:
@@ -214,10 +240,12 @@ def recipe_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path, log:
     parts = [record_answer_demos(demo_items(recipe, work / f"choice-vla-items-{recipe.seed}"), cfg, seed=recipe.seed)]
     if recipe.pickplace_episodes > 0:
         parts.append(record_pickplace_demos(recipe.pickplace_episodes, cfg, seed=recipe.seed))
+    if recipe.side_items > 0:
+        parts.append(side_demos(recipe, cfg, work))
     demos = ChoiceDemos.concat(parts)
     if log:
         log(f"recorded {len(demos)} frames of {len(demos.left)} episodes ({int((demos.kind == 0).sum())} answer, "
-            f"{int((demos.kind == 1).sum())} pick/place) in {time.perf_counter() - t0:.0f} s")
+            f"{int((demos.kind == 1).sum())} pick/place, {int((demos.kind == 2).sum())} side-named) in {time.perf_counter() - t0:.0f} s")
     demos.save(path)
     return demos
 

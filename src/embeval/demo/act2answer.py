@@ -151,35 +151,36 @@ def run(ctx) -> None:
 
 def _probe_vlas(vlas, items, spec, ctx, out) -> None:
     """Layerwise probing of the VLM -> VLA recipes (backbone = the VLM's fusion layer, action expert),
-    with shuffled-label and random-weight controls; CNR overall and on demonstrated vs never
-    demonstrated categories."""
-    import numpy as np
-    from embeval_analysis.probing import collect_features, probe_layers
-    from embeval_analysis.probing.features import Features
+    with shuffled-label and random-weight controls: the within-category probes (grouped CV over all
+    items) and the transfer probes (fitted on the demonstrated categories, scored on the others)."""
+    import json
+
+    from embeval_analysis.probing import collect_features, probe_layers, probe_transfer
 
     from embeval.act2answer.episode import obs_size_for
     from embeval.act2answer.subjects import random_weight_control
 
-    def subset(f, keep):
-        return Features({k: v[keep] for k, v in f.layers.items()}, f.labels[keep], f.groups[keep], f.categories[keep], f.subject)
-
     t0 = time.perf_counter()
+    summary = {}
     for vla in vlas:
         size = obs_size_for(vla)
         feats = collect_features(vla, items, spec, seed=ctx.seed, obs_size=size)
         ctrl = collect_features(random_weight_control(vla, ctx.seed + 1), items, spec, seed=ctx.seed, obs_size=size)
         rep = probe_layers(feats, ctrl, folds=5, seed=ctx.seed)
-        shown = set(vla.meta.get("recipe", {}).get("demo_categories", []))
+        shown = list(vla.meta.get("recipe", {}).get("demo_categories", []))
         print(f"\nlayerwise probing of {vla.id} ({len(feats)} samples; backbone = the VLM's fusion layer):")
         print(rep.table())
-        for label, keep in (("demonstrated", np.isin(feats.categories, list(shown))),
-                            ("never demonstrated", ~np.isin(feats.categories, list(shown)))):
-            if len(np.unique(feats.groups[keep])) >= 2 and len(np.unique(feats.labels[keep])) == 2:
-                r = probe_layers(subset(feats, keep), subset(ctrl, keep), folds=5, seed=ctx.seed)
-                print(f"  {label} categories ({', '.join(sorted(set(feats.categories[keep])))}): CNR = {r.cnr:.3f} "
-                      f"(backbone {r.backbone_best:.3f}, action expert {r.expert_best:.3f})")
+        summary[vla.id] = {"within": rep.to_dict()}
+        if shown and set(shown) & set(feats.categories) and set(feats.categories) - set(shown):
+            tr = probe_transfer(feats, shown, ctrl, seed=ctx.seed)
+            print(f"transfer probes of {vla.id}: fitted on the demonstrated categories ({', '.join(shown)}), "
+                  "scored on the others:")
+            print(tr.table())
+            summary[vla.id]["transfer"] = tr.to_dict()
+            ctx.shared[f"act2answer_transfer_cnr_{vla.id}"] = tr.cnr
         ctx.shared[f"act2answer_cnr_{vla.id}"] = rep.cnr
-    print(f"(probing of {len(vlas)} VLAs in {time.perf_counter() - t0:.0f} s)")
+    (out / "vla_probing.json").write_text(json.dumps(summary, indent=1))
+    print(f"(probing of {len(vlas)} VLAs in {time.perf_counter() - t0:.0f} s; {out / 'vla_probing.json'})")
 
 
 def _zone_plot(results, path, stamp: str) -> None:
