@@ -284,7 +284,7 @@ class ChoiceVLARecipe:
     pickplace_episodes: int = 40  # ordinary Pick/Place expert demonstrations (generated scenes)
     #: side-named placements in the card cell ("put the cube on the left picture"): items per category,
     #: all categories, stream SIDE_STREAM, the side drawn independently of the item's answer (0 = none)
-    side_items: int = 6
+    side_items: int = 0
     arch: dict = field(default_factory=dict)  # ChoiceVLAConfig overrides
     train: dict = field(default_factory=lambda: {"steps": 2000, "batch_size": 64, "lr": 1e-3})
     answer_weight: float = 0.5  # cotrain: weight of the VLM answer loss
