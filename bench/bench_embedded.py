@@ -53,11 +53,13 @@ def run(quick: bool = False) -> list[dict]:
                      "ms": 1000 * ts, "ratio": ts / base})
     torch.set_num_threads(1)
     rows.append(_a2a_train_row(quick, base))
+    rows.append(_a2a_train_row(quick, base, "tiny-vlm-a2a-cell"))
+    rows += _choice_vla_rows(quick, base)
     return rows
 
 
-def _a2a_train_row(quick: bool, vla_step: float) -> dict:
-    """Training throughput of tiny-vlm-a2a at its recipe's configuration: real procedural items,
+def _a2a_train_row(quick: bool, vla_step: float, name: str = "tiny-vlm-a2a") -> dict:
+    """Training throughput of ``name`` (tiny-vlm-a2a, tiny-vlm-a2a-cell) at its recipe's configuration: real procedural items,
     one training step = batch_size items in both layouts (2 x batch_size answered pairs), 1 thread.
     ``ratio``: step time / the tiny-vla b64 train step above."""
     import torch
@@ -67,13 +69,56 @@ def _a2a_train_row(quick: bool, vla_step: float) -> dict:
     from embeval.subjects.embedded.population import vlm_recipe
     from embeval.subjects.embedded.training import TrainConfig
 
-    r = vlm_recipe("tiny-vlm-a2a")
+    r = vlm_recipe(name)
     cfg = ChoiceVLMConfig.from_dict({**ChoiceVLMConfig().to_dict(), **r.arch})
     data = choice_arrays(20, seed=1, card_size=cfg.card_size)
     steps = 10 if quick else 60
     tc = TrainConfig(**{**TrainConfig().__dict__, **r.train, "steps": steps, "log_every": steps})
-    _, res = train_choice_vlm(data, cfg, tc, seed=0)
+    _, res = train_choice_vlm(data, cfg, tc, seed=0, instructions=r.instructions, augment=r.augment or None)
     torch.set_num_threads(1)
     per_step = res.seconds / steps
-    return {"case": f"tiny-vlm-a2a train step b{tc.batch_size} x 2 layouts (1 thread): "
+    return {"case": f"{name} train step b{tc.batch_size} x 2 layouts (1 thread): "
                     f"{2 * tc.batch_size / per_step:.0f} items/s", "ms": 1000 * per_step, "ratio": per_step / vla_step}
+
+
+def _choice_vla_rows(quick: bool, vla_step: float) -> list[dict]:
+    """Training throughput of the VLM -> VLA recipes (tiny-vla-a2a-frozen / -full) at their recipe's
+    configuration on demonstration-shaped frames (random pixels: the cost depends on shapes only;
+    360 episodes, 20 frames each, as the shipped demonstrations), 1 thread, and one closed-loop
+    step of the policy (prefix cached). ``ratio``: step time / the tiny-vla b64 train step."""
+    import torch
+
+    from embeval.act2answer.choice_vla_training import ChoiceDemos, train_choice_vla
+    from embeval.subjects.embedded.choice_vla import ChoiceVLAConfig
+    from embeval.subjects.embedded.population import a2a_vla_recipe
+    from embeval.subjects.embedded.training import TrainConfig
+    from embeval.subjects.embedded.zoo import load_vlm
+
+    rng = np.random.default_rng(0)
+    cfg = ChoiceVLAConfig()
+    e, f = 360, 20
+    demos = ChoiceDemos(rng.integers(0, 255, (e, 48, 48, 3), dtype=np.uint8), rng.integers(0, 255, (e, 48, 48, 3), dtype=np.uint8),
+                        np.arange(e) % 8, [f"put the cube on the card number {k}" for k in range(8)], np.zeros(e, np.int64),
+                        rng.integers(0, 255, (e * f, *cfg.scene_size, 3), dtype=np.uint8), rng.random((e * f, 4), np.float32),
+                        rng.normal(0, 0.02, (e * f, 7)), np.repeat(np.arange(e), f))
+    vlm = load_vlm("tiny-vlm-a2a-cell")
+    rows, steps = [], 5 if quick else 30
+    for name in ("tiny-vla-a2a-frozen", "tiny-vla-a2a-full"):
+        r = a2a_vla_recipe(name)
+        tc = TrainConfig(**{**TrainConfig().__dict__, **r.train, "steps": steps, "log_every": steps})
+        pol, res = train_choice_vla(demos, vlm, cfg, r, tc)
+        torch.set_num_threads(1)
+        per_step = res.seconds / steps
+        rows.append({"case": f"{name} train step b{tc.batch_size} (1 thread): {tc.batch_size / per_step:.0f} frames/s",
+                     "ms": 1000 * per_step, "ratio": per_step / vla_step})
+    from embeval.action import Observation
+
+    ob = Observation(images={"third_person": rng.integers(0, 255, (*cfg.image_size, 3), dtype=np.uint8)}, instruction="",
+                     state={"ee_pos": np.array([0.4, 0.0, 0.3]), "gripper": np.array([1.0])})
+    pol.reset("put the cube on the sad face")
+    first = _time(lambda: (pol.reset("put the cube on the sad face"), pol.act(ob)), 3 if quick else 20)
+    pol.act(ob)
+    later = _time(lambda: pol.act(ob), 3 if quick else 20)
+    rows.append({"case": "tiny-vla-a2a-* act: first step (card crops + VLM prefix)", "ms": 1000 * first, "ratio": first / vla_step})
+    rows.append({"case": "tiny-vla-a2a-* act: later steps (prefix cached)", "ms": 1000 * later, "ratio": later / vla_step})
+    return rows

@@ -85,3 +85,28 @@ def test_collect_features_from_tiny_vla(tmp_path):
     assert not np.allclose(f.layers["backbone.0"][0], f.layers["backbone.0"][1])
     with pytest.raises(ConfigError):
         collect_features(object(), items)
+
+
+def test_transfer_probe_separates_shared_from_category_specific_answers():
+    """A shared answer direction transfers from the fitted categories to the others; an answer coded
+    along a different direction per category is found by the within-category CV but not transferred."""
+    from embeval_analysis.probing import probe_transfer
+
+    rng = np.random.default_rng(0)
+    cats = np.repeat(["a", "b", "c", "d"], 60)
+    y = rng.integers(0, 2, len(cats))
+    sign = np.where(y == 1, 1.0, -1.0)
+    shared = rng.normal(0, 0.5, (len(cats), 8))
+    shared[:, 0] += 1.5 * sign
+    specific = rng.normal(0, 0.5, (len(cats), 8))
+    specific[np.arange(len(cats)), 1 + np.searchsorted(["a", "b", "c", "d"], cats)] += 1.5 * sign  # own axis per category
+    f = Features({"backbone.0": shared.astype(np.float32), "action_expert.0": specific.astype(np.float32)}, y,
+                 np.arange(len(cats)).astype(str), cats, "planted")
+    within = probe_layers(f, folds=5, seed=0)
+    assert min(p.accuracy for p in within.layers) > 0.8 and within.cnr > 0.8
+    rep = probe_transfer(f, ["a", "b"], seed=0)
+    acc = {p.layer: p.accuracy for p in rep.layers}
+    assert rep.n_samples == 120 and rep.folds == 1
+    assert acc["backbone.0"] > 0.9 and abs(acc["action_expert.0"] - 0.5) < 0.12 and rep.cnr < 0.25
+    with pytest.raises(ConfigError, match="both labels"):
+        probe_transfer(f, ["a", "b", "c", "d"])

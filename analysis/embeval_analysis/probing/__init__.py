@@ -9,6 +9,7 @@ from embeval_analysis.probing.probes import (
            ProbeReport,
            chance_normalized_retention,
            probe_layers,
+           probe_transfer,
            retention,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
            "collect_features",
            "plot_layer_accuracy",
            "probe_layers",
+           "probe_transfer",
            "retention",
 ]

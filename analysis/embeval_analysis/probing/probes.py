@@ -7,6 +7,11 @@ estimated by grouped k-fold cross-validation (an item's two layouts share a fold
 - random weights: the same probe on features from the same architecture with random weights
   (pass them as ``control_features``); a probe that beats it reads what *training* put there.
 
+Transfer probes (:func:`probe_transfer`): the probe is fitted on the items of some categories
+(e.g. those an action expert was fine-tuned on) and scored on the items of the others, so a layer
+scores high only when it carries the answer along a direction *shared* across categories, the way a
+readout trained on the first categories would find it on the rest.
+
 CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps): the best above-chance probe accuracy of the
 action-expert layers relative to that of the backbone layers (c = chance, 0.5 for binary items).
 1 means the action layers keep all the answer information the backbone had; 0 none. When no
@@ -52,7 +57,8 @@ class ProbeReport:
             rw = "" if p.random_weights is None else f"{p.random_weights:.3f}"
             lines.append(f"{p.layer:<22} {p.dim:>5} {p.accuracy:6.3f} {p.accuracy_std:5.3f} {p.shuffled:9.3f} {rw:>9}")
         lines.append(f"CNR = {self.cnr:.3f} (best backbone {self.backbone_best:.3f}, best action expert "
-                     f"{self.expert_best:.3f}, chance {self.chance:.2f}; n = {self.n_samples}, {self.folds}-fold grouped CV)")
+                     f"{self.expert_best:.3f}, chance {self.chance:.2f}; n = {self.n_samples}, "
+                     + (f"{self.folds}-fold grouped CV)" if self.folds > 1 else "test samples of a category split)"))
         return "\n".join(lines)
 
 
@@ -98,6 +104,42 @@ def probe_layers(features, control_features=None, folds: int = 5, seed: int = 0,
         if control_features is not None and name in control_features.layers:
             rw = float(_cv_accuracy(control_features.layers[name], control_features.labels, control_features.groups, folds, seed).mean())
         rep.layers.append(LayerProbe(name, float(acc.mean()), float(acc.std()), float(shuf.mean()), rw, int(X.shape[1])))
+    return retention(rep, backbone_prefix, expert_prefix)
+
+
+def _split_accuracy(Xtr, ytr, Xte, yte, seed: int) -> float:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    clf = make_pipeline(StandardScaler(), LogisticRegression(C=1.0, max_iter=2000, random_state=seed))
+    return float(clf.fit(Xtr, ytr).score(Xte, yte))
+
+
+def probe_transfer(features, train_categories, control_features=None, seed: int = 0, chance: float = 0.5,
+                   backbone_prefix: str = "backbone.", expert_prefix: str = "action_expert.") -> ProbeReport:
+    """Per layer: a probe fitted on the samples of ``train_categories`` and scored on all other samples
+    (see the module docstring); shuffled-label control = the same fit on permuted training labels;
+    random-weight control from ``control_features``. ``folds`` of the report is 1 (one split)."""
+    train = np.isin(features.categories, list(train_categories))
+    test = ~train
+    for name, mask in (("training", train), ("test", test)):
+        if len(np.unique(features.labels[mask])) < 2:
+            raise ConfigError(f"transfer probing needs both labels among the {name} categories' samples; "
+                              f"train on {sorted(set(train_categories))} and test on the others, both layouts")
+    rng = np.random.default_rng(seed)
+    y = features.labels
+    y_shuf = rng.permutation(y[train])
+    rep = ProbeReport(features.subject, int(test.sum()), 1, chance)
+    for name, X in features.layers.items():
+        acc = _split_accuracy(X[train], y[train], X[test], y[test], seed)
+        shuf = _split_accuracy(X[train], y_shuf, X[test], y[test], seed)
+        rw = None
+        if control_features is not None and name in control_features.layers:
+            cx, cy = control_features.layers[name], control_features.labels
+            ctr = np.isin(control_features.categories, list(train_categories))
+            rw = _split_accuracy(cx[ctr], cy[ctr], cx[~ctr], cy[~ctr], seed)
+        rep.layers.append(LayerProbe(name, acc, 0.0, shuf, rw, int(X.shape[1])))
     return retention(rep, backbone_prefix, expert_prefix)
 
 

@@ -40,6 +40,8 @@ class ChoiceArrays:
     label: np.ndarray
     category: np.ndarray
     categories: list[str]
+    instruction: np.ndarray | None = None  # (N,) index into ``instructions`` (the item's action instruction)
+    instructions: list[str] | None = None
 
     def __len__(self) -> int:
         return len(self.label)
@@ -62,6 +64,7 @@ def choice_arrays(per_category: int, seed: int, card_size: int, categories: Sequ
     left = np.empty((n, card_size, card_size, 3), np.uint8)
     right = np.empty_like(left)
     qidx, label, cidx, questions = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), []
+    iidx, instructions = np.empty(n, np.int64), []
     i = 0
     for ci, cat in enumerate(cats):
         for k in range(per_category):
@@ -71,8 +74,12 @@ def choice_arrays(per_category: int, seed: int, card_size: int, categories: Sequ
             if draft.question not in questions:
                 questions.append(draft.question)
             qidx[i], label[i], cidx[i] = questions.index(draft.question), ANSWERS.index(side), ci
+            instr = draft.instruction.strip() or draft.question
+            if instr not in instructions:
+                instructions.append(instr)
+            iidx[i] = instructions.index(instr)
             i += 1
-    return ChoiceArrays(left, right, qidx, questions, label, cidx, cats)
+    return ChoiceArrays(left, right, qidx, questions, label, cidx, cats, iidx, instructions)
 
 
 def prompt_variants(question: str) -> list[str]:
@@ -82,10 +89,30 @@ def prompt_variants(question: str) -> list[str]:
     return [question, PROMPT.format(question=question.strip())]
 
 
+def render_like(x, rng: np.random.Generator, min_px: int = 14, p: float = 0.75, gain: float = 0.15):
+    """Render-like augmentation of a (B, 3, S, S) card batch in [0, 1]: with probability ``p`` the
+    batch is resampled down to a random side in [``min_px``, S] (antialiased) and back up
+    (bilinear), as a card seen at ~15-30 px by the cell's third-person camera and rectified; every
+    card gets a brightness gain in [1 - ``gain``, 1 + ``gain``] (the renderer's lighting)."""
+    import torch
+    import torch.nn.functional as F
+
+    b, _, h, w = x.shape
+    if rng.random() < p:
+        s = int(rng.integers(min_px, h + 1))
+        x = F.interpolate(F.interpolate(x, size=(s, s), mode="bilinear", antialias=True, align_corners=False),
+                          size=(h, w), mode="bilinear", align_corners=False)
+    g = torch.from_numpy(rng.uniform(1 - gain, 1 + gain, size=(b, 1, 1, 1)).astype(np.float32))
+    return (x * g).clamp_(0.0, 1.0)
+
+
 def train_choice_vlm(data: ChoiceArrays, cfg: ChoiceVLMConfig, train_cfg, seed: int, id: str = "tiny-vlm-a2a",
-                     log: Callable[[str], None] | None = None, text_encoder: TextEncoder | None = None):
+                     log: Callable[[str], None] | None = None, text_encoder: TextEncoder | None = None,
+                     instructions: bool = False, augment: dict | None = None):
     """Cross-entropy on (left, right) with every sampled item in both layouts; returns (TinyChoiceVLM, TrainResult).
 
+    ``instructions``: each item's action instruction is one more prompt variant (drawn as often as each
+    question form); ``augment``: keyword arguments of :func:`render_like` (None/{}: off).
     Deterministic for a seed (one torch thread, ``torch.use_deterministic_algorithms``)."""
     import torch
     import torch.nn.functional as F
@@ -101,6 +128,11 @@ def train_choice_vlm(data: ChoiceArrays, cfg: ChoiceVLMConfig, train_cfg, seed: 
         enc = text_encoder or shared_text_encoder()
         texts = [p for q in data.questions for p in prompt_variants(q)]
         nv = len(texts) // len(data.questions)
+        if instructions:
+            if data.instructions is None:
+                raise InvalidInputError("training on instructions needs ChoiceArrays with instructions")
+            texts += list(data.instructions)
+            iidx = torch.from_numpy(data.instruction)
         temb = torch.from_numpy(enc.encode(texts))
         net = build_net(cfg).train()
         left = torch.from_numpy(data.left).permute(0, 3, 1, 2).contiguous()
@@ -112,7 +144,13 @@ def train_choice_vlm(data: ChoiceArrays, cfg: ChoiceVLMConfig, train_cfg, seed: 
             ii = torch.from_numpy(idx)
             lf = random_shift(left[ii].float().div_(255.0), train_cfg.shift_pixels, rng)
             rt = random_shift(right[ii].float().div_(255.0), train_cfg.shift_pixels, rng)
-            t = temb[qidx[ii] * nv + torch.from_numpy(rng.integers(0, nv, size=len(idx)))]
+            if instructions:  # variant nv = the instruction
+                k = torch.from_numpy(rng.integers(0, nv + 1, size=len(idx)))
+                t = temb[torch.where(k < nv, qidx[ii] * nv + k.clamp(max=nv - 1), nv * len(data.questions) + iidx[ii])]
+            else:
+                t = temb[qidx[ii] * nv + torch.from_numpy(rng.integers(0, nv, size=len(idx)))]
+            if augment:
+                lf, rt = render_like(lf, rng, **augment), render_like(rt, rng, **augment)
             # the same items in both layouts: cards exchanged, label flipped
             out = net(torch.cat([lf, rt]), torch.cat([rt, lf]), torch.cat([t, t]))
             return F.cross_entropy(out, torch.cat([label[ii], 1 - label[ii]]))
@@ -160,7 +198,8 @@ def train_choice_recipe(recipe: ChoiceVLMRecipe, out: str | Path, work: str | Pa
     if log:
         log(f"{recipe.name}: {len(data)} training items ({len(data.categories)} categories, drawn in {t_data:.0f} s); "
             f"training {tcfg.steps} steps x {tcfg.batch_size} items x 2 layouts")
-    vlm, res = train_choice_vlm(data, cfg, tcfg, seed=recipe.seed, id=recipe.name, log=log)
+    vlm, res = train_choice_vlm(data, cfg, tcfg, seed=recipe.seed, id=recipe.name, log=log,
+                                instructions=recipe.instructions, augment=recipe.augment or None)
     report: dict = {"recipe": asdict(recipe), "train": res.to_dict(), "data_seconds": t_data,
                     "items_per_second": vlm.meta["items_per_second"]}
     if recipe.eval_per_category > 0:

@@ -143,6 +143,24 @@ def obs_size_for(policy, default: tuple[int, int] = (128, 96)) -> tuple[int, int
     return default
 
 
+def obs_cameras_for(policy) -> tuple[str, ...] | None:
+    """The cameras ``policy`` reads when it declares them (``policy.cfg.cameras``, e.g. the tiny VLA's),
+    else None (render every camera of the cell)."""
+    cams = getattr(getattr(policy, "cfg", None), "cameras", None)
+    return tuple(str(c) for c in cams) if isinstance(cams, (list, tuple)) and cams else None
+
+
+def render_only(env, cameras: tuple[str, ...] | None) -> None:
+    """Render only ``cameras`` in ``env``'s observations when it is the pybullet cell and has them all
+    (the other images are never read; a 320x240 render costs ~30 ms per camera and step)."""
+    from dataclasses import replace as _replace
+
+    cfg = getattr(env, "config", None)
+    have = getattr(cfg, "obs_cameras", None)
+    if cameras and have and set(cameras) <= set(have):
+        env.config = _replace(cfg, obs_cameras=tuple(c for c in have if c in cameras))
+
+
 @dataclass(frozen=True)
 class Backend:
     """Where Act2Answer episodes run. ``make_env(obs_size)`` builds the simulator ((width, height) of
@@ -230,14 +248,17 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
 
     Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own env of
     ``backend`` (a :data:`BACKENDS` name: ``pybullet``, ``maniskill``, ``maniskill-bridge``) unless ``env`` is given,
-    rendering at ``obs_size`` (width, height; default :func:`obs_size_for` the policy). A
-    :class:`BackendExpert` policy is bound to that env first.
+    rendering at ``obs_size`` (width, height; default :func:`obs_size_for` the policy) only the
+    cameras the policy declares (:func:`obs_cameras_for`). A :class:`BackendExpert` policy is bound
+    to that env first.
     """
     from embeval.provenance import derive_seed
 
     be = get_backend(backend)
     own = env is None
     env = env or be.make_env(tuple(obs_size or obs_size_for(policy)))
+    if own:
+        render_only(env, obs_cameras_for(policy))
     try:
         if isinstance(policy, BackendExpert):
             policy.bind(env, be)

@@ -272,11 +272,12 @@ def draw_item(category: str, seed: int, px: int = CARD_PX) -> tuple[Draft, str]:
 
 
 def generate_items(out_dir: str | Path, categories: list[str] | None = None, per_category: int = 40, seed: int = 0,
-                   px: int = CARD_PX) -> list[BinaryItem]:
+                   px: int = CARD_PX, stream: str = "act2answer-item") -> list[BinaryItem]:
     """Draw ``per_category`` items per category into ``out_dir/images/`` and write ``out_dir/items.jsonl``.
 
-    Deterministic: item ``<category>-<k>`` depends only on (seed, category, k). Existing images are
-    overwritten with identical content.
+    Deterministic: item ``<category>-<k>`` depends only on (seed, stream, category, k). ``stream``:
+    the seed stream (the evaluation suite's by default; training data name their own, so their items
+    are disjoint from the suite's). Existing images are overwritten with identical content.
     """
     from PIL import Image
 
@@ -290,7 +291,7 @@ def generate_items(out_dir: str | Path, categories: list[str] | None = None, per
     for cat in cats:
         for k in range(per_category):
             iid = f"{cat}-{k:04d}"
-            draft, side = draw_item(cat, derive_seed(seed, "act2answer-item", cat, k), px)
+            draft, side = draw_item(cat, derive_seed(seed, stream, cat, k), px)
             pc, pd = img_dir / f"{iid}_correct.png", img_dir / f"{iid}_distractor.png"
             Image.fromarray(draft.correct).save(pc)
             Image.fromarray(draft.distractor).save(pd)

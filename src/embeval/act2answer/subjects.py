@@ -78,3 +78,36 @@ def a2a_vlms() -> list:
         except MissingWeightsError:
             continue
     return out
+
+
+def a2a_vlas() -> list:
+    """The shipped VLAs built on a two-card VLM's backbone (population.json ``"vla_a2a"``:
+    ``tiny-vla-a2a-frozen``, ``tiny-vla-a2a-full``); empty when none are shipped."""
+    from embeval.errors import MissingWeightsError
+    from embeval.subjects.embedded.zoo import a2a_names, load_vla
+
+    out = []
+    for n in a2a_names("vla_a2a"):
+        try:
+            out.append(load_vla(n))
+        except MissingWeightsError:
+            continue
+    return out
+
+
+def random_weight_control(policy, seed: int = 0):
+    """The probing's random-weight control of ``policy``: the same architecture with seeded random
+    weights (tiny VLA or choice VLA), or None for other subjects."""
+    import torch
+
+    from embeval.subjects.embedded.choice_vla import ChoiceVLAPolicy, build_net
+    from embeval.subjects.embedded.policy import TinyVLAPolicy
+
+    if isinstance(policy, ChoiceVLAPolicy):
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            net = build_net(policy.cfg)
+        return ChoiceVLAPolicy(net, policy.action_mean, policy.action_std, id=f"{policy.id}-random-weights")
+    if isinstance(policy, TinyVLAPolicy):
+        return untrained_policy("random-weights", seed)
+    return None

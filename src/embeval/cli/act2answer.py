@@ -101,7 +101,7 @@ def register(sub) -> None:
     p.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
     p.add_argument("--limit", type=positive_int, help="use only the first N items")
     p.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
-    p.add_argument("--no-random-control", action="store_true", help="skip the random-weight control (tiny VLA only)")
+    p.add_argument("--no-random-control", action="store_true", help="skip the random-weight control (tiny VLA and choice VLAs only)")
     p.set_defaults(func=_probe)
 
 
@@ -310,16 +310,16 @@ def _probe(args) -> int:
     )
 
     from embeval.act2answer.episode import obs_size_for
-    from embeval.act2answer.subjects import untrained_policy
+    from embeval.act2answer.subjects import random_weight_control
 
     items = _items(args.items, args.limit)
     policy = _load_policy(args.policy)
     size = obs_size_for(policy)
     feats = collect_features(policy, items, layers=args.layers, seed=args.seed, obs_size=size)
     ctrl = None
-    if not args.no_random_control and hasattr(policy, "net") and type(policy).__name__ == "TinyVLAPolicy":
-        ctrl = collect_features(untrained_policy("random-weights", args.seed + 1), items, layers=args.layers, seed=args.seed,
-                                obs_size=size)
+    twin = None if args.no_random_control else random_weight_control(policy, args.seed + 1)
+    if twin is not None:
+        ctrl = collect_features(twin, items, layers=args.layers, seed=args.seed, obs_size=size)
     rep = probe_layers(feats, ctrl, folds=args.folds, seed=args.seed)
     print(rep.table())
     args.out.mkdir(parents=True, exist_ok=True)

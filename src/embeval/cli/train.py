@@ -41,7 +41,10 @@ def register(sub) -> None:
                    help="processes recording the datasets side by side (default: the recipe's, 2)")
     p.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
     p.add_argument("--eval-episodes", type=int, default=None, help="closed-loop evaluation episodes (default: the recipe's; 0 = skip)")
-    p.add_argument("--recipe", default="tiny-vla", help="population recipe to follow (default tiny-vla; see `embeval train population --list`)")
+    p.add_argument("--recipe", default="tiny-vla", help="population recipe to follow (default tiny-vla; see `embeval train population --list`; "
+                                                        "tiny-vla-a2a-frozen / tiny-vla-a2a-full: tiny-vlm-a2a-cell's backbone + an action expert)")
+    p.add_argument("--eval-per-category", type=int, default=None,
+                   help="tiny-vla-a2a-* recipes: held-out Act2Answer items per category run in the cell (default: the recipe's; 0 = skip)")
     p.set_defaults(func=_vla)
 
     p = g.add_parser("vlm", help="render scenes, train the tiny VLM (image + task -> ~10-word answer), save it",
@@ -94,9 +97,13 @@ def _demos(args) -> int:
 
 
 def _vla(args) -> int:
-    from embeval.subjects.embedded.population import vla_recipe
+    from embeval.subjects.embedded.population import A2A_VLA_RECIPES, vla_recipe
     from embeval.subjects.embedded.recipes import train_vla_recipe
 
+    if args.recipe in {r.name for r in A2A_VLA_RECIPES}:
+        return _a2a_vla(args)
+    if args.eval_per_category is not None:
+        raise ConfigError(f"--eval-per-category applies to the tiny-vla-a2a-* recipes, not {args.recipe!r}; use --eval-episodes")
     r = vla_recipe(args.recipe)
     for arg, attr in (("seed", "seed"), ("demo_seed", "demo_seed"), ("episodes", "demo_episodes"),
                       ("start_episodes", "start_episodes"), ("approach_episodes", "approach_episodes"),
@@ -108,6 +115,31 @@ def _vla(args) -> int:
     rep = train_vla_recipe(r, args.out, demos=args.demos, log=print)
     _print_vla(rep)
     print(f"saved to {args.out} in {rep['seconds']:.0f} s")
+    return 0
+
+
+def _a2a_vla(args) -> int:
+    from embeval.act2answer.choice_vla_training import format_cell_report, train_choice_vla_recipe
+    from embeval.subjects.embedded.population import a2a_vla_recipe
+
+    r = a2a_vla_recipe(args.recipe)
+    wrong = [f"--{a.replace('_', '-')}" for a in ("demo_seed", "demos", "episodes", "start_episodes", "approach_episodes",
+                                                   "carry_episodes", "eval_episodes", "workers") if getattr(args, a) is not None]
+    if wrong:
+        raise ConfigError(f"{', '.join(wrong)} do(es) not apply to the {args.recipe!r} recipe; it takes --seed, --steps "
+                          "and --eval-per-category")
+    if args.seed is not None:
+        r.seed = args.seed
+    if args.steps is not None:
+        r.train = {**r.train, "steps": args.steps}
+    if args.eval_per_category is not None:
+        r.eval_per_category = args.eval_per_category
+    rep = train_choice_vla_recipe(r, args.out, work=Path(args.out).parent / (Path(args.out).name + "_work"), log=print)
+    if "eval" in rep:
+        print(f"held-out Act2Answer suite in the pybullet cell (seed {r.eval_seed}, {r.eval_per_category} items per "
+              f"category, both layouts; * = demonstrated categories):")
+        print(format_cell_report(rep["eval"], r.demo_categories))
+    print(f"saved to {args.out} in {rep['seconds']:.0f} s ({rep['frames_per_second']:.0f} training frames/s)")
     return 0
 
 
@@ -179,12 +211,14 @@ def _population(args) -> int:
     from embeval.subjects.embedded import population as pop
 
     if args.list:
-        for kind, recipes in (("vla", pop.VLA_RECIPES), ("vlm", pop.VLM_RECIPES + pop.A2A_RECIPES)):
+        for kind, recipes in (("vla", pop.VLA_RECIPES + pop.A2A_VLA_RECIPES), ("vlm", pop.VLM_RECIPES + pop.A2A_RECIPES)):
             for r in recipes:
                 print(f"{kind}  {r.name:24s} seed {r.seed}  {pop.describe(r)}")
         return 0
     from embeval.act2answer.choice_training import train_choice_recipe
+    from embeval.act2answer.choice_vla_training import train_choice_vla_recipe
 
-    rep = pop.train_population(args.out, only=args.only, kind=args.kind, log=print, train_choice_recipe=train_choice_recipe)
+    rep = pop.train_population(args.out, only=args.only, kind=args.kind, log=print, train_choice_recipe=train_choice_recipe,
+                               train_choice_vla_recipe=train_choice_vla_recipe)
     pop.print_population_report(rep)
     return 0

@@ -5,12 +5,21 @@ items drawn with another seed; cached in the output folder), the shipped ``tiny-
 subset; untrained weights when none are shipped), the privileged scripted expert as control
 ceiling, and the shipped tiny VLMs answering as text. Prints the per-category table with Wilson
 intervals and regimes, swap statistics, and the layerwise probing of ``tiny-vla-a2a`` with its
-Chance-Normalized Retention (offline, CPU)."""
+Chance-Normalized Retention (offline, CPU).
+
+VLM -> VLA (positive control of knowledge and its loss): the shipped ``tiny-vla-a2a-frozen`` and
+``tiny-vla-a2a-full`` (``tiny-vlm-a2a-cell``'s backbone + an action expert, fine-tuned on answer
+demonstrations of color, shape, counting and traffic only; frozen vs fully fine-tuned backbone) run
+on a subset of all ten procedural categories (:data:`VLA_PER_CATEGORY` items each, both layouts, the
+suite's seed: the never demonstrated categories are the point) in their own table, and are probed
+on it with shuffled-label and random-weight controls; skipped when not shipped."""
 from __future__ import annotations
 
 import time
 
 DEMO_CATEGORIES = ["color", "shape", "counting", "emotion", "traffic", "spatial"]
+#: items per category (all ten categories) the choice VLAs run and are probed on (quick: 2)
+VLA_PER_CATEGORY = 6
 
 
 def _finetuned(out, ctx, spec):
@@ -86,6 +95,20 @@ def run(ctx) -> None:
         results[policy.id] = eps
         write_results(eps, out / f"episodes_{policy.id}.jsonl")
 
+    from embeval.act2answer.subjects import a2a_vlas
+
+    vlas = a2a_vlas()  # the VLM -> VLA recipes (population "vla_a2a")
+    n_vla = 2 if ctx.quick else VLA_PER_CATEGORY
+    vla_items = generate_items(out / "vla_suite", None, n_vla, seed=ctx.seed)  # all ten categories
+    vla_results = {}
+    for vla in vlas:
+        t0 = time.perf_counter()
+        eps = list(run_items(vla, vla_items, spec, seed=ctx.seed))  # renders only its third-person camera, 320x240
+        dt = time.perf_counter() - t0
+        print(f"{vla.id}: {len(eps)} episodes (10 categories x {n_vla} items) in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)")
+        vla_results[vla.id] = eps
+        write_results(eps, out / f"episodes_{vla.id}.jsonl")
+
     vlms = embedded_vlms()
     if not vlms:
         print("no shipped tiny VLMs: the text baseline needs `embeval train population` (skipped)")
@@ -104,6 +127,18 @@ def run(ctx) -> None:
         print(f"  {subject:<24} pairs {ss.n_pairs:4d}  consistency {ss.consistency:5.2f}  same side {ss.same_side:5.2f}  "
               f"position bias {ss.position_bias:+5.2f}  McNemar b={ss.original_only} c={ss.swapped_only} p={ss.mcnemar_p_exact:.3g}")
     _zone_plot(results, out / "act2answer_zones.png", code_version())
+    if vla_results:
+        shown = sorted(set(vlas[0].meta.get("recipe", {}).get("demo_categories", [])))
+        vt = category_table(vla_results)
+        print(f"\nVLM -> VLA: tiny-vlm-a2a-cell's backbone + an action expert, fine-tuned on answer demos of "
+              f"{', '.join(shown)} only (+ Pick/Place); frozen vs full fine-tune of the backbone; all ten categories x "
+              f"{n_vla} items, both layouts:")
+        print(format_table(vt))
+        vt.to_csv(out / "vla_category_table.csv", index=False)
+        for subject, recs in vla_results.items():
+            ss = swap_stats(recs)
+            print(f"  {subject:<24} pairs {ss.n_pairs:4d}  consistency {ss.consistency:5.2f}  same side {ss.same_side:5.2f}  "
+                  f"position bias {ss.position_bias:+5.2f}  McNemar b={ss.original_only} c={ss.swapped_only} p={ss.mcnemar_p_exact:.3g}")
 
     # layerwise probing of the fine-tuned tiny VLA (+ random-weight control)
     from embeval_analysis.probing import (
@@ -123,6 +158,42 @@ def run(ctx) -> None:
     png = plot_layer_accuracy(rep, out / "act2answer_probing.png", stamp=code_version())
     print(f"\nfigures: {out / 'act2answer_zones.png'}, {png}\ntables:  {out / 'category_table.csv'}")
     ctx.shared["act2answer_cnr"] = rep.cnr
+    if vlas:
+        _probe_vlas(vlas, vla_items, spec, ctx, out)
+
+
+def _probe_vlas(vlas, items, spec, ctx, out) -> None:
+    """Layerwise probing of the VLM -> VLA recipes (backbone = the VLM's fusion layer, action expert),
+    with shuffled-label and random-weight controls: the within-category probes (grouped CV over all
+    items) and the transfer probes (fitted on the demonstrated categories, scored on the others)."""
+    import json
+
+    from embeval_analysis.probing import collect_features, probe_layers, probe_transfer
+
+    from embeval.act2answer.episode import obs_size_for
+    from embeval.act2answer.subjects import random_weight_control
+
+    t0 = time.perf_counter()
+    summary = {}
+    for vla in vlas:
+        size = obs_size_for(vla)
+        feats = collect_features(vla, items, spec, seed=ctx.seed, obs_size=size)
+        ctrl = collect_features(random_weight_control(vla, ctx.seed + 1), items, spec, seed=ctx.seed, obs_size=size)
+        rep = probe_layers(feats, ctrl, folds=5, seed=ctx.seed)
+        shown = list(vla.meta.get("recipe", {}).get("demo_categories", []))
+        print(f"\nlayerwise probing of {vla.id} ({len(feats)} samples; backbone = the VLM's fusion layer):")
+        print(rep.table())
+        summary[vla.id] = {"within": rep.to_dict()}
+        if shown and set(shown) & set(feats.categories) and set(feats.categories) - set(shown):
+            tr = probe_transfer(feats, shown, ctrl, seed=ctx.seed)
+            print(f"transfer probes of {vla.id}: fitted on the demonstrated categories ({', '.join(shown)}), "
+                  "scored on the others:")
+            print(tr.table())
+            summary[vla.id]["transfer"] = tr.to_dict()
+            ctx.shared[f"act2answer_transfer_cnr_{vla.id}"] = tr.cnr
+        ctx.shared[f"act2answer_cnr_{vla.id}"] = rep.cnr
+    (out / "vla_probing.json").write_text(json.dumps(summary, indent=1))
+    print(f"(probing of {len(vlas)} VLAs in {time.perf_counter() - t0:.0f} s; {out / 'vla_probing.json'})")
 
 
 def _zone_plot(results, path, stamp: str) -> None:

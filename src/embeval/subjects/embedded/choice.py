@@ -200,4 +200,10 @@ class ChoiceVLMRecipe:
     train: dict = field(default_factory=lambda: {"steps": 3000, "batch_size": 32, "lr": 2e-3})
     eval_per_category: int = 172  # held-out suite: the full Act2Answer procedural suite (seed eval_seed)
     eval_seed: int = 0
+    #: also train on each item's action instruction ("put the cube on the sad face") as a prompt: the
+    #: text a VLA built on this model receives in the cell (default off: the questions only)
+    instructions: bool = False
+    #: render-like augmentation of the cards (see ``choice_training.render_like``): {} = off, else
+    #: {"min_px": smallest side the card is resampled to, "p": share of batches, "gain": brightness +-}
+    augment: dict = field(default_factory=dict)
 

@@ -18,6 +18,15 @@ from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_enco
 from embeval.subjects.hidden import HiddenStateMixin
 
 
+def workspace_floor(action: np.ndarray, observation: Observation, min_tcp_z: float | None) -> np.ndarray:
+    """Clip ``action``'s dz in place so the commanded TCP stays at or above ``min_tcp_z`` (metres,
+    frame base) when the observation has ``tcp_pose``; None leaves it. Returns ``action``."""
+    if min_tcp_z is not None and "tcp_pose" in observation.state:
+        z = float(np.asarray(observation.state["tcp_pose"]).reshape(-1)[2])
+        action[2] = max(action[2], min(0.0, min_tcp_z - z))
+    return action
+
+
 class TinyVLAPolicy(HiddenStateMixin):
     """A trained :class:`~embeval.subjects.embedded.nets.TinyVLANet` with its normalisation.
 
@@ -135,12 +144,8 @@ class TinyVLAPolicy(HiddenStateMixin):
         return d
 
     def _clip(self, act: np.ndarray, observations) -> np.ndarray:
-        if self.min_tcp_z is None:
-            return act
         for a, ob in zip(act, observations):
-            if "tcp_pose" in ob.state:
-                z = float(np.asarray(ob.state["tcp_pose"]).reshape(-1)[2])
-                a[2] = max(a[2], min(0.0, self.min_tcp_z - z))
+            workspace_floor(a, ob, self.min_tcp_z)
         return act
 
     # -- persistence -----------------------------------------------------------------------

@@ -18,6 +18,7 @@ import numpy as np
 from embeval.action import GRIPPER_CLOSED_BELOW
 from embeval.errors import ConfigError
 from embeval.subjects.embedded.choice import ChoiceVLMRecipe
+from embeval.subjects.embedded.choice_vla import ChoiceVLARecipe
 from embeval.subjects.embedded.recipes import VLARecipe, VLMRecipe
 
 #: VLA members: the reference ``tiny-vla`` first.
@@ -44,6 +45,18 @@ VLM_RECIPES: list[VLMRecipe] = [
 #: the IQA database and the slot-answer agreement use that list, and these answer only binary questions).
 A2A_RECIPES: list[ChoiceVLMRecipe] = [
     ChoiceVLMRecipe("tiny-vlm-a2a", seed=0),
+    # the same model for the cell: also trained on the action instructions, cards degraded as the
+    # third-person camera's rectified crops are (the backbone of the choice VLAs)
+    ChoiceVLMRecipe("tiny-vlm-a2a-cell", seed=0, instructions=True, augment={"min_px": 14, "p": 0.75, "gain": 0.15}),
+]
+
+#: VLAs built on ``tiny-vlm-a2a-cell``'s backbone plus an action expert, fine-tuned on action data only
+#: (answer demonstrations of four categories + Pick/Place), in recipes that differ in what they
+#: preserve. Listed under ``population.json``'s ``"vla_a2a"`` (not ``"vla"``: the VLA agreement and
+#: the Pick/Place evaluation read that list; these act in the Act2Answer cell).
+A2A_VLA_RECIPES: list[ChoiceVLARecipe] = [
+    ChoiceVLARecipe("tiny-vla-a2a-frozen", mode="frozen", seed=0),
+    ChoiceVLARecipe("tiny-vla-a2a-full", mode="full", seed=0),
 ]
 
 
@@ -58,16 +71,27 @@ def vla_recipe(name: str = "tiny-vla") -> VLARecipe:
     return _find(VLA_RECIPES, name)
 
 
+def a2a_vla_recipe(name: str) -> ChoiceVLARecipe:
+    """A choice-VLA recipe (:data:`A2A_VLA_RECIPES`) by name."""
+    return _find(A2A_VLA_RECIPES, name)
+
+
 def vlm_recipe(name: str = "tiny-vlm") -> VLMRecipe | ChoiceVLMRecipe:
     """A slot-VLM recipe (:data:`VLM_RECIPES`) or a two-card answerer's (:data:`A2A_RECIPES`) by name."""
     return _find(VLM_RECIPES + A2A_RECIPES, name)
 
 
 def describe(r) -> str:
+    if isinstance(r, ChoiceVLARecipe):
+        return (f"{r.vlm} backbone + action expert, {r.mode} fine-tune on answer demos of {', '.join(r.demo_categories)} "
+                f"({r.demo_items} items each, both layouts) + {r.pickplace_episodes} Pick/Place demos, "
+                f"{r.train.get('steps')} steps")
     if isinstance(r, ChoiceVLMRecipe):
         cats = len(r.categories) or "all"
         return (f"two cards + question -> left/right; {cats} procedural categories x {r.per_category} items "
-                f"(both layouts), {r.train.get('steps')} steps" + (f", {r.arch}" if r.arch else ""))
+                f"(both layouts), {r.train.get('steps')} steps" + (f", {r.arch}" if r.arch else "")
+                + (", + action-instruction prompts" if r.instructions else "")
+                + (f", render-like augmentation {r.augment}" if r.augment else ""))
     parts = [f"{k}={v}" for k, v in r.arch.items()]
     if r.train.get("steps") and r.train != type(r)().train:
         parts.append(f"steps={r.train['steps']}")
@@ -105,14 +129,18 @@ def vlm_agreement(vlms, images, prompts) -> dict:
 def train_population(out: str | Path | None = None, only=None, kind: str | None = None,
                      log: Callable[[str], None] | None = print, vla_steps: int | None = None,
                      vlm_steps: int | None = None, eval_episodes: int | None = None,
-                     train_choice_recipe: Callable[..., dict] | None = None) -> dict:
+                     train_choice_recipe: Callable[..., dict] | None = None,
+                     train_choice_vla_recipe: Callable[..., dict] | None = None) -> dict:
     """Train the population into ``out`` (default: the shipped models folder); returns the report
     also written to ``out/population.json``. Demonstrations go to ``<out>_work/`` next to ``out``
     (``runs/embedded_work/`` when ``out`` is the shipped folder) and are reused when present.
 
     The two-card Act2Answer members (:data:`A2A_RECIPES`) are trained by ``train_choice_recipe``
     (:func:`embeval.act2answer.choice_training.train_choice_recipe`, passed in by ``embeval train
-    population``: their data come from the Act2Answer layer above this one); without it they are skipped."""
+    population``: their data come from the Act2Answer layer above this one); without it they are skipped.
+    Likewise the choice VLAs (:data:`A2A_VLA_RECIPES`, after the VLMs: they start from ``out``'s
+    ``tiny-vlm-a2a-cell``) by ``train_choice_vla_recipe``
+    (:func:`embeval.act2answer.choice_vla_training.train_choice_vla_recipe`)."""
     from embeval.subjects.embedded.recipes import train_vla_recipe, train_vlm_recipe
     from embeval.subjects.embedded.zoo import MODELS_DIR
 
@@ -153,6 +181,17 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
                 group, ev = "vlm", rep["eval"]
             add_member(report, group, r.name, {"kind": "vlm", "describe": describe(r), "eval": ev, "seconds": rep["seconds"]})
             pop_file.write_text(json.dumps(report, indent=1, default=str))
+    if kind in (None, "vla") and train_choice_vla_recipe is not None:
+        for r in A2A_VLA_RECIPES:
+            if only and r.name not in only:
+                continue
+            r = replace(r)
+            if vla_steps:
+                r.train = {**r.train, "steps": vla_steps}
+            rep = train_choice_vla_recipe(r, out / r.name, work=work, log=log, models_dir=out)
+            add_member(report, "vla_a2a", r.name, {"kind": "vla", "describe": describe(r), "seconds": rep["seconds"],
+                                                   "eval": a2a_summary(rep["eval"]) if "eval" in rep else None})
+            pop_file.write_text(json.dumps(report, indent=1, default=str))
     report["agreement"] = population_agreement(out, report)
     report["seconds"] = time.perf_counter() - t0
     pop_file.write_text(json.dumps(report, indent=1, default=str))
@@ -160,7 +199,7 @@ def train_population(out: str | Path | None = None, only=None, kind: str | None 
 
 
 def add_member(report: dict, group: str, name: str, entry: dict) -> dict:
-    """Record ``name`` in ``report["members"]`` and the ``group`` list ("vla", "vlm", "vlm_a2a")."""
+    """Record ``name`` in ``report["members"]`` and the ``group`` list ("vla", "vlm", "vlm_a2a", "vla_a2a")."""
     report.setdefault("members", {})[name] = entry
     names = report.setdefault(group, [])
     if name not in names:
@@ -198,7 +237,7 @@ def print_population_report(rep: dict) -> None:
     print(f"{'member':24s} {'kind':4s} result")
     for name, m in rep.get("members", {}).items():
         ev = m.get("eval") or {}
-        if m["kind"] == "vla" and ev:
+        if m["kind"] == "vla" and ev and "categories" not in ev:
             res = f"success {ev['successes']}/{ev['episodes']} ({ev['rate']:.0%})"
         elif ev and "categories" in ev:
             cats = ev["categories"]

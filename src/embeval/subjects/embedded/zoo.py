@@ -53,10 +53,14 @@ def known_names(kind: str) -> list[str]:
 
 
 def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
-    """Load a tiny VLA (:class:`~embeval.subjects.embedded.policy.TinyVLAPolicy`)."""
+    """Load a tiny VLA (:class:`~embeval.subjects.embedded.policy.TinyVLAPolicy`) or a VLA built on the
+    two-card VLM (:class:`~embeval.subjects.embedded.choice_vla.ChoiceVLAPolicy`), by its checkpoint's family."""
+    from embeval.subjects.embedded.choice_vla import FAMILY, ChoiceVLAPolicy
     from embeval.subjects.embedded.policy import TinyVLAPolicy
 
-    return TinyVLAPolicy.load(resolve_model(name_or_path, "vla"), **kw)
+    path = resolve_model(name_or_path, "vla")
+    family = json.loads((path / "config.json").read_text()).get("family") if (path / "config.json").is_file() else None
+    return (ChoiceVLAPolicy if family == FAMILY else TinyVLAPolicy).load(path, **kw)
 
 
 def _vlm_families() -> dict:
@@ -86,10 +90,11 @@ def population_names(kind: str) -> list[str]:
     return shipped_models(kind)
 
 
-def a2a_names() -> list[str]:
-    """Shipped VLMs that answer Act2Answer's binary questions from both cards (population.json ``"vlm_a2a"``)."""
+def a2a_names(group: str = "vlm_a2a") -> list[str]:
+    """Shipped VLMs that answer Act2Answer's binary questions from both cards (population.json ``"vlm_a2a"``),
+    or with ``group="vla_a2a"`` the VLAs built on one of them."""
     if POPULATION_FILE.exists():
-        return list(json.loads(POPULATION_FILE.read_text()).get("vlm_a2a", []))
+        return list(json.loads(POPULATION_FILE.read_text()).get(group, []))
     return []
 
 
