@@ -40,7 +40,7 @@ def test_projection_matches_pybullet_matrices():
     from embeval.sim.workcell import intrinsics_projection
 
     spec = default_cameras()[0].scaled(320, 240)
-    cam = PinholeCamera()
+    cam = PinholeCamera.third_person()
     pts = np.vstack([card_corners((0.55, 0.15), 0.12), card_corners((0.55, -0.15), 0.12), [[0.42, 0.0, 0.02]]])
     view = np.asarray(p.computeViewMatrix(spec.position, spec.target, spec.up)).reshape(4, 4).T
     proj = np.asarray(intrinsics_projection(spec)).reshape(4, 4).T
@@ -62,7 +62,7 @@ def test_rectified_crop_shows_the_card_as_printed(tmp_path):
     scene, task = build_scene(item, "original", spec)
     with SimEnv(sim_config(320, 240)) as env:
         img = env.reset(0, task, scene).images["third_person"]
-    crop = rectify_card(img, PinholeCamera(), spec.left_card_xy, spec.card_size, 48).astype(float).mean(-1)
+    crop = rectify_card(img, PinholeCamera.third_person(), spec.left_card_xy, spec.card_size, 48).astype(float).mean(-1)
     card = np.asarray(Image.open(item.left_image).convert("L").resize((48, 48), Image.BILINEAR), dtype=float)
 
     def corr(a, b):
@@ -74,7 +74,7 @@ def test_rectified_crop_shows_the_card_as_printed(tmp_path):
     others = [corr(crop, np.rot90(card, k)) for k in (1, 2, 3)] + [corr(crop, card[::-1]), corr(crop, card[:, ::-1])]
     assert same > 0.65 and same > max(others) + 0.1, (same, others)  # measured 0.75 vs <= 0.60
     with pytest.raises(InvalidInputError, match="RGB"):
-        rectify_card(img[..., 0], PinholeCamera(), spec.left_card_xy, spec.card_size, 48)
+        rectify_card(img[..., 0], PinholeCamera.third_person(), spec.left_card_xy, spec.card_size, 48)
 
 
 def test_render_like_augmentation_is_seeded():

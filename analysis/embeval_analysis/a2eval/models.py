@@ -209,14 +209,11 @@ def train_scene_qa(data: SceneQAArrays, cfg, train_cfg, seed: int, id: str,
 
     from embeval.subjects.embedded.scene_qa import TinySceneQA, build_net
     from embeval.subjects.embedded.text_encoder import shared_text_encoder
-    from embeval.subjects.embedded.training import _loop, random_shift, seed_everything
+    from embeval.subjects.embedded.training import _loop, deterministic, random_shift
 
     if len(data) == 0:
         raise InvalidInputError("no items to train the scene-QA VLM on")
-    rng = seed_everything(seed, train_cfg.threads)
-    was_det = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic(seed, train_cfg.threads) as rng:
         enc = text_encoder or shared_text_encoder()
         temb = torch.from_numpy(enc.encode(data.prompts))
         net = build_net(cfg).train()
@@ -243,8 +240,6 @@ def train_scene_qa(data: SceneQAArrays, cfg, train_cfg, seed: int, id: str,
 
         t0 = time.perf_counter()
         res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
-    finally:
-        torch.use_deterministic_algorithms(was_det)
     # config.json carries only what the seed determines (timings go to report.json)
     meta = {"seed": seed, "train": asdict(train_cfg), "items": len(data), "final_loss": res.losses[-1]}
     res.items_per_second = train_cfg.batch_size * train_cfg.steps / max(time.perf_counter() - t0, 1e-9)

@@ -23,8 +23,8 @@ from embeval.subjects.embedded.choice import (
     TinyChoiceVLM,
     build_net,
 )
-from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
 from embeval.subjects.embedded.preprocess import resize_image
+from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
 
 
 @dataclass
@@ -117,14 +117,11 @@ def train_choice_vlm(data: ChoiceArrays, cfg: ChoiceVLMConfig, train_cfg, seed: 
     import torch
     import torch.nn.functional as F
 
-    from embeval.subjects.embedded.training import _loop, random_shift, seed_everything
+    from embeval.subjects.embedded.training import _loop, deterministic, random_shift
 
     if len(data) == 0:
         raise InvalidInputError("no items to train the choice VLM on")
-    rng = seed_everything(seed, train_cfg.threads)
-    was_det = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic(seed, train_cfg.threads) as rng:
         enc = text_encoder or shared_text_encoder()
         texts = [p for q in data.questions for p in prompt_variants(q)]
         nv = len(texts) // len(data.questions)
@@ -157,8 +154,6 @@ def train_choice_vlm(data: ChoiceArrays, cfg: ChoiceVLMConfig, train_cfg, seed: 
 
         t0 = time.perf_counter()
         res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
-    finally:
-        torch.use_deterministic_algorithms(was_det)
     meta = {"seed": seed, "train": asdict(train_cfg), "items": len(data), "categories": data.categories,
             "final_loss": res.losses[-1], "items_per_second": 2 * train_cfg.batch_size * train_cfg.steps / (time.perf_counter() - t0)}
     return TinyChoiceVLM(net.eval(), id=id, meta=meta, text_encoder=enc), res

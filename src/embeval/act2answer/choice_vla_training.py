@@ -28,7 +28,11 @@ import numpy as np
 from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec
 from embeval.errors import InvalidInputError
-from embeval.subjects.embedded.choice_vla import ChoiceVLAConfig, ChoiceVLAPolicy, ChoiceVLARecipe
+from embeval.subjects.embedded.choice_vla import (
+    ChoiceVLAConfig,
+    ChoiceVLAPolicy,
+    ChoiceVLARecipe,
+)
 
 #: seed stream of the answer demonstrations' items
 DEMO_STREAM = "act2answer-vla-train"
@@ -258,14 +262,16 @@ def train_choice_vla(demos: ChoiceDemos, vlm, cfg: ChoiceVLAConfig, recipe: Choi
     import torch.nn.functional as F
 
     from embeval.subjects.embedded.choice_vla import build_net, init_from_vlm
-    from embeval.subjects.embedded.training import _loop, action_stats, random_shift, seed_everything
+    from embeval.subjects.embedded.training import (
+        _loop,
+        action_stats,
+        deterministic,
+        random_shift,
+    )
 
     if len(demos) == 0:
         raise InvalidInputError("no demonstration frames to train the choice VLA on")
-    rng = seed_everything(recipe.seed, train_cfg.threads)
-    was_det = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic(recipe.seed, train_cfg.threads) as rng:
         enc = vlm._text
         cfg = replace(cfg, vlm=vlm.cfg.to_dict(), state_dim=int(demos.state.shape[1]))
         net = build_net(cfg)
@@ -333,8 +339,6 @@ def train_choice_vla(demos: ChoiceDemos, vlm, cfg: ChoiceVLAConfig, recipe: Choi
         params = [p for p in net.parameters() if p.requires_grad]
         t0 = time.perf_counter()
         res = _loop(params, len(demos), step_fn, train_cfg, rng, log)
-    finally:
-        torch.use_deterministic_algorithms(was_det)
     meta = {"seed": recipe.seed, "mode": recipe.mode, "vlm": vlm.id, "train": asdict(train_cfg), "frames": len(demos),
             "episodes": int(len(demos.left)), "answer_episodes": int((demos.kind == 0).sum()),
             "final_loss": res.losses[-1],

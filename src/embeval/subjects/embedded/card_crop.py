@@ -19,20 +19,34 @@ import numpy as np
 from embeval.errors import InvalidInputError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PinholeCamera:
-    """A world-mounted pinhole camera (metres, frame base; pixels). Defaults: the workcell's
-    ``third_person`` D455 (:func:`embeval.sim.scene.default_cameras`) at 640 x 480."""
+    """A world-mounted pinhole camera (metres, frame base; pixels): the projection part of a
+    :class:`~embeval.sim.scene.CameraSpec`. :meth:`third_person` is the workcell's fixed D455 at 640 x 480."""
 
-    width: int = 640
-    height: int = 480
-    fx: float = 382.6
-    fy: float = 382.6
+    width: int
+    height: int
+    fx: float
+    fy: float
     cx: float | None = None  # default width / 2
     cy: float | None = None  # default height / 2
-    position: tuple[float, float, float] = (0.40, 0.68, 0.58)
-    target: tuple[float, float, float] = (0.55, -0.02, 0.0)
+    position: tuple[float, float, float]
+    target: tuple[float, float, float]
     up: tuple[float, float, float] = (0.0, 0.0, 1.0)
+
+    @classmethod
+    def of(cls, cam) -> PinholeCamera:
+        """The pinhole part of a world-mounted :class:`~embeval.sim.scene.CameraSpec`."""
+        if cam.mount != "world":
+            raise InvalidInputError(f"card crops need a world-mounted camera, {cam.name!r} is mounted on the {cam.mount}")
+        return cls(**{k: getattr(cam, k) for k in cls.__dataclass_fields__})
+
+    @classmethod
+    def third_person(cls) -> PinholeCamera:
+        """The workcell's ``third_person`` camera (:func:`embeval.sim.scene.default_cameras`)."""
+        from embeval.sim.scene import default_cameras
+
+        return cls.of(next(c for c in default_cameras() if c.name == "third_person"))
 
     @classmethod
     def from_dict(cls, d: dict) -> PinholeCamera:

@@ -59,7 +59,7 @@ class ChoiceVLAConfig:
     image_size: list[int] = field(default_factory=lambda: [240, 320])
     scene_size: list[int] = field(default_factory=lambda: [48, 64])
     scene_vision: dict = field(default_factory=lambda: {"width": 16, "depth": 3, "pool": "spatial_softmax", "film": True})
-    camera: dict = field(default_factory=lambda: PinholeCamera().to_dict())
+    camera: dict = field(default_factory=lambda: PinholeCamera.third_person().to_dict())
     card_xy: list[list[float]] = field(default_factory=lambda: [[0.55, 0.15], [0.55, -0.15]])  # left, right card centre
     card_size: float = 0.12  # m
     card_z: float = 0.003  # m, the cards' top face

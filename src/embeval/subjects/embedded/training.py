@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -72,6 +73,21 @@ def seed_everything(seed: int, threads: int = 2):
     torch.manual_seed(seed)
     torch.set_num_threads(max(1, threads))
     return np.random.default_rng(seed)
+
+
+@contextmanager
+def deterministic(seed: int, threads: int = 2):
+    """A block of seeded, reproducible training: :func:`seed_everything` (yields its numpy Generator)
+    and ``torch.use_deterministic_algorithms(True)``, restored to the previous setting on leaving."""
+    import torch
+
+    rng = seed_everything(seed, threads)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield rng
+    finally:
+        torch.use_deterministic_algorithms(was)
 
 
 def random_shift(x, pad: int, rng: np.random.Generator):
