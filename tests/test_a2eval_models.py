@@ -157,3 +157,17 @@ def test_fidelity_report_runs_on_the_models(shipped, held_out):
     assert np.ptp(rep["scores"]["full"]) > 0.3
     text = P.format_report(rep)
     assert "a2eval-oneframe" in text and "A2Eval (balanced mean)" in text
+
+
+def test_train_population_includes_the_a2eval_members(capsys, tmp_path):
+    """`embeval train population` lists (and rebuilds) the A2Eval model subjects; an unknown name is refused."""
+    from embeval.cli import main
+    from embeval_analysis.a2eval.models import RECIPES
+
+    assert main(["train", "population", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"a2eval  {r.name}" in listed for r in RECIPES)
+    assert main(["train", "population", "--only", "a2eval-shrot", "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert "unknown population member(s) ['a2eval-shrot']" in err and "--list" in err
+    assert not (tmp_path / "p").exists()

@@ -69,7 +69,8 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, default=None, help="folder for the checkpoints (default: the shipped models folder)")
     p.add_argument("--list", action="store_true", help="only list the recipes")
     p.add_argument("--only", nargs="+", metavar="NAME", help="train only these members")
-    p.add_argument("--kind", choices=["vla", "vlm"], help="train only this kind")
+    p.add_argument("--kind", choices=["vla", "vlm", "a2eval"], help="train only this kind (a2eval: the A2Eval model "
+                   "subjects, into <out>/a2eval, as `embeval train a2eval` does)")
     p.set_defaults(func=_population)
 
     p = g.add_parser("a2eval", help="train the A2Eval model subjects (tiny scene-QA VLMs on the procedural pool's generators)",
@@ -209,16 +210,32 @@ def _a2eval(args) -> int:
 
 def _population(args) -> int:
     from embeval.subjects.embedded import population as pop
+    from embeval_analysis.a2eval import models as M
 
+    groups = {"vla": pop.VLA_RECIPES + pop.A2A_VLA_RECIPES, "vlm": pop.VLM_RECIPES + pop.A2A_RECIPES, "a2eval": M.RECIPES}
     if args.list:
-        for kind, recipes in (("vla", pop.VLA_RECIPES + pop.A2A_VLA_RECIPES), ("vlm", pop.VLM_RECIPES + pop.A2A_RECIPES)):
+        for kind, recipes in groups.items():
             for r in recipes:
-                print(f"{kind}  {r.name:24s} seed {r.seed}  {pop.describe(r)}")
+                print(f"{kind:6s}  {r.name:24s} seed {r.seed}  {pop.describe(r) if kind != 'a2eval' else r.describe()}")
         return 0
-    from embeval.act2answer.choice_training import train_choice_recipe
-    from embeval.act2answer.choice_vla_training import train_choice_vla_recipe
+    names = {kind: [r.name for r in recipes] for kind, recipes in groups.items()}
+    known = [n for ns in names.values() for n in ns]
+    bad = [n for n in args.only or [] if n not in known]
+    if bad:
+        raise ConfigError(f"unknown population member(s) {bad}; `embeval train population --list` shows the {len(known)} names")
 
-    rep = pop.train_population(args.out, only=args.only, kind=args.kind, log=print, train_choice_recipe=train_choice_recipe,
-                               train_choice_vla_recipe=train_choice_vla_recipe)
-    pop.print_population_report(rep)
+    def wanted(kind: str) -> bool:
+        return args.kind in (None, kind) and (not args.only or any(n in names[kind] for n in args.only))
+
+    if wanted("vla") or wanted("vlm"):
+        from embeval.act2answer.choice_training import train_choice_recipe
+        from embeval.act2answer.choice_vla_training import train_choice_vla_recipe
+
+        rep = pop.train_population(args.out, only=args.only, kind=args.kind, log=print, train_choice_recipe=train_choice_recipe,
+                                   train_choice_vla_recipe=train_choice_vla_recipe)
+        pop.print_population_report(rep)
+    if wanted("a2eval"):
+        only = [n for n in args.only or [] if n in names["a2eval"]] or None
+        man = M.train_models(Path(args.out) / "a2eval" if args.out else None, only=only, log=print)
+        print(f"A2Eval model subjects: {len(man['order'])} members in {args.out / 'a2eval' if args.out else M.models_dir()}")
     return 0
