@@ -53,21 +53,18 @@ def test_jsonl_parquet_roundtrip_and_schema_errors(tmp_path, small_pool):
     assert pq_items[0].load_images()[0].shape == (96, 96, 3)
 
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"id": "a", "question": "q?"}\n')
-    with pytest.raises(ConfigError, match="'answer'"):
-        load_pool(bad)
-    bad.write_text('{"id": "a", "question": "q?", "answer": "C", "options": ["A. x", "B. y"]}\n')
-    with pytest.raises(ConfigError, match="matches no option"):
-        load_pool(bad)
-    bad.write_text('{"id": "a", "question": "q?", "answer": 1, "images": ["missing.png"]}\n')
-    with pytest.raises(MissingFileError, match="missing.png"):
-        load_pool(bad)
-    bad.write_text('{"id": "a", "question": "q?", "answer": 1}\n{"id": "a", "question": "r?", "answer": 2}\n')
-    with pytest.raises(ConfigError, match="duplicate item id"):
-        load_pool(bad)
-    bad.write_text('not json\n')
-    with pytest.raises(ConfigError, match="line 1 is not valid JSON"):
-        load_pool(bad)
+    cases = [  # (file text, error, message)
+        ('{"id": "a", "question": "q?"}\n', ConfigError, "'answer'"),
+        ('{"id": "a", "question": "q?", "answer": "C", "options": ["A. x", "B. y"]}\n', ConfigError, "matches no option"),
+        ('{"id": "a", "question": "q?", "answer": 1, "images": ["missing.png"]}\n', MissingFileError, "missing.png"),
+        ('{"id": "a", "question": "q?", "answer": 1}\n{"id": "a", "question": "r?", "answer": 2}\n', ConfigError,
+         "duplicate item id"),
+        ("not json\n", ConfigError, "line 1 is not valid JSON"),
+    ]
+    for text, error, message in cases:
+        bad.write_text(text)
+        with pytest.raises(error, match=message):
+            load_pool(bad)
 
 
 def test_reference_scorers():
