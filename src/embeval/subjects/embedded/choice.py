@@ -29,14 +29,10 @@ from typing import Any
 import numpy as np
 
 from embeval.errors import InvalidInputError
+from embeval.subjects.embedded.base import EmbeddedModel
 from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image
-from embeval.subjects.embedded.text_encoder import (
-    EMBED_DIM,
-    TextEncoder,
-    shared_text_encoder,
-)
-from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.embedded.text_encoder import EMBED_DIM
 
 #: checkpoint ``family`` of this model (``config.json``); the slot VLMs have none ("slots")
 FAMILY = "choice"
@@ -131,18 +127,10 @@ def cards_of(images: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     raise InvalidInputError("the choice VLM needs the two candidate images (or one side-by-side image)")
 
 
-class TinyChoiceVLM(HiddenStateMixin):
+class TinyChoiceVLM(EmbeddedModel):
     """A trained two-card chooser as a :class:`~embeval.subjects.protocols.VLM` (answers "left"/"right")."""
 
-    def __init__(self, net, id: str = "tiny-vlm-a2a", meta: dict | None = None, text_encoder: TextEncoder | None = None):
-        import torch
-
-        self.net = net.eval()
-        self.cfg = net.cfg
-        self.id = id
-        self.meta = dict(meta or {})
-        self._text = text_encoder or shared_text_encoder()
-        self._torch = torch
+    default_id = "tiny-vlm-a2a"
 
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
         """"left" or "right" for ``prompt`` about the two cards of ``images`` (see :func:`cards_of`)."""
@@ -165,9 +153,6 @@ class TinyChoiceVLM(HiddenStateMixin):
             raise InvalidInputError(f"{self.id}: {len(lefts)} left cards, {len(rights)} right cards, {len(prompts)} prompts")
         t = self._torch.from_numpy(self._text.encode(prompts))
         return self.net(self._tensor(lefts), self._tensor(rights), t)
-
-    def _hidden_module(self):
-        return self.net
 
     def _hidden_forward(self, inputs):
         images, prompt = inputs

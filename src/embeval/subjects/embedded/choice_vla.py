@@ -38,7 +38,7 @@ import numpy as np
 from embeval.action import GRIPPER_CLOSED_BELOW, Action, ActionSpec, Observation
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.subjects.embedded.card_crop import PinholeCamera, rectify_card
-from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
+from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
 from embeval.subjects.embedded.choice import ChoiceVLMConfig
 from embeval.subjects.embedded.policy import workspace_floor
 from embeval.subjects.embedded.preprocess import resize_image, state_vector
@@ -255,11 +255,7 @@ class ChoiceVLAPolicy(HiddenStateMixin):
 
     @classmethod
     def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> ChoiceVLAPolicy:
-        doc, state = load_checkpoint(path, "vla")
-        if doc.get("family") != FAMILY:
-            raise ConfigError(f"checkpoint {path} is not a choice VLA (family {doc.get('family')!r})")
-        net = build_net(ChoiceVLAConfig.from_dict(doc["config"]))
-        net.load_state_dict(state)
+        doc, net = load_model(path, "vla", lambda c: build_net(ChoiceVLAConfig.from_dict(c)), family=FAMILY)
         kw.setdefault("min_tcp_z", doc.get("min_tcp_z", 0.02))
         return cls(net, doc["action_mean"], doc["action_std"], id=id or doc.get("id", Path(path).name),
                    meta=doc.get("meta"), **kw)

@@ -28,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from embeval.errors import ConfigError, InvalidInputError
-from embeval.subjects.embedded.checkpoint import load_checkpoint, save_checkpoint
+from embeval.errors import InvalidInputError
+from embeval.subjects.embedded.base import EmbeddedModel
+from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image
-from embeval.subjects.embedded.text_encoder import EMBED_DIM, TextEncoder, shared_text_encoder
-from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.embedded.text_encoder import (
+    EMBED_DIM,
+)
 
 #: checkpoint ``family`` of this model (``config.json``)
 FAMILY = "scene-qa"
@@ -139,18 +141,10 @@ def decode(cfg: SceneQAConfig, logits: dict[str, np.ndarray], i: int, width: flo
     return ", ".join(words) or END
 
 
-class TinySceneQA(HiddenStateMixin):
+class TinySceneQA(EmbeddedModel):
     """A trained :class:`SceneQANet` as a :class:`~embeval.subjects.protocols.VLM`."""
 
-    def __init__(self, net, id: str = "scene-qa", meta: dict | None = None, text_encoder: TextEncoder | None = None):
-        import torch
-
-        self.net = net.eval()
-        self.cfg = net.cfg
-        self.id = id
-        self.meta = dict(meta or {})
-        self._text = text_encoder or shared_text_encoder()
-        self._torch = torch
+    default_id = "scene-qa"
 
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
         """Answer ``prompt`` about ``images`` (one image, or two consecutive frames); ``gen`` is unused."""
@@ -174,9 +168,6 @@ class TinySceneQA(HiddenStateMixin):
         with torch.no_grad():
             return self.net(x, t)
 
-    def _hidden_module(self):
-        return self.net
-
     def _hidden_forward(self, inputs):
         images, prompt = inputs
         return self._run([images], [prompt])
@@ -187,9 +178,5 @@ class TinySceneQA(HiddenStateMixin):
 
     @classmethod
     def load(cls, path: str | Path, id: str | None = None, **kw: Any) -> TinySceneQA:
-        doc, state = load_checkpoint(path, "vlm")
-        if doc.get("family") != FAMILY:
-            raise ConfigError(f"checkpoint {path} is not a scene-QA VLM (family {doc.get('family')!r})")
-        net = build_net(SceneQAConfig.from_dict(doc["config"]))
-        net.load_state_dict(state)
+        doc, net = load_model(path, "vlm", lambda c: build_net(SceneQAConfig.from_dict(c)), family=FAMILY)
         return cls(net, id=id or doc.get("id", Path(path).name), meta=doc.get("meta"), **kw)

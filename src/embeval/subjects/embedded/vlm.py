@@ -14,30 +14,25 @@ from typing import Any, Sequence
 import numpy as np
 
 from embeval.errors import InvalidInputError
+from embeval.subjects.embedded.base import EmbeddedModel
 from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
 from embeval.subjects.embedded.preprocess import resize_image
-from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
-from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.embedded.text_encoder import TextEncoder
 
 
-class TinyVLM(HiddenStateMixin):
+class TinyVLM(EmbeddedModel):
     """A trained :class:`~embeval.subjects.embedded.nets.TinyVLMNet` plus its answer template.
 
     Hidden states (:meth:`hidden_states`, input: ``(image, prompt)``): ``encoder.blocks.<i>`` and
     ``backbone.<i>``, each (1, D).
     """
 
-    def __init__(self, net, template: str, id: str = "tiny-vlm", meta: dict | None = None,
-                 text_encoder: TextEncoder | None = None):
-        import torch
+    default_id = "tiny-vlm"
 
-        self.net = net.eval()
-        self.cfg = net.cfg
+    def __init__(self, net, template: str, id: str | None = None, meta: dict | None = None,
+                 text_encoder: TextEncoder | None = None):
+        super().__init__(net, id, meta, text_encoder)
         self.template = template
-        self.id = id
-        self.meta = dict(meta or {})
-        self._text = text_encoder or shared_text_encoder()
-        self._torch = torch
 
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
         """Answer ``prompt`` about ``images[0]`` (further images are ignored); ``gen`` is accepted and unused."""
@@ -50,9 +45,6 @@ class TinyVLM(HiddenStateMixin):
 
     def answer_batch(self, images: Sequence[np.ndarray], prompts: Sequence[str]) -> list[str]:
         return [self.template.format(**slots) for slots in self.predict_slots(images, prompts)]
-
-    def _hidden_module(self):
-        return self.net
 
     def _hidden_forward(self, inputs):
         image, prompt = inputs
