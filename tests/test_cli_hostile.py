@@ -242,7 +242,7 @@ def suite(tmp_path, capsys):
     return tmp_path / "suite" / "items.jsonl"
 
 
-SHIPPED_VLA = ("tiny-vla, tiny-vla-avgpool, tiny-vla-nofilm, tiny-vla-waypoint, tiny-vla-wide, tiny-vla-wrist "
+SHIPPED_VLA = ("tiny-vla, tiny-vla-a2a-frozen, tiny-vla-a2a-full, tiny-vla-avgpool, tiny-vla-nofilm, tiny-vla-waypoint, tiny-vla-wide, tiny-vla-wrist "
                "(or tiny-vla-untrained for random weights, a floor)")
 
 

@@ -53,6 +53,18 @@ def load_checkpoint(path: str | Path, kind: str) -> tuple[dict[str, Any], dict]:
                           "checkpoint again or train it anew") from None
 
 
+def checkpoint_family(path: str | Path, kind: str, default: str | None = None) -> str | None:
+    """The ``family`` a checkpoint folder's config names (``default`` when it names none or has no config:
+    the loader then reports the missing file); an empty, torn or oversized config is the same clear
+    :class:`ConfigError` as :func:`load_checkpoint` gives."""
+    cfg_file = Path(path) / CONFIG_NAME
+    if not cfg_file.is_file():
+        return default
+    fix = f"point at a folder written by `embeval train {kind}` or copy the checkpoint again"
+    doc = read_json(cfg_file, "checkpoint config", fix, max_bytes=4 << 20)
+    return doc.get("family", default) if isinstance(doc, dict) else default
+
+
 def load_model(path: str | Path, kind: str, build: Callable[[dict[str, Any]], Any], family: str | None = None):
     """``(config document, network)``: the checkpoint at ``path`` (:func:`load_checkpoint`), its network built
     by ``build(config mapping)`` with the saved weights loaded; ``family``: the document's family it must be."""

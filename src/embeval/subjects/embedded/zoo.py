@@ -11,6 +11,7 @@ from pathlib import Path
 
 from embeval.env import PACKAGE_DIR
 from embeval.errors import MissingWeightsError
+from embeval.subjects.embedded.checkpoint import checkpoint_family
 
 MODELS_DIR = PACKAGE_DIR / "data" / "models"
 POPULATION_FILE = MODELS_DIR / "population.json"
@@ -59,7 +60,7 @@ def load_vla(name_or_path: str | Path = "tiny-vla", **kw):
     from embeval.subjects.embedded.policy import TinyVLAPolicy
 
     path = resolve_model(name_or_path, "vla")
-    family = json.loads((path / "config.json").read_text()).get("family") if (path / "config.json").is_file() else None
+    family = checkpoint_family(path, "vla")
     return (ChoiceVLAPolicy if family == FAMILY else TinyVLAPolicy).load(path, **kw)
 
 
@@ -76,7 +77,7 @@ def load_vlm(name_or_path: str | Path = "tiny-vlm", **kw):
     """Load a tiny VLM: the slot decoder (:class:`~embeval.subjects.embedded.vlm.TinyVLM`) or the
     two-card chooser (:class:`~embeval.subjects.embedded.choice.TinyChoiceVLM`), by its checkpoint's family."""
     path = resolve_model(name_or_path, "vlm")
-    family = json.loads((path / "config.json").read_text()).get("family", "slots")
+    family = checkpoint_family(path, "vlm", "slots")
     families = _vlm_families()
     if family not in families:
         raise MissingWeightsError(f"{path}: unknown VLM family {family!r}; this code loads {', '.join(families)}")
