@@ -140,8 +140,10 @@ class Controller:
         with self.lock:
             if all(m in script for m in CONTROL_SCRIPT_MARKERS):
                 if self.safety_mode != SAFETY_NORMAL or self.robot_mode != ROBOT_MODE_RUNNING:
+                    fix = ("unlock the protective stop first" if self.safety_mode != SAFETY_NORMAL
+                           else "power on and release the brakes first (dashboard: power on, brake release)")
                     return self.refuse(f"cannot start the program: robot is in {self.safety_name()} / "
-                                        f"{ROBOT_MODE_NAMES.get(self.robot_mode)}; unlock the protective stop first")
+                                        f"{ROBOT_MODE_NAMES.get(self.robot_mode)}; {fix}")
                 # ur_rtde injects the offset after the line's comment: "= # int register offset\n24"
                 m = re.search(r"global\s+reg_offset_int\s*=\s*(?:#[^\n]*\n)?\s*(\d+)", script)
                 off = int(m.group(1)) if m else 0
