@@ -21,6 +21,8 @@ from embeval_analysis.a2eval.procedural import procedural_pool
 from embeval_analysis.a2eval.sandbox import SandboxLimits, run_sandboxed
 
 L = SandboxLimits(cpu_seconds=3, wall_seconds=4, memory_bytes=1 << 30)
+#: s a contained run may take past its wall limit (kill, reap, bwrap teardown) on a loaded 2-core CI machine
+KILL_SLACK = 5
 # the protocol descriptor's number, as hostile code finds it (the runner's argv)
 PROTO = "import sys, json, os\nPROTO = json.loads(sys.argv[1])['proto_fd']\n"
 
@@ -249,7 +251,7 @@ def test_no_network_tcp_or_unix(tmp_path):
 def test_fork_bomb_is_refused():
     t0 = time.monotonic()
     r = run("import os\ndef f(x):\n    n = 0\n    while True:\n        os.fork()\n        n += 1")
-    assert time.monotonic() - t0 < L.wall_seconds + 2
+    assert time.monotonic() - t0 < L.wall_seconds + KILL_SLACK
     assert r.ok and r.outputs == [None] and "PermissionError" in r.errors[0]
     r = run("import subprocess\ndef f(x):\n    return subprocess.run(['/bin/true']).returncode")
     assert r.ok and r.outputs == [None] and ("PermissionError" in r.errors[0] or "FileNotFoundError" in r.errors[0])
@@ -259,7 +261,7 @@ def test_thread_bomb_is_contained():
     t0 = time.monotonic()
     r = run("import threading, time\ndef f(x):\n    n = 0\n    while True:\n"
             "        threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n        n += 1")
-    assert time.monotonic() - t0 < L.wall_seconds + 2
+    assert time.monotonic() - t0 < L.wall_seconds + KILL_SLACK
     assert not (r.ok and r.errors == [None])
     assert r.killed or "can't start new thread" in r.errors[0] or "MemoryError" in r.errors[0], r.first_error()
 
@@ -280,7 +282,7 @@ def test_output_floods_are_cut(where):
     fds = open_fds()
     t0 = time.monotonic()
     r = run(PROTO + f"def f(x):\n    while True:\n        {body}\n", limits=lim)
-    assert time.monotonic() - t0 < lim.wall_seconds + 2
+    assert time.monotonic() - t0 < lim.wall_seconds + KILL_SLACK
     assert not r.ok and r.outputs == [] and r.killed
     assert r.killed == "output limit" if where in ("stdout", "stderr", "proto") else r.killed.startswith("protocol")
     assert len(r.stdout) <= 4000 and len(r.stderr) <= 4000
@@ -289,13 +291,13 @@ def test_output_floods_are_cut(where):
 
 def test_rpc_flood_does_not_block_the_parent():
     """Model calls written without ever reading a reply: the parent stays responsive and returns
-    within the wall limit + 2 s (the old parent hung in a blocking write)."""
+    within the wall limit + KILL_SLACK s (the old parent hung in a blocking write)."""
     lim = SandboxLimits(cpu_seconds=20, wall_seconds=3)
     code = PROTO + ("def f(x):\n    line = (json.dumps({'rpc': 'generate', 'prompt': 'p', 'image_ids': []}) + '\\n').encode()\n"
                     "    while True:\n        os.write(PROTO, line)\n")
     t0 = time.monotonic()
     r = run(code, limits=lim, rpc={"generate": lambda prompt, image_ids: "y" * 20000})
-    assert time.monotonic() - t0 < lim.wall_seconds + 2
+    assert time.monotonic() - t0 < lim.wall_seconds + KILL_SLACK
     assert not r.ok and r.outputs == [] and r.killed and r.killed.startswith(("rpc flood", "rpc limit", "wall-clock"))
     # a flood that does read its replies is stopped by the call budget
     r = run("def f(x):\n    while True:\n        generate('p')\n", rpc={"generate": lambda **kw: "y"},
