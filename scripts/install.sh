@@ -106,12 +106,29 @@ install_maniskill() {
 }
 install_maniskill
 
+# One cv2 (see scripts/constraints.txt): the opencv-python wheel's build is the one that runs. An in-place
+# upgrade can leave the cv2 package half overwritten by the other wheel: reinstall the runtime wheel then.
+CV_PIN=$(sed -n 's/^opencv-python==\([0-9.]*\).*/\1/p' scripts/constraints.txt)
+if ! "$VENV/bin/python" -c "import cv2, sys; sys.exit(cv2.__version__ != '${CV_PIN%.*}')" 2>/dev/null; then
+  echo "[install] reinstalling opencv-python $CV_PIN (import cv2 did not report ${CV_PIN%.*})"
+  "${PIP[@]}" install -q --force-reinstall --no-deps "opencv-python==$CV_PIN"
+fi
+
 echo "[install] 5/5 checking the environment"
 "$VENV/bin/python" - <<'PY'
 import importlib
 for mod in ["torch", "torchvision", "pybullet", "ikpy", "rosbags", "pyiqa", "rclpy", "std_msgs.msg",
             "sensor_msgs.msg", "sklearn", "scipy", "embeval", "llama_cpp", "lerobot"]:
     importlib.import_module(mod)
+from importlib import metadata  # noqa: E402
+
+import cv2  # noqa: E402
+
+# the cv2 that runs is the opencv-python wheel's (scripts/constraints.txt explains the pair)
+runtime = metadata.version("opencv-python")
+if not runtime.startswith(cv2.__version__ + "."):
+    raise SystemExit(f"[install] error: import cv2 reports {cv2.__version__}, not opencv-python {runtime}: "
+                     "remove .venv and run make install again")
 from embeval.sim.maniskill.runtime import VulkanUnavailableError, check_vulkan  # noqa: E402
 
 try:  # ManiSkill is one backend among several: a machine without Vulkan still gets everything else
