@@ -86,10 +86,9 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
         raise ConfigError("--out must differ from --in (inputs are never overwritten)")
     plan = _plan(types, levels)
     records: list[DistortedFile] = []
-    bar = _progress(len(files) * len(plan), progress, "distort")
     out_dir.mkdir(parents=True, exist_ok=True)
     listed = _manifest_outputs(out_dir / "manifest.jsonl")
-    with open(out_dir / "manifest.jsonl", "a") as manifest:
+    with _progress(len(files) * len(plan), progress, "distort") as bar, open(out_dir / "manifest.jsonl", "a") as manifest:
         for f in files:
             try:
                 img = read_rgb(f)
@@ -113,7 +112,6 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
                     manifest.write(json.dumps({**asdict(rec), "code_version": code_version()}) + "\n")
                     manifest.flush()
                 bar.update(1)
-    bar.close()
     return records
 
 
@@ -131,6 +129,8 @@ def _manifest_outputs(path: Path) -> set[str]:
 
 
 def _progress(total: int, enabled: bool, desc: str):
+    """A tqdm bar on stderr; use it as a context manager so that an error ends the bar's line before the
+    CLI prints its one-line message (else the message lands on the bar's ``\\r`` line)."""
     from tqdm import tqdm
 
     return tqdm(total=total, disable=not enabled, desc=desc, unit="img")
@@ -174,8 +174,8 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
     keep: Iterable[str] | None = None if other_topics else [topic]
     total = info["message_count"] if other_topics else info["topics"][topic]["count"]
     n_img = n_copy = 0
-    bar = _progress(total, progress, f"distort {topic}")
-    with BagRecorder(out_bag, segment_s=3600.0, custom_data={"embeval.distortion": f"{name}:{level}:seed={seed}"}) as rec:
+    with _progress(total, progress, f"distort {topic}") as bar, \
+            BagRecorder(out_bag, segment_s=3600.0, custom_data={"embeval.distortion": f"{name}:{level}:seed={seed}"}) as rec:
         for m in read_bag(in_bag, keep):
             rec.add_topic(m.topic, m.msgtype)
             if m.topic == topic:
@@ -186,5 +186,4 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
                 rec.write(m.topic, m.timestamp_ns, m.raw)
                 n_copy += 1
             bar.update(1)
-    bar.close()
     return BagResult(str(in_bag), str(out_bag), topic, name, level, seed, n_img, n_copy)
