@@ -117,3 +117,31 @@ def test_messages_silently_skipped_are_an_error(bag):
     seg.write_bytes(bytes(data))
     with pytest.raises(InvalidInputError, match=f"bag segment {seg} is corrupt"):
         list(read_bag(bag))
+
+
+def test_message_count_is_the_bags_after_close(tmp_path):
+    """BagRecorder.message_count (what `embeval graph` prints) equals what bag info and a reader see, also after
+    the last segment was flushed (it used to be counted twice)."""
+    from embeval.recording import BagRecorder, bag_info, typestore
+
+    String = typestore().types["std_msgs/msg/String"]
+    with BagRecorder(tmp_path / "b", segment_s=0.1) as rec:
+        rec.add_topic("/s", "std_msgs/msg/String")
+        for i in range(25):
+            rec.write_msg("/s", String(data=str(i)), 1_000 + i * 30_000_000)  # 0.72 s in 0.1 s segments
+            assert rec.message_count == i + 1
+    assert len(rec.segments) == 7  # 4 messages (120 ms) per segment
+    assert rec.message_count == bag_info(rec.path)["message_count"] == len(list(read_bag(rec.path))) == 25
+
+
+def test_discard_if_empty_removes_only_an_empty_bag(tmp_path):
+    from embeval.recording import BagRecorder, typestore
+
+    rec = BagRecorder(tmp_path / "empty")
+    rec.add_topic("/s", "std_msgs/msg/String")
+    assert rec.discard_if_empty() and not (tmp_path / "empty").exists()
+    rec = BagRecorder(tmp_path / "one")
+    rec.add_topic("/s", "std_msgs/msg/String")
+    rec.write_msg("/s", typestore().types["std_msgs/msg/String"](data="x"), 5)
+    assert not rec.discard_if_empty()
+    assert [m.msg.data for m in read_bag(tmp_path / "one")] == ["x"]

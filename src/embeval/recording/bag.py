@@ -189,6 +189,20 @@ class BagRecorder:
         self.flush()
         self._closed = True
 
+    def discard_if_empty(self) -> bool:
+        """Close; when no message was written, remove the bag folder (its metadata.yaml and nothing else:
+        a folder holding other files is kept). For a recording that never started (the graph stopped on a
+        configuration error): no empty bag is left behind. Returns whether the folder was removed."""
+        self.close()
+        if self.message_count or self.segments:
+            return False
+        (self.path / "metadata.yaml").unlink(missing_ok=True)
+        try:
+            self.path.rmdir()
+        except OSError:  # not empty (someone else's files): keep it
+            return False
+        return True
+
     def __enter__(self) -> "BagRecorder":
         return self
 
@@ -197,8 +211,9 @@ class BagRecorder:
 
     @property
     def message_count(self) -> int:
-        """Messages written so far (closed segments plus the open one)."""
-        return sum(s.count for s in self.segments) + self._seg_count
+        """Messages written so far (closed segments plus the open one, if any: after :meth:`flush` the last
+        segment's count lives in ``segments`` only). Equals ``bag_info(path)["message_count"]`` once closed."""
+        return sum(s.count for s in self.segments) + (self._seg_count if self._writer is not None else 0)
 
     def _write_metadata(self) -> None:
         write_metadata(self.path, self.segments, list(self.topics.values()), self.custom_data)
