@@ -103,6 +103,7 @@ def test_corrupt_message_inside_a_segment_is_found_while_reading(bag, tmp_path, 
     capsys.readouterr()
     line = _error(capsys, *_distort(bag, tmp_path / "out"))
     assert f"bag segment {seg} is corrupt" in line and f"embeval bag recover {bag}" in line
+    assert not (tmp_path / "out").exists()  # no partial copy left to block the rerun after the repair
     with pytest.raises(InvalidInputError, match="is corrupt"):
         list(read_bag(bag))
 

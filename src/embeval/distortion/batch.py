@@ -7,6 +7,7 @@ for bags (:class:`embeval.distortion.stream.FrameDistorter`), so every output is
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -174,16 +175,23 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
     keep: Iterable[str] | None = None if other_topics else [topic]
     total = info["message_count"] if other_topics else info["topics"][topic]["count"]
     n_img = n_copy = 0
-    with _progress(total, progress, f"distort {topic}") as bar, \
-            BagRecorder(out_bag, segment_s=3600.0, custom_data={"embeval.distortion": f"{name}:{level}:seed={seed}"}) as rec:
-        for m in read_bag(in_bag, keep):
-            rec.add_topic(m.topic, m.msgtype)
-            if m.topic == topic:
-                img = distorter(image_from_msg(m.msg), n_img)
-                rec.write_msg(topic, _image_msg(ts, m.msg.header, img), m.timestamp_ns)
-                n_img += 1
-            else:
-                rec.write(m.topic, m.timestamp_ns, m.raw)
-                n_copy += 1
-            bar.update(1)
+    with _progress(total, progress, f"distort {topic}") as bar:
+        rec = BagRecorder(out_bag, segment_s=3600.0, custom_data={"embeval.distortion": f"{name}:{level}:seed={seed}"})
+        try:
+            for m in read_bag(in_bag, keep):
+                rec.add_topic(m.topic, m.msgtype)
+                if m.topic == topic:
+                    img = distorter(image_from_msg(m.msg), n_img)
+                    rec.write_msg(topic, _image_msg(ts, m.msg.header, img), m.timestamp_ns)
+                    n_img += 1
+                else:
+                    rec.write(m.topic, m.timestamp_ns, m.raw)
+                    n_copy += 1
+                bar.update(1)
+        except InvalidInputError:  # the input bag is corrupt mid-way: a partial copy is no result and would
+            rec.close()            # block the rerun after `embeval bag recover` ("exists already")
+            shutil.rmtree(rec.path, ignore_errors=True)
+            raise
+        finally:
+            rec.close()  # complete metadata, also on Ctrl-C (safe to call twice)
     return BagResult(str(in_bag), str(out_bag), topic, name, level, seed, n_img, n_copy)
