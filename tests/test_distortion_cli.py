@@ -111,3 +111,16 @@ def test_demo_stage_quick(tmp_path, capsys):
     assert (tmp_path / "distortion_grid_astronaut.png").exists() and (tmp_path / "distortion_grid_tabletop.png").exists()
     table = ctx.shared["distortion_psnr"]
     assert len(table) == 30 and all(np.all(np.diff(v) < 0) for v in table.values())
+
+
+def test_apply_error_line_is_not_glued_to_the_progress_bar(folder, tmp_path, capsys):
+    """An error after the bar started (here: a file stands where the type's output folder goes) is printed on
+    a line of its own, not after the bar's \\r: a line-based grep for 'embeval: error' finds it whole."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "jpeg").write_text("a file, not a folder")
+    assert main(["distort", "apply", "--in", str(folder), "--out", str(out), "--type", "jpeg", "--level", "2"]) == 2
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if "embeval: error" in ln]
+    assert len(lines) == 1 and lines[0].startswith("embeval: error: ") and str(out / "jpeg") in lines[0], err
+    assert "distort:" in err  # the bar was shown (and ended) before the error

@@ -114,6 +114,6 @@ def _run(args) -> int:
         elif conductor is not None and getattr(conductor, "a2a", None) is not None:
             print("\nno Act2Answer unit finished (see the log above; --duration too short?)")
         rec = g.nodes.get("embeval_recorder")
-        if rec is not None:
-            print(f"\nbag: {rec.bag.path} ({rec.bag.message_count} messages)")
+    if rec is not None:  # after the graph stopped: the recorder has drained its queue and closed the bag
+        print(f"\nbag: {rec.bag.path} ({rec.bag.message_count} messages)")
     return 0

@@ -7,6 +7,7 @@ for bags (:class:`embeval.distortion.stream.FrameDistorter`), so every output is
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -86,10 +87,9 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
         raise ConfigError("--out must differ from --in (inputs are never overwritten)")
     plan = _plan(types, levels)
     records: list[DistortedFile] = []
-    bar = _progress(len(files) * len(plan), progress, "distort")
     out_dir.mkdir(parents=True, exist_ok=True)
     listed = _manifest_outputs(out_dir / "manifest.jsonl")
-    with open(out_dir / "manifest.jsonl", "a") as manifest:
+    with _progress(len(files) * len(plan), progress, "distort") as bar, open(out_dir / "manifest.jsonl", "a") as manifest:
         for f in files:
             try:
                 img = read_rgb(f)
@@ -113,7 +113,6 @@ def distort_folder(in_dir: str | Path, out_dir: str | Path, types: Sequence[str]
                     manifest.write(json.dumps({**asdict(rec), "code_version": code_version()}) + "\n")
                     manifest.flush()
                 bar.update(1)
-    bar.close()
     return records
 
 
@@ -131,6 +130,8 @@ def _manifest_outputs(path: Path) -> set[str]:
 
 
 def _progress(total: int, enabled: bool, desc: str):
+    """A tqdm bar on stderr; use it as a context manager so that an error ends the bar's line before the
+    CLI prints its one-line message (else the message lands on the bar's ``\\r`` line)."""
     from tqdm import tqdm
 
     return tqdm(total=total, disable=not enabled, desc=desc, unit="img")
@@ -174,17 +175,23 @@ def distort_bag(in_bag: str | Path, out_bag: str | Path, topic: str, name: str, 
     keep: Iterable[str] | None = None if other_topics else [topic]
     total = info["message_count"] if other_topics else info["topics"][topic]["count"]
     n_img = n_copy = 0
-    bar = _progress(total, progress, f"distort {topic}")
-    with BagRecorder(out_bag, segment_s=3600.0, custom_data={"embeval.distortion": f"{name}:{level}:seed={seed}"}) as rec:
-        for m in read_bag(in_bag, keep):
-            rec.add_topic(m.topic, m.msgtype)
-            if m.topic == topic:
-                img = distorter(image_from_msg(m.msg), n_img)
-                rec.write_msg(topic, _image_msg(ts, m.msg.header, img), m.timestamp_ns)
-                n_img += 1
-            else:
-                rec.write(m.topic, m.timestamp_ns, m.raw)
-                n_copy += 1
-            bar.update(1)
-    bar.close()
+    with _progress(total, progress, f"distort {topic}") as bar:
+        rec = BagRecorder(out_bag, segment_s=3600.0, custom_data={"embeval.distortion": f"{name}:{level}:seed={seed}"})
+        try:
+            for m in read_bag(in_bag, keep):
+                rec.add_topic(m.topic, m.msgtype)
+                if m.topic == topic:
+                    img = distorter(image_from_msg(m.msg), n_img)
+                    rec.write_msg(topic, _image_msg(ts, m.msg.header, img), m.timestamp_ns)
+                    n_img += 1
+                else:
+                    rec.write(m.topic, m.timestamp_ns, m.raw)
+                    n_copy += 1
+                bar.update(1)
+        except InvalidInputError:  # the input bag is corrupt mid-way: a partial copy is no result and would
+            rec.close()            # block the rerun after `embeval bag recover` ("exists already")
+            shutil.rmtree(rec.path, ignore_errors=True)
+            raise
+        finally:
+            rec.close()  # complete metadata, also on Ctrl-C (safe to call twice)
     return BagResult(str(in_bag), str(out_bag), topic, name, level, seed, n_img, n_copy)

@@ -15,6 +15,7 @@ rclpy (``raw=True`` subscriptions) or ``rosbags`` serialises them.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import shutil
 import time
@@ -23,7 +24,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.errors import ConfigError, EmbevalError, InvalidInputError, MissingFileError
 
 BAG_VERSION = 9
 STORAGE = "mcap"
@@ -188,6 +189,20 @@ class BagRecorder:
         self.flush()
         self._closed = True
 
+    def discard_if_empty(self) -> bool:
+        """Close; when no message was written, remove the bag folder (its metadata.yaml and nothing else:
+        a folder holding other files is kept). For a recording that never started (the graph stopped on a
+        configuration error): no empty bag is left behind. Returns whether the folder was removed."""
+        self.close()
+        if self.message_count or self.segments:
+            return False
+        (self.path / "metadata.yaml").unlink(missing_ok=True)
+        try:
+            self.path.rmdir()
+        except OSError:  # not empty (someone else's files): keep it
+            return False
+        return True
+
     def __enter__(self) -> "BagRecorder":
         return self
 
@@ -196,8 +211,9 @@ class BagRecorder:
 
     @property
     def message_count(self) -> int:
-        """Messages written so far (closed segments plus the open one)."""
-        return sum(s.count for s in self.segments) + self._seg_count
+        """Messages written so far (closed segments plus the open one, if any: after :meth:`flush` the last
+        segment's count lives in ``segments`` only). Equals ``bag_info(path)["message_count"]`` once closed."""
+        return sum(s.count for s in self.segments) + (self._seg_count if self._writer is not None else 0)
 
     def _write_metadata(self) -> None:
         write_metadata(self.path, self.segments, list(self.topics.values()), self.custom_data)
@@ -341,35 +357,133 @@ def _segment_order(p: Path):
 def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[BagMessage]:
     """Yield the bag's messages in timestamp order, deserialised with the ROS 2 type store.
 
-    ``topics``: restrict to these topic names (default: all).
+    ``topics``: restrict to these topic names (default: all). A bag that cannot be read (bad
+    ``metadata.yaml``, a truncated, empty or corrupt segment) is an :class:`InvalidInputError`
+    naming the file and the fix (see :func:`open_reader`), also when it is found mid-way.
     """
-    from rosbags.rosbag2 import Reader
-
-    path = require_bag(path)
     ts = typestore()
     wanted = set(topics) if topics is not None else None
-    with Reader(path) as reader:
+    with open_reader(path) as reader:
+        path = Path(reader.path)
         conns = [c for c in reader.connections if wanted is None or c.topic in wanted]
         if not conns:
             return
-        for conn, t_ns, raw in reader.messages(connections=conns):
-            yield BagMessage(conn.topic, conn.msgtype, t_ns, ts.deserialize_cdr(raw, conn.msgtype), bytes(raw))
+        it = reader.messages(connections=conns)
+        n = 0
+        while True:
+            try:
+                conn, t_ns, raw = next(it)
+                msg = ts.deserialize_cdr(raw, conn.msgtype)
+            except StopIteration:
+                break
+            except _corrupt_errors() as exc:
+                raise _unreadable(path, exc, opened=True) from None
+            n += 1
+            yield BagMessage(conn.topic, conn.msgtype, t_ns, msg, bytes(raw))
+        listed = sum(c.msgcount for c in conns)
+        if n != listed:  # a corrupt chunk index can make rosbags skip messages without an error
+            raise _unreadable(path, InvalidInputError(f"read {n} of the {listed} messages its metadata lists"),
+                              opened=True)
 
 
 def bag_info(path: str | Path) -> dict[str, Any]:
-    """Summary of a bag: message count, duration (s), topics with type and count."""
-    from rosbags.rosbag2 import Reader
-
-    path = require_bag(path)
-    with Reader(path) as reader:
+    """Summary of a bag: message count, duration (s), topics with type and count (from its metadata)."""
+    with open_reader(path) as reader:
         return {
-            "path": str(path),
+            "path": str(reader.path),
             "message_count": reader.message_count,
             "duration_s": reader.duration / 1e9 if reader.message_count else 0.0,
             "topics": {
                 name: {"type": info.msgtype, "count": info.msgcount} for name, info in reader.topics.items()
             },
         }
+
+
+def _corrupt_errors() -> tuple[type[BaseException], ...]:
+    """What ``rosbags`` raises on bytes that are not a valid bag: its own errors, and the decoding errors of
+    a corrupt record or message (bad UTF-8, a length past the end, an absurd size to allocate)."""
+    import struct
+
+    from rosbags.rosbag2 import ReaderError
+    from rosbags.serde import SerdeError
+
+    return ReaderError, SerdeError, struct.error, ValueError, OverflowError, IndexError, KeyError, MemoryError
+
+
+@contextlib.contextmanager
+def open_reader(path: str | Path):
+    """An open ``rosbags`` :class:`~rosbags.rosbag2.Reader` on bag ``path`` (folder or single ``.mcap`` file).
+
+    Untrusted bags are answered in one line: a missing folder is :func:`require_bag`'s
+    :class:`MissingFileError`; a ``metadata.yaml`` that is not a rosbag2 one or lists missing segments, and a
+    truncated, empty or corrupt segment, are an :class:`InvalidInputError` naming the file and the fix
+    (``embeval bag recover DIR``, which rebuilds the metadata from the complete segments).
+    """
+    from rosbags.rosbag2 import Reader
+
+    path = require_bag(path)
+    try:
+        reader = Reader(path)
+        reader.open()
+    except EmbevalError:
+        raise
+    except _corrupt_errors() as exc:
+        raise _unreadable(path, exc, opened=False) from None
+    try:
+        yield reader
+    finally:
+        reader.close()
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _segment_problem(f: Path, deep: bool) -> str | None:
+    """Why MCAP file ``f`` cannot be read (``None`` if it can): its header, footer and summary; with ``deep``
+    also every record and message (the error path only: a corrupt chunk passes the cheap check)."""
+    from rosbags.rosbag2.storage_mcap import McapReader
+
+    reader = McapReader(f)
+    try:
+        reader.open()
+    except _corrupt_errors() as exc:
+        return _reason(exc)
+    try:
+        if deep:
+            ts = typestore()
+            n = 0
+            for conn, _, raw in reader.messages(reader.connections):
+                ts.deserialize_cdr(raw, conn.msgtype)
+                n += 1
+            if n != reader.metadata.message_count:
+                return f"read {n} of the {reader.metadata.message_count} messages its summary lists"
+    except _corrupt_errors() as exc:
+        return _reason(exc)
+    finally:
+        reader.close()
+    return None
+
+
+def _unreadable(path: Path, exc: BaseException, opened: bool) -> InvalidInputError:
+    """The one-line error for bag ``path`` that ``rosbags`` could not read: the broken segment (found by
+    reading each one) or the metadata, and the fix."""
+    if path.is_file():
+        return InvalidInputError(f"MCAP file {path} is truncated, corrupt or empty ({_reason(exc)}); it cannot be read: "
+                                 "use the bag folder it came from (`embeval bag recover DIR` repairs a folder) "
+                                 "or record it again")
+    for f in sorted(path.glob("*.mcap"), key=_segment_order):
+        problem = _segment_problem(f, deep=opened)
+        if problem is None:
+            continue
+        if opened:  # the segment opens (header, footer, summary), its content is corrupt: recover would keep it
+            return InvalidInputError(f"bag segment {f} is corrupt ({problem}); move it out of {path} and run "
+                                     f"`embeval bag recover {path}` to keep the other segments")
+        return InvalidInputError(f"bag segment {f} is truncated, corrupt or empty ({problem}); run "
+                                 f"`embeval bag recover {path}` to drop it and keep the complete segments")
+    return InvalidInputError(f"bag {path}: metadata.yaml is not valid rosbag2 metadata or does not match the segments "
+                             f"({_reason(exc)}); run `embeval bag recover {path}` to rebuild it from the MCAP segments")
 
 
 def now_ns() -> int:

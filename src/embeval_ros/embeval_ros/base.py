@@ -40,3 +40,7 @@ class EmbevalNode(Node):
 
     def close(self) -> None:
         """Release hardware/files; called before destroy_node()."""
+
+    def abort(self) -> None:
+        """The graph stopped before it ran (a later node's configuration error): undo what this node created
+        for the run (e.g. an empty bag folder). Called before :meth:`close`."""

@@ -177,6 +177,11 @@ class Graph:
                 t.start()
                 self._threads.append(t)
         except BaseException:
+            for node in reversed(list(self.nodes.values())):  # a node failed to start: undo what the others made
+                try:
+                    getattr(node, "abort", lambda: None)()
+                except Exception as exc:  # noqa: BLE001 - the startup error is the one to report
+                    node.get_logger().warning(f"abort failed: {exc}")
             self.__exit__(None, None, None)
             raise
         return self

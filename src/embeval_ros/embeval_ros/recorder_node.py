@@ -39,14 +39,20 @@ class RecorderNode(EmbevalNode):
             if entry:
                 topic, _, typ = entry.partition("=")
                 type_map[topic] = typ
-        self.bag = BagRecorder(bag_dir, segment_s=segment_s, custom_data={"recorder": "embeval_ros"})
-        self.counts: dict[str, int] = {}
-        for topic in topics:
+        for topic in topics:  # before the bag folder is created: a bad topic list leaves no empty bag behind
             if topic not in type_map:
                 from embeval.errors import ConfigError
 
                 raise ConfigError(f"no message type known for {topic}; add topic_types:=['{topic}=pkg/msg/Type']")
-            self.bag.add_topic(topic, type_map[topic])
+        self.bag = BagRecorder(bag_dir, segment_s=segment_s, custom_data={"recorder": "embeval_ros"})
+        self.counts: dict[str, int] = {}
+        try:
+            for topic in topics:
+                self.bag.add_topic(topic, type_map[topic])
+        except BaseException:  # an unknown message type: no empty bag left behind either
+            self.bag.discard_if_empty()
+            raise
+        for topic in topics:
             qos = qos_latched() if topic == T.INSTRUCTION else qos_reliable(100)
             self.create_subscription(T.msg_class(type_map[topic]), topic, self._writer(topic), qos, raw=True)
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
@@ -90,6 +96,12 @@ class RecorderNode(EmbevalNode):
         self.queue.put(None)
         self._thread.join(timeout=60)
         self.bag.close()
+
+    def abort(self) -> None:
+        """The graph did not start: drain and close the bag, and remove it if nothing was recorded."""
+        self.close()
+        if self.bag.discard_if_empty():
+            self.get_logger().info(f"removed the empty bag {self.bag.path} (the graph did not start)")
 
 
 def main(args=None) -> int:
