@@ -77,11 +77,13 @@ def unicode_problem(exc: UnicodeDecodeError, data: bytes | None = None) -> str:
 
 def load_yaml(path, what: str = "file", fix: str = "", missing: str = ""):
     """Parse a YAML text file (see :func:`read_text`); :class:`ConfigError` with the position of a syntax error,
-    ending in ``fix``. ``missing``: the :class:`MissingFileError` message when ``path`` is not a file."""
+    ending in ``fix``. ``missing``: the :class:`MissingFileError` message when ``path`` does not exist."""
     from pathlib import Path
 
     import yaml
 
+    if Path(path).is_dir():
+        raise ConfigError(f"{what} {path} is a folder, not a file; give the {what} YAML file itself")
     if missing and not Path(path).is_file():
         raise MissingFileError(missing)
     text = read_text(path, what)
