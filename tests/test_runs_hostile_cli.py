@@ -12,20 +12,7 @@ import pytest
 import yaml
 
 from embeval.cli import main
-
-
-def _run(capsys, *argv) -> tuple[int, str, str]:
-    rc = main([str(a) for a in argv])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
-def _error_line(err: str) -> str:
-    """The one ``embeval: error:`` line of ``err`` (exactly one, no traceback)."""
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.startswith("embeval: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
+from test_cli_hostile import _error_line, _run
 
 
 def _spec(tmp_path: Path, name: str = "spec.yaml", **changes) -> Path:
