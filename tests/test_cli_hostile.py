@@ -73,7 +73,7 @@ def test_an_empty_or_huge_spec_file(tmp_path, capsys):
     assert _error_line(err) == (f"embeval: error: subject spec {huge} is larger than 16 MiB; give the small YAML/JSON "
                                 "text file, not a data or weights file")
     rc, _, err = _run(capsys, "run", tmp_path, "--check")  # a folder, not a file
-    assert rc == 2 and f"run spec not found: {tmp_path}" in _error_line(err)
+    assert rc == 2 and f"run spec {tmp_path} is a folder, not a file; give the run spec YAML file itself" in _error_line(err)
 
 
 def test_an_unguarded_unicode_error_is_still_one_line(monkeypatch, capsys):

@@ -77,11 +77,13 @@ def unicode_problem(exc: UnicodeDecodeError, data: bytes | None = None) -> str:
 
 def load_yaml(path, what: str = "file", fix: str = "", missing: str = ""):
     """Parse a YAML text file (see :func:`read_text`); :class:`ConfigError` with the position of a syntax error,
-    ending in ``fix``. ``missing``: the :class:`MissingFileError` message when ``path`` is not a file."""
+    ending in ``fix``. ``missing``: the :class:`MissingFileError` message when ``path`` does not exist."""
     from pathlib import Path
 
     import yaml
 
+    if Path(path).is_dir():
+        raise ConfigError(f"{what} {path} is a folder, not a file; give the {what} YAML file itself")
     if missing and not Path(path).is_file():
         raise MissingFileError(missing)
     text = read_text(path, what)
@@ -131,3 +133,28 @@ def read_jsonl(path, what: str = "file", fix: str = "", missing: str = "", max_b
             raise ConfigError(f"{what} {path} line {n} is a JSON {type(rec).__name__}, not an object{tail}")
         out.append((n, rec))
     return out
+
+
+def check_out_dir(path, option: str = "--out") -> None:
+    """Before a long computation: :class:`ConfigError` in one line naming ``option`` when the output folder ``path``
+    could not be created or written (a file stands there or on the way, no permission, a read-only or virtual file
+    system such as /proc). Nothing is left behind: the nearest existing folder is probed with a temporary file."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    p = Path(os.path.expanduser(str(path))).absolute()
+    if p.exists() and not p.is_dir():
+        raise ConfigError(f"{option} {path} is a file, not a folder; choose a folder")
+    base = p
+    while not base.exists():
+        base = base.parent
+    if not base.is_dir():
+        raise ConfigError(f"{option} {path}: {base} is a file, not a folder; choose another output folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".embeval-write-test-", dir=base)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"{option} {path}: cannot write in {base} ({exc.strerror or exc}); choose another output "
+                          "folder") from None

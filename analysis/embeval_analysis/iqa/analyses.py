@@ -114,10 +114,12 @@ def run_all(db: str | Path, out_dir: str | Path) -> dict:
     """Every analysis of database ``db``; PNGs into ``out_dir``. Returns the tables."""
     import pandas as pd
 
+    from embeval_analysis.iqa.database import read_table
+
     db, out = Path(db), Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    scores = pd.read_csv(db / "scores.csv")
-    subj = pd.read_csv(db / "subject_scores.csv")
+    scores = read_table(db)
+    subj = read_table(db, "subject_scores.csv")
+    out.mkdir(parents=True, exist_ok=True)  # only once the tables are read
     res = {}
     for t in ("decision", "cognition"):
         if t in scores and scores[t].notna().any():

@@ -147,9 +147,9 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     cfg = cfg or BenchConfig()
     db = Path(db)
     t0 = time.perf_counter()
-    if not (db / "scores.csv").exists():
-        raise MissingFileError(f"{db}/scores.csv not found; build the database with `embeval iqa build --out {db}`")
-    scores = pd.read_csv(db / "scores.csv")
+    from embeval_analysis.iqa.database import read_table
+
+    scores = read_table(db)
     targets = [t for t in cfg.targets if t in scores and scores[t].notna().all()]
     if not targets:
         raise MissingFileError(f"{db}/scores.csv has none of the targets {cfg.targets} (no VLA/VLM subjects scored?)")

@@ -53,6 +53,26 @@ class BuildConfig:
             raise ConfigError(f"iqa build config: unknown field(s) {bad}; allowed: {sorted(allowed)}")
         return cls(**d)
 
+    def validate(self) -> None:
+        """:class:`ConfigError` naming the field (and its ``iqa build`` option) and the value given; run before any
+        folder is created or image rendered."""
+        from embeval import distortion
+        from embeval_analysis.iqa.sources import _whole, check_params
+
+        if not isinstance(self.source_params, dict):
+            raise ConfigError(f"build.source_params: a mapping of source parameters, got {self.source_params!r}")
+        check_params(self.source, self.source_params)
+        for n in (distortion.list_distortions() if self.distortions == "all" else list(self.distortions)):
+            distortion.get(n)  # ConfigError naming the choices
+        _check_levels(self.levels)
+        if not (_whole(self.execution_images) and self.execution_images >= 0):
+            raise ConfigError(f"build.execution_images (--execution-images): the number of images scored in simulation "
+                              f"must be a whole number >= 0 (0: none), got {self.execution_images!r}")
+        if not (_whole(self.seed) and self.seed >= 0):
+            raise ConfigError(f"build.seed: a whole number >= 0, got {self.seed!r}")
+        if not (_whole(self.batch_size) and self.batch_size >= 1):
+            raise ConfigError(f"build.batch_size: a whole number >= 1, got {self.batch_size!r}")
+
     @classmethod
     def from_yaml(cls, path: str | Path) -> "BuildConfig":
         p = Path(path)
@@ -96,9 +116,17 @@ def _levels_for(cfg: BuildConfig, ref_id: str, name: str) -> list[int]:
         return list(range(1, N_LEVELS + 1))
     if cfg.levels == "sample":
         return [1 + derive_seed("iqa-level", cfg.seed, ref_id, name) % N_LEVELS]
-    if isinstance(cfg.levels, list) and all(isinstance(v, int) and 1 <= v <= N_LEVELS for v in cfg.levels):
-        return list(cfg.levels)
-    raise ConfigError(f"build.levels: 'sample', 'all' or a list of levels 1..{N_LEVELS}, got {cfg.levels!r}")
+    _check_levels(cfg.levels)
+    return list(cfg.levels)
+
+
+def _check_levels(levels) -> None:
+    from embeval.distortion import N_LEVELS
+
+    if levels in ("sample", "all") or (isinstance(levels, list) and levels
+                                       and all(isinstance(v, int) and 1 <= v <= N_LEVELS for v in levels)):
+        return
+    raise ConfigError(f"build.levels (--levels): 'sample', 'all' or a list of levels 1..{N_LEVELS}, got {levels!r}")
 
 
 def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=None) -> dict[str, Any]:
@@ -109,11 +137,8 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
     from embeval_analysis.iqa.sources import load_references
 
     db = Path(db)
-    (db / "references").mkdir(parents=True, exist_ok=True)
-    (db / "distorted").mkdir(parents=True, exist_ok=True)
+    cfg.validate()
     names = distortion.list_distortions() if cfg.distortions == "all" else list(cfg.distortions)
-    for n in names:
-        distortion.get(n)  # ConfigError naming the choices
     t0 = time.perf_counter()
     if refs is None:
         params = dict(cfg.source_params)
@@ -125,6 +150,8 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
         if cfg.source == "maniskill":
             params.setdefault("seed", cfg.seed)
         refs = load_references(cfg.source, **params)
+    (db / "references").mkdir(parents=True, exist_ok=True)  # only once the references are read
+    (db / "distorted").mkdir(parents=True, exist_ok=True)
     cats = {n: distortion.get(n).category for n in names}
     images, references = [], []
     for r in refs:
@@ -156,6 +183,39 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
         log(f"database {db}: {len(references)} references, {len(names)} distortion types, {len(images)} distorted images "
             f"({time.perf_counter() - t0:.1f} s)")
     return manifest
+
+
+#: columns every reader of a database table relies on
+TABLE_COLUMNS = {"scores.csv": ("image_id", "path", "ref_path", "scene_id"),
+                 "images.csv": ("image_id", "path", "ref_path", "scene_id"),
+                 "subject_scores.csv": ("image_id",)}
+
+
+def read_table(db: str | Path, name: str = "scores.csv"):
+    """A CSV table of database ``db`` (``scores.csv``, ``subject_scores.csv``, ``images.csv``) as a DataFrame.
+    :class:`MissingFileError` / :class:`ConfigError` in one line naming the file when it is missing, empty, not UTF-8,
+    not CSV, or lacks one of its :data:`TABLE_COLUMNS`."""
+    import pandas as pd
+
+    db = Path(db)
+    f = db / name
+    if not f.is_file():
+        raise MissingFileError(f"{f} not found; build the database first with `embeval iqa build --out {db}`")
+    fix = f"rebuild it with `embeval iqa build --out {db}` (finished units are kept), or check --db"
+    try:
+        table = pd.read_csv(f)
+    except UnicodeDecodeError as exc:
+        from embeval.errors import unicode_problem
+
+        raise ConfigError(f"{f} is not UTF-8 text ({unicode_problem(exc)}), not a database table; {fix}") from None
+    except pd.errors.EmptyDataError:
+        raise ConfigError(f"{f} is empty, not a database table; {fix}") from None
+    except pd.errors.ParserError as exc:
+        raise ConfigError(f"{f} is not a valid CSV table ({' '.join(str(exc).split())}); {fix}") from None
+    missing = [c for c in TABLE_COLUMNS.get(name, ()) if c not in table.columns]
+    if missing:
+        raise ConfigError(f"{f} has no column(s) {', '.join(missing)}; it is not this database's {name}: {fix}")
+    return table
 
 
 def load_manifest(db: str | Path) -> dict[str, Any]:
@@ -345,6 +405,7 @@ def _execute_tasks(ref: dict, out: dict, envs: dict, cache: dict, subject: str):
 def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):
     """materialise -> score_subjects -> aggregate (-> execution_scores); resumable at every step.
     Returns the scores frame."""
+    cfg.validate()
     resolve_subjects(cfg.subjects)  # fail before rendering anything when subjects are missing
     materialise(cfg, db, log)
     summary = score_subjects(cfg, db, log, progress)

@@ -205,6 +205,26 @@ def _num_gpu(device: str) -> int:
     return 1 if device == "cuda" or (device == "auto" and torch.cuda.is_available()) else 0
 
 
+def check_config(metrics: list[str], cfg: FinetuneConfig, weights: bool = False) -> None:
+    """Fail before any work: an unknown metric, one without random init, a missing CUDA device, bad epochs / batch /
+    lr; with ``weights`` (and pretrained weights asked for), a pretrained file missing from the local caches
+    (:class:`MissingWeightsError` naming it; each network is built once on the CPU and dropped)."""
+    for m in metrics:
+        network_options(m, cfg.random_init, cfg.network)
+    _num_gpu(cfg.device)
+    if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.lr <= 0:
+        raise ConfigError(f"fine-tuning needs epochs >= 1, batch >= 1 and lr > 0; got {cfg.epochs}, {cfg.batch_size}, {cfg.lr}")
+    if not weights or cfg.random_init:
+        return
+    from pyiqa.utils.registry import ARCH_REGISTRY
+
+    for m in metrics:
+        opt = network_options(m, False, cfg.network)
+        arch = opt.pop("type")
+        with cached_weights_only(m):
+            ARCH_REGISTRY.get(arch)(**opt)
+
+
 def _model(metric: str, cfg: FinetuneConfig):
     from pyiqa.models import build_model
 
@@ -270,17 +290,10 @@ def finetune(db: str | Path, metrics: list[str], out: str | Path, cfg: FinetuneC
 
     cfg = cfg or FinetuneConfig()
     db, out = Path(db), Path(out)
-    f = db / "scores.csv"
-    if not f.exists():
-        from embeval.errors import MissingFileError
+    from embeval_analysis.iqa.database import read_table
 
-        raise MissingFileError(f"{f} not found; build the database first with `embeval iqa build --out {db}`")
-    for m in metrics:
-        network_options(m, cfg.random_init, cfg.network)  # unknown metric / no random init: fail before any work
-    _num_gpu(cfg.device)
-    if cfg.epochs < 1 or cfg.batch_size < 1 or cfg.lr <= 0:
-        raise ConfigError(f"fine-tuning needs epochs >= 1, batch >= 1 and lr > 0; got {cfg.epochs}, {cfg.batch_size}, {cfg.lr}")
-    scores = pd.read_csv(f)
+    scores = read_table(db)
+    check_config(metrics, cfg)
     files = export_pyiqa(scores, out / "pyiqa", targets=targets, n_splits=n_splits, test_size=test_size, seed=cfg.seed)
     import pickle
 

@@ -371,10 +371,43 @@ SOURCES: dict[str, Callable[..., list[IQAReference]]] = {
 }
 
 
-def load_references(source: str, **params) -> list[IQAReference]:
-    """References from the registered ``source`` (see :data:`SOURCES`)."""
+#: the most reference images and the largest reference side (pixels) a source is asked for: a typo such as
+#: ``--size 100000 100000`` or ``--n 10**9`` is refused instead of exhausting memory and disk
+MAX_REFERENCES = 100_000
+MAX_SIDE = 4096
+
+
+def _whole(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def check_params(source: str, params: dict[str, Any]) -> None:
+    """:class:`ConfigError` naming the parameter (and its ``iqa build`` option) and the value given when ``source``
+    is unknown or ``n`` / ``size`` is out of range; checked before anything is read or written."""
     if source not in SOURCES:
         raise ConfigError(f"unknown image source {source!r}; choose from {', '.join(SOURCES)}")
+    import inspect
+
+    need = [k for k, v in inspect.signature(SOURCES[source]).parameters.items()
+            if v.default is inspect.Parameter.empty and v.kind is v.POSITIONAL_OR_KEYWORD and params.get(k) is None]
+    if need:
+        raise ConfigError(f"image source {source!r} needs {', '.join(f'build.source_params.{k} (--{k})' for k in need)}; "
+                          "see `embeval iqa build --help`")
+    n = params.get("n")
+    if n is not None and not (_whole(n) and 1 <= n <= MAX_REFERENCES):
+        raise ConfigError(f"build.source_params.n (--n): the number of reference images must be a whole number in "
+                          f"1..{MAX_REFERENCES}, got {n!r}")
+    size = params.get("size")
+    if size is not None and not (isinstance(size, (list, tuple)) and len(size) == 2
+                                 and all(_whole(v) and 1 <= v <= MAX_SIDE for v in size)):
+        shown = list(size) if isinstance(size, tuple) else size
+        raise ConfigError(f"build.source_params.size (--size W H): width and height must be whole numbers of pixels in "
+                          f"1..{MAX_SIDE}, got {shown!r}")
+
+
+def load_references(source: str, **params) -> list[IQAReference]:
+    """References from the registered ``source`` (see :data:`SOURCES`; parameters checked by :func:`check_params`)."""
+    check_params(source, params)
     refs = SOURCES[source](**params)
     if not refs:
         raise InvalidInputError(f"image source {source!r} gave no images (params {params})")

@@ -118,7 +118,12 @@ def _build(args) -> int:
             sp[key] = val
     cfg.source_params = sp
     if args.levels:
-        cfg.levels = args.levels if args.levels in ("sample", "all") else [int(v) for v in args.levels.split(",")]
+        try:
+            cfg.levels = args.levels if args.levels in ("sample", "all") else [int(v) for v in args.levels.split(",")]
+        except ValueError:
+            from embeval.errors import ConfigError
+
+            raise ConfigError(f"--levels: 'sample', 'all' or comma-separated levels such as 1,3,5, got {args.levels!r}") from None
     if args.distortions:
         cfg.distortions = args.distortions.split(",")
     if args.subjects:
@@ -132,24 +137,19 @@ def _build(args) -> int:
 
 
 def _export(args) -> int:
-    import pandas as pd
-
-    from embeval.errors import MissingFileError
+    from embeval_analysis.iqa.database import read_table
     from embeval_analysis.iqa.export import export_pyiqa
 
-    f = args.db / "scores.csv"
-    if not f.exists():
-        raise MissingFileError(f"{f} not found; build the database first with `embeval iqa build --out {args.db}`")
-    for name, p in export_pyiqa(pd.read_csv(f), args.out, n_splits=args.splits, test_size=args.test_size, seed=args.seed).items():
+    for name, p in export_pyiqa(read_table(args.db), args.out, n_splits=args.splits, test_size=args.test_size, seed=args.seed).items():
         print(f"{name}: {p}")
     return 0
 
 
 def _bench(args) -> int:
-    import pandas as pd
-
+    from embeval.errors import check_out_dir
     from embeval_analysis.iqa.bench import (BenchConfig, print_breakdowns, print_table, report_gate, run_bench, save_gate,
                                             trained_vs_psnr)
+    from embeval_analysis.iqa.database import read_table
     from embeval_analysis.iqa.metrics import TrainConfig
 
     cfg = BenchConfig(n_splits=args.splits, test_size=args.test_size, cnniqa_splits=args.cnniqa_splits, seed=args.seed,
@@ -158,11 +158,14 @@ def _bench(args) -> int:
                                         init_weights=args.init_weights))
     if args.zero_shot:
         cfg.zero_shot = args.zero_shot.split(",")
+    check_out_dir(args.out)  # a bad output folder or fine-tuning setup fails before the benchmark runs
+    if args.save_predictor:
+        check_out_dir(args.save_predictor, "--save-predictor")
     if args.finetune:
         import yaml
 
         from embeval.errors import ConfigError
-        from embeval_analysis.iqa.finetune import FinetuneConfig, network_options
+        from embeval_analysis.iqa.finetune import FinetuneConfig, check_config
 
         net_opts = {}
         for kv in args.finetune_option:
@@ -170,8 +173,12 @@ def _bench(args) -> int:
                 raise ConfigError(f"--finetune-option {kv!r}: write KEY=VALUE, e.g. semantic_model_name=resnet18")
             k, v = kv.split("=", 1)
             net_opts[k.strip()] = yaml.safe_load(v)
-        for m in args.finetune:  # unknown metric / no random init: fail before the benchmark runs
-            network_options(m, args.finetune_random_init, net_opts)
+        fcfg = FinetuneConfig(epochs=args.finetune_epochs, batch_size=args.finetune_batch, lr=args.finetune_lr,
+                              max_steps=args.finetune_steps, splits=args.finetune_splits,
+                              size=list(args.finetune_size) if args.finetune_size else None,
+                              random_init=args.finetune_random_init, network=net_opts, device=args.finetune_device,
+                              seed=args.seed)
+        check_config(args.finetune, fcfg, weights=True)
     res = run_bench(args.db, cfg)
     args.out.mkdir(parents=True, exist_ok=True)
     res.summary.to_csv(args.out / "bench_summary.csv", index=False)
@@ -181,18 +188,13 @@ def _bench(args) -> int:
     for r in trained_vs_psnr(res, "decision"):
         print(f"{r['metric']}: SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f} ({r['splits_better']}/{r['splits']} splits higher)")
     print()
-    report_gate(res, pd.read_csv(args.db / "scores.csv"), args.out, seed=args.seed)
+    report_gate(res, read_table(args.db), args.out, seed=args.seed)
     if args.save_predictor:
         p = save_gate(res, args.save_predictor)
         print(f"predictor: {p}" if p else "no trained NR Decision predictor (add cnniqa / nr-fusion to --trained)")
     if args.finetune:
         from embeval_analysis.iqa.finetune import finetune, print_finetune
 
-        fcfg = FinetuneConfig(epochs=args.finetune_epochs, batch_size=args.finetune_batch, lr=args.finetune_lr,
-                              max_steps=args.finetune_steps, splits=args.finetune_splits,
-                              size=list(args.finetune_size) if args.finetune_size else None,
-                              random_init=args.finetune_random_init, network=net_opts, device=args.finetune_device,
-                              seed=args.seed)
         print(f"\nfine-tuning {', '.join(args.finetune)} ({'random init' if fcfg.random_init else 'pretrained'}, "
               f"{fcfg.optimizer} lr {fcfg.lr:g}, {fcfg.epochs} epochs, batch {fcfg.batch_size}):")
         print_finetune(finetune(args.db, args.finetune, args.out, fcfg, n_splits=args.splits, test_size=args.test_size))

@@ -134,9 +134,10 @@ def _run(args) -> int:
               f"{len(plan.units)} units ({len(units)} in shard {args.shard_index}/{args.num_shards}); "
               f"run folder {args.out or spec.default_run_dir()}")
         return 0
-    out = args.out or spec.default_run_dir()
-    print(f"run {spec.hash} -> {out} (if it stops: embeval resume {out})", flush=True)
-    return _print_summary(runner.run(spec, out, **_overrides(args)))
+    def announce(spec, out) -> None:  # only once the spec and the options are valid
+        print(f"run {spec.hash} -> {out} (if it stops: embeval resume {out})", flush=True)
+
+    return _print_summary(runner.run(spec, args.out, on_start=announce, **_overrides(args)))
 
 
 def _resume(args) -> int:

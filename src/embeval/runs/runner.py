@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from embeval.errors import ConfigError, MissingFileError, load_yaml, read_json
 from embeval.provenance import code_version
@@ -111,7 +111,8 @@ def load_run_spec(run_dir: str | os.PathLike) -> RunSpec:
 
 def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = None, *, shard_index: int = 0,
         num_shards: int = 1, backend: str | None = None, progress: bool | None = None,
-        unit_timeout_s: float | None | str = "spec", rerun_changed: bool = False) -> RunSummary:
+        unit_timeout_s: float | None | str = "spec", rerun_changed: bool = False,
+        on_start: Callable[[RunSpec, Path], None] | None = None) -> RunSummary:
     """Run (or continue) ``spec``'s units of one shard; returns a :class:`RunSummary`.
 
     Everything is validated before any work starts. Each unit's record is committed as it
@@ -119,7 +120,8 @@ def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = N
     ``backend``/``progress``/``unit_timeout_s`` override the spec's backend settings. Another live
     process on an overlapping shard of the folder is refused (:mod:`embeval.runs.lock`); so are
     stored results of a subject whose weights changed since, unless ``rerun_changed`` (then they
-    run again; :mod:`embeval.runs.weights`).
+    run again; :mod:`embeval.runs.weights`). ``on_start(spec, run_dir)`` is called once everything is
+    validated, before the folder is created (e.g. to print how to resume).
     """
     if not isinstance(spec, RunSpec):
         spec = load_spec(spec)
@@ -139,6 +141,8 @@ def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = N
         backend_impl.check(spec)
     d = Path(run_dir) if run_dir is not None else spec.default_run_dir()
     check_run_dir(spec, d)
+    if on_start is not None:
+        on_start(spec, d)
     d.mkdir(parents=True, exist_ok=True)
     with RunLock(d, shard_index, num_shards):  # a second process on the same shard is refused, naming this one
         prepare_run_dir(spec, d)
@@ -249,6 +253,10 @@ def merge(run_dir: str | os.PathLike, sources: list[str | os.PathLike]) -> dict[
     import shutil
 
     d = Path(run_dir)
+    for src in map(Path, sources):  # before anything is created or locked
+        if _same_folder(src, d):  # its store would wait on its own write lock ("database is locked" after 60 s)
+            raise ConfigError(f"{src} is the run folder being merged into ({d}); a run cannot be merged into itself: "
+                              "give the other run folders (shards) as SOURCE")
     for src in map(Path, sources):
         if not (src / "run.json").is_file():
             raise MissingFileError(f"{src} is not a run folder (no run.json); give folders made by `embeval run`")
@@ -264,3 +272,17 @@ def merge(run_dir: str | os.PathLike, sources: list[str | os.PathLike]) -> dict[
             r = store.merge_from(Path(src) / STORE_NAME)
             out = {"new_done": out["new_done"] + r["new_done"], "done": r["done"]}
     return out
+
+
+def _same_folder(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name the same folder (or the same results store): through a symlink, a relative
+    path or a hard link, not only the same spelling."""
+    a_store, b_store = a / STORE_NAME, b / STORE_NAME
+    try:
+        if a_store.exists() and b_store.exists():
+            return os.path.samefile(a_store, b_store)
+        if a.exists() and b.exists():
+            return os.path.samefile(a, b)
+    except OSError:
+        pass
+    return a.resolve() == b.resolve()

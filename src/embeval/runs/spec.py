@@ -275,6 +275,9 @@ def parse_spec(data: Any, base_dir: str | os.PathLike = ".") -> RunSpec:
 def load_spec(path: str | os.PathLike) -> RunSpec:
     """Read a run spec YAML file (structural checks only; see :func:`parse_spec`)."""
     p = Path(os.path.expanduser(str(path)))
+    if (p / "run.json").is_file():
+        raise ConfigError(f"{p} is a run folder, not a run spec; continue it with `embeval resume {p}` "
+                          f"(or see its progress with `embeval status {p}`)")
     data = load_yaml(p, "run spec", missing=f"run spec not found: {p}; see config/runs/*.yaml for examples")
     try:
         return parse_spec(data, base_dir=p.parent)

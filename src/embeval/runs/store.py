@@ -78,21 +78,36 @@ class ResultsStore:
     """One SQLite file (``<run dir>/results.sqlite``); safe to share between local processes."""
 
     def __init__(self, path: str | os.PathLike, create: bool = True, wal: bool = True):
+        """``create``: open for writing, creating the file and its tables when missing. Without it the
+        store must exist and is opened read-only (SQLite ``mode=ro``): reading never changes the file."""
         self.path = Path(path)
-        if not create and not self.path.is_file():
-            raise MissingFileError(f"no results store at {self.path}; is this a run folder made by `embeval run`?")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        self.readonly = not create
+        if self.readonly:
+            if not self.path.is_file():
+                raise MissingFileError(f"no results store at {self.path}; is this a run folder made by `embeval run`?")
+            if self.path.stat().st_size == 0:
+                raise ConfigError(f"{self.path} is empty (0 bytes), not a results store; it was truncated or never "
+                                  "written: start a new run folder (--out), or restore the file")
+            self.conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60.0,
+                                        isolation_level=None)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
         try:
             self.conn.execute("PRAGMA busy_timeout=60000")
-            if wal:
+            if wal and not self.readonly:
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
             version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         except sqlite3.DatabaseError as exc:  # not SQLite at all (a wrong or overwritten file), or damaged
             self.conn.close()
             raise ConfigError(f"{self.path} is not a results store ({exc}); it was overwritten or damaged: "
                               "start a new run folder (--out), or restore the file") from None
+        if self.readonly and not {"runs", "plan", "results", "sessions"} <= tables:
+            self.conn.close()
+            raise ConfigError(f"{self.path} is an SQLite file but not a results store (no runs/results tables); "
+                              "give the results.sqlite of a run folder made by `embeval run`")
         if version > SCHEMA_VERSION:
             self.conn.close()
             raise ConfigError(f"{self.path} was written by a newer embeval (store schema {version}, this one reads "
