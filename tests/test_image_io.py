@@ -9,17 +9,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from conftest import one_error_line
 from embeval.cli import main
 from embeval.errors import ConfigError
 from embeval.image_io import IMAGE_EXTENSIONS, MAX_IMAGE_SIDE, check_image_path, save_image
-
-
-def _error_line(capsys) -> str:
-    err = capsys.readouterr().err
-    assert "Traceback" not in err, err
-    lines = [ln for ln in err.splitlines() if ln.startswith("embeval: error:")]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.mark.parametrize("ext", IMAGE_EXTENSIONS + (".PNG", ".Jpg"))
@@ -61,7 +54,7 @@ def test_a_folder_is_refused_even_when_named_like_an_image(tmp_path):
 def test_commands_that_write_an_image_refuse_a_bad_out_before_working(tmp_path, capsys, argv):
     t0 = time.perf_counter()
     rc = main([a.format(tmp=tmp_path) for a in argv])
-    line = _error_line(capsys)
+    line = one_error_line(capsys)
     assert rc == 2
     assert "give" in line and ".png" in line
     assert time.perf_counter() - t0 < 5  # refused up front: no scene rendered, no env built, no sheet computed
@@ -99,7 +92,7 @@ def test_a_scene_yaml_with_a_huge_camera_is_one_line(tmp_path, capsys):
     scene["cameras"][0]["width"] = 100000
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scene))
     assert main(["sim", "render", "--scene", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "x.png")]) == 2
-    assert "is too large; give at most 4096 pixels per side" in _error_line(capsys)
+    assert "is too large; give at most 4096 pixels per side" in one_error_line(capsys)
 
 
 def test_bridge_config_bounds_its_observation_size():
