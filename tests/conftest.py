@@ -176,3 +176,12 @@ def tiny_act_checkpoint(folder, state: int, action: int, action_std: float, dim_
     for x in (policy, pre, post):
         x.save_pretrained(folder)
     return policy, pre, post
+
+
+def one_error_line(capsys) -> str:
+    """The one ``embeval: error:`` line of the captured stderr (exactly one, and no traceback)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = [ln for ln in err.splitlines() if ln.startswith("embeval: error:")]
+    assert len(lines) == 1, err
+    return lines[0]

@@ -109,6 +109,20 @@ def number(x: Any, where: str, minimum: float | None = None) -> float:
     return float(x)
 
 
+def finite_numbers(value: Any, where: str) -> Any:
+    """``value`` unchanged when no float inside it (nested mappings and lists included) is NaN or infinite, else a
+    ConfigError naming the first such entry as ``where.key[i]`` (free-form arguments, e.g. a subject's ``params``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise _err(where, f"{value} is not a finite number; give a finite number")
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            finite_numbers(v, f"{where}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            finite_numbers(v, f"{where}[{i}]")
+    return value
+
+
 def _optional(tp: Any) -> tuple[Any, bool]:
     """``(X, True)`` for ``X | None``, else ``(tp, False)``."""
     if typing.get_origin(tp) in (typing.Union, types.UnionType):

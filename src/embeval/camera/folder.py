@@ -8,8 +8,7 @@ import numpy as np
 
 from embeval.camera.base import Frame, Intrinsics
 from embeval.errors import InvalidInputError, MissingFileError
-
-EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+from embeval.image_io import IMAGE_EXTENSIONS as EXTENSIONS  # the image formats embeval reads (one home)
 
 
 class FolderSource:

@@ -22,6 +22,32 @@ def positive_int(text: str) -> int:
     return value
 
 
+def image_side(text: str) -> int:
+    """argparse ``type=`` for an image width or height: an integer in 1 .. :data:`embeval.image_io.MAX_IMAGE_SIDE`."""
+    from embeval.image_io import MAX_IMAGE_SIDE
+
+    value = positive_int(text)
+    if value > MAX_IMAGE_SIDE:
+        raise argparse.ArgumentTypeError(f"at most {MAX_IMAGE_SIDE} pixels per side, got {value}")
+    return value
+
+
+def float_in(lo: float, hi: float):
+    """argparse ``type=`` factory: a finite number in ``lo .. hi`` (NaN and infinities refused)."""
+    import math
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number in {lo:g}..{hi:g}, got {text!r}") from None
+        if not math.isfinite(value) or not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be a finite number in {lo:g}..{hi:g}, got {text}")
+        return value
+
+    return parse
+
+
 #: seeds are whole numbers 0 .. 2**63 - 1 (numpy's generators refuse negative ones, torch's larger ones)
 MAX_SEED = 2**63 - 1
 

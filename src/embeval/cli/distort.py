@@ -131,7 +131,9 @@ def _grid(args) -> int:
     from embeval.distortion.grid import save_contact_sheet
     from embeval.distortion.samples import photo, synthetic_tabletop
     from embeval.errors import ConfigError, MissingFileError
+    from embeval.image_io import check_image_path
 
+    check_image_path(args.out, "--out")  # before the contact sheet is computed
     if args.image and args.sample:
         raise ConfigError("give either --image FILE or --sample NAME, not both")
     if args.image:

@@ -36,7 +36,8 @@ def register(sub) -> None:
     fk = grp.add_parser("fk", help="pose of tool0 / TCP for 6 joint angles (radians)",
                         description="Forward kinematics: print the pose for joint angles q1..q6 in radians.",
                         epilog=_EPILOG_FK, formatter_class=argparse.RawDescriptionHelpFormatter)
-    fk.add_argument("q", nargs=6, type=float, metavar="Q", help="joint angles q1..q6 (radians)")
+    fk.add_argument("q", nargs=6, type=float, metavar="Q",
+                    help="joint angles q1..q6 (radians, within the joint limits: UR5 +/- 2 pi, elbow q3 +/- pi)")
     _arm_options(fk)
     fk.set_defaults(func=_fk)
 
@@ -95,6 +96,7 @@ def _fk(args) -> int:
     from embeval.kinematics import matrix_to_pose, matrix_to_quat
 
     arm = _arm(args)
+    arm.limits.check(args.q, f"joints ({arm.params.name})")  # as IK: no configuration outside the limits
     T = arm.fk(np.array(args.q), frame=args.frame)
     pose = matrix_to_pose(T)
     sing = arm.singularity(np.array(args.q))
@@ -121,6 +123,11 @@ def _ik(args) -> int:
 
     from embeval.kinematics import BRANCHES, pose_error, pose_to_matrix
 
+    from embeval.cli._util import finite
+
+    finite(args.q6, "--q6")
+    if args.near is not None:
+        finite(args.near, "--near")
     arm = _arm(args)
     T = pose_to_matrix(np.array(args.pose))
     Q, valid = arm.ik_batch(T[None], frame=args.frame, q6_preference=args.q6)

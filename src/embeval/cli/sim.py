@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, finite, positive_int, seed
+from embeval.cli._util import add_group, finite, image_side, positive_int, seed
 
 _VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
 
@@ -29,9 +29,10 @@ def register(sub) -> None:
     p.add_argument("--scene", type=Path, help="scene spec YAML instead of a generated scene (pybullet)")
     p.add_argument("--camera", help="camera name: third_person or wrist (pybullet, default third_person); ManiSkill: "
                                     "an env camera (default its first, e.g. base_camera)")
-    p.add_argument("--width", type=positive_int, default=640, help="image width in pixels (default 640)")
-    p.add_argument("--height", type=positive_int, default=480, help="image height in pixels (default 480)")
-    p.add_argument("--out", type=Path, default=Path("scene.png"), help="output PNG (default scene.png)")
+    p.add_argument("--width", type=image_side, default=640, help="image width in pixels, 1..4096 (default 640)")
+    p.add_argument("--height", type=image_side, default=480, help="image height in pixels, 1..4096 (default 480)")
+    p.add_argument("--out", type=Path, default=Path("scene.png"),
+                   help="output image: .png (default scene.png), .jpg, .jpeg, .bmp, .tif, .tiff or .webp")
     p.set_defaults(func=_render)
 
     p = g.add_parser("scene", help="write the seeded scene + task spec of a verb as YAML", formatter_class=fmt,
@@ -53,8 +54,8 @@ def register(sub) -> None:
     p.add_argument("--seed", type=seed, default=0, help="master seed (default 0)")
     p.add_argument("--start", type=int, default=0, help="index of the first scene (shards: --start 100 --n 100)")
     p.add_argument("--views", nargs="+", default=["first_person", "third_person"], help="views (default both)")
-    p.add_argument("--width", type=positive_int, default=640, help="image width (default 640, D455-like)")
-    p.add_argument("--height", type=positive_int, default=480, help="image height (default 480)")
+    p.add_argument("--width", type=image_side, default=640, help="image width (default 640, D455-like)")
+    p.add_argument("--height", type=image_side, default=480, help="image height (default 480)")
     p.set_defaults(func=_references)
 
     p = g.add_parser("expert", help="run the scripted expert and report its success rate", formatter_class=fmt,
@@ -84,8 +85,8 @@ def register(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="first episode seed (default 0)")
     p.add_argument("--distortion", help="distortion applied to every camera frame (`embeval distort list`)")
     p.add_argument("--level", type=int, default=3, help="distortion level 1..5 (default 3)")
-    p.add_argument("--width", type=positive_int, default=64, help="camera width in pixels (default 64)")
-    p.add_argument("--height", type=positive_int, default=64, help="camera height in pixels (default 64)")
+    p.add_argument("--width", type=image_side, default=64, help="camera width in pixels (default 64)")
+    p.add_argument("--height", type=image_side, default=64, help="camera height in pixels (default 64)")
     p.add_argument("--alias", action="append", default=[], metavar="KEY=CAMERA",
                    help="also give camera CAMERA under image key KEY (e.g. third_person=base_camera); repeatable")
     p.add_argument("--state-only", action="store_true", help="no cameras (fast; only for policies that read no image)")
@@ -126,10 +127,10 @@ def _verb(name: str) -> str:
 
 
 def _render(args) -> int:
-    from PIL import Image
-
+    from embeval.image_io import check_image_path, save_image
     from embeval.sim.workcell import Workcell
 
+    check_image_path(args.out, "--out")  # before the (slow) render
     if args.backend == "maniskill":
         return _render_maniskill(args)
     args.task = args.task or "Pick"
@@ -138,16 +139,14 @@ def _render(args) -> int:
     with Workcell() as cell:
         cell.load(scene)
         img = cell.render(args.camera, args.width, args.height)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(img).save(args.out)
+    save_image(args.out, img, "--out")
     print(f"wrote {args.out} ({img.shape[1]}x{img.shape[0]}, scene {scene.name}, camera {args.camera})")
     return 0
 
 
 def _render_maniskill(args) -> int:
-    from PIL import Image
-
     from embeval.errors import ConfigError
+    from embeval.image_io import save_image
     from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
 
     if args.scene:
@@ -167,8 +166,7 @@ def _render_maniskill(args) -> int:
         if cam not in obs.images:
             raise ConfigError(f"{task} has no camera {cam!r}; it has {', '.join(cameras)}")
         img = obs.images[cam]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(img).save(args.out)
+    save_image(args.out, img, "--out")
     print(f"wrote {args.out} ({img.shape[1]}x{img.shape[0]}, ManiSkill {task} seed {args.seed}, camera {cam})")
     return 0
 
@@ -198,6 +196,10 @@ def _episodes(args) -> int:
             raise ConfigError(f"--level must lie in 1..{dist_mod.N_LEVELS}, got {args.level}")
         if args.state_only:
             raise ConfigError("--distortion needs cameras; drop --state-only")
+    if args.sheet:
+        from embeval.image_io import check_image_path
+
+        check_image_path(args.sheet, "--sheet")  # before the episodes, not after
     spec = SimSpec(backend=args.backend, env=task, width=args.width, height=args.height, aliases=aliases,
                    render=not args.state_only)
     env = make_episode_env(spec)
@@ -235,10 +237,9 @@ def _episodes(args) -> int:
     finally:
         env.close()
     if args.sheet and sheet:
-        from PIL import Image
+        from embeval.image_io import save_image
 
-        args.sheet.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(np.concatenate(sheet, axis=0)).save(args.sheet)
+        save_image(args.sheet, np.concatenate(sheet, axis=0), "--sheet")
         print(f"wrote {args.sheet} (one row per episode: first frame clean | distorted)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embeval.cli._util import add_group, seed
+from embeval.cli._util import add_group, float_in, positive_int, seed
 from embeval.errors import ConfigError
 
 
@@ -13,11 +13,13 @@ def register(sub) -> None:
     p = g.add_parser("demos", help="record scripted-expert demonstrations as a LeRobot dataset",
                      description="Record scripted-expert Pick/Place demonstrations in the LeRobot v3.0 format.",
                      epilog="example: embeval train demos --episodes 20 --out runs/demos")
-    p.add_argument("--episodes", type=int, default=80, help="expert episodes to run (default 80; failed ones are skipped)")
+    p.add_argument("--episodes", type=positive_int, default=80,
+                   help="expert episodes to run (default 80; failed ones are skipped)")
     p.add_argument("--out", type=Path, required=True, help="dataset folder to create")
     p.add_argument("--seed", type=seed, default=0, help="master seed of the scenes and the action noise (default 0)")
     p.add_argument("--verbs", nargs="+", default=["Pick", "Place"], help="task verbs, alternating (default Pick Place)")
-    p.add_argument("--noise", type=float, default=0.3, help="relative std of the executed action noise (default 0.3; 0 = none)")
+    p.add_argument("--noise", type=float_in(0.0, 1.0), default=0.3,  # 1.0: embeval.datasets.demos.MAX_NOISE
+                   help="relative std of the executed action noise, 0..1 x the expert's step (default 0.3; 0 = none)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing dataset in --out")
     p.set_defaults(func=_demos)
 
@@ -89,9 +91,13 @@ def register(sub) -> None:
 
 def _demos(args) -> int:
     from embeval.datasets.demos import DemoConfig, record_demos
+    from embeval.datasets.lerobot_format import DatasetExistsError
 
-    rep = record_demos(args.out, DemoConfig(episodes=args.episodes, seed=args.seed, verbs=tuple(args.verbs), noise=args.noise),
-                       overwrite=args.overwrite, log=print)
+    cfg = DemoConfig(episodes=args.episodes, seed=args.seed, verbs=tuple(args.verbs), noise=args.noise)
+    try:
+        rep = record_demos(args.out, cfg, overwrite=args.overwrite, log=print)
+    except DatasetExistsError as exc:  # the API's hint names overwrite=True; here the flag is the fix
+        raise DatasetExistsError(exc.root, "choose another --out or pass --overwrite") from None
     print(f"wrote {rep.episodes} episodes ({rep.frames} frames; {rep.failures} expert failures skipped) to {rep.root} "
           f"in {rep.seconds:.0f} s")
     return 0

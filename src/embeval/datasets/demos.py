@@ -32,6 +32,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from embeval.datasets.lerobot_format import Feature, LeRobotWriter
+from embeval.errors import ConfigError
 from embeval.provenance import code_version, derive_seed
 
 STATE_NAMES = ["x", "y", "z", "qx", "qy", "qz", "qw", "gripper"]
@@ -72,6 +73,12 @@ def _kickable(expert, tcp: np.ndarray) -> bool:
     return name in ("descend", "lower") and tcp[2] > expert.waypoint[2] + 0.03
 
 
+#: the largest relative action noise: its std then equals the expert's own step (more buries the demonstration)
+MAX_NOISE = 1.0
+#: the largest kick std (m per axis); the kicks model centimetre-scale errors near the object
+MAX_KICK_STD = 0.1
+
+
 @dataclass
 class DemoConfig:
     episodes: int = 100
@@ -90,6 +97,16 @@ class DemoConfig:
     #: record only the frames whose expert stage is one of these (names in PHASES; the other steps run
     #: unrendered, so e.g. ("carry", "lower", "release") yields many Place scenes' carries cheaply); None = all
     phases: tuple[str, ...] | None = None
+
+    def __post_init__(self):
+        import math
+
+        if isinstance(self.episodes, bool) or not isinstance(self.episodes, int) or self.episodes < 1:
+            raise ConfigError(f"DemoConfig.episodes must be a whole number >= 1, got {self.episodes!r}")
+        for k, hi in (("noise", MAX_NOISE), ("kick_prob", 1.0), ("kick_std", MAX_KICK_STD)):
+            v = getattr(self, k)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not 0 <= v <= hi:
+                raise ConfigError(f"DemoConfig.{k} must be a finite number in 0..{hi:g}, got {v!r}")
 
 
 @dataclass

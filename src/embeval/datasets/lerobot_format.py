@@ -100,6 +100,15 @@ class Feature:
         return {"dtype": self.dtype, "shape": list(self.shape), "names": self.names}
 
 
+class DatasetExistsError(ConfigError):
+    """``root`` already holds a dataset and overwriting was not asked for; ``fix`` says how (the CLI names its
+    ``--out``/``--overwrite`` flags instead of the API's arguments)."""
+
+    def __init__(self, root: str | Path, fix: str = "choose another root folder or pass overwrite=True"):
+        self.root = Path(root)
+        super().__init__(f"{self.root} already holds a dataset; {fix}")
+
+
 class LeRobotWriter:
     """Accumulate episodes, then :meth:`finalize` writes the dataset (one data file; small datasets).
 
@@ -114,7 +123,7 @@ class LeRobotWriter:
                  overwrite: bool = False):
         self.root = Path(root)
         if (self.root / "meta" / "info.json").exists() and not overwrite:
-            raise ConfigError(f"{self.root} already holds a dataset; choose another --out or pass overwrite=True")
+            raise DatasetExistsError(self.root)
         clash = set(features) & set(DEFAULT_FEATURES)
         if clash:
             raise ConfigError(f"features {sorted(clash)} are added by the writer; do not pass them")

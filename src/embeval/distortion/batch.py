@@ -17,9 +17,8 @@ import numpy as np
 from embeval.distortion.registry import N_LEVELS, distort, get
 from embeval.distortion.stream import FrameDistorter
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.image_io import IMAGE_EXTENSIONS  # the image formats embeval reads (one home)
 from embeval.provenance import code_version, derive_seed
-
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
 
 @dataclass(frozen=True)

@@ -63,10 +63,9 @@ def contact_sheet(img: np.ndarray, names: Sequence[str] | None = None, seed: int
 
 
 def save_contact_sheet(path: str | Path, img: np.ndarray, **kw) -> Path:
-    """Render :func:`contact_sheet` and write it as PNG; returns the path."""
-    from PIL import Image
+    """Render :func:`contact_sheet` and write it (PNG, or the image format of ``path``'s extension, see
+    :func:`embeval.image_io.save_image`); returns the path. A folder or a non-image extension is refused first."""
+    from embeval.image_io import check_image_path, save_image
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(contact_sheet(img, **kw)).save(path)
-    return path
+    check_image_path(path)
+    return save_image(path, contact_sheet(img, **kw))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from embeval.errors import ConfigError, load_yaml
+from embeval.errors import ConfigError, InvalidInputError, load_yaml
 
 __all__ = ["JOINT_NAMES", "PRESETS", "DHParams", "JointLimits", "preset"]
 
@@ -60,6 +60,21 @@ class JointLimits:
         """True where every joint of ``q`` ``(..., 6)`` lies within the position limits."""
         q = np.asarray(q, dtype=float)
         return np.all((q >= np.asarray(self.lower) - tol) & (q <= np.asarray(self.upper) + tol), axis=-1)
+
+    def check(self, q, what: str = "joint vector") -> np.ndarray:
+        """``q (6,)`` as a float array when every joint is finite and within the position limits, else
+        :class:`~embeval.errors.InvalidInputError` naming the first joint outside them (what the IK side never
+        returns either: :meth:`embeval.kinematics.UR.ik_batch` filters by the same limits)."""
+        q = np.asarray(q, dtype=float)
+        if q.shape != (6,):
+            raise InvalidInputError(f"{what} must have 6 values (radians), got shape {q.shape}")
+        for i, (v, lo, hi) in enumerate(zip(q, self.lower, self.upper)):
+            if not np.isfinite(v):
+                raise InvalidInputError(f"{what}: q{i + 1} = {v} is not a finite number; give angles in radians")
+            if not lo - 1e-12 <= v <= hi + 1e-12:
+                raise InvalidInputError(f"{what}: q{i + 1} = {v:g} rad lies outside the joint limits {lo:.4f}..{hi:.4f} "
+                                        "rad; give angles within the limits (wrap by 2 pi)")
+        return q
 
 
 @dataclass(frozen=True)

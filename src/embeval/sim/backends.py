@@ -33,6 +33,7 @@ import numpy as np
 from embeval.action import Action, Observation
 from embeval.config import check_keys
 from embeval.errors import ConfigError
+from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
 
 
@@ -54,8 +55,8 @@ class SimSpec:
             raise ConfigError(f"{where}.backend: {d.get('backend')!r} is not a simulator backend; choose from {', '.join(BACKENDS)}")
         for k in ("width", "height"):
             v = d.get(k, 64)
-            if isinstance(v, bool) or not isinstance(v, int) or not 16 <= v <= 4096:
-                raise ConfigError(f"{where}.{k}: an integer number of pixels in 16..4096, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, int) or not 16 <= v <= MAX_IMAGE_SIDE:
+                raise ConfigError(f"{where}.{k}: an integer number of pixels in 16..{MAX_IMAGE_SIDE}, got {v!r}")
         if not isinstance(d.get("aliases", {}), dict):
             raise ConfigError(f"{where}.aliases: a mapping of image key -> camera name")
         return cls(**d)

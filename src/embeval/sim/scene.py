@@ -21,6 +21,7 @@ import yaml
 
 from embeval.config import from_mapping
 from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
+from embeval.image_io import MAX_IMAGE_SIDE
 
 RGBA = tuple[float, float, float, float]
 
@@ -121,6 +122,9 @@ class CameraSpec:
             raise ConfigError(f"camera {self.name!r} mount must be 'world' or 'wrist', got {self.mount!r}")
         if self.width < 8 or self.height < 8:
             raise ConfigError(f"camera {self.name!r} size {self.width}x{self.height} is too small (>= 8x8)")
+        if max(self.width, self.height) > MAX_IMAGE_SIDE:
+            raise ConfigError(f"camera {self.name!r} size {self.width}x{self.height} is too large; give at most "
+                              f"{MAX_IMAGE_SIDE} pixels per side")
 
     def scaled(self, width: int, height: int) -> CameraSpec:
         """The same camera at another resolution (intrinsics scaled, same field of view)."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from embeval.config import check_keys
+from embeval.config import check_keys, finite_numbers
 from embeval.errors import ConfigError, load_yaml
 from embeval.registry import Registry
 from embeval.subjects.protocols import LLM, VLM, Policy
@@ -137,12 +137,14 @@ class SubjectSpec:
         params = data.get("params") or {}
         if not isinstance(params, Mapping):
             raise ConfigError(f"field 'params' must be a mapping of adapter arguments, got {type(params).__name__}")
+        finite_numbers(params, "params")  # `seed: .nan` would reach the adapter (and a seeded generator) as is
         for key in ("path", "url", "cache", "id", "description"):
             if data.get(key) is not None and not isinstance(data[key], (str, os.PathLike)):
                 raise ConfigError(f"field {key!r} must be a string, got {type(data[key]).__name__}")
         serve = data.get("serve") or {}
         if not isinstance(serve, Mapping):
             raise ConfigError(f"field 'serve' must be a mapping (cameras, state, gripper, limits), got {type(serve).__name__}")
+        finite_numbers(serve, "serve")
         path = _resolve_path(data.get("path"), base_dir)
         url = os.path.expandvars(str(data["url"])) if data.get("url") else None
         cache = _resolve_path(data.get("cache"), base_dir)

@@ -36,6 +36,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
+from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.sim.env import ClosingEnv, StepResult, as_action
 from embeval.sim.maniskill.runtime import raw_pose_matrix
 
@@ -243,6 +244,14 @@ class BridgeConfig:
     aliases: dict[str, str] = field(default_factory=lambda: {"third_person": CAMERA})
     render_backend: str = "auto"  # "cpu" (software Vulkan), "gpu", or "auto"
     max_steps: int = 60  # control steps (the registered max_episode_steps of the flat-table envs)
+
+    def __post_init__(self):
+        if self.obs_size is not None:
+            size = tuple(self.obs_size)
+            if len(size) != 2 or any(isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                                     or not 16 <= v <= MAX_IMAGE_SIDE for v in size):
+                raise ConfigError(f"BridgeConfig.obs_size must be (width, height), whole numbers of pixels in "
+                                  f"16..{MAX_IMAGE_SIDE}, got {self.obs_size!r}")
 
 
 class BridgeEnv(ClosingEnv):

@@ -35,6 +35,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError
+from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.sim.env import ClosingEnv, StepResult, as_action
 from embeval.sim.maniskill.runtime import (
     VulkanUnavailableError,
@@ -71,8 +72,8 @@ class ManiSkillConfig:
     def __post_init__(self):
         for k in ("width", "height"):
             v = getattr(self, k)
-            if not isinstance(v, int) or not 16 <= v <= 4096:
-                raise ConfigError(f"ManiSkillConfig.{k} must be an integer of pixels in 16..4096, got {v!r}")
+            if not isinstance(v, int) or not 16 <= v <= MAX_IMAGE_SIDE:
+                raise ConfigError(f"ManiSkillConfig.{k} must be an integer of pixels in 16..{MAX_IMAGE_SIDE}, got {v!r}")
         if self.max_steps is not None and (not isinstance(self.max_steps, int) or self.max_steps < 1):
             raise ConfigError(f"ManiSkillConfig.max_steps must be a positive integer or None, got {self.max_steps!r}")
         if self.render_backend not in ("auto", "cpu", "gpu"):
