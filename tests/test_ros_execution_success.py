@@ -200,12 +200,16 @@ def test_operator_cli_without_a_conductor_says_so():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / p) for p in ("src", "analysis", "src/embeval_ros"))}
     r = subprocess.run([sys.executable, "-m", "embeval.cli", "operator", "--timeout", "0.5"], input="x\ny\nq\n", check=False,
                        capture_output=True, text=True, timeout=60, env=env)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 2, r.stderr  # not delivered: a script can tell
     lines = r.stdout.splitlines()
     assert lines[0].startswith("y = success, n = failure")
     assert lines[1] == "x: key 'x' does nothing: " + lines[0]
-    assert lines[2] == "y: no conductor answers /embeval/conductor/success: is the graph running (same ROS_DOMAIN_ID, DDS settings)?"
+    assert lines[2] == ("y: no conductor answers /embeval/conductor/success: is the graph running (same ROS_DOMAIN_ID, "
+                        "DDS settings)? Raise --timeout if it is starting")
     assert len(lines) == 3  # q quits
+    assert "Traceback" not in r.stderr and r.stderr.strip().splitlines() == [
+        "embeval: error: 2 of 2 answer(s) not delivered or refused by the conductor (see above); start the graph "
+        "(operator_confirm:=true) and answer again"]
 
 
 @pytest.mark.slow

@@ -114,6 +114,26 @@ def test_openai_client_streaming(client):
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 7
 
 
+@pytest.mark.parametrize("max_tokens, content, finish", [
+    (3, "The capital of", "length"),  # cut at max_tokens: OpenAI's "length"
+    (7, "The capital of France is Paris.", "length"),  # the limit reached exactly
+    (8, "The capital of France is Paris.", "stop"),  # a natural end below the limit
+    (None, "The capital of France is Paris.", "stop"),
+])
+def test_openai_client_finish_reason_length_at_max_tokens(client, max_tokens, content, finish):
+    msgs = [{"role": "user", "content": "capital of France?"}]
+    extra = {} if max_tokens is None else {"max_tokens": max_tokens}
+    r = client.chat.completions.create(model="scripted", messages=msgs, **extra)
+    assert r.choices[0].message.content == content and r.choices[0].finish_reason == finish
+    assert r.usage.completion_tokens == ScriptedLLM().count_tokens(content)
+    assert max_tokens is None or r.usage.completion_tokens <= max_tokens
+    # max_completion_tokens (the newer name) and the stream's last chunk say the same
+    extra = {} if max_tokens is None else {"max_completion_tokens": max_tokens}
+    chunks = list(client.chat.completions.create(model="scripted", messages=msgs, stream=True, **extra))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == content
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [finish]
+
+
 def test_stream_wire_format(server):
     """The raw events: ``data: {json}`` blocks separated by a blank line, ending with ``data: [DONE]``."""
     body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "capital?"}]}
@@ -544,7 +564,7 @@ def test_serve_spec_errors_are_config_errors(tmp_path):
         app_from_spec(spec("{colour: red}"), "openvla")
     with pytest.raises(ConfigError, match="serve.cameras must map"):
         app_from_spec(spec("{cameras: [wrist]}"), "openvla")
-    with pytest.raises(ConfigError, match="max_body_bytes"):
+    with pytest.raises(ConfigError, match=r"serve\.limits\.max_body_mb must be a number of MiB in \(0, 1024\], got 0"):
         app_from_spec(spec("{limits: {max_body_mb: 0}}"), "openvla")
     with pytest.raises(ConfigError, match="unknown limit"):
         app_from_spec(spec("{limits: {max_body: 3}}"), "openvla")

@@ -63,6 +63,33 @@ def seed(text: str) -> int:
     return value
 
 
+def port(text: str) -> int:
+    """argparse ``type=`` for a TCP port to listen on: a whole number 1..65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number 1..65535, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a TCP port lies in 1..65535, got {value}")
+    return value
+
+
+def body_mb(text: str) -> float:
+    """argparse ``type=`` for a request-body limit in MiB: a finite number > 0 and at most
+    :data:`embeval.serving.limits.MAX_BODY_MB`."""
+    import math
+
+    from embeval.serving.limits import MAX_BODY_MB
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_BODY_MB:
+        raise argparse.ArgumentTypeError(f"must be a number of MiB in (0, {MAX_BODY_MB}], got {text!r}")
+    return value
+
+
 def finite(values, name: str):
     """``values`` (a number or a list of numbers from argparse) unchanged, or :class:`InvalidInputError` naming the
     option and the first value that is NaN or infinite."""

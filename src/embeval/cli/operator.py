@@ -10,10 +10,27 @@ def register(sub) -> None:
         description="Send the operator's verdict on the episode that just ended (y/n: /embeval/conductor/success, "
                     "recorded as success_source operator) or confirm the cell is set up (Enter: /embeval/conductor/next). "
                     "Run it beside `ros2 launch` / `embeval graph` with operator_confirm:=true.",
-        epilog="examples:\n  embeval operator\n  echo y | embeval operator          # one answer from a script",
+        epilog="examples:\n  embeval operator\n  echo y | embeval operator          # one answer from a script\n\n"
+               "exit status: 0 when every answer reached the conductor and was accepted; 2 when one was not "
+               "delivered\n(no conductor within --timeout, no reply, an unknown key) or the conductor refused it "
+               "(nothing awaited it).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the conductor's service (default 5)")
+    p.add_argument("--timeout", type=_seconds, default=5.0,
+                   help="seconds to wait for the conductor's service, in (0, 3600] (default 5)")
     p.set_defaults(func=_run)
+
+
+def _seconds(text: str) -> float:
+    """argparse ``type=`` for ``--timeout``: a finite number of seconds in (0, 3600] (rclpy waits forever on < 0)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or not 0 < value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], got {text!r}")
+    return value
 
 
 def _run(args) -> int:

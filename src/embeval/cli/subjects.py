@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, body_mb, port, positive_int
 
 
 def register(sub) -> None:
@@ -43,10 +43,11 @@ def register(sub) -> None:
                          formatter_class=argparse.RawDescriptionHelpFormatter)
         p.add_argument("--subject", type=Path, required=True, help="subject spec YAML")
         p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the model on your network)")
-        p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-        p.add_argument("--max-body-mb", type=float, default=None,
-                       help="largest request body in MiB; larger gets HTTP 413 (default: the spec's serve.limits, else 32)")
-        p.add_argument("--queue-size", type=int, default=None,
+        p.add_argument("--port", type=port, default=8000, help="TCP port, 1..65535 (default 8000)")
+        p.add_argument("--max-body-mb", type=body_mb, default=None,
+                       help="largest request body in MiB, in (0, 1024]; larger gets HTTP 413 (default: the spec's "
+                            "serve.limits, else 32)")
+        p.add_argument("--queue-size", type=positive_int, default=None,
                        help="model calls that may wait or run; more get HTTP 503 with Retry-After (default: spec, else 256)")
         if name == "openvla":
             p.add_argument("--camera", default=None,
@@ -124,9 +125,12 @@ def _serve(args) -> int:
     if args.protocol == "openvla":
         over.update(camera=args.camera, gripper=args.gripper)
     app = app_from_spec(spec, args.protocol, **over)
-    if args.protocol == "openvla":
-        print(f"serving policy {spec.id!r} under the OpenVLA protocol: POST http://{args.host}:{args.port}/act")
-    else:
-        print(f"serving {spec.kind} {spec.id!r}: base_url http://{args.host}:{args.port}/v1 (model {spec.id!r})")
-    serve_forever(app, host=args.host, port=args.port)
+
+    def announce(port: int) -> None:
+        if args.protocol == "openvla":
+            print(f"serving policy {spec.id!r} under the OpenVLA protocol: POST http://{args.host}:{port}/act", flush=True)
+        else:
+            print(f"serving {spec.kind} {spec.id!r}: base_url http://{args.host}:{port}/v1 (model {spec.id!r})", flush=True)
+
+    serve_forever(app, host=args.host, port=args.port, announce=announce)
     return 0

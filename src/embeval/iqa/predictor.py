@@ -98,10 +98,17 @@ class NRPredictor:
         doc = read_json(p / "predictor.json", "predictor config", _FIX)
         try:
             cfg = PredictorConfig(**doc)
-        except TypeError as exc:
+            net = build_net(cfg)
+        except (TypeError, ValueError, RuntimeError) as exc:
             raise ConfigError(f"predictor config {p / 'predictor.json'} does not fit this embeval ({exc}); {_FIX}") from None
-        net = build_net(cfg)
-        net.load_state_dict(load_file(str(p / "model.safetensors")))
+        weights = p / "model.safetensors"
+        _weights_file(weights)
+        try:  # safetensors holds plain tensors only (no pickle)
+            net.load_state_dict(load_file(str(weights)))
+        except Exception as exc:  # safetensors' own error type (torn header) or a shape mismatch (RuntimeError)
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise ConfigError(f"predictor weights {weights} cannot be read or do not fit its predictor.json ({why}); "
+                              f"{_FIX}") from None
         return cls(net, cfg)
 
 
@@ -163,7 +170,11 @@ class FeatureSVRPredictor:
 
     def predict_features(self, X: np.ndarray) -> np.ndarray:
         p = self.params
-        Z = (np.asarray(X, float) - p["mean"]) / p["scale"]
+        X = np.asarray(X, float)
+        if X.ndim != 2 or X.shape[1] != len(p["mean"]):
+            raise ConfigError(f"predictor {self.name} was saved for {len(p['mean'])} features but its feature sets "
+                              f"{', '.join(self.sets)} give {X.shape[-1]}; the folder is damaged: {_FIX}")
+        Z = (X - p["mean"]) / p["scale"]
         d2 = ((Z[:, None, :] - p["support"][None]) ** 2).sum(-1)
         f = np.exp(-p["gamma"][0] * d2) @ p["dual"] + p["intercept"][0]
         if "quantiles" in p:
@@ -195,11 +206,100 @@ class FeatureSVRPredictor:
         if not (p / "predictor.json").exists() or not (p / "model.npz").exists():
             raise MissingWeightsError(f"no feature predictor at {p} (predictor.json + model.npz)")
         doc = read_json(p / "predictor.json", "predictor config", _FIX)
-        m = cls(doc["sets"], doc["target"], doc["C"], doc["epsilon"], doc["arch"], doc.get("target_transform", "none"),
-                doc.get("input_size"))
-        with np.load(p / "model.npz") as z:
-            m.params = {k: z[k] for k in z.files}
+        m = cls(**_svr_config(doc, p / "predictor.json"))
+        m.params = _svr_params(read_npz(p / "model.npz"), p / "model.npz", with_quantiles=m.target_transform == "rank")
         return m
+
+
+#: the largest predictor weights file read (a feature SVR is a few MiB, CNNIQA about 2 MiB)
+MAX_WEIGHTS_BYTES = 512 << 20
+
+
+def _weights_file(path: Path) -> None:
+    """:class:`ConfigError` when the weights file ``path`` is empty or larger than :data:`MAX_WEIGHTS_BYTES`."""
+    size = path.stat().st_size
+    if size == 0:
+        raise ConfigError(f"predictor weights {path} are empty (0 bytes); {_FIX}")
+    if size > MAX_WEIGHTS_BYTES:
+        raise ConfigError(f"predictor weights {path} are {size >> 20} MiB, over the {MAX_WEIGHTS_BYTES >> 20} MiB a "
+                          f"predictor can be; it is not a predictor's file: {_FIX}")
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file, never unpickling (``allow_pickle=False``): :class:`ConfigError` in one line
+    naming the file when it is empty, too large, truncated, not an npz archive, or holds Python objects."""
+    import zipfile
+    import zlib
+
+    _weights_file(path)
+    with open(path, "rb") as f:
+        magic = f.read(4)
+    if magic not in (b"PK\x03\x04", b"PK\x05\x06"):  # a zip archive's local header / empty archive's end record
+        what = "a single .npy array" if magic == b"\x93NUM" else f"bytes starting {magic!r}"
+        raise ConfigError(f"predictor weights {path} are {what}, not an .npz archive saved by embeval; {_FIX}")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except ValueError as exc:
+        if "pickle" in str(exc):
+            raise ConfigError(f"predictor weights {path} hold pickled Python objects, which embeval never loads "
+                              f"(unpickling can run code); {_FIX}") from None
+        raise ConfigError(f"predictor weights {path} cannot be read ({exc}); {_FIX}") from None
+    except (OSError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
+        why = str(exc) or type(exc).__name__
+        raise ConfigError(f"predictor weights {path} are truncated or not an .npz archive ({why}); {_FIX}") from None
+
+
+def _svr_config(doc: dict, where: Path) -> dict:
+    """The :class:`FeatureSVRPredictor` arguments in a ``predictor.json``, checked: :class:`ConfigError` naming the
+    field for a missing one or a wrong type."""
+    from embeval.iqa.features import FEATURE_SETS
+
+    def need(key, ok, want):
+        if key not in doc:
+            raise ConfigError(f"predictor config {where} misses field {key!r}; {_FIX}")
+        v = doc[key]
+        if not ok(v):
+            raise ConfigError(f"predictor config {where}: field {key!r} must be {want}, got {json.dumps(v)[:60]}; {_FIX}")
+        return v
+
+    def num(v):
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 0
+
+    sets = need("sets", lambda v: isinstance(v, list) and v and all(x in FEATURE_SETS for x in v),
+                f"a list of feature sets from {', '.join(FEATURE_SETS)}")
+    size = doc.get("input_size")
+    if size is not None and not (isinstance(size, list) and len(size) == 2
+                                 and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 8192 for x in size)):
+        raise ConfigError(f"predictor config {where}: field 'input_size' must be [height, width] in pixels (1..8192) "
+                          f"or null, got {json.dumps(size)[:60]}; {_FIX}")
+    return {"sets": sets, "target": need("target", lambda v: isinstance(v, str), "a string"),
+            "C": need("C", num, "a positive number"), "epsilon": need("epsilon", num, "a positive number"),
+            "name": need("arch", lambda v: isinstance(v, str), "a string"),
+            "target_transform": doc.get("target_transform", "none"), "input_size": size}
+
+
+def _svr_params(arrays: dict[str, np.ndarray], where: Path, with_quantiles: bool) -> dict[str, np.ndarray]:
+    """The SVR's arrays checked for presence, shape and finite float values (see :meth:`FeatureSVRPredictor.fit_features`)."""
+    shapes = {"mean": "F", "scale": "F", "support": "SF", "dual": "S", "intercept": "1", "gamma": "1"}
+    if with_quantiles:
+        shapes["quantiles"] = "Q"
+    missing = [k for k in shapes if k not in arrays]
+    if missing:
+        raise ConfigError(f"predictor weights {where} miss array(s) {', '.join(missing)}; {_FIX}")
+    dims: dict[str, int] = {"1": 1}
+    out = {}
+    for k, axes in shapes.items():
+        a = arrays[k]
+        if a.dtype.kind not in "fiu" or a.ndim != len(axes) or not np.isfinite(a).all():
+            raise ConfigError(f"predictor weights {where}: array {k!r} must be {len(axes)}-D finite numbers, got "
+                              f"{a.dtype} of shape {a.shape}; {_FIX}")
+        for ax, n in zip(axes, a.shape):
+            if dims.setdefault(ax, n) != n or n == 0:
+                raise ConfigError(f"predictor weights {where}: array {k!r} has shape {a.shape}, which does not fit "
+                                  f"the others (features {dims.get('F')}, support vectors {dims.get('S')}); {_FIX}")
+        out[k] = a.astype(float, copy=False)
+    return out
 
 
 def load_predictor(path: str | Path):

@@ -32,6 +32,8 @@ from embeval.errors import (
 
 log = logging.getLogger("embeval.serving")
 MiB = 2 ** 20
+#: the largest request-body limit (MiB) a spec or ``--max-body-mb`` may set: a body is held in memory whole
+MAX_BODY_MB = 1024
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class ServerLimits:
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
                 raise ConfigError(f"server limit {f.name!r} must be a positive number, got {v!r}")
         if self.max_inflight_bytes < self.max_body_bytes:
             raise ConfigError(f"server limit max_inflight_bytes ({self.max_inflight_bytes}) must be at least "
@@ -69,12 +71,22 @@ class ServerLimits:
         data = dict(data or {})
         for mb, key in (("max_body_mb", "max_body_bytes"), ("max_inflight_mb", "max_inflight_bytes")):
             if mb in data:
-                try:
-                    data[key] = int(float(data.pop(mb)) * MiB)
-                except (TypeError, ValueError):
-                    raise ConfigError(f"{where}.{mb} must be a number of MiB") from None
+                data[key] = mib_to_bytes(data.pop(mb), f"{where}.{mb}",
+                                         upper_mib=MAX_BODY_MB if key == "max_body_bytes" else 16 * MAX_BODY_MB)
         check_keys(data, [f.name for f in fields(cls)] + ["max_body_mb", "max_inflight_mb"], where, noun="limit")
         return cls(**data)
+
+
+def mib_to_bytes(value: Any, name: str, upper_mib: float = MAX_BODY_MB * 16) -> int:
+    """``value`` MiB as whole bytes; :class:`ConfigError` naming ``name`` unless it is a finite number in
+    (0, ``upper_mib``]."""
+    try:
+        mib = float(value)
+    except (TypeError, ValueError):
+        mib = math.nan
+    if isinstance(value, bool) or not 0 < mib <= upper_mib:  # NaN fails the comparison too
+        raise ConfigError(f"{name} must be a number of MiB in (0, {upper_mib:g}], got {value!r}")
+    return max(1, int(mib * MiB))
 
 
 class ApiError(Exception):

@@ -192,6 +192,13 @@ def check_context(subject: Any, req: ChatRequest) -> int:
     return n
 
 
+def finish_reason(completion_tokens: int, max_tokens: int | None) -> str:
+    """OpenAI's ``finish_reason``: ``"length"`` when the answer reached the token limit in effect (the request's
+    ``max_tokens`` / ``max_completion_tokens``, else the subject's ``default_max_tokens``), by the subject's own
+    token count; ``"stop"`` otherwise (a subject without ``count_tokens`` reports 0 tokens, so always ``"stop"``)."""
+    return "length" if max_tokens and completion_tokens >= max_tokens else "stop"
+
+
 def _chunks(text: str) -> list[str]:
     """``text`` cut after each run of whitespace (their concatenation is ``text``)."""
     return re.findall(r"\S*\s*", text)[:-1] or [text]
@@ -218,7 +225,7 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
     async def models():
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "embeval"}]}
 
-    def call(req: ChatRequest) -> tuple[str, int, int]:
+    def call(req: ChatRequest) -> tuple[str, int, int, str]:
         n_prompt = check_context(subject, req)
         if req.images or not hasattr(subject, "chat"):
             if not hasattr(subject, "generate"):
@@ -230,14 +237,15 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
         if not isinstance(text, str):
             raise TypeError(f"{subject.id} returned {type(text).__name__}, not text")
         n_out = int(subject.count_tokens(text)) if hasattr(subject, "count_tokens") else 0
-        return text, n_prompt, n_out
+        cap = req.gen.get("max_tokens") or getattr(subject, "default_max_tokens", None)
+        return text, n_prompt, n_out, finish_reason(n_out, cap)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         try:
             body = await read_json(request, limits)
             req = await anyio.to_thread.run_sync(parse_chat_request, body, limits)  # decodes images off the loop
-            text, n_prompt, n_out = await queue.run(call, req)
+            text, n_prompt, n_out, finish = await queue.run(call, req)
         except Exception as exc:
             return error_response(exc)
         usage = {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}
@@ -246,7 +254,7 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
         if not req.stream:
             return {**base, "object": "chat.completion", "usage": usage,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
-                                 "logprobs": None, "finish_reason": "stop"}]}
+                                 "logprobs": None, "finish_reason": finish}]}
 
         def event(choices: list, **extra: Any) -> str:
             return f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': choices, **extra})}\n\n"
@@ -255,7 +263,7 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
             yield event([{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}])
             for piece in _chunks(text) if text else []:
                 yield event([{"index": 0, "delta": {"content": piece}, "logprobs": None, "finish_reason": None}])
-            yield event([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"}])
+            yield event([{"index": 0, "delta": {}, "logprobs": None, "finish_reason": finish}])
             if req.include_usage:
                 yield event([], usage=usage)
             yield "data: [DONE]\n\n"

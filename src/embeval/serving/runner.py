@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from embeval.errors import ConfigError, ServerUnavailableError
 
@@ -38,16 +38,39 @@ class RunningServer:
 
 
 def _bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (IPv4). :class:`ConfigError` for a port outside 0..65535 or a
+    host that is not an IPv4 address or name of this machine, :class:`ServerUnavailableError` for a port
+    that is taken or not allowed; each names the flag to change."""
+    import errno
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(f"port {port!r} is not a TCP port; give --port 1..65535")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # accepted connections inherit TCP_NODELAY on Linux: without it, keep-alive requests wait ~40 ms
     # (Nagle + delayed ACK) for every reply
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    default = f"e.g. --host {LOCALHOST} (the default)"
     try:
         sock.bind((host, port))
+    except (socket.gaierror, UnicodeError, ValueError, TypeError) as exc:  # unresolvable, bad IDNA, NUL byte
+        sock.close()
+        why = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise ConfigError(f"--host {host!r} is not an IPv4 address or host name that resolves here ({why}); "
+                          f"give an address of this machine, {default}") from None
     except OSError as exc:
         sock.close()
-        raise ServerUnavailableError(f"cannot listen on {host}:{port} ({exc}); choose another --port") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(f"--host {host} is not an address of this machine ({exc.strerror}); give one of its "
+                              f"addresses, {default}") from None
+        if exc.errno == errno.EADDRINUSE:
+            raise ServerUnavailableError(f"port {port} on {host} is already in use; choose another --port "
+                                         "(or stop the server holding it)") from None
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise ServerUnavailableError(f"not allowed to listen on {host}:{port} ({exc.strerror}); ports below 1024 "
+                                         "need privileges: choose another --port of 1024 or more") from None
+        raise ServerUnavailableError(f"cannot listen on {host}:{port} ({exc.strerror or exc}); check --host and "
+                                     "--port") from None
     return sock
 
 
@@ -70,11 +93,14 @@ def serve_in_thread(app, host: str = LOCALHOST, port: int = 0, startup_timeout: 
     return RunningServer(url=f"http://{host}:{actual}", server=server, thread=thread)
 
 
-def serve_forever(app, host: str = LOCALHOST, port: int = 8000) -> None:
-    """Serve ``app`` in the foreground until interrupted."""
+def serve_forever(app, host: str = LOCALHOST, port: int = 8000, announce: Callable[[int], None] | None = None) -> None:
+    """Serve ``app`` in the foreground until interrupted. ``announce(port)`` runs once the socket is bound
+    (so nothing says "serving" for an address that cannot be listened on)."""
     import uvicorn
 
     sock = _bind(host, port)
+    if announce is not None:
+        announce(sock.getsockname()[1])
     uvicorn.Server(uvicorn.Config(app, log_level="info", lifespan="off")).run(sockets=[sock])
 
 
@@ -86,7 +112,7 @@ def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
     """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai"), set up
     from the spec's ``serve`` mapping; ``overrides`` (``None`` values ignored) win over it. The limit
     overrides are ``max_body_mb`` and ``queue_size``. ``subject``: an already loaded subject."""
-    from embeval.serving.limits import ServerLimits
+    from embeval.serving.limits import MAX_BODY_MB, ServerLimits, mib_to_bytes
     from embeval.subjects.registry import load_subject, read_spec
 
     spec = read_spec(spec)
@@ -105,10 +131,14 @@ def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
         raise ConfigError(f"subject {spec.id!r}: field 'serve.limits' must be a mapping, e.g. {{max_body_mb: 32}}")
     limits = ServerLimits.from_mapping(opts.pop("limits", None))
     limit_over = {"max_body_mb": overrides.pop("max_body_mb", None), "queue_size": overrides.pop("queue_size", None)}
-    if limit_over["max_body_mb"] is not None:
-        limits = replace(limits, max_body_bytes=int(float(limit_over["max_body_mb"]) * 2 ** 20))
+    if limit_over["max_body_mb"] is not None:  # the bodies held at once must fit at least one body
+        body = mib_to_bytes(limit_over["max_body_mb"], "--max-body-mb", upper_mib=MAX_BODY_MB)
+        limits = replace(limits, max_body_bytes=body, max_inflight_bytes=max(body, limits.max_inflight_bytes))
     if limit_over["queue_size"] is not None:
-        limits = replace(limits, queue_size=int(limit_over["queue_size"]))
+        q = limit_over["queue_size"]
+        if isinstance(q, bool) or not isinstance(q, int) or q < 1:
+            raise ConfigError(f"--queue-size must be a whole number >= 1, got {q!r}")
+        limits = replace(limits, queue_size=q)
     opts.update({k: v for k, v in overrides.items() if v is not None})
     subject = subject if subject is not None else load_subject(spec)
     if protocol == "openvla":

@@ -72,7 +72,8 @@ class ScriptedLLM:
     with a JSON schema and no matching rule, a deterministic schema-valid instance (seeded by the
     prompt) is returned; otherwise ``default`` or a short deterministic sentence. ``choose``: a
     matching rule whose response is an option, else the option sharing most words with the prompt
-    (ties broken by a seeded hash). Never returns an empty string.
+    (ties broken by a seeded hash). Never returns an empty string. A ``max_tokens`` in ``chat``'s ``gen``
+    cuts a plain answer after that many tokens (a JSON-schema answer is never cut).
     """
 
     def __init__(self, id: str = "scripted-llm", rules: Sequence[Any] | None = None, default: str | None = None, seed: int = 0,
@@ -108,12 +109,18 @@ class ScriptedLLM:
                 return canonical_json(example_from_schema(json_schema, seed=seed))
             parse_and_validate(out, json_schema, source=f"ScriptedLLM rule for {text[:40]!r}")
             return out
-        if out:
-            return out
-        if self.default:
-            return self.default
-        words = re.findall(r"\w+", text)[:8]
-        return "scripted answer: " + (" ".join(words) if words else "ok")
+        if not out:
+            words = re.findall(r"\w+", text)[:8]
+            out = self.default or "scripted answer: " + (" ".join(words) if words else "ok")
+        return self._cut(out, gen.get("max_tokens"))
+
+    def _cut(self, text: str, max_tokens: int | None) -> str:
+        """``text`` cut after its first ``max_tokens`` tokens (as :meth:`count_tokens` counts them), as a model
+        stops generating there; unchanged without a limit."""
+        if not max_tokens:
+            return text
+        ends = [m.end() for m in re.finditer(r"\w+|[^\w\s]", text)]
+        return text[:ends[int(max_tokens) - 1]] if len(ends) > max_tokens else text
 
     def choose(self, prompt: str, options: Sequence[str]) -> str:
         options = list(options)

@@ -8,6 +8,7 @@ The conductor records a y/n answer as ``success_source: operator``; the scorer a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 from embeval_ros import topics as T
 
@@ -17,6 +18,13 @@ KEYS: dict[str, tuple[str, bool | None]] = {
     "\r": (T.CONDUCTOR_NEXT, None), "\n": (T.CONDUCTOR_NEXT, None), " ": (T.CONDUCTOR_NEXT, None),
 }
 HELP = "y = success, n = failure, Enter/space = next (cell set up / keep the estimate), q = quit"
+
+
+class Answer(NamedTuple):
+    """What became of one key: ``delivered`` is True only when the conductor received and accepted it."""
+
+    delivered: bool
+    text: str
 
 
 class OperatorConsole:
@@ -34,34 +42,58 @@ class OperatorConsole:
         self.executor = SingleThreadedExecutor(context=context)
         self.executor.add_node(self.node)
 
-    def press(self, key: str) -> str:
-        """Send ``key`` (see :data:`KEYS`); the conductor's reply, or a one-line error naming the fix."""
+    def send(self, key: str) -> Answer:
+        """Send ``key`` (see :data:`KEYS`): the conductor's reply (``delivered`` as its ``success`` says), or a
+        one-line error naming the fix (not delivered: an unknown key, no conductor, no answer in time)."""
         k = key if key in KEYS else key.lower()
         if k not in KEYS:
-            return f"key {key!r} does nothing: {HELP}"
+            return Answer(False, f"key {key!r} does nothing: {HELP}")
         service, data = KEYS[k]
         client, srv = self.clients[service]
         if not client.wait_for_service(timeout_sec=self.timeout_s):
-            return f"no conductor answers {service}: is the graph running (same ROS_DOMAIN_ID, DDS settings)?"
+            return Answer(False, f"no conductor answers {service}: is the graph running (same ROS_DOMAIN_ID, DDS "
+                                 "settings)? Raise --timeout if it is starting")
         req = srv.Request(data=data) if data is not None else srv.Request()
         future = client.call_async(req)
         self.executor.spin_until_future_complete(future, timeout_sec=self.timeout_s)
         if not future.done():
-            return f"{service} did not answer in {self.timeout_s:.0f} s"
-        return future.result().message
+            return Answer(False, f"{service} did not answer in {self.timeout_s:g} s; raise --timeout or check the graph")
+        res = future.result()
+        return Answer(bool(res.success), res.message)
+
+    def press(self, key: str) -> str:
+        """:meth:`send`'s text only."""
+        return self.send(key).text
 
     def close(self) -> None:
         self.executor.shutdown()
         self.node.destroy_node()
 
 
-def run(keys: Iterable[str], console: OperatorConsole, out: Callable[[str], None] = print) -> int:
-    """Send each key of ``keys`` until ``q`` (or the keys run out); print each reply."""
+#: the exit status when an answer was not delivered (no conductor, no reply in time, unknown key) or refused
+NOT_DELIVERED = 2
+
+
+def run(keys: Iterable[str], console: OperatorConsole, out: Callable[[str], None] = print,
+        err: Callable[[str], None] | None = None) -> int:
+    """Send each key of ``keys`` until ``q`` (or the keys run out); print each reply. Returns 0 when every key
+    reached the conductor and was accepted, else :data:`NOT_DELIVERED` after one ``embeval: error:`` line on
+    ``err`` (stderr) counting the keys that were not, so a script can tell."""
+    import sys
+
+    err = err or (lambda line: print(line, file=sys.stderr))
     out(HELP)
+    sent = failed = 0
     for key in keys:
         if key.lower() == "q":
             break
-        out(f"{key.strip() or 'next'}: {console.press(key)}")
+        answer = console.send(key)
+        sent, failed = sent + 1, failed + (not answer.delivered)
+        out(f"{key.strip() or 'next'}: {answer.text}")
+    if failed:
+        err(f"embeval: error: {failed} of {sent} answer(s) not delivered or refused by the conductor (see above); "
+            "start the graph (operator_confirm:=true) and answer again")
+        return NOT_DELIVERED
     return 0
 
 
