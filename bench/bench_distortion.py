@@ -79,7 +79,7 @@ def _albumentations():
     return {
         "gaussian_blur": (A.GaussianBlur(blur_limit=(k, k), sigma_limit=(sig, sig), p=1), "same"),
         "lens_blur": (A.Defocus(radius=(int(p["lens_blur"]),) * 2, alias_blur=(0.1, 0.1), p=1), "same"),
-        "motion_blur": (A.MotionBlur(blur_limit=(p["motion_blur"],) * 2, p=1), "same"),
+        "motion_blur": (A.MotionBlur(blur_limit=(p["motion_blur"],) * 2, p=1), "similar (1-px line, not anti-aliased)"),
         "jpeg": (A.ImageCompression(compression_type="jpeg", quality_range=(p["jpeg"],) * 2, p=1), "same"),
         "white_noise": (A.GaussNoise(std_range=(p["white_noise"] / 255,) * 2, p=1), "same"),
         "impulse_noise": (A.SaltAndPepper(amount=(p["impulse_noise"],) * 2, p=1), "same"),
