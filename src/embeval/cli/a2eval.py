@@ -87,7 +87,7 @@ def _load(args, need_curation: bool = True, subjects: bool = False):
         cfg["pool"] = {"files": [str(f) for f in files]}
     elif need_curation and (args.out / "pool.json").exists():
         f = args.out / "pool.json"
-        cfg["pool"] = read_json(f, "run file", _RERUN.format(out=args.out))
+        cfg["pool"] = read_json(f, "run file", _RERUN.format(out=args.out), utf8_fix=_RERUN.format(out=args.out))
         try:
             P.section(cfg, "pool")
         except Exception as exc:  # noqa: BLE001 - ConfigError from the strict reader: name the file
@@ -119,7 +119,7 @@ def _read_selection(out) -> dict:
     f = out / "selection.json"
     if not f.is_file():
         raise MissingFileError(f"{f} not found: run `embeval a2eval curate --out {out}` first")
-    sel = read_json(f, "run file", _RERUN.format(out=out))
+    sel = read_json(f, "run file", _RERUN.format(out=out), utf8_fix=_RERUN.format(out=out))
 
     def ints(key):
         v = sel.get(key)
@@ -285,7 +285,7 @@ def _read_labels(path, n_items: int, out) -> list[str]:
     from embeval.errors import read_jsonl
 
     fix = _RERUN.format(out=out)
-    recs = read_jsonl(path, "run file", fix, missing=f"{path} not found; {fix}")
+    recs = read_jsonl(path, "run file", fix, missing=f"{path} not found; {fix}", utf8_fix=fix)
     labels = []
     for n, rec in recs:
         if not isinstance(rec.get("label"), str):
