@@ -7,9 +7,12 @@ Config (YAML; every section optional, defaults in ``config/a2eval/default.yaml``
     embedding: {text_encoder: minilm, image_encoder: pixels, text_weight: 0.5}
     data_agent: {proposer: rules, reviewer: rules, voters: [...], max_rounds: 5, k_per_dim: auto}
     eval_agent: {evaluator: rules, scorer: rules, max_attempts: 4}
-    subjects: {population: {n: 10, seed: 0}, specs: []}   # specs: subject YAMLs (kind vlm)
+    subjects: {population: {n: 10, seed: 0}, specs: []}   # specs: subject YAMLs (kind vlm); n: 0 = no population
     report: {n_random: 20, n_boot: 1000, n_kcenter: 5}
     cache: ~/.cache/embeval/a2eval_llm.sqlite          # LLM call cache for every role
+
+:func:`load_config` validates all of it before any work (:func:`check_config`: each section a typed dataclass read by
+:func:`embeval.config.from_mapping`, bounds in the dataclasses' ``check_config``; docs/a2eval.md lists them).
 """
 from __future__ import annotations
 
