@@ -159,3 +159,22 @@ def test_damaged_run_file_is_one_line_naming_it(tmp_path, capsys, name, content,
     assert main(["a2eval", "report", "--config", str(cfg), "--out", str(out)]) == 2
     err = _err_line(capsys)
     assert expect in err and str(out / name) in err and f"embeval a2eval curate --out {out}" in err, err
+
+
+def test_damaged_memory_file_is_one_line(tmp_path):
+    from embeval_analysis.a2eval.data_agent import Memory
+
+    f = tmp_path / "memory.jsonl"
+    f.write_text('{"kind": "proposal"}\n{"kind": "crit')
+    with pytest.raises(ConfigError, match=r"memory.jsonl line 2 is not valid JSON .*delete it"):
+        Memory(f)
+    f.write_text('{"kind": "proposal"}\n')
+    assert Memory(f).last("proposal") == {"kind": "proposal"}
+
+
+@pytest.mark.parametrize("argv,expect", [(["--procedural", "0"], "--procedural: must be 1..100000, got 0"),
+                                         (["--procedural", "1000000000000"], "--procedural: must be 1..100000"),
+                                         (["--procedural", "5", "--seed", "-1"], "--seed: must be >= 0")])
+def test_pool_command_bounds(capsys, argv, expect):
+    assert main(["a2eval", "pool", *argv]) == 2
+    assert expect in _err_line(capsys)

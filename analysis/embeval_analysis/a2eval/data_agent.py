@@ -104,7 +104,10 @@ class Memory:
         self.path = Path(path) if path else None
         self.records: list[dict[str, Any]] = []
         if self.path and self.path.exists():
-            self.records = [json.loads(l) for l in self.path.read_text().splitlines() if l.strip()]
+            from embeval.errors import read_jsonl
+
+            fix = "delete it to start with an empty memory (curate --out does)"
+            self.records = [rec for _, rec in read_jsonl(self.path, "Data Agent memory", fix, utf8_fix=fix)]
 
     def add(self, rec: dict[str, Any]) -> None:
         self.records.append(rec)

@@ -25,7 +25,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from embeval.config import from_mapping, in_range
-from embeval.errors import ConfigError
 from embeval_analysis.a2eval.llm import CODE_SCHEMA, ask_json, build_llm
 from embeval_analysis.a2eval.sandbox import ALLOWED_MODULES, SandboxLimits, run_sandboxed, score_check, text_check
 from embeval_analysis.a2eval.scorers import first_numbers, reference_score

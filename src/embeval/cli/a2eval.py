@@ -153,7 +153,12 @@ def _pool(args) -> int:
     from embeval_analysis.a2eval.pool import load_pool, write_jsonl
     from embeval_analysis.a2eval.procedural import procedural_pool
 
-    if args.procedural:
+    if args.procedural is not None:
+        from embeval.config import in_range
+        from embeval_analysis.a2eval.procedural import MAX_ITEMS
+
+        in_range(args.procedural, "--procedural", 1, MAX_ITEMS, "items; see docs/a2eval.md")
+        in_range(args.seed, "--seed", 0)
         items = procedural_pool(n_items=args.procedural, seed=args.seed)
     elif args.files:
         items = load_pool(args.files)
