@@ -33,7 +33,7 @@ from embeval.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["check_keys", "config_fields", "from_mapping", "mapping", "non_empty_str", "number", "opts"]
+__all__ = ["check_keys", "config_fields", "from_mapping", "in_range", "mapping", "non_empty_str", "number", "opts"]
 
 
 def check_keys(data: Mapping[str, Any], known: typing.Iterable[str], where: str, noun: str = "field",
@@ -107,6 +107,15 @@ def number(x: Any, where: str, minimum: float | None = None) -> float:
     if not ok or (minimum is not None and x < minimum):
         raise _err(where, f"must be a finite number{f' >= {minimum:g}' if minimum is not None else ''}, got {x!r}")
     return float(x)
+
+
+def in_range(x: Any, where: str, lo: float | None = None, hi: float | None = None, why: str = "") -> Any:
+    """``x`` unchanged when ``lo <= x <= hi`` (either bound may be None), else a ConfigError naming ``where``,
+    the allowed range and ``why`` (e.g. what one unit costs). For ``check_config`` bounds of typed fields."""
+    if (lo is not None and x < lo) or (hi is not None and x > hi):
+        rng = f"{lo:g}..{hi:g}" if lo is not None and hi is not None else (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
+        raise _err(where, f"must be {rng}, got {x!r}{f' ({why})' if why else ''}")
+    return x
 
 
 def finite_numbers(value: Any, where: str) -> Any:

@@ -45,9 +45,10 @@ def yaml_problem(exc: Exception) -> str:
 MAX_TEXT_BYTES = 16 << 20
 
 
-def read_text(path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> str:
+def read_text(path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES, utf8_fix: str = "") -> str:
     """The contents of a UTF-8 text file. :class:`ConfigError` in one line naming ``what`` and the file when
-    it is larger than ``max_bytes`` or not UTF-8 (a binary or a UTF-16 file given by mistake); OSError as is."""
+    it is larger than ``max_bytes`` or not UTF-8 (a binary or a UTF-16 file given by mistake; ``utf8_fix``
+    replaces the advice to save it as UTF-8, e.g. for a file a program wrote); OSError as is."""
     from pathlib import Path
 
     p = Path(path)
@@ -60,7 +61,7 @@ def read_text(path, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{what} {p} is not UTF-8 text ({unicode_problem(exc, data)}); "
-                          "save it as UTF-8 (or check that it is the right file, not a binary)") from None
+                          f"{utf8_fix or 'save it as UTF-8 (or check that it is the right file, not a binary)'}") from None
 
 
 def unicode_problem(exc: UnicodeDecodeError, data: bytes | None = None) -> str:
@@ -93,12 +94,13 @@ def load_yaml(path, what: str = "file", fix: str = "", missing: str = ""):
         raise ConfigError(f"{what} {path} is not valid YAML ({yaml_problem(exc)}){f'; {fix}' if fix else ''}") from None
 
 
-def read_json(path, what: str = "file", fix: str = "", max_bytes: int = MAX_TEXT_BYTES, mapping: bool = True):
+def read_json(path, what: str = "file", fix: str = "", max_bytes: int = MAX_TEXT_BYTES, mapping: bool = True,
+              utf8_fix: str = ""):
     """Parse a JSON text file (see :func:`read_text`). :class:`ConfigError` in one line, ending in ``fix``, when it is
     empty, not valid JSON (with the position) or, with ``mapping``, not a JSON object."""
     import json
 
-    text = read_text(path, what, max_bytes)
+    text = read_text(path, what, max_bytes, utf8_fix)
     tail = f"; {fix}" if fix else ""
     if not text.strip():
         raise ConfigError(f"{what} {path} is empty{tail}")
@@ -111,7 +113,8 @@ def read_json(path, what: str = "file", fix: str = "", max_bytes: int = MAX_TEXT
     return doc
 
 
-def read_jsonl(path, what: str = "file", fix: str = "", missing: str = "", max_bytes: int = 1 << 30) -> list[tuple[int, dict]]:
+def read_jsonl(path, what: str = "file", fix: str = "", missing: str = "", max_bytes: int = 1 << 30,
+               utf8_fix: str = "") -> list[tuple[int, dict]]:
     """The records of a JSON-lines text file (see :func:`read_text`) as ``(line number, object)``, blank lines
     skipped. ``missing``: the :class:`MissingFileError` message when ``path`` is not a file; :class:`ConfigError`
     in one line naming the file and line, ending in ``fix``, when a line is not valid JSON or not an object."""
@@ -122,7 +125,7 @@ def read_jsonl(path, what: str = "file", fix: str = "", missing: str = "", max_b
         raise MissingFileError(missing)
     tail = f"; {fix}" if fix else ""
     out = []
-    for n, line in enumerate(read_text(path, what, max_bytes).splitlines(), 1):
+    for n, line in enumerate(read_text(path, what, max_bytes, utf8_fix).splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -22,22 +22,32 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from embeval.config import from_mapping, in_range, opts
 from embeval.errors import ConfigError
 from embeval_analysis.a2eval.assigner import OTHER, Assignment, Dimension, EmbeddingVoter, LLMVoter, assign
 from embeval_analysis.a2eval.llm import PROPOSAL_SCHEMA, REVIEW_SCHEMA, ask_json, build_llm
+from embeval_analysis.a2eval.sampling import parse_k
 
 
 @dataclass
 class VoterConfig:
-    kind: str = "llm"  # llm | embedding
+    kind: str = field(default="llm", metadata=opts(choices=("llm", "embedding"), noun="voter kind"))  # llm | embedding
     llm: Any = "rules"  # preset name, preset mapping or subject spec (kind llm)
     variant: int = 0  # prompt variant
     max_calls: int | None = None  # LLM voters: abstain beyond this many calls
     threshold: float = 0.05  # embedding voter: below -> other
 
+    def check_config(self, where: str = "data_agent.voters[i]") -> None:
+        in_range(self.variant, f"{where}.variant", 0)
+        if self.max_calls is not None:
+            in_range(self.max_calls, f"{where}.max_calls", 1)
+
 
 @dataclass
 class DataAgentConfig:
+    """``data_agent`` of an A2Eval config, read by :func:`embeval.config.from_mapping` (strict): bounds in
+    :meth:`check_config`, ``k_per_dim`` by :func:`~.sampling.parse_k` (so a bad K fails before any work)."""
+
     proposer: Any = "rules"
     reviewer: Any = "rules"
     voters: list[VoterConfig] = field(default_factory=lambda: [
@@ -48,26 +58,23 @@ class DataAgentConfig:
     max_retries: int = 2
     sample_size: int = 40  # items shown to the proposer / reviewer per round
     probe_size: int = 80  # items the assigner labels per round for the balance statistics
-    k_per_dim: Any = "auto"  # int, {dimension: K, default: K} or "auto" (sampling.default_k: the paper's 500/24,519 scaled)
+    # int, {dimension: K, default: K} or "auto" (sampling.default_k: the paper's 500/24,519 scaled)
+    k_per_dim: Any = field(default="auto", metadata=opts(parse=parse_k))
     keep_other: bool = False  # sample 'other' items too (as their own stratum)
     seed: int = 0
     cache: str | None = None  # LLM call cache (SQLite) shared by all roles
 
+    def check_config(self, where: str = "data_agent") -> None:
+        in_range(self.max_rounds, f"{where}.max_rounds", 1, 100)
+        in_range(self.max_retries, f"{where}.max_retries", 0, 20)
+        in_range(self.sample_size, f"{where}.sample_size", 1, 10_000)
+        in_range(self.probe_size, f"{where}.probe_size", 1, 100_000)
+        in_range(self.seed, f"{where}.seed", 0)
+
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "DataAgentConfig":
-        d = dict(d or {})
-        unknown = set(d) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"data_agent: unknown field(s) {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}")
-        if "voters" in d:
-            vs = []
-            for i, v in enumerate(d["voters"]):
-                bad = set(v) - set(VoterConfig.__dataclass_fields__)
-                if bad:
-                    raise ConfigError(f"data_agent.voters[{i}]: unknown field(s) {sorted(bad)}")
-                vs.append(VoterConfig(**v))
-            d["voters"] = vs
-        return cls(**d)
+    def from_dict(cls, d: dict[str, Any] | None, where: str = "data_agent") -> "DataAgentConfig":
+        """Strict reading (:func:`embeval.config.from_mapping`): unknown keys, wrong types and bounds refused."""
+        return from_mapping(cls, d, where, strict=True)
 
 
 @dataclass
@@ -97,7 +104,10 @@ class Memory:
         self.path = Path(path) if path else None
         self.records: list[dict[str, Any]] = []
         if self.path and self.path.exists():
-            self.records = [json.loads(l) for l in self.path.read_text().splitlines() if l.strip()]
+            from embeval.errors import read_jsonl
+
+            fix = "delete it to start with an empty memory (curate --out does)"
+            self.records = [rec for _, rec in read_jsonl(self.path, "Data Agent memory", fix, utf8_fix=fix)]
 
     def add(self, rec: dict[str, Any]) -> None:
         self.records.append(rec)

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.config import from_mapping, in_range
 from embeval_analysis.a2eval.llm import CODE_SCHEMA, ask_json, build_llm
 from embeval_analysis.a2eval.sandbox import ALLOWED_MODULES, SandboxLimits, run_sandboxed, score_check, text_check
 from embeval_analysis.a2eval.scorers import first_numbers, reference_score
@@ -32,6 +32,9 @@ from embeval_analysis.a2eval.scorers import first_numbers, reference_score
 
 @dataclass
 class EvalAgentConfig:
+    """``eval_agent`` of an A2Eval config, read by :func:`embeval.config.from_mapping` (strict); bounds in
+    :meth:`check_config` (seconds of CPU / wall time and MiB per sandbox run)."""
+
     evaluator: Any = "rules"
     scorer: Any = "rules"
     max_attempts: int = 4  # per role and task (the error-feedback budget)
@@ -42,12 +45,18 @@ class EvalAgentConfig:
     memory_mb: int = 1024
     cache: str | None = None
 
+    def check_config(self, where: str = "eval_agent") -> None:
+        in_range(self.max_attempts, f"{where}.max_attempts", 1, 50)
+        in_range(self.probe_docs, f"{where}.probe_docs", 1, 1000)
+        in_range(self.fidelity_threshold, f"{where}.fidelity_threshold", 0.0, 1.0)
+        in_range(self.cpu_seconds, f"{where}.cpu_seconds", 1, 3600)
+        in_range(self.wall_seconds, f"{where}.wall_seconds", 1, 3600)
+        in_range(self.memory_mb, f"{where}.memory_mb", 64, 1 << 16)
+
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "EvalAgentConfig":
-        unknown = set(d or {}) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ConfigError(f"eval_agent: unknown field(s) {sorted(unknown)}; allowed: {sorted(cls.__dataclass_fields__)}")
-        return cls(**(d or {}))
+    def from_dict(cls, d: dict[str, Any] | None, where: str = "eval_agent") -> "EvalAgentConfig":
+        """Strict reading (:func:`embeval.config.from_mapping`): unknown keys, wrong types and bounds refused."""
+        return from_mapping(cls, d, where, strict=True)
 
     def limits(self) -> SandboxLimits:
         return SandboxLimits(cpu_seconds=self.cpu_seconds, wall_seconds=self.wall_seconds,

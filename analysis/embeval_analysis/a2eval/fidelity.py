@@ -147,10 +147,14 @@ def _mean_interval(x: np.ndarray, seed: int, level: float = 0.95, n_boot: int = 
     return _interval(float(np.mean(x)) if len(x) else float("nan"), means, level)
 
 
+#: the fewest random subsets whose mean the report compares against
+MIN_RANDOM_SEEDS = 20
+
+
 def random_baseline(scores: np.ndarray, size: int, n_seeds: int = 20, seed: int = 0) -> BaselineStats:
     """Uniform random subsets of ``size`` items (``n_seeds`` >= 20 draws), unweighted means."""
-    if n_seeds < 20:
-        raise InvalidInputError(f"random_baseline: use at least 20 seeds for a stable mean, got {n_seeds}")
+    if n_seeds < MIN_RANDOM_SEEDS:
+        raise InvalidInputError(f"random_baseline: use at least {MIN_RANDOM_SEEDS} seeds for a stable mean, got {n_seeds}")
     from embeval.provenance import derive_seed
 
     scores = np.asarray(scores, float)

@@ -7,49 +7,120 @@ Config (YAML; every section optional, defaults in ``config/a2eval/default.yaml``
     embedding: {text_encoder: minilm, image_encoder: pixels, text_weight: 0.5}
     data_agent: {proposer: rules, reviewer: rules, voters: [...], max_rounds: 5, k_per_dim: auto}
     eval_agent: {evaluator: rules, scorer: rules, max_attempts: 4}
-    subjects: {population: {n: 10, seed: 0}, specs: []}   # specs: subject YAMLs (kind vlm)
+    subjects: {population: {n: 10, seed: 0}, specs: []}   # specs: subject YAMLs (kind vlm); n: 0 = no population
     report: {n_random: 20, n_boot: 1000, n_kcenter: 5}
     cache: ~/.cache/embeval/a2eval_llm.sqlite          # LLM call cache for every role
+
+:func:`load_config` validates all of it before any work (:func:`check_config`: each section a typed dataclass read by
+:func:`embeval.config.from_mapping`, bounds in the dataclasses' ``check_config``; docs/a2eval.md lists them).
 """
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from embeval.errors import ConfigError, MissingFileError, yaml_problem
+from embeval.config import check_keys, from_mapping, in_range, mapping, non_empty_str
+from embeval.errors import ConfigError, load_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "config" / "a2eval"
 _SECTIONS = {"seed", "pool", "embedding", "data_agent", "eval_agent", "subjects", "report", "cache"}
+_FIX = "see config/a2eval/default.yaml and docs/a2eval.md"
+
+
+@dataclass
+class PoolConfig:
+    """``pool`` of an A2Eval config: pool ``files`` (JSONL, Parquet, lmms-eval task folders) or, when none are
+    given, the ``procedural`` pool (:class:`~.procedural.ProceduralConfig`)."""
+
+    procedural: Any = None  # a ProceduralConfig mapping (read in check_config)
+    files: list[str] = field(default_factory=list)
+
+    def check_config(self, where: str = "pool") -> None:
+        from embeval_analysis.a2eval.procedural import ProceduralConfig
+
+        self.procedural = from_mapping(ProceduralConfig, mapping(self.procedural, f"{where}.procedural"),
+                                       f"{where}.procedural", strict=True)
+
+
+@dataclass
+class ReportConfig:
+    """``report`` of an A2Eval config: random-subset seeds (>= 20), bootstrap resamples and k-center seeds."""
+
+    n_random: int = 20
+    n_boot: int = 1000
+    n_kcenter: int = 5
+
+    def check_config(self, where: str = "report") -> None:
+        from embeval_analysis.a2eval.fidelity import MIN_RANDOM_SEEDS
+
+        in_range(self.n_random, f"{where}.n_random", MIN_RANDOM_SEEDS, 10_000, "random subsets; fewer give no stable mean")
+        in_range(self.n_boot, f"{where}.n_boot", 1, 100_000)
+        in_range(self.n_kcenter, f"{where}.n_kcenter", 1, 1000)
+
+
+def _section_classes() -> dict[str, type]:
+    from embeval_analysis.a2eval.data_agent import DataAgentConfig
+    from embeval_analysis.a2eval.eval_agent import EvalAgentConfig
+    from embeval_analysis.a2eval.sampling import EmbedConfig
+    from embeval_analysis.a2eval.subjects import SubjectsConfig
+
+    return {"pool": PoolConfig, "embedding": EmbedConfig, "data_agent": DataAgentConfig,
+            "eval_agent": EvalAgentConfig, "subjects": SubjectsConfig, "report": ReportConfig}
+
+
+def section(cfg: dict[str, Any], name: str, **defaults: Any) -> Any:
+    """Section ``name`` of a config dict as its typed dataclass, read strictly by
+    :func:`embeval.config.from_mapping` (unknown keys with did-you-mean, types, bounds); ``defaults`` fill
+    keys the section does not set (e.g. the top-level ``seed``)."""
+    d = {**defaults, **dict(mapping(cfg.get(name), name))}
+    return from_mapping(_section_classes()[name], d, name, strict=True)
+
+
+def check_config(cfg: Any) -> dict[str, Any]:
+    """Validate a whole A2Eval config before any work: sections known, every section's fields typed and
+    bounded (the dataclasses' own checks). Returns ``cfg``; raises :class:`ConfigError` in one line."""
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"must be a mapping of sections ({', '.join(sorted(_SECTIONS))}), got a "
+                          f"{type(cfg).__name__}; {_FIX}")
+    try:
+        check_keys(cfg, _SECTIONS, "", noun="section", note=_FIX)
+    except ConfigError as exc:  # "bogus: unknown section; did you mean ...", not ".bogus: ..."
+        raise ConfigError(str(exc).lstrip(".: ")) from None
+    if "seed" in cfg and (isinstance(cfg["seed"], bool) or not isinstance(cfg["seed"], int) or cfg["seed"] < 0):
+        raise ConfigError(f"seed: must be an integer >= 0, got {cfg['seed']!r}")
+    if cfg.get("cache") is not None:
+        non_empty_str(cfg["cache"], "cache")
+    for name in _section_classes():
+        section(cfg, name)
+    return cfg
 
 
 def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Read a YAML config (default: the shipped ``config/a2eval/default.yaml`` if present)."""
-    import yaml
-
-    cfg: dict[str, Any] = {}
+    """Read a YAML config (default: the shipped ``config/a2eval/default.yaml`` if present) and validate all of it
+    (:func:`check_config`); errors name the file."""
+    cfg: Any = {}
     if path is None and (CONFIG_DIR / "default.yaml").exists():
         path = CONFIG_DIR / "default.yaml"
     if path is not None:
         p = Path(path)
-        if not p.is_file():
-            raise MissingFileError(f"A2Eval config {p} does not exist; see config/a2eval/default.yaml")
-        try:
-            cfg = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{p}: not valid YAML ({yaml_problem(exc)})") from None
-    for k, v in (overrides or {}).items():
-        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
-            cfg[k] = {**cfg[k], **v}
-        else:
-            cfg[k] = v
-    unknown = set(cfg) - _SECTIONS
-    if unknown:
-        raise ConfigError(f"A2Eval config: unknown section(s) {sorted(unknown)}; allowed: {sorted(_SECTIONS)}")
+        cfg = load_yaml(p, "A2Eval config", fix=_FIX,
+                        missing=f"A2Eval config {p} does not exist; see config/a2eval/default.yaml")
+        cfg = {} if cfg is None else cfg
+    if isinstance(cfg, dict):
+        for k, v in (overrides or {}).items():
+            if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+                cfg[k] = {**cfg[k], **v}
+            else:
+                cfg[k] = v
+    try:
+        check_config(cfg)
+    except ConfigError as exc:
+        raise ConfigError(f"A2Eval config {path if path is not None else '(overrides)'}: {exc}") from None
     if cfg.get("cache"):
         cfg["cache"] = os.path.expanduser(str(cfg["cache"]))
     return cfg
@@ -57,59 +128,47 @@ def load_config(path: str | Path | None = None, overrides: dict[str, Any] | None
 
 def make_pool(cfg: dict[str, Any]) -> list[Any]:
     from embeval_analysis.a2eval.pool import load_pool
-    from embeval_analysis.a2eval.procedural import ProceduralConfig, procedural_pool
+    from embeval_analysis.a2eval.procedural import procedural_pool
 
-    pc = cfg.get("pool") or {"procedural": {}}
-    if pc.get("files"):
-        return load_pool(pc["files"])
-    proc = pc.get("procedural") or {}
-    bad = set(proc) - set(ProceduralConfig.__dataclass_fields__)
-    if bad:
-        raise ConfigError(f"pool.procedural: unknown field(s) {sorted(bad)}")
-    return procedural_pool(ProceduralConfig(**proc))
+    pc = section(cfg, "pool")
+    if pc.files:
+        return load_pool(pc.files)
+    return procedural_pool(pc.procedural)
 
 
 def make_subjects(cfg: dict[str, Any]) -> list[Any]:
+    """The synthetic population (``subjects.population``; n = 0 or null: none) plus the ``specs`` subjects."""
     from embeval_analysis.a2eval.subjects import embedded_population
 
-    sc = cfg.get("subjects") or {}
-    subs = embedded_population(**(sc.get("population") or {})) if sc.get("population", {}) is not None else []
-    for spec in sc.get("specs") or []:
+    sc = section(cfg, "subjects")
+    subs = embedded_population(**asdict(sc.population)) if sc.population is not None else []
+    for spec in sc.specs:
         from embeval.subjects.registry import load_subject
 
         subs.append(load_subject(spec))
     if len(subs) < 3:
-        raise ConfigError("A2Eval needs at least 3 subjects to compare rankings; add subjects.specs or a population")
+        raise ConfigError(f"A2Eval needs at least 3 subjects to compare rankings, got {len(subs)}; add subjects.specs "
+                          "or a population (subjects.population.n >= 3)")
     return subs
 
 
 def data_agent_config(cfg: dict[str, Any]):
-    from embeval_analysis.a2eval.data_agent import DataAgentConfig
-
-    d = dict(cfg.get("data_agent") or {})
-    d.setdefault("seed", cfg.get("seed", 0))
+    defaults = {"seed": cfg.get("seed", 0)}
     if cfg.get("cache"):
-        d.setdefault("cache", cfg["cache"])
-    return DataAgentConfig.from_dict(d)
+        defaults["cache"] = cfg["cache"]
+    return section(cfg, "data_agent", **defaults)
 
 
 def eval_agent_config(cfg: dict[str, Any]):
-    from embeval_analysis.a2eval.eval_agent import EvalAgentConfig
-
-    d = dict(cfg.get("eval_agent") or {})
-    if cfg.get("cache"):
-        d.setdefault("cache", cfg["cache"])
-    return EvalAgentConfig.from_dict(d)
+    return section(cfg, "eval_agent", **({"cache": cfg["cache"]} if cfg.get("cache") else {}))
 
 
 def embed_config(cfg: dict[str, Any]):
-    from embeval_analysis.a2eval.sampling import EmbedConfig
+    return section(cfg, "embedding")
 
-    d = cfg.get("embedding") or {}
-    bad = set(d) - set(EmbedConfig.__dataclass_fields__)
-    if bad:
-        raise ConfigError(f"embedding: unknown field(s) {sorted(bad)}")
-    return EmbedConfig(**d)
+
+def report_config(cfg: dict[str, Any]) -> ReportConfig:
+    return section(cfg, "report")
 
 
 def measure_speedup(subjects: Sequence[Any], items: Sequence[Any], indices: Sequence[int],

@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from embeval.config import check_keys, in_range, mapping, number, opts
+from embeval.errors import ConfigError
 from embeval_analysis.a2eval.pool import PoolItem
 
 SIZE = 96  # image side, pixels
@@ -44,13 +46,34 @@ class Obj:
     r: float  # half size, pixels
 
 
+#: the largest procedural pool: one item holds ~30 KiB (a 96x96 RGB image, two for dynamics) and takes ~1.5 ms
+#: to generate; the embedding (MiniLM + pixel features) and the assigner cost tens of ms per item on a CPU, so
+#: 100,000 items are ~3 GiB of images and hours of curation, beyond any use of the procedural pool.
+MAX_ITEMS = 100_000
+
+
 @dataclass
 class ProceduralConfig:
+    """``pool.procedural`` of an A2Eval config: ``n_items`` in 1..:data:`MAX_ITEMS`, ``shares`` a
+    ``{dimension: weight >= 0}`` mapping over :data:`DIMENSIONS` with a positive sum."""
+
     n_items: int = 600
     seed: int = 0
     shares: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_SHARES))
     max_variants: int = 4  # near-duplicates per base scene (1..max_variants)
-    renderer: str = "raster"
+    renderer: str = field(default="raster", metadata=opts(choices=("raster",), noun="renderer"))
+
+    def check_config(self, where: str = "pool.procedural") -> None:
+        """Bounds (raise :class:`~embeval.errors.ConfigError` naming ``where.field``)."""
+        in_range(self.n_items, f"{where}.n_items", 1, MAX_ITEMS, "items in the procedural pool; see docs/a2eval.md")
+        in_range(self.seed, f"{where}.seed", 0)
+        in_range(self.max_variants, f"{where}.max_variants", 1, 100)
+        shares = mapping(self.shares, f"{where}.shares")
+        check_keys(shares, DIMENSIONS, f"{where}.shares", noun="dimension")
+        for d, v in shares.items():
+            number(v, f"{where}.shares.{d}", 0)
+        if not sum(shares.values()) > 0:
+            raise ConfigError(f"{where}.shares: at least one dimension needs a share > 0, got {dict(shares)}")
 
 
 # --------------------------------------------------------------------------- rendering
@@ -286,9 +309,8 @@ def procedural_pool(cfg: ProceduralConfig | None = None, **kw) -> list[PoolItem]
     """Generate the pool (deterministic in ``cfg.seed``); items carry their true ``dimension``."""
     cfg = cfg or ProceduralConfig(**kw)
     if cfg.renderer != "raster":
-        from embeval.errors import ConfigError
-
         raise ConfigError(f"renderer {cfg.renderer!r} is not available; use 'raster'")
+    cfg.check_config("procedural_pool")
     from embeval.provenance import derive_seed
 
     total = sum(cfg.shares.values())

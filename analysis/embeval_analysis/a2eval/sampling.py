@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from embeval.config import in_range, opts
 from embeval.errors import ConfigError, MissingWeightsError
 
 
@@ -90,10 +91,15 @@ TEXT_ENCODERS: dict[str, Callable[[Sequence[str]], np.ndarray]] = {"minilm": min
 
 @dataclass
 class EmbedConfig:
-    text_encoder: str = "minilm"
-    image_encoder: str = "pixels"  # pixels | clip | none
+    """``embedding`` of an A2Eval config (read by :func:`embeval.config.from_mapping`)."""
+
+    text_encoder: str = field(default="minilm", metadata=opts(choices=lambda: TEXT_ENCODERS, noun="text encoder"))
+    image_encoder: str = field(default="pixels", metadata=opts(choices=lambda: IMAGE_ENCODERS, noun="image encoder"))
     image_encoder_path: str | None = None  # for clip: local checkpoint folder
-    text_weight: float = 0.5  # share of the squared norm given to the text part
+    text_weight: float = 0.5  # share of the squared norm given to the text part, 0..1
+
+    def check_config(self, where: str = "embedding") -> None:
+        in_range(self.text_weight, f"{where}.text_weight", 0.0, 1.0)
 
 
 def embed_items(items: Sequence[Any], cfg: EmbedConfig | None = None) -> np.ndarray:
@@ -142,14 +148,40 @@ def resolve_k(k: Any, n_items: int) -> tuple[int | Mapping[str, int], str]:
         K = default_k(n_items)
         return K, (f"K = {K} per dimension (default rule: min({PAPER_K}, max({K_MIN}, round({PAPER_K} x {n_items} / "
                    f"{PAPER_POOL}))), the paper's {PAPER_K} per {PAPER_POOL} items scaled to this pool)")
+    k = parse_k(k)
     if isinstance(k, Mapping):
         k = dict(k)
         if "default" not in k or k["default"] == "auto":
             k["default"] = default_k(n_items)
         return k, f"K per dimension configured: {k}"
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise ConfigError(f"data_agent.k_per_dim must be a positive integer, a mapping or 'auto', got {k!r}")
     return int(k), f"K = {int(k)} per dimension (configured)"
+
+
+#: the largest K per dimension accepted (the paper uses 500)
+MAX_K = 100_000
+
+
+def parse_k(k: Any, where: str = "data_agent.k_per_dim") -> Any:
+    """``k`` unchanged when it is a valid ``k_per_dim``: ``"auto"``/None, an integer in 1..:data:`MAX_K`, or a
+    ``{dimension: K, default: K | "auto"}`` mapping of such integers; else a one-line ConfigError naming ``where``."""
+    if k is None or (isinstance(k, str) and k == "auto"):
+        return k
+    if isinstance(k, Mapping):
+        for name, v in k.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"{where}: keys are dimension names (or 'default'), got {name!r}")
+            if not (name == "default" and isinstance(v, str) and v == "auto") and not _is_k(v):
+                raise ConfigError(f"{where}.{name} must be an integer in 1..{MAX_K} (examples kept in that "
+                                  f"dimension){' or auto' if name == 'default' else ''}, got {v!r}")
+        return k
+    if not _is_k(k):
+        raise ConfigError(f"{where} must be an integer in 1..{MAX_K} (examples kept per dimension), a mapping "
+                          f"{{dimension: K, default: K}} or 'auto', got {k!r}")
+    return k
+
+
+def _is_k(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, np.integer)) and 1 <= v <= MAX_K
 
 
 @dataclass

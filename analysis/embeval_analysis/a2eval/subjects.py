@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from embeval.config import in_range, non_empty_str, opts
+from embeval.errors import ConfigError
 from embeval_analysis.a2eval.procedural import DIMENSIONS, PALETTE
 
 _COLS = "|".join(PALETTE)
@@ -199,12 +201,59 @@ class BlindVLM:
         return "none"
 
 
+#: the largest synthetic population (every subject answers every item: the cost is subjects x items)
+MAX_POPULATION = 1000
+
+
+@dataclass
+class PopulationConfig:
+    """``subjects.population`` of an A2Eval config: the arguments of :func:`embedded_population`.
+    ``n`` in 0..:data:`MAX_POPULATION`; 0 = no synthetic population (rank only ``subjects.specs``)."""
+
+    n: int = 10
+    seed: int = 0
+    spread: float = 1.0
+    low: float = -0.5
+    high: float = 2.5
+
+    def check_config(self, where: str = "subjects.population") -> None:
+        in_range(self.n, f"{where}.n", 0, MAX_POPULATION, "0 = no synthetic population, 1 = the blind baseline only")
+        in_range(self.seed, f"{where}.seed", 0)
+        in_range(self.spread, f"{where}.spread", 0.0)
+        if not self.low < self.high:
+            raise ConfigError(f"{where}: low must be below high, got low={self.low}, high={self.high}")
+
+
+def _spec(value: Any, where: str) -> Any:
+    if isinstance(value, Mapping):
+        return dict(value)
+    return non_empty_str(value, where) if isinstance(value, str) else _bad_spec(value, where)
+
+
+def _bad_spec(value: Any, where: str) -> None:
+    raise ConfigError(f"{where}: a subject spec is a YAML path or a mapping (kind: vlm, ...), got "
+                      f"{type(value).__name__} {value!r}")
+
+
+@dataclass
+class SubjectsConfig:
+    """``subjects`` of an A2Eval config: the synthetic population (None = none; absent = the default 10) and
+    ``specs``, a list of subject YAML paths or inline spec mappings (see config/subjects/)."""
+
+    population: PopulationConfig | None = field(default_factory=PopulationConfig)
+    specs: list[Any] = field(default_factory=list, metadata=opts(item=_spec))
+
+
 def embedded_population(n: int = 10, seed: int = 0, spread: float = 1.0, low: float = -0.5, high: float = 2.5) -> list[Any]:
     """``n - 1`` solver subjects with seeded capability profiles spaced from weak to strong, plus
-    :class:`BlindVLM`. ``spread``: per-dimension standard deviation of the logits around each
-    subject's overall level (how much the subjects' strengths differ by dimension)."""
+    :class:`BlindVLM` (``n = 1``: the blind baseline only; ``n = 0``: no subjects). ``spread``: per-dimension
+    standard deviation of the logits around each subject's overall level (how much the subjects' strengths
+    differ by dimension)."""
     from embeval.provenance import derive_seed
 
+    PopulationConfig(n, seed, spread, low, high).check_config("embedded_population")
+    if n == 0:
+        return []
     rng = np.random.default_rng(derive_seed("a2eval-population", seed))
     levels = np.linspace(low, high, n - 1)
     subs: list[Any] = []

@@ -66,28 +66,84 @@ def register(sub) -> None:
     k.set_defaults(func=_ranks)
 
 
-def _load(args, need_curation: bool = True):
-    import json
+_RERUN = "re-run `embeval a2eval curate --out {out}` (with the same pool/config)"
 
-    from embeval.errors import MissingFileError
+
+def _load(args, need_curation: bool = True, subjects: bool = False):
+    """Config (validated whole, before any work), the subjects when asked (specs resolved before the pool is
+    built), the curated selection read back from ``args.out`` and the pool: ``(cfg, items, sel, subjects)``."""
+    from embeval.errors import read_json
     from embeval_analysis.a2eval import pipeline as P
 
     cfg = P.load_config(args.config)
+    if getattr(args, "k", None) is not None:
+        from embeval_analysis.a2eval.sampling import parse_k
+
+        parse_k(args.k, "--k")
+    subs = P.make_subjects(cfg) if subjects else None
     files = getattr(args, "files", None)
+    sel = None
     if files:
         cfg["pool"] = {"files": [str(f) for f in files]}
     elif need_curation and (args.out / "pool.json").exists():
-        cfg["pool"] = json.loads((args.out / "pool.json").read_text())
-    items = P.make_pool(cfg)
-    sel = None
+        f = args.out / "pool.json"
+        cfg["pool"] = read_json(f, "run file", _RERUN.format(out=args.out), utf8_fix=_RERUN.format(out=args.out))
+        try:
+            P.section(cfg, "pool")
+        except Exception as exc:  # noqa: BLE001 - ConfigError from the strict reader: name the file
+            raise _run_file_error(f, args.out, str(exc)) from None
     if need_curation:
+        sel = _read_selection(args.out)
+    items = P.make_pool(cfg)
+    if sel is not None:
         f = args.out / "selection.json"
-        if not f.exists():
-            raise MissingFileError(f"{f} not found: run `embeval a2eval curate --out {args.out}` first")
-        sel = json.loads(f.read_text())
         if sel["pool_ids"] != [it.id for it in items]:
-            raise MissingFileError(f"{f} was curated from a different pool; rerun curate with the same pool/config")
-    return cfg, items, sel
+            raise _run_file_error(f, args.out, "was curated from a different pool")
+        if max(sel["indices"], default=-1) >= len(items):
+            raise _run_file_error(f, args.out, f"indices point past the pool's {len(items)} items")
+    return cfg, items, sel, subs
+
+
+def _run_file_error(f, out, problem: str):
+    from embeval.errors import ConfigError
+
+    return ConfigError(f"run file {f}: {problem}; {_RERUN.format(out=out)}")
+
+
+def _read_selection(out) -> dict:
+    """``selection.json`` of a curate run, read bounded and checked for shape: one-line error naming the file."""
+    import math
+
+    from embeval.errors import MissingFileError, read_json
+
+    f = out / "selection.json"
+    if not f.is_file():
+        raise MissingFileError(f"{f} not found: run `embeval a2eval curate --out {out}` first")
+    sel = read_json(f, "run file", _RERUN.format(out=out), utf8_fix=_RERUN.format(out=out))
+
+    def ints(key):
+        v = sel.get(key)
+        if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+            raise _run_file_error(f, out, f"{key!r} must be a list of integers >= 0")
+        return v
+
+    for key in ("pool_ids", "dimensions"):
+        v = sel.get(key)
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise _run_file_error(f, out, f"{key!r} must be a list of strings")
+    idx = ints("indices")
+    w = sel.get("weights")
+    if not isinstance(w, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                                          and x >= 0 for x in w):
+        raise _run_file_error(f, out, "'weights' must be a list of finite numbers >= 0")
+    if not idx or len(w) != len(idx) or len(sel["dimensions"]) != len(idx):
+        raise _run_file_error(f, out, f"'indices', 'weights' and 'dimensions' must be non-empty and equally long, got "
+                                      f"{len(idx)}, {len(w)}, {len(sel['dimensions'])}")
+    if "cluster_of" in sel:
+        ints("cluster_of")
+    if not isinstance(sel.get("k_per_dim", {}), dict) or not isinstance(sel.get("k_rule", ""), str):
+        raise _run_file_error(f, out, "'k_per_dim' must be an object and 'k_rule' a string")
+    return sel
 
 
 def _pool(args) -> int:
@@ -97,7 +153,12 @@ def _pool(args) -> int:
     from embeval_analysis.a2eval.pool import load_pool, write_jsonl
     from embeval_analysis.a2eval.procedural import procedural_pool
 
-    if args.procedural:
+    if args.procedural is not None:
+        from embeval.config import in_range
+        from embeval_analysis.a2eval.procedural import MAX_ITEMS
+
+        in_range(args.procedural, "--procedural", 1, MAX_ITEMS, "items; see docs/a2eval.md")
+        in_range(args.seed, "--seed", 0)
         items = procedural_pool(n_items=args.procedural, seed=args.seed)
     elif args.files:
         items = load_pool(args.files)
@@ -125,9 +186,12 @@ def _curate(args) -> int:
     from embeval_analysis.a2eval.data_agent import curate
     from embeval_analysis.a2eval.pool import write_jsonl
 
-    cfg, items, _ = _load(args, need_curation=False)
+    from embeval.errors import check_out_dir
+
+    check_out_dir(args.out)
+    cfg, items, _, _ = _load(args, need_curation=False)
     dcfg = P.data_agent_config(cfg)
-    if args.k:
+    if args.k is not None:
         dcfg.k_per_dim = args.k
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "memory.jsonl").unlink(missing_ok=True)
@@ -155,9 +219,8 @@ def _evaluate(args) -> int:
     from embeval_analysis.a2eval.eval_agent import EvalAgent, evaluate
     from embeval_analysis.a2eval.lmms_export import export_lmms_task
 
-    cfg, items, sel = _load(args)
+    cfg, items, sel, subjects = _load(args, subjects=True)
     subset = [items[i] for i in sel["indices"]]
-    subjects = P.make_subjects(cfg)
     ecfg = P.eval_agent_config(cfg)
     agent = EvalAgent(ecfg)
     synth = agent.synthesise(subset, subjects[len(subjects) // 2], seed=cfg.get("seed", 0))
@@ -204,29 +267,38 @@ def _report(args) -> int:
     from embeval_analysis.a2eval.sampling import Selection, embed_items
     from embeval_analysis.a2eval.subjects import clear_memo, collect_results
 
-    cfg, items, sel = _load(args)
-    subjects = P.make_subjects(cfg)
+    cfg, items, sel, subjects = _load(args, subjects=True)
+    labels = _read_labels(args.out / "assignments.jsonl", len(items), args.out)
     clear_memo()
     t0 = time.perf_counter()
     res = collect_results(subjects, items)
     t_full, t_sub, _ = P.measure_speedup(subjects, items, sel["indices"], time.perf_counter() - t0)
     X = embed_items(items, P.embed_config(cfg))
-    labels = [l["label"] for l in _read_jsonl(args.out / "assignments.jsonl")]
     selection = Selection(sel["indices"], sel["weights"], sel["dimensions"], sel.get("cluster_of", []),
                           sel.get("k_per_dim", {}), sel.get("k_rule", ""))
-    rc = cfg.get("report") or {}
-    rep = P.fidelity_report(res.scores, res.subjects, selection, X, labels, rc.get("n_random", 20),
-                            rc.get("n_boot", 1000), rc.get("n_kcenter", 5), cfg.get("seed", 0), t_full, t_sub)
+    rc = P.report_config(cfg)
+    rep = P.fidelity_report(res.scores, res.subjects, selection, X, labels, rc.n_random,
+                            rc.n_boot, rc.n_kcenter, cfg.get("seed", 0), t_full, t_sub)
     P.save_json(rep, args.out / "report.json")
     print(P.format_report(rep))
     print(f"\nreport -> {args.out}/report.json")
     return 0
 
 
-def _read_jsonl(path):
-    import json
+def _read_labels(path, n_items: int, out) -> list[str]:
+    """The assigner's label of every pool item from ``assignments.jsonl`` (bounded reader; one line naming the file)."""
+    from embeval.errors import read_jsonl
 
-    return [json.loads(l) for l in Path(path).read_text().splitlines() if l.strip()]
+    fix = _RERUN.format(out=out)
+    recs = read_jsonl(path, "run file", fix, missing=f"{path} not found; {fix}", utf8_fix=fix)
+    labels = []
+    for n, rec in recs:
+        if not isinstance(rec.get("label"), str):
+            raise _run_file_error(path, out, f"line {n} has no string 'label'")
+        labels.append(rec["label"])
+    if len(labels) != n_items:
+        raise _run_file_error(path, out, f"{len(labels)} labels for a pool of {n_items} items")
+    return labels
 
 
 def _ranks(args) -> int:

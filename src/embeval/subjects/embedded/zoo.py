@@ -37,6 +37,9 @@ def resolve_model(name_or_path: str | Path, kind: str) -> Path:
     if (q / "config.json").exists():
         return q
     shipped = shipped_models(kind)
+    group = str(name_or_path).split("/")[0] if "/" in str(name_or_path) else ""
+    if group and (MODELS_DIR / group).is_dir() and not (MODELS_DIR / group / "config.json").exists():
+        shipped = _group_members(group, kind) or shipped  # "a2eval/a2eval-nope": suggest the a2eval/* members
     close = difflib.get_close_matches(str(name_or_path), shipped, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     extra = " (or tiny-vla-untrained for random weights, a floor)" if kind == "vla" else ""
@@ -45,6 +48,24 @@ def resolve_model(name_or_path: str | Path, kind: str) -> Path:
         f"give a shipped name, a checkpoint folder (config.json + model.safetensors) or train one with "
         f"`embeval train {kind} --out DIR`"
     )
+
+
+def _group_members(group: str, kind: str) -> list[str]:
+    """``group/<name>`` of the shipped checkpoints in the sub-folder ``group`` of kind ``kind`` (e.g. ``a2eval/*``)."""
+    out = []
+    base = MODELS_DIR / group
+    if base.resolve().parent != MODELS_DIR.resolve():  # "../x": not a shipped group
+        return out
+    for d in sorted(base.iterdir()):
+        cfg = d / "config.json"
+        if cfg.is_file():
+            try:
+                ok = json.loads(cfg.read_text()).get("kind") == kind
+            except (OSError, ValueError, AttributeError):
+                ok = False
+            if ok:
+                out.append(f"{group}/{d.name}")
+    return out
 
 
 def known_names(kind: str) -> list[str]:
