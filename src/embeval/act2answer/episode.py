@@ -16,6 +16,7 @@ from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec, build_scene
 from embeval.act2answer.zones import classify
 from embeval.action import gripper_closed
+from embeval.errors import InvalidInputError, MissingFileError
 from embeval.registry import Registry
 
 
@@ -264,7 +265,12 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
             policy.bind(env, be)
         for item in items:
             for layout in layouts:
-                yield be.run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
+                try:
+                    res = be.run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
+                except (InvalidInputError, MissingFileError) as exc:  # name the item (a card image, a bad action)
+                    msg = str(exc) if f"item {item.id!r}" in str(exc) else f"item {item.id!r} ({layout}): {exc}"
+                    raise type(exc)(msg) from None
+                yield res
     finally:
         if own:
             be.close(env)

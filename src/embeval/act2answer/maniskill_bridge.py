@@ -129,6 +129,7 @@ class BridgeScene:
 
 def bridge_scene(item, layout: str, env_id: str = "PutCarrotOnPlateInScene-v1", spec: EpisodeSpec | None = None) -> BridgeScene:
     """Stage ``item`` (a :class:`~embeval.act2answer.items.BinaryItem`) in ``layout`` in the Bridge env ``env_id``."""
+    from embeval.act2answer.items import card_textures
     from embeval.act2answer.scene import instruction_for
 
     if env_id not in BRIDGE_ENVS:
@@ -137,10 +138,7 @@ def bridge_scene(item, layout: str, env_id: str = "PutCarrotOnPlateInScene-v1", 
         raise ConfigError(f"layout must be 'original' or 'swapped', got {layout!r}")
     spec = bridge_spec(spec)
     carried, parked, noun = BRIDGE_ENVS[env_id]
-    left, right = item.images_in(layout)
-    textures = {"card_left": str(left), "card_right": str(right)}
-    if item.context_image:
-        textures["card_context"] = str(item.context_image)
+    textures = card_textures(item, layout)  # 8-bit RGB PNGs SAPIEN loads (WebP, 16-bit ... converted)
     said = replace(spec, instruction_template=spec.instruction_template.replace("the cube", f"the {noun}"))
     return BridgeScene(item.id, item.category, layout, env_id, carried, parked, instruction_for(item, said),
                        item.correct_side_in(layout), spec, textures)
