@@ -176,13 +176,14 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
     :func:`embeval.act2answer.episode.run_episode` (zone after the spec's settle time)."""
     from embeval.act2answer.episode import closed_loop, episode_result
     from embeval.act2answer.items import card_textures
+    from embeval.sim.maniskill.runtime import episode_seed
     from embeval.act2answer.scene import EpisodeSpec, instruction_for
 
     spec = spec or EpisodeSpec()
     textures = card_textures(item, layout)  # 8-bit RGB PNGs SAPIEN loads (WebP, 16-bit ... converted)
     u = env.unwrapped
     u.configure(spec, textures, item.correct_side_in(layout))
-    ms_seed = int(seed) % 2 ** 32  # ManiSkill seeds numpy's legacy generator (32 bits); the record keeps ``seed``
+    ms_seed = episode_seed(seed)  # ManiSkill takes 32-bit seeds; the record keeps the derived ``seed``
     env.env.reset(seed=ms_seed, options={"reconfigure": True})
     instruction = instruction_for(item, spec)
     obs = env.reset(seed=ms_seed, instruction=instruction)

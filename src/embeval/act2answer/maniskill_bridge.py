@@ -34,6 +34,7 @@ import numpy as np
 from embeval.act2answer.scene import EpisodeSpec
 from embeval.errors import ConfigError
 from embeval.sim.maniskill.bridge import BRIDGE_ENVS, ROBOT_XYZ, require_assets
+from embeval.sim.maniskill.runtime import episode_seed
 
 #: the table top's height in the flat-table world (m): the objects' configured z minus their half heights
 TABLE_Z = 0.87
@@ -275,7 +276,7 @@ def run_episode(session: BridgeSession, policy, item, layout: str, spec: Episode
     scene = bridge_scene(item, layout, session.env_id, spec)
     session.stage(scene)
     env, s = session.env, scene.spec
-    obs = env.reset(seed, scene.instruction, reconfigure=True)
+    obs = env.reset(episode_seed(seed), scene.instruction, reconfigure=True)  # 32-bit; the record keeps ``seed``
     policy.reset(scene.instruction)
     reason, n, actions = closed_loop(env, policy, obs, s, lambda: session.carried_base_xyz()[2], keep_actions)
     env.hold(int(round(s.settle_s / float(env.unwrapped.control_timestep))))

@@ -82,7 +82,7 @@ def register(sub) -> None:
     p.add_argument("--task", help="ManiSkill env id (default PickCube-v1) or a UR5 cell verb (default Pick)")
     p.add_argument("--subject", help="policy subject YAML (embeval.subjects); default the backend's scripted expert")
     p.add_argument("--episodes", type=positive_int, default=5, help="episodes, seeds --seed .. (default 5)")
-    p.add_argument("--seed", type=int, default=0, help="first episode seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="first episode seed (default 0; ManiSkill: seeds up to 2**32-1)")
     p.add_argument("--distortion", help="distortion applied to every camera frame (`embeval distort list`)")
     p.add_argument("--level", type=int, default=3, help="distortion level 1..5 (default 3)")
     p.add_argument("--width", type=image_side, default=64, help="camera width in pixels (default 64)")
@@ -152,6 +152,9 @@ def _render_maniskill(args) -> int:
     if args.scene:
         raise ConfigError("--scene is a UR5 cell scene; ManiSkill scenes come from --task and --seed")
     from embeval.sim.maniskill import bridge
+    from embeval.sim.maniskill.runtime import check_seed
+
+    check_seed(args.seed, what="--seed")  # ManiSkill's 32-bit range, before the env is built
 
     task = args.task or "PickCube-v1"
     if bridge.is_bridge_env(task):  # SimplerEnv's Bridge scenes: the WidowX, its calibrated 640x480 camera
@@ -196,6 +199,10 @@ def _episodes(args) -> int:
             raise ConfigError(f"--level must lie in 1..{dist_mod.N_LEVELS}, got {args.level}")
         if args.state_only:
             raise ConfigError("--distortion needs cameras; drop --state-only")
+    if args.backend == "maniskill":
+        from embeval.sim.maniskill.runtime import check_seed
+
+        check_seed(args.seed, args.episodes, "--seed")  # every episode's seed, before the first runs
     if args.sheet:
         from embeval.image_io import check_image_path
 

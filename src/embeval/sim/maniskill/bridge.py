@@ -38,7 +38,7 @@ from embeval.action import Action, ActionSpec, Observation, gripper_closed, grip
 from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.sim.env import ClosingEnv, StepResult, as_action
-from embeval.sim.maniskill.runtime import raw_pose_matrix
+from embeval.sim.maniskill.runtime import check_seed, raw_pose_matrix
 
 #: the Bridge WidowX's only control mode in ManiSkill 3.0.1
 CONTROL_MODE = "arm_pd_ee_target_delta_pose_align2_gripper_pd_joint_pos"
@@ -297,7 +297,7 @@ class BridgeEnv(ClosingEnv):
 
     def reset(self, seed: int = 0, instruction: str | None = None, reconfigure: bool = False) -> Observation:
         """Start the seeded episode (ManiSkill's seeded object orientation; ``reconfigure`` reloads the scene)."""
-        self._raw = self.env.reset(seed=int(seed) % 2 ** 32, options={"reconfigure": True} if reconfigure else {})[0]
+        self._raw = self.env.reset(seed=check_seed(seed), options={"reconfigure": True} if reconfigure else {})[0]
         self.gripper, self.control_steps = 1.0, 0
         self.instruction = instruction if instruction is not None else str(self.env.get_language_instruction()[0])
         if self.distortion is not None:

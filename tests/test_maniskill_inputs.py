@@ -1,0 +1,45 @@
+"""Hostile inputs to the ManiSkill backends: seeds outside ManiSkill's 0..2**32-1 are refused before any episode
+(ManiSkill's own reset is the judge of the range), derived 64-bit seeds are mapped deterministically."""
+from __future__ import annotations
+
+import pytest
+
+from embeval.cli import main
+from embeval.errors import ConfigError
+from embeval.sim.maniskill.runtime import MAX_SEED, check_seed, episode_seed
+
+
+def test_check_seed_covers_every_episode():
+    assert check_seed(MAX_SEED) == MAX_SEED and check_seed(MAX_SEED - 1, episodes=2) == MAX_SEED - 1
+    with pytest.raises(ConfigError, match=r"--seed 4294967295 with 2 episodes runs seeds up to 4294967296.*0\.\.4294967294"):
+        check_seed(MAX_SEED, episodes=2, what="--seed")
+    with pytest.raises(ConfigError, match="0..4294967295"):
+        check_seed(2 ** 32)
+    with pytest.raises(ConfigError):
+        check_seed(-1)
+    assert episode_seed(2 ** 63 - 1) == (2 ** 63 - 1) % 2 ** 32 and episode_seed(5) == 5
+
+
+@pytest.mark.parametrize("argv", [
+    ["sim", "episodes", "--backend", "maniskill", "--episodes", "2", "--seed", "4294967295", "--state-only"],
+    ["sim", "render", "--backend", "maniskill", "--task", "PickCube-v1", "--seed", "4294967296", "--out", "s32.png"],
+])
+def test_cli_refuses_out_of_range_seeds_up_front(argv, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "ManiSkill accepts seeds 0..4294967295" in err and "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "s32.png").exists()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_maniskill_itself_takes_exactly_that_range():
+    pytest.importorskip("mani_skill")
+    from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
+
+    with ManiSkillEnv(ManiSkillConfig("PickCube-v1", render=False)) as env:
+        env.reset(seed=MAX_SEED)  # the top of the range runs
+        with pytest.raises(ValueError):
+            env.env.reset(seed=MAX_SEED + 1)  # ManiSkill's own refusal (a traceback without the check)
+        with pytest.raises(ConfigError, match="ManiSkill accepts seeds"):
+            env.reset(seed=MAX_SEED + 1)
