@@ -43,3 +43,26 @@ def test_maniskill_itself_takes_exactly_that_range():
             env.env.reset(seed=MAX_SEED + 1)  # ManiSkill's own refusal (a traceback without the check)
         with pytest.raises(ConfigError, match="ManiSkill accepts seeds"):
             env.reset(seed=MAX_SEED + 1)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("exc", [ValueError("Expecting value: line 1 column 1 (char 0)"),  # json.JSONDecodeError's base
+                                 RuntimeError("failed to load mesh"), OSError("bad file")])
+def test_bridge_env_build_failure_on_junk_assets_is_one_line(monkeypatch, exc):
+    """Assets that pass the file checks but that ManiSkill cannot load: the one asset line, not a traceback."""
+    pytest.importorskip("mani_skill")
+    import json
+
+    from embeval.sim.maniskill import bridge as W
+
+    if isinstance(exc, ValueError):
+        exc = json.JSONDecodeError("Expecting value", "junk", 0)
+
+    def broken(**kw):
+        raise exc
+
+    monkeypatch.setattr(W, "asset_problems", lambda env_id: {})
+    with pytest.raises(ConfigError) as e:
+        W.BridgeEnv(W.BridgeConfig("PutCarrotOnPlateInScene-v1"), env_cls=broken)
+    msg = str(e.value)
+    assert "\n" not in msg and type(exc).__name__ in msg and "download_asset bridge_v2_real2sim" in msg

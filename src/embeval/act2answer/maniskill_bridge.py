@@ -130,7 +130,6 @@ class BridgeScene:
 
 def bridge_scene(item, layout: str, env_id: str = "PutCarrotOnPlateInScene-v1", spec: EpisodeSpec | None = None) -> BridgeScene:
     """Stage ``item`` (a :class:`~embeval.act2answer.items.BinaryItem`) in ``layout`` in the Bridge env ``env_id``."""
-    from embeval.act2answer.items import card_textures
     from embeval.act2answer.scene import instruction_for
 
     if env_id not in BRIDGE_ENVS:
@@ -139,7 +138,10 @@ def bridge_scene(item, layout: str, env_id: str = "PutCarrotOnPlateInScene-v1", 
         raise ConfigError(f"layout must be 'original' or 'swapped', got {layout!r}")
     spec = bridge_spec(spec)
     carried, parked, noun = BRIDGE_ENVS[env_id]
-    textures = card_textures(item, layout)  # 8-bit RGB PNGs SAPIEN loads (WebP, 16-bit ... converted)
+    left, right = item.images_in(layout)
+    textures = {"card_left": str(left), "card_right": str(right)}
+    if item.context_image:
+        textures["card_context"] = str(item.context_image)
     said = replace(spec, instruction_template=spec.instruction_template.replace("the cube", f"the {noun}"))
     return BridgeScene(item.id, item.category, layout, env_id, carried, parked, instruction_for(item, said),
                        item.correct_side_in(layout), spec, textures)
@@ -257,8 +259,11 @@ class BridgeSession:
     def stage(self, scene: BridgeScene) -> None:
         if scene.env_id != self.env_id:
             raise ConfigError(f"this session runs {self.env_id}; the scene is staged in {scene.env_id}")
-        self.scene = scene
-        self.env.unwrapped.a2a_scene = scene
+        from embeval.sim.textures import loadable
+
+        self.scene = scene  # the env gets 8-bit RGB PNGs SAPIEN loads (WebP, 16-bit ... converted, one-line errors)
+        self.env.unwrapped.a2a_scene = replace(scene, textures={k: loadable(v, f"item {scene.item!r}: card image")
+                                                                for k, v in scene.textures.items()})
 
     def carried_base_xyz(self) -> np.ndarray:
         return self.env.unwrapped.carried_base_xyz()
