@@ -197,15 +197,16 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
                           seed=int(seed), actions=actions)
 
 
-def _backend_env(obs_size: tuple[int, int]):
-    return make_env(int(obs_size[0]), int(obs_size[1]))
+def _backend_env(obs_size: tuple[int, int], aliases: dict[str, str] | None = None):
+    return make_env(int(obs_size[0]), int(obs_size[1]), aliases)
 
 
 def _backend():
     from embeval.act2answer.episode import Backend
 
     return Backend("maniskill", _backend_env, run_episode, lambda env, spec: CardExpert(env),
-                   "ManiSkill3 (SAPIEN, CPU): the cards and the cube on ManiSkill's table with the Panda")
+                   "ManiSkill3 (SAPIEN, CPU): the cards and the cube on ManiSkill's table with the Panda",
+                   cameras=("base_camera",), aliases=True)
 
 
 #: the ``maniskill`` entry of :data:`embeval.act2answer.episode.BACKENDS`

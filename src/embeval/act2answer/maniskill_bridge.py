@@ -249,12 +249,14 @@ class BridgeSession:
     """The backend's env: one :class:`~embeval.sim.maniskill.bridge.BridgeEnv` of ``env_id``, re-staged per
     episode (:meth:`stage`, then ``reset(..., reconfigure=True)``). Checks the assets first."""
 
-    def __init__(self, env_id: str = "PutCarrotOnPlateInScene-v1", obs_size: tuple[int, int] | None = None):
-        from embeval.sim.maniskill.bridge import BridgeConfig, BridgeEnv
+    def __init__(self, env_id: str = "PutCarrotOnPlateInScene-v1", obs_size: tuple[int, int] | None = None,
+                 aliases: dict[str, str] | None = None):
+        from embeval.sim.maniskill.bridge import CAMERA, BridgeConfig, BridgeEnv
 
         require_assets(env_id)
         self.env_id, self.scene = env_id, None
-        self.env = BridgeEnv(BridgeConfig(env_id, obs_size=obs_size), env_cls=act2answer_env_class(env_id))
+        cfg = BridgeConfig(env_id, obs_size=obs_size, aliases={"third_person": CAMERA, **dict(aliases or {})})
+        self.env = BridgeEnv(cfg, env_cls=act2answer_env_class(env_id))
 
     def stage(self, scene: BridgeScene) -> None:
         if scene.env_id != self.env_id:
@@ -345,10 +347,12 @@ def bridge_backend(env_id: str, name: str):
     from embeval.act2answer.episode import Backend
 
     noun = BRIDGE_ENVS[env_id][2]
-    return Backend(name, lambda obs_size: BridgeSession(env_id, tuple(obs_size)), run_episode,
+    from embeval.sim.maniskill.bridge import CAMERA
+
+    return Backend(name, lambda obs_size, aliases=None: BridgeSession(env_id, tuple(obs_size), aliases), run_episode,
                    lambda session, spec: BridgeCardExpert(session),
                    f"ManiSkill3 Bridge scene {env_id} (SimplerEnv-style, WidowX; the {noun} is carried; needs "
-                   "ManiSkill's asset download)")
+                   "ManiSkill's asset download)", cameras=(CAMERA, "third_person"), aliases=True)
 
 
 #: the ``maniskill-bridge*`` entries of :data:`embeval.act2answer.episode.BACKENDS`

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, finite, image_side, positive_int, seed
+from embeval.cli._util import add_group, finite, image_side, parse_aliases, positive_int, seed
 
 _VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
 
@@ -185,12 +185,7 @@ def _episodes(args) -> int:
     task = args.task or ("PickCube-v1" if args.backend == "maniskill" else "Pick")
     if args.backend == "pybullet":
         task = _verb(task)
-    aliases = {}
-    for a in args.alias:
-        key, sep, cam = a.partition("=")
-        if not sep or not key or not cam:
-            raise ConfigError(f"--alias {a!r}: write KEY=CAMERA, e.g. third_person=base_camera")
-        aliases[key] = cam
+    aliases = parse_aliases(args.alias)
     if args.distortion:
         from embeval import distortion as dist_mod
 
