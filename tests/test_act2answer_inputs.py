@@ -63,3 +63,35 @@ def test_report_shows_how_many_pairs_consistency_counts(tmp_path, capsys):
     assert main(["act2answer", "report", str(p)]) == 0
     assert "s: swap pairs 5, consistency 1.000 over 2 of 5 pairs (3 with an episode off both cards), same side 0.000" \
         in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("field,value,word", [("max_steps", "lots", "max_steps must be a whole number in 1..10000"),
+                                              ("max_steps", 100000000000, "max_steps must be a whole number"),
+                                              ("max_steps", True, "max_steps must be a whole number"),
+                                              ("eps", "wide", "eps must be a number"),
+                                              ("settle_s", float("nan"), "settle_s must be a number"),
+                                              ("cube_xy", "ab", "cube_xy must be \\(x, y\\)"),
+                                              ("cube_color", 3, "cube_color must be a string"),
+                                              ("instruction_template", "{nope}", "only \\{question\\}")])
+def test_episode_spec_errors_name_the_field_and_file(tmp_path, field, value, word):
+    import yaml
+
+    from embeval.act2answer.scene import EpisodeSpec
+
+    p = tmp_path / "ep.yaml"
+    p.write_text(yaml.safe_dump({"episode": {field: value}}))
+    with pytest.raises(ConfigError, match=word) as e:
+        EpisodeSpec.from_yaml(p)
+    assert str(e.value).startswith(f"{p}: episode spec {field}") and "\n" not in str(e.value)
+    assert EpisodeSpec.from_dict({"settle_s": 0, "max_steps": 45, "eps": 0.05}).max_steps == 45  # valid ones pass
+
+
+def test_generate_names_a_repeated_category_and_vlm_names_a_policy(tmp_path, capsys):
+    assert main(["act2answer", "items", "generate", "--out", str(tmp_path / "s"), "--categories", "color", "color",
+                 "--per-category", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "categories color named more than once" in err and not (tmp_path / "s" / "items.jsonl").exists()
+    from embeval.subjects.embedded.zoo import load_vlm
+
+    with pytest.raises(ConfigError, match="'tiny-vla-a2a-frozen' is a policy \\(VLA\\), not a VLM; give it to --policy"):
+        load_vlm("tiny-vla-a2a-frozen")

@@ -66,3 +66,25 @@ def test_bridge_env_build_failure_on_junk_assets_is_one_line(monkeypatch, exc):
         W.BridgeEnv(W.BridgeConfig("PutCarrotOnPlateInScene-v1"), env_cls=broken)
     msg = str(e.value)
     assert "\n" not in msg and type(exc).__name__ in msg and "download_asset bridge_v2_real2sim" in msg
+
+
+@pytest.mark.parametrize("argv,option", [
+    (["sim", "render", "--out", "{bad}/x.png"], "--out"),
+    (["sim", "episodes", "--backend", "pybullet", "--episodes", "1", "--json", "{bad}/nope.json"], "--json"),
+    (["sim", "episodes", "--task", "PokeCube-v1", "--episodes", "1", "--state-only"], "no scripted expert"),
+])
+def test_output_paths_and_expert_checked_before_any_work(argv, option, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("x")  # a file where the output folder should be: nothing can be written under it
+    assert main([a.replace("{bad}", str(blocker)) for a in argv]) == 2
+    out, err = capsys.readouterr()
+    assert option in err and err.count("\n") == 1 and "seed" not in out  # no table header, no episode
+
+
+def test_proc_is_refused_up_front(capsys):
+    import os
+
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc here")
+    assert main(["sim", "render", "--out", "/proc/x.png"]) == 2
+    assert "cannot write in /proc" in capsys.readouterr().err

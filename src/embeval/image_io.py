@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, check_out_dir
 
 #: the largest image side (pixels) embeval renders or accepts for a camera: covers real cameras (a D455 gives
 #: 1280x800, 4K sensors 4096x2160) and keeps one software render under ~15 s and ~200 MB
@@ -31,6 +31,7 @@ def check_image_path(path: str | Path, what: str = "output image") -> Path:
     if p.suffix.lower() not in IMAGE_EXTENSIONS:
         ext = f"extension {p.suffix!r}" if p.suffix else "no extension"
         raise ConfigError(f"{what} {p} has {ext}; give a file name ending in one of {exts}")
+    check_out_dir(p.parent, f"{what} {p}: folder")  # writable (not /proc, not read-only), before any rendering
     return p
 
 

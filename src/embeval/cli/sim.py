@@ -198,10 +198,18 @@ def _episodes(args) -> int:
         from embeval.sim.maniskill.runtime import check_seed
 
         check_seed(args.seed, args.episodes, "--seed")  # every episode's seed, before the first runs
+        if not args.subject:
+            from embeval.sim.maniskill.expert import check_expert
+
+            check_expert(task)  # before the env is built and the table header printed
     if args.sheet:
         from embeval.image_io import check_image_path
 
         check_image_path(args.sheet, "--sheet")  # before the episodes, not after
+    if args.json:
+        from embeval.errors import check_out_file
+
+        check_out_file(args.json, "--json")
     spec = SimSpec(backend=args.backend, env=task, width=args.width, height=args.height, aliases=aliases,
                    render=not args.state_only)
     env = make_episode_env(spec)
