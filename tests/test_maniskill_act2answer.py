@@ -48,6 +48,26 @@ def test_card_texture_orientation(setup):
     assert np.mean(np.nonzero(blue)[1]) > np.mean(np.nonzero(cyan)[1])
 
 
+def test_webp_and_16bit_cards_are_drawn_not_a_traceback(setup, tmp_path):
+    """SAPIEN cannot load WebP (RuntimeError: failed to load image) or draws 16-bit PNGs wrongly: the cards go
+    through embeval.sim.textures.loadable (card_textures), the pixels the VLM path reads."""
+    from embeval.act2answer.items import BinaryItem, card_textures
+    from embeval.act2answer.scene import EpisodeSpec
+
+    env, item = setup
+    Image.open(item.left_image).save(tmp_path / "L.webp", lossless=True)
+    white16 = np.full((64, 64), 65535, np.uint16)  # a 16-bit grey card
+    Image.fromarray(white16).save(tmp_path / "R16.png")
+    it = BinaryItem("w1", "q?", str(tmp_path / "L.webp"), str(tmp_path / "R16.png"), "left", "color")
+    spec = EpisodeSpec(left_card_xy=(0.8, 0.2), right_card_xy=(0.8, -0.2), card_size=0.15)
+    env.unwrapped.configure(spec, card_textures(it, "original"), "left")
+    env.env.reset(seed=0, options={"reconfigure": True})
+    img = env.reset(seed=0).images["base_camera"].astype(int)
+    r, g, b = img[..., 0], img[..., 1], img[..., 2]
+    assert ((b > 120) & (r < 0.5 * b) & (g < 0.5 * b)).sum() > 10  # the WebP card's blue half
+    assert ((r > 120) & (b > 120) & (g < 0.5 * r)).sum() > 10  # and its magenta half
+
+
 @pytest.mark.parametrize("layout,side", [("original", "left"), ("swapped", "right")])
 def test_placer_answers_in_both_layouts(setup, layout, side):
     from embeval.act2answer.scene import EpisodeSpec

@@ -241,7 +241,11 @@ def test_partial_asset_folder_is_detected(tmp_path):
                           "--backend", "maniskill-bridge", "--out", {str(tmp_path / 'res')!r}])
         for f in W.required_files("PutCarrotOnPlateInScene-v1")["bridge_v2_real2sim"]:
             (root / f).parent.mkdir(parents=True, exist_ok=True)
-            (root / f).write_text("")
+            (root / f).write_text("junk")  # every file there, none valid (a hostile or broken copy)
+        out["junk"] = W.asset_problems("PutCarrotOnPlateInScene-v1")
+        heads = {{".json": b"{{}}", ".glb": b"glTF\\x02", ".png": b"\\x89PNG\\r\\n\\x1a\\n", ".obj": b"v 0 0 0\\n"}}
+        for f in W.required_files("PutCarrotOnPlateInScene-v1")["bridge_v2_real2sim"]:
+            (root / f).write_bytes(heads[Path(f).suffix])
         out["complete"] = W.asset_problems("PutCarrotOnPlateInScene-v1")
         out["spoon"] = W.asset_problems("PutSpoonOnTableClothInScene-v1")
         print("RESULT" + json.dumps(out))
@@ -252,6 +256,8 @@ def test_partial_asset_folder_is_detected(tmp_path):
     assert out["root"] == str(tmp_path / "ms" / "data")
     assert out["empty"] == {"bridge_v2_real2sim": "not downloaded", "widowx250s": "not downloaded"}
     assert out["partial"] == {"bridge_v2_real2sim": "incomplete: tasks/bridge_v2_real2sim_dataset/stages/bridge_table_1_v1.glb missing"}
+    assert out["junk"] == {"bridge_v2_real2sim": "damaged: tasks/bridge_v2_real2sim_dataset/custom/info_bridge_custom_v0.json "
+                                                 "is not a JSON object"}
     assert out["complete"] == {}
     assert list(out["spoon"]) == ["bridge_v2_real2sim"] and "bridge_spoon_generated_modified" in out["spoon"]["bridge_v2_real2sim"]
     # the CLI: exit 2, one line naming the asset, where it looked and the command, no traceback

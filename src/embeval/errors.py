@@ -161,3 +161,14 @@ def check_out_dir(path, option: str = "--out") -> None:
     except OSError as exc:
         raise ConfigError(f"{option} {path}: cannot write in {base} ({exc.strerror or exc}); choose another output "
                           "folder") from None
+
+
+def check_out_file(path, option: str = "--out") -> None:
+    """Before a long computation: :class:`ConfigError` in one line naming ``option`` when the output file ``path``
+    could not be written (it is a folder, or its folder cannot be created or written: :func:`check_out_dir`)."""
+    from pathlib import Path
+
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"{option} {path} is a folder; give a file name")
+    check_out_dir(p.parent, f"{option} {path}: folder")

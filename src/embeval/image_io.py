@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, check_out_dir
 
 #: the largest image side (pixels) embeval renders or accepts for a camera: covers real cameras (a D455 gives
 #: 1280x800, 4K sensors 4096x2160) and keeps one software render under ~15 s and ~200 MB
@@ -31,6 +31,7 @@ def check_image_path(path: str | Path, what: str = "output image") -> Path:
     if p.suffix.lower() not in IMAGE_EXTENSIONS:
         ext = f"extension {p.suffix!r}" if p.suffix else "no extension"
         raise ConfigError(f"{what} {p} has {ext}; give a file name ending in one of {exts}")
+    check_out_dir(p.parent, f"{what} {p}: folder")  # writable (not /proc, not read-only), before any rendering
     return p
 
 
@@ -42,4 +43,60 @@ def save_image(path: str | Path, img: np.ndarray, what: str = "output image") ->
     p = check_image_path(path, what)
     p.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(img).save(p)
+    return p
+
+
+def read_image(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:
+    """An image file decoded by Pillow as RGB uint8 (H, W, 3): the one reader of card/texture images, so that the
+    simulators and the VLM path see the same pixels. Grey, palette and alpha images become RGB (alpha dropped);
+    16-bit images are scaled to 8 bits (not clipped). The size is checked from the header before decoding: more
+    than ``max_side`` pixels a side is refused (a decompression bomb costs nothing). :class:`MissingFileError` or
+    :class:`InvalidInputError` in one line naming ``what`` and the file otherwise."""
+    from PIL import Image
+
+    from embeval.errors import InvalidInputError
+
+    p = check_image_file(path, what, max_side)  # exists, recognised, bounded: before any decoding
+    fix = f"give a PNG or JPEG image of at most {max_side}x{max_side} pixels"
+    try:
+        with Image.open(p) as im:
+            im.load()
+            if im.mode in ("I", "I;16", "I;16L", "I;16B", "I;16N", "F"):  # 16/32-bit grey: scale, do not clip
+                a = np.asarray(im, dtype=np.float64)
+                if not np.isfinite(a).all() or a.min() < 0 or a.max() > 65535:
+                    raise InvalidInputError(f"{what} {p} holds {im.mode} values outside 0..65535; {fix}")
+                a = np.rint(a / 257.0) if a.max() > 255 or im.mode.startswith("I;16") else np.rint(a)
+                grey = a.astype(np.uint8)
+                return np.ascontiguousarray(np.repeat(grey[:, :, None], 3, axis=2))
+            return np.ascontiguousarray(np.asarray(im.convert("RGB"), dtype=np.uint8))
+    except InvalidInputError:
+        raise
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # truncated or corrupt pixels
+        msg = " ".join(str(exc).split())[:160]
+        raise InvalidInputError(f"{what} {p} is not a readable image ({type(exc).__name__}: {msg}); {fix}") from None
+
+
+def check_image_file(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_SIDE) -> Path:
+    """Cheap up-front check of an image file (header only, no decoding): it exists, Pillow recognises it and it
+    is at most ``max_side`` pixels a side. The same one-line errors as :func:`read_image`, which still reports
+    truncated pixel data when the image is decoded."""
+    from PIL import Image
+
+    from embeval.errors import InvalidInputError, MissingFileError
+
+    p = Path(path)
+    if not p.is_file():
+        raise MissingFileError(f"{what} {p} not found; check the path")
+    fix = f"give a PNG or JPEG image of at most {max_side}x{max_side} pixels"
+    try:
+        with Image.open(p) as im:
+            w, h = im.size
+    except Image.DecompressionBombError:
+        raise InvalidInputError(f"{what} {p} claims over {2 * Image.MAX_IMAGE_PIXELS} pixels (a decompression bomb); "
+                                f"{fix}") from None
+    except (OSError, ValueError, SyntaxError) as exc:
+        msg = " ".join(str(exc).split())[:160]
+        raise InvalidInputError(f"{what} {p} is not a readable image ({type(exc).__name__}: {msg}); {fix}") from None
+    if not (0 < w <= max_side and 0 < h <= max_side):
+        raise InvalidInputError(f"{what} {p} is {w}x{h} pixels; {fix}")
     return p

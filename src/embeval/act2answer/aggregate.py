@@ -128,8 +128,8 @@ class SwapStats:
     """Per-item swap statistics over the items that ran in both layouts."""
 
     n_pairs: int
-    consistency: float  # share of items where the same image was chosen in both layouts
-    same_side: float  # share of items where the same side was chosen in both layouts (position-driven)
+    consistency: float  # share of items where the same image was chosen in both layouts (over n_chosen pairs)
+    same_side: float  # share of items where the same side was chosen in both layouts (position-driven; n_chosen)
     position_bias: float  # (n_left - n_right) / (n_left + n_right) over episodes with a choice, in [-1, 1]
     both_correct: int  # McNemar table: a (both), b (original only), c (swapped only), d (neither)
     original_only: int
@@ -138,9 +138,17 @@ class SwapStats:
     mcnemar_statistic: float  # chi-square with continuity correction, (|b - c| - 1)^2 / (b + c)
     mcnemar_p_exact: float  # two-sided exact binomial p (b vs c), 1.0 when b + c == 0
     mcnemar_p_chi2: float
+    n_chosen: int = 0  # pairs where both layouts chose a card: the denominator of consistency and same_side
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def consistency_text(self) -> str:
+        """``consistency 1.000`` plus, when some pairs do not count (an episode ended off both cards), ``over K of
+        N pairs (M with an episode off both cards)``: the denominator of consistency and same side."""
+        text = f"consistency {self.consistency:.3f}"
+        off = self.n_pairs - self.n_chosen
+        return text if off <= 0 else f"{text} over {self.n_chosen} of {self.n_pairs} pairs ({off} with an episode off both cards)"
 
 
 def item_consistency(records: Iterable[Any]) -> dict[str, bool | None]:
@@ -194,7 +202,7 @@ def swap_stats(records: Iterable[Any]) -> SwapStats:
     stat, p_exact, p_chi2 = mcnemar(b, c)
     return SwapStats(len(pairs), _mean([float(x) for x in chosen]) if chosen else float("nan"),
                      _mean([float(x) for x in same_side]) if same_side else float("nan"),
-                     position_bias_index(rs), a, b, c, d, stat, p_exact, p_chi2)
+                     position_bias_index(rs), a, b, c, d, stat, p_exact, p_chi2, len(chosen))
 
 
 # --------------------------------------------------------------------------- tables

@@ -16,6 +16,7 @@ from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec, build_scene
 from embeval.act2answer.zones import classify
 from embeval.action import gripper_closed
+from embeval.errors import EmbevalError, InvalidInputError, MissingFileError
 from embeval.registry import Registry
 
 
@@ -164,16 +165,20 @@ def render_only(env, cameras: tuple[str, ...] | None) -> None:
 @dataclass(frozen=True)
 class Backend:
     """Where Act2Answer episodes run. ``make_env(obs_size)`` builds the simulator ((width, height) of
-    the observation images); ``run_episode(env, policy, item, layout, spec, seed, keep_actions)``
-    returns an :class:`EpisodeResult` under the same zones and termination rule; ``expert(env, spec)``
-    is the privileged scripted answer (reads the simulator: a control ceiling, never a subject);
-    ``close(env)`` frees the env."""
+    the observation images; a backend with ``aliases`` True also takes ``aliases={image key: camera}``,
+    each camera image also given under its key); ``run_episode(env, policy, item, layout, spec, seed,
+    keep_actions)`` returns an :class:`EpisodeResult` under the same zones and termination rule;
+    ``expert(env, spec)`` is the privileged scripted answer (reads the simulator: a control ceiling, never
+    a subject); ``close(env)`` frees the env. ``cameras``: the image keys its observations hold (empty:
+    not declared, not checked)."""
 
     name: str
-    make_env: Callable[[tuple[int, int]], Any]
+    make_env: Callable[..., Any]
     run_episode: Callable[..., EpisodeResult]
     expert: Callable[[Any, EpisodeSpec], Any]
     description: str = ""
+    cameras: tuple[str, ...] = ()
+    aliases: bool = False
 
     def close(self, env) -> None:
         env.close()
@@ -192,7 +197,8 @@ def _pybullet_expert(env, spec: EpisodeSpec):
 
 
 #: the pybullet UR5 cell (the default)
-PYBULLET = Backend("pybullet", _pybullet_env, run_episode, _pybullet_expert, "embeval's pybullet UR5 cell (default)")
+PYBULLET = Backend("pybullet", _pybullet_env, run_episode, _pybullet_expert, "embeval's pybullet UR5 cell (default)",
+                   cameras=tuple(sim_config().obs_cameras))
 
 #: Act2Answer backends by name (``--backend`` of ``embeval act2answer run``, ``params.backend`` of a run spec)
 BACKENDS: Registry[Backend] = Registry(
@@ -207,6 +213,44 @@ BACKENDS: Registry[Backend] = Registry(
 def get_backend(name: str | Backend) -> Backend:
     """The :class:`Backend` named ``name`` (a ConfigError listing the choices otherwise)."""
     return name if isinstance(name, Backend) else BACKENDS.get(name, "backend")
+
+
+def check_cameras(policy, backend: str | Backend, aliases: dict[str, str] | None = None) -> None:
+    """Before any episode: the cameras ``policy`` declares (:func:`obs_cameras_for`) are among ``backend``'s
+    (plus ``aliases`` keys). A one-line :class:`ConfigError` naming the missing ones, the ``--alias`` to pass and
+    the backends that have them otherwise (a policy that reads ``third_person`` on ``maniskill``, whose
+    camera is ``base_camera``, would fail only at its first step)."""
+    from embeval.errors import ConfigError
+
+    be = get_backend(backend)
+    aliases = dict(aliases or {})
+    if aliases and not be.aliases:
+        raise ConfigError(f"--alias: backend {be.name} takes no camera aliases (its cameras: "
+                          f"{', '.join(be.cameras) or 'not declared'}); drop --alias")
+    bad = [f"{k}={c}" for k, c in aliases.items() if be.cameras and c not in be.cameras]
+    if bad:
+        raise ConfigError(f"--alias {' '.join(bad)}: backend {be.name} has camera(s) {', '.join(be.cameras)}; "
+                          f"write KEY=CAMERA with one of them")
+    need = obs_cameras_for(policy)
+    if not need or not be.cameras:
+        return
+    have = set(be.cameras) | set(aliases)
+    missing = [c for c in need if c not in have]
+    if not missing:
+        return
+    others = []
+    for name in BACKENDS.names():
+        try:
+            b = BACKENDS.get(name)
+        except (EmbevalError, ImportError):  # a backend whose module does not import here is just not listed
+            b = None
+        if b is not None and b.name != be.name and b.cameras and set(need) <= set(b.cameras):
+            others.append(name)
+    fix = (f"pass --alias {' --alias '.join(f'{c}={be.cameras[0]}' for c in missing)} (camera aliases)"
+           if be.aliases else "this backend takes no aliases")
+    where = f", or run it on {' / '.join(others)}" if others else ""
+    raise ConfigError(f"policy {getattr(policy, 'id', policy)!s} reads camera(s) {', '.join(missing)}; backend {be.name} "
+                      f"gives {', '.join(be.cameras)}: {fix}{where}")
 
 
 #: ``--policy expert``: the backend's privileged scripted answer (a control ceiling, not a subject)
@@ -243,20 +287,24 @@ class BackendExpert:
 
 def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
               layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True,
-              obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet") -> Iterator[EpisodeResult]:
+              obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
+              aliases: dict[str, str] | None = None) -> Iterator[EpisodeResult]:
     """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
 
     Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own env of
     ``backend`` (a :data:`BACKENDS` name: ``pybullet``, ``maniskill``, ``maniskill-bridge``) unless ``env`` is given,
     rendering at ``obs_size`` (width, height; default :func:`obs_size_for` the policy) only the
-    cameras the policy declares (:func:`obs_cameras_for`). A :class:`BackendExpert` policy is bound
-    to that env first.
+    cameras the policy declares (:func:`obs_cameras_for`; checked first, :func:`check_cameras`), each camera also
+    under its ``aliases`` key (backends that take aliases). A :class:`BackendExpert` policy is bound to that env first.
     """
     from embeval.provenance import derive_seed
 
     be = get_backend(backend)
     own = env is None
-    env = env or be.make_env(tuple(obs_size or obs_size_for(policy)))
+    if own:
+        check_cameras(policy, be, aliases)
+        size = tuple(obs_size or obs_size_for(policy))
+        env = be.make_env(size, aliases=dict(aliases)) if aliases else be.make_env(size)
     if own:
         render_only(env, obs_cameras_for(policy))
     try:
@@ -264,7 +312,12 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
             policy.bind(env, be)
         for item in items:
             for layout in layouts:
-                yield be.run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
+                try:
+                    res = be.run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
+                except (InvalidInputError, MissingFileError) as exc:  # name the item (a card image, a bad action)
+                    msg = str(exc) if f"item {item.id!r}" in str(exc) else f"item {item.id!r} ({layout}): {exc}"
+                    raise type(exc)(msg) from None
+                yield res
     finally:
         if own:
             be.close(env)

@@ -282,6 +282,10 @@ def generate_items(out_dir: str | Path, categories: list[str] | None = None, per
     from PIL import Image
 
     cats = list(categories or CATEGORIES)
+    repeated = sorted({c for c in cats if cats.count(c) > 1})
+    if repeated:
+        raise ConfigError(f"categories {', '.join(repeated)} named more than once; name each category once "
+                          f"(--per-category sets how many items each gets)")
     if per_category < 1:
         raise ConfigError(f"per_category must be >= 1, got {per_category}")
     out = Path(out_dir)

@@ -17,6 +17,7 @@ from typing import Any
 
 from embeval.config import check_keys
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError, read_jsonl
+from embeval.image_io import check_image_file
 
 SIDES = ("left", "right")
 LAYOUTS = ("original", "swapped")
@@ -45,8 +46,20 @@ class BinaryItem:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if not self.id:
-            raise ConfigError("item id must not be empty")
+        if not isinstance(self.id, str) or not self.id:
+            raise ConfigError(f"item id must be a non-empty string, got {self.id!r}")
+        for k in ("question", "left_image", "right_image", "correct_side", "category", "source", "instruction"):
+            v = getattr(self, k)
+            if not isinstance(v, str):
+                raise ConfigError(f"item {self.id!r}: {k} must be a string, got {type(v).__name__} {str(v)[:40]!r}")
+        if self.context_image is not None and not isinstance(self.context_image, str):
+            raise ConfigError(f"item {self.id!r}: context_image must be a string (an image path) or null, "
+                              f"got {type(self.context_image).__name__}")
+        if isinstance(self.options, (str, bytes)) or not isinstance(self.options, (list, tuple)) or \
+                not all(isinstance(o, (str, int, float)) for o in self.options):
+            raise ConfigError(f"item {self.id!r}: options must be a list of 2 strings (left, right), got {self.options!r}"[:200])
+        if not isinstance(self.meta, dict):
+            raise ConfigError(f"item {self.id!r}: meta must be a JSON object, got {type(self.meta).__name__}")
         if self.correct_side not in SIDES:
             raise ConfigError(f"item {self.id!r}: correct_side must be 'left' or 'right', got {self.correct_side!r}")
         if not self.question.strip():
@@ -93,10 +106,14 @@ class BinaryItem:
         d = dict(d)
         if base is not None:
             for k in ("left_image", "right_image", "context_image"):
-                if d.get(k) and not Path(d[k]).is_absolute():
+                if d.get(k) and isinstance(d[k], str) and not Path(d[k]).is_absolute():
                     d[k] = str(base / d[k])
-        d["id"] = str(d["id"])
-        return cls(**d)
+        if isinstance(d["id"], int) and not isinstance(d["id"], bool):
+            d["id"] = str(d["id"])  # numeric ids of converted data sets
+        try:
+            return cls(**d)
+        except ConfigError as exc:  # a field of the wrong type or value: name the file and line
+            raise ConfigError(f"{where}: {exc}") from None
 
 
 def _relative(path: str, base: Path) -> str:
@@ -136,6 +153,8 @@ def read_items(path: str | Path, check_images: bool = False) -> list[BinaryItem]
             for p in (it.left_image, it.right_image, it.context_image):
                 if p and not Path(p).is_file():
                     raise MissingFileError(f"{path} line {n}: image {p} not found; copy the images next to the item file")
+                if p:
+                    check_image_file(p, f"{path} line {n} (item {it.id!r}): image")
         out.append(it)
     ids = [it.id for it in out]
     if len(set(ids)) != len(ids):
@@ -144,12 +163,21 @@ def read_items(path: str | Path, check_images: bool = False) -> list[BinaryItem]
 
 
 def load_image(path: str) -> Any:
-    """An item image as RGB uint8 (H, W, 3)."""
-    import numpy as np
-    from PIL import Image
+    """An item image as RGB uint8 (H, W, 3), decoded by :func:`embeval.image_io.read_image` (the same pixels the
+    simulators' cards show, see :func:`card_textures`)."""
+    from embeval.image_io import read_image
 
-    p = Path(path)
-    if not p.is_file():
-        raise MissingFileError(f"image {p} not found; check the item file's image paths")
-    with Image.open(p) as im:
-        return np.asarray(im.convert("RGB"), dtype=np.uint8)
+    return read_image(path, "card image")
+
+
+def card_textures(item: BinaryItem, layout: str) -> dict[str, str]:
+    """Card name (``card_left``, ``card_right``, ``card_context``) -> an image file the simulators texture as the
+    item's image in ``layout`` (:func:`embeval.sim.textures.loadable`: WebP, 16-bit, grey ... become an 8-bit RGB
+    PNG). One-line error naming the item and the file when an image is unreadable or too large."""
+    from embeval.sim.textures import loadable
+
+    left, right = item.images_in(layout)
+    names = {"card_left": left, "card_right": right}
+    if item.context_image:
+        names["card_context"] = item.context_image
+    return {k: loadable(v, f"item {item.id!r}: card image") for k, v in names.items()}

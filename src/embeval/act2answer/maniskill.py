@@ -12,8 +12,6 @@ True})``; :func:`run_episode` does that and returns the same
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 ENV_ID = "EmbevalAct2Answer-v1"
@@ -177,16 +175,15 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
     """One Act2Answer episode of ``item`` in ``layout`` on a :func:`make_env` env; same rules and record as
     :func:`embeval.act2answer.episode.run_episode` (zone after the spec's settle time)."""
     from embeval.act2answer.episode import closed_loop, episode_result
+    from embeval.act2answer.items import card_textures
+    from embeval.sim.maniskill.runtime import episode_seed
     from embeval.act2answer.scene import EpisodeSpec, instruction_for
 
     spec = spec or EpisodeSpec()
-    left, right = item.images_in(layout)
-    textures = {"card_left": str(Path(left)), "card_right": str(Path(right))}
-    if item.context_image:
-        textures["card_context"] = str(Path(item.context_image))
+    textures = card_textures(item, layout)  # 8-bit RGB PNGs SAPIEN loads (WebP, 16-bit ... converted)
     u = env.unwrapped
     u.configure(spec, textures, item.correct_side_in(layout))
-    ms_seed = int(seed) % 2 ** 32  # ManiSkill seeds numpy's legacy generator (32 bits); the record keeps ``seed``
+    ms_seed = episode_seed(seed)  # ManiSkill takes 32-bit seeds; the record keeps the derived ``seed``
     env.env.reset(seed=ms_seed, options={"reconfigure": True})
     instruction = instruction_for(item, spec)
     obs = env.reset(seed=ms_seed, instruction=instruction)
@@ -200,15 +197,16 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
                           seed=int(seed), actions=actions)
 
 
-def _backend_env(obs_size: tuple[int, int]):
-    return make_env(int(obs_size[0]), int(obs_size[1]))
+def _backend_env(obs_size: tuple[int, int], aliases: dict[str, str] | None = None):
+    return make_env(int(obs_size[0]), int(obs_size[1]), aliases)
 
 
 def _backend():
     from embeval.act2answer.episode import Backend
 
     return Backend("maniskill", _backend_env, run_episode, lambda env, spec: CardExpert(env),
-                   "ManiSkill3 (SAPIEN, CPU): the cards and the cube on ManiSkill's table with the Panda")
+                   "ManiSkill3 (SAPIEN, CPU): the cards and the cube on ManiSkill's table with the Panda",
+                   cameras=("base_camera",), aliases=True)
 
 
 #: the ``maniskill`` entry of :data:`embeval.act2answer.episode.BACKENDS`

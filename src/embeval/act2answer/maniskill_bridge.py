@@ -34,6 +34,7 @@ import numpy as np
 from embeval.act2answer.scene import EpisodeSpec
 from embeval.errors import ConfigError
 from embeval.sim.maniskill.bridge import BRIDGE_ENVS, ROBOT_XYZ, require_assets
+from embeval.sim.maniskill.runtime import episode_seed
 
 #: the table top's height in the flat-table world (m): the objects' configured z minus their half heights
 TABLE_Z = 0.87
@@ -248,18 +249,23 @@ class BridgeSession:
     """The backend's env: one :class:`~embeval.sim.maniskill.bridge.BridgeEnv` of ``env_id``, re-staged per
     episode (:meth:`stage`, then ``reset(..., reconfigure=True)``). Checks the assets first."""
 
-    def __init__(self, env_id: str = "PutCarrotOnPlateInScene-v1", obs_size: tuple[int, int] | None = None):
-        from embeval.sim.maniskill.bridge import BridgeConfig, BridgeEnv
+    def __init__(self, env_id: str = "PutCarrotOnPlateInScene-v1", obs_size: tuple[int, int] | None = None,
+                 aliases: dict[str, str] | None = None):
+        from embeval.sim.maniskill.bridge import CAMERA, BridgeConfig, BridgeEnv
 
         require_assets(env_id)
         self.env_id, self.scene = env_id, None
-        self.env = BridgeEnv(BridgeConfig(env_id, obs_size=obs_size), env_cls=act2answer_env_class(env_id))
+        cfg = BridgeConfig(env_id, obs_size=obs_size, aliases={"third_person": CAMERA, **dict(aliases or {})})
+        self.env = BridgeEnv(cfg, env_cls=act2answer_env_class(env_id))
 
     def stage(self, scene: BridgeScene) -> None:
         if scene.env_id != self.env_id:
             raise ConfigError(f"this session runs {self.env_id}; the scene is staged in {scene.env_id}")
-        self.scene = scene
-        self.env.unwrapped.a2a_scene = scene
+        from embeval.sim.textures import loadable
+
+        self.scene = scene  # the env gets 8-bit RGB PNGs SAPIEN loads (WebP, 16-bit ... converted, one-line errors)
+        self.env.unwrapped.a2a_scene = replace(scene, textures={k: loadable(v, f"item {scene.item!r}: card image")
+                                                                for k, v in scene.textures.items()})
 
     def carried_base_xyz(self) -> np.ndarray:
         return self.env.unwrapped.carried_base_xyz()
@@ -277,7 +283,7 @@ def run_episode(session: BridgeSession, policy, item, layout: str, spec: Episode
     scene = bridge_scene(item, layout, session.env_id, spec)
     session.stage(scene)
     env, s = session.env, scene.spec
-    obs = env.reset(seed, scene.instruction, reconfigure=True)
+    obs = env.reset(episode_seed(seed), scene.instruction, reconfigure=True)  # 32-bit; the record keeps ``seed``
     policy.reset(scene.instruction)
     reason, n, actions = closed_loop(env, policy, obs, s, lambda: session.carried_base_xyz()[2], keep_actions)
     env.hold(int(round(s.settle_s / float(env.unwrapped.control_timestep))))
@@ -341,10 +347,12 @@ def bridge_backend(env_id: str, name: str):
     from embeval.act2answer.episode import Backend
 
     noun = BRIDGE_ENVS[env_id][2]
-    return Backend(name, lambda obs_size: BridgeSession(env_id, tuple(obs_size)), run_episode,
+    from embeval.sim.maniskill.bridge import CAMERA
+
+    return Backend(name, lambda obs_size, aliases=None: BridgeSession(env_id, tuple(obs_size), aliases), run_episode,
                    lambda session, spec: BridgeCardExpert(session),
                    f"ManiSkill3 Bridge scene {env_id} (SimplerEnv-style, WidowX; the {noun} is carried; needs "
-                   "ManiSkill's asset download)")
+                   "ManiSkill's asset download)", cameras=(CAMERA, "third_person"), aliases=True)
 
 
 #: the ``maniskill-bridge*`` entries of :data:`embeval.act2answer.episode.BACKENDS`

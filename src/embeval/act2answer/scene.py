@@ -29,6 +29,9 @@ from embeval.errors import ConfigError, MissingFileError, load_yaml
 
 TERMINATIONS = ("release_after_lift", "max_steps")
 
+#: the most policy steps an episode may take (the UR5 cell uses 24, ManiSkill's Panda ~45, the Bridge scenes 60)
+MAX_EPISODE_STEPS = 10_000
+
 #: Instruction template used when an item has no instruction of its own.
 DEFAULT_INSTRUCTION = "{question} Put the cube on the correct picture."
 
@@ -52,15 +55,39 @@ class EpisodeSpec:
     instruction_template: str = DEFAULT_INSTRUCTION
 
     def __post_init__(self):
+        import math
+        from numbers import Integral, Real
+
+        def number(v) -> bool:
+            return isinstance(v, Real) and not isinstance(v, bool) and math.isfinite(float(v))
+
         for k in ("left_card_xy", "right_card_xy", "context_card_xy", "cube_xy"):
-            v = tuple(float(x) for x in getattr(self, k))
-            if len(v) != 2:
-                raise ConfigError(f"episode spec {k} must be (x, y) in metres, got {v}")
-            setattr(self, k, v)
+            v = getattr(self, k)
+            if isinstance(v, (str, bytes)) or not isinstance(v, (list, tuple)) or len(v) != 2 or not all(map(number, v)):
+                raise ConfigError(f"episode spec {k} must be (x, y), two finite numbers in metres, got {v!r}"[:200])
+            setattr(self, k, tuple(float(x) for x in v))
+        for k, zero, hi in (("card_size", False, 1.0), ("cube_size", False, 0.5), ("eps", False, 1.0),
+                            ("lift_m", True, 1.0), ("settle_s", True, 60.0)):
+            v = getattr(self, k)
+            if not number(v) or not (0.0 <= float(v) if zero else 0.0 < float(v)) or float(v) > hi:
+                rng = f"{'[' if zero else '('}0, {hi}]"
+                raise ConfigError(f"episode spec {k} must be a number in {rng}, got {v!r}"[:200])
+            setattr(self, k, float(v))
+        for k in ("cube_color", "termination", "instruction_template"):
+            if not isinstance(getattr(self, k), str):
+                raise ConfigError(f"episode spec {k} must be a string, got {getattr(self, k)!r}"[:200])
         if self.termination not in TERMINATIONS:
             raise ConfigError(f"episode spec termination must be one of {TERMINATIONS}, got {self.termination!r}")
-        if self.max_steps < 1:
-            raise ConfigError(f"episode spec max_steps must be >= 1, got {self.max_steps}")
+        if not isinstance(self.max_steps, Integral) or isinstance(self.max_steps, bool) or \
+                not 1 <= self.max_steps <= MAX_EPISODE_STEPS:
+            raise ConfigError(f"episode spec max_steps must be a whole number in 1..{MAX_EPISODE_STEPS} (policy steps per "
+                              f"episode), got {self.max_steps!r}"[:200])
+        self.max_steps = int(self.max_steps)
+        try:
+            self.instruction_template.format(question="q")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigError(f"episode spec instruction_template must use only {{question}}, got "
+                              f"{self.instruction_template!r} ({type(exc).__name__}: {exc})"[:240]) from None
         from embeval.act2answer.zones import classify
 
         classify(self.cube_xy, self.left_card_xy, self.right_card_xy, "left", self.eps)  # eps sanity
@@ -85,7 +112,10 @@ class EpisodeSpec:
         if not isinstance(data, Mapping):
             raise ConfigError(f"episode spec {p} must be a mapping of episode fields, got {type(data).__name__}; "
                               "see config/act2answer/episode.yaml")
-        return cls.from_dict(data.get("episode", data))
+        try:
+            return cls.from_dict(data.get("episode", data))
+        except ConfigError as exc:  # name the file
+            raise ConfigError(f"{p}: {exc}") from None
 
     def to_yaml(self, path: str | Path | None = None) -> str:
         text = yaml.safe_dump({"episode": self.to_dict()}, sort_keys=False)

@@ -103,3 +103,16 @@ def finite(values, name: str):
             at = f" (value {i + 1} of {len(seq)})" if len(seq) > 1 else ""
             raise InvalidInputError(f"{name}: {v} is not a finite number{at}; give finite numbers")
     return values
+
+
+def parse_aliases(values: list[str] | None) -> dict[str, str]:
+    """``--alias KEY=CAMERA`` values (repeatable) as ``{key: camera}``; a ConfigError naming a malformed one."""
+    from embeval.errors import ConfigError
+
+    out: dict[str, str] = {}
+    for a in values or []:
+        key, sep, cam = a.partition("=")
+        if not sep or not key or not cam:
+            raise ConfigError(f"--alias {a!r}: write KEY=CAMERA, e.g. third_person=base_camera")
+        out[key] = cam
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, positive_int, seed
+from embeval.cli._util import add_group, parse_aliases, positive_int, seed
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -65,6 +65,9 @@ def register(sub) -> None:
                         "give a longer --episode max_steps, see docs/act2answer.md), or maniskill-bridge / "
                         "maniskill-bridge-spoon / maniskill-bridge-cube (SimplerEnv-style Bridge scenes with the WidowX; "
                         "need ManiSkill's asset download, docs/sim.md)")
+    p.add_argument("--alias", action="append", default=[], metavar="KEY=CAMERA",
+                   help="ManiSkill backends: also give camera CAMERA under image key KEY, e.g. third_person=base_camera "
+                        "for a policy trained on the UR5 cell's third_person view on --backend maniskill; repeatable")
     p.set_defaults(func=_run)
 
     p = g.add_parser("scenes", help="write per-item scene YAMLs and conductor parameters for the ROS graph / real cell",
@@ -199,6 +202,7 @@ def _run(args) -> int:
     from embeval.act2answer.episode import (
         EXPERT,
         BackendExpert,
+        check_cameras,
         get_backend,
         run_items,
         write_results,
@@ -208,15 +212,19 @@ def _run(args) -> int:
     refs = _policy_refs(args.policy, args.vlm)
     _check_delta(args.delta)
     backend = get_backend(args.backend)
+    aliases = parse_aliases(args.alias)
+    check_cameras(None, backend, aliases)  # the aliases themselves, before anything loads
     items = _items(args.items, args.limit)
     spec = EpisodeSpec.from_yaml(args.episode) if args.episode else EpisodeSpec()
     # every name checked before the first episode runs; `expert` is the backend's privileged answer
     policies = [BackendExpert(spec) if ref == EXPERT else _load_policy(ref) for ref in refs]
+    for policy in policies:  # every policy's cameras on this backend, before the first episode
+        check_cameras(policy, backend, aliases)
     vlms = [_load_vlm(ref) for ref in args.vlm or []]
     results = {}
     for policy in policies:
         t0, recs = time.perf_counter(), []
-        for r in run_items(policy, items, spec, seed=args.seed, backend=backend):
+        for r in run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases):
             recs.append(r)
             if len(recs) % 50 == 0:
                 print(f"  {policy.id}: {len(recs)}/{2 * len(items)} episodes ({len(recs) / (time.perf_counter() - t0):.2f}/s)", flush=True)
@@ -291,7 +299,7 @@ def _report(args) -> int:
     print(format_table(table))
     for subject, recs in results.items():
         ss = swap_stats(recs)
-        print(f"{subject}: swap pairs {ss.n_pairs}, consistency {ss.consistency:.3f}, same side {ss.same_side:.3f}, "
+        print(f"{subject}: swap pairs {ss.n_pairs}, {ss.consistency_text()}, same side {ss.same_side:.3f}, "
               f"position bias {ss.position_bias:+.3f}, McNemar b={ss.original_only} c={ss.swapped_only} "
               f"exact p={ss.mcnemar_p_exact:.4g}")
     if args.csv:

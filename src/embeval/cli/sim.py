@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, finite, image_side, positive_int, seed
+from embeval.cli._util import add_group, finite, image_side, parse_aliases, positive_int, seed
 
 _VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
 
@@ -82,7 +82,7 @@ def register(sub) -> None:
     p.add_argument("--task", help="ManiSkill env id (default PickCube-v1) or a UR5 cell verb (default Pick)")
     p.add_argument("--subject", help="policy subject YAML (embeval.subjects); default the backend's scripted expert")
     p.add_argument("--episodes", type=positive_int, default=5, help="episodes, seeds --seed .. (default 5)")
-    p.add_argument("--seed", type=int, default=0, help="first episode seed (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="first episode seed (default 0; ManiSkill: seeds up to 2**32-1)")
     p.add_argument("--distortion", help="distortion applied to every camera frame (`embeval distort list`)")
     p.add_argument("--level", type=int, default=3, help="distortion level 1..5 (default 3)")
     p.add_argument("--width", type=image_side, default=64, help="camera width in pixels (default 64)")
@@ -152,6 +152,9 @@ def _render_maniskill(args) -> int:
     if args.scene:
         raise ConfigError("--scene is a UR5 cell scene; ManiSkill scenes come from --task and --seed")
     from embeval.sim.maniskill import bridge
+    from embeval.sim.maniskill.runtime import check_seed
+
+    check_seed(args.seed, what="--seed")  # ManiSkill's 32-bit range, before the env is built
 
     task = args.task or "PickCube-v1"
     if bridge.is_bridge_env(task):  # SimplerEnv's Bridge scenes: the WidowX, its calibrated 640x480 camera
@@ -182,12 +185,7 @@ def _episodes(args) -> int:
     task = args.task or ("PickCube-v1" if args.backend == "maniskill" else "Pick")
     if args.backend == "pybullet":
         task = _verb(task)
-    aliases = {}
-    for a in args.alias:
-        key, sep, cam = a.partition("=")
-        if not sep or not key or not cam:
-            raise ConfigError(f"--alias {a!r}: write KEY=CAMERA, e.g. third_person=base_camera")
-        aliases[key] = cam
+    aliases = parse_aliases(args.alias)
     if args.distortion:
         from embeval import distortion as dist_mod
 
@@ -196,10 +194,22 @@ def _episodes(args) -> int:
             raise ConfigError(f"--level must lie in 1..{dist_mod.N_LEVELS}, got {args.level}")
         if args.state_only:
             raise ConfigError("--distortion needs cameras; drop --state-only")
+    if args.backend == "maniskill":
+        from embeval.sim.maniskill.runtime import check_seed
+
+        check_seed(args.seed, args.episodes, "--seed")  # every episode's seed, before the first runs
+        if not args.subject:
+            from embeval.sim.maniskill.expert import check_expert
+
+            check_expert(task)  # before the env is built and the table header printed
     if args.sheet:
         from embeval.image_io import check_image_path
 
         check_image_path(args.sheet, "--sheet")  # before the episodes, not after
+    if args.json:
+        from embeval.errors import check_out_file
+
+        check_out_file(args.json, "--json")
     spec = SimSpec(backend=args.backend, env=task, width=args.width, height=args.height, aliases=aliases,
                    render=not args.state_only)
     env = make_episode_env(spec)

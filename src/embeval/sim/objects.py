@@ -26,7 +26,7 @@ from pathlib import Path
 
 from embeval.errors import ConfigError, MissingFileError
 from embeval.sim.scene import ObjectSpec
-from embeval.sim.textures import resolve
+from embeval.sim.textures import loadable, resolve
 
 
 @dataclass
@@ -69,7 +69,8 @@ class PB:
             file = resolve(path)
             if not Path(file).exists():
                 raise MissingFileError(f"texture image {file} not found; give an existing PNG/JPG path in the object spec")
-            self._textures[path] = self.p.loadTexture(str(file), physicsClientId=self.client)
+            # pybullet draws a format it cannot decode (WebP, 16-bit PNG) blank with only a warning: an 8-bit RGB PNG
+            self._textures[path] = self.p.loadTexture(loadable(file), physicsClientId=self.client)
         return self._textures[path]
 
     def clear(self) -> None:

@@ -110,3 +110,34 @@ def texture_file(rgb: np.ndarray, folder: str | Path | None = None) -> str:
     if not path.exists():
         Image.fromarray(rgb).save(path)
     return str(path)
+
+
+_LOADABLE: dict[tuple[str, int, int], str] = {}
+
+
+def loadable(path: str | Path, what: str = "texture image") -> str:
+    """An image file the simulators' texture loaders read as the image: ``path`` itself when it is an 8-bit RGB PNG,
+    else a PNG of the pixels :func:`embeval.image_io.read_image` decodes (WebP, 16-bit, grey, palette, JPEG, ...).
+    pybullet and SAPIEN decode few formats (pybullet draws an unsupported one blank with only a warning); going
+    through here, the UR5 cell, ManiSkill and the VLM path show the same pixels. One-line
+    :class:`~embeval.errors.InvalidInputError` / :class:`~embeval.errors.MissingFileError` naming ``what``
+    and the file when it is not a readable image of bounded size. Cached by path, size and mtime."""
+    from PIL import Image
+
+    from embeval.image_io import read_image
+
+    p = Path(path)
+    try:
+        st = p.stat()
+        key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _LOADABLE:
+        return _LOADABLE[key]
+    rgb = read_image(p, what)  # decodes (checks size, truncation) or raises one line
+    with Image.open(p) as im:
+        native = im.format == "PNG" and im.mode == "RGB"
+    out = str(p) if native else texture_file(rgb)
+    if key is not None:
+        _LOADABLE[key] = out
+    return out

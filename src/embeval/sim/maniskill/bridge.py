@@ -35,10 +35,10 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, EmbevalError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.sim.env import ClosingEnv, StepResult, as_action
-from embeval.sim.maniskill.runtime import raw_pose_matrix
+from embeval.sim.maniskill.runtime import check_seed, raw_pose_matrix
 
 #: the Bridge WidowX's only control mode in ManiSkill 3.0.1
 CONTROL_MODE = "arm_pd_ee_target_delta_pose_align2_gripper_pd_joint_pos"
@@ -186,8 +186,35 @@ def asset_dir() -> Path:
     return Path(ASSET_DIR)
 
 
+#: cheap validity checks of the files the env opens first, by extension: ``(bytes) -> True when it looks right``
+_HEADER_CHECKS = {
+    ".glb": lambda b: b[:4] == b"glTF",
+    ".png": lambda b: b[:8] == b"\x89PNG\r\n\x1a\n",
+    ".urdf": lambda b: b.lstrip()[:1] == b"<",
+    ".obj": lambda b: bool(b.strip()) and b"\0" not in b,
+}
+
+
+def _damaged(path: Path) -> str | None:
+    """Why ``path`` (a file the Bridge env opens first) is not what ManiSkill expects, or None: the model json must
+    parse as a JSON object, a .glb/.png start with its magic bytes, a .urdf with ``<``, a .obj be non-empty text."""
+    import json
+
+    if path.suffix == ".json":
+        try:
+            ok = isinstance(json.loads(path.read_bytes()), dict)
+        except (ValueError, UnicodeDecodeError):
+            ok = False
+        return None if ok else "is not a JSON object"
+    check = _HEADER_CHECKS.get(path.suffix)
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return None if check is None or check(head) else f"is not a valid {path.suffix} file"
+
+
 def asset_problems(env_id: str) -> dict[str, str]:
-    """uid -> what is wrong ("not downloaded" or "incomplete: <file> missing") for every asset ``env_id`` lacks."""
+    """uid -> what is wrong ("not downloaded", "incomplete: <file> missing" or "damaged: <file> is not ...") for
+    every asset ``env_id`` lacks."""
     root, need, out = asset_dir(), required_files(env_id), {}
     from mani_skill.utils.assets.data import DATA_SOURCES
 
@@ -199,6 +226,10 @@ def asset_problems(env_id: str) -> dict[str, str]:
         gone = [f for f in need.get(uid, []) if not (root / f).is_file()]
         if gone:
             out[uid] = f"incomplete: {gone[0]} missing"
+            continue
+        bad = [(f, why) for f in need.get(uid, []) if (why := _damaged(root / f))]
+        if bad:
+            out[uid] = f"damaged: {bad[0][0]} {bad[0][1]}"
     return out
 
 
@@ -208,7 +239,7 @@ def assets_message(env_id: str, problems: dict[str, str]) -> str:
 
     what = "; ".join(f"{uid} {p}" for uid, p in problems.items())
     where = os.environ.get("MS_ASSET_DIR") or "~/.maniskill"
-    return (f"{env_id} needs ManiSkill assets that are not here ({what}; looked in {asset_dir()}, MS_ASSET_DIR={where}); "
+    return (f"{env_id} needs ManiSkill assets that are missing or damaged here ({what}; looked in {asset_dir()}, MS_ASSET_DIR={where}); "
             f"on a networked machine run `{download_command(list(problems))}` with the same MS_ASSET_DIR, then copy "
             "that folder here (docs/sim.md: Bridge scenes)")
 
@@ -280,8 +311,12 @@ class BridgeEnv(ClosingEnv):
         kw.update(env_kwargs)
         try:
             self.env = cls(**kw)
-        except OSError as exc:  # a file the checks above do not name (a partly copied folder)
-            raise ConfigError(assets_message(c.env_id, {u: f"incomplete ({exc.__class__.__name__}: {exc})".replace("\n", " ")
+        except EmbevalError:
+            raise
+        except (OSError, ValueError, RuntimeError) as exc:  # a file the checks above do not name or cannot judge
+            # (partly copied, junk json, a mesh SAPIEN cannot load): the same one line with the download command
+            why = " ".join(f"{exc.__class__.__name__}: {exc}".split())[:200]
+            raise ConfigError(assets_message(c.env_id, {u: f"incomplete or damaged ({why})"
                                                         for u in asset_ids(c.env_id)})) from None
         self.limits = widowx_limits({k: v.config for k, v in self.env.agent.controller.controllers.items()})
         self.distortion = distortion
@@ -297,7 +332,7 @@ class BridgeEnv(ClosingEnv):
 
     def reset(self, seed: int = 0, instruction: str | None = None, reconfigure: bool = False) -> Observation:
         """Start the seeded episode (ManiSkill's seeded object orientation; ``reconfigure`` reloads the scene)."""
-        self._raw = self.env.reset(seed=int(seed) % 2 ** 32, options={"reconfigure": True} if reconfigure else {})[0]
+        self._raw = self.env.reset(seed=check_seed(seed), options={"reconfigure": True} if reconfigure else {})[0]
         self.gripper, self.control_steps = 1.0, 0
         self.instruction = instruction if instruction is not None else str(self.env.get_language_instruction()[0])
         if self.distortion is not None:

@@ -41,6 +41,7 @@ from embeval.sim.maniskill.runtime import (
     VulkanUnavailableError,
     _np,
     auto_render_backend,
+    check_seed,
     diagnose,
     download_command,
     import_sapien,
@@ -242,7 +243,7 @@ class ManiSkillEnv(ClosingEnv):
         """Start the seeded episode (ManiSkill's own seeded initial state). ``task`` must match the env id if given."""
         if task is not None and task != self.config.env_id:
             raise ConfigError(f"this env runs {self.config.env_id}; build another ManiSkillEnv for {task}")
-        self._raw_obs = self.env.reset(seed=int(seed))[0]
+        self._raw_obs = self.env.reset(seed=check_seed(seed))[0]
         self.seed = int(seed)
         self.instruction = instruction if instruction is not None else default_instruction(self.config.env_id)
         self.n_steps = self.control_steps = 0

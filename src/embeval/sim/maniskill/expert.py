@@ -268,12 +268,19 @@ EXPERTS: dict[str, type[PhaseExpert]] = {
 }
 
 
+def check_expert(env_id: str) -> type[PhaseExpert]:
+    """The expert class of ``env_id``; a one-line :class:`ConfigError` naming the tasks that have one otherwise
+    (callable before the env is built)."""
+    cls = EXPERTS.get(env_id)
+    if cls is None:
+        raise ConfigError(f"no scripted expert for {env_id}; experts exist for {', '.join(EXPERTS)} "
+                          "(or give a policy with --subject)")
+    return cls
+
+
 def make_expert(env, **kw) -> PhaseExpert:
     """The expert of ``env``'s task (call after ``env.reset``)."""
-    cls = EXPERTS.get(env.config.env_id)
-    if cls is None:
-        raise ConfigError(f"no scripted expert for {env.config.env_id}; experts exist for {', '.join(EXPERTS)}")
-    return cls(env, **kw)
+    return check_expert(env.config.env_id)(env, **kw)
 
 
 def run_expert(env, seed: int):

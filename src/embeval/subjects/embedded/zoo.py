@@ -97,9 +97,18 @@ def _vlm_families() -> dict:
 def load_vlm(name_or_path: str | Path = "tiny-vlm", **kw):
     """Load a tiny VLM: the slot decoder (:class:`~embeval.subjects.embedded.vlm.TinyVLM`) or the
     two-card chooser (:class:`~embeval.subjects.embedded.choice.TinyChoiceVLM`), by its checkpoint's family."""
+    from embeval.errors import ConfigError
+    from embeval.subjects.embedded.choice_vla import FAMILY as CHOICE_VLA
+
+    if str(name_or_path) in known_names("vla") and str(name_or_path) not in known_names("vlm"):
+        raise ConfigError(f"{name_or_path!r} is a policy (VLA), not a VLM; give it to --policy, or a VLM here: "
+                          f"{', '.join(known_names('vlm'))}")
     path = resolve_model(name_or_path, "vlm")
     family = checkpoint_family(path, "vlm", "slots")
     families = _vlm_families()
+    if family == CHOICE_VLA:
+        raise ConfigError(f"{name_or_path!s} is a policy (a {family} VLA checkpoint), not a VLM; give it to --policy, "
+                          f"or a VLM here: {', '.join(known_names('vlm'))}")
     if family not in families:
         raise MissingWeightsError(f"{path}: unknown VLM family {family!r}; this code loads {', '.join(families)}")
     return families[family].load(path, **kw)
