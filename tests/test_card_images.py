@@ -75,7 +75,10 @@ def test_pybullet_draws_a_webp_card_not_blank(tmp_path):
     assert centre[0] > 120 and centre[1] < 80 and centre[2] < 80, centre  # red, not the blank white/grey card
 
 
-def test_bomb_garbage_and_oversize_cards_name_line_item_and_file(tmp_path):
+def test_bomb_garbage_and_oversize_cards_name_line_item_and_file(tmp_path, monkeypatch):
+    from PIL import ImageFile
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)  # as pyiqa leaves it once imported
     ok = tmp_path / "ok.png"
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(ok)
     bomb = _png_header_only(tmp_path / "bomb.png", 60000, 60000)
@@ -94,6 +97,7 @@ def test_bomb_garbage_and_oversize_cards_name_line_item_and_file(tmp_path):
     trunc.write_bytes(trunc.read_bytes()[:200])
     with pytest.raises(InvalidInputError, match="trunc.png is not a readable image"):
         card_textures(BinaryItem("t", "q?", str(ok), str(trunc), "left", "color"), "original")
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is True  # the reader restores the process-wide flag
 
 
 @pytest.mark.parametrize("field,value,word", [("question", 123, "question must be a string"),

@@ -56,8 +56,13 @@ def read_image(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_
 
     from embeval.errors import InvalidInputError
 
+    from PIL import ImageFile
+
     p = check_image_file(path, what, max_side)  # exists, recognised, bounded: before any decoding
     fix = f"give a PNG or JPEG image of at most {max_side}x{max_side} pixels"
+    # pyiqa sets Pillow's process-wide LOAD_TRUNCATED_IMAGES on import, which decodes a truncated file as
+    # grey without a word: this reader refuses truncated data whatever the flag says
+    lenient, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, False
     try:
         with Image.open(p) as im:
             im.load()
@@ -74,6 +79,8 @@ def read_image(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # truncated or corrupt pixels
         msg = " ".join(str(exc).split())[:160]
         raise InvalidInputError(f"{what} {p} is not a readable image ({type(exc).__name__}: {msg}); {fix}") from None
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
 
 
 def check_image_file(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_SIDE) -> Path:
