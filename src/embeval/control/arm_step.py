@@ -108,7 +108,8 @@ class ArmCommander:
             return self.protective_stop(f"unknown action frame {self.frame!r}")
         target = apply_delta(state.tcp_pose, v[:6], self.frame)
         delta_world = target[:3] - state.tcp_position
-        status = check_command(self.limits, tcp_target=target[:3], delta_translation=delta_world)
+        status = check_command(self.limits, tcp_target=target[:3], delta_translation=delta_world,
+                               delta_rotation=v[3:6])
         if status.stopped:
             return self.protective_stop(status.reason)
         try:

@@ -25,9 +25,14 @@ class StepperConfig:
     dry_run: bool = True  # compute and report actions, never command them
 
     def __post_init__(self):
-        for name in ("max_image_age_s", "max_instruction_age_s", "max_step_translation", "max_step_rotation"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be > 0, got {getattr(self, name)}")
+        from embeval.robot.safety import check_range
+
+        for name, hi in (("max_image_age_s", 60.0), ("max_instruction_age_s", 86400.0)):
+            object.__setattr__(self, name, check_range(name, getattr(self, name), 0.0, hi, "s"))
+        for name in ("max_step_translation", "max_step_rotation"):  # finite, in LIMIT_RANGES (NaN would clip nothing)
+            object.__setattr__(self, name, check_range(name, getattr(self, name)))
+        if not isinstance(self.dry_run, (bool, np.bool_)):  # never guessed from None, "", "no", 0
+            raise ConfigError(f"dry_run must be true or false, got {self.dry_run!r}")
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 Pure functions and small classes: no simulator, no ROS. Frame ``base``, metres, radians, seconds.
 
 A command is checked *before* it is executed (:func:`check_command`): a target outside the TCP
-workspace box, outside the joint limits, or a step larger than ``max_step_translation`` trips a
-stop and the arm does not move. During motion the backend reports contacts and measured speeds to
+workspace box, outside the joint limits, or a step larger than ``max_step_translation`` (m) or
+``max_step_rotation`` (rad) trips a stop and the arm does not move. Every limit is checked when
+:class:`SafetyLimits` is built (finite, within :data:`LIMIT_RANGES`): a NaN would disable a comparison. During motion the backend reports contacts and measured speeds to
 :class:`ProtectiveStop` (:meth:`ProtectiveStop.trip`); the first cause is latched until
 :meth:`ProtectiveStop.reset`.
 """
@@ -27,6 +28,41 @@ UR5_JOINT_LOWER: tuple[float, ...] = (-2 * np.pi, -2 * np.pi, -np.pi, -2 * np.pi
 UR5_JOINT_UPPER: tuple[float, ...] = (2 * np.pi, 2 * np.pi, np.pi, 2 * np.pi, 2 * np.pi, 2 * np.pi)
 #: UR5 maximum joint speeds, rad/s (180 deg/s on every joint).
 UR5_MAX_JOINT_SPEED: tuple[float, ...] = (np.pi,) * 6
+
+
+#: the fastest TCP speed a UR5 (and ur_rtde's moveL) accepts, m/s
+UR_MAX_TCP_SPEED = 3.0
+#: the highest acceleration embeval sends (m/s^2 for Cartesian moves, rad/s^2 for joint moves); ur_rtde allows more
+UR_MAX_ACCELERATION = 10.0
+#: the largest workspace-box coordinate (m, frame base): a UR5 reaches 0.85 m, a UR10 1.3 m
+MAX_WORKSPACE_COORD = 2.0
+#: name -> (low, high, unit): the range every numeric safety limit must lie in (low excluded, high included)
+LIMIT_RANGES: dict[str, tuple[float, float, str]] = {
+    "max_tcp_speed": (0.0, UR_MAX_TCP_SPEED, "m/s"),
+    "default_tcp_speed": (0.0, UR_MAX_TCP_SPEED, "m/s"),
+    "default_joint_speed": (0.0, np.pi, "rad/s"),
+    "max_joint_speed": (0.0, np.pi, "rad/s"),
+    "max_acceleration": (0.0, UR_MAX_ACCELERATION, "m/s^2 or rad/s^2"),
+    "max_step_translation": (0.0, 1.0, "m"),
+    "max_step_rotation": (0.0, np.pi, "rad"),
+    "max_command_age_s": (0.0, 60.0, "s"),
+    "control_hz": (0.0, 500.0, "Hz"),
+    "state_rate_hz": (0.0, 1000.0, "Hz"),
+}
+
+
+def check_range(name: str, value: Any, low: float | None = None, high: float | None = None, unit: str = "") -> float:
+    """``value`` as a float when it is a finite number with ``low < value <= high`` (defaults from
+    :data:`LIMIT_RANGES`), else a ConfigError naming ``name``, the range and the fix. NaN, inf, booleans,
+    strings and None are refused: a NaN limit compares False and would disable the check it guards."""
+    lo, hi, u = LIMIT_RANGES.get(name, (low, high, unit))
+    lo, hi, unit = (lo if low is None else low), (hi if high is None else high), (unit or u)
+    ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
+    v = float(value) if ok else float("nan")
+    if not (ok and np.isfinite(v) and lo < v <= hi):
+        raise ConfigError(f"safety limit {name} must be a finite number in ({lo:g}, {hi:g}] {unit}, got {value!r}; "
+                          f"set {name} to a value in that range")
+    return v
 
 
 def _tuple(v: Any, n: int, name: str) -> tuple[float, ...]:
@@ -54,20 +90,27 @@ class SafetyLimits:
     default_tcp_speed: float = 0.25  # m/s, Cartesian moves when no speed is given
     default_joint_speed: float = 1.0  # rad/s, joint moves when no speed is given
     max_step_translation: float | None = None  # m, refuse a single delta action longer than this (None: no limit)
+    max_step_rotation: float | None = None  # rad, refuse a single delta action rotating more than this (None: no limit)
+    max_acceleration: float = 2.0  # m/s^2 (Cartesian) / rad/s^2 (joint): the most a backend may command
 
     def __post_init__(self):
         for name, n in (("workspace_lower", 3), ("workspace_upper", 3), ("joint_lower", 6), ("joint_upper", 6), ("max_joint_speed", 6)):
             object.__setattr__(self, name, _tuple(getattr(self, name), n, name))
+        for name in ("max_tcp_speed", "default_tcp_speed", "default_joint_speed", "max_acceleration"):
+            object.__setattr__(self, name, check_range(name, getattr(self, name)))
+        for name in ("max_step_translation", "max_step_rotation"):
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_range(name, getattr(self, name)))
+        for i, v in enumerate(self.max_joint_speed):
+            check_range(f"max_joint_speed[{i}]", v, *LIMIT_RANGES["max_joint_speed"])
         lo, hi = np.array(self.workspace_lower), np.array(self.workspace_upper)
+        if np.any(np.abs(np.concatenate([lo, hi])) > MAX_WORKSPACE_COORD):
+            raise ConfigError(f"workspace box {self.workspace_lower} .. {self.workspace_upper} reaches beyond "
+                              f"{MAX_WORKSPACE_COORD} m from the base; measure the cell and set workspace_lower/workspace_upper")
         if np.any(lo >= hi):
             raise ConfigError(f"workspace_lower {self.workspace_lower} must be below workspace_upper {self.workspace_upper} on every axis")
         if np.any(np.array(self.joint_lower) >= np.array(self.joint_upper)):
             raise ConfigError("joint_lower must be below joint_upper for every joint")
-        for name in ("max_tcp_speed", "default_tcp_speed", "default_joint_speed"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"safety limit {name!r} must be > 0, got {getattr(self, name)}")
-        if np.any(np.array(self.max_joint_speed) <= 0):
-            raise ConfigError("max_joint_speed must be > 0 for every joint")
 
     def to_dict(self) -> dict:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
@@ -125,14 +168,29 @@ def check_step(translation: Sequence[float], limits: SafetyLimits) -> SafetyStat
     return OK
 
 
+def check_step_rotation(rotation: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
+    """Refuse a single delta action whose rotation ``|[droll, dpitch, dyaw]|`` (rad, the norm the policy node
+    clips with its own ``max_step_rotation``) is larger than ``max_step_rotation``."""
+    if limits.max_step_rotation is None:
+        return OK
+    n = float(np.linalg.norm(np.asarray(rotation, dtype=np.float64).reshape(-1)[:3]))
+    if not n <= limits.max_step_rotation * (1 + 1e-9):  # NaN refused too
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP,
+                            f"step limit: rotation of {n:.3f} rad > max_step_rotation {limits.max_step_rotation:.3f} rad")
+    return OK
+
+
 def check_command(
     limits: SafetyLimits,
     tcp_target: Sequence[float] | None = None,
     q_target: Sequence[float] | None = None,
     delta_translation: Sequence[float] | None = None,
+    delta_rotation: Sequence[float] | None = None,
 ) -> SafetyStatus:
-    """All pre-motion checks for one command; the first violation wins (step, workspace, joints)."""
+    """All pre-motion checks for one command; the first violation wins (step, step rotation, workspace, joints)."""
     if delta_translation is not None and (s := check_step(delta_translation, limits)).stopped:
+        return s
+    if delta_rotation is not None and (s := check_step_rotation(delta_rotation, limits)).stopped:
         return s
     if tcp_target is not None and (s := check_workspace(tcp_target, limits)).stopped:
         return s

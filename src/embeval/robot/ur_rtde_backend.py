@@ -34,6 +34,7 @@ from embeval.robot.safety import (
     SafetyLimits,
     check_command,
     check_joint_limits,
+    check_range,
 )
 
 #: UR safety modes (RTDE ``safety_mode`` / ``ur_dashboard_msgs/msg/SafetyMode``) -> embeval mode
@@ -63,6 +64,17 @@ def _import_rtde():
     return rtde_control, rtde_receive, rtde_io, dashboard_client
 
 
+def _bad_speed(speed, command: str, unit: str) -> str | None:
+    """Why a commanded speed is refused (None: fine): it must be None (the default) or a finite number > 0
+    (above the limit it is capped). A zero speed would block ur_rtde for good, a NaN reach the controller."""
+    if speed is None:
+        return None
+    ok = not isinstance(speed, (bool, np.bool_)) and isinstance(speed, (int, float, np.integer, np.floating))
+    if ok and np.isfinite(speed) and speed > 0:
+        return None
+    return f"{command} refused: speed must be a finite number > 0 {unit}, got {speed!r}"
+
+
 class URRtdeArm:
     """A UR5 (or any e-Series/CB3 arm) at ``robot_ip`` driven by ur_rtde.
 
@@ -81,10 +93,9 @@ class URRtdeArm:
             raise ConfigError("robot_ip is empty; pass the UR controller's IP address (e.g. robot_ip:=192.168.1.102)")
         if not 0 < speed_scaling <= 1:
             raise ConfigError(f"speed_scaling must lie in (0, 1], got {speed_scaling}")
-        if not control_hz > 0:
-            raise ConfigError(f"control_hz must be > 0 (Hz), got {control_hz}")
-        self.control_hz = float(control_hz)
+        self.control_hz = check_range("control_hz", control_hz)
         self.robot_ip, self.limits = robot_ip, limits or SafetyLimits()
+        acceleration = check_range("acceleration", acceleration, 0.0, self.limits.max_acceleration, "m/s^2 (rad/s^2 for joint moves)")
         self.acceleration, self.speed_scaling, self.gripper_output = acceleration, speed_scaling, gripper_output
         rc, rr, rio, dash = modules or _import_rtde()
         try:
@@ -147,6 +158,8 @@ class URRtdeArm:
         self._safety()
         self._latch.require_ok()
         p = as_pose6(pose, "TCP target")
+        if (bad := _bad_speed(speed, "move_tcp", "m/s")) is not None:
+            return self.protective_stop(bad)
         speed = min(self.limits.default_tcp_speed if speed is None else float(speed), self.limits.max_tcp_speed)
         status = check_command(self.limits, tcp_target=p[:3])
         if status.stopped:
@@ -187,6 +200,8 @@ class URRtdeArm:
         self._safety()
         self._latch.require_ok()
         qv = as_joints6(q)
+        if (bad := _bad_speed(speed, "move_joints", "rad/s")) is not None:
+            return self.protective_stop(bad)
         speed = min(self.limits.default_joint_speed if speed is None else float(speed), min(self.limits.max_joint_speed))
         status = check_joint_limits(qv, self.limits)
         if status.stopped:

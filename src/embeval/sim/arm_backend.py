@@ -30,7 +30,7 @@ import numpy as np
 
 from embeval.action import Action, gripper_command
 from embeval.robot.base import ArmState, SafetyStatus, as_gripper, execute_step
-from embeval.robot.safety import SafetyLimits, check_step
+from embeval.robot.safety import SafetyLimits, check_step, check_step_rotation
 from embeval.sim.scene import SceneSpec
 from embeval.sim.workcell import SimConfig, Workcell, cell_verdict
 
@@ -184,6 +184,8 @@ def execute_action(cell: Workcell, action: Action, frame: str = "base", speed: f
     The caller checks first that the cell is not stopped (a stopped cell refuses motion).
     """
     pre = check_step(action.translation, cell.limits)
+    if pre.ok:
+        pre = check_step_rotation(action.vector[3:6], cell.limits)
     if pre.stopped:
         return cell.safety.trip(pre)
     execute_step(SimArmBackend.view(cell), action, frame, speed)

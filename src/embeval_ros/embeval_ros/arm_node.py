@@ -36,7 +36,7 @@ from std_srvs.srv import Trigger
 
 from embeval.errors import ConfigError
 from embeval.registry import Registry
-from embeval.robot.safety import SafetyLimits
+from embeval.robot.safety import LIMIT_RANGES, SafetyLimits, check_range
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import (
@@ -48,7 +48,7 @@ from embeval_ros.conversions import (
     stamp_to_ns,
 )
 from embeval_ros.diagnostics import diag
-from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+from embeval_ros.runtime import qos_latched, qos_reliable, run_node, typed
 
 #: backend name -> "module:factory" taking (limits=..., **backend kwargs); a package adds one through the
 #: entry-point group ``embeval.arm_backends``
@@ -71,14 +71,46 @@ def make_backend(name: str, limits, **kw):
 
 def safety_limits(param: Callable[[str, Any, str], Any]) -> SafetyLimits:
     """The arm's :class:`SafetyLimits` from its parameters; ``param(name, default, description)`` reads one
-    (the node's declared parameter, or a plain dict lookup where ``embeval graph`` builds the shared sim arm)."""
-    lo = param("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
-    hi = param("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
-    max_speed = float(param("max_tcp_speed", 0.25, "TCP speed cap (m/s)"))
-    speed = float(param("tcp_speed", 0.1, "commanded TCP speed (m/s), capped at max_tcp_speed"))
-    max_step = float(param("max_step_translation", 0.05, "refuse (protective stop) a single step longer than this (m)"))
+    (the node's declared parameter, or a plain dict lookup where ``embeval graph`` builds the shared sim arm).
+    Each value is type-checked (:func:`embeval_ros.runtime.typed`) and range-checked by SafetyLimits (finite,
+    :data:`embeval.robot.safety.LIMIT_RANGES`): a wrong one is a ConfigError naming the parameter."""
+    def read(name, default, description):
+        return typed(f"embeval_arm.{name}", param(name, default, description), default)
+
+    lo = read("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
+    hi = read("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
+    max_speed = read("max_tcp_speed", 0.25, "TCP speed cap (m/s), at most 3.0")
+    speed = read("tcp_speed", 0.1, "commanded TCP speed (m/s), capped at max_tcp_speed")
+    max_step = read("max_step_translation", 0.05, "refuse (protective stop) a single step longer than this (m), at most 1.0")
+    max_rot = read("max_step_rotation", 0.25, "refuse (protective stop) a single step rotating more than |[droll, dpitch, "
+                   "dyaw]| = this (rad), at most pi; the policy node clips to its own max_step_rotation (default 0.25)")
+    check_range("tcp_speed", speed, *LIMIT_RANGES["default_tcp_speed"])
     return SafetyLimits(workspace_lower=tuple(lo), workspace_upper=tuple(hi), max_tcp_speed=max_speed,
-                        default_tcp_speed=min(speed, max_speed), max_step_translation=max_step)
+                        default_tcp_speed=min(speed, max_speed), max_step_translation=max_step, max_step_rotation=max_rot)
+
+
+def home_joints(value: list) -> list[float] | None:
+    """The ``home_joints`` parameter: 6 finite joint angles (rad), or the default ``[0.0]`` (None: the backend's home)."""
+    import math
+
+    if list(value) == [0.0]:
+        return None
+    if len(value) != 6 or not all(math.isfinite(v) for v in value):
+        raise ConfigError(f"parameter embeval_arm.home_joints must be 6 finite joint angles in rad (or [0.0] for the "
+                          f"backend's home), got {value!r}")
+    return [float(v) for v in value]
+
+
+def robot_address(value: str, backend: str) -> str:
+    """The ``robot_ip`` parameter: an IPv4/IPv6 address or host name (required for backend ur_rtde)."""
+    import re
+
+    if value and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.:-]{0,252}", value):
+        raise ConfigError(f"parameter embeval_arm.robot_ip must be an IP address or host name, got {value!r}; "
+                          "e.g. robot_ip: \"192.168.1.102\"")
+    if backend == "ur_rtde" and not value:
+        raise ConfigError("parameter embeval_arm.robot_ip is empty; set the UR controller's IP (robot_ip:=192.168.1.102)")
+    return value
 
 
 class ArmNode(EmbevalNode):
@@ -87,18 +119,20 @@ class ArmNode(EmbevalNode):
         from embeval.control import ArmCommander
 
         backend = self.param("backend", "mock", "arm backend: sim | mock | ur_rtde")
-        robot_ip = self.param("robot_ip", "", "UR controller IP (backend=ur_rtde)")
+        robot_ip = robot_address(self.param("robot_ip", "", "UR controller IP (backend=ur_rtde)"), backend)
         self.ur_type = self.param("ur_type", "ur5", "UR model (ur3, ur5, ur5e, ...); recorded in the arm status")
         self.limits = safety_limits(self.param)
-        self.max_age = float(self.param("max_command_age_s", 1.0, "stale-command watchdog: older commands stop the arm (s)"))
+        self.max_age = check_range("max_command_age_s", self.param(
+            "max_command_age_s", 1.0, "stale-command watchdog: older commands stop the arm (s), in (0, 60]"))
         self.frame = self.param("action_frame", "base", "frame of the deltas: base | tool0")
-        rate = float(self.param("state_rate_hz", 50.0, "state publish rate (Hz)"))
-        home = list(self.param("home_joints", [0.0], "home joint angles (rad, 6 values); [0.0]: the backend's home"))
+        rate = check_range("state_rate_hz", self.param("state_rate_hz", 50.0, "state publish rate (Hz), in (0, 1000]"))
+        home = home_joints(self.param("home_joints", [0.0], "home joint angles (rad, 6 values); [0.0]: the backend's home"))
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
         sim_task = self.param("sim_task", "Pick", "task verb of the generated sim scene (backend=sim)")
         sim_seed = int(self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)"))
-        control_hz = float(self.param("control_hz", 10.0, "action rate (Hz): each action lasts at least 1/control_hz s (a short "
-                                      "move is slowed or waits, a zero delta holds that long), as in the simulator"))
+        control_hz = check_range("control_hz", self.param(
+            "control_hz", 10.0, "action rate (Hz), in (0, 500]: each action lasts at least 1/control_hz s (a short "
+            "move is slowed or waits, a zero delta holds that long), as in the simulator"))
         extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
         extra["control_hz"] = control_hz
         judge = str(self.param("success_from_state", "auto", "Execution episodes: judge the task's success from state; auto: "
@@ -113,7 +147,7 @@ class ArmNode(EmbevalNode):
             raise ConfigError(f"success_from_state sim needs backend sim (got {backend}); use mirror or none")
         self.judge = judge
         self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
-        self.home_q = home if len(home) == 6 else getattr(self.backend, "home_q", None)
+        self.home_q = home if home is not None else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=self.limits.default_tcp_speed)
         self.executed = self.refused = 0
         self.command_age_s: list[float] = []

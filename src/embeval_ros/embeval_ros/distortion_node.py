@@ -103,7 +103,8 @@ class DistortionNode(EmbevalNode):
                                                       "threshold in its gate.json from `embeval iqa gate --rate`); frames "
                                                       "predicted below the threshold are not published; empty: off"))
         gate_thr = self.param("quality_gate_threshold", float("nan"), "withhold frames whose predicted score is below this "
-                                                                      "(NaN or empty: the threshold in <quality_gate>/gate.json)")
+                                                                      "(NaN or empty: the threshold in <quality_gate>/gate.json)",
+                              checked=False)  # gate_threshold() reads its spellings
         self.schedule = parse_schedule([s for s in sched if s])
         self.gate_withhold = bool(self.param("quality_gate_withhold", True, "false: shadow mode, score and publish every "
                                                                               "frame but withhold none"))

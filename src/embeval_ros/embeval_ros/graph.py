@@ -100,10 +100,21 @@ def node_class(name: str):
     return NODE_CLASSES.get(name)
 
 
-def _overrides(params: dict[str, Any]) -> list:
+def _overrides(params: dict[str, Any], node: str = "") -> list:
+    """rclpy parameters from plain values; a list mixing ints and floats (``[.nan, 0, 0, 0, 0, 0]``) becomes floats;
+    any other value rclpy cannot hold is a ConfigError naming the parameter."""
     from rclpy.parameter import Parameter
 
-    return [Parameter(k, value=v) for k, v in params.items()]
+    out = []
+    for k, v in params.items():
+        if isinstance(v, (list, tuple)) and v and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v):
+            v = [float(x) for x in v] if any(isinstance(x, float) for x in v) else list(v)
+        try:
+            out.append(Parameter(k, value=v))
+        except (TypeError, ValueError):
+            raise ConfigError(f"parameter {node}.{k}: {v!r} is not a ROS parameter value (a bool, number, string, or a "
+                              "list of one of these)") from None
+    return out
 
 
 def _check_declared(name: str, node, wanted: Iterable[str]) -> None:
@@ -162,7 +173,7 @@ class Graph:
             if self.executor_kind == "multi":
                 self.executor = MultiThreadedExecutor(num_threads=self.threads, context=self.context)
             for name in self.names:
-                node = node_class(name)(parameter_overrides=_overrides(self.params.get(name, {})), shared=self.shared,
+                node = node_class(name)(parameter_overrides=_overrides(self.params.get(name, {}), name), shared=self.shared,
                                         context=self.context)
                 self.nodes[name] = node
                 _check_declared(name, node, self.check.get(name, ()))
@@ -191,14 +202,17 @@ class Graph:
         arm = self.params.get("embeval_arm", {})
         if "embeval_arm" not in self.names or arm.get("backend", "mock") != "sim" or "arm" in self.shared:
             return
+        from embeval.robot.safety import check_range
         from embeval.sim.arm_backend import SimArmBackend
         from embeval_ros.arm_node import safety_limits
+        from embeval_ros.runtime import typed
 
         cam = self.params.get("embeval_camera", {})
-        w, h = int(cam.get("width", 640)), int(cam.get("height", 480))
+        w, h = typed("embeval_camera.width", cam.get("width", 640), 0), typed("embeval_camera.height", cam.get("height", 480), 0)
         limits = safety_limits(lambda name, default, _description: arm.get(name, default))  # the arm node's own limits
-        sim = SimArmBackend(limits=limits, task=str(arm.get("sim_task", "Pick")), seed=int(arm.get("sim_seed", 0)),
-                            control_hz=float(arm.get("control_hz", 10.0)))
+        sim = SimArmBackend(limits=limits, task=typed("embeval_arm.sim_task", arm.get("sim_task", "Pick"), ""),
+                            seed=typed("embeval_arm.sim_seed", arm.get("sim_seed", 0), 0),
+                            control_hz=check_range("control_hz", typed("embeval_arm.control_hz", arm.get("control_hz", 10.0), 0.0)))
         self.shared["arm"] = sim
         self.shared["renderer"] = lambda camera: sim.render(camera, w, h)
 
