@@ -80,8 +80,16 @@ def act2answer_lines(records: list[dict], jsonl: str = "") -> list[str]:
 def _run(args) -> int:
     from embeval_ros.graph import Graph, load_params
 
+    import sys
+
+    from embeval.errors import ConfigError
+
     common: dict = {}
     params = load_params(args.params, common)
+    if not params and not common:  # accepted: every node runs with its defaults (dry run on, mock arm), said once
+        print(f"embeval graph: {args.params} sets no parameters; the nodes run with their defaults", file=sys.stderr)
+    if not params and not args.nodes:
+        raise ConfigError(f"{args.params} names no node; add node sections (see config/embeval_sim.yaml) or pass --nodes")
     # every node-specific parameter of the file and every --set must be one the node declares
     check = {node: [k for k in p if k not in common] for node, p in params.items()}
     params = apply_overrides(params, args.overrides)
