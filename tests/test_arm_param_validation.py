@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import wait_for
 
 from embeval.cli import main
@@ -60,9 +59,9 @@ def test_every_boolean_parameter_is_strict(node, param):
     from embeval_ros.graph import Graph
 
     params = {node: {param: None, **({"backend": "mock"} if node == "embeval_arm" else {})}}
-    with pytest.raises(ConfigError, match=rf"parameter {node}\.{param} must be true or false, got None"):
-        with Graph(params, nodes=[node]):
-            pass
+    with pytest.raises(ConfigError, match=rf"parameter {node}\.{param} must be true or false, got None"), \
+            Graph(params, nodes=[node]):
+        pass
 
 
 def test_typed_reads_each_kind():

@@ -78,9 +78,9 @@ def act2answer_lines(records: list[dict], jsonl: str = "") -> list[str]:
 
 
 def _run(args) -> int:
-    from embeval_ros.graph import Graph, load_params
-
     import sys
+
+    from embeval_ros.graph import Graph, load_params
 
     from embeval.errors import ConfigError
 

@@ -69,21 +69,21 @@ def make_backend(name: str, limits, **kw):
     return factory(limits=limits, **kw)
 
 
-def safety_limits(param: Callable[[str, Any, str], Any]) -> SafetyLimits:
-    """The arm's :class:`SafetyLimits` from its parameters; ``param(name, default, description)`` reads one
+def safety_limits(read: Callable[[str, Any, str], Any]) -> SafetyLimits:
+    """The arm's :class:`SafetyLimits` from its parameters; ``read(name, default, description)`` reads one
     (the node's declared parameter, or a plain dict lookup where ``embeval graph`` builds the shared sim arm).
     Each value is type-checked (:func:`embeval_ros.runtime.typed`) and range-checked by SafetyLimits (finite,
     :data:`embeval.robot.safety.LIMIT_RANGES`): a wrong one is a ConfigError naming the parameter."""
-    def read(name, default, description):
-        return typed(f"embeval_arm.{name}", param(name, default, description), default)
+    def param(name, default, description):
+        return typed(f"embeval_arm.{name}", read(name, default, description), default)
 
-    lo = read("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
-    hi = read("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
-    max_speed = read("max_tcp_speed", 0.25, "TCP speed cap (m/s), at most 3.0")
-    speed = read("tcp_speed", 0.1, "commanded TCP speed (m/s), capped at max_tcp_speed")
-    max_step = read("max_step_translation", 0.05, "refuse (protective stop) a single step longer than this (m), at most 1.0")
-    max_rot = read("max_step_rotation", 0.25, "refuse (protective stop) a single step rotating more than |[droll, dpitch, "
-                   "dyaw]| = this (rad), at most pi; the policy node clips to its own max_step_rotation (default 0.25)")
+    lo = param("workspace_lower", [0.10, -0.50, 0.0], "workspace box lower corner [x, y, z] (m, frame base)")
+    hi = param("workspace_upper", [0.90, 0.50, 0.70], "workspace box upper corner [x, y, z] (m, frame base)")
+    max_speed = param("max_tcp_speed", 0.25, "TCP speed cap (m/s), at most 3.0")
+    speed = param("tcp_speed", 0.1, "commanded TCP speed (m/s), capped at max_tcp_speed")
+    max_step = param("max_step_translation", 0.05, "refuse (protective stop) a single step longer than this (m), at most 1.0")
+    max_rot = param("max_step_rotation", 0.25, "refuse (protective stop) a single step rotating more than |[droll, dpitch, "
+                    "dyaw]| = this (rad), at most pi; the policy node clips to its own max_step_rotation (default 0.25)")
     check_range("tcp_speed", speed, *LIMIT_RANGES["default_tcp_speed"])
     return SafetyLimits(workspace_lower=tuple(lo), workspace_upper=tuple(hi), max_tcp_speed=max_speed,
                         default_tcp_speed=min(speed, max_speed), max_step_translation=max_step, max_step_rotation=max_rot)
