@@ -40,6 +40,14 @@ def test_a_doubtful_dry_run_is_refused_not_read_as_false(capsys, value):
     assert "embeval_policy.dry_run must be true or false" in line, line
 
 
+@pytest.mark.parametrize("setting,msg", [("rate_hz=.nan", "rate_hz must lie in"), ("max_step_rotation=.inf", "max_step_rotation"),
+                                         ("max_step_translation=0", "max_step_translation"), ("max_steps=-1", "max_steps")])
+def test_policy_limits_are_finite_and_in_range(capsys, setting, msg):
+    pytest.importorskip("rclpy")
+    rc, line = _graph(capsys, "--params", UR5, "--nodes", "embeval_policy", "--set", f"embeval_policy.{setting}")
+    assert rc == 2 and msg in line, line
+
+
 def test_dry_run_empty_in_the_params_file_is_refused(tmp_path, capsys):
     pytest.importorskip("rclpy")
     f = tmp_path / "p.yaml"
