@@ -3,7 +3,8 @@
 Publishes the UR driver's topics (/joint_states, /tcp_pose_broadcaster/pose in frame ``base``,
 /io_and_status_controller/safety_mode in UR numbering, /speed_scaling_state_broadcaster/speed_scaling)
 at ``state_rate_hz``. Every action on /embeval/action goes through
-:class:`embeval.control.ArmCommander` (workspace box, step and speed limits) and is executed the same way on
+:class:`embeval.control.ArmCommander` (workspace box, step translation and rotation, speed limits; every limit parameter
+checked finite and in range at startup) and is executed the same way on
 every backend (:func:`embeval.robot.base.execute_step`: the move lasting at least ``1 / control_hz``, or a
 hold that long, then the gripper rule across 0.5); a stale command
 (header.stamp older than ``max_command_age_s``), a malformed one, a limit violation or a backend
