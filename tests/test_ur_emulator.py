@@ -665,3 +665,36 @@ def test_register_protocol_and_braking_without_a_network():
     command(255)  # stopScript ends the program without "done"
     ctrl.tick(0.002)
     assert ctrl.program is None and ctrl.runtime_state == 1
+
+
+# -- safety of the backend's motion: joint paths, Ctrl-C, dead-man watchdog, lost link ---------------
+def test_backend_refuses_a_joint_move_whose_target_or_path_leaves_the_box(arm):
+    """moveJ interpolates in joint space: a target outside the box, or a path through it, is refused unsent
+    (the same latched controller stop as other refusals); the emulator's own box would have let both go."""
+    from embeval.robot.safety import SafetyLimits
+
+    a, _ = arm
+    if a.state().safety.stopped:
+        a.reset_safety()
+    q0 = a.state().joint_positions.copy()
+    lim = a.limits
+    try:
+        # a base swing of -1.2 rad ends with the TCP at y = -0.42 m: outside a box reaching down to y = -0.35
+        a.limits = SafetyLimits(workspace_lower=(0.1, -0.35, 0.0), workspace_upper=lim.workspace_upper)
+        s = a.move_joints(q0 + [-1.2, 0, 0, 0, 0, 0])
+        assert s.safety.stopped and "TCP y=-0.419" in s.safety.reason and "(target;" in s.safety.reason
+        assert np.max(np.abs(a.state().joint_positions - q0)) < 1e-6  # nothing was sent
+        assert _until(lambda: a.ur_safety_mode() == 3)
+        assert a.reset_safety().safety.ok
+        # from +0.6 to -0.6 rad of base: both ends at x = 0.371 m, the middle of the arc at x = 0.45 m
+        a.limits = lim
+        start = q0 + [0.6, 0, 0, 0, 0, 0]
+        assert a.move_joints(start).safety.ok
+        a.limits = SafetyLimits(workspace_lower=lim.workspace_lower, workspace_upper=(0.40, 0.5, 0.7))
+        s = a.move_joints(q0 + [-0.6, 0, 0, 0, 0, 0])
+        assert s.safety.stopped and "TCP x=0.40" in s.safety.reason and "joint path at 11%" in s.safety.reason  # first exit
+        assert np.max(np.abs(a.state().joint_positions - start)) < 1e-6
+        assert a.reset_safety().safety.ok
+    finally:
+        a.limits = lim
+    assert np.max(np.abs(a.move_joints(q0).joint_positions - q0)) < 1e-4  # inside the box a joint move still goes
