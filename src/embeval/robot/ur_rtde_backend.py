@@ -473,7 +473,14 @@ class URRtdeArm:
         self._kicker.join(2.0)
         # the IO interface too: ur_rtde's destructor of a still-connected RTDEIOInterface sends a pause and
         # reads the reply, which aborts the whole process (std::terminate) when the controller is gone by then
-        for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(),
-                   lambda: self._io.disconnect(), lambda: self._dash.disconnect()):
+        lost = self.link_lost or not self._link_ok()
+        calls = [lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(), lambda: self._dash.disconnect()]
+        if not lost:  # stopScript waits for a reply a vanished controller never sends
+            calls = [lambda: self._ctrl.stopScript(), *calls, lambda: self._io.disconnect()]
+        for fn in calls:
             with contextlib.suppress(Exception):  # best effort on shutdown
                 fn()
+        if lost:  # nothing makes that IO interface's destructor safe once its socket is dead: never run it
+            import ctypes
+
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._io))
