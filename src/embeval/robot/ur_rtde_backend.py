@@ -87,6 +87,7 @@ class URRtdeArm:
     """
 
     name = "ur_rtde"
+    hardware = True  # a real controller: a run that ends in a stop or without it is a failed run (embeval graph exits 1)
 
     def __init__(self, robot_ip: str, limits: SafetyLimits | None = None, *, acceleration: float = 0.5,
                  speed_scaling: float = 1.0, gripper_output: int | None = 0, frequency: float = 125.0,
