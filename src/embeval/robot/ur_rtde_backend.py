@@ -230,7 +230,8 @@ class URRtdeArm:
                     self._halt(command)
                     return False
                 with self._lock:
-                    running = self._ctrl.getAsyncOperationProgress() >= 0
+                    # a stopped program (watchdog, protective stop) leaves the progress register as it was
+                    running = self._ctrl.getAsyncOperationProgress() >= 0 and self._ctrl.isProgramRunning()
                     if running:
                         self._ctrl.kickWatchdog()
                 if not running:
@@ -261,7 +262,8 @@ class URRtdeArm:
         """Whether the controller still answers: both connections up and the receive stream's controller timestamp
         advanced within ``link_timeout_s``; otherwise latch the stop (link_lost) and return False."""
         now = time.monotonic()
-        ok = self._recv.isConnected() and self._ctrl.isConnected()
+        with self._lock:  # the node's state timer calls this from another thread than the moves
+            ok = self._recv.isConnected() and self._ctrl.isConnected()
         if ok:
             ts = float(self._recv.getTimestamp())
             if ts != getattr(self, "_last_ts", None):
@@ -270,7 +272,7 @@ class URRtdeArm:
         if not ok:
             self.link_lost = True
             self._latch.trip(f"lost the connection to the UR controller at {self.robot_ip} (no state for over "
-                             f"{self.link_timeout_s:g} s): check the network and the controller, then restart embeval")
+                             f"{self.link_timeout_s:g} s): check the network and the controller, then reset (it reconnects)")
         return ok
 
     def _program_ok(self, moving: bool = False) -> bool:
@@ -279,8 +281,9 @@ class URRtdeArm:
         during a move, or in a safety stop, latches a stop."""
         if not self._link_ok():
             return False
-        if self._ctrl.isProgramRunning():
-            return True
+        with self._lock:
+            if self._ctrl.isProgramRunning():
+                return True
         mode = self.ur_safety_mode()
         if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
             self._latch.trip(self._rejected("the move"))
