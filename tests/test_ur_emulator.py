@@ -772,8 +772,9 @@ def test_dead_man_watchdog_stops_the_arm_when_embeval_dies():
 
 
 def test_backend_lost_controller_ends_the_move_with_a_latched_stop():
-    """The controller vanishes during a move: move_tcp returns within link_timeout_s plus a poll, latched, link_lost."""
-    from embeval.errors import SafetyError
+    """The controller vanishes during a move: move_tcp returns within link_timeout_s plus a poll, latched, link_lost;
+    once the controller is back, reset reconnects and the arm moves again."""
+    from embeval.errors import SafetyError, ServerUnavailableError
     from embeval.robot.ur_rtde_backend import URRtdeArm
 
     e = _emulator()
@@ -791,6 +792,14 @@ def test_backend_lost_controller_ends_the_move_with_a_latched_stop():
         assert a.state().safety.stopped
         with pytest.raises(SafetyError, match="lost the connection"):
             a.move_tcp(target)
+        with pytest.raises(ServerUnavailableError, match="still unreachable"):
+            a.reset_safety()
+        e.close()
+        e = EmulatorProcess("--unlock-delay", str(UNLOCK_DELAY), host=e.host)  # the controller is back
+        assert a.reset_safety().safety.ok and not a.link_lost  # reset reconnects and restarts the script
+        p = a.state().tcp_pose.copy()
+        p[0] += 0.02
+        assert np.linalg.norm(a.move_tcp(p).tcp_pose[:3] - p[:3]) < 1e-4
     finally:
         a.close()
         e.close()

@@ -109,6 +109,7 @@ class URRtdeArm:
         self.robot_ip, self.limits = robot_ip, limits or SafetyLimits()
         self.acceleration, self.speed_scaling, self.gripper_output = acceleration, speed_scaling, gripper_output
         rc, rr, rio, dash = modules or _import_rtde()
+        self._rio, self._dash_mod = rio, dash
         try:
             self._recv = rr.RTDEReceiveInterface(robot_ip, frequency)
             mode = int(self._recv.getSafetyMode())
@@ -427,6 +428,14 @@ class URRtdeArm:
             if not ok:
                 raise ServerUnavailableError(f"the UR controller at {self.robot_ip} is still unreachable ({why}); check the "
                                              "network cable and that the controller is on, then reset again")
+            _never_destroy(self._io)  # its socket died with the link: a fresh IO interface and dashboard
+            try:
+                self._io = self._rio.RTDEIOInterface(self.robot_ip)
+                self._dash = self._dash_mod.DashboardClient(self.robot_ip)
+                self._dash.connect()
+            except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError for every connection failure
+                raise ServerUnavailableError(f"the UR controller at {self.robot_ip} answers RTDE but not its IO/dashboard "
+                                             f"({exc}); check the controller, then reset again") from None
             self.link_lost = False
             self._last_ts = None
         if self.ur_safety_mode() in (6, 7, 8, 9):
@@ -484,7 +493,13 @@ class URRtdeArm:
         for fn in calls:
             with contextlib.suppress(Exception):  # best effort on shutdown
                 fn()
-        if lost:  # nothing makes that IO interface's destructor safe once its socket is dead: never run it
-            import ctypes
+        if lost:
+            _never_destroy(self._io)
 
-            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._io))
+
+def _never_destroy(io) -> None:
+    """Keep a ur_rtde RTDEIOInterface whose socket died alive for good: its destructor would send a pause on the dead
+    socket and abort the whole process (std::terminate); nothing else makes it safe."""
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(io))
