@@ -78,3 +78,27 @@ def test_graph_exits_1_when_the_arm_loses_its_controller(capsys):
     assert rc == 1
     (line,) = [x for x in out.splitlines() if "LOST its controller" in x]
     assert "lost the connection to the UR controller" in line and line.endswith("exit 1")
+
+
+def test_graph_exit_status_names_a_stop_during_the_run(ur_emulator, capsys):
+    """A quiet run exits 0 without the line; a stop that a reset cleared still fails the run, naming the first cause."""
+    from types import SimpleNamespace
+
+    from embeval.cli import main
+    from embeval.cli.graph import arm_fault
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    rc = main(["graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"), "--nodes", "embeval_arm",
+               "--set", f"embeval_arm.robot_ip={ur_emulator.ip}", "--duration", "1.5"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "embeval graph: the arm" not in out
+    arm = URRtdeArm(ur_emulator.ip)
+    try:
+        assert arm_fault(SimpleNamespace(backend=arm)) == ""
+        arm.protective_stop("operator pressed stop")
+        assert arm_fault(SimpleNamespace(backend=arm)).startswith("embeval graph: the arm ended in protective_stop")
+        assert arm.reset_safety().safety.ok
+        assert arm_fault(SimpleNamespace(backend=arm)) == ("embeval graph: the arm protective-stopped during the run "
+                                                           "(first: operator pressed stop); exit 1")
+    finally:
+        arm.close()

@@ -124,8 +124,9 @@ def _run(args) -> int:
 
 
 def arm_fault(arm_node) -> str:
-    """One line when a hardware arm (a backend with ``hardware = True``: ur_rtde) ended the run in a stop or lost
-    its controller ('' otherwise): ``embeval graph`` then exits 1. A simulated arm's stops are episode outcomes."""
+    """One line when a hardware arm (a backend with ``hardware = True``: ur_rtde) lost its controller, ended the run
+    in a stop or stopped during it ('' otherwise): ``embeval graph`` then exits 1. A simulated arm's stops are
+    episode outcomes."""
     backend = getattr(arm_node, "backend", None)
     if backend is None or not getattr(backend, "hardware", False):
         return ""
@@ -138,4 +139,7 @@ def arm_fault(arm_node) -> str:
         return f"embeval graph: the arm's state could not be read at the end ({exc}); exit 1"
     if safety.stopped:
         return f"embeval graph: the arm ended in {safety.mode.value} ({safety.reason}); exit 1"
+    stops = list(getattr(backend, "stop_history", []))
+    if stops:
+        return f"embeval graph: the arm protective-stopped during the run (first: {stops[0].reason}); exit 1"
     return ""

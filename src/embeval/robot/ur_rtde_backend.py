@@ -144,6 +144,11 @@ class URRtdeArm:
         self._kicker = threading.Thread(target=self._kick_loop, name="ur_rtde-watchdog", daemon=True)
         self._kicker.start()
 
+    @property
+    def stop_history(self) -> list[SafetyStatus]:
+        """Every stop latched since the backend started (reset clears the latch, not this), oldest first."""
+        return list(self._latch.history)
+
     # -- dead-man watchdog --------------------------------------------------------------------
     def _arm_watchdog(self) -> None:
         """Enable the controller's RTDE watchdog for the running control script: it stops the program (and the
