@@ -62,7 +62,8 @@ def generate_launch_description():
              parameters=[params, {"dry_run": LaunchConfiguration("dry_run"),
                                   "camera_topics": LaunchConfiguration("wrist_topic")}]),  # a string; the node splits at commas
         Node(package=PKG, executable="arm_node", name="embeval_arm", output="screen",
-             parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip")}]),
+             parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip"),
+                                  "dry_run": LaunchConfiguration("dry_run")}]),  # dry run: reset does not move home
         Node(package=PKG, executable="scorer_node", name="embeval_scorer", output="screen", parameters=[params]),
         Node(package=PKG, executable="conductor_node", name="embeval_conductor", output="screen",
              parameters=[params, {"act2answer_scenes": LaunchConfiguration("scenes"),

@@ -46,7 +46,7 @@ def generate_launch_description():
              parameters=[params, {"dry_run": LaunchConfiguration("dry_run")}]),
         Node(package=PKG, executable="arm_node", name="embeval_arm", output="screen",
              parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip"),
-                                  "ur_type": LaunchConfiguration("ur_type")}]),
+                                  "ur_type": LaunchConfiguration("ur_type"), "dry_run": LaunchConfiguration("dry_run")}]),
         Node(package=PKG, executable="scorer_node", name="embeval_scorer", output="screen", parameters=[params]),
         Node(package=PKG, executable="conductor_node", name="embeval_conductor", output="screen", parameters=[params]),
         Node(package=PKG, executable="recorder_node", name="embeval_recorder", output="screen",

@@ -2,6 +2,8 @@
 stale-input watchdogs, protective stop on any doubt, the ur_rtde backend against a fake controller."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -177,17 +179,33 @@ class _FakeRTDE:
             def getSpeedScalingCombined(self):
                 return 0.5
 
+            def isConnected(self):
+                return True
+
+            def getTimestamp(self):
+                return time.monotonic()  # a live stream: the controller's clock advances
+
         class Ctrl:
             def __init__(self, ip, freq=125.0):
                 pass
 
-            def moveL(self, pose, speed, acc):
+            def moveL(self, pose, speed, acc, asynchronous=False):
                 fake.calls.append(("moveL", tuple(pose), speed))
                 fake.tcp = list(pose)
                 return True
 
-            def moveJ(self, q, speed, acc):
+            def moveJ(self, q, speed, acc, asynchronous=False):
                 fake.calls.append(("moveJ", tuple(q), speed))
+                return True
+
+            def getAsyncOperationProgress(self):
+                return -1  # the move is done as soon as it is sent
+
+            def setWatchdog(self, hz):
+                fake.calls.append(("setWatchdog", hz))
+                return True
+
+            def kickWatchdog(self):
                 return True
 
             def triggerProtectiveStop(self):

@@ -665,3 +665,141 @@ def test_register_protocol_and_braking_without_a_network():
     command(255)  # stopScript ends the program without "done"
     ctrl.tick(0.002)
     assert ctrl.program is None and ctrl.runtime_state == 1
+
+
+# -- safety of the backend's motion: joint paths, Ctrl-C, dead-man watchdog, lost link ---------------
+def test_backend_refuses_a_joint_move_whose_target_or_path_leaves_the_box(arm):
+    """moveJ interpolates in joint space: a target outside the box, or a path through it, is refused unsent
+    (the same latched controller stop as other refusals); the emulator's own box would have let both go."""
+    from embeval.robot.safety import SafetyLimits
+
+    from embeval.robot.ur_emulator.controller import Controller
+
+    a, _ = arm
+    if a.state().safety.stopped:
+        a.reset_safety()
+    q0 = Controller().q.copy()  # the emulator's start joints: TCP at (0.45, 0, 0.30)
+    assert np.max(np.abs(a.move_joints(q0).joint_positions - q0)) < 1e-4
+    lim = a.limits
+    try:
+        # a base swing of -1.2 rad ends with the TCP at y = -0.42 m: outside a box reaching down to y = -0.35
+        a.limits = SafetyLimits(workspace_lower=(0.1, -0.35, 0.0), workspace_upper=lim.workspace_upper)
+        s = a.move_joints(q0 + [-1.2, 0, 0, 0, 0, 0])
+        assert s.safety.stopped and "TCP y=-0.419" in s.safety.reason and "(target;" in s.safety.reason
+        assert np.max(np.abs(a.state().joint_positions - q0)) < 1e-6  # nothing was sent
+        assert _until(lambda: a.ur_safety_mode() == 3)
+        assert a.reset_safety().safety.ok
+        # from +0.6 to -0.6 rad of base: both ends at x = 0.371 m, the middle of the arc at x = 0.45 m
+        a.limits = lim
+        start = q0 + [0.6, 0, 0, 0, 0, 0]
+        assert a.move_joints(start).safety.ok
+        a.limits = SafetyLimits(workspace_lower=lim.workspace_lower, workspace_upper=(0.40, 0.5, 0.7))
+        s = a.move_joints(q0 + [-0.6, 0, 0, 0, 0, 0])
+        assert s.safety.stopped and "TCP x=0.40" in s.safety.reason and "joint path at 11%" in s.safety.reason  # first exit
+        assert np.max(np.abs(a.state().joint_positions - start)) < 1e-6
+        assert a.reset_safety().safety.ok
+    finally:
+        a.limits = lim
+    assert np.max(np.abs(a.move_joints(q0).joint_positions - q0)) < 1e-4  # inside the box a joint move still goes
+
+
+def _tcp_x_settled(r, timeout: float = 3.0) -> float:
+    """The TCP x (m) once the receive stream shows the arm still for 0.1 s."""
+    deadline, last, still_since = time.monotonic() + timeout, None, None
+    while time.monotonic() < deadline:
+        x = r.getActualTCPPose()[0]
+        if last is not None and abs(x - last) < 1e-9:
+            still_since = still_since or time.monotonic()
+            if time.monotonic() - still_since > 0.1:
+                return x
+        else:
+            still_since = None
+        last = x
+        time.sleep(0.01)
+    return float("nan")
+
+
+def test_backend_ctrl_c_stops_a_move_in_progress(arm):
+    """SIGINT (KeyboardInterrupt) during a 0.3 m move: the backend decelerates the arm before re-raising."""
+    import _thread
+    import threading
+
+    a, _ = arm
+    if a.state().safety.stopped:
+        a.reset_safety()
+    start = a.state().tcp_pose.copy()
+    target = start.copy()
+    target[0] += 0.3
+    threading.Timer(0.5, _thread.interrupt_main).start()
+    t = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        a.move_tcp(target, speed=0.1)
+    assert time.monotonic() - t < 1.5  # not after the 3 s move
+    x = _tcp_x_settled(a._recv)
+    assert start[0] + 0.01 < x < start[0] + 0.1  # moved ~5 cm, then stopped: far from the target
+    assert a.state().safety.ok  # a stop, not a fault: the next move goes
+    assert np.linalg.norm(a.move_tcp(start).tcp_pose[:3] - start[:3]) < 1e-4
+
+
+_DIE_MID_MOVE = """
+import sys, time
+from embeval.robot.ur_rtde_backend import URRtdeArm
+a = URRtdeArm(sys.argv[1])
+p = a.state().tcp_pose.copy(); p[0] += 0.3
+print("moving", flush=True)
+a.move_tcp(p, speed=0.1)
+"""
+
+
+def test_dead_man_watchdog_stops_the_arm_when_embeval_dies():
+    """SIGKILL the process driving a 0.3 m move 0.6 s in: the controller's RTDE watchdog stops the program and the arm
+    within 1 / watchdog_hz (0.5 s) plus the braking, far from the target."""
+    with _emulator() as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host)
+        try:
+            x0 = r.getActualTCPPose()[0]
+            proc = subprocess.Popen([sys.executable, "-c", _DIE_MID_MOVE, e.host], stdout=subprocess.PIPE, text=True)
+            assert proc.stdout.readline().strip() == "moving"
+            assert _until(lambda: r.getActualTCPPose()[0] > x0 + 0.005, 5.0)
+            time.sleep(0.5)
+            proc.kill()
+            proc.wait(10)
+            x = _tcp_x_settled(r)
+            assert x0 + 0.02 < x < x0 + 0.2, x - x0  # stopped well before the 0.3 m target
+            assert _until(lambda: "RTDE watchdog" in e.log())
+        finally:
+            r.disconnect()
+
+
+def test_backend_lost_controller_ends_the_move_with_a_latched_stop():
+    """The controller vanishes during a move: move_tcp returns within link_timeout_s plus a poll, latched, link_lost;
+    once the controller is back, reset reconnects and the arm moves again."""
+    from embeval.errors import SafetyError, ServerUnavailableError
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    e = _emulator()
+    a = URRtdeArm(e.host)
+    try:
+        target = a.state().tcp_pose.copy()
+        target[0] += 0.3
+        threading_timer = __import__("threading").Timer(0.5, e.proc.kill)
+        threading_timer.start()
+        t = time.monotonic()
+        s = a.move_tcp(target, speed=0.1)
+        took = time.monotonic() - t
+        assert took < 0.5 + a.link_timeout_s + 1.0, took
+        assert a.link_lost and s.safety.stopped and "lost the connection" in s.safety.reason
+        assert a.state().safety.stopped
+        with pytest.raises(SafetyError, match="lost the connection"):
+            a.move_tcp(target)
+        with pytest.raises(ServerUnavailableError, match="still unreachable"):
+            a.reset_safety()
+        e.close()
+        e = EmulatorProcess("--unlock-delay", str(UNLOCK_DELAY), host=e.host)  # the controller is back
+        assert a.reset_safety().safety.ok and not a.link_lost  # reset reconnects and restarts the script
+        p = a.state().tcp_pose.copy()
+        p[0] += 0.02
+        assert np.linalg.norm(a.move_tcp(p).tcp_pose[:3] - p[:3]) < 1e-4
+    finally:
+        a.close()
+        e.close()

@@ -122,6 +122,32 @@ def _run(args) -> int:
         elif conductor is not None and getattr(conductor, "a2a", None) is not None:
             print("\nno Act2Answer unit finished (see the log above; --duration too short?)")
         rec = g.nodes.get("embeval_recorder")
+        fault = arm_fault(g.nodes.get("embeval_arm"))
     if rec is not None:  # after the graph stopped: the recorder has drained its queue and closed the bag
         print(f"\nbag: {rec.bag.path} ({rec.bag.message_count} messages)")
+    if fault:
+        print(fault, flush=True)
+        return 1
     return 0
+
+
+def arm_fault(arm_node) -> str:
+    """One line when a hardware arm (a backend with ``hardware = True``: ur_rtde) lost its controller, ended the run
+    in a stop or stopped during it ('' otherwise): ``embeval graph`` then exits 1. A simulated arm's stops are
+    episode outcomes."""
+    backend = getattr(arm_node, "backend", None)
+    if backend is None or not getattr(backend, "hardware", False):
+        return ""
+    if getattr(backend, "link_lost", False):
+        return (f"embeval graph: the arm LOST its controller ({backend.state().safety.reason}); the run is incomplete, "
+                "exit 1")
+    try:
+        safety = backend.state().safety
+    except Exception as exc:  # noqa: BLE001 - a backend that cannot even report its state is a fault too
+        return f"embeval graph: the arm's state could not be read at the end ({exc}); exit 1"
+    if safety.stopped:
+        return f"embeval graph: the arm ended in {safety.mode.value} ({safety.reason}); exit 1"
+    stops = list(getattr(backend, "stop_history", []))
+    if stops:
+        return f"embeval graph: the arm protective-stopped during the run (first: {stops[0].reason}); exit 1"
+    return ""

@@ -6,6 +6,17 @@ Every command is checked against :class:`~embeval.robot.safety.SafetyLimits` *be
 1 NORMAL, 2 REDUCED, 3 PROTECTIVE_STOP, 5 SAFEGUARD_STOP, 6/7 EMERGENCY_STOP, 8 VIOLATION, 9 FAULT)
 is read on every state() call. Frame ``base`` (ur_rtde's frame), metres, radians, seconds.
 
+A joint move is checked along its whole path: moveJ interpolates linearly in joint space, so the TCP
+of the target and of samples along the path (at most 1 cm of TCP travel apart, FK of
+:class:`embeval.kinematics.UR5` with the controller's TCP offset) must lie in the workspace box.
+
+Moves are sent asynchronously and polled: a dead-man watchdog (ur_rtde ``setWatchdog``, kicked by a
+background thread and the poll loop) stops the controller's program, and with it the arm, when embeval
+dies or stalls for ``1 / watchdog_hz`` s; Ctrl-C (or any exception) during a move decelerates it
+(``stopL``/``stopJ``) before it propagates; a move that outlasts its expected duration, or a receive
+stream that goes silent or disconnects for ``link_timeout_s``, ends the move with a latched stop
+naming the cause (a lost connection: :attr:`URRtdeArm.link_lost`).
+
 The gripper is driven through a tool digital output (``gripper_output``; True closes) or disabled
 (``gripper_output=None``); integrate another gripper by subclassing and overriding :meth:`set_gripper`.
 
@@ -15,6 +26,8 @@ reachable robot raises :class:`~embeval.errors.ServerUnavailableError` naming th
 from __future__ import annotations
 
 import contextlib
+import math
+import threading
 import time
 from collections.abc import Sequence
 
@@ -35,6 +48,7 @@ from embeval.robot.safety import (
     check_command,
     check_joint_limits,
     check_range,
+    check_workspace,
 )
 
 #: UR safety modes (RTDE ``safety_mode`` / ``ur_dashboard_msgs/msg/SafetyMode``) -> embeval mode
@@ -85,19 +99,28 @@ class URRtdeArm:
     """
 
     name = "ur_rtde"
+    hardware = True  # a real controller: a run that ends in a stop or without it is a failed run (embeval graph exits 1)
 
     def __init__(self, robot_ip: str, limits: SafetyLimits | None = None, *, acceleration: float = 0.5,
                  speed_scaling: float = 1.0, gripper_output: int | None = 0, frequency: float = 125.0,
-                 control_hz: float = 10.0, modules=None):
+                 control_hz: float = 10.0, watchdog_hz: float = 2.0, link_timeout_s: float = 0.5, modules=None):
         if not robot_ip:
             raise ConfigError("robot_ip is empty; pass the UR controller's IP address (e.g. robot_ip:=192.168.1.102)")
         if not 0 < speed_scaling <= 1:
             raise ConfigError(f"speed_scaling must lie in (0, 1], got {speed_scaling}")
         self.control_hz = check_range("control_hz", control_hz)
+        if not (math.isfinite(watchdog_hz) and 1.0 <= watchdog_hz <= 100.0):
+            raise ConfigError(f"watchdog_hz must lie in [1, 100] Hz (the dead-man watchdog's minimum kick rate), got {watchdog_hz}")
+        if not (math.isfinite(link_timeout_s) and 0.05 <= link_timeout_s <= 10.0):
+            raise ConfigError(f"link_timeout_s must lie in [0.05, 10] s, got {link_timeout_s}")
+        self.watchdog_hz, self.link_timeout_s = float(watchdog_hz), float(link_timeout_s)
+        self.script_restarts = 0  # control scripts restarted after a watchdog stop while the arm stood still
+        self.link_lost = False  # set when the controller stopped answering (latched with the stop)
         self.robot_ip, self.limits = robot_ip, limits or SafetyLimits()
         acceleration = check_range("acceleration", acceleration, 0.0, self.limits.max_acceleration, "m/s^2 (rad/s^2 for joint moves)")
         self.acceleration, self.speed_scaling, self.gripper_output = acceleration, speed_scaling, gripper_output
         rc, rr, rio, dash = modules or _import_rtde()
+        self._rio, self._dash_mod = rio, dash
         try:
             self._recv = rr.RTDEReceiveInterface(robot_ip, frequency)
             mode = int(self._recv.getSafetyMode())
@@ -125,6 +148,39 @@ class URRtdeArm:
         self._latch = ProtectiveStop()
         self._gripper = 1.0
         self._t0 = time.monotonic()
+        self._kin = None  # embeval.kinematics.UR5, made on the first joint move
+        self._lock = threading.RLock()  # one ur_rtde control call at a time (the kicker thread and the caller)
+        self._closing = threading.Event()
+        self._arm_watchdog()
+        self._kicker = threading.Thread(target=self._kick_loop, name="ur_rtde-watchdog", daemon=True)
+        self._kicker.start()
+
+    @property
+    def stop_history(self) -> list[SafetyStatus]:
+        """Every stop latched since the backend started (reset clears the latch, not this), oldest first."""
+        return list(self._latch.history)
+
+    # -- dead-man watchdog --------------------------------------------------------------------
+    def _arm_watchdog(self) -> None:
+        """Enable the controller's RTDE watchdog for the running control script: it stops the program (and the
+        arm) when no kick arrives for 1 / watchdog_hz s. A restarted script needs it again."""
+        with self._lock:
+            if not self._ctrl.setWatchdog(self.watchdog_hz):
+                raise ServerUnavailableError(f"the UR controller at {self.robot_ip} refused setWatchdog({self.watchdog_hz}); "
+                                             "check that the ur_rtde control script runs (remote control mode)")
+
+    def _kick(self) -> None:
+        with self._lock:
+            if self._ctrl.isConnected() and self._ctrl.isProgramRunning():
+                self._ctrl.kickWatchdog()
+
+    def _kick_loop(self) -> None:
+        """Kick the watchdog at 4x its minimum rate while connected (a daemon thread: it dies with the process,
+        and so does the arm's permission to move)."""
+        period = 0.25 / self.watchdog_hz
+        while not self._closing.wait(period):
+            with contextlib.suppress(Exception):  # a lost connection is the poll loop's to report
+                self._kick()
 
     # -- state --------------------------------------------------------------------------------
     def ur_safety_mode(self) -> int:
@@ -136,6 +192,8 @@ class URRtdeArm:
         return float(self._recv.getSpeedScalingCombined())
 
     def _safety(self) -> SafetyStatus:
+        if not self._link_ok():  # a silent controller's last safety mode is no news: latched as lost
+            return self._latch.status
         mode = self.ur_safety_mode()
         m = UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP)
         if m is not SafetyMode.NORMAL:
@@ -160,16 +218,105 @@ class URRtdeArm:
         p = as_pose6(pose, "TCP target")
         if (bad := _bad_speed(speed, "move_tcp", "m/s")) is not None:
             return self.protective_stop(bad)
+        if not self._program_ok():
+            return self.state()
         speed = min(self.limits.default_tcp_speed if speed is None else float(speed), self.limits.max_tcp_speed)
         status = check_command(self.limits, tcp_target=p[:3])
         if status.stopped:
             return self.protective_stop(status.reason)
-        if not self._ctrl.moveL(p.tolist(), speed * self.speed_scaling, self.acceleration):
-            self._latch.trip(self._rejected("moveL"))
+        travel = float(np.linalg.norm(p[:3] - np.asarray(self._recv.getActualTCPPose())[:3]))
+        if not self._move("moveL", p.tolist(), speed * self.speed_scaling, travel / (speed * self.speed_scaling)):
             return self.state()
         self._settled_state()
         self._wait_until(t0 + float(min_duration))
         return self._settled_state()
+
+    def _move(self, command: str, target: list, speed: float, expected_s: float) -> bool:
+        """Send ``moveL``/``moveJ`` asynchronously and poll it to the end, kicking the watchdog; True when it
+        finished. A refusal, a controller stop, a silent or lost connection or a move running far past
+        ``expected_s`` latches a stop (False); an exception while polling (Ctrl-C) decelerates the arm first."""
+        with self._lock:
+            sent = getattr(self._ctrl, command)(target, speed, self.acceleration, True)
+        if not sent:
+            self._latch.trip(self._rejected(command))
+            return False
+        # the trapezoid's ramps add speed / acceleration; the rest is margin for a slowed speed slider
+        budget = 2.0 * (expected_s + speed / self.acceleration) + 2.0
+        deadline = time.monotonic() + budget
+        try:
+            while True:
+                if not self._link_ok():
+                    self._halt(command)
+                    return False
+                with self._lock:
+                    # a stopped program (watchdog, protective stop) leaves the progress register as it was
+                    running = self._ctrl.getAsyncOperationProgress() >= 0 and self._ctrl.isProgramRunning()
+                    if running:
+                        self._ctrl.kickWatchdog()
+                if not running:
+                    break
+                if UR_MODE_MAP.get(self.ur_safety_mode(), SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
+                    self._latch.trip(self._rejected(command))
+                    return False
+                if time.monotonic() > deadline:
+                    self._halt(command)
+                    self.protective_stop(f"{command} did not finish within {budget:.1f} s (expected {expected_s:.1f} s; "
+                                         "speed slider at 0? controller busy?)")
+                    return False
+                time.sleep(0.004)
+        except BaseException:
+            self._halt(command)  # Ctrl-C / SystemExit: the arm decelerates before the exception goes on
+            raise
+        if not self._program_ok(moving=True):  # the program stopped during the move (watchdog, pendant, controller)
+            return False
+        return True
+
+    def _halt(self, command: str) -> None:
+        """Decelerate a running async move (stopL for moveL, stopJ for moveJ); best effort on a broken link."""
+        with contextlib.suppress(Exception), self._lock:
+            if self._ctrl.isConnected():
+                (self._ctrl.stopL if command == "moveL" else self._ctrl.stopJ)(2.0 if command == "moveL" else 4.0, False)
+
+    def _link_ok(self) -> bool:
+        """Whether the controller still answers: both connections up and the receive stream's controller timestamp
+        advanced within ``link_timeout_s``; otherwise latch the stop (link_lost) and return False."""
+        now = time.monotonic()
+        with self._lock:  # the node's state timer calls this from another thread than the moves
+            ok = self._recv.isConnected() and self._ctrl.isConnected()
+        if ok:
+            ts = float(self._recv.getTimestamp())
+            if ts != getattr(self, "_last_ts", None):
+                self._last_ts, self._last_ts_at = ts, now
+            ok = now - getattr(self, "_last_ts_at", now) <= self.link_timeout_s
+        if not ok:
+            self.link_lost = True
+            self._latch.trip(f"lost the connection to the UR controller at {self.robot_ip} (no state for over "
+                             f"{self.link_timeout_s:g} s): check the network and the controller, then reset (it reconnects)")
+        return ok
+
+    def _program_ok(self, moving: bool = False) -> bool:
+        """Whether ur_rtde's control script runs. A script the RTDE watchdog stopped while the arm stood still (this
+        process stalled, e.g. a long call holding the GIL) is restarted (:attr:`script_restarts`); one that stopped
+        during a move, or in a safety stop, latches a stop."""
+        if not self._link_ok():
+            return False
+        with self._lock:
+            if self._ctrl.isProgramRunning():
+                return True
+        mode = self.ur_safety_mode()
+        if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
+            self._latch.trip(self._rejected("the move"))
+            return False
+        if not moving and "RTDE watchdog" not in self._latch.status.reason:
+            with self._lock:
+                self._ctrl.reuploadScript()
+            if self._wait(self._ctrl.isProgramRunning, 5.0):
+                self._arm_watchdog()
+                self.script_restarts += 1
+                return True
+        self._latch.trip("the ur_rtde control script stopped" + (" during the move" if moving else "") + " (the RTDE "
+                         "watchdog: this process stalled or died; or the pendant / a program error): call reset to restart it")
+        return False
 
     def _rejected(self, command: str) -> str:
         """Why the controller refused or aborted ``command``: its safety mode when that is not NORMAL."""
@@ -202,14 +349,47 @@ class URRtdeArm:
         qv = as_joints6(q)
         if (bad := _bad_speed(speed, "move_joints", "rad/s")) is not None:
             return self.protective_stop(bad)
+        if not self._program_ok():
+            return self.state()
         speed = min(self.limits.default_joint_speed if speed is None else float(speed), min(self.limits.max_joint_speed))
+        q0 = np.asarray(self._recv.getActualQ(), dtype=np.float64)
         status = check_joint_limits(qv, self.limits)
+        if status.ok:
+            status = self.check_joint_path(q0, qv)
         if status.stopped:
             return self.protective_stop(status.reason)
-        if not self._ctrl.moveJ(qv.tolist(), speed * self.speed_scaling, self.acceleration):
-            self._latch.trip(self._rejected("moveJ"))
+        joint_speed = speed * self.speed_scaling
+        if not self._move("moveJ", qv.tolist(), joint_speed, float(np.max(np.abs(qv - q0))) / joint_speed):
             return self.state()
         return self._settled_state()
+
+    def check_joint_path(self, q0: Sequence[float], q1: Sequence[float], step_m: float = 0.01):
+        """The workspace check of a joint move from ``q0`` to ``q1`` (rad): moveJ interpolates linearly in joint
+        space, so the TCP at the target and at samples along the path (50, more until neighbours lie at most
+        ``step_m`` apart, up to 2000) must lie in the box. The TCP offset is the controller's (actual TCP pose
+        against the flange's FK). Returns the first violation, naming where on the path it lies."""
+        from embeval.kinematics import UR5
+        from embeval.kinematics.transforms import inv_transform, pose_to_matrix
+
+        if self._kin is None:
+            self._kin = UR5()
+        q0, q1 = np.asarray(q0, dtype=np.float64), np.asarray(q1, dtype=np.float64)
+        q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
+        tool = inv_transform(self._kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
+        n = 50
+        while True:
+            s = np.linspace(0.0, 1.0, n + 1)
+            tcp = (self._kin.fk(q0 + s[:, None] * (q1 - q0), frame="base") @ tool)[:, :3, 3]
+            gap = float(np.max(np.linalg.norm(np.diff(tcp, axis=0), axis=1)))
+            if gap <= step_m or n >= 2000:
+                break
+            n = min(2000, int(math.ceil(n * gap / step_m)))
+        for k in [n, *range(n + 1)]:  # the target first: its reason is the one a user expects
+            st = check_workspace(tcp[k], self.limits)
+            if st.stopped:
+                where = "target" if k == n else f"joint path at {100 * s[k]:.0f}% of the move"
+                return type(st)(st.mode, f"{st.reason} ({where}; moveJ moves in a straight line in joint space)")
+        return st
 
     def _settled_state(self, timeout: float = 0.2) -> ArmState:
         """The state once the receive stream shows the arm at rest: the control connection reports a move done
@@ -229,19 +409,24 @@ class URRtdeArm:
         return self.state()
 
     def stop(self) -> ArmState:
-        self._ctrl.stopL(2.0)
+        with self._lock:
+            self._ctrl.stopL(2.0)
         return self.state()
 
     def protective_stop(self, reason: str) -> ArmState:
         """Latch ``reason``, then trigger the controller's protective stop (``triggerProtectiveStop``);
         when the controller does not accept it, decelerate with ``stopL`` instead."""
         self._latch.trip(reason)
+        if self.link_lost or not self._ctrl.isConnected():
+            return self.state()  # nothing to send it to; the controller's watchdog stops the program
         # ur_rtde answers False for the stop it caused (its command waits for "done", and a stopped
         # controller never says done): the safety mode tells whether the controller stopped
-        if not self._ctrl.triggerProtectiveStop() and self.ur_safety_mode() not in (3, 4, 5):
-            self._ctrl.stopL(2.0)
-        else:  # the receive interface reports the stop a packet later: wait for it (at most 0.5 s)
-            self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode()) is not SafetyMode.NORMAL, 0.5)
+        with self._lock:
+            self._ctrl.triggerProtectiveStop()
+        # the receive interface reports the stop a few packets later: wait for it (at most 0.5 s), else decelerate
+        if not self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode()) is not SafetyMode.NORMAL, 0.5):
+            with self._lock:
+                self._ctrl.stopL(2.0)
         return self.state()
 
     def reset_safety(self, timeout: float = 10.0) -> ArmState:
@@ -252,6 +437,27 @@ class URRtdeArm:
         until 5s after occurrence"): retried until ``timeout`` seconds. A protective stop also stops the
         program running ur_rtde's control script, so it is uploaded again before motion is accepted.
         """
+        if self.link_lost:  # the controller came back (or not): connect again before anything else
+            try:
+                with self._lock:
+                    ok = (self._recv.isConnected() or self._recv.reconnect()) and (self._ctrl.isConnected() or self._ctrl.reconnect())
+            except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError for every connection failure
+                ok, why = False, str(exc)
+            else:
+                why = "reconnect failed"
+            if not ok:
+                raise ServerUnavailableError(f"the UR controller at {self.robot_ip} is still unreachable ({why}); check the "
+                                             "network cable and that the controller is on, then reset again")
+            _never_destroy(self._io)  # its socket died with the link: a fresh IO interface and dashboard
+            try:
+                self._io = self._rio.RTDEIOInterface(self.robot_ip)
+                self._dash = self._dash_mod.DashboardClient(self.robot_ip)
+                self._dash.connect()
+            except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError for every connection failure
+                raise ServerUnavailableError(f"the UR controller at {self.robot_ip} answers RTDE but not its IO/dashboard "
+                                             f"({exc}); check the controller, then reset again") from None
+            self.link_lost = False
+            self._last_ts = None
         if self.ur_safety_mode() in (6, 7, 8, 9):
             raise ServerUnavailableError("the robot is in an emergency stop / fault: release the e-stop on the "
                                          "teach pendant and restart safety before resetting")
@@ -269,15 +475,19 @@ class URRtdeArm:
                     time.sleep(0.2)
             while self.ur_safety_mode() != 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
-        if not self._ctrl.isConnected():
-            self._ctrl.reconnect()
-        if not self._ctrl.isProgramRunning():
-            self._ctrl.reuploadScript()
+        with self._lock:
+            if not self._ctrl.isConnected():
+                self._ctrl.reconnect()
+            restart = not self._ctrl.isProgramRunning()
+            if restart:
+                self._ctrl.reuploadScript()
+        if restart:
             while not self._ctrl.isProgramRunning() and time.monotonic() < deadline:
                 time.sleep(0.01)
             if not self._ctrl.isProgramRunning():
                 raise ServerUnavailableError("the ur_rtde control script did not start again after the reset; check "
                                              "the teach pendant for a popup and that the robot is in remote control")
+            self._arm_watchdog()  # a new program runs without the watchdog the old one had
         self._latch.reset()
         return self.state()
 
@@ -292,9 +502,24 @@ class URRtdeArm:
         return True
 
     def close(self) -> None:
+        self._closing.set()
+        self._kicker.join(2.0)
         # the IO interface too: ur_rtde's destructor of a still-connected RTDEIOInterface sends a pause and
         # reads the reply, which aborts the whole process (std::terminate) when the controller is gone by then
-        for fn in (lambda: self._ctrl.stopScript(), lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(),
-                   lambda: self._io.disconnect(), lambda: self._dash.disconnect()):
+        lost = self.link_lost or not self._link_ok()
+        calls = [lambda: self._ctrl.disconnect(), lambda: self._recv.disconnect(), lambda: self._dash.disconnect()]
+        if not lost:  # stopScript waits for a reply a vanished controller never sends
+            calls = [lambda: self._ctrl.stopScript(), *calls, lambda: self._io.disconnect()]
+        for fn in calls:
             with contextlib.suppress(Exception):  # best effort on shutdown
                 fn()
+        if lost:
+            _never_destroy(self._io)
+
+
+def _never_destroy(io) -> None:
+    """Keep a ur_rtde RTDEIOInterface whose socket died alive for good: its destructor would send a pause on the dead
+    socket and abort the whole process (std::terminate); nothing else makes it safe."""
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(io))

@@ -10,6 +10,12 @@ hold that long, then the gripper rule across 0.5); a stale command
 (header.stamp older than ``max_command_age_s``), a malformed one, a limit violation or a backend
 error trips a protective stop, latched until /embeval/arm/reset (std_srvs/Trigger).
 
+Dry run (``dry_run``, default true; ``embeval graph`` and the launch files set it from the policy's
+``dry_run``): the arm never moves on its own initiative. /embeval/arm/reset then clears the stop but does
+not move home; it answers the joint move it would have made. A reset whose home move the backend refuses
+(joint path leaving the workspace box, say) answers ``success: false`` with the reason. A lost controller
+connection (ur_rtde) is latched and published like any stop (safety mode 3, /embeval/arm/status error).
+
 Act2Answer (backend sim): an ``episode_start`` event on /embeval/events that carries
 ``act2answer.scene`` (a scene YAML from ``embeval act2answer scenes``) loads that scene (cards, cube,
 arm at home) into the simulated cell and announces it (latched) on /embeval/act2answer/scene; the cube's pose is published on /embeval/act2answer/cube_pose
@@ -129,6 +135,11 @@ class ArmNode(EmbevalNode):
         rate = check_range("state_rate_hz", self.param("state_rate_hz", 50.0, "state publish rate (Hz), in (0, 1000]"))
         home = home_joints(self.param("home_joints", [0.0], "home joint angles (rad, 6 values); [0.0]: the backend's home"))
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
+        dry = self.param("dry_run", True, "true: /embeval/arm/reset clears a stop but never moves home (it answers the move "
+                         "it would make); embeval graph and the launch files take it from embeval_policy's dry_run")
+        if not isinstance(dry, bool):
+            raise ConfigError(f"dry_run must be true or false, got {dry!r}")
+        self.dry_run = dry
         sim_task = self.param("sim_task", "Pick", "task verb of the generated sim scene (backend=sim)")
         sim_seed = int(self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)"))
         control_hz = check_range("control_hz", self.param(
@@ -203,11 +214,22 @@ class ArmNode(EmbevalNode):
                                       "backend": getattr(self.backend, "name", "?")}, stamp))
 
     def _on_reset(self, request, response):
+        home = self.home_q if self.go_home_on_reset else None
         try:
-            self.commander.reset(self.home_q if self.go_home_on_reset else None)
-            response.success, response.message = True, "protective stop cleared" + (", at home" if self.go_home_on_reset else "")
+            if self.dry_run and home is not None:  # nothing moves until dry_run:=false
+                state = self.commander.reset(None)
+                response.success = state.safety.ok
+                response.message = (f"protective stop cleared; dry run: NOT moved home (would moveJ to "
+                                    f"{[round(float(v), 4) for v in home]} rad); set dry_run:=false to move")
+            else:
+                state = self.commander.reset(home)
+                response.success = state.safety.ok
+                response.message = ("protective stop cleared" + (", at home" if home is not None else "") if state.safety.ok
+                                    else f"reset failed: {state.safety.reason}")
         except Exception as exc:  # noqa: BLE001
             response.success, response.message = False, f"reset failed: {exc}"
+        if not response.success:
+            self.get_logger().error(response.message)
         self._publish_state()
         return response
 

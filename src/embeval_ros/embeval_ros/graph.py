@@ -96,6 +96,16 @@ def load_params(path: str | Path | dict, common_out: dict[str, Any] | None = Non
     return {k: {**common, **v} for k, v in out.items()}
 
 
+def follow_policy_dry_run(params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The arm's ``dry_run`` follows the policy's (a real bool) unless the arm sets its own: one switch,
+    ``embeval_policy.dry_run``, lets the arm move on its own (the home move on reset). Returns a copy."""
+    params = {k: dict(v) for k, v in params.items()}
+    policy, arm = params.get("embeval_policy", {}), params.get("embeval_arm")
+    if arm is not None and "dry_run" not in arm and isinstance(policy.get("dry_run"), bool):
+        arm["dry_run"] = policy["dry_run"]
+    return params
+
+
 def node_class(name: str):
     return NODE_CLASSES.get(name)
 
@@ -142,7 +152,7 @@ class Graph:
     def __init__(self, params: dict[str, dict[str, Any]], nodes: Iterable[str] | None = None,
                  shared: dict | None = None, threads: int | None = None, executor: str = "per_node",
                  check: dict[str, Iterable[str]] | None = None):
-        self.params = params
+        self.params = follow_policy_dry_run(params)
         self.check = {k: list(v) for k, v in (check or {}).items()}
         self.names = [n for n in ORDER if n in (set(nodes) if nodes is not None else set(params))]
         unknown = set(nodes or []) - set(NODE_CLASSES)

@@ -1,0 +1,104 @@
+"""The arm node on ur_rtde against the UR emulator (real ur_rtde client): reset in dry run never moves, a home move
+whose joint path leaves the box is refused, and a graph whose controller vanished exits 1 with one line saying so."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import start_ur_emulator
+
+pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed: run scripts/install.sh")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _reset(arm):
+    from std_srvs.srv import Trigger
+
+    return arm._on_reset(Trigger.Request(), Trigger.Response())
+
+
+def _params(ip: str, policy_dry_run, home) -> dict:
+    from embeval_ros.graph import load_params
+
+    p = load_params(ROOT / "config" / "embeval_ur5.yaml")
+    return {"embeval_policy": {"dry_run": policy_dry_run},
+            "embeval_arm": {**p["embeval_arm"], "robot_ip": ip, "home_joints": [float(v) for v in home]}}
+
+
+def test_reset_moves_home_only_when_dry_run_is_off_and_never_out_of_the_box(ur_robot):
+    from embeval_ros.graph import Graph
+
+    from embeval.robot.ur_emulator.controller import Controller
+
+    q0 = Controller().q.copy() if ur_robot.emulated else None
+    if q0 is None:
+        pytest.skip("moves a real arm by 0.2 rad; run against the emulator")
+    home = q0 + [0.2, 0, 0, 0, 0, 0]  # a harmless home move (TCP stays in config/embeval_ur5.yaml's box)
+    # the arm node only is started; its dry_run follows embeval_policy.dry_run (embeval graph's rule)
+    with Graph(_params(ur_robot.ip, True, home), nodes=["embeval_arm"]) as g:
+        arm = g.nodes["embeval_arm"]
+        assert arm.dry_run is True
+        arm.backend.reset_safety()
+        arm.backend.move_joints(q0)
+        r = _reset(arm)
+        assert r.success and "dry run: NOT moved home" in r.message and "set dry_run:=false" in r.message
+        assert np.max(np.abs(arm.backend.state().joint_positions - q0)) < 1e-6  # nothing moved
+    with Graph(_params(ur_robot.ip, None, home), nodes=["embeval_arm"]) as g:  # an empty policy dry_run: still dry
+        assert g.nodes["embeval_arm"].dry_run is True
+    with Graph(_params(ur_robot.ip, False, home), nodes=["embeval_arm"]) as g:
+        arm = g.nodes["embeval_arm"]
+        assert arm.dry_run is False
+        r = _reset(arm)
+        assert r.success and r.message.endswith("at home")
+        assert np.max(np.abs(arm.backend.state().joint_positions - home)) < 1e-4
+        # a home whose TCP lies outside the box (base swung 1.2 rad: y = -0.42 m < -0.35): refused, latched, not sent
+        arm.home_q = list(q0 + [-1.2, 0, 0, 0, 0, 0])
+        r = _reset(arm)
+        assert not r.success and "workspace limit: TCP x=0.163" in r.message and "y=-0.419" in r.message
+        assert np.max(np.abs(arm.backend.state().joint_positions - home)) < 1e-6
+        assert arm.backend.state().safety.stopped
+        arm.home_q = list(q0)
+        assert _reset(arm).success  # a good home clears and moves again
+
+
+def test_graph_exits_1_when_the_arm_loses_its_controller(capsys):
+    from embeval.cli import main
+
+    target = start_ur_emulator()
+    try:
+        threading.Timer(1.5, target.process.proc.kill).start()
+        rc = main(["graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"), "--nodes", "embeval_arm",
+                   "--set", f"embeval_arm.robot_ip={target.ip}", "--duration", "3"])
+    finally:
+        target.process.close()
+    out = capsys.readouterr().out
+    assert rc == 1
+    (line,) = [x for x in out.splitlines() if "LOST its controller" in x]
+    assert "lost the connection to the UR controller" in line and line.endswith("exit 1")
+
+
+def test_graph_exit_status_names_a_stop_during_the_run(ur_emulator, capsys):
+    """A quiet run exits 0 without the line; a stop that a reset cleared still fails the run, naming the first cause."""
+    from types import SimpleNamespace
+
+    from embeval.cli import main
+    from embeval.cli.graph import arm_fault
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    rc = main(["graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"), "--nodes", "embeval_arm",
+               "--set", f"embeval_arm.robot_ip={ur_emulator.ip}", "--duration", "1.5"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "embeval graph: the arm" not in out
+    arm = URRtdeArm(ur_emulator.ip)
+    try:
+        assert arm_fault(SimpleNamespace(backend=arm)) == ""
+        arm.protective_stop("operator pressed stop")
+        assert arm_fault(SimpleNamespace(backend=arm)).startswith("embeval graph: the arm ended in protective_stop")
+        assert arm.reset_safety().safety.ok
+        assert arm_fault(SimpleNamespace(backend=arm)) == ("embeval graph: the arm protective-stopped during the run "
+                                                           "(first: operator pressed stop); exit 1")
+    finally:
+        arm.close()
