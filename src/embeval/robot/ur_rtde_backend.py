@@ -151,6 +151,7 @@ class URRtdeArm:
         self._kin = None  # embeval.kinematics.UR5, made on the first joint move
         self._lock = threading.RLock()  # one ur_rtde control call at a time (the kicker thread and the caller)
         self._closing = threading.Event()
+        self._moving = threading.Event()  # set while _move polls: then only the poll loop kicks the watchdog
         self._arm_watchdog()
         self._kicker = threading.Thread(target=self._kick_loop, name="ur_rtde-watchdog", daemon=True)
         self._kicker.start()
@@ -179,6 +180,8 @@ class URRtdeArm:
         and so does the arm's permission to move)."""
         period = 0.25 / self.watchdog_hz
         while not self._closing.wait(period):
+            if self._moving.is_set():  # during a move only the poll loop kicks: a hung poll lets the watchdog stop it
+                continue
             with contextlib.suppress(Exception):  # a lost connection is the poll loop's to report
                 self._kick()
 
@@ -243,6 +246,7 @@ class URRtdeArm:
         # the trapezoid's ramps add speed / acceleration; the rest is margin for a slowed speed slider
         budget = 2.0 * (expected_s + speed / self.acceleration) + 2.0
         deadline = time.monotonic() + budget
+        self._moving.set()
         try:
             while True:
                 if not self._link_ok():
@@ -267,6 +271,8 @@ class URRtdeArm:
         except BaseException:
             self._halt(command)  # Ctrl-C / SystemExit: the arm decelerates before the exception goes on
             raise
+        finally:
+            self._moving.clear()
         if not self._program_ok(moving=True):  # the program stopped during the move (watchdog, pendant, controller)
             return False
         return True
