@@ -4,6 +4,7 @@ import json
 import struct
 import zlib
 
+import cv2
 import numpy as np
 import pytest
 from PIL import Image
@@ -43,8 +44,10 @@ def test_webp_and_16bit_cards_decode_to_the_same_8bit_pixels(tmp_path):
     g = read_image(tmp_path / "g16.png")
     assert g.dtype == np.uint8 and np.array_equal(g[..., 0], np.arange(256).reshape(16, 16))  # scaled, not clipped
     # the simulators get 8-bit RGB PNGs of exactly those pixels; an 8-bit RGB PNG is used as is
-    for name in ("c.webp", "g16.png"):
+    cv2.imwrite(str(tmp_path / "rgb16.png"), (rgb[..., ::-1].astype(np.uint16) * 257))  # 16 bits per channel
+    for name in ("c.webp", "g16.png", "rgb16.png"):
         out = loadable(tmp_path / name)
+        assert out != str(tmp_path / name)  # converted, not handed to the simulator as is
         with Image.open(out) as im:
             assert im.format == "PNG" and im.mode == "RGB"
             assert np.array_equal(np.asarray(im), read_image(tmp_path / name))

@@ -122,8 +122,6 @@ def loadable(path: str | Path, what: str = "texture image") -> str:
     through here, the UR5 cell, ManiSkill and the VLM path show the same pixels. One-line
     :class:`~embeval.errors.InvalidInputError` / :class:`~embeval.errors.MissingFileError` naming ``what``
     and the file when it is not a readable image of bounded size. Cached by path, size and mtime."""
-    from PIL import Image
-
     from embeval.image_io import read_image
 
     p = Path(path)
@@ -135,8 +133,9 @@ def loadable(path: str | Path, what: str = "texture image") -> str:
     if key is not None and key in _LOADABLE:
         return _LOADABLE[key]
     rgb = read_image(p, what)  # decodes (checks size, truncation) or raises one line
-    with Image.open(p) as im:
-        native = im.format == "PNG" and im.mode == "RGB"
+    with open(p, "rb") as f:  # IHDR: bit depth (byte 24) 8 and colour type (byte 25) 2 = 8-bit RGB, no alpha
+        head = f.read(26)
+    native = head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) == 26 and head[24] == 8 and head[25] == 2
     out = str(p) if native else texture_file(rgb)
     if key is not None:
         _LOADABLE[key] = out
