@@ -109,6 +109,7 @@ install_maniskill
 # One cv2 (see scripts/constraints.txt): the opencv-python wheel's build is the one that runs. An in-place
 # upgrade can leave the cv2 package half overwritten by the other wheel: reinstall the runtime wheel then.
 CV_PIN=$(sed -n 's/^opencv-python==\([0-9.]*\).*/\1/p' scripts/constraints.txt)
+[ -n "$CV_PIN" ] || { echo "[install] error: scripts/constraints.txt pins no opencv-python==X (the cv2 runtime)" >&2; exit 1; }
 if ! "$VENV/bin/python" -c "import cv2, sys; sys.exit(cv2.__version__ != '${CV_PIN%.*}')" 2>/dev/null; then
   echo "[install] reinstalling opencv-python $CV_PIN (import cv2 did not report ${CV_PIN%.*})"
   "${PIP[@]}" install -q --force-reinstall --no-deps "opencv-python==$CV_PIN"

@@ -112,7 +112,7 @@ def number(x: Any, where: str, minimum: float | None = None) -> float:
 def in_range(x: Any, where: str, lo: float | None = None, hi: float | None = None, why: str = "") -> Any:
     """``x`` unchanged when ``lo <= x <= hi`` (either bound may be None), else a ConfigError naming ``where``,
     the allowed range and ``why`` (e.g. what one unit costs). For ``check_config`` bounds of typed fields."""
-    if (lo is not None and x < lo) or (hi is not None and x > hi):
+    if (isinstance(x, float) and x != x) or (lo is not None and x < lo) or (hi is not None and x > hi):  # NaN too
         rng = f"{lo:g}..{hi:g}" if lo is not None and hi is not None else (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
         raise _err(where, f"must be {rng}, got {x!r}{f' ({why})' if why else ''}")
     return x

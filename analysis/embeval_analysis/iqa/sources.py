@@ -374,7 +374,7 @@ SOURCES: dict[str, Callable[..., list[IQAReference]]] = {
 #: the most reference images and the largest reference side (pixels) a source is asked for: a typo such as
 #: ``--size 100000 100000`` or ``--n 10**9`` is refused instead of exhausting memory and disk
 MAX_REFERENCES = 100_000
-MAX_SIDE = 4096
+from embeval.image_io import MAX_IMAGE_SIDE as MAX_SIDE  # noqa: E402 - one image-side bound for the project
 
 
 def _whole(v: Any) -> bool:
