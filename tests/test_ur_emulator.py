@@ -56,8 +56,6 @@ def robot(emu):
     io = rtde_io.RTDEIOInterface(emu.host)
     d = dashboard_client.DashboardClient(emu.host)
     d.connect()
-    global DASHBOARD
-    DASHBOARD = d
     yield r, c, io, d
     for fn in (c.stopScript, c.disconnect, r.disconnect, io.disconnect, d.disconnect):
         with contextlib.suppress(Exception):  # teardown, best effort
@@ -65,7 +63,6 @@ def robot(emu):
 
 
 HOME_Q = None
-DASHBOARD = None
 
 
 @pytest.fixture(autouse=True)
