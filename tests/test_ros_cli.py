@@ -69,7 +69,7 @@ def test_act2answer_scenes_prints_the_next_command(tmp_path, capsys, monkeypatch
     assert main(["act2answer", "scenes", "--items", "suite/items.jsonl", "--out", "my scenes"]) == 0
     out = capsys.readouterr().out
     params = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "config" / "embeval_act2answer.yaml")
-    assert f"embeval graph --params {params} --set embeval_conductor.act2answer_scenes='my scenes'" in out
+    assert f"embeval graph --params {params} --set embeval_conductor.act2answer_scenes='my scenes'" in out, out
     assert "ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim scenes:='my scenes'" in out
     assert main(["act2answer", "scenes", "--items", "suite/items.jsonl", "--out", "runs/act2answer/scenes"]) == 0
     out = capsys.readouterr().out  # the parameter file's own folder: nothing to override
