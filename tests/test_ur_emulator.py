@@ -436,8 +436,10 @@ def test_cli_rejects_a_bad_version():
 
 
 # -- embeval's ur_rtde backend against the emulator ------------------------------------------------
-@pytest.fixture(scope="module")
+@pytest.fixture
 def arm():
+    """A backend on a fresh emulator for each test: a ur_rtde object destroyed anywhere in this process (another test's
+    clients) holds the GIL for about 0.5 s, which starves a long-lived backend's kicker past its 2 Hz watchdog."""
     from embeval.robot.safety import SafetyLimits
     from embeval.robot.ur_rtde_backend import URRtdeArm
 
@@ -446,6 +448,19 @@ def arm():
     yield a, e
     a.close()
     e.close()
+
+
+@pytest.fixture
+def arm_side(arm):
+    """A second receive interface and a dashboard on the backend's controller; destroyed only after the test."""
+    _, e = arm
+    r = rtde_receive.RTDEReceiveInterface(e.host)
+    d = dashboard_client.DashboardClient(e.host)
+    d.connect()
+    yield r, d
+    for fn in (r.disconnect, d.disconnect):
+        with contextlib.suppress(Exception):  # teardown, best effort
+            fn()
 
 
 def test_backend_moves_joints_and_tcp(arm):
@@ -463,18 +478,13 @@ def test_backend_moves_joints_and_tcp(arm):
     assert np.max(np.abs(s.joint_velocities)) < 1e-9
 
 
-def test_backend_gripper_drives_the_tool_output(arm):
-    a, e = arm
-    import rtde_receive as rr
-
-    r = rr.RTDEReceiveInterface(e.host)
-    try:
-        assert a.set_gripper(0.0).gripper == 0.0
-        assert _until(lambda: r.getActualDigitalOutputBits() & (1 << 16))  # tool output 0: closed
-        assert a.set_gripper(1.0).gripper == 1.0
-        assert _until(lambda: not r.getActualDigitalOutputBits() & (1 << 16))
-    finally:
-        r.disconnect()
+def test_backend_gripper_drives_the_tool_output(arm, arm_side):
+    a, _ = arm
+    r, _ = arm_side
+    assert a.set_gripper(0.0).gripper == 0.0
+    assert _until(lambda: r.getActualDigitalOutputBits() & (1 << 16))  # tool output 0: closed
+    assert a.set_gripper(1.0).gripper == 1.0
+    assert _until(lambda: not r.getActualDigitalOutputBits() & (1 << 16))
 
 
 def test_backend_protective_stop_and_reset(arm):
@@ -514,6 +524,48 @@ def test_backend_reports_a_stop_the_controller_raised(arm):
         assert np.linalg.norm(a.move_tcp(up).tcp_pose[:3] - up[:3]) < 1e-4
     finally:
         a.limits = lim
+
+
+def test_backend_never_restarts_a_program_the_operator_stopped(arm, arm_side):
+    """The operator stops the program (pendant Stop; here the dashboard's ``stop``) while the arm stands still:
+    the next move is refused with a latched stop naming the script, nothing moves, and only reset restarts it."""
+    from embeval.errors import SafetyError
+
+    a, _ = arm
+    r, d = arm_side
+    q0 = a.state().joint_positions
+    d.stop()
+    assert _until(lambda: not a._ctrl.isProgramRunning())
+    s = a.move_joints(q0 + [0.05, 0, 0, 0, 0, 0])
+    assert s.safety.stopped and "control script stopped" in s.safety.reason, s.safety
+    assert np.max(np.abs(a.state().joint_positions - q0)) < 1e-6  # nothing moved
+    assert not r.isProtectiveStopped() and not a._ctrl.isProgramRunning()  # and nothing restarted it
+    with pytest.raises(SafetyError, match="control script stopped"):
+        a.move_tcp(a.state().tcp_pose)
+    assert a.reset_safety().safety.ok and a._ctrl.isProgramRunning()
+    q1 = q0 + [0.05, 0, 0, 0, 0, 0]
+    assert np.max(np.abs(a.move_joints(q1).joint_positions - q1)) < 1e-4
+
+
+def test_backend_latches_a_watchdog_stop_caused_by_its_own_freeze(arm):
+    """A call holding the GIL past the watchdog (here a pure-Python loop with a 2 s switch interval) lets the controller
+    stop the script; the next move is refused, the reason says how long this process was frozen, reset recovers."""
+    a, e = arm
+    q0 = a.state().joint_positions
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(2.0)
+    try:
+        t = time.monotonic()
+        while time.monotonic() - t < 1.2:  # the kicker thread cannot run
+            pass
+    finally:
+        sys.setswitchinterval(old)
+    assert _until(lambda: "RTDE watchdog" in e.log())
+    s = a.move_joints(q0 + [0.05, 0, 0, 0, 0, 0])
+    assert s.safety.stopped and "this process was frozen for up to" in s.safety.reason, s.safety
+    assert a.reset_safety().safety.ok
+    q1 = q0 + [0.05, 0, 0, 0, 0, 0]
+    assert np.max(np.abs(a.move_joints(q1).joint_positions - q1)) < 1e-4
 
 
 def test_upper_range_registers():

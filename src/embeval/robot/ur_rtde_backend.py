@@ -114,7 +114,6 @@ class URRtdeArm:
         if not (math.isfinite(link_timeout_s) and 0.05 <= link_timeout_s <= 10.0):
             raise ConfigError(f"link_timeout_s must lie in [0.05, 10] s, got {link_timeout_s}")
         self.watchdog_hz, self.link_timeout_s = float(watchdog_hz), float(link_timeout_s)
-        self.script_restarts = 0  # control scripts restarted after a watchdog stop while the arm stood still
         self.link_lost = False  # set when the controller stopped answering (latched with the stop)
         self.robot_ip, self.limits = robot_ip, limits or SafetyLimits()
         acceleration = check_range("acceleration", acceleration, 0.0, self.limits.max_acceleration, "m/s^2 (rad/s^2 for joint moves)")
@@ -152,7 +151,15 @@ class URRtdeArm:
         self._lock = threading.RLock()  # one ur_rtde control call at a time (the kicker thread and the caller)
         self._closing = threading.Event()
         self._moving = threading.Event()  # set while _move polls: then only the poll loop kicks the watchdog
-        self._arm_watchdog()
+        self._frozen_s = 0.0  # the longest time the kicker thread could not run (this process frozen), s
+        try:
+            self._arm_watchdog()
+        except BaseException:
+            for fn in (self._ctrl.stopScript, self._ctrl.disconnect, self._recv.disconnect, self._io.disconnect,
+                       self._dash.disconnect):
+                with contextlib.suppress(Exception):  # best effort: the error being raised is the news
+                    fn()
+            raise
         self._kicker = threading.Thread(target=self._kick_loop, name="ur_rtde-watchdog", daemon=True)
         self._kicker.start()
 
@@ -179,7 +186,10 @@ class URRtdeArm:
         """Kick the watchdog at 4x its minimum rate while connected (a daemon thread: it dies with the process,
         and so does the arm's permission to move)."""
         period = 0.25 / self.watchdog_hz
+        last = time.monotonic()
         while not self._closing.wait(period):
+            now = time.monotonic()
+            self._frozen_s, last = max(self._frozen_s, now - last - period), now
             if self._moving.is_set():  # during a move only the poll loop kicks: a hung poll lets the watchdog stop it
                 continue
             with contextlib.suppress(Exception):  # a lost connection is the poll loop's to report
@@ -268,6 +278,10 @@ class URRtdeArm:
                                          "speed slider at 0? controller busy?)")
                     return False
                 time.sleep(0.004)
+        except RuntimeError as exc:  # ur_rtde raises when the link broke mid-call (its reconnect timed out)
+            self._halt(command)
+            self._lose_link(f"{command} polling failed: {exc}")
+            return False
         except BaseException:
             self._halt(command)  # Ctrl-C / SystemExit: the arm decelerates before the exception goes on
             raise
@@ -295,15 +309,19 @@ class URRtdeArm:
                 self._last_ts, self._last_ts_at = ts, now
             ok = now - getattr(self, "_last_ts_at", now) <= self.link_timeout_s
         if not ok:
-            self.link_lost = True
-            self._latch.trip(f"lost the connection to the UR controller at {self.robot_ip} (no state for over "
-                             f"{self.link_timeout_s:g} s): check the network and the controller, then reset (it reconnects)")
+            self._lose_link(f"no state for over {self.link_timeout_s:g} s")
         return ok
 
+    def _lose_link(self, detail: str) -> None:
+        """Latch the stop for a controller that stopped answering (``detail`` says how we know)."""
+        self.link_lost = True
+        self._latch.trip(f"lost the connection to the UR controller at {self.robot_ip} ({detail}): "
+                         "check the network and the controller, then reset (it reconnects)")
+
     def _program_ok(self, moving: bool = False) -> bool:
-        """Whether ur_rtde's control script runs. A script the RTDE watchdog stopped while the arm stood still (this
-        process stalled, e.g. a long call holding the GIL) is restarted (:attr:`script_restarts`); one that stopped
-        during a move, or in a safety stop, latches a stop."""
+        """Whether ur_rtde's control script runs; a stopped one latches a stop, never a silent restart: from here the
+        RTDE watchdog (this process stalled), the pendant's Stop and a program error look the same, and restarting
+        would override an operator. :meth:`reset_safety` restarts it."""
         if not self._link_ok():
             return False
         with self._lock:
@@ -313,15 +331,11 @@ class URRtdeArm:
         if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
             self._latch.trip(self._rejected("the move"))
             return False
-        if not moving and "RTDE watchdog" not in self._latch.status.reason:
-            with self._lock:
-                self._ctrl.reuploadScript()
-            if self._wait(self._ctrl.isProgramRunning, 5.0):
-                self._arm_watchdog()
-                self.script_restarts += 1
-                return True
+        frozen = (f"; this process was frozen for up to {self._frozen_s:.2f} s, over the watchdog's {1 / self.watchdog_hz:g} s"
+                  if self._frozen_s > 1.0 / self.watchdog_hz else "")
         self._latch.trip("the ur_rtde control script stopped" + (" during the move" if moving else "") + " (the RTDE "
-                         "watchdog: this process stalled or died; or the pendant / a program error): call reset to restart it")
+                         f"watchdog: this process stalled or died; or the pendant's Stop / a program error{frozen}): "
+                         "call reset to restart it")
         return False
 
     def _rejected(self, command: str) -> str:
