@@ -1,6 +1,8 @@
 """`embeval graph` / `embeval bag` command plumbing and parameter-file parsing (no graph is started)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from embeval.cli import main
@@ -68,12 +70,18 @@ def test_act2answer_scenes_prints_the_next_command(tmp_path, capsys, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert main(["act2answer", "scenes", "--items", "suite/items.jsonl", "--out", "my scenes"]) == 0
     out = capsys.readouterr().out
-    params = str(__import__("pathlib").Path(__file__).resolve().parents[1] / "config" / "embeval_act2answer.yaml")
-    assert f"embeval graph --params {params} --set embeval_conductor.act2answer_scenes='my scenes'" in out, out
+    import os
+    import re
+    import shlex
+
+    params = Path(__file__).resolve().parents[1] / "config" / "embeval_act2answer.yaml"
+    m = re.search(r"embeval graph --params (\S+|'[^']+') --set embeval_conductor.act2answer_scenes='my scenes'\n", out)
+    assert m and os.path.samefile(shlex.split(m.group(1))[0], params), out  # the repository's file, from this folder
     assert "ros2 launch embeval_ros act2answer_sim2real.launch.py backend:=sim scenes:='my scenes'" in out
     assert main(["act2answer", "scenes", "--items", "suite/items.jsonl", "--out", "runs/act2answer/scenes"]) == 0
     out = capsys.readouterr().out  # the parameter file's own folder: nothing to override
-    assert f"  embeval graph --params {params}\n" in out and "backend:=sim      #" in out
+    m = re.search(r"  embeval graph --params (\S+|'[^']+')\n", out)
+    assert m and os.path.samefile(shlex.split(m.group(1))[0], params) and "backend:=sim      #" in out, out
 
 
 def test_graph_prints_one_line_per_act2answer_unit(tmp_path):
