@@ -568,6 +568,29 @@ def test_backend_latches_a_watchdog_stop_caused_by_its_own_freeze(arm):
     assert np.max(np.abs(a.move_joints(q1).joint_positions - q1)) < 1e-4
 
 
+def test_backend_refuses_joint_moves_when_ur_type_is_not_the_robots_model():
+    """The emulator is a UR5: a backend told ur_type=ur5e checks paths on the wrong kinematics, so its first joint move
+    is refused unsent (compared with the controller's getForwardKinematics), every time; a bad name fails at start."""
+    from embeval.errors import ConfigError
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    with pytest.raises(ConfigError, match="ur_type must be one of ur5, ur5e"):
+        URRtdeArm("127.0.0.1", ur_type="ur7")
+    e = _emulator()
+    a = URRtdeArm(e.host, ur_type="UR5e")
+    try:
+        q0 = a.state().joint_positions
+        s = a.move_joints(q0 + [0.05, 0, 0, 0, 0, 0])
+        assert s.safety.stopped and "the ur5e kinematics (ur_type) disagree with the controller's own by" in s.safety.reason
+        assert "set ur_type to this robot's model" in s.safety.reason
+        assert np.max(np.abs(a.state().joint_positions - q0)) < 1e-6
+        assert a.reset_safety().safety.ok
+        assert "disagree" in a.move_joints(q0 + [0.05, 0, 0, 0, 0, 0]).safety.reason  # not a one-off: checked again
+    finally:
+        a.close()
+        e.close()
+
+
 def test_upper_range_registers():
     """FLAG_UPPER_RANGE_REGISTERS: the script's registers start at 24 (ur_rtde injects the offset into the script)."""
     with _emulator() as e:

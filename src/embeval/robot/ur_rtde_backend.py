@@ -35,6 +35,7 @@ import numpy as np
 
 from embeval.action import as_pose6, gripper_closed
 from embeval.errors import ConfigError, ServerUnavailableError
+from embeval.kinematics.dh import PRESETS
 from embeval.robot.base import (
     ArmState,
     SafetyMode,
@@ -64,6 +65,12 @@ UR_MODE_NAMES = {1: "NORMAL", 2: "REDUCED", 3: "PROTECTIVE_STOP", 4: "RECOVERY",
                  10: "VALIDATE_JOINT_ID", 11: "UNDEFINED_SAFETY_MODE", 12: "AUTOMATIC_MODE_SAFEGUARD_STOP",
                  13: "SYSTEM_THREE_POSITION_ENABLING_STOP"}
 
+#: how far (m) the backend's kinematics (``ur_type``) may place the TCP from the controller's own calibrated FK
+#: (nominal D-H against a calibrated arm: a few mm; another model: centimetres)
+KINEMATICS_TOLERANCE_M = 0.01
+#: joint offsets (rad) from the current joints where the first joint move compares both FKs (no motion)
+KINEMATICS_PROBES = (np.array([0.6, -0.5, 0.7, -0.6, 0.8, 0.0]), np.array([-0.7, 0.4, -0.6, 0.9, -0.5, 0.0]))
+
 
 def _import_rtde():
     try:
@@ -90,12 +97,13 @@ def _bad_speed(speed, command: str, unit: str) -> str | None:
 
 
 class URRtdeArm:
-    """A UR5 (or any e-Series/CB3 arm) at ``robot_ip`` driven by ur_rtde.
+    """A UR arm (CB3 or e-Series, ``ur_type``) at ``robot_ip`` driven by ur_rtde.
 
     ``acceleration`` in m/s^2 (Cartesian) and rad/s^2 (joint); ``speed_scaling`` (0, 1] scales
     every commanded speed on top of the limits (the controller's own slider still applies).
     ``control_hz``: the action rate; one action (:func:`embeval.robot.base.execute_step`) lasts at least
     ``1 / control_hz`` s (a short move waits out the rest of the period, a hold sleeps it).
+    ``ur_type``: the robot's model (``ur5``, ``ur5e``, ...): its kinematics check joint paths against the workspace.
     """
 
     name = "ur_rtde"
@@ -103,7 +111,8 @@ class URRtdeArm:
 
     def __init__(self, robot_ip: str, limits: SafetyLimits | None = None, *, acceleration: float = 0.5,
                  speed_scaling: float = 1.0, gripper_output: int | None = 0, frequency: float = 125.0,
-                 control_hz: float = 10.0, watchdog_hz: float = 2.0, link_timeout_s: float = 0.5, modules=None):
+                 control_hz: float = 10.0, watchdog_hz: float = 2.0, link_timeout_s: float = 0.5, ur_type: str = "ur5",
+                 modules=None):
         if not robot_ip:
             raise ConfigError("robot_ip is empty; pass the UR controller's IP address (e.g. robot_ip:=192.168.1.102)")
         if not 0 < speed_scaling <= 1:
@@ -114,6 +123,10 @@ class URRtdeArm:
         if not (math.isfinite(link_timeout_s) and 0.05 <= link_timeout_s <= 10.0):
             raise ConfigError(f"link_timeout_s must lie in [0.05, 10] s, got {link_timeout_s}")
         self.watchdog_hz, self.link_timeout_s = float(watchdog_hz), float(link_timeout_s)
+        self.ur_type = str(ur_type).lower()
+        if self.ur_type not in PRESETS:
+            raise ConfigError(f"ur_type must be one of {', '.join(PRESETS)} (the robot's model: its kinematics check "
+                              f"every joint path), got {ur_type!r}")
         self.link_lost = False  # set when the controller stopped answering (latched with the stop)
         self.robot_ip, self.limits = robot_ip, limits or SafetyLimits()
         acceleration = check_range("acceleration", acceleration, 0.0, self.limits.max_acceleration, "m/s^2 (rad/s^2 for joint moves)")
@@ -387,15 +400,30 @@ class URRtdeArm:
         """The workspace check of a joint move from ``q0`` to ``q1`` (rad): moveJ interpolates linearly in joint
         space, so the TCP at the target and at samples along the path (50, more until neighbours lie at most
         ``step_m`` apart, up to 2000) must lie in the box. The TCP offset is the controller's (actual TCP pose
-        against the flange's FK). Returns the first violation, naming where on the path it lies."""
-        from embeval.kinematics import UR5
+        against the flange's FK). The model (``ur_type``) must agree with the controller's own calibrated FK
+        (``getForwardKinematics``) within :data:`KINEMATICS_TOLERANCE_M` at the target, and once at spread-out
+        probe joints, or the move is refused: a path checked on another robot's kinematics proves nothing.
+        Returns the first violation, naming where on the path it lies."""
+        from embeval.kinematics import UR
         from embeval.kinematics.transforms import inv_transform, pose_to_matrix
 
-        if self._kin is None:
-            self._kin = UR5()
+        first = self._kin is None
+        if first:
+            self._kin = UR(self.ur_type)
         q0, q1 = np.asarray(q0, dtype=np.float64), np.asarray(q1, dtype=np.float64)
         q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
         tool = inv_transform(self._kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
+        probes = [("target", q1)] + ([(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)] if first else [])
+        for where, q in probes:
+            with self._lock:
+                theirs = np.asarray(self._ctrl.getForwardKinematics(q.tolist()), dtype=np.float64)[:3]
+            err = float(np.linalg.norm((self._kin.fk(q, frame="base") @ tool)[:3, 3] - theirs))
+            if not err <= KINEMATICS_TOLERANCE_M:
+                if first:
+                    self._kin = None  # checked again, probes included, on the next move
+                return SafetyStatus(SafetyMode.PROTECTIVE_STOP, (
+                    f"the {self.ur_type} kinematics (ur_type) disagree with the controller's own by {1000 * err:.0f} mm "
+                    f"at the {where}: set ur_type to this robot's model ({', '.join(PRESETS)}); nothing was sent"))
         n = 50
         while True:
             s = np.linspace(0.0, 1.0, n + 1)
@@ -522,6 +550,9 @@ class URRtdeArm:
         return True
 
     def close(self) -> None:
+        """Stop the control script and disconnect (idempotent)."""
+        if not hasattr(self, "_ctrl"):
+            return
         self._closing.set()
         self._kicker.join(2.0)
         # the IO interface too: ur_rtde's destructor of a still-connected RTDEIOInterface sends a pause and
@@ -535,6 +566,9 @@ class URRtdeArm:
                 fn()
         if lost:
             _never_destroy(self._io)
+        # destroyed now, not whenever the garbage collector gets to them: a ur_rtde destructor holds the GIL for
+        # ~0.5 s, which would starve the watchdog kicker of another backend in this process (a new one after a close)
+        del self._ctrl, self._recv, self._io, self._dash
 
 
 def _never_destroy(io) -> None:

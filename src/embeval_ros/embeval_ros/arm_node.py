@@ -127,7 +127,8 @@ class ArmNode(EmbevalNode):
 
         backend = self.param("backend", "mock", "arm backend: sim | mock | ur_rtde")
         robot_ip = robot_address(self.param("robot_ip", "", "UR controller IP (backend=ur_rtde)"), backend)
-        self.ur_type = self.param("ur_type", "ur5", "UR model (ur3, ur5, ur5e, ...); recorded in the arm status")
+        self.ur_type = self.param("ur_type", "ur5", "UR model (ur3, ur3e, ur5, ur5e, ur10, ur10e): with backend ur_rtde "
+                                  "its kinematics check joint paths, compared with the controller's own FK")
         self.limits = safety_limits(self.param)
         self.max_age = check_range("max_command_age_s", self.param(
             "max_command_age_s", 1.0, "stale-command watchdog: older commands stop the arm (s), in (0, 60]"))
@@ -145,7 +146,7 @@ class ArmNode(EmbevalNode):
         control_hz = check_range("control_hz", self.param(
             "control_hz", 10.0, "action rate (Hz), in (0, 500]: each action lasts at least 1/control_hz s (a short "
             "move is slowed or waits, a zero delta holds that long), as in the simulator"))
-        extra = {"robot_ip": robot_ip} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
+        extra = {"robot_ip": robot_ip, "ur_type": self.ur_type} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
         extra["control_hz"] = control_hz
         judge = str(self.param("success_from_state", "auto", "Execution episodes: judge the task's success from state; auto: "
                                "sim on backend sim, a mirror cell (a simulated copy following the arm) on mock and on "
