@@ -102,3 +102,20 @@ def test_graph_exit_status_names_a_stop_during_the_run(ur_emulator, capsys):
                                                            "(first: operator pressed stop); exit 1")
     finally:
         arm.close()
+
+
+def test_arm_fault_names_a_state_that_cannot_be_read_even_after_a_lost_link():
+    """A hardware backend whose state() raises (lost link or not) is a fault line, never a traceback at the end."""
+    from types import SimpleNamespace
+
+    from embeval.cli.graph import arm_fault
+
+    class Gone:
+        hardware, link_lost = True, True
+
+        def state(self):
+            raise RuntimeError("Timeout connecting to UR dashboard server.")
+
+    assert arm_fault(SimpleNamespace(backend=Gone())) == (
+        "embeval graph: the arm's state could not be read at the end (Timeout connecting to UR dashboard server.); exit 1")
+

@@ -138,13 +138,12 @@ def arm_fault(arm_node) -> str:
     backend = getattr(arm_node, "backend", None)
     if backend is None or not getattr(backend, "hardware", False):
         return ""
-    if getattr(backend, "link_lost", False):
-        return (f"embeval graph: the arm LOST its controller ({backend.state().safety.reason}); the run is incomplete, "
-                "exit 1")
     try:
         safety = backend.state().safety
     except Exception as exc:  # noqa: BLE001 - a backend that cannot even report its state is a fault too
         return f"embeval graph: the arm's state could not be read at the end ({exc}); exit 1"
+    if getattr(backend, "link_lost", False):
+        return f"embeval graph: the arm LOST its controller ({safety.reason}); the run is incomplete, exit 1"
     if safety.stopped:
         return f"embeval graph: the arm ended in {safety.mode.value} ({safety.reason}); exit 1"
     stops = list(getattr(backend, "stop_history", []))
