@@ -116,9 +116,9 @@ def _choice_vla_rows(quick: bool, vla_step: float) -> list[dict]:
     ob = Observation(images={"third_person": rng.integers(0, 255, (*cfg.image_size, 3), dtype=np.uint8)}, instruction="",
                      state={"ee_pos": np.array([0.4, 0.0, 0.3]), "gripper": np.array([1.0])})
     pol.reset("put the cube on the sad face")
-    first = _time(lambda: (pol.reset("put the cube on the sad face"), pol.act(ob)), 3 if quick else 20)
+    first = per_call(lambda: (pol.reset("put the cube on the sad face"), pol.act(ob)), 3 if quick else 20)
     pol.act(ob)
-    later = _time(lambda: pol.act(ob), 3 if quick else 20)
+    later = per_call(lambda: pol.act(ob), 3 if quick else 20)
     rows.append({"case": "tiny-vla-a2a-* act: first step (card crops + VLM prefix)", "ms": 1000 * first, "ratio": first / vla_step})
     rows.append({"case": "tiny-vla-a2a-* act: later steps (prefix cached)", "ms": 1000 * later, "ratio": later / vla_step})
     return rows
