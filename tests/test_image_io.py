@@ -92,7 +92,9 @@ def test_a_scene_yaml_with_a_huge_camera_is_one_line(tmp_path, capsys):
     scene["cameras"][0]["width"] = 100000
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(scene))
     assert main(["sim", "render", "--scene", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "x.png")]) == 2
-    assert "is too large; give at most 4096 pixels per side" in one_error_line(capsys)
+    from embeval.image_io import MAX_IMAGE_SIDE
+
+    assert f"is too large; give at most {MAX_IMAGE_SIDE} pixels per side" in one_error_line(capsys)
 
 
 def test_bridge_config_bounds_its_observation_size():

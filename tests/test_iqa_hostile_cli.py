@@ -8,14 +8,15 @@ import time
 import pytest
 
 from conftest import folder_iqa_database
+from embeval.image_io import MAX_IMAGE_SIDE
 from test_cli_hostile import _error_line, _run
 
 
 @pytest.mark.parametrize("argv, problem", [
     (["--size", "0", "0"], "build.source_params.size (--size W H): width and height must be whole numbers of pixels in "
-                           "1..4096, got [0, 0]"),
+                           f"1..{MAX_IMAGE_SIDE}, got [0, 0]"),
     (["--size", "100000", "100000"], "build.source_params.size (--size W H): width and height must be whole numbers of "
-                                     "pixels in 1..4096, got [100000, 100000]"),
+                                     f"pixels in 1..{MAX_IMAGE_SIDE}, got [100000, 100000]"),
     (["--n", "-4"], "build.source_params.n (--n): the number of reference images must be a whole number in 1..100000, got -4"),
     (["--n", "-7"], "build.source_params.n (--n): the number of reference images must be a whole number in 1..100000, got -7"),
     (["--execution-images", "-1"], "build.execution_images (--execution-images): the number of images scored in simulation "
