@@ -104,3 +104,34 @@ def test_bridge_config_bounds_its_observation_size():
     for bad in [(100000, 100000), (0, 480), (640,), (640.0, 480)]:
         with pytest.raises(ConfigError, match="obs_size must be"):
             BridgeConfig(obs_size=bad)
+
+
+def test_user_folder_readers_refuse_a_truncated_image_whatever_pyiqa_set(tmp_path, monkeypatch):
+    """pyiqa sets Pillow's process-wide LOAD_TRUNCATED_IMAGES on import, after which a truncated file decodes as
+    padded grey. Every reader of user image folders (camera folder, distort batch, the runs' image items, the IQA
+    evaluator and benchmark) refuses it instead, and leaves the flag as it found it."""
+    from PIL import Image, ImageFile
+
+    from embeval.camera.folder import FolderSource
+    from embeval.distortion.batch import read_rgb
+    from embeval.errors import InvalidInputError
+    from embeval_analysis.iqa.evaluator import _read
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)  # as pyiqa leaves it once imported
+    folder = tmp_path / "cam"
+    folder.mkdir()
+    trunc = folder / "a.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 64, 3), dtype=np.uint8)).save(trunc)
+    whole = trunc.read_bytes()
+    trunc.write_bytes(whole[: len(whole) // 2])
+    with Image.open(trunc) as im:  # the silent decode the readers must not do
+        assert np.asarray(im.convert("RGB")).shape == (64, 64, 3)
+    with pytest.raises(InvalidInputError, match=r"cannot read image .*a\.png: image file is truncated"):
+        FolderSource(folder)
+    with pytest.raises(InvalidInputError, match=r"cannot read image .*a\.png: image file is truncated"):
+        read_rgb(trunc)
+    with pytest.raises(OSError, match="image file is truncated"):
+        _read(trunc)
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is True
+    trunc.write_bytes(whole)  # the same file whole: read as before
+    assert np.array_equal(read_rgb(trunc), _read(trunc))

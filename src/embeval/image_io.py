@@ -7,6 +7,9 @@ before any rendering, with the same one-line :class:`~embeval.errors.ConfigError
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +49,24 @@ def save_image(path: str | Path, img: np.ndarray, what: str = "output image") ->
     return p
 
 
+_STRICT = threading.RLock()
+
+
+@contextlib.contextmanager
+def strict_decoding() -> Iterator[None]:
+    """Within the block Pillow refuses truncated image data (OSError "image file is truncated"), whatever its
+    process-wide ``ImageFile.LOAD_TRUNCATED_IMAGES`` says: pyiqa sets that flag on import, after which a truncated
+    file decodes as grey without a word. The flag is restored afterwards; threads take turns."""
+    from PIL import ImageFile
+
+    with _STRICT:
+        lenient, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, False
+        try:
+            yield
+        finally:
+            ImageFile.LOAD_TRUNCATED_IMAGES = lenient
+
+
 def read_image(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_SIDE) -> np.ndarray:
     """An image file decoded by Pillow as RGB uint8 (H, W, 3): the one reader of card/texture images, so that the
     simulators and the VLM path see the same pixels. Grey, palette and alpha images become RGB (alpha dropped);
@@ -56,15 +77,10 @@ def read_image(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_
 
     from embeval.errors import InvalidInputError
 
-    from PIL import ImageFile
-
     p = check_image_file(path, what, max_side)  # exists, recognised, bounded: before any decoding
     fix = f"give a PNG or JPEG image of at most {max_side}x{max_side} pixels"
-    # pyiqa sets Pillow's process-wide LOAD_TRUNCATED_IMAGES on import, which decodes a truncated file as
-    # grey without a word: this reader refuses truncated data whatever the flag says
-    lenient, ImageFile.LOAD_TRUNCATED_IMAGES = ImageFile.LOAD_TRUNCATED_IMAGES, False
     try:
-        with Image.open(p) as im:
+        with strict_decoding(), Image.open(p) as im:
             im.load()
             if im.mode in ("I", "I;16", "I;16L", "I;16B", "I;16N", "F"):  # 16/32-bit grey: scale, do not clip
                 a = np.asarray(im, dtype=np.float64)
@@ -79,8 +95,6 @@ def read_image(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:  # truncated or corrupt pixels
         msg = " ".join(str(exc).split())[:160]
         raise InvalidInputError(f"{what} {p} is not a readable image ({type(exc).__name__}: {msg}); {fix}") from None
-    finally:
-        ImageFile.LOAD_TRUNCATED_IMAGES = lenient
 
 
 def check_image_file(path: str | Path, what: str = "image", max_side: int = MAX_IMAGE_SIDE) -> Path:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from embeval.image_io import strict_decoding
 from embeval_analysis.iqa.metrics import TrainConfig
 
 Log = Callable[[str], None]
@@ -69,7 +70,7 @@ def _load_images(db: Path, scores) -> tuple[list[np.ndarray], list[np.ndarray]]:
     from PIL import Image
 
     def rd(p):
-        with Image.open(db / p) as im:
+        with strict_decoding(), Image.open(db / p) as im:
             return np.asarray(im.convert("RGB"))
 
     refs = {p: rd(p) for p in scores["ref_path"].unique()}

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from embeval.errors import ConfigError, MissingFileError
+from embeval.image_io import strict_decoding
 from embeval.runs.registry import Evaluator, register_evaluator
 
 _PARAMS = ("database", "cameras")
@@ -28,7 +29,7 @@ _PARAMS = ("database", "cameras")
 def _read(path: Path) -> np.ndarray:
     from PIL import Image
 
-    with Image.open(path) as im:
+    with strict_decoding(), Image.open(path) as im:
         return np.asarray(im.convert("RGB"))
 
 

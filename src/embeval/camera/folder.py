@@ -8,7 +8,7 @@ import numpy as np
 
 from embeval.camera.base import Frame, Intrinsics
 from embeval.errors import InvalidInputError, MissingFileError
-from embeval.image_io import IMAGE_EXTENSIONS as EXTENSIONS  # the image formats embeval reads (one home)
+from embeval.image_io import IMAGE_EXTENSIONS as EXTENSIONS, strict_decoding  # the image formats embeval reads (one home)
 
 
 class FolderSource:
@@ -35,7 +35,7 @@ class FolderSource:
         from PIL import Image, UnidentifiedImageError
 
         try:
-            with Image.open(f) as im:
+            with strict_decoding(), Image.open(f) as im:
                 im = im.convert("RGB")
                 if self.size:
                     im = im.resize(self.size, Image.BILINEAR)

@@ -14,6 +14,7 @@ from collections import OrderedDict
 import numpy as np
 
 from embeval.errors import ConfigError, InvalidInputError
+from embeval.image_io import strict_decoding
 from embeval.provenance import derive_seed
 from embeval.runs.registry import Evaluator
 from embeval.runs.units import one_reference_unit
@@ -70,7 +71,7 @@ class DistortedImageEvaluator(Evaluator):
 
             path = spec.resolve_path(spec.items.path) / item
             try:
-                with Image.open(path) as im:
+                with strict_decoding(), Image.open(path) as im:
                     img = np.asarray(im.convert("RGB"))
             except OSError as exc:
                 raise InvalidInputError(f"cannot read image {path}: {exc}") from None
