@@ -146,3 +146,33 @@ def test_discard_if_empty_removes_only_an_empty_bag(tmp_path):
     rec.write_msg("/s", typestore().types["std_msgs/msg/String"](data="x"), 5)
     assert not rec.discard_if_empty()
     assert [m.msg.data for m in read_bag(tmp_path / "one")] == ["x"]
+
+
+def test_recover_sets_a_segment_with_corrupt_messages_aside_and_keeps_the_rest(tmp_path, capsys):
+    """A segment whose header and summary are intact but whose messages are corrupt: `bag recover` finds it by
+    reading every message, moves it (byte for byte) into damaged/, and the bag reads again from the other segments."""
+    from embeval.recording import BagRecorder, recover_bag, typestore
+
+    String = typestore().types["std_msgs/msg/String"]
+    bag = tmp_path / "b"
+    with BagRecorder(bag, segment_s=0.1) as rec:
+        rec.add_topic("/s", "std_msgs/msg/String")
+        for i in range(10):
+            rec.write_msg("/s", String(data=f"value-{i:02d}"), 1_000 + i * 50_000_000)
+    segs = sorted(bag.glob("*.mcap"))
+    assert len(segs) >= 3
+    victim = segs[1]
+    data = victim.read_bytes()
+    i = data.index(b"value-")
+    broken = data[:i] + b"\xff\xfe" + data[i + 2:]  # not UTF-8 any more; the summary still says all is well
+    victim.write_bytes(broken)
+    with pytest.raises(InvalidInputError, match=f"bag segment {victim} is corrupt.*sets the segment aside"):
+        list(read_bag(bag))
+    assert main(["bag", "recover", str(bag)]) == 0
+    out = capsys.readouterr().out
+    assert f"set aside in {bag / 'damaged'}: {victim.name}" in out
+    assert (bag / "damaged" / victim.name).read_bytes() == broken and not victim.exists()
+    values = [m.msg.data for m in read_bag(bag)]
+    assert values and all(v.startswith("value-") for v in values) and len(values) < 10
+    assert values == sorted(values)
+    assert recover_bag(bag).discarded == []  # a second recovery finds nothing more to set aside

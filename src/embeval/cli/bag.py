@@ -15,8 +15,9 @@ def register(sub) -> None:
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bag", type=Path, help="bag folder (holds metadata.yaml) or a single .mcap file")
     p.set_defaults(func=_info)
-    p = g.add_parser("recover", help="make a killed bag consistent (rebuild metadata.yaml, drop partial segments)",
-                     description="Rebuild metadata.yaml from the complete MCAP segments and remove partial ones.",
+    p = g.add_parser("recover", help="make a killed or damaged bag consistent (rebuild metadata.yaml, set bad segments aside)",
+                     description="Read every MCAP segment in full, rebuild metadata.yaml from the good ones and move partial "
+                     "or corrupt ones into BAG/damaged/ (never deleted).",
                      epilog="example:\n  embeval bag recover runs/bags/embeval_20260101_120000",
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("bag", type=Path, help="bag folder")
@@ -36,6 +37,9 @@ def _info(args) -> int:
 def _recover(args) -> int:
     from embeval.recording import recover_bag
 
+    from embeval.recording.bag import DAMAGED_DIR
+
     r = recover_bag(args.bag)
-    print(f"kept {len(r.kept)} segment(s), {r.message_count} messages; discarded: {', '.join(r.discarded) or 'nothing'}")
+    aside = f"set aside in {Path(args.bag) / DAMAGED_DIR}: {', '.join(r.discarded)}" if r.discarded else "nothing set aside"
+    print(f"kept {len(r.kept)} segment(s), {r.message_count} messages; {aside}")
     return 0

@@ -29,6 +29,8 @@ from embeval.errors import ConfigError, EmbevalError, InvalidInputError, Missing
 BAG_VERSION = 9
 STORAGE = "mcap"
 OPEN_PREFIX = ".open_"
+#: where `embeval bag recover` sets aside partial and unreadable segments (inside the bag folder; never deleted)
+DAMAGED_DIR = "damaged"
 
 
 @functools.lru_cache(maxsize=1)
@@ -272,7 +274,7 @@ def write_metadata(path: Path, segments: list[_Segment], topics: list[_Topic], c
 
 @dataclass
 class RecoveryReport:
-    """What :func:`recover_bag` found: kept segment files and discarded partial ones."""
+    """What :func:`recover_bag` found: kept segment files and the ones set aside in ``DIR/damaged/``."""
 
     kept: list[str]
     discarded: list[str]
@@ -304,11 +306,12 @@ def require_bag(path: str | Path) -> Path:
 
 
 def recover_bag(path: str | Path) -> RecoveryReport:
-    """Make a killed bag consistent: list every complete MCAP file, drop partial segments.
+    """Make a killed or damaged bag consistent: keep every MCAP file whose messages all read, set the others aside.
 
-    Reads each ``*.mcap`` file in the bag with ``rosbags``; complete files are kept and
-    ``metadata.yaml`` is rebuilt from them (topics, counts, times); partial ``.open_<n>``
-    folders and unreadable files are removed (their content was never acknowledged).
+    Each ``*.mcap`` file is read in full with ``rosbags`` (header, summary, every message deserialised, the count
+    checked against its summary); ``metadata.yaml`` is rebuilt from the good ones (topics, counts, times). Partial
+    ``.open_<n>`` segments and unreadable files are moved into ``DIR/damaged/`` (:data:`DAMAGED_DIR`), never
+    deleted: a salvage tool (``mcap recover``) may still get messages out of them.
     """
     from rosbags.rosbag2.storage_mcap import McapReader
 
@@ -321,29 +324,33 @@ def recover_bag(path: str | Path) -> RecoveryReport:
     segments: list[_Segment] = []
     topics: dict[str, _Topic] = {}
     kept, discarded = [], []
+
+    def set_aside(f: Path) -> None:
+        (path / DAMAGED_DIR).mkdir(exist_ok=True)
+        dest = path / DAMAGED_DIR / f.name
+        if dest.exists():  # a second recovery of the same name: keep both
+            dest = dest.with_name(f"{f.name}.{time.time_ns()}")
+        f.rename(dest)
+        discarded.append(f.name)
+
     for f in sorted(path.glob("*.mcap"), key=_segment_order):
-        reader = McapReader(f)
-        try:
-            reader.open()
-        except Exception:  # truncated or foreign: not part of the recovered bag
-            discarded.append(f.name)
-            f.unlink()
+        if _segment_problem(f, deep=True) is not None:  # truncated, foreign or with corrupt messages
+            set_aside(f)
             continue
+        reader = McapReader(f)
+        reader.open()
         try:
             md = reader.metadata
-            counts: dict[str, int] = {}
             for conn in reader.connections:
                 t = topics.setdefault(conn.topic, _Topic(conn.topic, conn.msgtype, list(conn.ext.offered_qos_profiles)))
                 t.count += conn.msgcount
-                counts[conn.topic] = conn.msgcount
             n = md.message_count
             segments.append(_Segment(f, md.start_time if n else 0, max(md.end_time - 1, 0) if n else 0, n))
             kept.append(f.name)
         finally:
             reader.close()
     for d in sorted(path.glob(f"{OPEN_PREFIX}*")):
-        discarded.append(d.name)
-        shutil.rmtree(d, ignore_errors=True)
+        set_aside(d)
     write_metadata(path, segments, list(topics.values()))
     return RecoveryReport(kept, discarded, sum(s.count for s in segments))
 
@@ -477,11 +484,11 @@ def _unreadable(path: Path, exc: BaseException, opened: bool) -> InvalidInputErr
         problem = _segment_problem(f, deep=opened)
         if problem is None:
             continue
-        if opened:  # the segment opens (header, footer, summary), its content is corrupt: recover would keep it
-            return InvalidInputError(f"bag segment {f} is corrupt ({problem}); move it out of {path} and run "
-                                     f"`embeval bag recover {path}` to keep the other segments")
+        if opened:  # the segment opens (header, footer, summary), its content is corrupt
+            return InvalidInputError(f"bag segment {f} is corrupt ({problem}); run `embeval bag recover {path}`: it "
+                                     f"sets the segment aside in {path / DAMAGED_DIR} and keeps the other segments")
         return InvalidInputError(f"bag segment {f} is truncated, corrupt or empty ({problem}); run "
-                                 f"`embeval bag recover {path}` to drop it and keep the complete segments")
+                                 f"`embeval bag recover {path}` to set it aside and keep the complete segments")
     return InvalidInputError(f"bag {path}: metadata.yaml is not valid rosbag2 metadata or does not match the segments "
                              f"({_reason(exc)}); run `embeval bag recover {path}` to rebuild it from the MCAP segments")
 
