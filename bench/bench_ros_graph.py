@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 TARGET_P99_MS = 20.0
+#: seconds of the measured run (full, --quick), of discovery and warm-up before it, of draining after it
+RUN_S, QUICK_RUN_S, WARMUP_S, DRAIN_S = 120.0, 10.0, 3.0, 2.0
 
 
 def _params(bag_dir: str) -> dict:
@@ -68,10 +70,10 @@ def _distortion_compute_row(name: str = "brighten", level: int = 3, n: int = 30)
 def run(quick: bool) -> list[dict]:
     from embeval_ros.graph import Graph  # Graph.__enter__ sets the localhost DDS defaults
 
-    duration = 10.0 if quick else 120.0
+    duration = QUICK_RUN_S if quick else RUN_S
     with tempfile.TemporaryDirectory() as tmp:
         with Graph(_params(str(Path(tmp) / "bag"))) as g:
-            g.spin(3.0)  # discovery and warm-up: latencies excluded; drops count over the whole run
+            g.spin(WARMUP_S)  # discovery and warm-up: latencies excluded; drops count over the whole run
             for n in g.nodes.values():
                 n.log.latency_s.clear()
             for attr in ("transport_s", "compute_s"):
@@ -80,7 +82,7 @@ def run(quick: bool) -> list[dict]:
             g.nodes["embeval_policy"].model_s.clear()
             g.spin(duration)
             g.nodes["embeval_camera"].timer.cancel()  # stop the source, let the pipeline drain
-            g.spin(2.0)
+            g.spin(DRAIN_S)
             N = g.nodes
             cam, dis, pol, arm, rec = (N[k] for k in ("embeval_camera", "embeval_distortion", "embeval_policy",
                                                        "embeval_arm", "embeval_recorder"))
