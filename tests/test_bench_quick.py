@@ -138,6 +138,15 @@ def test_every_area_is_listed_once():
     assert sorted({**QUICK_AREAS, **SLOW_AREAS}) == AREAS, "add the new bench area to QUICK_AREAS or SLOW_AREAS"
 
 
+def test_readme_lists_every_area():
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    para = next(p for p in readme.split("\n\n") if p.startswith("`make bench`"))
+    assert [a for a in AREAS if f"`{a}`" not in para] == [], "README's `make bench` paragraph misses these areas"
+    assert "ten areas" in para and len(QUICK_AREAS) == 10, "README says how many areas make test runs"
+
+
 @pytest.mark.parametrize("rows, cell", [([], "non-empty"), ([{"case": "x", "ratio": float("nan")}], "'ratio' is nan"),
                                         ([{"case": "x", "ratio": float("inf")}], "'ratio' is inf")])
 def test_check_rows_refuses_empty_and_non_finite(rows, cell):
