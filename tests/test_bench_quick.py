@@ -204,7 +204,7 @@ def keep_threads():
     cv2.setNumThreads(threads[1])
 
 
-@pytest.mark.parametrize("area", sorted(QUICK_AREAS))
+@pytest.mark.parametrize("area", [pytest.param(a, marks=pytest.mark.ros) if a == "ros_graph" else a for a in sorted(QUICK_AREAS)])
 def test_quick_area(area, tmp_path, capsys, keep_threads, monkeypatch):
     if area == "ros_graph":  # the same graph and rows for 4 s instead of 10 (+3 s warm-up): ~9 s of the test time
         import bench.bench_ros_graph as rg
