@@ -13,6 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.timing import restores_torch_threads
+
 FULL_EPISODES = 3440
 
 
@@ -30,24 +32,29 @@ def _measure(policy_factory, items, spec, obs_size, seed=0):
     return res, wall, cpu, steps
 
 
+@restores_torch_threads
 def run(quick: bool = False) -> list[dict]:
     import torch
 
-    from embeval.act2answer.episode import obs_size_for
     from embeval.act2answer.generator import (
         CATEGORIES,
         FULL_SUITE_PER_CATEGORY,
         generate_items,
     )
+
+    torch.set_num_threads(1)
+    per_cat = 2 if quick else FULL_SUITE_PER_CATEGORY
+    with tempfile.TemporaryDirectory(prefix="bench_a2a_") as tmp:  # the items' rendered images
+        return _run_items(generate_items(Path(tmp), list(CATEGORIES), per_cat, seed=0), quick)
+
+
+def _run_items(items, quick: bool) -> list[dict]:
+    from embeval.act2answer.episode import obs_size_for
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import EpisodeSpec
     from embeval.act2answer.subjects import embedded_policy
     from embeval.subjects.scripted import ConstantPolicy
 
-    torch.set_num_threads(1)
-    per_cat = 2 if quick else FULL_SUITE_PER_CATEGORY
-    tmp = Path(tempfile.mkdtemp(prefix="bench_a2a_"))
-    items = generate_items(tmp, list(CATEGORIES), per_cat, seed=0)
     spec = EpisodeSpec()
     vla = embedded_policy("tiny-vla", allow_untrained=True)  # timing only: random weights cost the same
     size = obs_size_for(vla)

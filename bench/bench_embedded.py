@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.timing import per_call
+from bench.timing import per_call, restores_torch_threads
 
 
+@restores_torch_threads
 def run(quick: bool = False) -> list[dict]:
     import torch
 
