@@ -212,7 +212,8 @@ class ArmNode(EmbevalNode):
         self._publish_state(res.state)
         self.status_pub.publish(diag("arm", "ok" if res.executed else "error", res.reason or "executed",
                                      {"executed": self.executed, "refused": self.refused,
-                                      "backend": getattr(self.backend, "name", "?")}, stamp))
+                                      "backend": getattr(self.backend, "name", "?"),
+                                      "done_ns": self.now_ns()}, stamp))  # when the arm finished it (node clock)
 
     def _on_reset(self, request, response):
         home = self.home_q if self.go_home_on_reset else None
