@@ -165,6 +165,7 @@ class URRtdeArm:
         self._closing = threading.Event()
         self._moving = threading.Event()  # set while _move polls: then only the poll loop kicks the watchdog
         self._frozen_s = 0.0  # the longest time the kicker thread could not run (this process frozen), s
+        self._script_stopped = False  # the kicker saw the control script stopped (cleared by reset_safety only)
         try:
             self._arm_watchdog()
         except BaseException:
@@ -192,8 +193,11 @@ class URRtdeArm:
 
     def _kick(self) -> None:
         with self._lock:
-            if self._ctrl.isConnected() and self._ctrl.isProgramRunning():
-                self._ctrl.kickWatchdog()
+            if self._ctrl.isConnected():
+                if self._ctrl.isProgramRunning():
+                    self._ctrl.kickWatchdog()
+                else:  # seen while idle: a script restarted behind our back (pendant Play) runs without the watchdog
+                    self._script_stopped = True
 
     def _kick_loop(self) -> None:
         """Kick the watchdog at 4x its minimum rate while connected (a daemon thread: it dies with the process,
@@ -224,6 +228,8 @@ class URRtdeArm:
         m = UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP)
         if m is not SafetyMode.NORMAL:
             self._latch.trip(SafetyStatus(m, f"controller safety mode {UR_MODE_NAMES.get(mode, mode)}"))
+        elif self._script_stopped:
+            self._latch.trip(self._script_stop_reason())
         return self._latch.status
 
     def state(self) -> ArmState:
@@ -338,18 +344,24 @@ class URRtdeArm:
         if not self._link_ok():
             return False
         with self._lock:
-            if self._ctrl.isProgramRunning():
+            if self._ctrl.isProgramRunning() and not self._script_stopped:
                 return True
         mode = self.ur_safety_mode()
         if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
             self._latch.trip(self._rejected("the move"))
             return False
+        self._latch.trip(self._script_stop_reason(moving))
+        return False
+
+    def _script_stop_reason(self, moving: bool = False) -> str:
         frozen = (f"; this process was frozen for up to {self._frozen_s:.2f} s, over the watchdog's {1 / self.watchdog_hz:g} s"
                   if self._frozen_s > 1.0 / self.watchdog_hz else "")
-        self._latch.trip("the ur_rtde control script stopped" + (" during the move" if moving else "") + " (the RTDE "
-                         f"watchdog: this process stalled or died; or the pendant's Stop / a program error{frozen}): "
-                         "call reset to restart it")
-        return False
+        with self._lock:
+            running = not moving and self._ctrl.isProgramRunning()
+        again = "; it runs again, started from the pendant or dashboard without embeval's dead-man watchdog" if running else ""
+        return ("the ur_rtde control script stopped" + (" during the move" if moving else "") + " (the RTDE "
+                f"watchdog: this process stalled or died; or the pendant's Stop / a program error{frozen}){again}: "
+                "call reset to restart it")
 
     def _rejected(self, command: str) -> str:
         """Why the controller refused or aborted ``command``: its safety mode when that is not NORMAL."""
@@ -484,7 +496,16 @@ class URRtdeArm:
         The controller refuses an unlock during the first 5 s of a stop ("Cannot unlock protective stop
         until 5s after occurrence"): retried until ``timeout`` seconds. A protective stop also stops the
         program running ur_rtde's control script, so it is uploaded again before motion is accepted.
+        A connection that breaks during the reset latches a lost link (the next reset reconnects everything).
         """
+        try:
+            return self._reset(timeout)
+        except RuntimeError as exc:  # ur_rtde: a socket broke mid-reset (controller gone, cable pulled)
+            self._lose_link(f"during reset: {exc}")
+            raise ServerUnavailableError(f"lost the connection to the UR controller at {self.robot_ip} during the reset "
+                                         f"({exc}); check the network and the controller, then reset again") from None
+
+    def _reset(self, timeout: float) -> ArmState:
         if self.link_lost:  # the controller came back (or not): connect again before anything else
             try:
                 with self._lock:
@@ -517,6 +538,8 @@ class URRtdeArm:
                     self._dash.unlockProtectiveStop()
                     break
                 except RuntimeError as exc:  # ur_rtde raises when the reply is not "Protective stop releasing"
+                    if "protective stop" not in str(exc).lower():
+                        raise  # not the controller's reply: the connection broke
                     if "Cannot unlock" not in str(exc) or time.monotonic() > deadline:
                         raise ServerUnavailableError(f"the controller refused to unlock the protective stop: {exc}. "
                                                      "Clear the cause on the teach pendant") from None
@@ -535,8 +558,11 @@ class URRtdeArm:
             if not self._ctrl.isProgramRunning():
                 raise ServerUnavailableError("the ur_rtde control script did not start again after the reset; check "
                                              "the teach pendant for a popup and that the robot is in remote control")
-            self._arm_watchdog()  # a new program runs without the watchdog the old one had
-        self._latch.reset()
+        with self._lock:  # the kicker checks the script under this lock: it cannot flag the old one after this
+            # always: a script restarted by us, or from the pendant/dashboard (Play), runs without the watchdog
+            self._arm_watchdog()
+            self._script_stopped = False
+            self._latch.reset()
         return self.state()
 
     @staticmethod

@@ -1,0 +1,112 @@
+"""Hostile real-arm bring-up, round 3: the ur_rtde backend against ``embeval ur-emulator`` (a fresh emulator per test;
+dashboard commands over a plain socket, so no ur_rtde object is destroyed while a backend lives in this process)."""
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("rtde_control")
+
+from embeval.robot.ur_emulator.process import EmulatorProcess
+
+WAIT = 5.0  # s: the longest a state change may take to show under load
+
+
+def _until(pred, timeout: float = WAIT) -> bool:
+    deadline = time.monotonic() + timeout
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return bool(pred())
+
+
+def _dash(host: str, command: str) -> str:
+    """One dashboard command (port 29999), as the pendant's operator or a PLC would send it."""
+    with socket.create_connection((host, 29999), 5.0) as s:
+        f = s.makefile("rw")
+        f.readline()  # the banner
+        f.write(command + "\n")
+        f.flush()
+        return f.readline().strip()
+
+
+@pytest.fixture
+def arm():
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    e = EmulatorProcess("--unlock-delay", "0.3")
+    a = URRtdeArm(e.host)
+    yield a, e
+    a.close()
+    e.close()
+
+
+def _freeze(seconds: float) -> None:
+    """Hold the GIL (no thread switch) for ``seconds``: the backend's watchdog kicker cannot run."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(seconds + 1.0)
+    try:
+        t = time.monotonic()
+        while time.monotonic() - t < seconds:
+            pass
+    finally:
+        sys.setswitchinterval(old)
+
+
+def test_operator_stop_then_play_while_idle_latches_and_reset_rearms_the_watchdog(arm):
+    """Stop then Play on the pendant while embeval idles: the restarted script has no dead-man watchdog. The backend
+    latches the stop (state reports it, nothing moves); reset arms the watchdog again, so a frozen embeval stops it."""
+    from embeval.errors import SafetyError
+
+    a, e = arm
+    q0 = a.state().joint_positions
+    assert _dash(e.host, "stop") == "Stopped"
+    assert _until(lambda: a.state().safety.stopped), "a script stopped while idle was not latched"
+    assert "control script stopped" in a.state().safety.reason
+    assert _dash(e.host, "play").startswith("Starting program")  # the operator restarts it by hand
+    assert _until(lambda: e.log().count("control program started") >= 2)
+    with pytest.raises(SafetyError, match="control script stopped"):
+        a.move_joints(q0 + [0.05, 0, 0, 0, 0, 0])
+    assert np.max(np.abs(a.state().joint_positions - q0)) < 1e-6
+    assert a.reset_safety().safety.ok
+    n = e.log().count("RTDE watchdog")
+    _freeze(1.2)  # over the 0.5 s watchdog: the controller must stop the script
+    assert _until(lambda: e.log().count("RTDE watchdog") > n), "reset left the script running without the watchdog"
+
+
+def test_controller_lost_during_reset_latches_a_lost_link_and_the_next_reset_recovers():
+    """The controller dies while reset waits out its unlock delay: reset answers 'lost the connection' (not 'refused
+    to unlock ... teach pendant', not a raw RuntimeError) and marks the link lost; once the controller is back the next
+    reset reconnects every interface: the arm moves and the gripper output reaches the controller."""
+    import threading
+
+    from embeval.errors import ServerUnavailableError
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    e = EmulatorProcess("--unlock-delay", "3")
+    a = URRtdeArm(e.host)
+    try:
+        far = a.state().tcp_pose.copy()
+        far[0] = 2.0
+        assert a.move_tcp(far).safety.stopped  # refused, the controller's protective stop triggered
+        assert _until(lambda: a.ur_safety_mode() == 3)
+        killer = threading.Timer(1.0, e.proc.kill)
+        killer.start()
+        with pytest.raises(ServerUnavailableError, match="lost the connection to the UR controller"):
+            a.reset_safety()
+        killer.join()
+        assert a.link_lost and a.state().safety.stopped
+        e.close()
+        e = EmulatorProcess("--unlock-delay", "0.3", host=e.host)  # the controller is back
+        assert a.reset_safety().safety.ok and not a.link_lost
+        p = a.state().tcp_pose.copy()
+        p[0] += 0.02
+        assert np.linalg.norm(a.move_tcp(p).tcp_pose[:3] - p[:3]) < 1e-4
+        assert a.set_gripper(0.0).gripper == 0.0
+        assert _until(lambda: a._recv.getActualDigitalOutputBits() & (1 << 16)), "the gripper output never arrived"
+    finally:
+        a.close()
+        e.close()
