@@ -110,3 +110,27 @@ def test_controller_lost_during_reset_latches_a_lost_link_and_the_next_reset_rec
     finally:
         a.close()
         e.close()
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"frequency": float("nan")}, "frequency must be a finite number in \\(0, 500\\] Hz"),  # ur_rtde reconnected for ever
+    ({"frequency": 0}, "frequency must be"),
+    ({"frequency": 1e9}, "frequency must be"),
+    ({"speed_scaling": "a"}, "speed_scaling must be a finite number in \\(0, 1\\]"),
+    ({"speed_scaling": float("nan")}, "speed_scaling must be"),
+    ({"gripper_output": 99}, "gripper_output must be the tool digital output 0 or 1"),  # no output, state said closed
+    ({"gripper_output": 1.5}, "gripper_output must be"),
+    ({"gripper_output": True}, "gripper_output must be"),
+    ({"gripper_output": -1}, "gripper_output must be"),
+])
+def test_backend_arguments_are_refused_before_connecting(kw, msg):
+    """Nothing listens at a free loopback address: a ConfigError (not 'cannot connect', not a hang) proves the argument
+    is checked before ur_rtde is asked anything."""
+    from embeval.errors import ConfigError
+    from embeval.robot.ur_emulator.process import free_loopback_host
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    t = time.monotonic()
+    with pytest.raises(ConfigError, match=msg):
+        URRtdeArm(free_loopback_host(), **kw)
+    assert time.monotonic() - t < 5.0

@@ -119,3 +119,49 @@ def test_arm_fault_names_a_state_that_cannot_be_read_even_after_a_lost_link():
     assert arm_fault(SimpleNamespace(backend=Gone())) == (
         "embeval graph: the arm's state could not be read at the end (Timeout connecting to UR dashboard server.); exit 1")
 
+
+
+def test_ctrl_c_of_the_graph_halts_a_move_in_progress(capsys, monkeypatch, tmp_path):
+    """Ctrl-C while the arm is in a 4 s move (2 cm at 5 mm/s): the arm stops at once, not after the move and the
+    executors' shutdown; later commands are refused; embeval graph exits 130 saying the run was interrupted."""
+    import _thread
+    import time
+
+    import rtde_receive
+
+    from embeval.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the recorder's bag and the scorer's store
+    target = start_ur_emulator()
+    r = rtde_receive.RTDEReceiveInterface(target.ip)
+    seen: dict = {}
+
+    def watch():
+        deadline = time.monotonic() + 90
+        while max(abs(v) for v in r.getActualQd()) == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.3)  # well inside the move
+        seen["x"] = r.getActualTCPPose()[:3]
+        seen["t"] = time.monotonic()
+        _thread.interrupt_main()
+        while max(abs(v) for v in r.getActualQd()) > 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen["stopped"] = time.monotonic()
+        seen["moved"] = float(np.linalg.norm(np.subtract(r.getActualTCPPose()[:3], seen["x"])))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        rc = main(["graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"), "--set", f"embeval_arm.robot_ip={target.ip}",
+                   "--set", "embeval_camera.source=sim", "--set", "embeval_policy.dry_run=false",
+                   "--set", "embeval_arm.tcp_speed=0.005", "--set", "embeval_arm.control_hz=0.5",
+                   "--set", "embeval_policy.rate_hz=0.5", "--duration", "90"])
+        watcher.join(30)
+    finally:
+        r.disconnect()
+        target.process.close()
+    out = capsys.readouterr().out
+    assert "t" in seen and "stopped" in seen, "the arm never moved"
+    assert seen["stopped"] - seen["t"] < 1.5, f"the arm moved on for {seen['stopped'] - seen['t']:.2f} s after Ctrl-C"
+    assert seen["moved"] < 0.006, seen  # at 5 mm/s: stopped, not the rest of the 2 cm step
+    assert rc == 130 and "embeval graph: interrupted (Ctrl-C): the arm was halted" in out

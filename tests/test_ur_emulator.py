@@ -632,7 +632,7 @@ def test_hostile_input_closes_only_that_connection(robot, emu):
         s.sendall(b"x" * 5000)  # no newline, over the 4 KiB line limit
         s.settimeout(2)
         assert b"line too long" in s.recv(200)
-    assert "RTDE header announces 1 bytes" in emu.log()
+    assert _until(lambda: "RTDE header announces 1 bytes" in emu.log())  # the log pipe trails the socket under load
     _home(r, c)  # everyone else is still served
     assert c.isProgramRunning() and r.getRobotMode() == 7
 

@@ -115,8 +115,12 @@ class URRtdeArm:
                  modules=None):
         if not robot_ip:
             raise ConfigError("robot_ip is empty; pass the UR controller's IP address (e.g. robot_ip:=192.168.1.102)")
-        if not 0 < speed_scaling <= 1:
-            raise ConfigError(f"speed_scaling must lie in (0, 1], got {speed_scaling}")
+        speed_scaling = check_range("speed_scaling", speed_scaling, 0.0, 1.0, "(a fraction of every commanded speed)")
+        # a NaN rate makes ur_rtde's receive interface reconnect for ever, 0 fails with a misleading message
+        frequency = check_range("frequency", frequency, 0.0, 500.0, "Hz (RTDE: 500 on e-Series, 125 on CB3)")
+        if gripper_output is not None and not (type(gripper_output) is int and gripper_output in (0, 1)):
+            # another number reached no output (the controller ignores it) while the state said closed
+            raise ConfigError(f"gripper_output must be the tool digital output 0 or 1 (None: no gripper), got {gripper_output!r}")
         self.control_hz = check_range("control_hz", control_hz)
         if not (math.isfinite(watchdog_hz) and 1.0 <= watchdog_hz <= 100.0):
             raise ConfigError(f"watchdog_hz must lie in [1, 100] Hz (the dead-man watchdog's minimum kick rate), got {watchdog_hz}")
@@ -166,6 +170,7 @@ class URRtdeArm:
         self._moving = threading.Event()  # set while _move polls: then only the poll loop kicks the watchdog
         self._frozen_s = 0.0  # the longest time the kicker thread could not run (this process frozen), s
         self._script_stopped = False  # the kicker saw the control script stopped (cleared by reset_safety only)
+        self._command = "moveL"  # the async move being polled (halt decelerates it with the matching stop)
         try:
             self._arm_watchdog()
         except BaseException:
@@ -275,6 +280,7 @@ class URRtdeArm:
         # the trapezoid's ramps add speed / acceleration; the rest is margin for a slowed speed slider
         budget = 2.0 * (expected_s + speed / self.acceleration) + 2.0
         deadline = time.monotonic() + budget
+        self._command = command
         self._moving.set()
         try:
             while True:
@@ -309,6 +315,14 @@ class URRtdeArm:
         if not self._program_ok(moving=True):  # the program stopped during the move (watchdog, pendant, controller)
             return False
         return True
+
+    def halt(self, reason: str) -> ArmState:
+        """Latch ``reason`` and decelerate a move in progress (stopL/stopJ) without the controller's protective stop:
+        the operator ended the run (Ctrl-C of ``embeval graph``). Callable from another thread than the move's; the
+        move returns at once, stopped, and nothing more is sent until :meth:`reset_safety`."""
+        self._latch.trip(reason)
+        self._halt(self._command if self._moving.is_set() else "moveL")
+        return self.state()
 
     def _halt(self, command: str) -> None:
         """Decelerate a running async move (stopL for moveL, stopJ for moveJ); best effort on a broken link."""

@@ -163,6 +163,7 @@ class ArmNode(EmbevalNode):
         self.home_q = home if home is not None else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=self.limits.default_tcp_speed)
         self.executed = self.refused = 0
+        self.halted = ""  # why the run was ended (halt): every later command and reset is refused
         self.command_age_s: list[float] = []
         cmd_group = MutuallyExclusiveCallbackGroup()
         self.js_pub = self.create_publisher(JointState, T.JOINT_STATES, qos_reliable())
@@ -195,7 +196,11 @@ class ArmNode(EmbevalNode):
         except Exception as exc:  # noqa: BLE001
             res = self.commander.protective_stop(f"malformed action message: {exc}")
         else:
-            if age > self.max_age:
+            if self.halted:
+                from embeval.control.arm_step import ArmStepResult
+
+                res = ArmStepResult(self.backend.state(), False, f"halted: {self.halted}")
+            elif age > self.max_age:
                 res = self.commander.protective_stop(f"stale command: {age:.2f} s old > max_command_age_s {self.max_age:.2f}")
             elif msg.header.frame_id and msg.header.frame_id != self.frame:
                 res = self.commander.protective_stop(f"action frame {msg.header.frame_id!r} != arm action_frame {self.frame!r}")
@@ -217,7 +222,9 @@ class ArmNode(EmbevalNode):
     def _on_reset(self, request, response):
         home = self.home_q if self.go_home_on_reset else None
         try:
-            if self.dry_run and home is not None:  # nothing moves until dry_run:=false
+            if self.halted:
+                response.success, response.message = False, f"reset refused: halted ({self.halted})"
+            elif self.dry_run and home is not None:  # nothing moves until dry_run:=false
                 state = self.commander.reset(None)
                 response.success = state.safety.ok
                 response.message = (f"protective stop cleared; dry run: NOT moved home (would moveJ to "
@@ -332,6 +339,16 @@ class ArmNode(EmbevalNode):
                                        "backend": getattr(self.backend, "name", "?"), **verdict})
         self._publish_state()
         return response
+
+    def halt(self, reason: str) -> None:
+        """End the run's motion now (``embeval graph`` on Ctrl-C, from its main thread): a move in progress decelerates
+        (a backend's ``halt``; else its protective stop) and every later command and reset is refused."""
+        self.halted = reason
+        halt = getattr(self.backend, "halt", None)
+        try:
+            halt(reason) if halt is not None else self.commander.protective_stop(reason)
+        except Exception as exc:  # noqa: BLE001 - best effort: closing the backend stops the script next
+            self.get_logger().error(f"halt failed: {exc}")
 
     def _on_stop(self, request, response):
         self.commander.protective_stop("protective stop requested on " + T.ARM_STOP)
