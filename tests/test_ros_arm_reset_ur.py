@@ -165,3 +165,42 @@ def test_ctrl_c_of_the_graph_halts_a_move_in_progress(capsys, monkeypatch, tmp_p
     assert seen["stopped"] - seen["t"] < 1.5, f"the arm moved on for {seen['stopped'] - seen['t']:.2f} s after Ctrl-C"
     assert seen["moved"] < 0.006, seen  # at 5 mm/s: stopped, not the rest of the 2 cm step
     assert rc == 130 and "embeval graph: interrupted (Ctrl-C): the arm was halted" in out
+
+
+def test_the_automatic_reset_never_overrides_a_stop_made_at_the_controller(ur_emulator):
+    """The operator presses Stop (the dashboard's ``stop``) mid-run: /embeval/arm/reset (which the conductor calls before
+    every episode) refuses to restart the script and says why; a stop embeval made itself is still reset; with
+    ``reset_after_outside_stop: true`` the reset restarts the script."""
+    import socket
+    import time
+
+    from embeval_ros.graph import Graph
+
+    def dash(command):
+        with socket.create_connection((ur_emulator.ip, 29999), 5.0) as s:
+            f = s.makefile("rw")
+            f.readline()
+            f.write(command + "\n")
+            f.flush()
+            return f.readline().strip()
+
+    params = _params(ur_emulator.ip, True, [0.0] * 6)
+    params["embeval_arm"].pop("home_joints")
+    with Graph(params, nodes=["embeval_arm"]) as g:
+        arm = g.nodes["embeval_arm"]
+        assert getattr(arm, "reset_after_outside_stop", False) is False
+        arm.commander.protective_stop("embeval's own stop")  # ours: the reset clears it
+        r = _reset(arm)
+        assert r.success, r.message
+        assert dash("stop") == "Stopped"
+        deadline = time.monotonic() + 5
+        while not arm.backend.state().safety.stopped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert arm.backend.state().safety.stopped
+        r = _reset(arm)
+        assert not r.success and "reset refused: the ur_rtde control script stopped" in r.message, r.message
+        assert "must not override the operator" in r.message and "reset_after_outside_stop" in r.message
+        assert not arm.backend._ctrl.isProgramRunning() and arm.backend.state().safety.stopped
+        arm.reset_after_outside_stop = True  # what the parameter sets
+        r = _reset(arm)
+        assert r.success and arm.backend._ctrl.isProgramRunning() and not arm.backend.stopped_outside

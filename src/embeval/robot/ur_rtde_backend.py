@@ -170,6 +170,9 @@ class URRtdeArm:
         self._moving = threading.Event()  # set while _move polls: then only the poll loop kicks the watchdog
         self._frozen_s = 0.0  # the longest time the kicker thread could not run (this process frozen), s
         self._script_stopped = False  # the kicker saw the control script stopped (cleared by reset_safety only)
+        #: the latched stop is a control script stopped at the controller while embeval had not stopped anything (the
+        #: pendant's Stop, the RTDE watchdog, a program error): the arm node's reset leaves it to a person
+        self.stopped_outside = False
         self._command = "moveL"  # the async move being polled (halt decelerates it with the matching stop)
         try:
             self._arm_watchdog()
@@ -234,7 +237,7 @@ class URRtdeArm:
         if m is not SafetyMode.NORMAL:
             self._latch.trip(SafetyStatus(m, f"controller safety mode {UR_MODE_NAMES.get(mode, mode)}"))
         elif self._script_stopped:
-            self._latch.trip(self._script_stop_reason())
+            self._trip_script_stop()
         return self._latch.status
 
     def state(self) -> ArmState:
@@ -364,8 +367,13 @@ class URRtdeArm:
         if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
             self._latch.trip(self._rejected("the move"))
             return False
-        self._latch.trip(self._script_stop_reason(moving))
+        self._trip_script_stop(moving)
         return False
+
+    def _trip_script_stop(self, moving: bool = False) -> None:
+        if self._latch.ok:  # the first cause: not a stop embeval itself triggered (that one is latched already)
+            self.stopped_outside = True
+        self._latch.trip(self._script_stop_reason(moving))
 
     def _script_stop_reason(self, moving: bool = False) -> str:
         frozen = (f"; this process was frozen for up to {self._frozen_s:.2f} s, over the watchdog's {1 / self.watchdog_hz:g} s"
@@ -575,7 +583,7 @@ class URRtdeArm:
         with self._lock:  # the kicker checks the script under this lock: it cannot flag the old one after this
             # always: a script restarted by us, or from the pendant/dashboard (Play), runs without the watchdog
             self._arm_watchdog()
-            self._script_stopped = False
+            self._script_stopped = self.stopped_outside = False
             self._latch.reset()
         return self.state()
 

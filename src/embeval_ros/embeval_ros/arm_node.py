@@ -136,6 +136,10 @@ class ArmNode(EmbevalNode):
         rate = check_range("state_rate_hz", self.param("state_rate_hz", 50.0, "state publish rate (Hz), in (0, 1000]"))
         home = home_joints(self.param("home_joints", [0.0], "home joint angles (rad, 6 values); [0.0]: the backend's home"))
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
+        resume = self.param("reset_after_outside_stop", False, "true: /embeval/arm/reset also restarts a control script "
+                            "stopped at the controller (the pendant's Stop, the RTDE watchdog, a program error); false: "
+                            "only a person restarting the graph does (the conductor resets before every episode)")
+        self.reset_after_outside_stop = bool(resume)
         dry = self.param("dry_run", True, "true: /embeval/arm/reset clears a stop but never moves home (it answers the move "
                          "it would make); embeval graph and the launch files take it from embeval_policy's dry_run")
         if not isinstance(dry, bool):
@@ -224,6 +228,11 @@ class ArmNode(EmbevalNode):
         try:
             if self.halted:
                 response.success, response.message = False, f"reset refused: halted ({self.halted})"
+            elif getattr(self.backend, "stopped_outside", False) and not self.reset_after_outside_stop:
+                response.success, response.message = False, (
+                    f"reset refused: {self.backend.state().safety.reason.split(': call reset')[0]}. Stopped at the "
+                    "controller, not by embeval: an automatic reset must not override the operator. Check the cell, "
+                    "then start embeval again (or set embeval_arm.reset_after_outside_stop: true)")
             elif self.dry_run and home is not None:  # nothing moves until dry_run:=false
                 state = self.commander.reset(None)
                 response.success = state.safety.ok
