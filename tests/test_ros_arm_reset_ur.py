@@ -204,3 +204,21 @@ def test_the_automatic_reset_never_overrides_a_stop_made_at_the_controller(ur_em
         arm.reset_after_outside_stop = True  # what the parameter sets
         r = _reset(arm)
         assert r.success and arm.backend._ctrl.isProgramRunning() and not arm.backend.stopped_outside
+
+
+def test_a_wrong_ur_type_stops_the_arm_node_at_start(ur_emulator):
+    """ur_type ur5e against the UR5 emulator: the arm node refuses to start (the controller's own FK at probe poses,
+    no motion), so a dry run that never moves a joint cannot hide it; the right model starts."""
+    from embeval_ros.graph import Graph
+
+    from embeval.errors import ConfigError
+
+    params = _params(ur_emulator.ip, True, [0.0] * 6)
+    params["embeval_arm"].pop("home_joints")
+    params["embeval_arm"]["ur_type"] = "ur5e"
+    with pytest.raises(ConfigError, match=r"embeval_arm.ur_type: the ur5e kinematics \(ur_type\) disagree with the "
+                                          r"controller's own by \d+ mm at the probe joints 0"), Graph(params, nodes=["embeval_arm"]):
+        pass
+    params["embeval_arm"]["ur_type"] = "UR5"
+    with Graph(params, nodes=["embeval_arm"]) as g:
+        assert g.nodes["embeval_arm"].backend.state().safety.ok

@@ -448,16 +448,11 @@ class URRtdeArm:
         q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
         tool = inv_transform(self._kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
         probes = [("target", q1)] + ([(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)] if first else [])
-        for where, q in probes:
-            with self._lock:
-                theirs = np.asarray(self._ctrl.getForwardKinematics(q.tolist()), dtype=np.float64)[:3]
-            err = float(np.linalg.norm((self._kin.fk(q, frame="base") @ tool)[:3, 3] - theirs))
-            if not err <= KINEMATICS_TOLERANCE_M:
-                if first:
-                    self._kin = None  # checked again, probes included, on the next move
-                return SafetyStatus(SafetyMode.PROTECTIVE_STOP, (
-                    f"the {self.ur_type} kinematics (ur_type) disagree with the controller's own by {1000 * err:.0f} mm "
-                    f"at the {where}: set ur_type to this robot's model ({', '.join(PRESETS)}); nothing was sent"))
+        why = self._fk_disagreement(probes, tool)
+        if why:
+            if first:
+                self._kin = None  # checked again, probes included, on the next move
+            return SafetyStatus(SafetyMode.PROTECTIVE_STOP, why + "; nothing was sent")
         n = 50
         while True:
             s = np.linspace(0.0, 1.0, n + 1)
@@ -472,6 +467,35 @@ class URRtdeArm:
                 where = "target" if k == n else f"joint path at {100 * s[k]:.0f}% of the move"
                 return type(st)(st.mode, f"{st.reason} ({where}; moveJ moves in a straight line in joint space)")
         return st
+
+    def _fk_disagreement(self, probes, tool) -> str:
+        """Where the ``ur_type`` kinematics (with the TCP offset ``tool``) place the TCP more than
+        :data:`KINEMATICS_TOLERANCE_M` from the controller's ``getForwardKinematics`` at a ``(where, q)`` of ``probes``
+        ('' when they agree everywhere). Queries only: nothing moves."""
+        for where, q in probes:
+            with self._lock:
+                theirs = np.asarray(self._ctrl.getForwardKinematics(q.tolist()), dtype=np.float64)[:3]
+            err = float(np.linalg.norm((self._kin.fk(q, frame="base") @ tool)[:3, 3] - theirs))
+            if not err <= KINEMATICS_TOLERANCE_M:
+                return (f"the {self.ur_type} kinematics (ur_type) disagree with the controller's own by {1000 * err:.0f} mm "
+                        f"at the {where}: set ur_type to this robot's model ({', '.join(PRESETS)})")
+        return ""
+
+    def check_kinematics(self) -> str:
+        """'' when the ``ur_type`` kinematics agree with the controller's own FK at the current joints' probe poses,
+        else why not (no motion; the arm node calls it at start so that a wrong ur_type fails before a dry run
+        that never moves a joint hides it)."""
+        from embeval.kinematics import UR
+        from embeval.kinematics.transforms import inv_transform, pose_to_matrix
+
+        kin = UR(self.ur_type)
+        q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
+        tool = inv_transform(kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
+        self._kin = kin
+        why = self._fk_disagreement([(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)], tool)
+        if why:
+            self._kin = None  # the first joint move probes again
+        return why
 
     def _settled_state(self, timeout: float = 0.2) -> ArmState:
         """The state once the receive stream shows the arm at rest: the control connection reports a move done

@@ -164,6 +164,12 @@ class ArmNode(EmbevalNode):
             raise ConfigError(f"success_from_state sim needs backend sim (got {backend}); use mirror or none")
         self.judge = judge
         self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
+        check = getattr(self.backend, "check_kinematics", None)  # ur_rtde: ur_type against the controller's own FK
+        if check is not None and "arm" not in self.shared:
+            why = check()
+            if why:
+                self.backend.close()
+                raise ConfigError(f"parameter embeval_arm.ur_type: {why} (checked at start, nothing moved)")
         self.home_q = home if home is not None else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=self.limits.default_tcp_speed)
         self.executed = self.refused = 0
