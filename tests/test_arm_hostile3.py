@@ -134,3 +134,41 @@ def test_backend_arguments_are_refused_before_connecting(kw, msg):
     with pytest.raises(ConfigError, match=msg):
         URRtdeArm(free_loopback_host(), **kw)
     assert time.monotonic() - t < 5.0
+
+
+def test_halt_during_a_reset_that_waits_on_the_controller_keeps_the_arm_still():
+    """Ctrl-C (halt) while a reset waits out the controller's unlock delay before its home move: the reset must not
+    clear the halt and move home afterwards; it raises, the stop stays latched, nothing moves."""
+    import threading
+
+    from embeval.control import ArmCommander
+    from embeval.errors import SafetyError
+    from embeval.robot.ur_rtde_backend import URRtdeArm
+
+    e = EmulatorProcess("--unlock-delay", "1.5")
+    a = URRtdeArm(e.host)
+    try:
+        q0 = a.state().joint_positions
+        home = q0 + [0.2, 0, 0, 0, 0, 0]
+        a.protective_stop("a stop to reset")
+        assert _until(lambda: a.ur_safety_mode() == 3)
+        out: dict = {}
+
+        def reset():
+            try:
+                out["state"] = ArmCommander(a, a.limits).reset(home)
+            except Exception as exc:  # noqa: BLE001 - the test inspects it
+                out["error"] = exc
+
+        t = threading.Thread(target=reset)
+        t.start()
+        time.sleep(0.3)  # inside the 1.5 s unlock wait (the halt must win whenever it comes before the home move)
+        a.halt("embeval graph interrupted (Ctrl-C)")
+        t.join(20)
+        assert isinstance(out.get("error"), SafetyError) and "halted" in str(out["error"]), out
+        assert a.state().safety.stopped
+        time.sleep(0.3)
+        assert np.max(np.abs(a.state().joint_positions - q0)) < 1e-6  # never moved home
+    finally:
+        a.close()
+        e.close()

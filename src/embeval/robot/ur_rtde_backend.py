@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from embeval.action import as_pose6, gripper_closed
-from embeval.errors import ConfigError, ServerUnavailableError
+from embeval.errors import ConfigError, SafetyError, ServerUnavailableError
 from embeval.kinematics.dh import PRESETS
 from embeval.robot.base import (
     ArmState,
@@ -174,6 +174,7 @@ class URRtdeArm:
         #: pendant's Stop, the RTDE watchdog, a program error): the arm node's reset leaves it to a person
         self.stopped_outside = False
         self._command = "moveL"  # the async move being polled (halt decelerates it with the matching stop)
+        self._halted = ""  # why halt() ended this backend's motion for good ('' : not halted)
         try:
             self._arm_watchdog()
         except BaseException:
@@ -323,6 +324,7 @@ class URRtdeArm:
         """Latch ``reason`` and decelerate a move in progress (stopL/stopJ) without the controller's protective stop:
         the operator ended the run (Ctrl-C of ``embeval graph``). Callable from another thread than the move's; the
         move returns at once, stopped, and nothing more is sent until :meth:`reset_safety`."""
+        self._halted = reason  # for good: a reset already waiting on the controller must not clear it
         self._latch.trip(reason)
         self._halt(self._command if self._moving.is_set() else "moveL")
         return self.state()
@@ -544,8 +546,11 @@ class URRtdeArm:
         program running ur_rtde's control script, so it is uploaded again before motion is accepted.
         A connection that breaks during the reset latches a lost link (the next reset reconnects everything).
         """
+        self._refuse_if_halted()
         try:
             return self._reset(timeout)
+        except SafetyError:  # halted meanwhile (a RuntimeError too, but no connection trouble)
+            raise
         except RuntimeError as exc:  # ur_rtde: a socket broke mid-reset (controller gone, cable pulled)
             self._lose_link(f"during reset: {exc}")
             raise ServerUnavailableError(f"lost the connection to the UR controller at {self.robot_ip} during the reset "
@@ -607,9 +612,14 @@ class URRtdeArm:
         with self._lock:  # the kicker checks the script under this lock: it cannot flag the old one after this
             # always: a script restarted by us, or from the pendant/dashboard (Play), runs without the watchdog
             self._arm_watchdog()
+            self._refuse_if_halted()  # halted while this reset waited on the controller: the stop stays
             self._script_stopped = self.stopped_outside = False
             self._latch.reset()
         return self.state()
+
+    def _refuse_if_halted(self) -> None:
+        if self._halted:
+            raise SafetyError(f"reset refused: this arm was halted ({self._halted}); start again to move it")
 
     @staticmethod
     def _wait(condition, timeout_s: float) -> bool:
