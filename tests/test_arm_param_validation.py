@@ -57,7 +57,8 @@ def test_dry_run_empty_in_the_params_file_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("node,param", [
-    ("embeval_policy", "sync_to_arm"), ("embeval_arm", "home_on_reset"), ("embeval_conductor", "reset_arm"),
+    ("embeval_policy", "sync_to_arm"), ("embeval_arm", "home_on_reset"), ("embeval_arm", "reset_after_outside_stop"),
+    ("embeval_conductor", "reset_arm"),
     ("embeval_conductor", "operator_confirm"), ("embeval_distortion", "quality_gate_withhold"),
     ("embeval_distortion", "publish_quality"), ("embeval_scorer", "score_proposed"), ("embeval_camera", "loop"),
 ])

@@ -119,3 +119,106 @@ def test_arm_fault_names_a_state_that_cannot_be_read_even_after_a_lost_link():
     assert arm_fault(SimpleNamespace(backend=Gone())) == (
         "embeval graph: the arm's state could not be read at the end (Timeout connecting to UR dashboard server.); exit 1")
 
+
+
+def test_ctrl_c_of_the_graph_halts_a_move_in_progress(capsys, monkeypatch, tmp_path):
+    """Ctrl-C while the arm is in a 4 s move (2 cm at 5 mm/s): the arm stops at once, not after the move and the
+    executors' shutdown; later commands are refused; embeval graph exits 130 saying the run was interrupted."""
+    import _thread
+    import time
+
+    import rtde_receive
+
+    from embeval.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the recorder's bag and the scorer's store
+    target = start_ur_emulator()
+    r = rtde_receive.RTDEReceiveInterface(target.ip)
+    seen: dict = {}
+
+    def watch():
+        deadline = time.monotonic() + 90
+        while max(abs(v) for v in r.getActualQd()) == 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.3)  # well inside the move
+        seen["x"] = r.getActualTCPPose()[:3]
+        seen["t"] = time.monotonic()
+        _thread.interrupt_main()
+        while max(abs(v) for v in r.getActualQd()) > 0 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen["stopped"] = time.monotonic()
+        seen["moved"] = float(np.linalg.norm(np.subtract(r.getActualTCPPose()[:3], seen["x"])))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        rc = main(["graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"), "--set", f"embeval_arm.robot_ip={target.ip}",
+                   "--set", "embeval_camera.source=sim", "--set", "embeval_policy.dry_run=false",
+                   "--set", "embeval_arm.tcp_speed=0.005", "--set", "embeval_arm.control_hz=0.5",
+                   "--set", "embeval_policy.rate_hz=0.5", "--duration", "90"])
+        watcher.join(30)
+    finally:
+        r.disconnect()
+        target.process.close()
+    out = capsys.readouterr().out
+    assert "t" in seen and "stopped" in seen, "the arm never moved"
+    assert seen["stopped"] - seen["t"] < 1.5, f"the arm moved on for {seen['stopped'] - seen['t']:.2f} s after Ctrl-C"
+    assert seen["moved"] < 0.006, seen  # at 5 mm/s: stopped, not the rest of the 2 cm step
+    assert rc == 130 and "embeval graph: interrupted (Ctrl-C): the arm was halted" in out
+
+
+def test_the_automatic_reset_never_overrides_a_stop_made_at_the_controller(ur_emulator):
+    """The operator presses Stop (the dashboard's ``stop``) mid-run: /embeval/arm/reset (which the conductor calls before
+    every episode) refuses to restart the script and says why; a stop embeval made itself is still reset; with
+    ``reset_after_outside_stop: true`` the reset restarts the script."""
+    import socket
+    import time
+
+    from embeval_ros.graph import Graph
+
+    def dash(command):
+        with socket.create_connection((ur_emulator.ip, 29999), 5.0) as s:
+            f = s.makefile("rw")
+            f.readline()
+            f.write(command + "\n")
+            f.flush()
+            return f.readline().strip()
+
+    params = _params(ur_emulator.ip, True, [0.0] * 6)
+    params["embeval_arm"].pop("home_joints")
+    with Graph(params, nodes=["embeval_arm"]) as g:
+        arm = g.nodes["embeval_arm"]
+        assert getattr(arm, "reset_after_outside_stop", False) is False
+        arm.commander.protective_stop("embeval's own stop")  # ours: the reset clears it
+        r = _reset(arm)
+        assert r.success, r.message
+        assert dash("stop") == "Stopped"
+        deadline = time.monotonic() + 5
+        while not arm.backend.state().safety.stopped and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert arm.backend.state().safety.stopped
+        r = _reset(arm)
+        assert not r.success and "reset refused: the ur_rtde control script stopped" in r.message, r.message
+        assert "must not override the operator" in r.message and "reset_after_outside_stop" in r.message
+        assert not arm.backend._ctrl.isProgramRunning() and arm.backend.state().safety.stopped
+        arm.reset_after_outside_stop = True  # what the parameter sets
+        r = _reset(arm)
+        assert r.success and arm.backend._ctrl.isProgramRunning() and not arm.backend.stopped_outside
+
+
+def test_a_wrong_ur_type_stops_the_arm_node_at_start(ur_emulator):
+    """ur_type ur5e against the UR5 emulator: the arm node refuses to start (the controller's own FK at probe poses,
+    no motion), so a dry run that never moves a joint cannot hide it; the right model starts."""
+    from embeval_ros.graph import Graph
+
+    from embeval.errors import ConfigError
+
+    params = _params(ur_emulator.ip, True, [0.0] * 6)
+    params["embeval_arm"].pop("home_joints")
+    params["embeval_arm"]["ur_type"] = "ur5e"
+    with pytest.raises(ConfigError, match=r"embeval_arm.ur_type: the ur5e kinematics \(ur_type\) disagree with the "
+                                          r"controller's own by \d+ mm at the probe joints 0"), Graph(params, nodes=["embeval_arm"]):
+        pass
+    params["embeval_arm"]["ur_type"] = "UR5"
+    with Graph(params, nodes=["embeval_arm"]) as g:
+        assert g.nodes["embeval_arm"].backend.state().safety.ok

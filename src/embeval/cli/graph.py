@@ -79,6 +79,7 @@ def act2answer_lines(records: list[dict], jsonl: str = "") -> list[str]:
 
 def _run(args) -> int:
     import sys
+    import time
 
     from embeval_ros.graph import Graph, load_params
 
@@ -100,12 +101,14 @@ def _run(args) -> int:
         names = ", ".join(g.names)
         print(f"embeval graph: {names} (Ctrl-C to stop)", flush=True)
         conductor = g.nodes.get("embeval_conductor")
+        t0, interrupted = time.monotonic(), False
         try:
             spun = g.spin(args.duration, until=(lambda g: conductor.finished) if conductor and args.duration is None else None)
-        except KeyboardInterrupt:
-            spun = float("nan")
+        except KeyboardInterrupt:  # the arm decelerates now, not after its move and the executors' shutdown
+            spun, interrupted = time.monotonic() - t0, True
+            halt_arm(g.nodes.get("embeval_arm"), "embeval graph interrupted (Ctrl-C)")
         scorer = g.nodes.get("embeval_scorer")
-        print(f"\nran {spun:.1f} s")
+        print(f"\nran {spun:.1f} s" + (" (interrupted: Ctrl-C)" if interrupted else ""))
         print(f"{'node':<20} {'p50 ms':>8} {'p99 ms':>8} {'received':>9} {'published':>10}")
         for name, s in g.stage_latencies().items():
             if not (s["received"] or s["published"]):
@@ -122,13 +125,24 @@ def _run(args) -> int:
         elif conductor is not None and getattr(conductor, "a2a", None) is not None:
             print("\nno Act2Answer unit finished (see the log above; --duration too short?)")
         rec = g.nodes.get("embeval_recorder")
-        fault = arm_fault(g.nodes.get("embeval_arm"))
+        fault = "" if interrupted else arm_fault(g.nodes.get("embeval_arm"))
     if rec is not None:  # after the graph stopped: the recorder has drained its queue and closed the bag
         print(f"\nbag: {rec.bag.path} ({rec.bag.message_count} messages)")
+    if interrupted:
+        print("embeval graph: interrupted (Ctrl-C): the arm was halted, the run is incomplete; exit 130", flush=True)
+        return 130
     if fault:
         print(fault, flush=True)
         return 1
     return 0
+
+
+def halt_arm(arm_node, reason: str) -> None:
+    """Stop the arm's motion at once (Ctrl-C): a move in progress decelerates and later commands are refused, before
+    the executors shut down (their join would wait out the move)."""
+    halt = getattr(arm_node, "halt", None)
+    if halt is not None:
+        halt(reason)
 
 
 def arm_fault(arm_node) -> str:

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from embeval.action import as_pose6, gripper_closed
-from embeval.errors import ConfigError, ServerUnavailableError
+from embeval.errors import ConfigError, SafetyError, ServerUnavailableError
 from embeval.kinematics.dh import PRESETS
 from embeval.robot.base import (
     ArmState,
@@ -115,8 +115,12 @@ class URRtdeArm:
                  modules=None):
         if not robot_ip:
             raise ConfigError("robot_ip is empty; pass the UR controller's IP address (e.g. robot_ip:=192.168.1.102)")
-        if not 0 < speed_scaling <= 1:
-            raise ConfigError(f"speed_scaling must lie in (0, 1], got {speed_scaling}")
+        speed_scaling = check_range("speed_scaling", speed_scaling, 0.0, 1.0, "(a fraction of every commanded speed)")
+        # a NaN rate makes ur_rtde's receive interface reconnect for ever, 0 fails with a misleading message
+        frequency = check_range("frequency", frequency, 0.0, 500.0, "Hz (RTDE: 500 on e-Series, 125 on CB3)")
+        if gripper_output is not None and not (type(gripper_output) is int and gripper_output in (0, 1)):
+            # another number reached no output (the controller ignores it) while the state said closed
+            raise ConfigError(f"gripper_output must be the tool digital output 0 or 1 (None: no gripper), got {gripper_output!r}")
         self.control_hz = check_range("control_hz", control_hz)
         if not (math.isfinite(watchdog_hz) and 1.0 <= watchdog_hz <= 100.0):
             raise ConfigError(f"watchdog_hz must lie in [1, 100] Hz (the dead-man watchdog's minimum kick rate), got {watchdog_hz}")
@@ -165,6 +169,12 @@ class URRtdeArm:
         self._closing = threading.Event()
         self._moving = threading.Event()  # set while _move polls: then only the poll loop kicks the watchdog
         self._frozen_s = 0.0  # the longest time the kicker thread could not run (this process frozen), s
+        self._script_stopped = False  # the kicker saw the control script stopped (cleared by reset_safety only)
+        #: the latched stop is a control script stopped at the controller while embeval had not stopped anything (the
+        #: pendant's Stop, the RTDE watchdog, a program error): the arm node's reset leaves it to a person
+        self.stopped_outside = False
+        self._command = "moveL"  # the async move being polled (halt decelerates it with the matching stop)
+        self._halted = ""  # why halt() ended this backend's motion for good ('' : not halted)
         try:
             self._arm_watchdog()
         except BaseException:
@@ -192,8 +202,11 @@ class URRtdeArm:
 
     def _kick(self) -> None:
         with self._lock:
-            if self._ctrl.isConnected() and self._ctrl.isProgramRunning():
-                self._ctrl.kickWatchdog()
+            if self._ctrl.isConnected():
+                if self._ctrl.isProgramRunning():
+                    self._ctrl.kickWatchdog()
+                else:  # seen while idle: a script restarted behind our back (pendant Play) runs without the watchdog
+                    self._script_stopped = True
 
     def _kick_loop(self) -> None:
         """Kick the watchdog at 4x its minimum rate while connected (a daemon thread: it dies with the process,
@@ -224,6 +237,8 @@ class URRtdeArm:
         m = UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP)
         if m is not SafetyMode.NORMAL:
             self._latch.trip(SafetyStatus(m, f"controller safety mode {UR_MODE_NAMES.get(mode, mode)}"))
+        elif self._script_stopped:
+            self._trip_script_stop()
         return self._latch.status
 
     def state(self) -> ArmState:
@@ -269,6 +284,7 @@ class URRtdeArm:
         # the trapezoid's ramps add speed / acceleration; the rest is margin for a slowed speed slider
         budget = 2.0 * (expected_s + speed / self.acceleration) + 2.0
         deadline = time.monotonic() + budget
+        self._command = command
         self._moving.set()
         try:
             while True:
@@ -304,6 +320,15 @@ class URRtdeArm:
             return False
         return True
 
+    def halt(self, reason: str) -> ArmState:
+        """Latch ``reason`` and decelerate a move in progress (stopL/stopJ) without the controller's protective stop:
+        the operator ended the run (Ctrl-C of ``embeval graph``). Callable from another thread than the move's; the
+        move returns at once, stopped, and nothing more is sent until :meth:`reset_safety`."""
+        self._halted = reason  # for good: a reset already waiting on the controller must not clear it
+        self._latch.trip(reason)
+        self._halt(self._command if self._moving.is_set() else "moveL")
+        return self.state()
+
     def _halt(self, command: str) -> None:
         """Decelerate a running async move (stopL for moveL, stopJ for moveJ); best effort on a broken link."""
         with contextlib.suppress(Exception), self._lock:
@@ -338,18 +363,29 @@ class URRtdeArm:
         if not self._link_ok():
             return False
         with self._lock:
-            if self._ctrl.isProgramRunning():
+            if self._ctrl.isProgramRunning() and not self._script_stopped:
                 return True
         mode = self.ur_safety_mode()
         if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
             self._latch.trip(self._rejected("the move"))
             return False
+        self._trip_script_stop(moving)
+        return False
+
+    def _trip_script_stop(self, moving: bool = False) -> None:
+        if self._latch.ok:  # the first cause: not a stop embeval itself triggered (that one is latched already)
+            self.stopped_outside = True
+        self._latch.trip(self._script_stop_reason(moving))
+
+    def _script_stop_reason(self, moving: bool = False) -> str:
         frozen = (f"; this process was frozen for up to {self._frozen_s:.2f} s, over the watchdog's {1 / self.watchdog_hz:g} s"
                   if self._frozen_s > 1.0 / self.watchdog_hz else "")
-        self._latch.trip("the ur_rtde control script stopped" + (" during the move" if moving else "") + " (the RTDE "
-                         f"watchdog: this process stalled or died; or the pendant's Stop / a program error{frozen}): "
-                         "call reset to restart it")
-        return False
+        with self._lock:
+            running = not moving and self._ctrl.isProgramRunning()
+        again = "; it runs again, started from the pendant or dashboard without embeval's dead-man watchdog" if running else ""
+        return ("the ur_rtde control script stopped" + (" during the move" if moving else "") + " (the RTDE "
+                f"watchdog: this process stalled or died; or the pendant's Stop / a program error{frozen}){again}: "
+                "call reset to restart it")
 
     def _rejected(self, command: str) -> str:
         """Why the controller refused or aborted ``command``: its safety mode when that is not NORMAL."""
@@ -414,16 +450,11 @@ class URRtdeArm:
         q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
         tool = inv_transform(self._kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
         probes = [("target", q1)] + ([(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)] if first else [])
-        for where, q in probes:
-            with self._lock:
-                theirs = np.asarray(self._ctrl.getForwardKinematics(q.tolist()), dtype=np.float64)[:3]
-            err = float(np.linalg.norm((self._kin.fk(q, frame="base") @ tool)[:3, 3] - theirs))
-            if not err <= KINEMATICS_TOLERANCE_M:
-                if first:
-                    self._kin = None  # checked again, probes included, on the next move
-                return SafetyStatus(SafetyMode.PROTECTIVE_STOP, (
-                    f"the {self.ur_type} kinematics (ur_type) disagree with the controller's own by {1000 * err:.0f} mm "
-                    f"at the {where}: set ur_type to this robot's model ({', '.join(PRESETS)}); nothing was sent"))
+        why = self._fk_disagreement(probes, tool)
+        if why:
+            if first:
+                self._kin = None  # checked again, probes included, on the next move
+            return SafetyStatus(SafetyMode.PROTECTIVE_STOP, why + "; nothing was sent")
         n = 50
         while True:
             s = np.linspace(0.0, 1.0, n + 1)
@@ -438,6 +469,35 @@ class URRtdeArm:
                 where = "target" if k == n else f"joint path at {100 * s[k]:.0f}% of the move"
                 return type(st)(st.mode, f"{st.reason} ({where}; moveJ moves in a straight line in joint space)")
         return st
+
+    def _fk_disagreement(self, probes, tool) -> str:
+        """Where the ``ur_type`` kinematics (with the TCP offset ``tool``) place the TCP more than
+        :data:`KINEMATICS_TOLERANCE_M` from the controller's ``getForwardKinematics`` at a ``(where, q)`` of ``probes``
+        ('' when they agree everywhere). Queries only: nothing moves."""
+        for where, q in probes:
+            with self._lock:
+                theirs = np.asarray(self._ctrl.getForwardKinematics(q.tolist()), dtype=np.float64)[:3]
+            err = float(np.linalg.norm((self._kin.fk(q, frame="base") @ tool)[:3, 3] - theirs))
+            if not err <= KINEMATICS_TOLERANCE_M:
+                return (f"the {self.ur_type} kinematics (ur_type) disagree with the controller's own by {1000 * err:.0f} mm "
+                        f"at the {where}: set ur_type to this robot's model ({', '.join(PRESETS)})")
+        return ""
+
+    def check_kinematics(self) -> str:
+        """'' when the ``ur_type`` kinematics agree with the controller's own FK at the current joints' probe poses,
+        else why not (no motion; the arm node calls it at start so that a wrong ur_type fails before a dry run
+        that never moves a joint hides it)."""
+        from embeval.kinematics import UR
+        from embeval.kinematics.transforms import inv_transform, pose_to_matrix
+
+        kin = UR(self.ur_type)
+        q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
+        tool = inv_transform(kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
+        self._kin = kin
+        why = self._fk_disagreement([(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)], tool)
+        if why:
+            self._kin = None  # the first joint move probes again
+        return why
 
     def _settled_state(self, timeout: float = 0.2) -> ArmState:
         """The state once the receive stream shows the arm at rest: the control connection reports a move done
@@ -484,7 +544,19 @@ class URRtdeArm:
         The controller refuses an unlock during the first 5 s of a stop ("Cannot unlock protective stop
         until 5s after occurrence"): retried until ``timeout`` seconds. A protective stop also stops the
         program running ur_rtde's control script, so it is uploaded again before motion is accepted.
+        A connection that breaks during the reset latches a lost link (the next reset reconnects everything).
         """
+        self._refuse_if_halted()
+        try:
+            return self._reset(timeout)
+        except SafetyError:  # halted meanwhile (a RuntimeError too, but no connection trouble)
+            raise
+        except RuntimeError as exc:  # ur_rtde: a socket broke mid-reset (controller gone, cable pulled)
+            self._lose_link(f"during reset: {exc}")
+            raise ServerUnavailableError(f"lost the connection to the UR controller at {self.robot_ip} during the reset "
+                                         f"({exc}); check the network and the controller, then reset again") from None
+
+    def _reset(self, timeout: float) -> ArmState:
         if self.link_lost:  # the controller came back (or not): connect again before anything else
             try:
                 with self._lock:
@@ -517,6 +589,8 @@ class URRtdeArm:
                     self._dash.unlockProtectiveStop()
                     break
                 except RuntimeError as exc:  # ur_rtde raises when the reply is not "Protective stop releasing"
+                    if "protective stop" not in str(exc).lower():
+                        raise  # not the controller's reply: the connection broke
                     if "Cannot unlock" not in str(exc) or time.monotonic() > deadline:
                         raise ServerUnavailableError(f"the controller refused to unlock the protective stop: {exc}. "
                                                      "Clear the cause on the teach pendant") from None
@@ -535,9 +609,17 @@ class URRtdeArm:
             if not self._ctrl.isProgramRunning():
                 raise ServerUnavailableError("the ur_rtde control script did not start again after the reset; check "
                                              "the teach pendant for a popup and that the robot is in remote control")
-            self._arm_watchdog()  # a new program runs without the watchdog the old one had
-        self._latch.reset()
+        with self._lock:  # the kicker checks the script under this lock: it cannot flag the old one after this
+            # always: a script restarted by us, or from the pendant/dashboard (Play), runs without the watchdog
+            self._arm_watchdog()
+            self._refuse_if_halted()  # halted while this reset waited on the controller: the stop stays
+            self._script_stopped = self.stopped_outside = False
+            self._latch.reset()
         return self.state()
+
+    def _refuse_if_halted(self) -> None:
+        if self._halted:
+            raise SafetyError(f"reset refused: this arm was halted ({self._halted}); start again to move it")
 
     @staticmethod
     def _wait(condition, timeout_s: float) -> bool:

@@ -136,6 +136,10 @@ class ArmNode(EmbevalNode):
         rate = check_range("state_rate_hz", self.param("state_rate_hz", 50.0, "state publish rate (Hz), in (0, 1000]"))
         home = home_joints(self.param("home_joints", [0.0], "home joint angles (rad, 6 values); [0.0]: the backend's home"))
         self.go_home_on_reset = bool(self.param("home_on_reset", True, "move to home_joints on /embeval/arm/reset"))
+        resume = self.param("reset_after_outside_stop", False, "true: /embeval/arm/reset also restarts a control script "
+                            "stopped at the controller (the pendant's Stop, the RTDE watchdog, a program error); false: "
+                            "only a person restarting the graph does (the conductor resets before every episode)")
+        self.reset_after_outside_stop = bool(resume)
         dry = self.param("dry_run", True, "true: /embeval/arm/reset clears a stop but never moves home (it answers the move "
                          "it would make); embeval graph and the launch files take it from embeval_policy's dry_run")
         if not isinstance(dry, bool):
@@ -160,9 +164,16 @@ class ArmNode(EmbevalNode):
             raise ConfigError(f"success_from_state sim needs backend sim (got {backend}); use mirror or none")
         self.judge = judge
         self.backend = self.shared.get("arm") or make_backend(backend, self.limits, **extra)
+        check = getattr(self.backend, "check_kinematics", None)  # ur_rtde: ur_type against the controller's own FK
+        if check is not None and "arm" not in self.shared:
+            why = check()
+            if why:
+                self.backend.close()
+                raise ConfigError(f"parameter embeval_arm.ur_type: {why} (checked at start, nothing moved)")
         self.home_q = home if home is not None else getattr(self.backend, "home_q", None)
         self.commander = ArmCommander(self.backend, self.limits, frame=self.frame, speed=self.limits.default_tcp_speed)
         self.executed = self.refused = 0
+        self.halted = ""  # why the run was ended (halt): every later command and reset is refused
         self.command_age_s: list[float] = []
         cmd_group = MutuallyExclusiveCallbackGroup()
         self.js_pub = self.create_publisher(JointState, T.JOINT_STATES, qos_reliable())
@@ -195,7 +206,11 @@ class ArmNode(EmbevalNode):
         except Exception as exc:  # noqa: BLE001
             res = self.commander.protective_stop(f"malformed action message: {exc}")
         else:
-            if age > self.max_age:
+            if self.halted:
+                from embeval.control.arm_step import ArmStepResult
+
+                res = ArmStepResult(self.backend.state(), False, f"halted: {self.halted}")
+            elif age > self.max_age:
                 res = self.commander.protective_stop(f"stale command: {age:.2f} s old > max_command_age_s {self.max_age:.2f}")
             elif msg.header.frame_id and msg.header.frame_id != self.frame:
                 res = self.commander.protective_stop(f"action frame {msg.header.frame_id!r} != arm action_frame {self.frame!r}")
@@ -218,7 +233,14 @@ class ArmNode(EmbevalNode):
     def _on_reset(self, request, response):
         home = self.home_q if self.go_home_on_reset else None
         try:
-            if self.dry_run and home is not None:  # nothing moves until dry_run:=false
+            if self.halted:
+                response.success, response.message = False, f"reset refused: halted ({self.halted})"
+            elif getattr(self.backend, "stopped_outside", False) and not self.reset_after_outside_stop:
+                response.success, response.message = False, (
+                    f"reset refused: {self.backend.state().safety.reason.split(': call reset')[0]}. Stopped at the "
+                    "controller, not by embeval: an automatic reset must not override the operator. Check the cell, "
+                    "then start embeval again (or set embeval_arm.reset_after_outside_stop: true)")
+            elif self.dry_run and home is not None:  # nothing moves until dry_run:=false
                 state = self.commander.reset(None)
                 response.success = state.safety.ok
                 response.message = (f"protective stop cleared; dry run: NOT moved home (would moveJ to "
@@ -333,6 +355,16 @@ class ArmNode(EmbevalNode):
                                        "backend": getattr(self.backend, "name", "?"), **verdict})
         self._publish_state()
         return response
+
+    def halt(self, reason: str) -> None:
+        """End the run's motion now (``embeval graph`` on Ctrl-C, from its main thread): a move in progress decelerates
+        (a backend's ``halt``; else its protective stop) and every later command and reset is refused."""
+        self.halted = reason
+        halt = getattr(self.backend, "halt", None)
+        try:
+            halt(reason) if halt is not None else self.commander.protective_stop(reason)
+        except Exception as exc:  # noqa: BLE001 - best effort: closing the backend stops the script next
+            self.get_logger().error(f"halt failed: {exc}")
 
     def _on_stop(self, request, response):
         self.commander.protective_stop("protective stop requested on " + T.ARM_STOP)
