@@ -807,26 +807,55 @@ def _tcp_x_settled(r, timeout: float = 3.0) -> float:
     return float("nan")
 
 
-def test_backend_ctrl_c_stops_a_move_in_progress(arm):
-    """SIGINT (KeyboardInterrupt) during a 0.3 m move: the backend decelerates the arm before re-raising."""
-    import _thread
-    import threading
+_CTRL_C_MID_MOVE = """
+import sys, time
+import numpy as np
+from embeval.robot.ur_rtde_backend import URRtdeArm
+a = URRtdeArm(sys.argv[1])
+start = a.state().tcp_pose.copy(); p = start.copy(); p[0] += 0.3
+print("moving", flush=True)
+t = time.monotonic()
+try:
+    a.move_tcp(p, speed=0.1)
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print(f"interrupted {time.monotonic() - t:.3f}", flush=True)
+sys.stdin.readline()  # the test measures where the arm stopped
+print("ok" if a.state().safety.ok else "stopped: " + a.state().safety.reason, flush=True)
+print(f"back {np.linalg.norm(a.move_tcp(start).tcp_pose[:3] - start[:3]):.6f}", flush=True)
+a.close()
+"""
 
-    a, _ = arm
-    if a.state().safety.stopped:
-        a.reset_safety()
-    start = a.state().tcp_pose.copy()
-    target = start.copy()
-    target[0] += 0.3
-    threading.Timer(0.5, _thread.interrupt_main).start()
-    t = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        a.move_tcp(target, speed=0.1)
-    assert time.monotonic() - t < 1.5  # not after the 3 s move
-    x = _tcp_x_settled(a._recv)
-    assert start[0] + 0.01 < x < start[0] + 0.1  # moved ~5 cm, then stopped: far from the target
-    assert a.state().safety.ok  # a stop, not a fault: the next move goes
-    assert np.linalg.norm(a.move_tcp(start).tcp_pose[:3] - start[:3]) < 1e-4
+
+def test_backend_ctrl_c_stops_a_move_in_progress():
+    """A real SIGINT (the user's Ctrl-C) to a process in a 0.3 m move: the backend decelerates the arm before the
+    KeyboardInterrupt goes on; a stop, not a fault, so the next move goes. A separate process, as a user runs it."""
+    import signal
+
+    with _emulator() as e:
+        r = rtde_receive.RTDEReceiveInterface(e.host)
+        proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_MID_MOVE, e.host], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            x0 = r.getActualTCPPose()[0]
+            assert proc.stdout.readline().strip() == "moving"
+            assert _until(lambda: r.getActualTCPPose()[0] > x0 + 0.005, 5.0)
+            time.sleep(0.3)
+            t = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+            line = proc.stdout.readline().split()
+            assert line[0] == "interrupted" and time.monotonic() - t < 1.5, line  # not after the 3 s move
+            x = _tcp_x_settled(r)
+            assert x0 + 0.01 < x < x0 + 0.2, x - x0  # stopped, far from the 0.3 m target
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "ok"  # a stop, not a fault
+            assert float(proc.stdout.readline().split()[1]) < 1e-4  # the next move goes
+            proc.wait(30)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            r.disconnect()
 
 
 _DIE_MID_MOVE = """
