@@ -141,7 +141,9 @@ def test_ctrl_c_of_the_graph_halts_a_move_in_progress(tmp_path):
          "--set", f"embeval_arm.robot_ip={target.ip}", "--set", "embeval_camera.source=sim",
          "--set", "embeval_policy.dry_run=false", "--set", "embeval_arm.tcp_speed=0.005",
          "--set", "embeval_arm.control_hz=0.5", "--set", "embeval_policy.rate_hz=0.5", "--duration", "90"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # SIG_DFL in the child, as in a terminal: a shell that ignores SIGINT (a background job) would pass that on
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 90
         while max(abs(v) for v in r.getActualQd()) == 0 and proc.poll() is None and time.monotonic() < deadline:

@@ -834,8 +834,11 @@ def test_backend_ctrl_c_stops_a_move_in_progress():
 
     with _emulator() as e:
         r = rtde_receive.RTDEReceiveInterface(e.host)
+        # SIG_DFL in the child: Python then turns SIGINT into KeyboardInterrupt, as in a terminal, also when this test
+        # runs under a shell that ignores SIGINT (a background job), which the child would inherit
         proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_MID_MOVE, e.host], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         try:
             x0 = r.getActualTCPPose()[0]
             assert proc.stdout.readline().strip() == "moving"
