@@ -72,6 +72,11 @@ KINEMATICS_TOLERANCE_M = 0.01
 KINEMATICS_PROBES = (np.array([0.6, -0.5, 0.7, -0.6, 0.8, 0.0]), np.array([-0.7, 0.4, -0.6, 0.9, -0.5, 0.0]))
 
 
+def _probe_poses(q_now: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """``(name, joints)`` of the :data:`KINEMATICS_PROBES` around ``q_now``."""
+    return [(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)]
+
+
 def _import_rtde():
     try:
         import dashboard_client
@@ -441,15 +446,13 @@ class URRtdeArm:
         probe joints, or the move is refused: a path checked on another robot's kinematics proves nothing.
         Returns the first violation, naming where on the path it lies."""
         from embeval.kinematics import UR
-        from embeval.kinematics.transforms import inv_transform, pose_to_matrix
 
         first = self._kin is None
         if first:
             self._kin = UR(self.ur_type)
         q0, q1 = np.asarray(q0, dtype=np.float64), np.asarray(q1, dtype=np.float64)
-        q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
-        tool = inv_transform(self._kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
-        probes = [("target", q1)] + ([(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)] if first else [])
+        q_now, tool = self._tcp_offset(self._kin)
+        probes = [("target", q1)] + (_probe_poses(q_now) if first else [])
         why = self._fk_disagreement(probes, tool)
         if why:
             if first:
@@ -470,6 +473,14 @@ class URRtdeArm:
                 return type(st)(st.mode, f"{st.reason} ({where}; moveJ moves in a straight line in joint space)")
         return st
 
+    def _tcp_offset(self, kin) -> tuple[np.ndarray, np.ndarray]:
+        """``(current joints (rad), the controller's TCP offset)``: the flange-to-TCP transform that maps ``kin``'s
+        flange FK at the current joints onto the actual TCP pose."""
+        from embeval.kinematics.transforms import inv_transform, pose_to_matrix
+
+        q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
+        return q_now, inv_transform(kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
+
     def _fk_disagreement(self, probes, tool) -> str:
         """Where the ``ur_type`` kinematics (with the TCP offset ``tool``) place the TCP more than
         :data:`KINEMATICS_TOLERANCE_M` from the controller's ``getForwardKinematics`` at a ``(where, q)`` of ``probes``
@@ -488,13 +499,11 @@ class URRtdeArm:
         else why not (no motion; the arm node calls it at start so that a wrong ur_type fails before a dry run
         that never moves a joint hides it)."""
         from embeval.kinematics import UR
-        from embeval.kinematics.transforms import inv_transform, pose_to_matrix
 
         kin = UR(self.ur_type)
-        q_now = np.asarray(self._recv.getActualQ(), dtype=np.float64)
-        tool = inv_transform(kin.fk(q_now, frame="base")) @ pose_to_matrix(self._recv.getActualTCPPose())
+        q_now, tool = self._tcp_offset(kin)
         self._kin = kin
-        why = self._fk_disagreement([(f"probe joints {i}", q_now + d) for i, d in enumerate(KINEMATICS_PROBES)], tool)
+        why = self._fk_disagreement(_probe_poses(q_now), tool)
         if why:
             self._kin = None  # the first joint move probes again
         return why
