@@ -137,22 +137,29 @@ class TinyChoiceVLM(EmbeddedModel):
         left, right = cards_of(images)
         return ANSWERS[int(np.argmax(self.probabilities([left], [right], [prompt])[0]))]
 
+    def generate_batch(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str], **gen: Any) -> list[str]:
+        """:meth:`generate` for many items in one forward pass."""
+        if len(image_lists) != len(prompts):
+            raise InvalidInputError(f"{self.id}: {len(image_lists)} image lists for {len(prompts)} prompts")
+        if not image_lists:
+            return []
+        cards = [cards_of(ims) for ims in image_lists]
+        p = self.probabilities([c[0] for c in cards], [c[1] for c in cards], prompts)
+        return [ANSWERS[int(i)] for i in np.argmax(p, axis=1)]
+
     def probabilities(self, lefts: Sequence[np.ndarray], rights: Sequence[np.ndarray], prompts: Sequence[str]) -> np.ndarray:
         """(N, 2) softmax over (left, right) per card pair and prompt."""
         torch = self._torch
         with torch.no_grad():
-            return torch.softmax(self._run(lefts, rights, prompts), dim=-1).numpy()
+            return torch.softmax(self._run(lefts, rights, prompts), dim=-1).cpu().numpy()
 
     def _tensor(self, ims):
-        torch = self._torch
-        x = np.stack([resize_image(np.asarray(im), self.cfg.card_size) for im in ims])
-        return torch.from_numpy(x).permute(0, 3, 1, 2).float().div_(255.0)
+        return self._image_tensor(np.stack([resize_image(np.asarray(im), self.cfg.card_size) for im in ims]))
 
     def _run(self, lefts, rights, prompts):
         if not (len(lefts) == len(rights) == len(prompts)):
             raise InvalidInputError(f"{self.id}: {len(lefts)} left cards, {len(rights)} right cards, {len(prompts)} prompts")
-        t = self._torch.from_numpy(self._text.encode(prompts))
-        return self.net(self._tensor(lefts), self._tensor(rights), t)
+        return self.net(self._tensor(lefts), self._tensor(rights), self._text_tensor(prompts))
 
     def _hidden_forward(self, inputs):
         images, prompt = inputs

@@ -26,6 +26,9 @@ the arm) and cached, as VLAs cache their prefix; the action expert runs every st
 Hidden states (probing): ``encoder.blocks.<i>`` (two rows: left, right card), ``backbone.<i>``
 (VLM fusion), ``encoders.third_person.blocks.<i>`` and ``action_expert.<i>``, each at the given
 observation (the full forward, prefix included).
+
+Batched episodes (:meth:`ChoiceVLAPolicy.act_slots`): each slot keeps its instruction and its cached prefix;
+one call computes the prefixes of the slots at their first step together, then the action expert for all.
 """
 from __future__ import annotations
 
@@ -39,11 +42,13 @@ from embeval.action import GRIPPER_CLOSED_BELOW, Action, ActionSpec, Observation
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.subjects.embedded.card_crop import PinholeCamera, rectify_card
 from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
+from embeval.subjects.embedded.device import resolve_device
 from embeval.subjects.embedded.choice import ChoiceVLMConfig
 from embeval.subjects.embedded.policy import workspace_floor
 from embeval.subjects.embedded.preprocess import resize_image, state_vector
 from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
 from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.protocols import Slot, check_slots, no_episode
 
 #: checkpoint ``family`` of this policy (``config.json``); the tiny VLAs have none
 FAMILY = "choice-vla"
@@ -168,27 +173,37 @@ def scene_view(cfg: ChoiceVLAConfig, image: np.ndarray) -> np.ndarray:
 class ChoiceVLAPolicy(HiddenStateMixin):
     """A :class:`ChoiceVLANet` as a :class:`~embeval.subjects.protocols.Policy` (7-DoF deltas, frame base,
     gripper 1 = open; see the module docstring for its preprocessing). ``action_mean``/``action_std``
-    un-normalise the six deltas; the gripper logit is thresholded at 0.5. Workspace floor as
-    :class:`~embeval.subjects.embedded.policy.TinyVLAPolicy` (``min_tcp_z``, metres)."""
+    un-normalise the six deltas; the gripper logit's sigmoid is thresholded at 0.5 (``binary_gripper=False``: the
+    opening probability as is). Workspace floor as
+    :class:`~embeval.subjects.embedded.policy.TinyVLAPolicy` (``min_tcp_z``, metres); ``device`` as there.
+    Episode state (batch 1 and per slot): the instruction embedding and the prefix cached at the first step."""
 
     action_spec = ActionSpec(frame="base", chunk_size=1)
 
     def __init__(self, net, action_mean, action_std, id: str = "tiny-vla-a2a-frozen", meta: dict | None = None,
-                 text_encoder: TextEncoder | None = None, min_tcp_z: float | None = 0.02):
+                 text_encoder: TextEncoder | None = None, min_tcp_z: float | None = 0.02, device: str = "cpu",
+                 binary_gripper: bool = True):
         import torch
 
-        self.net = net.eval()
+        self.device = resolve_device(device)
+        self.net = net.eval().to(self.device)
         self.cfg = net.cfg
         self.id = id
         self.meta = dict(meta or {})
         self.action_mean = np.asarray(action_mean, dtype=np.float32)
         self.action_std = np.asarray(action_std, dtype=np.float32)
         self.min_tcp_z = min_tcp_z
+        self.binary_gripper = binary_gripper
         self._camera = PinholeCamera.from_dict(self.cfg.camera)
         self._text = text_encoder or shared_text_encoder()
-        self._temb = None
-        self._prefix = None
+        self._ep: _Episode | None = None  # the batch-1 episode (reset / act)
+        self._slots: dict[Slot, _Episode] = {}
         self._torch = torch
+
+    def fork(self) -> ChoiceVLAPolicy:
+        """A policy sharing this one's network and encoder, with its own episode state."""
+        return type(self)(self.net, self.action_mean, self.action_std, id=self.id, meta=self.meta, text_encoder=self._text,
+                          min_tcp_z=self.min_tcp_z, device=self.device, binary_gripper=self.binary_gripper)
 
     # -- preprocessing ---------------------------------------------------------------------
     def card_crops(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -204,33 +219,61 @@ class ChoiceVLAPolicy(HiddenStateMixin):
         return ob.images[SCENE_CAMERA]
 
     def _t(self, x: np.ndarray):
-        return self._torch.from_numpy(np.ascontiguousarray(x)).permute(0, 3, 1, 2).float().div_(255.0)
+        return self._torch.from_numpy(np.ascontiguousarray(x)).to(self.device).permute(0, 3, 1, 2).float().div_(255.0)
 
     # -- Policy protocol -------------------------------------------------------------------
     def reset(self, instruction: str) -> None:
-        self._temb = self._torch.from_numpy(self._text.encode([instruction]))
-        self._prefix = None
+        self._ep = _Episode(self._torch.from_numpy(self._text.encode([instruction])))
 
     def act(self, observation: Observation) -> Action:
-        torch = self._torch
-        if self._temb is None:
+        if self._ep is None:
             if not observation.instruction:
                 raise InvalidInputError(f"{self.id}: call reset(instruction) before act(), or set observation.instruction")
             self.reset(observation.instruction)
-        img = self._image(observation)
+        return self._step([self._ep], [observation])[0]
+
+    # -- batched episodes (BatchedPolicy) ---------------------------------------------------
+    def reset_slots(self, slots, instructions) -> None:
+        """Start an episode with ``instructions[i]`` in ``slots[i]`` (restarting a slot in use: its prefix is dropped)."""
+        slots = check_slots(self.id, slots, instructions, "instructions")
+        embs = self._text.encode([str(i) for i in instructions])
+        for k, slot in enumerate(slots):
+            self._slots[slot] = _Episode(self._torch.from_numpy(embs[k:k + 1]))
+
+    def act_slots(self, slots, observations) -> list[Action]:
+        """One action per slot: the prefixes of the slots at their first step in one pass, the expert in one pass."""
+        slots = check_slots(self.id, slots, observations, "observations")
+        missing = next((s for s in slots if s not in self._slots), None)
+        if missing is not None:
+            raise no_episode(self.id, missing)
+        return self._step([self._slots[s] for s in slots], list(observations)) if slots else []
+
+    def end_slots(self, slots) -> None:
+        for s in slots:
+            self._slots.pop(s, None)
+
+    def _step(self, eps: list[_Episode], observations: list[Observation]) -> list[Action]:
+        torch = self._torch
+        imgs = [self._image(ob) for ob in observations]
         with torch.no_grad():
-            t = self.net.text_proj(self._temb)
-            if self._prefix is None:
-                left, right = self.card_crops(img)
-                self._prefix = self.net.prefix(self._t(left[None]), self._t(right[None]), t)
-            state = torch.from_numpy(state_vector(observation.state, self.cfg.state_keys)[None])
-            out = self.net.expert(self._prefix, self._t(self.scene_view(img)[None]), t, state).numpy()[0]
-        return Action(self._decode(out, observation))
+            t = self.net.text_proj(torch.cat([e.temb for e in eps]).to(self.device))
+            new = [i for i, e in enumerate(eps) if e.prefix is None]
+            if new:
+                crops = [self.card_crops(imgs[i]) for i in new]
+                p = self.net.prefix(self._t(np.stack([c[0] for c in crops])), self._t(np.stack([c[1] for c in crops])), t[new])
+                for k, i in enumerate(new):
+                    eps[i].prefix = p[k:k + 1]
+            prefix = torch.cat([e.prefix for e in eps])
+            state = torch.from_numpy(np.stack([state_vector(ob.state, self.cfg.state_keys) for ob in observations]))
+            scene = self._t(np.stack([self.scene_view(im) for im in imgs]))
+            out = self.net.expert(prefix, scene, t, state.to(self.device)).cpu().numpy()
+        return [Action(self._decode(o, ob)) for o, ob in zip(out, observations)]
 
     def _decode(self, out: np.ndarray, ob: Observation) -> np.ndarray:
         a = np.empty(7)
         a[:6] = np.asarray(out[:6], dtype=np.float64) * self.action_std + self.action_mean
-        a[6] = float(1.0 / (1.0 + np.exp(-float(out[6]))) >= GRIPPER_CLOSED_BELOW)
+        p_open = 1.0 / (1.0 + np.exp(-float(out[6])))
+        a[6] = float(p_open >= GRIPPER_CLOSED_BELOW) if self.binary_gripper else p_open
         return workspace_floor(a, ob, self.min_tcp_z)
 
     # -- probing ---------------------------------------------------------------------------
@@ -239,13 +282,14 @@ class ChoiceVLAPolicy(HiddenStateMixin):
 
     def _hidden_forward(self, observation: Observation):
         torch = self._torch
-        if self._temb is None:
+        if self._ep is None:
             self.reset(observation.instruction)
         img = self._image(observation)
         left, right = self.card_crops(img)
-        state = torch.from_numpy(state_vector(observation.state, self.cfg.state_keys)[None])
+        state = torch.from_numpy(state_vector(observation.state, self.cfg.state_keys)[None]).to(self.device)
         with torch.no_grad():
-            return self.net(self._t(left[None]), self._t(right[None]), self._t(self.scene_view(img)[None]), self._temb, state)
+            return self.net(self._t(left[None]), self._t(right[None]), self._t(self.scene_view(img)[None]),
+                            self._ep.temb.to(self.device), state)
 
     # -- persistence -----------------------------------------------------------------------
     def save(self, path: str | Path) -> Path:
@@ -259,6 +303,14 @@ class ChoiceVLAPolicy(HiddenStateMixin):
         kw.setdefault("min_tcp_z", doc.get("min_tcp_z", 0.02))
         return cls(net, doc["action_mean"], doc["action_std"], id=id or doc.get("id", Path(path).name),
                    meta=doc.get("meta"), **kw)
+
+
+@dataclass
+class _Episode:
+    """One episode's state: the instruction embedding (1, 384) on the CPU and the cached prefix (1, 128) or None."""
+
+    temb: Any
+    prefix: Any = None
 
 
 @dataclass

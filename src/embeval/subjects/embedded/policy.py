@@ -2,6 +2,9 @@
 
 Action convention: 7-DoF delta ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` in frame ``base``
 (metres, radians, gripper 1 = open), one action per :meth:`act` call.
+
+Batched: :meth:`TinyVLAPolicy.act_slots` runs one forward pass for many episodes (slots, see
+:class:`~embeval.subjects.protocols.BatchedPolicy`); each slot keeps its own instruction.
 """
 from __future__ import annotations
 
@@ -13,9 +16,11 @@ import numpy as np
 from embeval.action import GRIPPER_CLOSED_BELOW, Action, ActionSpec, Observation
 from embeval.errors import InvalidInputError
 from embeval.subjects.embedded.checkpoint import load_model, save_checkpoint
+from embeval.subjects.embedded.device import resolve_device
 from embeval.subjects.embedded.preprocess import resize_image, state_vector
 from embeval.subjects.embedded.text_encoder import TextEncoder, shared_text_encoder
 from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.protocols import Slot, check_slots, no_episode
 
 
 def workspace_floor(action: np.ndarray, observation: Observation, min_tcp_z: float | None) -> np.ndarray:
@@ -42,15 +47,22 @@ class TinyVLAPolicy(HiddenStateMixin):
     Hidden states (:meth:`hidden_states`, input: an Observation after :meth:`reset`): layers
     ``encoders.<camera>.blocks.<i>`` (vision CNN, pooled over space), ``backbone.<i>`` (vision +
     language fusion) and ``action_expert.<i>`` (the action head), each (1, D).
+
+    ``device``: where the network runs (``auto``, ``cpu``, ``cuda``, ``cuda:N``;
+    :func:`~embeval.subjects.embedded.device.resolve_device`); the instruction encoder stays on the CPU.
+    Batched episodes: :meth:`reset_slots` / :meth:`act_slots` / :meth:`end_slots` (one forward per call,
+    each slot with its own instruction; the policy has no other episode state).
     """
 
     action_spec = ActionSpec(frame="base", chunk_size=1)
 
     def __init__(self, net, action_mean, action_std, id: str = "tiny-vla", meta: dict | None = None,
-                 text_encoder: TextEncoder | None = None, binary_gripper: bool = True, min_tcp_z: float | None = 0.02):
+                 text_encoder: TextEncoder | None = None, binary_gripper: bool = True, min_tcp_z: float | None = 0.02,
+                 device: str = "cpu"):
         import torch
 
-        self.net = net.eval()
+        self.device = resolve_device(device)
+        self.net = net.eval().to(self.device)
         self.cfg = net.cfg
         self.id = id
         self.meta = dict(meta or {})
@@ -61,7 +73,13 @@ class TinyVLAPolicy(HiddenStateMixin):
         self._text = text_encoder or shared_text_encoder()
         self._instruction: str | None = None
         self._temb = None
+        self._slots: dict[Slot, object] = {}  # slot -> its instruction embedding (1, 384), CPU
         self._torch = torch
+
+    def fork(self) -> "TinyVLAPolicy":
+        """A policy sharing this one's network and encoder, with its own episode state."""
+        return type(self)(self.net, self.action_mean, self.action_std, id=self.id, meta=self.meta, text_encoder=self._text,
+                          binary_gripper=self.binary_gripper, min_tcp_z=self.min_tcp_z, device=self.device)
 
     # -- Policy protocol -------------------------------------------------------------------
     def reset(self, instruction: str) -> None:
@@ -69,12 +87,39 @@ class TinyVLAPolicy(HiddenStateMixin):
         self._temb = self._torch.from_numpy(self._text.encode([instruction]))
 
     def act(self, observation: Observation) -> Action:
-        return Action(self._clip(self._decode(self._forward([observation]), [observation]), [observation])[0])
+        return Action(self._actions([observation])[0])
+
+    # -- batched episodes (BatchedPolicy) ---------------------------------------------------
+    def reset_slots(self, slots, instructions) -> None:
+        """Start an episode with ``instructions[i]`` in ``slots[i]`` (restarting a slot in use)."""
+        slots = check_slots(self.id, slots, instructions, "instructions")
+        embs = self._text.encode([str(i) for i in instructions])
+        for k, slot in enumerate(slots):
+            self._slots[slot] = self._torch.from_numpy(embs[k:k + 1])
+
+    def act_slots(self, slots, observations) -> list[Action]:
+        """One action per slot from one forward pass over all of them."""
+        slots = check_slots(self.id, slots, observations, "observations")
+        missing = next((s for s in slots if s not in self._slots), None)
+        if missing is not None:
+            raise no_episode(self.id, missing)
+        if not slots:
+            return []
+        temb = self._torch.cat([self._slots[s] for s in slots])
+        return [Action(a) for a in self._actions(list(observations), temb)]
+
+    def end_slots(self, slots) -> None:
+        for s in slots:
+            self._slots.pop(s, None)
 
     # -- extras ----------------------------------------------------------------------------
     def act_batch(self, observations: list[Observation]) -> np.ndarray:
         """Actions (N, 7) for observations that share the current instruction."""
-        return self._clip(self._decode(self._forward(observations), observations), observations)
+        return self._actions(list(observations))
+
+    def _actions(self, observations: list[Observation], temb=None) -> np.ndarray:
+        """Actions (N, 7): ``temb`` (N, 384) instruction embeddings per row, or None for the current instruction."""
+        return self._clip(self._decode(self._forward(observations, temb), observations), observations)
 
     def _hidden_module(self):
         return self.net
@@ -82,13 +127,15 @@ class TinyVLAPolicy(HiddenStateMixin):
     def _hidden_forward(self, observation: Observation):
         return self._forward([observation])
 
-    def _inputs(self, observations: list[Observation]):
+    def _inputs(self, observations: list[Observation], temb=None):
         torch = self._torch
-        if self._temb is None:
-            instr = observations[0].instruction
-            if not instr:
-                raise InvalidInputError(f"{self.id}: call reset(instruction) before act(), or set observation.instruction")
-            self.reset(instr)
+        if temb is None:
+            if self._temb is None:
+                instr = observations[0].instruction
+                if not instr:
+                    raise InvalidInputError(f"{self.id}: call reset(instruction) before act(), or set observation.instruction")
+                self.reset(instr)
+            temb = self._temb.expand(len(observations), -1)
         images = {}
         for cam in self.cfg.cameras:
             arr = []
@@ -97,14 +144,13 @@ class TinyVLAPolicy(HiddenStateMixin):
                     raise InvalidInputError(
                         f"{self.id} needs camera {cam!r}; observation has {sorted(ob.images)}")
                 arr.append(resize_image(ob.images[cam], self.cfg.image_size))
-            images[cam] = torch.from_numpy(np.stack(arr)).permute(0, 3, 1, 2).float().div_(255.0)
+            images[cam] = torch.from_numpy(np.stack(arr)).to(self.device).permute(0, 3, 1, 2).float().div_(255.0)
         state = torch.from_numpy(np.stack([state_vector(ob.state, self.cfg.state_keys) for ob in observations]))
-        text = self._temb.expand(len(observations), -1)
-        return images, text, state
+        return images, temb.to(self.device), state.to(self.device)
 
-    def _forward(self, observations) -> np.ndarray:
+    def _forward(self, observations, temb=None) -> np.ndarray:
         with self._torch.no_grad():
-            return self.net(*self._inputs(observations)).numpy()
+            return self.net(*self._inputs(observations, temb)).cpu().numpy()
 
     def _decode(self, out: np.ndarray, observations) -> np.ndarray:
         out = np.asarray(out, dtype=np.float64)

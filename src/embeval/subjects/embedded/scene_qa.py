@@ -150,8 +150,12 @@ class TinySceneQA(EmbeddedModel):
         """Answer ``prompt`` about ``images`` (one image, or two consecutive frames); ``gen`` is unused."""
         return self.answer_batch([images], [prompt])[0]
 
+    def generate_batch(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str], **gen: Any) -> list[str]:
+        """:meth:`generate` for many items in one forward pass."""
+        return self.answer_batch(image_lists, prompts)
+
     def answer_batch(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str]) -> list[str]:
-        logits = {k: v.numpy() for k, v in self._run(image_lists, prompts).items()}
+        logits = {k: v.cpu().numpy() for k, v in self._run(image_lists, prompts).items()}
         out = []
         for i, ims in enumerate(image_lists):
             h, w = np.asarray(ims[0]).shape[:2]
@@ -163,8 +167,7 @@ class TinySceneQA(EmbeddedModel):
         if len(image_lists) != len(prompts):
             raise InvalidInputError(f"{self.id}: {len(image_lists)} image lists for {len(prompts)} prompts")
         x = np.stack([stack_frames(ims, self.cfg.frames, self.cfg.image_size) for ims in image_lists])
-        x = torch.from_numpy(x).permute(0, 3, 1, 2).float().div_(255.0)
-        t = torch.from_numpy(self._text.encode(prompts))
+        x, t = self._image_tensor(x), self._text_tensor(prompts)
         with torch.no_grad():
             return self.net(x, t)
 

@@ -38,6 +38,10 @@ class TinyVLM(EmbeddedModel):
         """Answer ``prompt`` about ``images[0]`` (further images are ignored); ``gen`` is accepted and unused."""
         return self.answer_batch([images[0] if len(images) else None], [prompt])[0]
 
+    def generate_batch(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str], **gen: Any) -> list[str]:
+        """:meth:`generate` for many items in one forward pass (the first image of each list)."""
+        return self.answer_batch([ims[0] if len(ims) else None for ims in image_lists], prompts)
+
     def predict_slots(self, images: Sequence[np.ndarray], prompts: Sequence[str]) -> list[dict[str, str]]:
         """The predicted slot values per (image, prompt) pair."""
         logits = self._logits(images, prompts)
@@ -51,7 +55,7 @@ class TinyVLM(EmbeddedModel):
         return self._run([image], [prompt])
 
     def _logits(self, images, prompts) -> dict[str, np.ndarray]:
-        return {k: v.numpy() for k, v in self._run(images, prompts).items()}
+        return {k: v.cpu().numpy() for k, v in self._run(images, prompts).items()}
 
     def _run(self, images, prompts):
         torch = self._torch
@@ -60,8 +64,7 @@ class TinyVLM(EmbeddedModel):
         if any(im is None for im in images):
             raise InvalidInputError(f"{self.id} needs one RGB image per prompt")
         x = np.stack([resize_image(im, self.cfg.image_size) for im in images])
-        x = torch.from_numpy(x).permute(0, 3, 1, 2).float().div_(255.0)
-        t = torch.from_numpy(self._text.encode(prompts))
+        x, t = self._image_tensor(x), self._text_tensor(prompts)
         with torch.no_grad():
             return self.net(x, t)
 
