@@ -30,8 +30,8 @@ class TinyVLM(EmbeddedModel):
     default_id = "tiny-vlm"
 
     def __init__(self, net, template: str, id: str | None = None, meta: dict | None = None,
-                 text_encoder: TextEncoder | None = None):
-        super().__init__(net, id, meta, text_encoder)
+                 text_encoder: TextEncoder | None = None, device: str = "cpu"):
+        super().__init__(net, id, meta, text_encoder, device)
         self.template = template
 
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
