@@ -107,7 +107,7 @@ def test_assigner_with_rules_voters_labels_procedural_items(small_pool):
     dims = [Dimension(d, RulesLLM()._propose("<samples>\n" + "\n---\n".join(i.text() for i in small_pool) +
                                            "\n</samples>")["dimensions"][0]["description"])
             for d in ("counting", "spatial")]
-    voters = [LLMVoter(RulesLLM(variant=v), v) for v in range(3)] + [LLMVoter(RulesLLM(), 0, max_calls=5)]
+    voters = [LLMVoter(RulesLLM(variant=v), v) for v in range(3)] + [LLMVoter(RulesLLM(), 0, max_calls=5, beyond_cap="abstain")]
     texts = [it.text() for it in small_pool[:30]]
     a = assign(texts, dims, voters)
     for it, lab in zip(small_pool[:30], a.labels):

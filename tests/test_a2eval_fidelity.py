@@ -58,11 +58,18 @@ def _check_agent_fidelity(ev, subjects, items):
 
     ref = collect_results(subjects, items)
     fid = P.agent_fidelity(ev, ref, items)
-    assert set(fid["score"]) == {"procedural", "all"}
+    # default: per capability dimension plus the final score (the paper's Table 6); per benchmark beside it
+    assert set(fid["score"]) == {it.dimension for it in items} | {"final"}
+    assert set(fid["score_by_benchmark"]) == {"procedural", "all"}
+    dims = np.array([it.dimension for it in items])
     for s in range(len(subjects)):
         sa, sr = ev.synth_scores[s].mean(), ref.scores[s].mean()
         want = 1 - abs(sa - sr) / abs(sr) if sr else np.nan
-        assert fid["score"]["all"]["per_subject"][ev.subjects[s]] == pytest.approx(want, nan_ok=True)
+        assert fid["score_by_benchmark"]["all"]["per_subject"][ev.subjects[s]] == pytest.approx(want, nan_ok=True)
+        fa = np.mean([np.nan_to_num(ev.synth_scores[s])[dims == d].mean() for d in set(dims)])
+        fr = np.mean([ref.scores[s][dims == d].mean() for d in set(dims)])
+        want = 1 - abs(fa - fr) / abs(fr) if fr else np.nan
+        assert fid["score"]["final"]["per_subject"][ev.subjects[s]] == pytest.approx(want, nan_ok=True)
     sims = [1 - edit_distance(a, b) / max(len(a), len(b), 1) for ra, rb in zip(ev.predictions, ref.predictions)
             for a, b in zip(ra, rb)]
     assert fid["inference"]["all"]["similarity"] == pytest.approx(np.mean(sims))
@@ -137,7 +144,7 @@ def test_curated_subset_is_small_and_ranks_like_the_full_pool(curated):
     assert rep["headline"] == "a2eval_balanced" and rep["better_than_random"]
     assert rep["k_rule"] == "K = 8 per dimension (configured)" and set(rep["k_per_dim"].values()) == {8}
     text = P.format_report(rep)
-    assert "Spearman" in text and text.index("balanced mean") < text.index("mass-weighted") and "K = 8" in text
+    assert "Spearman" in text and text.index("mean over dimensions") < text.index("mass-weighted") and "K = 8" in text
 
 
 class _CoderDouble:

@@ -156,7 +156,7 @@ def test_fidelity_report_runs_on_the_models(shipped, held_out):
     # the models differ: the full-pool scores spread (real answers, not ties)
     assert np.ptp(rep["scores"]["full"]) > 0.3
     text = P.format_report(rep)
-    assert "a2eval-oneframe" in text and "A2Eval (balanced mean)" in text
+    assert "a2eval-oneframe" in text and "A2Eval (mean over dimensions)" in text
 
 
 def test_train_population_includes_the_a2eval_members(capsys, tmp_path):

@@ -1,17 +1,26 @@
 """The Assigner: N_v voters label every example with one capability dimension or ``other``.
 
+The paper (A2Eval, arXiv 2602.01640) labels every example by a majority vote of N_v = 5 voters.
+
 Voters:
 - :class:`LLMVoter`: ``llm.choose(prompt, options)`` over the dimension names plus ``other``
-  (for a local model such as the embedded Gemma this is a log-likelihood choice); ``max_calls``
-  bounds the calls, beyond which the voter abstains (``None``);
+  (for a local model such as the embedded Gemma this is a log-likelihood choice). ``max_calls``
+  bounds the model's calls (a cost cap: the embedded Gemma takes seconds a call). What happens to
+  the items past the cap is ``beyond_cap``: ``"stand_in"`` (default) hands them to a stand-in model
+  (a rule-based voter unless given), so every item still gets this voter's vote and N_v = 5 votes
+  in all; ``"abstain"`` (option, embeval's behaviour before issue 31) votes ``None`` there, so
+  those items get one vote fewer. The votes the stand-in cast are counted (``stand_in_votes``);
 - :class:`EmbeddingVoter`: MiniLM cosine similarity between the item text and each dimension's
   ``name: description``; ``other`` when the best similarity is below ``threshold``.
 
-Aggregation: majority vote over the non-abstaining voters. **Tie rule** (recorded per item as
-``tie=True``): among the tied labels, the one chosen by the earliest voter in the configured
-order wins. Per-item agreement = share of voting voters that chose the winning label.
+Aggregation: majority vote over the non-abstaining voters. A **tie** is two or more labels with the
+most votes (with 5 voters: 2-2-1, or 1-1-1-1-1); the paper does not say how it breaks one, so the
+rule is explicit and recorded per item (``tie=True`` and the ``tied`` labels):
+``tie_rule="first_voter"`` (default): among the tied labels, the one chosen by the earliest voter in
+the configured order wins; ``tie_rule="other"``: a tied item is labelled ``other`` (no majority, so it
+is not sampled). Per-item agreement = share of voting voters that chose the most-voted label.
 Fleiss' kappa (Fleiss 1971) over the voters that rated every item, and over all voters on the
-items every voter rated (budgeted LLM voters abstain beyond their budget).
+items every voter rated (with ``beyond_cap="abstain"``, budgeted voters abstain past their cap).
 """
 from __future__ import annotations
 
@@ -22,6 +31,11 @@ from typing import Any, Sequence
 import numpy as np
 
 OTHER = "other"
+#: what a budgeted LLM voter does past ``max_calls``
+BEYOND_CAP = ("stand_in", "abstain")
+#: the tie rules of :func:`majority` and what each does
+TIE_RULES = {"first_voter": "among the tied labels, the one chosen by the earliest voter in the configured order",
+             "other": "a tied item (no single most-voted label) is labelled other and not sampled"}
 
 
 @dataclass
@@ -43,13 +57,29 @@ def voter_prompt(item_text: str, dims: Sequence[Dimension], variant: int = 0) ->
 
 class LLMVoter:
     """``fallback``: an LLM used instead (with a printed note, and the voter renamed) if ``llm``
-    fails to load on its first call, e.g. the embedded GGUF without llama-cpp-python."""
+    fails to load on its first call, e.g. the embedded GGUF without llama-cpp-python.
+    ``max_calls``: at most this many calls to ``llm``; past them ``beyond_cap="stand_in"`` (default) asks
+    ``stand_in`` (default: ``fallback``, else a rule-based voter) so every item gets a vote, and
+    ``beyond_cap="abstain"`` votes ``None``."""
 
     def __init__(self, llm: Any, variant: int = 0, max_calls: int | None = None, name: str | None = None,
-                 fallback: Any = None):
+                 fallback: Any = None, beyond_cap: str = "stand_in", stand_in: Any = None):
+        if beyond_cap not in BEYOND_CAP:
+            raise ValueError(f"beyond_cap must be one of {', '.join(BEYOND_CAP)}, got {beyond_cap!r}")
         self.llm, self.variant, self.max_calls, self.fallback = llm, variant, max_calls, fallback
+        self.beyond_cap = beyond_cap
+        self.stand_in = None
+        if max_calls is not None and beyond_cap == "stand_in":
+            if stand_in is None and fallback is None:
+                from embeval_analysis.a2eval.llm import RulesLLM
+
+                stand_in = RulesLLM(variant=4)
+            self.stand_in = stand_in if stand_in is not None else fallback
         self.name = name or f"llm:{getattr(llm, 'id', 'llm')}#{variant}"
+        if self.stand_in is not None:
+            self.name += f" (first {max_calls} items; then stand-in {getattr(self.stand_in, 'id', 'stand-in')})"
         self.calls = 0
+        self.stand_in_votes = 0
 
     def _choose(self, prompt: str, options: list[str]) -> str:
         from embeval.errors import EmbevalError
@@ -70,7 +100,12 @@ class LLMVoter:
         out: list[str | None] = []
         for t in texts:
             if self.max_calls is not None and self.calls >= self.max_calls:
-                out.append(None)
+                if self.stand_in is None:
+                    out.append(None)
+                    continue
+                self.stand_in_votes += 1
+                ans = str(self.stand_in.choose(voter_prompt(t, dims, self.variant), options)).strip()
+                out.append(ans if ans in options else OTHER)
                 continue
             self.calls += 1
             ans = str(self._choose(voter_prompt(t, dims, self.variant), options)).strip()
@@ -107,24 +142,42 @@ class Assignment:
     tie: list[bool]
     kappa: float  # Fleiss' kappa of the voters that rated every item (``kappa_voters``), over all items
     kappa_items: int
-    tie_rule: str = "earliest voter in configured order among the tied labels"
+    tie_rule: str = "first_voter: " + TIE_RULES["first_voter"]
     shares: dict[str, float] = field(default_factory=dict)
     kappa_voters: list[str] = field(default_factory=list)
     kappa_all_voters: float = float("nan")  # all voters, on the ``kappa_all_items`` items every voter rated
     kappa_all_items: int = 0
+    tied: list[list[str]] = field(default_factory=list)  # per item: the labels tied for the most votes ([] = no tie)
+    votes_per_item: dict[int, int] = field(default_factory=dict)  # number of votes cast -> items
+    stand_in_votes: dict[str, int] = field(default_factory=dict)  # voter -> votes its stand-in cast past the cap
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def majority(votes: Sequence[str | None]) -> tuple[str, float, bool]:
-    """(label, agreement, tie) for one item; see module docstring for the tie rule."""
+def tied_labels(votes: Sequence[str | None]) -> list[str]:
+    """The labels tied for the most votes, in the order of the first voter that chose each; [] without a tie."""
+    cast = [v for v in votes if v is not None]
+    counts = Counter(cast)
+    top = max(counts.values(), default=0)
+    tied = list(dict.fromkeys(v for v in cast if counts[v] == top))
+    return tied if len(tied) > 1 else []
+
+
+def majority(votes: Sequence[str | None], tie_rule: str = "first_voter") -> tuple[str, float, bool]:
+    """(label, agreement, tie) for one item: the most-voted label of the non-abstaining votes, its share of
+    them, and whether two or more labels tied for the most votes. A tie is broken by ``tie_rule`` (see
+    :data:`TIE_RULES`): ``"first_voter"`` (default) or ``"other"``. No vote at all gives ``other``."""
+    if tie_rule not in TIE_RULES:
+        raise ValueError(f"tie_rule must be one of {', '.join(TIE_RULES)}, got {tie_rule!r}")
     cast = [v for v in votes if v is not None]
     if not cast:
         return OTHER, 0.0, False
     counts = Counter(cast)
     top = max(counts.values())
     tied = [lab for lab, c in counts.items() if c == top]
+    if len(tied) > 1 and tie_rule == "other":
+        return OTHER, top / len(cast), True
     label = next(v for v in cast if v in tied)  # earliest voter among the tied labels
     return label, top / len(cast), len(tied) > 1
 
@@ -144,13 +197,17 @@ def fleiss_kappa(table: np.ndarray) -> float:
     return float((P_bar - P_e) / (1 - P_e))
 
 
-def assign(texts: Sequence[str], dims: Sequence[Dimension], voters: Sequence[Any]) -> Assignment:
-    """Run every voter on every item and aggregate (majority vote, tie rule, agreement, kappa)."""
+def assign(texts: Sequence[str], dims: Sequence[Dimension], voters: Sequence[Any],
+           tie_rule: str = "first_voter") -> Assignment:
+    """Run every voter on every item and aggregate (majority vote, ``tie_rule``, agreement, kappa)."""
+    if tie_rule not in TIE_RULES:
+        raise ValueError(f"tie_rule must be one of {', '.join(TIE_RULES)}, got {tie_rule!r}")
+    before = [getattr(v, "stand_in_votes", 0) for v in voters]
     per_voter = [v.vote(texts, dims) for v in voters]
     votes = [list(col) for col in zip(*per_voter)] if per_voter else [[] for _ in texts]
     labels, agree, ties = [], [], []
     for row in votes:
-        lab, a, t = majority(row)
+        lab, a, t = majority(row, tie_rule)
         labels.append(lab), agree.append(a), ties.append(t)
     cats = [d.name for d in dims] + [OTHER]
 
@@ -166,6 +223,10 @@ def assign(texts: Sequence[str], dims: Sequence[Dimension], voters: Sequence[Any
     kappa_all = kappa_of(full) if full and len(voters) >= 2 else float("nan")
     counts = Counter(labels)
     shares = {c: counts.get(c, 0) / max(len(labels), 1) for c in cats}
-    return Assignment(labels, votes, [v.name for v in voters], agree, ties, kappa, len(votes), shares=shares,
+    n_cast = Counter(sum(v is not None for v in row) for row in votes)
+    stand = {v.name: getattr(v, "stand_in_votes", 0) - b for v, b in zip(voters, before) if getattr(v, "stand_in", None)}
+    return Assignment(labels, votes, [v.name for v in voters], agree, ties, kappa, len(votes),
+                      tie_rule=f"{tie_rule}: {TIE_RULES[tie_rule]}", shares=shares,
                       kappa_voters=[voters[j].name for j in complete], kappa_all_voters=kappa_all,
-                      kappa_all_items=len(full))
+                      kappa_all_items=len(full), tied=[tied_labels(row) for row in votes],
+                      votes_per_item=dict(sorted(n_cast.items())), stand_in_votes=stand)

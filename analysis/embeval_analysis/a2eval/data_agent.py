@@ -34,7 +34,9 @@ class VoterConfig:
     kind: str = field(default="llm", metadata=opts(choices=("llm", "embedding"), noun="voter kind"))  # llm | embedding
     llm: Any = "rules"  # preset name, preset mapping or subject spec (kind llm)
     variant: int = 0  # prompt variant
-    max_calls: int | None = None  # LLM voters: abstain beyond this many calls
+    max_calls: int | None = None  # LLM voters: at most this many calls to the model (a cost cap)
+    # past max_calls: stand_in = a rule-based voter votes instead (every item keeps N_v votes); abstain = no vote
+    beyond_cap: str = field(default="stand_in", metadata=opts(choices=("stand_in", "abstain"), noun="beyond_cap"))
     threshold: float = 0.05  # embedding voter: below -> other
 
     def check_config(self, where: str = "data_agent.voters[i]") -> None:
@@ -61,6 +63,8 @@ class DataAgentConfig:
     # int, {dimension: K, default: K} or "auto" (sampling.default_k: the paper's 500/24,519 scaled)
     k_per_dim: Any = field(default="auto", metadata=opts(parse=parse_k))
     keep_other: bool = False  # sample 'other' items too (as their own stratum)
+    # majority-vote ties: first_voter = the earliest voter's label among the tied; other = label the item other
+    tie_rule: str = field(default="first_voter", metadata=opts(choices=("first_voter", "other"), noun="tie rule"))
     seed: int = 0
     cache: str | None = None  # LLM call cache (SQLite) shared by all roles
 
@@ -131,7 +135,8 @@ def build_voters(cfg: DataAgentConfig) -> list[Any]:
         if v.kind == "llm":
             try:
                 llm = build_llm(v.llm, cfg.cache, f"voters[{i}]")
-                out.append(LLMVoter(llm, v.variant, v.max_calls, fallback=RulesLLM(variant=4 + i)))
+                out.append(LLMVoter(llm, v.variant, v.max_calls, fallback=RulesLLM(variant=4 + i),
+                                    beyond_cap=v.beyond_cap))
             except (EmbevalError, ImportError) as exc:
                 print(f"a2eval: voter {i} ({v.llm}) unavailable ({str(exc)[:120]}); using a rule-based voter instead")
                 out.append(LLMVoter(RulesLLM(variant=4 + i), v.variant, None,
@@ -190,7 +195,7 @@ class DataAgent:
             probe_idx = rng.choice(len(texts), min(cfg.probe_size, len(texts)), replace=False)
             # balance statistics from the unbudgeted voters (budgeted ones keep their calls for the final labels)
             cheap = [v for v in self.voters if getattr(v, "max_calls", None) is None] or self.voters
-            balance = assign([texts[i] for i in probe_idx], new, cheap).shares
+            balance = assign([texts[i] for i in probe_idx], new, cheap, cfg.tie_rule).shares
             self.memory.add({"kind": "balance", "round": r, "shares": balance})
             unchanged = sorted(d.name for d in new) == sorted(d.name for d in dims)
             rounds.append(Round(r, proposal["dimensions"], proposal.get("rationale", ""), review["verdict"], critique,
@@ -238,13 +243,16 @@ class Curation:
         with (out / "assignments.jsonl").open("w") as fh:
             for i, iid in enumerate(self.item_ids):
                 fh.write(json.dumps({"id": iid, "label": self.assignment.labels[i], "votes": self.assignment.votes[i],
-                                     "agreement": self.assignment.agreement[i], "tie": self.assignment.tie[i]}) + "\n")
+                                     "agreement": self.assignment.agreement[i], "tie": self.assignment.tie[i],
+                                     "tied": self.assignment.tied[i] if self.assignment.tied else []}) + "\n")
         (out / "selection.json").write_text(json.dumps({
             "item_ids": self.subset_ids(), **self.selection.to_dict(), "voters": self.assignment.voters,
             "kappa": self.assignment.kappa, "kappa_items": self.assignment.kappa_items,
             "kappa_voters": self.assignment.kappa_voters, "kappa_all_voters": self.assignment.kappa_all_voters,
             "kappa_all_items": self.assignment.kappa_all_items,
-            "tie_rule": self.assignment.tie_rule, "shares": self.assignment.shares, "seconds": self.seconds,
+            "tie_rule": self.assignment.tie_rule, "ties": sum(self.assignment.tie),
+            "votes_per_item": self.assignment.votes_per_item, "stand_in_votes": self.assignment.stand_in_votes,
+            "shares": self.assignment.shares, "seconds": self.seconds,
             "pool_ids": self.item_ids}, indent=2))
         return out
 
@@ -263,7 +271,7 @@ def curate(items: Sequence[Any], cfg: DataAgentConfig | None = None, embed_cfg=N
     ind = agent.induce(texts)
     t["induce"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    asg = assign(texts, ind.dimensions, agent.voters)
+    asg = assign(texts, ind.dimensions, agent.voters, cfg.tie_rule)
     t["assign"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     if X is None:

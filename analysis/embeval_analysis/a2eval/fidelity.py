@@ -8,7 +8,9 @@
 - :func:`kcenter`: the greedy k-center baseline subset on the same embeddings.
 - :func:`redundancy`: per-dimension near-duplicate statistics of the pool's embeddings.
 - :func:`cost_summary`: items of the full pool vs the subset, and the measured wall-clock speed-up.
-- :func:`final_score_fidelity`: the paper's ``1 - |S_agent - S_ref| / |S_ref|`` per benchmark.
+- :func:`dimension_fidelity`: the paper's score fidelity ``1 - |S_agent - S_ref| / |S_ref|`` per capability
+  dimension plus the final score (mean over dimensions), as its Table 6 reports it (the default report).
+- :func:`final_score_fidelity`: the same formula per benchmark (source) with the item mean over all items.
 - :func:`inference_fidelity`: normalised edit similarity of the synthesised inference's outputs to
   the reference harness's outputs.
 - :func:`pair_correlation` / :func:`pairwise_table`: Spearman, Kendall tau-b and tau-a of two columns.
@@ -101,19 +103,35 @@ def rank_agreement(reference: Sequence[float], other: Sequence[float], names: Se
 
 def subset_fidelity(scores: np.ndarray, idx: Sequence[int], weights: Sequence[float] | None = None,
                     names: Sequence[str] | None = None, n_boot: int = 1000, seed: int = 0,
-                    level: float = 0.95) -> RankAgreement:
-    """Full-pool means (``scores``: models x items in [0, 1]) vs the subset estimate
-    ``sum_i w_i s_i / sum_i w_i`` over ``idx``; intervals by resampling the subset's items."""
+                    level: float = 0.95, groups: Sequence[str] | None = None) -> RankAgreement:
+    """Full-pool means (``scores``: models x items in [0, 1]) vs the subset estimate over ``idx``:
+    ``sum_i w_i s_i / sum_i w_i`` or, with ``groups`` (the capability dimension of each subset item), the mean
+    over groups of each group's item mean (the A2Eval paper's headline, :mod:`.headline`). Intervals by
+    resampling the subset's items (within each group when ``groups`` are given)."""
     scores = np.asarray(scores, float)
     idx = np.asarray(idx, int)
     w = np.ones(len(idx)) if weights is None else np.asarray(weights, float)
     if len(w) != len(idx) or len(idx) == 0:
         raise InvalidInputError(f"subset_fidelity: {len(idx)} indices but {len(w)} weights")
     full = scores.mean(axis=1)
-    est = (scores[:, idx] * w).sum(axis=1) / w.sum()
-    rho, tau, r = _corrs(full, est)
     rng = np.random.default_rng(seed)
     boots = np.full((n_boot, 3), np.nan)
+    if groups is not None:
+        if weights is not None or len(groups) != len(idx):
+            raise InvalidInputError(f"subset_fidelity: groups ({len(groups)}) need one label per index ({len(idx)}) "
+                                    "and no weights")
+        g = np.asarray([str(x) for x in groups])
+        members = [idx[g == name] for name in dict.fromkeys(g.tolist())]
+        est = np.mean([scores[:, m].mean(axis=1) for m in members], axis=0)
+        rho, tau, r = _corrs(full, est)
+        for k in range(n_boot):
+            e = np.mean([scores[:, m[rng.integers(0, len(m), len(m))]].mean(axis=1) for m in members], axis=0)
+            boots[k] = _corrs(full, e)
+        return RankAgreement(len(full), _interval(rho, boots[:, 0], level), _interval(tau, boots[:, 1], level),
+                             _interval(r, boots[:, 2], level), discordant_pairs(full, est, names),
+                             float(np.mean(np.abs(full - est))))
+    est = (scores[:, idx] * w).sum(axis=1) / w.sum()
+    rho, tau, r = _corrs(full, est)
     for k in range(n_boot):
         j = rng.integers(0, len(idx), len(idx))
         e = (scores[:, idx[j]] * w[j]).sum(axis=1) / w[j].sum()
@@ -304,14 +322,15 @@ def pairwise_table(path: str, columns: Sequence[str] | None = None) -> list[Pair
 
 def final_score_fidelity(agent: np.ndarray, reference: np.ndarray, groups: Sequence[str],
                          subjects: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """The paper's score fidelity ``1 - |S_agent - S_ref| / |S_ref|`` per benchmark (``groups[i]`` names
+    """The paper's score-fidelity formula ``1 - |S_agent - S_ref| / |S_ref|`` per benchmark (``groups[i]`` names
     item i's benchmark) and subject, where ``S`` is the subject's final score on the benchmark: the mean
     of its item scores (``agent``: synthesised inference + scorer; ``reference``: the reference harness;
     both subjects x items, NaN = no score, counted as 0). ``S_ref = 0`` gives NaN (undefined).
     The formula is unbounded below (a subject with a small ``S_ref`` can score far below 0), so the
     median over subjects is returned beside the mean.
     Returns ``{benchmark: {"items", "per_subject": {s: fid}, "s_agent", "s_ref", "mean", "median"}}``
-    plus ``"all"``."""
+    plus ``"all"`` (``S`` = the item mean over all items). This grouping is embeval's addition, reported beside
+    :func:`dimension_fidelity` (the paper's Table 6 groups by capability dimension)."""
     A, R = np.nan_to_num(np.asarray(agent, float)), np.nan_to_num(np.asarray(reference, float))
     groups = np.asarray(list(groups))
     if A.shape != R.shape or A.shape[1] != len(groups):
@@ -325,6 +344,35 @@ def final_score_fidelity(agent: np.ndarray, reference: np.ndarray, groups: Seque
         ok = np.isfinite(fid).any()
         out[g] = {"items": int(cols.sum()), "per_subject": dict(zip(subjects, fid.tolist())),
                   "s_agent": sa.tolist(), "s_ref": sr.tolist(),
+                  "mean": float(np.nanmean(fid)) if ok else float("nan"),
+                  "median": float(np.nanmedian(fid)) if ok else float("nan")}
+    return out
+
+
+def dimension_fidelity(agent: np.ndarray, reference: np.ndarray, dimensions: Sequence[str],
+                       subjects: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Score fidelity as the A2Eval paper's Table 6 reports it: per capability dimension, plus the final score.
+    Per dimension ``d``: ``1 - |S_agent,d - S_ref,d| / |S_ref,d|`` with ``S_d`` the subject's mean item score in
+    ``d``; ``"final"``: the same with ``S`` the subject's final benchmark score, the mean over dimensions of the
+    ``S_d`` (the paper's headline, :func:`.headline.headline_scores`). ``agent`` / ``reference``: subjects x
+    items, NaN = no score, counted as 0; ``S_ref = 0`` gives NaN. Rows in order of first appearance, then
+    ``"final"``; each ``{"items", "per_subject", "s_agent", "s_ref", "mean", "median"}`` like
+    :func:`final_score_fidelity` (which groups by benchmark instead; its ``"all"`` is the item mean)."""
+    A, R = np.nan_to_num(np.asarray(agent, float)), np.nan_to_num(np.asarray(reference, float))
+    dims = np.asarray([str(d) for d in dimensions])
+    if A.shape != R.shape or A.ndim != 2 or A.shape[1] != len(dims) or len(dims) == 0:
+        raise InvalidInputError(f"dimension_fidelity: shapes {A.shape} / {R.shape} for {len(dims)} items")
+    names = list(dict.fromkeys(dims.tolist()))
+    sa_d = np.stack([A[:, dims == d].mean(axis=1) for d in names], axis=1)
+    sr_d = np.stack([R[:, dims == d].mean(axis=1) for d in names], axis=1)
+    out: dict[str, dict[str, Any]] = {}
+    for j, d in enumerate(names + ["final"]):
+        sa, sr = (sa_d.mean(axis=1), sr_d.mean(axis=1)) if d == "final" else (sa_d[:, j], sr_d[:, j])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fid = np.where(np.abs(sr) > 0, 1.0 - np.abs(sa - sr) / np.abs(sr), np.nan)
+        ok = np.isfinite(fid).any()
+        out[d] = {"items": int(len(dims) if d == "final" else np.sum(dims == d)),
+                  "per_subject": dict(zip(subjects, fid.tolist())), "s_agent": sa.tolist(), "s_ref": sr.tolist(),
                   "mean": float(np.nanmean(fid)) if ok else float("nan"),
                   "median": float(np.nanmedian(fid)) if ok else float("nan")}
     return out

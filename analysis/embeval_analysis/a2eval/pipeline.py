@@ -8,7 +8,7 @@ Config (YAML; every section optional, defaults in ``config/a2eval/default.yaml``
     data_agent: {proposer: rules, reviewer: rules, voters: [...], max_rounds: 5, k_per_dim: auto}
     eval_agent: {evaluator: rules, scorer: rules, max_attempts: 4}
     subjects: {population: {n: 10, seed: 0}, specs: []}   # specs: subject YAMLs (kind vlm); n: 0 = no population
-    report: {n_random: 20, n_boot: 1000, n_kcenter: 5}
+    report: {n_random: 20, n_boot: 1000, n_kcenter: 5, headline: dimension_mean}   # or headline: item_mean
     cache: ~/.cache/embeval/a2eval_llm.sqlite          # LLM call cache for every role
 
 :func:`load_config` validates all of it before any work (:func:`check_config`: each section a typed dataclass read by
@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from embeval.config import check_keys, from_mapping, in_range, mapping, non_empty_str
+from embeval.config import check_keys, from_mapping, in_range, mapping, non_empty_str, opts
 from embeval.errors import ConfigError, load_yaml
 
 CONFIG_DIR = Path(__file__).resolve().parents[3] / "config" / "a2eval"
@@ -49,11 +49,15 @@ class PoolConfig:
 
 @dataclass
 class ReportConfig:
-    """``report`` of an A2Eval config: random-subset seeds (>= 20), bootstrap resamples and k-center seeds."""
+    """``report`` of an A2Eval config: random-subset seeds (>= 20), bootstrap resamples, k-center seeds and the
+    headline definition: ``dimension_mean`` (default, the paper's: mean over dimensions of the per-dimension item
+    means) or ``item_mean`` (option: mean over the subset's items); the other is reported beside it."""
 
     n_random: int = 20
     n_boot: int = 1000
     n_kcenter: int = 5
+    headline: str = field(default="dimension_mean", metadata=opts(choices=("dimension_mean", "item_mean"),
+                                                                  noun="headline definition"))
 
     def check_config(self, where: str = "report") -> None:
         from embeval_analysis.a2eval.fidelity import MIN_RANDOM_SEEDS
@@ -191,58 +195,101 @@ def measure_speedup(subjects: Sequence[Any], items: Sequence[Any], indices: Sequ
     return float(seconds_full), time.perf_counter() - t0, sub
 
 
-def agent_fidelity(ev: Any, reference: Any, items: Sequence[Any]) -> dict[str, Any]:
-    """Score fidelity (final score, per benchmark = item ``source``) and inference fidelity (normalised
-    edit similarity of outputs) of an Eval Agent evaluation ``ev`` against the reference harness's
-    :class:`~.subjects.Results` ``reference`` on the same subjects and items."""
+def agent_fidelity(ev: Any, reference: Any, items: Sequence[Any], dimensions: Sequence[str] | None = None) -> dict[str, Any]:
+    """Score fidelity and inference fidelity (normalised edit similarity of outputs) of an Eval Agent evaluation
+    ``ev`` against the reference harness's :class:`~.subjects.Results` ``reference`` on the same subjects and items.
+
+    Default grouping, as the A2Eval paper's Table 6: per capability dimension (``dimensions``: the assigned
+    dimension of each item, e.g. ``Selection.dimensions``; default each item's ``dimension`` field) plus the
+    ``"final"`` score, the mean over dimensions (:func:`.fidelity.dimension_fidelity`). Beside it, per benchmark
+    (item ``source``) with ``"all"`` = the item mean (:func:`.fidelity.final_score_fidelity`):
+    ``score_by_benchmark`` / ``inference_by_benchmark``."""
     from embeval_analysis.a2eval import fidelity as F
 
     if list(reference.subjects) != list(ev.subjects) or list(reference.item_ids) != list(ev.item_ids):
         raise ConfigError("agent_fidelity: the reference harness ran other subjects or items than the Eval Agent")
+    if dimensions is None:
+        dimensions = [getattr(it, "dimension", None) or "unassigned" for it in items]
+    dims = [str(d) for d in dimensions]
+    if len(dims) != len(items):
+        raise ConfigError(f"agent_fidelity: {len(dims)} dimension labels for {len(items)} items")
     groups = [it.source or "pool" for it in items]
-    return {"score": F.final_score_fidelity(ev.synth_scores, reference.scores, groups, ev.subjects),
-            "inference": F.inference_fidelity(ev.predictions, reference.predictions, groups),
+    return {"grouping": "dimension",
+            "score": F.dimension_fidelity(ev.synth_scores, reference.scores, dims, ev.subjects),
+            "inference": F.inference_fidelity(ev.predictions, reference.predictions, dims),
+            "score_by_benchmark": F.final_score_fidelity(ev.synth_scores, reference.scores, groups, ev.subjects),
+            "inference_by_benchmark": F.inference_fidelity(ev.predictions, reference.predictions, groups),
             "scorer_agreement": ev.scorer_fidelity}
 
 
 def format_agent_fidelity(fid: dict[str, Any]) -> str:
-    """The fidelity table of :func:`agent_fidelity`."""
-    lines = [f"{'benchmark':<16}{'items':>6}{'score fidelity mean / median':>30}{'inference fidelity':>20}{'equal outputs':>15}"]
+    """The fidelity tables of :func:`agent_fidelity`: per capability dimension with the final score (the paper's
+    Table 6), then per benchmark."""
+    head = f"{'score fidelity mean / median':>30}{'inference fidelity':>20}{'equal outputs':>15}"
+    lines = [f"{'dimension':<16}{'items':>6}{head}"]
     for g, sc in fid["score"].items():
-        inf = fid["inference"][g]
+        inf = fid["inference"]["all" if g == "final" else g]
         lines.append(f"{g:<16}{sc['items']:>6}{sc['mean']:>22.3f} / {sc['median']:.3f}{inf['similarity']:>20.3f}"
                      f"{inf['exact']:>15.1%}")
-    lines.append("score fidelity = 1 - |S_agent - S_ref| / |S_ref| of each subject's final score, over subjects; inference "
-                 "fidelity = 1 - normalised edit distance of run_vlm_inference's outputs to the reference harness's; "
-                 f"item-level scorer agreement {fid['scorer_agreement']:.1%}")
+    lines += ["", f"{'benchmark':<16}{'items':>6}{head}"]
+    for g, sc in fid["score_by_benchmark"].items():
+        inf = fid["inference_by_benchmark"][g]
+        lines.append(f"{g:<16}{sc['items']:>6}{sc['mean']:>22.3f} / {sc['median']:.3f}{inf['similarity']:>20.3f}"
+                     f"{inf['exact']:>15.1%}")
+    lines.append("score fidelity = 1 - |S_agent - S_ref| / |S_ref| of each subject's score, over subjects: per dimension "
+                 "(S = the dimension's item mean) and final (S = the mean over dimensions, the headline), as the paper's "
+                 "Table 6; per benchmark (S = the item mean; 'all' over every item) beside it. Inference fidelity = 1 - "
+                 "normalised edit distance of run_vlm_inference's outputs to the reference harness's; item-level scorer "
+                 f"agreement {fid['scorer_agreement']:.1%}")
     return "\n".join(lines)
 
 
 def fidelity_report(scores: np.ndarray, subjects: Sequence[str], selection: Any, X: np.ndarray, labels: Sequence[str],
                     n_random: int = 20, n_boot: int = 1000, n_kcenter: int = 5, seed: int = 0,
-                    seconds_full: float | None = None, seconds_subset: float | None = None) -> dict[str, Any]:
-    """Everything the fidelity report prints, as a JSON-able dict (see :mod:`.fidelity`). The headline
-    is the balanced subset mean (the paper's score); the mass-weighted reconstruction is an extra row."""
-    from embeval_analysis.a2eval import fidelity as F
+                    seconds_full: float | None = None, seconds_subset: float | None = None,
+                    headline: str = "dimension_mean") -> dict[str, Any]:
+    """Everything the fidelity report prints, as a JSON-able dict (see :mod:`.fidelity`).
 
+    The headline row ``a2eval_balanced`` scores each subject on the balanced subset by ``headline``: by default
+    the paper's definition (A2Eval Table 7 "Avg", "the mean across dimensions": the mean over the subset's
+    dimensions of each dimension's item mean, :mod:`.headline`); ``"item_mean"`` (the option) by the mean over the
+    subset's items. The other definition is the row ``a2eval_other`` beside it (``a2eval_item_mean`` /
+    ``a2eval_dimension_mean`` name them by definition); the mass-weighted reconstruction is an extra row."""
+    from embeval_analysis.a2eval import fidelity as F
+    from embeval_analysis.a2eval.headline import check_method, headline_scores
+
+    check_method(headline)
     n = len(selection.indices)
+    dims = list(selection.dimensions)
     weighted = F.subset_fidelity(scores, selection.indices, selection.weights, subjects, n_boot, seed)
-    balanced = F.subset_fidelity(scores, selection.indices, None, subjects, n_boot, seed)
+    by_dim = F.subset_fidelity(scores, selection.indices, None, subjects, n_boot, seed, groups=dims)
+    by_item = F.subset_fidelity(scores, selection.indices, None, subjects, n_boot, seed)
+    balanced, other = (by_dim, by_item) if headline == "dimension_mean" else (by_item, by_dim)
     rnd = F.random_baseline(scores, n, n_random, seed)
     kc = F.kcenter_baseline(scores, X, n, n_kcenter, seed)
     full = scores.mean(axis=1)
+    sub = np.asarray(scores, float)[:, selection.indices]
+    s_dim, s_item = headline_scores(sub, dims), headline_scores(sub, dims, "item_mean")
     return {
         "n_items": int(scores.shape[1]), "n_subset": n, "n_subjects": len(subjects), "headline": "a2eval_balanced",
+        "headline_method": headline, "other_method": "item_mean" if headline == "dimension_mean" else "dimension_mean",
         "k_per_dim": dict(getattr(selection, "k_per_dim", {}) or {}), "k_rule": getattr(selection, "k_rule", ""),
-        "a2eval_balanced": balanced.to_dict(), "a2eval_weighted": weighted.to_dict(),
+        "a2eval_balanced": balanced.to_dict(), "a2eval_other": other.to_dict(),
+        "a2eval_dimension_mean": by_dim.to_dict(), "a2eval_item_mean": by_item.to_dict(),
+        "a2eval_weighted": weighted.to_dict(),
         "random": rnd.to_dict(), "kcenter": kc.to_dict(),
         "better_than_random": bool(balanced.spearman.value > rnd.spearman_mean.value),
         "redundancy": F.redundancy(X, labels),
         "cost": F.cost_summary(scores.shape[1], n, seconds_full, seconds_subset),
         "scores": {"subjects": list(subjects), "full": full.tolist(),
                    "subset_weighted": selection.estimate(scores).tolist(),
-                   "subset_balanced": selection.estimate(scores, weighted=False).tolist()},
+                   "subset_balanced": (s_dim if headline == "dimension_mean" else s_item).tolist(),
+                   "subset_dimension_mean": s_dim.tolist(), "subset_item_mean": s_item.tolist()},
     }
+
+
+#: row labels of the two headline definitions in the printed tables
+HEADLINE_LABEL = {"dimension_mean": "mean over dimensions", "item_mean": "item mean"}
 
 
 def format_report(rep: dict[str, Any]) -> str:
@@ -258,22 +305,32 @@ def format_report(rep: dict[str, Any]) -> str:
              f"{rep['n_subjects']} subjects"]
     if rep.get("k_rule"):
         lines.append(rep["k_rule"])
-    lines += ["", f"{'method':<32}{'Spearman [95% CI]':<26}{'Kendall tau-b [95% CI]':<26}{'score MAE':>10}  discordant pairs"]
-    for name, key in (("A2Eval (balanced mean)", "a2eval_balanced"), ("  mass-weighted reconstruction", "a2eval_weighted")):
+    method = rep.get("headline_method", "dimension_mean")
+    other = rep.get("other_method", "item_mean")
+    lines += ["", f"{'method':<36}{'Spearman [95% CI]':<26}{'Kendall tau-b [95% CI]':<26}{'score MAE':>10}  discordant pairs"]
+    rows = [(f"A2Eval ({HEADLINE_LABEL[method]})", "a2eval_balanced")]
+    if "a2eval_other" in rep:
+        rows.append((f"  A2Eval ({HEADLINE_LABEL[other]}, option)", "a2eval_other"))
+    rows.append(("  mass-weighted reconstruction", "a2eval_weighted"))
+    for name, key in rows:
         r = rep[key]
-        lines.append(f"{name:<32}{iv(r['spearman']):<26}{iv(r['kendall']):<26}{r['mae']:>10.3f}  {len(r['discordant'])}")
+        lines.append(f"{name:<36}{iv(r['spearman']):<26}{iv(r['kendall']):<26}{r['mae']:>10.3f}  {len(r['discordant'])}")
     for name, key in ((f"random x{rep['random']['n_seeds']} (mean)", "random"),
                       (f"k-center x{rep['kcenter']['n_seeds']} (mean)", "kcenter")):
         r = rep[key]
-        lines.append(f"{name:<32}{iv(r['spearman_mean']):<26}{iv(r['kendall_mean']):<26}{r['mae_mean']:>10.3f}")
+        lines.append(f"{name:<36}{iv(r['spearman_mean']):<26}{iv(r['kendall_mean']):<26}{r['mae_mean']:>10.3f}")
     lines += ["", f"{'dimension':<14}{'items':>6}{'nn cosine':>11}{'near-dup share':>16}"]
     for d, v in rep["redundancy"].items():
         lines.append(f"{d:<14}{int(v['items']):>6}{v['nn_cosine']:>11.3f}{v['dup_share']:>16.2f}")
     s = rep["scores"]
     w = max([14] + [len(n) + 2 for n in s["subjects"]])
-    lines += ["", f"{'subject':<{w}}{'full':>8}{'subset(bal)':>13}{'subset(w)':>11}"]
+    short = {"dimension_mean": "subset(dims)", "item_mean": "subset(items)"}
+    lines += ["", f"{'subject':<{w}}{'full':>8}{short[method]:>14}{short[other] + '*':>15}{'subset(w)':>11}"]
     for k, name in enumerate(s["subjects"]):
-        lines.append(f"{name:<{w}}{s['full'][k]:>8.3f}{s['subset_balanced'][k]:>13.3f}{s['subset_weighted'][k]:>11.3f}")
+        o = s.get(f"subset_{other}", [float("nan")] * len(s["subjects"]))[k]
+        lines.append(f"{name:<{w}}{s['full'][k]:>8.3f}{s['subset_balanced'][k]:>14.3f}{o:>15.3f}{s['subset_weighted'][k]:>11.3f}")
+    lines.append(f"full = the pool's item mean; headline = the subset's {HEADLINE_LABEL[method]} (report.headline: "
+                 f"{method}); * the other definition, beside it; subset(w) = the mass-weighted reconstruction")
     return "\n".join(lines)
 
 

@@ -1,4 +1,4 @@
-"""``embeval a2eval pool|curate|evaluate|report``: agentic benchmark curation and evaluation (A2Eval)."""
+"""``embeval a2eval pool|curate|evaluate|report|ranks|headline``: agentic benchmark curation and evaluation (A2Eval)."""
 from __future__ import annotations
 
 import argparse
@@ -64,6 +64,20 @@ def register(sub) -> None:
     k.add_argument("--columns", nargs="+", help="columns to compare (default: all others)")
     k.add_argument("--boot", type=int, default=2000, help="bootstrap resamples (default 2000)")
     k.set_defaults(func=_ranks)
+
+    h = g.add_parser("headline", help="the A2Eval headline per model from per-item scores: the mean over dimensions",
+                     formatter_class=ex, description="Per model: the mean item score of each capability dimension and "
+                     "the headline, the mean over dimensions of those means (the A2Eval paper's Table 7 'Avg' and "
+                     "Table 3 column), with the item mean beside it, in percent with two decimals. FILE is CSV (header "
+                     "with model, dimension, score; other columns ignored) or JSON lines (one object per item with "
+                     "those keys); score in [0, 1].",
+                     epilog="examples:\n  embeval a2eval headline scores.csv\n"
+                            "  embeval a2eval headline scores.jsonl --item-mean --json")
+    h.add_argument("file", type=Path, help="per-item scores: CSV or JSON lines with model, dimension, score in [0, 1]")
+    h.add_argument("--item-mean", action="store_true", help="headline = the mean over all items (option; the default "
+                   "is the paper's mean over dimensions, which counts every dimension once)")
+    h.add_argument("--json", action="store_true", help="machine-readable output (percent, full precision)")
+    h.set_defaults(func=_headline)
 
 
 _RERUN = "re-run `embeval a2eval curate --out {out}` (with the same pool/config)"
@@ -202,7 +216,10 @@ def _curate(args) -> int:
     print(f"dimensions after {len(ind.rounds)} round(s) (stop: {ind.stop_reason}): {', '.join(d.name for d in cur.dimensions)}")
     a = cur.assignment
     print(f"assigner: {len(a.voters)} voters, Fleiss' kappa {a.kappa:.3f} ({len(a.kappa_voters)} voters x "
-          f"{a.kappa_items} items; all voters on {a.kappa_all_items} items: {a.kappa_all_voters:.3f}), ties {sum(a.tie)}")
+          f"{a.kappa_items} items; all voters on {a.kappa_all_items} items: {a.kappa_all_voters:.3f})")
+    per = ", ".join(f"{k} votes: {v} items" for k, v in a.votes_per_item.items())
+    stand = "".join(f"; {n.split(' (')[0]} past its cap: {c} votes by its stand-in" for n, c in a.stand_in_votes.items() if c)
+    print(f"votes per item: {per}{stand}; ties {sum(a.tie)} (tie rule {a.tie_rule})")
     print(f"{'dimension':<14}{'pool':>6}{'kept':>6}")
     for d in [x.name for x in cur.dimensions] + ["other"]:
         n_pool = sum(l == d for l in cur.assignment.labels)
@@ -239,18 +256,25 @@ def _evaluate(args) -> int:
     from embeval_analysis.a2eval.subjects import collect_results
 
     ev = evaluate(synth, subjects, subset, ecfg.limits())
-    fid = P.agent_fidelity(ev, collect_results(subjects, subset), subset)
+    fid = P.agent_fidelity(ev, collect_results(subjects, subset), subset, sel["dimensions"])
     P.save_json({**ev.to_dict(), "fidelity": fid}, args.out / "evaluation.json")
     print(f"\nsynthesised scorer agrees with the reference scorers on {ev.scorer_fidelity:.1%} of "
           f"{ev.synth_scores.size} predictions ({ev.seconds:.1f} s in the sandbox)")
     print(P.format_agent_fidelity(fid))
     w = sel["weights"]
-    print(f"\n{'subject':<14}{'balanced':>9}{'weighted':>9}   (headline: the balanced mean)")
     import numpy as np
 
+    from embeval_analysis.a2eval.headline import headline_scores
+
+    method = P.report_config(cfg).headline
+    other = "item_mean" if method == "dimension_mean" else "dimension_mean"
+    width = max([14] + [len(s) + 2 for s in ev.subjects])
+    print(f"\n{'subject':<{width}}{'headline':>9}{P.HEADLINE_LABEL[other]:>22}{'weighted':>10}   (headline: the "
+          f"{P.HEADLINE_LABEL[method]} on the subset, report.headline: {method})")
     for k, s in enumerate(ev.subjects):
         row = np.nan_to_num(ev.synth_scores[k])
-        print(f"{s:<14}{row.mean():>9.3f}{np.dot(row, w) / np.sum(w):>9.3f}")
+        print(f"{s:<{width}}{headline_scores(row, sel['dimensions'], method):>9.3f}"
+              f"{headline_scores(row, sel['dimensions'], other):>22.3f}{np.dot(row, w) / np.sum(w):>10.3f}")
     if not synth.failed:
         path = export_lmms_task(args.out / "lmms_task", subset, synth.inference_code, synth.scorer_code, w)
         print(f"lmms-eval task -> {path}")
@@ -278,7 +302,7 @@ def _report(args) -> int:
                           sel.get("k_per_dim", {}), sel.get("k_rule", ""))
     rc = P.report_config(cfg)
     rep = P.fidelity_report(res.scores, res.subjects, selection, X, labels, rc.n_random,
-                            rc.n_boot, rc.n_kcenter, cfg.get("seed", 0), t_full, t_sub)
+                            rc.n_boot, rc.n_kcenter, cfg.get("seed", 0), t_full, t_sub, headline=rc.headline)
     P.save_json(rep, args.out / "report.json")
     print(P.format_report(rep))
     print(f"\nreport -> {args.out}/report.json")
@@ -316,4 +340,14 @@ def _ranks(args) -> int:
     for pc in pairwise_table(str(args.table), cols):
         print(f"{pc.a + ' vs ' + pc.b:<28}{pc.spearman:>9.2f}{pc.kendall_b:>9.2f}{pc.kendall_a:>7.2f}  "
               f"{pc.concordant}/{pc.discordant}/{pc.ties}")
+    return 0
+
+
+def _headline(args) -> int:
+    import json
+
+    from embeval_analysis.a2eval.headline import format_headline_table, headline_table
+
+    tab = headline_table(args.file, "item_mean" if args.item_mean else "dimension_mean")
+    print(json.dumps(tab.to_dict(), indent=2) if args.json else format_headline_table(tab))
     return 0

@@ -2,8 +2,9 @@
 
 Roles here: Proposer, Reviewer, three voters, Evaluator and Scorer are the rule-based stand-in
 (:class:`embeval_analysis.a2eval.llm.RulesLLM`, not an LLM); the embedded Gemma 3 270M GGUF is the fourth voter
-(log-likelihood choice, at most ``gemma_calls`` calls, cached) when llama-cpp-python is installed,
-otherwise a rule-based voter stands in (printed); the fifth voter is MiniLM embedding similarity.
+(log-likelihood choice, at most ``gemma_calls`` calls, cached; past them a rule-based stand-in votes for it, so
+every item gets the paper's N_v = 5 votes) when llama-cpp-python is installed, otherwise a rule-based voter stands
+in (printed); the fifth voter is MiniLM embedding similarity.
 Subjects: the shipped A2Eval model subjects (:mod:`embeval_analysis.a2eval.models`: tiny VLMs that look at the
 pool's images, trained at different widths, input sizes, budgets and dimension mixes), whose answers the fidelity
 table ranks; the rule-based image solvers of :mod:`embeval_analysis.a2eval.subjects` run beside them as a labelled
@@ -77,13 +78,16 @@ def _run(ctx) -> None:
     a = cur.assignment
     print(f"Fleiss' kappa {a.kappa:.3f} ({len(a.kappa_voters)} voters x {a.kappa_items} items); all "
           f"{len(a.voters)} voters on the {a.kappa_all_items} items all rated: {a.kappa_all_voters:.3f}")
-    print(f"majority label = true dimension for {acc:.1%} of items; ties {sum(a.tie)}")
+    per = ", ".join(f"{k} votes: {v} items" for k, v in a.votes_per_item.items())
+    print(f"majority label = true dimension for {acc:.1%} of items; {per}; ties {sum(a.tie)} ({a.tie_rule})")
     gem = [j for j, n in enumerate(a.voters) if "gemma" in n and "fallback" not in n]
     if gem:
         j = gem[0]
-        rated = [(row[j], it.dimension) for row, it in zip(a.votes, items) if row[j] is not None]
+        n_gemma = len(a.votes) - sum(a.stand_in_votes.values())  # Gemma votes on the first items, its stand-in after
+        rated = [(row[j], it.dimension) for row, it in zip(a.votes[:n_gemma], items) if row[j] is not None]
         print(f"Gemma 3 270M voter: {len(rated)} votes, {np.mean([v == d for v, d in rated]):.0%} equal to the true "
-              "dimension (a weak model: plumbing and log-likelihood voting only)")
+              f"dimension (a weak model: plumbing and log-likelihood voting only); its rule-based stand-in cast the "
+              f"other {sum(a.stand_in_votes.values())}")
     t_full, t_sub, _ = P.measure_speedup(subjects, items, cur.selection.indices, t_full)
     n_boot = 300 if ctx.quick else 1000
     rep = P.fidelity_report(res.scores, res.subjects, cur.selection, X, cur.assignment.labels, 20, n_boot, 5,
@@ -95,9 +99,12 @@ def _run(ctx) -> None:
     print(f"\nFidelity (full pool vs curated subset), ranking the {len(subjects)} model subjects' answers:")
     print(P.format_report(rep))
     bal = _balanced_check(res.scores, [it.dimension for it in items], rep)
-    print(f"the subset's balanced mean vs the full pool's dimension-balanced score (mean of the 6 per-dimension "
+    print(f"the subset's headline vs the full pool's dimension-balanced score (mean of the 6 per-dimension "
           f"means): Spearman {bal['spearman']:.3f}, Kendall {bal['kendall_b']:.3f} (the headline row compares it with the "
           "full pool's plain mean, which weights counting 34 %)")
+    print("headline = the paper's definition (Table 7 'Avg': the mean over dimensions of each dimension's item mean); "
+          f"the item mean (option) beside it: Spearman {rep['a2eval_balanced']['spearman']['value']:.3f} vs "
+          f"{rep['a2eval_item_mean']['spearman']['value']:.3f}")
     print(f"\nsynthetic control ({len(control)} rule-based solvers incl. blind-prior, same subset):")
     print(_control_rows(rep_ctrl))
     subset = [items[i] for i in cur.selection.indices]
@@ -110,7 +117,7 @@ def _run(ctx) -> None:
           f"(failed: {sorted(synth.failed) or 'none'}); synthesised scorer = reference on "
           f"{ev.scorer_fidelity:.1%} of {np.isfinite(ev.synth_scores).sum()} predictions; "
           f"{time.perf_counter() - t0:.1f} s in the sandbox")
-    fid = P.agent_fidelity(ev, collect_results(ev_subjects, subset), subset)
+    fid = P.agent_fidelity(ev, collect_results(ev_subjects, subset), subset, cur.selection.dimensions)
     P.save_json(fid, out / "agent_fidelity.json")
     print(P.format_agent_fidelity(fid))
     if not synth.failed:
@@ -119,9 +126,11 @@ def _run(ctx) -> None:
         print(f"lmms-eval task -> {path}")
     _plot(rep, out / "a2eval_rank_agreement.png")
     ctx.shared["a2eval"] = {"spearman_balanced": rep["a2eval_balanced"]["spearman"]["value"],
+                            "spearman_item_mean": rep["a2eval_item_mean"]["spearman"]["value"],
                             "spearman_weighted": rep["a2eval_weighted"]["spearman"]["value"],
                             "random_mean": rep["random"]["spearman_mean"]["value"],
-                            "score_fidelity": fid["score"]["all"]["mean"],
+                            "score_fidelity": fid["score"]["final"]["mean"],
+                            "score_fidelity_all_items": fid["score_by_benchmark"]["all"]["mean"],
                             "inference_fidelity": fid["inference"]["all"]["similarity"],
                             "speedup": rep["cost"]["speedup"],
                             "control_spearman_balanced": rep_ctrl["a2eval_balanced"]["spearman"]["value"],
@@ -160,12 +169,13 @@ def _control_rows(rep) -> str:
     def iv(d):
         return f"{d['value']:.3f} [{d['lo']:.3f}, {d['hi']:.3f}]"
 
-    rows = [f"{'method':<32}{'Spearman [95% CI]':<26}{'Kendall tau-b [95% CI]':<26}"]
-    for name, key in (("A2Eval (balanced mean)", "a2eval_balanced"), ("  mass-weighted reconstruction", "a2eval_weighted")):
-        rows.append(f"{name:<32}{iv(rep[key]['spearman']):<26}{iv(rep[key]['kendall']):<26}")
+    rows = [f"{'method':<36}{'Spearman [95% CI]':<26}{'Kendall tau-b [95% CI]':<26}"]
+    for name, key in (("A2Eval (mean over dimensions)", "a2eval_balanced"), ("  A2Eval (item mean, option)", "a2eval_item_mean"),
+                      ("  mass-weighted reconstruction", "a2eval_weighted")):
+        rows.append(f"{name:<36}{iv(rep[key]['spearman']):<26}{iv(rep[key]['kendall']):<26}")
     for name, key in ((f"random x{rep['random']['n_seeds']} (mean)", "random"),
                       (f"k-center x{rep['kcenter']['n_seeds']} (mean)", "kcenter")):
-        rows.append(f"{name:<32}{iv(rep[key]['spearman_mean']):<26}{iv(rep[key]['kendall_mean']):<26}")
+        rows.append(f"{name:<36}{iv(rep[key]['spearman_mean']):<26}{iv(rep[key]['kendall_mean']):<26}")
     return "\n".join(rows)
 
 
@@ -192,13 +202,13 @@ def _plot(rep, path) -> None:
 
     s = rep["scores"]
     fig, ax = plt.subplots(1, 2, figsize=(10, 4))
-    ax[0].scatter(s["full"], s["subset_balanced"], label="A2Eval (balanced mean, headline)")
+    ax[0].scatter(s["full"], s["subset_balanced"], label="A2Eval (mean over dimensions, headline)")
     ax[0].scatter(s["full"], s["subset_weighted"], marker="x", label="mass-weighted reconstruction")
     lim = [0, 1]
     ax[0].plot(lim, lim, "k--", lw=0.8)
     ax[0].set_xlabel("full-pool score"), ax[0].set_ylabel("subset score"), ax[0].legend(fontsize=8)
     ax[1].hist(rep["random"]["spearman_all"], bins=10, alpha=0.7, label="random subsets (20 seeds)")
-    ax[1].axvline(rep["a2eval_balanced"]["spearman"]["value"], color="C3", label="A2Eval (balanced mean)")
+    ax[1].axvline(rep["a2eval_balanced"]["spearman"]["value"], color="C3", label="A2Eval (mean over dimensions)")
     ax[1].axvline(rep["a2eval_weighted"]["spearman"]["value"], color="C2", ls="--", label="mass-weighted reconstruction")
     ax[1].set_xlabel("Spearman rho vs full ranking"), ax[1].legend(fontsize=8)
     fig.tight_layout()
