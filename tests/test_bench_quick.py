@@ -36,6 +36,16 @@ def _a2eval(rows):
     assert train[0]["ratio"] == 1.0  # the base member is the baseline
 
 
+def _batching(rows):
+    speed = [r for r in rows if "act_slots batch" in r["case"]]
+    assert [r["case"].split(" batch ")[1].split(",")[0] for r in speed] == ["1", "8", "32"] * 2, speed
+    assert speed[0]["ratio"] == 1.0 and speed[3]["ratio"] == 1.0  # batch 1 is each model's baseline
+    diffs = [r for r in rows if "max_abs_diff" in r]
+    assert len(diffs) == 2
+    for r in diffs:  # batched actions equal batch-1 actions
+        assert r["max_abs_diff"] < 1e-5 and r["met"] == "yes", r
+
+
 def _distortion(rows):
     from embeval.distortion import list_distortions
 
@@ -114,6 +124,7 @@ class Check:
 #: areas run by this test (quick wall time here, 2 shared cores, load ~2-3)
 QUICK_AREAS: dict[str, Check] = {
     "a2eval": Check(("speedup", "ratio"), 6, _a2eval),  # ~15 s
+    "batching": Check(("ratio",), 7, _batching),  # ~12 s
     "distortion": Check(("ratio_vs_albu",), 15, _distortion),  # ~9 s
     "embedded": Check(("ratio",), 13, _embedded),  # ~13 s
     "iqa": Check(("speedup_vs_per_image", "speedup"), 8, _iqa),  # ~14 s
@@ -144,7 +155,7 @@ def test_readme_lists_every_area():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     para = next(p for p in readme.split("\n\n") if p.startswith("`make bench`"))
     assert [a for a in AREAS if f"`{a}`" not in para] == [], "README's `make bench` paragraph misses these areas"
-    assert "ten areas" in para and len(QUICK_AREAS) == 10, "README says how many areas make test runs"
+    assert "eleven areas" in para and len(QUICK_AREAS) == 11, "README says how many areas make test runs"
 
 
 @pytest.mark.parametrize("rows, cell", [([], "non-empty"), ([{"case": "x", "ratio": float("nan")}], "'ratio' is nan"),

@@ -1,0 +1,137 @@
+"""Batching (issue 25): what one batched policy call costs per observation against batch 1, measured in the
+same run on one torch thread, and how far batched actions lie from batch-1 actions.
+
+Rows:
+
+* ``tiny-vla act_slots batch B``: model seconds per observation (preprocessing + one forward + decoding of the
+  whole batch, divided by B) for B = 1, 8, 32 on rendered pybullet observations; ``ratio`` = that time / the
+  batch-1 time (below 1: batching pays). The same for ``tiny-vla-a2a-frozen`` (the choice VLA at later steps,
+  its VLM prefix cached per slot; 240x320 frames) and for the looping default any batch-1 policy gets
+  (:class:`~embeval.subjects.protocols.LoopSlots`: one copy per slot, no gain expected).
+* ``max |batched - batch-1|``: the largest action difference over an episode schedule in which slots start,
+  restart and end at different steps, each episode replayed on a batch-1 copy; target < 1e-5.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from bench.timing import per_call, restores_torch_threads
+
+BATCHES = (1, 8, 32)
+TARGET_DIFF = 1e-5
+INSTRUCTIONS = ["pick up the red cube", "put the cube on the left picture", "place the blue block on the plate",
+                "pick the green cylinder", "push the yellow cube"]
+
+
+def _rendered_observations(n: int) -> list:
+    """``n`` observations of the pybullet cell: episodes of seeds 0.. driven by the scripted expert, 4 steps each."""
+    from embeval.sim.env import SimEnv
+
+    out = []
+    with SimEnv() as env:
+        seed = 0
+        while len(out) < n:
+            ob = env.reset(seed=seed, task="Pick" if seed % 2 == 0 else "Place")
+            expert = env.expert()
+            for _ in range(4):
+                out.append(ob)
+                ob = env.step(expert.act(ob)).observation
+            seed += 1
+    return out[:n]
+
+
+def _random_observations(n: int, shape: tuple[int, int], seed: int = 0) -> list:
+    """``n`` observations with random ``shape`` frames (the cost depends on shapes only) and plausible state."""
+    from embeval.action import Observation
+
+    rng = np.random.default_rng(seed)
+    return [Observation(images={"third_person": rng.integers(0, 256, (*shape, 3), dtype=np.uint8)},
+                        state={"tcp_pose": np.r_[rng.uniform(0.35, 0.6), rng.uniform(-0.2, 0.2), rng.uniform(0.03, 0.3),
+                                                 0, 0, 0, 1.0], "gripper": np.array([1.0])}) for _ in range(n)]
+
+
+def _per_obs(policy, observations: list, batch: int, reps: int) -> float:
+    """Seconds per observation of ``policy.act_slots`` over ``batch`` slots (episodes started, first step done)."""
+    slots = list(range(batch))
+    obs = [observations[i % len(observations)] for i in slots]
+    policy.reset_slots(slots, [INSTRUCTIONS[i % len(INSTRUCTIONS)] for i in slots])
+    policy.act_slots(slots, obs)  # the first step (the choice VLA's prefix) is not what is timed
+    t = per_call(lambda: policy.act_slots(slots, obs), reps) / batch
+    policy.end_slots(slots)
+    return t
+
+
+def _speed_rows(name: str, policy, observations: list, quick: bool) -> list[dict]:
+    rows, base = [], None
+    for b in BATCHES:
+        reps = max(2, (24 if quick else 160) // b)
+        t = _per_obs(policy, observations, b, reps)
+        base = base or t
+        rows.append({"case": f"{name} act_slots batch {b}, per observation", "ms": 1000 * t, "obs_per_s": 1.0 / t,
+                     "ratio": t / base})
+    return rows
+
+
+def _max_difference(policy, observations: list) -> tuple[float, int]:
+    """(largest |batched - batch-1| action component, actions compared) over a schedule of 6 slots and 10 steps in
+    which slots start late, restart mid-way, end, and a freed slot takes a new episode."""
+    from embeval.subjects.protocols import fork_policy
+
+    events = {0: [0, 1, 2], 2: [3], 4: [1], 6: [4, 5], 7: [2]}  # step -> slots starting an episode there
+    ends = {5: [2]}
+    live: dict[int, int] = {}
+    episodes: list[tuple[str, list, list]] = []
+    k = 0
+    for step in range(10):
+        for s in ends.get(step, []):
+            policy.end_slots([s])
+            live.pop(s)
+        starts = events.get(step, [])
+        for s in starts:
+            live[s] = len(episodes)
+            episodes.append((INSTRUCTIONS[len(episodes) % len(INSTRUCTIONS)], [], []))
+        if starts:
+            policy.reset_slots(starts, [episodes[live[s]][0] for s in starts])
+        slots = sorted(live)
+        obs = []
+        for _ in slots:
+            obs.append(observations[k % len(observations)])
+            k += 1
+        for s, o, a in zip(slots, obs, policy.act_slots(slots, obs)):
+            episodes[live[s]][1].append(o)
+            episodes[live[s]][2].append(a.vector)
+    policy.end_slots(list(live))
+    worst, n = 0.0, 0
+    for instruction, obs, acts in episodes:
+        ref = fork_policy(policy)
+        ref.reset(instruction)
+        for o, a in zip(obs, acts):
+            worst = max(worst, float(np.abs(ref.act(o).vector - a).max()))
+            n += 1
+    return worst, n
+
+
+@restores_torch_threads
+def run(quick: bool = False) -> list[dict]:
+    import torch
+
+    from embeval.subjects.embedded.zoo import load_vla
+    from embeval.subjects.protocols import LoopSlots
+
+    torch.set_num_threads(1)
+    rendered = _rendered_observations(32)
+    vla = load_vla("tiny-vla")
+    rows = _speed_rows("tiny-vla", vla, rendered, quick)
+    choice = load_vla("tiny-vla-a2a-frozen")
+    cards = _random_observations(32, tuple(choice.cfg.image_size))
+    rows += _speed_rows("tiny-vla-a2a-frozen", choice, cards, quick)
+    loop = LoopSlots(vla)  # what a policy without batched calls gets
+    base = rows[0]["ms"] / 1000
+    t = _per_obs(loop, rendered, 8, 3 if quick else 20)
+    rows.append({"case": "tiny-vla through the looping default (LoopSlots), batch 8, per observation", "ms": 1000 * t,
+                 "obs_per_s": 1.0 / t, "ratio": t / base})
+    for name, pol, obs in (("tiny-vla", vla, rendered), ("tiny-vla-a2a-frozen", choice, cards)):
+        diff, n = _max_difference(pol, obs)
+        rows.append({"case": f"{name} max |batched - batch-1| over {n} actions (slots start, restart, end)",
+                     "max_abs_diff": diff, "target": f"< {TARGET_DIFF:g}", "met": "yes" if diff < TARGET_DIFF else "NO"})
+    return rows
