@@ -224,7 +224,7 @@ class EvalAgent:
                 sb = run_inference(code, subject, probe, limits, images)
                 err = sb.first_error()
                 if err is None:
-                    bad = [o for o in sb.outputs if not isinstance(o, str) or not o.strip()]
+                    bad = [o for o in sb.valid_outputs() if not isinstance(o, str) or not o.strip()]
                     if bad:
                         err = f"run_vlm_inference must return a non-empty string, got {bad[0]!r}"
             res.attempts.append(Attempt("evaluator", task, k, err))
@@ -237,7 +237,7 @@ class EvalAgent:
     def _synth_scorer(self, task, probe, subject, limits, res: SynthesisResult, rng) -> None:
         preds = run_inference(res.inference_code[task], subject, probe, limits)
         pairs = [(it, p) for it in probe for p in probe_predictions(it, rng)]
-        pairs += [(it, o) for it, o in zip(probe, preds.outputs or []) if isinstance(o, str)]
+        pairs += [(it, o) for it, o in zip(probe, preds.valid_outputs()) if isinstance(o, str)]
         ref = np.array([reference_score(it, p) for it, p in pairs])
         base = self._contract(task, [item_doc(it, True) for it in probe], "scorer")
         prompt = base
@@ -251,7 +251,7 @@ class EvalAgent:
                 sb = run_scorer(code, pairs, limits)
                 err = sb.first_error()
                 if err is None:
-                    got = np.array([float(o) if isinstance(o, (int, float)) else np.nan for o in sb.outputs])
+                    got = np.array([float(o) if isinstance(o, (int, float)) else np.nan for o in sb.valid_outputs()])
                     fid = float(np.mean(np.isclose(got, ref)))
                     if fid < self.cfg.fidelity_threshold:
                         mism = [f"doc {pairs[i][0].id} prediction {pairs[i][1]!r}: yours {got[i]}, expected {ref[i]}"
@@ -301,13 +301,13 @@ def evaluate(synth: SynthesisResult, subjects: Sequence[Any], items: Sequence[An
             if not idx:
                 continue
             out = run_inference(synth.inference_code[task], sub, [items[i] for i in idx], limits, images)
-            for i, o in zip(idx, out.outputs or []):
+            for i, o in zip(idx, out.valid_outputs()):  # validated only: None where the job failed
                 row[i] = o if isinstance(o, str) else None
             if task in synth.scorer_code:
                 pairs = [(items[i], row[i]) for i in idx if row[i] is not None]
                 sc = run_scorer(synth.scorer_code[task], pairs, limits)
                 kept = [i for i in idx if row[i] is not None]
-                for i, v in zip(kept, sc.outputs or []):
+                for i, v in zip(kept, sc.valid_outputs()):
                     S[s, i] = float(v) if isinstance(v, (int, float)) else np.nan
         for i, it in enumerate(items):
             R[s, i] = reference_score(it, row[i]) if row[i] is not None else np.nan

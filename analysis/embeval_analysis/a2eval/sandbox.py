@@ -5,7 +5,9 @@ Isolation comes from the kernel, not from inside the interpreter (code can switc
 lives in its own process). Each job is one ``bwrap`` (bubblewrap) process tree:
 
 - **fresh namespaces**: user (the job runs as uid/gid 65534 with no capabilities and cannot create
-  further user namespaces), PID (the job's runner is PID 1, ``--as-pid-1``: when it exits or is
+  further user namespaces; that uid is never host root: started by root, the user namespace maps
+  65534 to host uid 65534 and host root only to the set-up, see :func:`_map_ids`; started by anyone
+  else, 65534 is that user), PID (the job's runner is PID 1, ``--as-pid-1``: when it exits or is
   killed, the kernel kills every process left in the namespace before bwrap sees it gone;
   ``--die-with-parent`` ties it to the caller), mount, network (only a down loopback: no TCP, no
   UDP, no abstract Unix sockets of the host), IPC, UTS and cgroup;
@@ -13,21 +15,28 @@ lives in its own process). Each job is one ``bwrap`` (bubblewrap) process tree:
   maps, the standard library, and the package folders of the allowed third-party modules
   (:data:`ALLOWED_MODULES`), each bound read-only at its host path; nothing else of the host file
   system exists inside (no task data, no home folders, no other runs); a fresh ``/proc`` of the
-  job's own PID namespace and a minimal ``/dev``;
+  job's own PID namespace whose kernel-wide parts (``/proc/sys``, ``sysrq-trigger``, ``irq``, ``bus``,
+  ``fs``, ``driver``) are empty and read-only, and a minimal read-only ``/dev`` (no writable ``/dev/shm``);
 - **one private writable tmpfs per run** (``/tmp``, the working folder, size-limited), gone when the
   job ends: there is no host folder to remove or to tamper with;
 - **a seccomp filter**: no process creation (``fork``/``vfork``/``clone`` without ``CLONE_THREAD``;
   threads still work), no ``ptrace``, mounts, namespaces, keyrings, BPF, ``perf_event_open``,
-  ``userfaultfd``, ``io_uring`` or module/kexec calls;
+  ``userfaultfd``, ``io_uring`` or module/kexec calls, no SysV IPC or POSIX message queues and no
+  ``memfd_create`` (memory that the address-space limit would not see);
 - **rlimits**: CPU seconds, address space, file size, open files, no core dumps; a scrubbed
-  environment (no secrets of the caller); a wall-clock kill.
+  environment (no secrets of the caller); a wall-clock kill;
+- **a cgroup** (v2, else v1 ``memory`` and ``pids``) with a memory and a process limit, where this
+  process may create one (as root on most machines); :func:`cgroup_support` says which, and
+  ``SandboxResult.isolation`` records what each run got.
 
 The parent owns the protocol: the job arrives on the child's stdin, results and model calls come
 back on a separate descriptor, stdout and stderr are captured separately. All descriptors are
 non-blocking and served with one deadline and bounded buffers, so the parent never blocks on the
 child. A job that was killed, exceeded a limit, broke the protocol or exited non-zero is never
-``ok`` and its outputs are discarded, whatever it wrote; outputs are validated (finite numbers, and
-the caller's check, e.g. a score range).
+``ok`` and its outputs are discarded, whatever it wrote. The job's result is never trusted: a
+result whose shape the runner could not have produced (outputs beside a load error, an output next to
+its own error, the wrong count) is a protocol violation, and every output is validated (finite
+numbers, and the caller's check, e.g. a score range). Callers read :meth:`SandboxResult.valid_outputs`.
 
 Calls to a model from inside the sandbox go through that pipe RPC (``rpc`` handlers), never the
 network: the sandboxed code calls ``generate(prompt, image_ids)``.
@@ -61,7 +70,24 @@ ALLOWED_MODULES = ("re", "json", "math", "string", "statistics", "collections", 
                    "typing", "dataclasses", "decimal", "fractions", "unicodedata", "difflib", "numpy")
 BWRAP_PACKAGE = "bubblewrap"
 BWRAP_CANDIDATES = ("/usr/bin/bwrap", "/bin/bwrap")  # where to look when bwrap is not on PATH
-SANDBOX_UID = 65534
+SANDBOX_UID = 65534  # the job's uid and gid inside the sandbox
+
+
+def _host_uid() -> int:
+    """The host uid and gid of a job that root starts: 65534 ("nobody"), or EMBEVAL_SANDBOX_HOST_UID
+    on a machine where nobody owns something; never 0."""
+    raw = os.environ.get("EMBEVAL_SANDBOX_HOST_UID", "65534")
+    if not raw.isdigit() or not 0 < int(raw) < (1 << 32) - 1:
+        raise ConfigError(f"EMBEVAL_SANDBOX_HOST_UID={raw[:40]!r}: must be an unprivileged uid, 1..4294967294 "
+                          "(an id that owns no file or process on this machine)")
+    return int(raw)
+
+
+#: the host uid and gid of the job when root starts it (an unprivileged id that owns nothing)
+SANDBOX_HOST_UID = _host_uid()
+#: parts of the job's /proc that reach beyond its PID namespace: covered by empty read-only folders
+PROC_HIDDEN_DIRS = ("sys", "irq", "bus", "fs", "driver", "sysvipc", "tty")
+PROC_HIDDEN_FILES = ("sysrq-trigger", "kcore", "kmsg", "keys", "timer_list")
 _TAIL = 64 << 10  # bytes of stdout / stderr kept for the report
 _MAX_PENDING_REPLIES = 1 << 20  # RPC reply bytes the child has not read yet before it counts as a flood
 
@@ -80,6 +106,12 @@ class SandboxLimits:
     max_output_bytes: int = 4 << 20  # protocol + stdout + stderr bytes read back from the sandbox
     tmpfs_bytes: int = 16 << 20  # size of the private writable /tmp
     max_rpc_calls: int = 10_000  # model calls per run (plus one ``begin`` per input when announced)
+    max_processes: int = 64  # threads and processes of the job (cgroup ``pids.max``, where a cgroup is available)
+    cgroup_memory_bytes: int | None = None  # cgroup memory cap; None: memory_bytes + tmpfs_bytes
+
+    def cgroup_memory(self) -> int:
+        """Bytes the job's cgroup may hold in all: heap, /tmp, pipes and kernel memory."""
+        return self.cgroup_memory_bytes if self.cgroup_memory_bytes is not None else self.memory_bytes + self.tmpfs_bytes
 
 
 @dataclass
@@ -99,6 +131,14 @@ class SandboxResult:
     stdout: str = ""
     seconds: float = 0.0
     isolation: dict[str, Any] = field(default_factory=dict)
+
+    def valid_outputs(self) -> list[Any]:
+        """One entry per input: the output where the run is ``ok``, the code loaded, the input raised
+        no error and the output passed every check; None everywhere else. The only way callers read
+        what the job returned (``outputs`` of a run that is not ok are empty anyway)."""
+        if not self.ok or self.load_error:
+            return [None] * len(self.errors) if self.ok else []
+        return [o if e is None else None for o, e in zip(self.outputs, self.errors)]
 
     def first_error(self) -> str | None:
         if self.load_error:
@@ -152,6 +192,18 @@ cfg = json.loads(sys.argv[1])
 # the runner is PID 1 of its namespace, which ignores signals it has no handler for: the CPU limit's
 # SIGXCPU ends the job explicitly (the hard limit's SIGKILL one second later cannot be ignored)
 signal.signal(signal.SIGXCPU, lambda *a: os._exit(128 + signal.SIGXCPU))
+if cfg["drop"]:  # started by root: uid 0 here is host root, kept only for the set-up; become the sandbox uid
+    uid, gid = cfg["drop"]
+    os.setgroups([]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)
+if cfg["uid"] is not None:  # isolated: the job must be the sandbox uid with no capability it can use
+    st = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+    caps = {k: int(st[k], 16) for k in ("CapPrm", "CapEff", "CapAmb", "CapInh")}
+    # an inheritable set left from the drop grants nothing under no_new_privs (seccomp's precondition)
+    unusable = not (caps["CapPrm"] or caps["CapEff"] or caps["CapAmb"]) and (not caps["CapInh"] or int(st.get("NoNewPrivs", "0")) == 1)
+    if os.getresuid() != (cfg["uid"],) * 3 or os.getresgid() != (cfg["uid"],) * 3 or os.getgroups() or not unusable:
+        os.write(2, f"sandbox: refusing to run: could not drop to uid {cfg['uid']} with no usable capability "
+                    f"(uids {os.getresuid()}, caps {caps})\n".encode())
+        os._exit(125)
 for lim, soft, hard in cfg["rlimits"]:  # before any job code; without capabilities they cannot be raised again
     resource.setrlimit(lim, (soft, hard))
 sys.path[:] = cfg["path"]
@@ -242,8 +294,24 @@ class SandboxView:
     symlinks: tuple[tuple[str, str], ...]  # (target, link)
     hide: tuple[str, ...]
 
+    def parents(self) -> list[str]:
+        """Folders above the bound paths that are not bound themselves (``/root``, ``/usr/lib``, ...),
+        outermost first. bwrap would create them with the host folder's mode (``/root`` 0700): the job,
+        which is not the set-up's uid when root starts it, could not reach the files bound below."""
+        dests = [d for _, d in self.binds] + [link for _, link in self.symlinks]
+        inside = lambda p: any(p == d or p.startswith(d.rstrip("/") + "/") for _, d in self.binds)  # noqa: E731
+        out: set[str] = set()
+        for d in dests:
+            p = os.path.dirname(d.rstrip("/"))
+            while p not in ("/", "") and not inside(p):
+                out.add(p)
+                p = os.path.dirname(p)
+        return sorted(out, key=lambda p: (p.count("/"), p))
+
     def bwrap_args(self) -> list[str]:
         a: list[str] = []
+        for p in self.parents():  # traversable by the job, read-only with the rest of the root at the end
+            a += ["--perms", "0755", "--dir", p]
         for src, dst in self.binds:
             a += ["--ro-bind", src, dst]
         for target, link in self.symlinks:
@@ -318,6 +386,10 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _CLONE = {"x86_64": 56, "aarch64": 220}
 _CLONE3 = 435
 _FORK = {"x86_64": (57, 58), "aarch64": ()}  # fork, vfork (aarch64 has only clone)
+#: shared memory the address-space limit does not see: SysV shm/sem/msg, POSIX message queues, memfd_create,
+#: memfd_secret (a job's private /tmp is size-capped; these are not)
+_IPC = {"x86_64": (29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245, 319, 447),
+        "aarch64": tuple(range(180, 198)) + (279, 447)}
 _DENY = {  # ptrace, process_vm_*, keyrings, mount family, namespaces, bpf, perf, userfaultfd, io_uring, kexec, modules
     "x86_64": (101, 310, 311, 248, 249, 250, 165, 166, 155, 161, 272, 308, 321, 298, 323, 425, 426, 427, 246, 320,
                175, 313, 176, 169, 167, 168, 163, 103, 303, 304, 428, 429, 430, 431, 432, 433, 442),
@@ -332,7 +404,7 @@ _EPERM, _ENOSYS = 1, 38
 
 def seccomp_program(allow_fork: bool = False, arch: str | None = None) -> bytes | None:
     """The classic-BPF seccomp filter (``struct sock_filter`` array) for bwrap's ``--seccomp``, or None
-    on an architecture without a table. Denied calls fail with EPERM; ``clone3`` with ENOSYS (so the
+    on an architecture without a table. Denied calls (see ``_DENY`` and ``_IPC``) fail with EPERM; ``clone3`` with ENOSYS (so the
     C library falls back to ``clone``, whose flags the filter can read: threads pass, processes not)."""
     arch = arch or platform.machine()
     if arch not in _AUDIT_ARCH:
@@ -340,7 +412,7 @@ def seccomp_program(allow_fork: bool = False, arch: str | None = None) -> bytes 
     prog: list[tuple[int, Any, Any, int]] = [(0x20, 0, 0, 4), (0x15, 0, "kill", _AUDIT_ARCH[arch]), (0x20, 0, 0, 0)]
     if arch == "x86_64":
         prog.append((0x35, "eperm", 0, 0x40000000))  # the x32 ABI
-    deny = _DENY[arch] + (() if allow_fork else _FORK[arch])
+    deny = _DENY[arch] + _IPC[arch] + (() if allow_fork else _FORK[arch])
     prog += [(0x15, "eperm", 0, nr) for nr in deny]
     prog.append((0x15, "enosys", 0, _CLONE3))
     if not allow_fork:
@@ -363,8 +435,7 @@ class Bwrap:
     tmpfs_size: bool  # --size for --tmpfs (bwrap >= 0.8)
 
 
-_BASE_FLAGS = ["--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-               "--die-with-parent", "--as-pid-1", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
+_BASE_FLAGS = ["--unshare-all", "--unshare-user", "--die-with-parent", "--as-pid-1", "--new-session", "--cap-drop", "ALL", "--hostname", "sandbox", "--clearenv"]
 
 
 @functools.lru_cache(maxsize=1)
@@ -376,7 +447,7 @@ def check_bwrap() -> Bwrap:
                                  f"(apt-get install -y {BWRAP_PACKAGE}, or run scripts/install.sh as root)")
 
     def works(*extra: str) -> subprocess.CompletedProcess:
-        return subprocess.run([path, *_BASE_FLAGS, *extra, "--ro-bind", "/", "/", "true"], capture_output=True,
+        return subprocess.run([path, *_BASE_FLAGS, *_id_flags(False), *extra, "--ro-bind", "/", "/", "true"], capture_output=True,
                               text=True, timeout=30)
 
     r = works()
@@ -393,19 +464,234 @@ def scrubbed_env(home: str = "/tmp") -> dict[str, str]:
             "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _bwrap_argv(bw: Bwrap, view: SandboxView, limits: SandboxLimits, info_fd: int, seccomp_fd: int | None) -> list[str]:
-    a = [bw.path, *_BASE_FLAGS] + (["--disable-userns"] if bw.disable_userns else [])
+def _id_flags(as_root: bool) -> list[str]:
+    """bwrap's identity flags. Run by anyone but root, bwrap maps :data:`SANDBOX_UID` to the caller
+    (an unprivileged host uid). Run by root that map would make the job host root (``65534 0 1``):
+    instead bwrap waits (``--userns-block-fd``) for :func:`_map_ids` to map host root to 0 (for the
+    set-up alone) and :data:`SANDBOX_HOST_UID` to :data:`SANDBOX_UID`, and the runner's first step
+    drops to that uid with the only two capabilities it keeps for it (CAP_SETUID, CAP_SETGID)."""
+    if as_root:
+        return ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    return ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
+
+
+def _bwrap_argv(bw: Bwrap, view: SandboxView, limits: SandboxLimits, info_fd: int, seccomp_fd: int | None,
+                block_fd: int | None = None) -> list[str]:
+    """``block_fd``: root's mode (see :func:`_id_flags`), the read end bwrap waits on for the id maps."""
+    a = [bw.path, *_BASE_FLAGS]
+    if block_fd is not None:  # --disable-userns cannot be combined with it: seccomp refuses new namespaces
+        a += ["--userns-block-fd", str(block_fd)] + _id_flags(True)
+    else:
+        a += _id_flags(False) + (["--disable-userns"] if bw.disable_userns else [])
     for k, v in scrubbed_env("/tmp").items():
         a += ["--setenv", k, v]
+    # a fresh /proc of the job's PID namespace, less what reaches the whole machine (sysctls, sysrq, ...)
+    a += ["--proc", "/proc"]
+    for d in PROC_HIDDEN_DIRS:
+        if os.path.isdir(f"/proc/{d}"):
+            a += ["--tmpfs", f"/proc/{d}", "--remount-ro", f"/proc/{d}"]
+    for f in PROC_HIDDEN_FILES:
+        if os.path.exists(f"/proc/{f}"):
+            a += ["--ro-bind", "/dev/null", f"/proc/{f}"]
     # the private /tmp first, then the read-only view: a runtime that itself lies under /tmp (a checkout or
     # virtual environment there) is bound on top of the tmpfs instead of being hidden by it
-    a += ["--proc", "/proc", "--dev", "/dev"] + (["--size", str(limits.tmpfs_bytes)] if bw.tmpfs_size else [])
+    a += ["--dev", "/dev", "--perms", "1777"] + (["--size", str(limits.tmpfs_bytes)] if bw.tmpfs_size else [])
     a += ["--tmpfs", "/tmp"]
     a += view.bwrap_args()
-    a += ["--remount-ro", "/", "--chdir", "/tmp", "--info-fd", str(info_fd)]
+    # /dev read-only: its tmpfs (and the /dev/shm folder on it) has no size limit of its own
+    a += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--info-fd", str(info_fd)]
     if seccomp_fd is not None:
         a += ["--seccomp", str(seccomp_fd)]
     return a + ["--"]
+
+
+def _read_info(fd: int, seconds: float) -> dict[str, Any]:
+    """bwrap's ``--info-fd`` JSON (``child-pid`` is the job's pid as this process sees it), read within
+    ``seconds``; raises SandboxUnavailable when bwrap closed it empty or too late."""
+    buf = bytearray()
+    deadline = time.monotonic() + seconds
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    try:
+        while len(buf) < 4096:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                raise SandboxUnavailable(f"bwrap did not start the job within {seconds:g} s")
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            buf += chunk
+            try:
+                return json.loads(buf)
+            except ValueError:
+                continue
+    finally:
+        sel.close()
+    try:
+        return json.loads(buf)
+    except ValueError:
+        raise SandboxUnavailable(f"bwrap did not report the job's pid (info: {bytes(buf[:200])!r})") from None
+
+
+def _map_ids(pid: int) -> None:
+    """Write the user namespace's id maps of root's mode: inside 0 = host root (bwrap's set-up only,
+    needed to bind folders that only root may enter, such as an interpreter under /root), inside
+    :data:`SANDBOX_UID` = host :data:`SANDBOX_HOST_UID`. One write each, as the kernel requires."""
+    line = f"0 0 1\n{SANDBOX_UID} {SANDBOX_HOST_UID} 1\n".encode()
+    for name in ("uid_map", "gid_map"):
+        fd = os.open(f"/proc/{pid}/{name}", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+
+# --------------------------------------------------------------------------- cgroups
+
+def _mounts() -> list[tuple[str, str, set[str]]]:
+    """(mount point, file system type, super options) of the cgroup file systems."""
+    out = []
+    try:
+        lines = open("/proc/self/mountinfo").read().splitlines()
+    except OSError:
+        return out
+    for ln in lines:
+        left, _, right = ln.partition(" - ")
+        f, r = left.split(), right.split()
+        if len(f) >= 5 and len(r) >= 3 and r[0] in ("cgroup", "cgroup2"):
+            out.append((f[4].replace("\\040", " "), r[0], set(r[2].split(","))))
+    return out
+
+
+def _own_cgroups() -> dict[str, str]:
+    """This process's cgroup path per hierarchy: ``{"": path}`` for v2, ``{"memory": path, ...}`` for v1."""
+    own = {}
+    try:
+        for ln in open("/proc/self/cgroup").read().splitlines():
+            _, ctrl, path = ln.split(":", 2)
+            for c in ctrl.split(",") if ctrl else [""]:
+                own[c] = path
+    except (OSError, ValueError):
+        pass
+    return own
+
+
+def _cgroup_dirs() -> tuple[str, list[str], str | None]:
+    """(version, [parent folders to create the job's cgroup under], reason when there is none)."""
+    if os.geteuid() != 0:
+        return "none", [], "not root: cgroups are only used when embeval runs as root (rlimits still hold)"
+    mounts, own = _mounts(), _own_cgroups()
+    v2 = next((m for m, t, _ in mounts if t == "cgroup2"), None)
+    if v2 is not None and "" in own:
+        parent = os.path.join(v2, own[""].lstrip("/"))
+        try:
+            ctl = open(os.path.join(parent, "cgroup.controllers")).read().split()
+            sub = open(os.path.join(parent, "cgroup.subtree_control")).read().split()
+            if {"memory", "pids"} <= set(ctl):
+                if not {"memory", "pids"} <= set(sub):
+                    with open(os.path.join(parent, "cgroup.subtree_control"), "w") as fh:
+                        fh.write("+memory +pids")
+                if os.access(parent, os.W_OK):
+                    return "v2", [parent], None
+        except OSError:
+            pass
+    dirs = []
+    for ctrl in ("memory", "pids"):
+        m = next((m for m, t, o in mounts if t == "cgroup" and ctrl in o), None)
+        if m is None or ctrl not in own:
+            return "none", [], f"no cgroup v2 with memory+pids delegated here and no v1 '{ctrl}' hierarchy"
+        parent = os.path.join(m, own[ctrl].lstrip("/"))
+        if not os.access(parent, os.W_OK):
+            return "none", [], f"cgroup v1 {parent} is not writable"
+        dirs.append(parent)
+    return "v1", dirs, None
+
+
+_CG_COUNTER = iter(range(1 << 62))
+
+
+class _Cgroup:
+    """The job's own cgroup (memory and process caps), created per run and removed after it."""
+
+    def __init__(self, version: str, dirs: list[str], limits: SandboxLimits):
+        self.version = version
+        name = f"embeval-sandbox-{os.getpid()}-{next(_CG_COUNTER)}"
+        self.paths = [os.path.join(d, name) for d in dirs]
+        self.memory, self.pids = limits.cgroup_memory(), limits.max_processes
+        made = []
+        try:
+            for p in self.paths:
+                os.mkdir(p, 0o755)
+                made.append(p)
+            if version == "v2":
+                self._write(self.paths[0], "memory.max", self.memory)
+                self._write(self.paths[0], "memory.swap.max", 0, optional=True)
+                self._write(self.paths[0], "pids.max", self.pids)
+            else:
+                self._write(self.paths[0], "memory.limit_in_bytes", self.memory)
+                self._write(self.paths[0], "memory.memsw.limit_in_bytes", self.memory, optional=True)
+                self._write(self.paths[1], "pids.max", self.pids)
+        except OSError:
+            for p in made:
+                try:
+                    os.rmdir(p)
+                except OSError:
+                    pass
+            raise
+
+    @staticmethod
+    def _write(folder: str, name: str, value: Any, optional: bool = False) -> None:
+        try:
+            with open(os.path.join(folder, name), "w") as fh:
+                fh.write(str(value))
+        except OSError:
+            if not optional:
+                raise
+
+    def add(self, pid: int) -> None:
+        for p in self.paths:
+            self._write(p, "cgroup.procs", pid)
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel killed a process of the job for the memory cap."""
+        try:
+            if self.version == "v2":
+                ev = open(os.path.join(self.paths[0], "memory.events")).read().split()
+            else:
+                ev = open(os.path.join(self.paths[0], "memory.oom_control")).read().split()
+            return int(dict(zip(ev[::2], ev[1::2])).get("oom_kill", "0")) > 0
+        except (OSError, ValueError):
+            return False
+
+    def close(self) -> None:
+        for p in self.paths:
+            for _ in range(50):  # empty once the PID namespace's last process is reaped
+                try:
+                    os.rmdir(p)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+
+    def describe(self) -> dict[str, Any]:
+        return {"version": self.version, "memory_bytes": self.memory, "pids_max": self.pids}
+
+
+def cgroup_support() -> dict[str, Any]:
+    """Which cgroup the sandbox would give its jobs here: ``{"version": "v2"|"v1"|"none", "reason": ...}``."""
+    version, dirs, reason = _cgroup_dirs()
+    return {"version": version, "parents": dirs, "reason": reason}
+
+
+def _job_cgroup(limits: SandboxLimits) -> tuple[_Cgroup | None, str | None]:
+    version, dirs, reason = _cgroup_dirs()
+    if not dirs:
+        return None, reason
+    try:
+        return _Cgroup(version, dirs, limits), None
+    except OSError as exc:
+        return None, f"cannot create a cgroup under {dirs[0]}: {exc.strerror}"
 
 
 def _rlimits(limits: SandboxLimits) -> list[tuple[int, int, int]]:
@@ -448,6 +734,8 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
     t0 = time.monotonic()
     own: list[int] = []  # every descriptor this call opened, closed in the end
     bw = seccomp = None
+    as_root = isolate and os.geteuid() == 0
+    cgroup, cgroup_reason = (None, "not isolated") if not isolate else _job_cgroup(limits)
     try:
         stdin_r, stdin_w = os.pipe2(os.O_CLOEXEC)
         out_r, out_w = os.pipe2(os.O_CLOEXEC)
@@ -464,22 +752,46 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
             os.write(sc_fd, seccomp)
             os.lseek(sc_fd, 0, os.SEEK_SET)
             pass_fds.append(sc_fd)
-        cfg = {"path": list(view.path), "proto_fd": proto_w, "rlimits": _rlimits(limits)}
+        block_r = block_w = None
+        if as_root:
+            block_r, block_w = os.pipe2(os.O_CLOEXEC)
+            own += [block_r, block_w]
+            pass_fds.append(block_r)
+        uid = SANDBOX_UID if isolate else os.getuid()
+        cfg = {"path": list(view.path), "proto_fd": proto_w, "rlimits": _rlimits(limits), "uid": uid if isolate else None,
+               "drop": [SANDBOX_UID, SANDBOX_UID] if as_root else None}
         runner = [view.exe, "-I", "-S", "-B", "-c", _RUNNER, json.dumps(cfg)]
         bw = check_bwrap() if isolate else None
         if bw is not None:
-            argv = _bwrap_argv(bw, view, limits, info_w, sc_fd) + runner
+            argv = _bwrap_argv(bw, view, limits, info_w, sc_fd, block_r) + runner
             pass_fds.append(info_w)
         else:
             argv = runner
         proc = subprocess.Popen(argv, stdin=stdin_r, stdout=out_w, stderr=err_w, pass_fds=pass_fds,
                                 env=scrubbed_env("/tmp"), cwd="/tmp", close_fds=True)
-        for fd in (stdin_r, out_w, err_w, proto_w, info_w) + ((sc_fd,) if sc_fd is not None else ()):
+        for fd in (stdin_r, out_w, err_w, proto_w, info_w) + tuple(f for f in (sc_fd, block_r) if f is not None):
             os.close(fd)
             own.remove(fd)
-        res = _Session(proc, limits, rpc, t0, job, stdin_w, out_r, err_r, proto_r, info_r if isolate else None,
-                       len(inputs) if announce else 0).serve()
+        info = None
+        if as_root:  # bwrap waits until the id maps are written and the job is in its cgroup
+            try:
+                info = _read_info(info_r, 30.0)
+                _map_ids(int(info["child-pid"]))
+                if cgroup is not None:
+                    cgroup.add(int(info["child-pid"]))
+            except (OSError, KeyError, TypeError, ValueError, SandboxUnavailable) as exc:
+                proc.kill()
+                proc.wait()
+                raise SandboxUnavailable(f"sandbox: could not set up the job's user namespace as root ({exc}); "
+                                         "nothing ran") from None
+            os.write(block_w, b"1")
+        res = _Session(proc, limits, rpc, t0, job, stdin_w, out_r, err_r, proto_r,
+                       info_r if isolate and info is None else None, len(inputs) if announce else 0, info).serve()
+        if cgroup is not None and res.killed is not None and res.killed.startswith("signal") and cgroup.oom_killed():
+            res.killed = f"memory (cgroup limit {cgroup.memory} bytes)"
     finally:
+        if cgroup is not None:
+            cgroup.close()
         for fd in own:
             try:
                 os.close(fd)
@@ -487,7 +799,11 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
                 pass
     res.isolation = {"method": "bubblewrap" if isolate else "none (plain subprocess)",
                      "namespaces": ["user", "pid", "mount", "network", "ipc", "uts", "cgroup"] if isolate else [],
-                     "uid": SANDBOX_UID if isolate else os.getuid(), "seccomp": isolate and seccomp is not None,
+                     "uid": uid, "host_uid": (SANDBOX_HOST_UID if as_root else os.getuid()),
+                     "id_map": "root: 0->0 (set-up), 65534->65534 (job)" if as_root else f"65534->{os.getuid()}",
+                     "cgroup": cgroup.describe() if cgroup is not None else {"version": "none", "reason": cgroup_reason},
+                     "proc_hidden": [d for d in PROC_HIDDEN_DIRS + PROC_HIDDEN_FILES if isolate],
+                     "seccomp": isolate and seccomp is not None,
                      "allow_fork": allow_fork, "read_only_binds": len(view.binds), "limits": asdict(limits),
                      "nested_userns_disabled": bool(bw and bw.disable_userns), "tmpfs_size_limit": bool(bw and bw.tmpfs_size)}
     _validate(res, len(inputs), check)
@@ -495,18 +811,30 @@ def _run(code, entry, inputs, limits: SandboxLimits, rpc, allowed: tuple[str, ..
 
 
 def _validate(res: SandboxResult, n: int, check) -> None:
-    """Reject what the parent cannot trust: a run that is not ok keeps no outputs; each output must
-    be finite and pass ``check``."""
-    if res.ok and not res.load_error and len(res.outputs) != n:
-        res.ok, res.killed = False, f"protocol: {len(res.outputs)} outputs for {n} inputs"
+    """Reject what the parent cannot trust. The runner answers either a load error with no outputs, or
+    exactly ``n`` outputs with ``n`` errors, each output None where its error is set; any other shape
+    was written by the job itself (it owns the protocol descriptor) and the run is not ok. A run that
+    is not ok keeps no outputs; each remaining output must be finite and pass ``check``."""
+    if res.ok:
+        if res.load_error:
+            if res.outputs or res.errors:
+                res.ok, res.killed = False, (f"protocol: {len(res.outputs)} outputs beside a load error "
+                                             "(the runner sends none)")
+        elif len(res.outputs) != n or len(res.errors) != n:
+            res.ok, res.killed = False, f"protocol: {len(res.outputs)} outputs for {n} inputs"
+        elif any(e is not None and o is not None for o, e in zip(res.outputs, res.errors)):
+            k = next(k for k, (o, e) in enumerate(zip(res.outputs, res.errors)) if e is not None and o is not None)
+            res.ok, res.killed = False, f"protocol: input {k} has both an output and an error (the runner sends one)"
     if not res.ok:
         res.outputs, res.errors = [], []
         return
     if res.load_error:
         return
     for k, v in enumerate(res.outputs):
-        problem = finite_problem(v) or (check(v) if check is not None and res.errors[k] is None else None)
-        if problem and res.errors[k] is None:
+        if res.errors[k] is not None:
+            continue
+        problem = finite_problem(v) or (check(v) if check is not None else None)
+        if problem:
             res.outputs[k] = None
             res.errors[k] = f"output rejected for input {k}: {problem}"
 
@@ -514,7 +842,8 @@ def _validate(res: SandboxResult, n: int, check) -> None:
 class _Session:
     """The parent's side of one job: one selector over every descriptor, one deadline, bounded buffers."""
 
-    def __init__(self, proc, limits, rpc, t0, job, stdin_w, out_r, err_r, proto_r, info_r, n_announce):
+    def __init__(self, proc, limits, rpc, t0, job, stdin_w, out_r, err_r, proto_r, info_r, n_announce,
+                 info: dict[str, Any] | None = None):
         self.proc, self.limits, self.rpc, self.t0 = proc, limits, rpc, t0
         self.deadline = t0 + limits.wall_seconds
         self.outbuf = bytearray(job)
@@ -537,6 +866,9 @@ class _Session:
         self.sel.register(stdin_w, selectors.EVENT_WRITE, "stdin")
         self.proc_fd = os.pidfd_open(proc.pid)
         self.sel.register(self.proc_fd, selectors.EVENT_READ, "exit")
+        if info is not None:  # read before the job started (root's mode)
+            self.info = bytearray(json.dumps(info).encode())
+            self._child_started()
 
     def serve(self) -> SandboxResult:
         exited = False
