@@ -337,3 +337,27 @@ def test_cuda_slots_match_cpu():
         a = np.stack([x.vector for x in cpu.act_slots(range(16), obs)])
         b = np.stack([x.vector for x in gpu.act_slots(range(16), obs)])
         assert np.abs(a - b).max() < 1e-4, (name, np.abs(a - b).max())
+
+
+def test_lerobot_act_chunks_stay_per_slot(tmp_path):
+    """A real adapter with episode state inside its torch module (ACT's action queue, chunk 4) through the looping
+    default: interleaved slots give the sequential episodes' actions, and the copies share the weights."""
+    pytest.importorskip("lerobot")
+    from conftest import tiny_act_checkpoint
+
+    from embeval.subjects import load_subject
+
+    tiny_act_checkpoint(tmp_path, state=6, action=7, action_std=0.05, chunk=4)
+    pol = load_subject({"kind": "policy", "adapter": "lerobot", "path": str(tmp_path)})
+    rng = np.random.default_rng(4)
+
+    def obs():
+        return Observation(images={"third_person": rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)},
+                           state={"joint_positions": rng.normal(size=6)})
+
+    loop = batched(pol)
+    assert isinstance(loop, LoopSlots)
+    episodes = _run_schedule(loop, obs)
+    assert _batch1_difference(pol, episodes) < 1e-6
+    weights = [next(p.policy.parameters()) for p in loop._active.values()]
+    assert all(w is next(pol.policy.parameters()) for w in weights)
