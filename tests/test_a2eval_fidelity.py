@@ -183,7 +183,8 @@ def test_eval_agent_feeds_errors_back_and_exports_lmms_task(curated, tmp_path):
     numeric = [it for it in (items[i] for i in cur.selection.indices) if it.answer_type == "numeric"][:6]
     subj = embedded_population(4)
     coder = _CoderDouble()
-    agent = EvalAgent(EvalAgentConfig(probe_docs=4), evaluator=coder, scorer=coder)
+    # the stricter option (ours): disagreements with the reference scorer go back to the Scorer role
+    agent = EvalAgent(EvalAgentConfig(probe_docs=4, acceptance="reference_agreement"), evaluator=coder, scorer=coder)
     syn = agent.synthesise(numeric, subj[-2])
     att = [(a.role, a.attempt, a.error is None) for a in syn.attempts]
     assert att == [("evaluator", 0, False), ("evaluator", 1, True), ("scorer", 0, False), ("scorer", 1, True)]

@@ -11,9 +11,13 @@ Contract shown to the roles (one task per answer type):
   test (served by the parent through a pipe, never the network);
 - only preloaded modules import (see :data:`.sandbox.ALLOWED_MODULES`).
 
-Validation: the inference code must return a non-empty string for every probe document; the
-scorer must agree with the reference scorer (:mod:`.scorers`) on at least ``fidelity_threshold``
-of a probe set of gold-formatted, wrong and real model predictions.
+Validation: the inference code must return a non-empty string for every probe document. The
+scorer, by default as in the paper (A2Eval §3.3: a scorer is accepted when "execution succeeds and
+produces valid metrics"), must run without error and return a finite number in [0, 1] for every
+probe prediction (``acceptance: paper``). Its agreement with the reference scorer (:mod:`.scorers`)
+on a probe set of gold-formatted, wrong and real model predictions is measured and recorded either
+way; the stricter option ``acceptance: reference_agreement`` (ours) also requires that agreement to
+reach ``fidelity_threshold`` and feeds the disagreements back to the Scorer role.
 """
 from __future__ import annotations
 
@@ -25,9 +29,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from embeval.config import from_mapping, in_range
+from embeval.errors import ConfigError
 from embeval_analysis.a2eval.llm import CODE_SCHEMA, ask_json, build_llm
 from embeval_analysis.a2eval.sandbox import ALLOWED_MODULES, SandboxLimits, run_sandboxed, score_check, text_check
 from embeval_analysis.a2eval.scorers import first_numbers, reference_score
+
+
+#: scorer acceptance rules: the paper's (A2Eval §3.3) and our stricter option
+ACCEPTANCE = {"paper": "execution succeeds and every probe score is a finite number in [0, 1]",
+              "reference_agreement": "as paper, and the scores equal the reference scorer's on >= fidelity_threshold "
+                                     "of the probe predictions"}
 
 
 @dataclass
@@ -39,7 +50,8 @@ class EvalAgentConfig:
     scorer: Any = "rules"
     max_attempts: int = 4  # per role and task (the error-feedback budget)
     probe_docs: int = 6
-    fidelity_threshold: float = 0.95
+    acceptance: str = "paper"  # "paper": runs and returns valid scores; "reference_agreement": also >= fidelity_threshold
+    fidelity_threshold: float = 0.95  # used by acceptance: reference_agreement (and reported either way)
     cpu_seconds: int = 20
     wall_seconds: float = 60.0
     memory_mb: int = 1024
@@ -49,6 +61,10 @@ class EvalAgentConfig:
         in_range(self.max_attempts, f"{where}.max_attempts", 1, 50)
         in_range(self.probe_docs, f"{where}.probe_docs", 1, 1000)
         in_range(self.fidelity_threshold, f"{where}.fidelity_threshold", 0.0, 1.0)
+        if self.acceptance not in ACCEPTANCE:
+            raise ConfigError(f"{where}.acceptance: {str(self.acceptance)[:40]!r} is not one of {list(ACCEPTANCE)}: "
+                              "'paper' accepts a scorer that runs and returns valid scores (the paper's rule), "
+                              "'reference_agreement' also requires agreement with the reference scorer")
         in_range(self.cpu_seconds, f"{where}.cpu_seconds", 1, 3600)
         in_range(self.wall_seconds, f"{where}.wall_seconds", 1, 3600)
         in_range(self.memory_mb, f"{where}.memory_mb", 64, 1 << 16)
@@ -112,9 +128,24 @@ class SynthesisResult:
     attempts: list[Attempt] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     probe_fidelity: dict[str, float] = field(default_factory=dict)
+    acceptance: str = "paper"  # the rule the scorers were accepted by (EvalAgentConfig.acceptance)
+    fidelity_threshold: float = 0.95
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def acceptance_summary(self) -> str:
+        """One line: the rule used, and how many accepted scorers the other rule would also accept
+        (their probe agreement is recorded either way), so a reader sees both protocols."""
+        n = len(self.scorer_code)
+        agree = sum(self.probe_fidelity.get(t, 0.0) >= self.fidelity_threshold for t in self.scorer_code)
+        low = {t: round(f, 3) for t, f in sorted(self.probe_fidelity.items()) if f < self.fidelity_threshold}
+        if self.acceptance == "paper":
+            return (f"scorer acceptance: paper (runs, valid scores in [0, 1]): {n} accepted; {agree}/{n} also agree with "
+                    f"the reference on >= {self.fidelity_threshold:.0%} of probe predictions (option "
+                    f"reference_agreement){'; below: ' + str(low) if low else ''}")
+        return (f"scorer acceptance: reference_agreement (>= {self.fidelity_threshold:.0%} agreement with the reference, "
+                f"ours): {n} accepted (the paper's rule accepts every scorer that runs and returns valid scores)")
 
 
 def run_inference(code: str, subject: Any, items: Sequence[Any], limits: SandboxLimits,
@@ -186,7 +217,7 @@ class EvalAgent:
     def synthesise(self, items: Sequence[Any], subject: Any, seed: int = 0) -> SynthesisResult:
         """Synthesise and validate inference + scorer code per answer type present in ``items``,
         probing with ``subject`` (any VLM)."""
-        res = SynthesisResult()
+        res = SynthesisResult(acceptance=self.cfg.acceptance, fidelity_threshold=self.cfg.fidelity_threshold)
         limits = self.cfg.limits()
         rng = np.random.default_rng(seed)
         by_type: dict[str, list[Any]] = {}
@@ -253,7 +284,7 @@ class EvalAgent:
                 if err is None:
                     got = np.array([float(o) if isinstance(o, (int, float)) else np.nan for o in sb.valid_outputs()])
                     fid = float(np.mean(np.isclose(got, ref)))
-                    if fid < self.cfg.fidelity_threshold:
+                    if self.cfg.acceptance == "reference_agreement" and fid < self.cfg.fidelity_threshold:
                         mism = [f"doc {pairs[i][0].id} prediction {pairs[i][1]!r}: yours {got[i]}, expected {ref[i]}"
                                 for i in np.nonzero(~np.isclose(got, ref))[0][:5]]
                         err = f"the scorer disagrees with the reference on {1 - fid:.0%} of probe predictions:\n" + "\n".join(mism)

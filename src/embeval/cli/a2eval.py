@@ -253,6 +253,7 @@ def _evaluate(args) -> int:
             ok = t in (synth.inference_code if role == "evaluator" else synth.scorer_code)
             extra = f" (probe fidelity {synth.probe_fidelity[t]:.1%})" if role == "scorer" and ok else ""
             print(f"{role:<10}{t:<9}{len(att):>9}  {'ok' + extra if ok else 'FAILED: ' + str(synth.failed.get(f'{role}:{t}'))[:80]}")
+    print(synth.acceptance_summary())
     from embeval_analysis.a2eval.subjects import collect_results
 
     ev = evaluate(synth, subjects, subset, ecfg.limits())

@@ -117,6 +117,7 @@ def _run(ctx) -> None:
           f"(failed: {sorted(synth.failed) or 'none'}); synthesised scorer = reference on "
           f"{ev.scorer_fidelity:.1%} of {np.isfinite(ev.synth_scores).sum()} predictions; "
           f"{time.perf_counter() - t0:.1f} s in the sandbox")
+    print(synth.acceptance_summary())
     fid = P.agent_fidelity(ev, collect_results(ev_subjects, subset), subset, cur.selection.dimensions)
     P.save_json(fid, out / "agent_fidelity.json")
     print(P.format_agent_fidelity(fid))
