@@ -37,8 +37,10 @@ def test_failure_is_100_minus_distance_in_cm():
 
 
 def test_failure_floored_at_zero():
-    rec = execution_score(REF, outcome((0.50, 0.10, 1.50)))  # 130 cm away
+    """The paper's 100 - d is not floored (issue 31 made that the default: -30 here); floor=True keeps 0."""
+    rec = execution_score(REF, outcome((0.50, 0.10, 1.50)), floor=True)  # 130 cm away
     assert rec.score == 0.0 and rec.reason == "failure" and rec.distance_cm == pytest.approx(130.0)
+    assert execution_score(REF, outcome((0.50, 0.10, 1.50))).score == pytest.approx(-30.0)
 
 
 def test_estop_scores_zero_and_keeps_reason_even_when_task_succeeded():

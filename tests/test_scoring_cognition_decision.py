@@ -26,6 +26,7 @@ from embeval.scoring.decision import (
 )
 
 PP = DecisionConfig(normalisation="per_pair")
+ANGLE = DecisionConfig(rotation="angle")  # the corpus form with the relative rotation angle (the default until issue 31)
 
 
 def test_cognition_combines_and_sums_over_tasks():
@@ -38,10 +39,11 @@ def test_cognition_combines_and_sums_over_tasks():
     assert len(s0.tasks) == 5
     assert s0.bleu == pytest.approx(sum(b[:5])) and s0.rouge_l == pytest.approx(sum(r[:5]))
     assert s0.cider_d == pytest.approx(sum(c[:5]))
-    assert s0.total == pytest.approx(sum(b[:5]) + sum(r[:5]) + 0.1 * sum(c[:5]))
-    assert s0.tasks[2].combined == pytest.approx(b[2] + r[2] + 0.1 * c[2])
+    # the paper's weighted average of 1 : 1 : 0.1 (the weighted sum / 2.1; issue 31 changed it from the sum)
+    assert s0.total == pytest.approx((sum(b[:5]) + sum(r[:5]) + 0.1 * sum(c[:5])) / 2.1)
+    assert s0.tasks[2].combined == pytest.approx((b[2] + r[2] + 0.1 * c[2]) / 2.1)
     s1 = out[("vlm", "img1", "jpeg", 3)]
-    assert s1.total == pytest.approx(sum(b[5:]) + sum(r[5:]) + 0.1 * sum(c[5:]))
+    assert s1.total == pytest.approx((sum(b[5:]) + sum(r[5:]) + 0.1 * sum(c[5:])) / 2.1)
 
 
 def test_cognition_config_variants():
@@ -113,11 +115,12 @@ def test_decision_floors_for_tiny_motions():
 
 
 def test_decision_corpus_normalisation_hand_computed():
-    """Paper form: distances min-max normalised over the corpus, then 1 - normalised distance."""
+    """Corpus form: distances min-max normalised over the corpus, then 1 - normalised distance (rotation
+    distance: the relative angle option; the paper's cosine default: tests/test_paper_defaults.py)."""
     ref = np.array([0.0, 0, 0, 0, 0, 0, 1.0])
     img1 = (np.array([ref, ref]), np.array([[0.01, 0, 0, 0, 0, 0.1, 1.0], [0.03, 0, 0, 0, 0, 0.3, 0.5]]))
     img2 = (np.array([ref]), np.array([[0.0, 0.04, 0, 0, 0, -0.2, 1.0]]))
-    s1, s2 = decision_corpus([img1, img2])
+    s1, s2 = decision_corpus([img1, img2], ANGLE)
     # position distances 0.01, 0.03, 0.04 m: min 0.01, max 0.04 -> 1 - (d - 0.01) / 0.03 = 1, 1/3, 0
     # rotation angles 0.1, 0.3, 0.2 rad: min 0.1, max 0.3 -> 1, 0, 0.5
     assert [t.position for t in s1.tasks] == pytest.approx([1.0, 1 / 3])
@@ -126,12 +129,12 @@ def test_decision_corpus_normalisation_hand_computed():
     assert s1.total == pytest.approx((1 + 1 + 1) / 3 + (1 / 3 + 0 + 0.5) / 3)
     assert (s2.tasks[0].position, s2.tasks[0].rotation, s2.total) == pytest.approx((0.0, 0.5, (0 + 0.5 + 1) / 3))
     # the same image scored alone has another corpus: its range is its own pair
-    alone = decision_score(*img1)
+    alone = decision_score(*img1, ANGLE)
     assert [t.position for t in alone.tasks] == pytest.approx([1.0, 0.0])
     # a fitted range applies to new pairs (clipped to 0..1 outside it)
-    rng = DecisionRange.fit([img1, img2])
+    rng = DecisionRange.fit([img1, img2], ANGLE)
     assert (rng.position, rng.rotation) == (pytest.approx((0.01, 0.04)), pytest.approx((0.1, 0.3)))
-    far = decision_parts(ref, np.array([0.5, 0, 0, 0, 0, 0.2, 1.0]), corpus=rng)[0]
+    far = decision_parts(ref, np.array([0.5, 0, 0, 0, 0, 0.2, 1.0]), ANGLE, corpus=rng)[0]
     assert (far.position, far.rotation) == pytest.approx((0.0, 0.5))
     # no spread: every pair scores 1 on that part
     same = decision_corpus([(np.array([ref]), np.array([[0.01, 0, 0, 0, 0, 0, 1.0]]))] * 2)
@@ -145,10 +148,10 @@ def test_decision_corpus_rotation_distance_is_the_relative_angle():
     ang = np.array([np.linalg.norm((Rotation.from_euler("xyz", a[3:6]).inv() * Rotation.from_euler("xyz", b[3:6])).as_rotvec())
                     for a, b in zip(A, B)])
     dt = np.linalg.norm(A[:, :3] - B[:, :3], axis=1)
-    parts = decision_parts(A, B)
+    parts = decision_parts(A, B, ANGLE)
     assert [p.rotation for p in parts] == pytest.approx(1 - (ang - ang.min()) / np.ptp(ang), abs=1e-9)
     assert [p.position for p in parts] == pytest.approx(1 - (dt - dt.min()) / np.ptp(dt), abs=1e-12)
-    rpy = decision_parts(A, B, DecisionConfig(rotation_direction="rpy"))
+    rpy = decision_parts(A, B, DecisionConfig(rotation="angle", rotation_direction="rpy"))
     dr = np.linalg.norm(A[:, 3:6] - B[:, 3:6], axis=1)
     assert [p.rotation for p in rpy] == pytest.approx(1 - (dr - dr.min()) / np.ptp(dr))
     with pytest.raises(ConfigError, match="normalisation"):

@@ -14,8 +14,11 @@ readout trained on the first categories would find it on the rest.
 
 CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps): the best above-chance probe accuracy of the
 action-expert layers relative to that of the backbone layers (c = chance, 0.5 for binary items).
-1 means the action layers keep all the answer information the backbone had; 0 none. When no
-backbone layer beats chance the ratio is undefined and reported as NaN (nothing to retain).
+1 means the action layers keep all the answer information the backbone had; 0 none. The paper's
+formula is computed as written, also when no backbone layer beats chance (the denominator is then
+at most eps: the value is huge or negative and means nothing; :attr:`ProbeReport.backbone_above_chance`
+is False and the table says so). ``below_chance="nan"`` reports NaN there instead (the default until
+issue 31). eps = 1e-6 (the paper does not state it; accuracies are fractions here, c = 0.5).
 """
 from __future__ import annotations
 
@@ -47,6 +50,12 @@ class ProbeReport:
     cnr: float = float("nan")
     backbone_best: float = float("nan")
     expert_best: float = float("nan")
+    below_chance: str = "formula"  # how cnr was computed when no backbone layer beats chance (chance_normalized_retention)
+
+    @property
+    def backbone_above_chance(self) -> bool:
+        """Whether some backbone layer beats chance (else the CNR ratio means nothing)."""
+        return bool(self.backbone_best > self.chance)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -59,17 +68,28 @@ class ProbeReport:
         lines.append(f"CNR = {self.cnr:.3f} (best backbone {self.backbone_best:.3f}, best action expert "
                      f"{self.expert_best:.3f}, chance {self.chance:.2f}; n = {self.n_samples}, "
                      + (f"{self.folds}-fold grouped CV)" if self.folds > 1 else "test samples of a category split)"))
+        if self.backbone_best == self.backbone_best and not self.backbone_above_chance:
+            lines.append("  no backbone layer beats chance: the CNR ratio has nothing to retain and means nothing")
         return "\n".join(lines)
 
 
+#: what :func:`chance_normalized_retention` returns when no backbone layer beats chance
+BELOW_CHANCE = ("formula", "nan")
+
+
 def chance_normalized_retention(expert_scores: Sequence[float], backbone_scores: Sequence[float], chance: float = 0.5,
-                                eps: float = 1e-6) -> float:
-    """CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps) (see the module docstring); NaN when the
-    best backbone layer is at or below chance."""
+                                eps: float = 1e-6, below_chance: str = "formula") -> float:
+    """CNR = max_n(s_exp_n - c) / (max_n(s_bb_n - c) + eps), the Act2Answer paper's formula (see the
+    module docstring). When the best backbone layer is at or below chance: ``below_chance="formula"``
+    (default, the paper's) still evaluates it (NaN only for a zero denominator); ``"nan"`` returns NaN."""
     if len(expert_scores) == 0 or len(backbone_scores) == 0:
         raise ConfigError("CNR needs at least one backbone and one action-expert layer score")
+    if below_chance not in BELOW_CHANCE:
+        raise ConfigError(f"CNR below_chance must be one of {', '.join(BELOW_CHANCE)}, got {below_chance!r}")
     den = max(backbone_scores) - chance
-    if den <= 0:
+    if den <= 0 and below_chance == "nan":
+        return float("nan")
+    if den + eps == 0:
         return float("nan")
     return float((max(expert_scores) - chance) / (den + eps))
 
@@ -143,11 +163,15 @@ def probe_transfer(features, train_categories, control_features=None, seed: int 
     return retention(rep, backbone_prefix, expert_prefix)
 
 
-def retention(rep: ProbeReport, backbone_prefix: str = "backbone.", expert_prefix: str = "action_expert.") -> ProbeReport:
-    """Fill ``rep.cnr`` from its layers (backbone vs action expert by name prefix)."""
+def retention(rep: ProbeReport, backbone_prefix: str = "backbone.", expert_prefix: str = "action_expert.",
+              below_chance: str | None = None) -> ProbeReport:
+    """Fill ``rep.cnr`` from its layers (backbone vs action expert by name prefix); ``below_chance`` as in
+    :func:`chance_normalized_retention` (default: ``rep.below_chance``)."""
     bb = [p.accuracy for p in rep.layers if p.layer.startswith(backbone_prefix)]
     ex = [p.accuracy for p in rep.layers if p.layer.startswith(expert_prefix)]
+    if below_chance is not None:
+        rep.below_chance = below_chance
     if bb and ex:
         rep.backbone_best, rep.expert_best = max(bb), max(ex)
-        rep.cnr = chance_normalized_retention(ex, bb, rep.chance)
+        rep.cnr = chance_normalized_retention(ex, bb, rep.chance, below_chance=rep.below_chance)
     return rep

@@ -2,16 +2,23 @@
 
 For each task the answer on the distorted image (candidate) is compared with the answer on the
 reference image (reference) by BLEU, ROUGE-L and CIDEr-D (see :mod:`embeval.scoring.text` for the
-exact definitions), combined ``1 * BLEU + 1 * ROUGE-L + 0.1 * CIDEr-D`` (range 0..3 per task), and an
-image's score is the sum over its tasks (0..15 for the paper's 5 tasks). The whole corpus is scored
-in one call so that CIDEr-D's document frequencies are meaningful (a single pair gives CIDEr-D 0).
+exact definitions), combined as the Embodied-IQA paper's "weighted average of 1:1:0.1":
+``(1 * BLEU + 1 * ROUGE-L + 0.1 * CIDEr-D) / (1 + 1 + 0.1)`` (``combine="average"``, default; BLEU and
+ROUGE-L lie in 0..1, CIDEr-D in 0..10, so a task scores 0..3/2.1 = 0..1.43), and an image's score is
+the sum over its tasks (0..7.14 for the paper's 5 tasks). ``combine="sum"`` keeps the weighted sum
+(0..3 per task, 0..15 per image; the default until issue 31): 2.1 times the average, so every rank
+and correlation is the same. The whole corpus is scored in one call so that CIDEr-D's document
+frequencies are meaningful (a single pair gives CIDEr-D 0).
+
+BLEU is sentence BLEU-4 with add-one smoothing of the 2..4-gram precisions by default
+(``bleu_variant="smooth"``, a choice: the paper names BLEU without n or smoothing; see docs/scoring.md).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Hashable, Mapping, Sequence
 
-from embeval.errors import InvalidInputError
+from embeval.errors import ConfigError, InvalidInputError
 from embeval.scoring import text
 
 
@@ -31,11 +38,16 @@ class CognitionConfig:
     rouge_beta: float = 1.2
     cider_sigma: float = 6.0
     weights: CognitionWeights = field(default_factory=CognitionWeights)
+    combine: str = "average"  # "average" (paper: weighted average, sum / sum of weights) or "sum" (weighted sum)
+
+
+#: how the three metrics of a task are combined (see the module docstring)
+COMBINES = ("average", "sum")
 
 
 @dataclass(frozen=True)
 class PairScore:
-    """One answer pair: the three metrics and their weighted combination."""
+    """One answer pair: the three metrics and their weighted combination (``combine``: average or sum)."""
 
     bleu: float
     rouge_l: float
@@ -60,9 +72,16 @@ def score_pairs(candidates: Sequence[str], references: Sequence, config: Cogniti
     ``idf_refs``: optional fixed corpus for CIDEr-D's document frequencies (default: this corpus)."""
     b = text.bleu(candidates, references, n=config.bleu_n, variant=config.bleu_variant, tokenizer=tokenizer)
     r = text.rouge_l(candidates, references, beta=config.rouge_beta, tokenizer=tokenizer)
-    c = text.cider_d(candidates, references, sigma=config.cider_sigma, tokenizer=tokenizer, idf_refs=idf_refs)
     w = config.weights
-    return [PairScore(bi, ri, ci, w.bleu * bi + w.rouge_l * ri + w.cider_d * ci) for bi, ri, ci in zip(b, r, c)]
+    if config.combine not in COMBINES:
+        raise ConfigError(f"unknown Cognition combine {config.combine!r}; choose one of {', '.join(COMBINES)}")
+    norm = 1.0
+    if config.combine == "average":
+        norm = w.bleu + w.rouge_l + w.cider_d
+        if not norm > 0:
+            raise ConfigError(f"Cognition weights must sum to > 0 for a weighted average, got {w}")
+    c = text.cider_d(candidates, references, sigma=config.cider_sigma, tokenizer=tokenizer, idf_refs=idf_refs)
+    return [PairScore(bi, ri, ci, (w.bleu * bi + w.rouge_l * ri + w.cider_d * ci) / norm) for bi, ri, ci in zip(b, r, c)]
 
 
 def cognition_scores(answers: Mapping[Hashable, tuple[Sequence[str], Sequence[str]]],

@@ -8,12 +8,22 @@ rotation norm, then the first arm), the same arm for both actions.
 
 Per task, comparing the distorted-image action ``b`` with the reference-image action ``a``:
 
-``normalisation="corpus"`` (default, the Embodied-IQA paper's): the position distance
-``d_t = |t_a - t_b|`` (metres) and the rotation distance ``d_r`` (radians: the angle of the relative
-rotation ``R_a^T R_b`` with ``rotation_direction="rotvec"``, or ``|rpy_a - rpy_b|`` with ``"rpy"``)
-are min-max normalised over the scored corpus (every task pair scored together, see
-:func:`decision_corpus` and :class:`DecisionRange`): ``position = 1 - (d_t - min) / (max - min)``,
-the same for rotation; a corpus whose distances are all equal has no spread and scores 1.
+``normalisation="corpus"`` (default, the Embodied-IQA paper's, §3.4: position from the Euclidean
+distance, "the rotation score is based on the cosine similarity of directional vectors", state from
+the absolute difference, each normalised to 0..1 over the data):
+the position distance ``d_t = |t_a - t_b|`` (metres) and a rotation distance ``d_r`` are min-max
+normalised over the scored corpus (every task pair scored together, see :func:`decision_corpus` and
+:class:`DecisionRange`): ``position = 1 - (d_t - min) / (max - min)``, the same for rotation; a corpus
+whose distances are all equal has no spread and scores 1. The rotation distance (``rotation``):
+
+- ``"cosine"`` (default, the paper's): ``d_r = 1 - cos(u_a, u_b)`` (unitless, 0..2), ``u`` the rotation
+  direction vectors (``rotation_direction``: the rotation vectors of the roll-pitch-yaw rotations,
+  ``"rotvec"``, or the raw (droll, dpitch, dyaw) triples, ``"rpy"``); so ``rotation`` is the cosine
+  similarity min-max normalised over the corpus. A rotation shorter than ``zero_rotation`` has no
+  direction: both none -> cos 1, only one -> cos 0 (as in the per-pair form);
+- ``"angle"`` (the earlier corpus default, kept as an option): ``d_r`` in radians, the angle of the
+  relative rotation ``R_a^T R_b`` with ``rotation_direction="rotvec"``, ``|rpy_a - rpy_b|`` with ``"rpy"``.
+  It also counts a change of rotation *magnitude* about the same axis, which the cosine ignores.
 
 ``normalisation="per_pair"`` (the earlier form, for streaming use where no corpus exists):
 
@@ -24,7 +34,7 @@ the same for rotation; a corpus whose distances are all equal has no spread and 
   rotation vectors (axis * angle) of the two roll-pitch-yaw rotations (``rotation_direction="rotvec"``),
   or the raw (droll, dpitch, dyaw) triples (``"rpy"``). Zero rotations (norm below ``zero_rotation``
   = 1e-3 rad, so that numerical noise has no direction): both zero -> 1, only one zero -> 0.5 (no
-  direction to agree with).
+  direction to agree with). ``rotation`` does not apply.
 
 State (both): ``1 - |g_a - g_b|`` (gripper in [0, 1]).
 
@@ -42,6 +52,8 @@ from embeval.errors import ConfigError, InvalidInputError
 
 
 NORMALISATIONS = ("corpus", "per_pair")
+#: the corpus form's rotation distance: "cosine" (the paper's) or "angle" (relative rotation angle, option)
+ROTATIONS = ("cosine", "angle")
 #: the instructions a policy is scored on when an image source or run carries none (rising difficulty): the
 #: Decision score compares the actions for each of them (the run evaluator ``policy_decision`` and the IQA database)
 DEFAULT_TASKS = (
@@ -58,14 +70,16 @@ class DecisionConfig:
     normalisation: str = "corpus"  # "corpus" (paper: min-max over the scored corpus) or "per_pair"
     position_scale_m: float | None = None  # per_pair only; None: scale-free (see module docstring)
     position_floor_m: float = 1e-3  # metres; per_pair only: lower bound of the scale-free denominator
+    rotation: str = "cosine"  # corpus only: "cosine" (paper §3.4) or "angle" (relative rotation angle); see module doc
     rotation_direction: str = "rotvec"  # "rotvec" or "rpy"
-    zero_rotation: float = 1e-3  # radians; per_pair only: shorter rotation vectors count as no rotation
+    zero_rotation: float = 1e-3  # radians; shorter rotation vectors count as no rotation (per_pair, corpus "cosine")
     arm: int | None = None  # multi-arm actions: the arm to score (0-based); None: the larger motion
 
 
 @dataclass(frozen=True)
 class DecisionRange:
-    """Min and max of the position (metres) and rotation (radians) distances over a scored corpus."""
+    """Min and max of the position (metres) and rotation distances over a scored corpus (rotation
+    ``"cosine"``: ``1 - cos``, unitless; ``"angle"``: radians)."""
 
     position: tuple[float, float]
     rotation: tuple[float, float]
@@ -150,14 +164,19 @@ def select_arm(reference, distorted, config: "DecisionConfig") -> tuple[np.ndarr
 
 
 def decision_distances(reference, distorted, config: "DecisionConfig | None" = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per task pair: position distance ``|t_a - t_b|`` (metres) and rotation distance (radians; the
-    relative rotation's angle for ``"rotvec"``, ``|rpy_a - rpy_b|`` for ``"rpy"``)."""
+    """Per task pair: position distance ``|t_a - t_b|`` (metres) and the corpus form's rotation distance
+    (``rotation="cosine"``: ``1 - cos`` of the rotation directions, unitless 0..2; ``"angle"``: radians,
+    the relative rotation's angle for ``"rotvec"``, ``|rpy_a - rpy_b|`` for ``"rpy"``)."""
     cfg = config or DecisionConfig()
     return _distances(*select_arm(reference, distorted, cfg), cfg)
 
 
 def _distances(a: np.ndarray, b: np.ndarray, cfg: "DecisionConfig") -> tuple[np.ndarray, np.ndarray]:
     dt = np.linalg.norm(a[:, :3] - b[:, :3], axis=1)
+    if cfg.rotation == "cosine":
+        return dt, 1.0 - _cosine(a, b, cfg)
+    if cfg.rotation != "angle":
+        raise ConfigError(f"unknown Decision rotation {cfg.rotation!r}; choose one of {', '.join(ROTATIONS)}")
     if cfg.rotation_direction == "rotvec":
         from scipy.spatial.transform import Rotation
 
@@ -168,6 +187,16 @@ def _distances(a: np.ndarray, b: np.ndarray, cfg: "DecisionConfig") -> tuple[np.
     else:
         raise ConfigError(f"unknown rotation_direction {cfg.rotation_direction!r}; choose 'rotvec' or 'rpy'")
     return dt, np.asarray(dr, dtype=np.float64)
+
+
+def _cosine(a: np.ndarray, b: np.ndarray, cfg: "DecisionConfig") -> np.ndarray:
+    """Cosine similarity of the rotation direction vectors per pair; a rotation shorter than
+    ``zero_rotation`` has no direction: both none -> 1, only one -> 0."""
+    ua, ub = _directions(a[:, 3:6], cfg.rotation_direction), _directions(b[:, 3:6], cfg.rotation_direction)
+    na, nb = np.linalg.norm(ua, axis=1), np.linalg.norm(ub, axis=1)
+    za, zb = na < cfg.zero_rotation, nb < cfg.zero_rotation
+    cos = np.clip(np.einsum("ij,ij->i", ua, ub) / np.where(za | zb, 1.0, na * nb), -1.0, 1.0)
+    return np.where(za & zb, 1.0, np.where(za | zb, 0.0, cos))
 
 
 def _directions(rpy: np.ndarray, mode: str) -> np.ndarray:
@@ -189,6 +218,8 @@ def decision_parts(reference, distorted, config: DecisionConfig = DecisionConfig
     with :func:`decision_corpus`."""
     if config.normalisation not in NORMALISATIONS:
         raise ConfigError(f"unknown Decision normalisation {config.normalisation!r}; choose one of {', '.join(NORMALISATIONS)}")
+    if config.rotation not in ROTATIONS:
+        raise ConfigError(f"unknown Decision rotation {config.rotation!r}; choose one of {', '.join(ROTATIONS)}")
     a, b = select_arm(reference, distorted, config)
     state = 1.0 - np.abs(a[:, 6] - b[:, 6])
     if config.normalisation == "corpus":
@@ -207,11 +238,7 @@ def decision_parts(reference, distorted, config: DecisionConfig = DecisionConfig
         if config.position_scale_m <= 0:
             raise ConfigError(f"position_scale_m must be > 0 metres, got {config.position_scale_m}")
         pos = 1.0 - np.minimum(d / config.position_scale_m, 1.0)
-    ua, ub = _directions(a[:, 3:6], config.rotation_direction), _directions(b[:, 3:6], config.rotation_direction)
-    na, nb = np.linalg.norm(ua, axis=1), np.linalg.norm(ub, axis=1)
-    za, zb = na < config.zero_rotation, nb < config.zero_rotation
-    cos = np.einsum("ij,ij->i", ua, ub) / np.where(za | zb, 1.0, na * nb)
-    rot = np.where(za & zb, 1.0, np.where(za | zb, 0.5, (1.0 + np.clip(cos, -1.0, 1.0)) / 2.0))
+    rot = (1.0 + _cosine(a, b, config)) / 2.0  # both without rotation: 1; only one: 0.5
     score = (pos + rot + state) / 3.0
     return [DecisionScore(float(p), float(r), float(s), float(t)) for p, r, s, t in zip(pos, rot, state, score)]
 

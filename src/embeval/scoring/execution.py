@@ -5,7 +5,9 @@ run of the reference image's action, on the same arm (simulated or real).
   workspace limit) -> 0;
 - the distorted run achieved the task -> 100;
 - otherwise -> ``100 - d``, ``d`` the Euclidean distance in centimetres between the final TCP
-  positions of the reference run and the distorted run, floored at 0.
+  positions of the reference run and the distorted run. As in the paper this is not floored:
+  a run that ends more than 1 m away scores below 0, below an emergency stop. ``floor=True``
+  (:func:`execution_score`) gives ``max(0, 100 - d)``, the default until issue 31.
 
 Pure functions on :class:`ExecutionOutcome` records, so the simulator, the ROS arm node and the
 real UR5 share one scorer. Poses: ``[x, y, z, rx, ry, rz]`` in frame base, metres + rotation vector.
@@ -114,8 +116,9 @@ def tcp_distance_cm(a: Sequence[float], b: Sequence[float]) -> float:
     return float(np.linalg.norm(pa - pb) * 100.0)
 
 
-def execution_score(reference: ExecutionOutcome, distorted: ExecutionOutcome) -> ExecutionRecord:
-    """Score the distorted run against the reference run (see module docstring)."""
+def execution_score(reference: ExecutionOutcome, distorted: ExecutionOutcome, floor: bool = False) -> ExecutionRecord:
+    """Score the distorted run against the reference run (see module docstring); ``floor``: a failure
+    scores ``max(0, 100 - d)`` instead of the paper's ``100 - d``."""
     d = tcp_distance_cm(reference.final_tcp_pose, distorted.final_tcp_pose)
     if distorted.stopped:
         return ExecutionRecord(ESTOP_SCORE, "estop", d, reference, distorted, distorted.stop_reason)
@@ -123,17 +126,19 @@ def execution_score(reference: ExecutionOutcome, distorted: ExecutionOutcome) ->
     note = f"reference run stopped ({reference.stop_reason or 'protective stop'})" if reference.stopped else ""
     if distorted.success:
         return ExecutionRecord(SUCCESS_SCORE, "success", d, reference, distorted, note)
-    return ExecutionRecord(max(0.0, 100.0 - d), "failure", d, reference, distorted, note)
+    return ExecutionRecord(max(0.0, 100.0 - d) if floor else 100.0 - d, "failure", d, reference, distorted, note)
 
 
 def execution_score_from_poses(reference_tcp: Sequence[float], distorted_tcp: Sequence[float], *, stopped: bool = False,
                                success: bool | None = None, stop_reason: str = "", reference_success: bool | None = None,
-                               success_source: str | None = None, reference_success_source: str | None = None) -> ExecutionRecord:
+                               success_source: str | None = None, reference_success_source: str | None = None,
+                               floor: bool = False) -> ExecutionRecord:
     """:func:`execution_score` from raw final TCP poses, e.g. a ROS or real-arm episode.
 
     ``success``: the distorted run's success flag (None: unknown, scores by distance), and
     ``success_source`` where it came from (:data:`SUCCESS_SOURCES`; default ``none`` when ``success`` is
-    None, else ``sim``); a flag from source ``none`` counts as unknown. The same for the reference run."""
+    None, else ``sim``); a flag from source ``none`` counts as unknown. The same for the reference run.
+    ``floor`` as in :func:`execution_score`."""
     def flag(value, source):
         source = check_success_source(source) if source else ("none" if value is None else "sim")
         return (source != "none" and bool(value)), source
@@ -142,7 +147,7 @@ def execution_score_from_poses(reference_tcp: Sequence[float], distorted_tcp: Se
     dis_ok, dis_src = flag(success, success_source)
     ref = ExecutionOutcome(tuple(reference_tcp), ref_ok, False, success_source=ref_src)
     dis = ExecutionOutcome(tuple(distorted_tcp), dis_ok, bool(stopped), stop_reason, success_source=dis_src)
-    return execution_score(ref, dis)
+    return execution_score(ref, dis, floor)
 
 
 def mean_score(records: Sequence[ExecutionRecord]) -> float:
