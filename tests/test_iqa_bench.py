@@ -52,12 +52,13 @@ def test_split_correlations_match_scipy_and_summary_is_median(db, bench):
     _, scores = db
     y = scores["decision"].to_numpy(float)
     splits = scene_splits(scores["scene_id"].to_numpy(), 3, 0.25, 0)
-    ps = bench.per_split
+    ps = bench.per_split[bench.per_split.protocol == "scene"]  # the scene-disjoint option (random: test_paper_defaults)
     psnr = ps[(ps.metric == "psnr") & (ps.breakdown == "all")].set_index("split")
     for k, (_, te) in enumerate(splits):
         assert psnr.loc[k, "srcc"] == pytest.approx(spearmanr(bench.metric_values["psnr"][te], y[te]).statistic, abs=1e-12)
         assert psnr.loc[k, "n"] == len(te)
-    row = bench.summary[(bench.summary.metric == "psnr") & (bench.summary.breakdown == "all")].iloc[0]
+    row = bench.summary[(bench.summary.metric == "psnr") & (bench.summary.breakdown == "all")
+                        & (bench.summary.protocol == "scene")].iloc[0]
     assert row.srcc == pytest.approx(np.median(psnr["srcc"])) and row.n_splits == 3
     assert row.srcc_lo <= row.srcc <= row.srcc_hi
     # breakdowns present: parts of the decision score, JND thirds, levels
@@ -91,8 +92,8 @@ def test_predictor_round_trip_and_gate(bench, db, tmp_path):
     out, scores = db
     imgs = [np.asarray(Image.open(out / f)) for f in scores["path"].iloc[:8]]
     for metric in ("cnniqa", "nr-fusion"):
-        p = save_gate(bench, tmp_path / metric, rate=0.25, metric=metric)
-        a = bench.split0["predictor"][(metric, "decision")].predict(imgs)
+        p = save_gate(bench, tmp_path / metric, rate=0.25, metric=metric)  # the gate: scene-disjoint split 1
+        a = bench.view("scene").split0["predictor"][(metric, "decision")].predict(imgs)
         b = load_predictor(p).predict(imgs)
         assert np.allclose(a, b, atol=1e-5)
     assert isinstance(load_predictor(tmp_path / "cnniqa"), NRPredictor)

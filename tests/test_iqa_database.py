@@ -147,7 +147,7 @@ def test_export_pyiqa_splits_disjoint_by_scene_and_readable_by_pyiqa(db, tmp_pat
     from embeval_analysis.iqa.export import export_pyiqa
 
     out, _, scores = db
-    files = export_pyiqa(scores, tmp_path, n_splits=10, test_size=0.34, seed=0)
+    files = export_pyiqa(scores, tmp_path, n_splits=10, test_size=0.34, seed=0, split_by="scene")  # the option
     with open(files["splits"], "rb") as fh:
         splits = pickle.load(fh)
     assert sorted(splits) == list(range(1, 11))

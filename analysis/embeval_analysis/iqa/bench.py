@@ -1,15 +1,24 @@
 """``embeval iqa bench``: how well do quality metrics predict what a distortion does to robots?
 
-For every target score (Decision, Cognition: means over subjects) and every split (8:2, disjoint by
-scene, ``n_splits`` repeats) the zero-shot metrics are evaluated on the test images and the trained
-metrics are fitted on the training images and evaluated on the test images. Reported: SRCC, KRCC,
-PLCC (raw) and PLCC after the 4-parameter logistic (:func:`embeval.scoring.stats.fit_logistic`),
-median over splits with the 2.5/97.5 percentiles over splits as interval, broken down by
+For every target score (Decision, Cognition: means over subjects) and every split (8:2, ``n_splits``
+repeats) the zero-shot metrics are evaluated on the test images and the trained metrics are fitted
+on the training images and evaluated on the test images. Split protocols (``BenchConfig.split_by``,
+:data:`embeval_analysis.iqa.export.SPLITS`): ``random`` (default, the Embodied-IQA paper's: image
+pairs partitioned at random 8:2, ten times) and ``scene`` (disjoint by scene, stricter: no scene in
+both parts); with ``compare_splits`` (default) the other protocol runs too and every table shows
+both (column ``protocol``). Reported: SRCC, KRCC, PLCC (raw) and PLCC after the 4-parameter
+logistic (:func:`embeval.scoring.stats.fit_logistic`), median over splits with the 2.5/97.5
+percentiles over splits as interval, and the mean over splits (the paper's statistic), broken down by
 
 - ``all``; ``dimension``: the target's parts (Decision: position / rotation / state; Cognition:
   BLEU / ROUGE-L / CIDEr-D), predicted by the metric trained on the total;
-- ``jnd``: thirds of the test images by the target score (mild / medium / severe);
+- ``jnd``: thirds of the images by the target score (mild / medium / severe), cut over all images of
+  the database (``jnd_scope="all"``, default, the paper's) and evaluated on each test part, or cut
+  within each test part (``jnd_scope="split"``, the default until issue 31);
 - ``view`` (first / third person), ``source`` (simulated / real), ``level`` (1..5).
+
+The quality gate (:func:`gate_over_splits`, :func:`save_gate`; not part of the paper) uses the
+scene-disjoint splits when they were run: a live camera meets scenes the gate was not trained on.
 """
 from __future__ import annotations
 
@@ -35,6 +44,9 @@ class BenchConfig:
     n_splits: int = 10
     test_size: float = 0.2
     seed: int = 0
+    split_by: str = "random"  # "random" (paper: image pairs at random 8:2) or "scene" (disjoint by scene)
+    compare_splits: bool = True  # also run the other split protocol and report it beside
+    jnd_scope: str = "all"  # JND thirds cut over "all" images (paper) or within each test "split"
     cnniqa_splits: int | None = None  # train CNNIQA on the first k splits only (CPU time); None: all
     cnniqa_targets: list[str] | None = None  # train CNNIQA for these targets only; None: all
     min_group: int = 6  # smallest breakdown group that gets correlations
@@ -50,7 +62,31 @@ class BenchConfig:
             raise ConfigError(f"iqa bench config: unknown field(s) {bad}; allowed: {sorted(cls.__dataclass_fields__)}")
         if "train" in d:
             d["train"] = TrainConfig(**d["train"])
-        return cls(**d)
+        cfg = cls(**d)
+        cfg.check()
+        return cfg
+
+    def check(self) -> None:
+        """:class:`ConfigError` naming a bad split protocol or JND scope."""
+        from embeval.errors import ConfigError
+        from embeval_analysis.iqa.export import SPLITS
+
+        if self.split_by not in SPLITS:
+            raise ConfigError(f"iqa bench split_by: {self.split_by!r} is not a split protocol; choose one of "
+                              f"{', '.join(SPLITS)} (random: the paper's 8:2 over image pairs; scene: disjoint by scene)")
+        if self.jnd_scope not in JND_SCOPES:
+            raise ConfigError(f"iqa bench jnd_scope: {self.jnd_scope!r}; choose one of {', '.join(JND_SCOPES)}")
+
+    @property
+    def protocols(self) -> list[str]:
+        """The split protocols this benchmark runs, ``split_by`` first."""
+        from embeval_analysis.iqa.export import SPLITS
+
+        return [self.split_by] + ([p for p in SPLITS if p != self.split_by] if self.compare_splits else [])
+
+
+#: where the JND thirds are cut: over all images of the database (the paper's) or within each test part
+JND_SCOPES = ("all", "split")
 
 
 @dataclass
@@ -64,6 +100,28 @@ class BenchResult:
     features: dict[str, np.ndarray] = field(default_factory=dict)  # NR features per image and set (embeval.iqa.features)
     splits: list = field(default_factory=list)  # (train, test) row indices of every split
     preds: dict = field(default_factory=dict)  # (metric, target) -> {split: held-out predictions (aligned with the split's test)}
+    protocol: str = "random"  # the split protocol of splits / preds / split0 (the first one run)
+    by_protocol: dict = field(default_factory=dict)  # protocol -> {"splits", "preds", "split0"} of every protocol run
+
+    @property
+    def protocols(self) -> list[str]:
+        """The split protocols run, the default one first."""
+        return list(self.by_protocol) or [self.protocol]
+
+    def view(self, protocol: str | None) -> "BenchResult":
+        """This result seen through one split protocol: ``splits``, ``preds``, ``split0`` and the tables of
+        ``protocol`` only (itself when that protocol was not run or ``protocol`` is None)."""
+        if protocol is None or protocol not in self.by_protocol:
+            return self
+        import dataclasses
+
+        p = self.by_protocol[protocol]
+
+        def only(frame):
+            return frame if frame is None or "protocol" not in frame else frame[frame["protocol"] == protocol]
+
+        return dataclasses.replace(self, per_split=only(self.per_split), summary=only(self.summary), split0=p["split0"],
+                                   splits=p["splits"], preds=p["preds"], protocol=protocol, by_protocol={protocol: p})
 
 
 def _load_images(db: Path, scores) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -77,15 +135,18 @@ def _load_images(db: Path, scores) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return [rd(p) for p in scores["path"]], [refs[p] for p in scores["ref_path"]]
 
 
-def _groups(frame, y: np.ndarray, target: str) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
-    from embeval.scoring.jnd import jnd_split
+def _groups(frame, y: np.ndarray, target: str, jnd: np.ndarray | None = None) -> list[tuple[str, str, np.ndarray, np.ndarray]]:
+    """Breakdown groups of one test part; ``jnd``: the test images' JND labels cut over the whole
+    database (None: cut the thirds within this test part)."""
+    from embeval.scoring.jnd import GROUPS, jnd_split
 
     allidx = np.arange(len(frame))
     out = [("all", "all", allidx, y)]
     for part in PARTS.get(target, []):
         if part in frame:
             out.append(("dimension", part, allidx, frame[part].to_numpy(float)))
-    for name, idx in jnd_split(y).items():
+    thirds = jnd_split(y) if jnd is None else {g: np.flatnonzero(jnd == g) for g in GROUPS}
+    for name, idx in thirds.items():
         out.append(("jnd", name, np.asarray(idx), y))
     for col in ("view", "source", "level"):
         if col in frame:
@@ -108,25 +169,25 @@ def _corr(pred: np.ndarray, y: np.ndarray, hib: bool) -> dict[str, float]:
             "plcc_4pl": corr(m4, y, "pearson")}
 
 
-def _rows(metric, mode, kind, target, split, pred, hib, frame, y, min_group) -> list[dict]:
+def _rows(metric, mode, kind, target, split, pred, hib, frame, y, min_group, jnd=None, protocol="random") -> list[dict]:
     import warnings
 
     rows = []
-    for bd, group, idx, yy in _groups(frame, y, target):
+    for bd, group, idx, yy in _groups(frame, y, target, jnd):
         if len(idx) < max(3, min_group):
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # overflow in the logistic while curve_fit explores
             c = _corr(pred[idx], yy[idx], hib)
-        rows.append({"metric": metric, "mode": mode, "kind": kind, "target": target, "breakdown": bd, "group": group,
-                     "split": split, "n": len(idx), **c})
+        rows.append({"metric": metric, "mode": mode, "kind": kind, "target": target, "protocol": protocol, "breakdown": bd,
+                     "group": group, "split": split, "n": len(idx), **c})
     return rows
 
 
 def summarise(per_split):
     """Median over splits, the mean over splits (``*_mean``, what the Embodied-IQA paper reports) and the
-    2.5/97.5 percentile interval of SRCC, per metric/target/breakdown group."""
-    keys = ["metric", "mode", "kind", "target", "breakdown", "group"]
+    2.5/97.5 percentile interval of SRCC, per metric/target/split protocol/breakdown group."""
+    keys = ["metric", "mode", "kind", "target"] + (["protocol"] if "protocol" in per_split else []) + ["breakdown", "group"]
     g = per_split.groupby(keys, sort=False)
     out = g[["srcc", "krcc", "plcc", "plcc_4pl", "n"]].median()
     for c in ("srcc", "krcc", "plcc", "plcc_4pl"):
@@ -141,11 +202,13 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     import pandas as pd
 
     from embeval.errors import MissingFileError
-    from embeval_analysis.iqa.export import scene_splits
+    from embeval.scoring.jnd import jnd_groups
+    from embeval_analysis.iqa.export import make_splits
     from embeval.iqa.predictor import FeatureSVRPredictor
     from embeval_analysis.iqa.metrics import FEATURE_METRICS, FRFusion, ZERO_SHOT, train_cnniqa, zero_shot_scores
 
     cfg = cfg or BenchConfig()
+    cfg.check()
     db = Path(db)
     t0 = time.perf_counter()
     from embeval_analysis.iqa.database import read_table
@@ -174,89 +237,126 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
         feats = {f: nr_features(small, (f,)) for f in dict.fromkeys(f for kw in svr_kw.values() for f in kw["sets"])}
         if log:
             log(f"  NR features ({', '.join(feats)}) of {len(dist)} images at {size[1]}x{size[0]} in {time.perf_counter() - t1:.1f} s")
-    splits = scene_splits(scores["scene_id"].to_numpy(), cfg.n_splits, cfg.test_size, cfg.seed)
     rows: list[dict] = []
-    split0: dict[str, Any] = {"test": splits[0][1], "train": splits[0][0], "pred": {}, "predictor": {}}
-    n_cnn = len(splits) if cfg.cnniqa_splits is None else min(cfg.cnniqa_splits, len(splits))
-    all_preds: dict[tuple[str, str], dict[int, np.ndarray]] = {}
-    for target in targets:
-        y = scores[target].to_numpy(float)
-        for k, (tr, te) in enumerate(splits):
-            frame = scores.iloc[te].reset_index(drop=True)
-            preds: dict[str, tuple[np.ndarray, bool, str, str]] = {}
-            for name, v in values.items():
-                if name in cfg.zero_shot:
-                    preds[name] = (v[te], hib[name], ZERO_SHOT.get(name, ("?",))[0], "zero-shot")
-            if "fr-fusion" in cfg.trained:
-                preds["fr-fusion"] = (FRFusion(seed=cfg.seed + k).fit(values, tr, y[tr]).predict(values, te), True, "FR", "trained")
-            for m, kw in svr_kw.items():
-                X = np.concatenate([feats[f] for f in kw["sets"]], axis=1)
-                model = FeatureSVRPredictor(target=target, name=m, input_size=size, **kw).fit_features(X[tr], y[tr])
-                preds[m] = (model.predict_features(X[te]), True, "NR", "trained")
-                if k == 0:
-                    split0["predictor"][(m, target)] = model
-            if "cnniqa" in cfg.trained and k < n_cnn and (cfg.cnniqa_targets is None or target in cfg.cnniqa_targets):
-                t1 = time.perf_counter()
-                model = train_cnniqa([dist[i] for i in tr], y[tr], cfg.train, seed=cfg.seed + k, target=target)
-                preds["cnniqa"] = (model.predict([dist[i] for i in te]), True, "NR", "trained")
-                if k == 0:
-                    split0["predictor"][("cnniqa", target)] = model
-                if log:
-                    log(f"  cnniqa -> {target}, split {k + 1}/{n_cnn}: trained in {time.perf_counter() - t1:.1f} s")
-            for name, (p, h, mode, kind) in preds.items():
-                rows += _rows(name, mode, kind, target, k, p, h, frame, frame[target].to_numpy(float), cfg.min_group)
-                all_preds.setdefault((name, target), {})[k] = np.asarray(p, float)
-                if k == 0:
-                    split0["pred"][(name, target)] = p
+    by_protocol: dict[str, dict[str, Any]] = {}
+    for protocol in cfg.protocols:
+        splits = make_splits(scores["scene_id"].to_numpy(), protocol, cfg.n_splits, cfg.test_size, cfg.seed)
+        split0: dict[str, Any] = {"test": splits[0][1], "train": splits[0][0], "pred": {}, "predictor": {}}
+        n_cnn = len(splits) if cfg.cnniqa_splits is None else min(cfg.cnniqa_splits, len(splits))
+        all_preds: dict[tuple[str, str], dict[int, np.ndarray]] = {}
+        for target in targets:
+            y = scores[target].to_numpy(float)
+            jnd_all = jnd_groups(y) if cfg.jnd_scope == "all" else None  # the paper's thirds: over every image
+            for k, (tr, te) in enumerate(splits):
+                frame = scores.iloc[te].reset_index(drop=True)
+                preds: dict[str, tuple[np.ndarray, bool, str, str]] = {}
+                for name, v in values.items():
+                    if name in cfg.zero_shot:
+                        preds[name] = (v[te], hib[name], ZERO_SHOT.get(name, ("?",))[0], "zero-shot")
+                if "fr-fusion" in cfg.trained:
+                    preds["fr-fusion"] = (FRFusion(seed=cfg.seed + k).fit(values, tr, y[tr]).predict(values, te), True, "FR", "trained")
+                for m, kw in svr_kw.items():
+                    X = np.concatenate([feats[f] for f in kw["sets"]], axis=1)
+                    model = FeatureSVRPredictor(target=target, name=m, input_size=size, **kw).fit_features(X[tr], y[tr])
+                    preds[m] = (model.predict_features(X[te]), True, "NR", "trained")
+                    if k == 0:
+                        split0["predictor"][(m, target)] = model
+                if "cnniqa" in cfg.trained and k < n_cnn and (cfg.cnniqa_targets is None or target in cfg.cnniqa_targets):
+                    t1 = time.perf_counter()
+                    model = train_cnniqa([dist[i] for i in tr], y[tr], cfg.train, seed=cfg.seed + k, target=target)
+                    preds["cnniqa"] = (model.predict([dist[i] for i in te]), True, "NR", "trained")
+                    if k == 0:
+                        split0["predictor"][("cnniqa", target)] = model
+                    if log:
+                        log(f"  cnniqa -> {target}, {protocol} split {k + 1}/{n_cnn}: trained in {time.perf_counter() - t1:.1f} s")
+                for name, (p, h, mode, kind) in preds.items():
+                    rows += _rows(name, mode, kind, target, k, p, h, frame, frame[target].to_numpy(float), cfg.min_group,
+                                  None if jnd_all is None else jnd_all[te], protocol)
+                    all_preds.setdefault((name, target), {})[k] = np.asarray(p, float)
+                    if k == 0:
+                        split0["pred"][(name, target)] = p
+        by_protocol[protocol] = {"splits": splits, "preds": all_preds, "split0": split0}
     per_split = pd.DataFrame(rows)
     if per_split.empty:
         from embeval.errors import InvalidInputError
 
         raise InvalidInputError(f"every test set has fewer than {max(3, cfg.min_group)} images: build the database from more "
                                 f"references (now {scores['ref_id'].nunique()}) or raise the test share (now {cfg.test_size})")
-    return BenchResult(per_split, summarise(per_split), missing, values, split0, time.perf_counter() - t0, feats,
-                       splits, all_preds)
+    first = by_protocol[cfg.split_by]
+    return BenchResult(per_split, summarise(per_split), missing, values, first["split0"], time.perf_counter() - t0, feats,
+                       first["splits"], first["preds"], cfg.split_by, by_protocol)
+
+
+PROTOCOL_LABEL = {"random": "random 8:2 over images (the paper's)", "scene": "8:2 disjoint by scene"}
 
 
 def main_table(res: BenchResult):
-    """The headline table: breakdown ``all``, one row per metric, columns per target."""
+    """The headline table: breakdown ``all``, one row per metric, target and split protocol."""
     s = res.summary[res.summary["breakdown"] == "all"]
-    return s[["metric", "mode", "kind", "target", "srcc", "srcc_mean", "srcc_lo", "srcc_hi", "krcc", "krcc_mean", "plcc",
-              "plcc_mean", "plcc_4pl", "n_splits"]]
+    cols = ["metric", "mode", "kind", "target"] + (["protocol"] if "protocol" in s else []) + [
+        "srcc", "srcc_mean", "srcc_lo", "srcc_hi", "krcc", "krcc_mean", "plcc", "plcc_mean", "plcc_4pl", "n_splits"]
+    return s[cols]
+
+
+def _ordered(t, res: BenchResult):
+    """Rows by target, then the metric's SRCC under the first protocol (descending), the protocols of a
+    metric side by side (the default first)."""
+    if "protocol" not in t:
+        return t.sort_values(["target", "srcc"], ascending=[True, False])
+    first = t[t["protocol"] == res.protocols[0]].set_index(["target", "metric"])["srcc"]
+    order = {p: i for i, p in enumerate(res.protocols)}
+    key = t.apply(lambda r: (r.target, -first.get((r.target, r.metric), -np.inf), r.metric, order.get(r.protocol, 9)), axis=1)
+    return t.iloc[sorted(range(len(t)), key=lambda i: key.iloc[i])]
 
 
 def print_table(res: BenchResult, out=print) -> None:
+    """The headline table; with two split protocols each metric has a row per protocol, side by side."""
     t = main_table(res)
-    out(f"{'metric':12s} {'mode':4s} {'kind':9s} {'target':9s} {'SRCC median [95% over splits]':>30s} {'mean':>6s} "
+    two = "protocol" in t and t["protocol"].nunique() > 1
+    if "protocol" in t:
+        out("splits: " + "; ".join(f"{p} = {PROTOCOL_LABEL.get(p, p)}" for p in res.protocols if p in set(t["protocol"])))
+    pc = f" {'splits':6s}" if "protocol" in t else ""
+    out(f"{'metric':12s} {'mode':4s} {'kind':9s} {'target':9s}{pc} {'SRCC median [95% over splits]':>30s} {'mean':>6s} "
         f"{'KRCC':>6s} {'mean':>6s} {'PLCC':>6s} {'mean':>6s} {'PLCC4':>6s} {'splits':>6s}")
-    for _, r in t.sort_values(["target", "srcc"], ascending=[True, False]).iterrows():
-        out(f"{r.metric:12s} {r['mode']:4s} {r.kind:9s} {r.target:9s} {r.srcc:13.3f} [{r.srcc_lo:6.3f},{r.srcc_hi:6.3f}] "
+    for _, r in _ordered(t, res).iterrows():
+        pv = f" {r.protocol:6s}" if "protocol" in t else ""
+        out(f"{r.metric:12s} {r['mode']:4s} {r.kind:9s} {r.target:9s}{pv} {r.srcc:13.3f} [{r.srcc_lo:6.3f},{r.srcc_hi:6.3f}] "
             f"{r.srcc_mean:6.3f} {r.krcc:6.3f} {r.krcc_mean:6.3f} {r.plcc:6.3f} {r.plcc_mean:6.3f} {r.plcc_4pl:6.3f} "
             f"{int(r.n_splits):6d}")
+    if two:
+        out("  (random: images of one scene can fall in both parts; scene: every test scene is new to the trained metrics)")
     for k, v in res.unavailable.items():
         out(f"  unavailable: {k}: {v}")
 
 
-def print_breakdowns(res: BenchResult, target: str = "decision", out=print) -> None:
+def print_breakdowns(res: BenchResult, target: str = "decision", out=print, protocol: str | None = None) -> None:
+    """SRCC per breakdown group under one split protocol (default: the first one run)."""
+    protocol = protocol or res.protocol
     s = res.summary[(res.summary["target"] == target) & (res.summary["breakdown"] != "all")]
+    if "protocol" in s:
+        s = s[s["protocol"] == protocol]
     if s.empty:
         return
     piv = s.pivot_table(index=["breakdown", "group"], columns="metric", values="srcc", sort=False)
-    out(f"\nSRCC by breakdown ({target}; median over splits):")
+    out(f"\nSRCC by breakdown ({target}; splits: {PROTOCOL_LABEL.get(protocol, protocol)}; median over splits):")
     out(piv.to_string(float_format=lambda v: f"{v:6.3f}"))
 
 
-def trained_vs_psnr(res: BenchResult, target: str = "decision") -> list[dict[str, Any]]:
-    """Per trained metric: median SRCC against PSNR's on the same held-out splits, and the number of
-    splits in which it is higher."""
+def trained_vs_psnr(res: BenchResult, target: str = "decision", protocol: str | None = None) -> list[dict[str, Any]]:
+    """Per trained metric: median SRCC against PSNR's on the same held-out splits of ``protocol`` (default:
+    the first one run), and the number of splits in which it is higher."""
+    protocol = protocol or res.protocol
     ps = res.per_split
     ps = ps[(ps["breakdown"] == "all") & (ps["target"] == target)]
+    if "protocol" in ps:
+        ps = ps[ps["protocol"] == protocol]
     base = ps[ps["metric"] == "psnr"].set_index("split")["srcc"]
     out = []
     for m in ps.loc[ps["kind"] == "trained", "metric"].unique():
         s = ps[ps["metric"] == m].set_index("split")["srcc"]
         common = s.index.intersection(base.index)
-        out.append({"metric": m, "target": target, "srcc": float(s[common].median()), "psnr_srcc": float(base[common].median()),
+        out.append({"metric": m, "target": target, "protocol": protocol, "srcc": float(s[common].median()),
+                    "psnr_srcc": float(base[common].median()),
                     "splits_better": int((s[common] > base[common]).sum()), "splits": len(common),
                     "better": bool(s[common].median() > base[common].median())})
     return out
@@ -303,9 +403,10 @@ def _withheld_low_share(s: np.ndarray, w: np.ndarray, low: np.ndarray, rates) ->
 
 
 def gate_over_splits(res: BenchResult, scores, metric: str, target: str = "decision", rates=(0.1, 0.2, 1 / 3),
-                     low_quantile: float = 1 / 3, n_boot: int = 1000, seed: int = 0):
-    """The no-reference gate (``metric``, trained on each split's training scenes) against a PSNR gate
-    at the same withheld rate on every split's held-out stream.
+                     low_quantile: float = 1 / 3, n_boot: int = 1000, seed: int = 0, protocol: str | None = "scene"):
+    """The no-reference gate (``metric``, trained on each split's training part) against a PSNR gate
+    at the same withheld rate on every split's held-out stream; the splits of ``protocol`` (default
+    ``scene``: held-out scenes, as a live camera meets them) when it was run, else the first protocol.
 
     Low frames: ``target`` in the database's lowest ``low_quantile`` (one fixed label per image).
     Per split and rate: share of withheld frames that are low, for each gate (each withholds the
@@ -317,6 +418,7 @@ def gate_over_splits(res: BenchResult, scores, metric: str, target: str = "decis
     number of splits in which the gate's share is higher / equal / lower."""
     import pandas as pd
 
+    res = res.view(protocol)
     if (metric, target) not in res.preds:
         from embeval.errors import ConfigError
 
@@ -376,16 +478,22 @@ def print_gate_over_splits(summary, out=print) -> None:
 
 
 def report_gate(res: BenchResult, scores, out: str | Path | None = None, metric: str | None = None,
-                target: str = "decision", rates=(0.1, 0.2, 1 / 3), log: Log | None = print, seed: int = 0):
+                target: str = "decision", rates=(0.1, 0.2, 1 / 3), log: Log | None = print, seed: int = 0,
+                protocol: str | None = "scene"):
     """:func:`gate_over_splits` for ``metric`` (default: :func:`best_nr`) printed with ``log`` and written
-    to ``out/gate_splits.csv`` (summary) and ``out/gate_per_split.csv``; None when no trained NR metric."""
+    to ``out/gate_splits.csv`` (summary) and ``out/gate_per_split.csv``; None when no trained NR metric.
+    Splits: ``protocol``'s (default scene-disjoint) when it was run."""
+    res = res.view(protocol)
     metric = metric or best_nr(res, target)
     if metric is None or (metric, target) not in res.preds or "psnr" not in res.metric_values:
         if log:
             log("quality gate vs PSNR gate: not measured (needs a trained NR metric and psnr among the zero-shot metrics)")
         return None
-    summary, per = gate_over_splits(res, scores, metric, target, rates, seed=seed)
+    summary, per = gate_over_splits(res, scores, metric, target, rates, seed=seed, protocol=None)
     if log:
+        if res.protocol != "scene":
+            log(f"  (splits: {PROTOCOL_LABEL.get(res.protocol, res.protocol)}; the held-out frames may come from "
+                f"training scenes)")
         print_gate_over_splits(summary, log)
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
@@ -394,26 +502,32 @@ def report_gate(res: BenchResult, scores, out: str | Path | None = None, metric:
     return summary
 
 
-def best_nr(res: BenchResult, target: str = "decision") -> str | None:
-    """The trained no-reference metric with the highest median SRCC on ``target`` (breakdown all)."""
+def best_nr(res: BenchResult, target: str = "decision", protocol: str | None = None) -> str | None:
+    """The trained no-reference metric with the highest median SRCC on ``target`` (breakdown all) under
+    split protocol ``protocol`` (default: the first one run)."""
+    res = res.view(protocol)
     s = res.summary
     s = s[(s["breakdown"] == "all") & (s["target"] == target) & (s["kind"] == "trained") & (s["mode"] == "NR")]
+    if "protocol" in s:
+        s = s[s["protocol"] == res.protocol]
     s = s[[(m, target) in res.split0["predictor"] for m in s["metric"]]]
     return None if s.empty else str(s.sort_values("srcc", ascending=False)["metric"].iloc[0])
 
 
 def save_gate(res: BenchResult, out: str | Path, rate: float = 0.2, target: str = "decision",
-              metric: str | None = None) -> Path | None:
-    """Save split 1's predictor of ``metric`` (default: :func:`best_nr`; trained on the training
-    scenes only) with ``gate.json``: the threshold that withholds ``rate`` of the held-out frames
-    of split 1 by their predicted score."""
+              metric: str | None = None, protocol: str | None = "scene") -> Path | None:
+    """Save split 1's predictor of ``metric`` (default: :func:`best_nr`; trained on the training part
+    only: the training scenes under the default ``protocol`` scene, when it was run) with ``gate.json``:
+    the threshold that withholds ``rate`` of the held-out frames of split 1 by their predicted score."""
     import json
 
+    res = res.view(protocol)
     metric = metric or best_nr(res, target)
     model = res.split0["predictor"].get((metric, target))
     if model is None:
         return None
     p = model.save(out)
     (p / "gate.json").write_text(json.dumps({"threshold": float(np.quantile(res.split0["pred"][(metric, target)], rate)),
-                                             "rate": rate, "target": target, "metric": metric}, indent=1))
+                                             "rate": rate, "target": target, "metric": metric, "splits": res.protocol},
+                                            indent=1))
     return p

@@ -10,10 +10,10 @@ Layout of a database folder ``DB``::
     DB/subject_scores.csv                      one row per (distorted image, subject): score and parts
     DB/scores.csv                              one row per distorted image: means over subjects
 
-Scores (docs/scoring.md): Cognition per VLM = sum over 5 tasks of BLEU-4 + ROUGE-L + 0.1 CIDEr-D of
-the answer on the distorted image against the answer on the reference (0..15); Decision per VLA =
-sum over 5 tasks of the mean of position / rotation / state agreement (0..5). The image's score is
-the mean over subjects. Higher = the distortion changed less.
+Scores (docs/scoring.md): Cognition per VLM = sum over 5 tasks of the weighted average
+(BLEU-4 + ROUGE-L + 0.1 CIDEr-D) / 2.1 of the answer on the distorted image against the answer on the
+reference (0..7.14); Decision per VLA = sum over 5 tasks of the mean of position / rotation / state
+agreement (0..5). The image's score is the mean over subjects. Higher = the distortion changed less.
 """
 from __future__ import annotations
 
@@ -30,6 +30,11 @@ from embeval.provenance import code_version, derive_seed
 
 Log = Callable[[str], None]
 
+#: how the database scores Execution (:func:`execution_scores`): the paper's protocol (the reference image's
+#: easiest task, the policy acting closed loop over many steps on the camera stream, distorted for the distorted
+#: image) or the earlier one (every implemented task's stored single action executed open loop, mean over tasks)
+EXECUTION_PROTOCOLS = ("closed_loop", "all_tasks_one_action")
+
 
 @dataclass
 class BuildConfig:
@@ -44,6 +49,8 @@ class BuildConfig:
     batch_size: int = 128  # units per model call (policies with act_batch, VLMs with answer_batch)
     cameras: list[str] = field(default_factory=lambda: ["third_person", "wrist"])  # the image is given under these names
     execution_images: int = 0  # Execution score (simulation) for this many distorted images of simulated references
+    execution_protocol: str = "closed_loop"  # "closed_loop" (paper: easiest task, multi-step) or "all_tasks_one_action"
+    execution_max_steps: int | None = None  # closed_loop: step limit per run (None: the task's own budget, 50-60 steps)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "BuildConfig":
@@ -68,6 +75,13 @@ class BuildConfig:
         if not (_whole(self.execution_images) and self.execution_images >= 0):
             raise ConfigError(f"build.execution_images (--execution-images): the number of images scored in simulation "
                               f"must be a whole number >= 0 (0: none), got {self.execution_images!r}")
+        if self.execution_protocol not in EXECUTION_PROTOCOLS:
+            raise ConfigError(f"build.execution_protocol: {self.execution_protocol!r}; choose one of "
+                              f"{', '.join(EXECUTION_PROTOCOLS)} (closed_loop: the paper's easiest task run closed loop)")
+        m = self.execution_max_steps
+        if m is not None and not (_whole(m) and m >= 1):
+            raise ConfigError(f"build.execution_max_steps: a whole number of actions >= 1 or null (the task's own "
+                              f"budget), got {m!r}")
         if not (_whole(self.seed) and self.seed >= 0):
             raise ConfigError(f"build.seed: a whole number >= 0, got {self.seed!r}")
         if not (_whole(self.batch_size) and self.batch_size >= 1):
@@ -262,10 +276,13 @@ def score_subjects(cfg: BuildConfig, db: str | Path, log: Log | None = print, pr
 def aggregate(db: str | Path, log: Log | None = print):
     """Per-subject and mean scores from the run store -> ``subject_scores.csv`` and ``scores.csv``.
 
-    Cognition is scored over the whole corpus of answers in one call (CIDEr-D needs the corpus), and so
-    is Decision: the position and rotation distances of every VLA subject's task pairs are min-max
-    normalised over the whole database (the paper's normalisation, :func:`decision_corpus`); the
-    per-pair form stays beside it as ``decision_per_pair``."""
+    Cognition is scored over the whole corpus of answers in one call (CIDEr-D needs the corpus; the
+    paper's weighted average of 1 : 1 : 0.1, :mod:`embeval.scoring.cognition`), and so is Decision: the
+    position and rotation distances of every VLA subject's task pairs are min-max normalised over the
+    whole database (the paper's normalisation, :func:`decision_corpus`; rotation from the cosine of the
+    rotation directions). Beside it: ``decision_angle`` (the same corpus form with the relative
+    rotation angle, ``DecisionConfig(rotation="angle")``, the default until issue 31) and
+    ``decision_per_pair`` (the per-pair form)."""
     import pandas as pd
 
     from embeval.runs.runner import load_run_spec
@@ -273,7 +290,7 @@ def aggregate(db: str | Path, log: Log | None = print):
     import numpy as np
 
     from embeval.scoring.cognition import cognition_scores
-    from embeval.scoring.decision import decision_corpus
+    from embeval.scoring.decision import DecisionConfig, decision_corpus
 
     db = Path(db)
     spec = load_run_spec(db / "run")
@@ -288,10 +305,12 @@ def aggregate(db: str | Path, log: Log | None = print):
             actions[(subject, image_id)] = (np.asarray(out["reference_actions"]), np.asarray(out["distorted_actions"]),
                                             out["decision"])
     if actions:
-        for (subject, image_id), s in zip(actions, decision_corpus([v[:2] for v in actions.values()])):
+        pairs = [v[:2] for v in actions.values()]
+        angle = decision_corpus(pairs, DecisionConfig(rotation="angle"))
+        for (subject, image_id), s, sa in zip(actions, decision_corpus(pairs), angle):
             rows.append({"image_id": image_id, "subject": subject, "kind": "vla", "decision": s.total,
                          "position": s.position, "rotation": s.rotation, "state": s.state,
-                         "decision_per_pair": actions[(subject, image_id)][2]})
+                         "decision_angle": sa.total, "decision_per_pair": actions[(subject, image_id)][2]})
     if answers:
         for (subject, image_id), s in cognition_scores(answers).items():
             rows.append({"image_id": image_id, "subject": subject, "kind": "vlm", "cognition": s.total,
@@ -299,7 +318,8 @@ def aggregate(db: str | Path, log: Log | None = print):
     long = pd.DataFrame(rows)
     long.to_csv(db / "subject_scores.csv", index=False)
     images = pd.read_csv(db / "images.csv")
-    parts = {"vla": ["decision", "position", "rotation", "state", "decision_per_pair"], "vlm": ["cognition", "bleu", "rouge_l", "cider_d"]}
+    parts = {"vla": ["decision", "position", "rotation", "state", "decision_angle", "decision_per_pair"],
+             "vlm": ["cognition", "bleu", "rouge_l", "cider_d"]}
     out = images.copy()
     for kind, cols in parts.items():
         sub = long[long["kind"] == kind] if not long.empty else long
@@ -316,19 +336,34 @@ def aggregate(db: str | Path, log: Log | None = print):
     return out, long
 
 
-def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | None = print):
-    """Execution score (0..100, :mod:`embeval.scoring.execution`) in simulation for ``n_images``
-    distorted images of simulated references (chosen with ``seed``): every VLA subject's stored
-    reference and distorted actions of each implemented task are executed from the reference scene
-    (pybullet cell); for ManiSkill references (source ``maniskill``) the actions of the first task (the
-    env's own instruction) are executed from the seeded episode start and success is the env's
-    ``evaluate()``. The image's score is the mean over tasks and subjects. Adds ``execution`` to
-    ``scores.csv`` and writes ``execution.csv`` (one row per image, subject and task)."""
+def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | None = print,
+                     protocol: str = "closed_loop", max_steps: int | None = None, cameras=("third_person", "wrist")):
+    """Execution score (0..100 and below, :mod:`embeval.scoring.execution`) in simulation for ``n_images``
+    distorted images of simulated references (chosen with ``seed``), per VLA subject of the database.
+
+    ``protocol="closed_loop"`` (default, the Embodied-IQA paper's: only "the task with the lowest
+    difficulty level among the 5 tasks" is executed, the VLA acting over multiple steps): the reference
+    scene's easiest task with a success predicate (:func:`embeval.sim.references.easiest_task`) is run
+    closed loop from its start, once on clean camera frames (the reference run, once per subject and
+    reference) and once with every frame distorted by the image's type and level (the distorted run),
+    until success, a protective stop, or the step limit (``max_steps``, default the task's own budget).
+    The policy sees the live frame of the reference image's view camera under every name in ``cameras``
+    (as the database's Decision stage gives it the still image) and the cell's state. ManiSkill
+    references (source ``maniskill``) run the env's own task closed loop the same way. The image's score
+    is the mean over subjects.
+
+    ``protocol="all_tasks_one_action"`` (the default until issue 31): every VLA subject's stored reference
+    and distorted actions of each implemented task are executed open loop from the reference scene, one
+    action each (ManiSkill: the first task's action); the image's score is the mean over tasks and subjects.
+
+    Adds ``execution`` to ``scores.csv`` and writes ``execution.csv`` (one row per image, subject and task)."""
     import pandas as pd
 
     from embeval.runs.runner import load_run_spec
     from embeval.runs.store import ResultsStore
 
+    if protocol not in EXECUTION_PROTOCOLS:
+        raise ConfigError(f"execution protocol {protocol!r}; choose one of {', '.join(EXECUTION_PROTOCOLS)}")
     db = Path(db)
     man = load_manifest(db)
     refs = {r["ref_id"]: r for r in man["references"]
@@ -339,19 +374,22 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     rng = np.random.default_rng(derive_seed("iqa-execution", seed))
     pick = [images[i] for i in sorted(rng.choice(len(images), size=min(n_images, len(images)), replace=False))]
     spec = load_run_spec(db / "run")
-    with ResultsStore(db / "run" / "results.sqlite") as st:
-        res = st.results(spec.hash)
     t0 = time.perf_counter()
     rows, ref_cache, envs = [], {}, {}
     try:
-        for im in pick:
-            ref = refs[im["ref_id"]]
-            for (subject, item, dist, level, _s), out in res.items():
-                if out.get("kind") != "policy" or item != im["ref_id"] or dist != im["distortion"] or level != im["level"]:
-                    continue
-                for t, verb, rec in _execute_tasks(ref, out, envs, ref_cache, subject):
-                    rows.append({"image_id": im["image_id"], "subject": subject, "task": t, "verb": verb,
-                                 "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm})
+        if protocol == "closed_loop":
+            rows = _closed_loop_rows(spec, pick, refs, envs, ref_cache, seed, max_steps, list(cameras))
+        else:
+            with ResultsStore(db / "run" / "results.sqlite") as st:
+                res = st.results(spec.hash)
+            for im in pick:
+                ref = refs[im["ref_id"]]
+                for (subject, item, dist, level, _s), out in res.items():
+                    if out.get("kind") != "policy" or item != im["ref_id"] or dist != im["distortion"] or level != im["level"]:
+                        continue
+                    for t, verb, rec in _execute_tasks(ref, out, envs, ref_cache, subject):
+                        rows.append({"image_id": im["image_id"], "subject": subject, "task": t, "verb": verb,
+                                     "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm})
     finally:
         for e in envs.values():
             e.close()
@@ -363,8 +401,86 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     scores = scores.merge(ex.groupby("image_id")["execution"].mean(), left_on="image_id", right_index=True, how="left")
     scores.to_csv(db / "scores.csv", index=False)
     if log:
-        log(f"execution: {len(pick)} images, {len(ex)} executed task actions ({time.perf_counter() - t0:.1f} s)")
+        what = (f"{len(ex)} closed-loop runs of the easiest task ({int(ex['distorted_steps'].sum())} distorted-run steps)"
+                if protocol == "closed_loop" else f"{len(ex)} executed task actions")
+        log(f"execution: {len(pick)} images, {what} ({time.perf_counter() - t0:.1f} s)")
     return scores
+
+
+def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras) -> list[dict]:
+    """Rows of the closed-loop protocol (:func:`execution_scores`), one per picked image and VLA subject."""
+    from embeval.scoring.execution import execution_score
+    from embeval.subjects.registry import SubjectSpec, load_subject
+
+    rows = []
+    for entry in spec.subjects:
+        if entry.kind != "policy":
+            continue
+        policy = load_subject(SubjectSpec.from_mapping(entry.to_subject_mapping(), base_dir=Path(spec.base_dir)))
+        try:
+            for im in pick:
+                ref = refs[im["ref_id"]]
+                # each distorted run's frames have their own seed (frame i of camera c: embeval.distortion.frame_seed)
+                dseed = derive_seed("iqa-execution-frames", seed, im["image_id"]) % 2**32
+                key = (entry.id, ref["ref_id"])
+                if key not in cache:
+                    cache[key] = _closed_loop_run(ref, policy, None, envs, max_steps, cameras)
+                ref_run, t, verb = cache[key]
+                dis_run = _closed_loop_run(ref, policy, (im["distortion"], int(im["level"]), dseed), envs, max_steps, cameras)[0]
+                rec = execution_score(ref_run, dis_run)
+                rows.append({"image_id": im["image_id"], "subject": entry.id, "task": t, "verb": verb,
+                             "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm,
+                             "reference_success": ref_run.success, "reference_steps": ref_run.n_actions,
+                             "distorted_steps": dis_run.n_actions})
+        finally:
+            close = getattr(policy, "close", None)
+            if callable(close):
+                close()
+    return rows
+
+
+def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int | None, cameras: list[str]):
+    """One closed-loop run of ``policy`` on reference ``ref``'s easiest task: (ExecutionOutcome, task index, verb).
+    ``distortion``: ``(name, level, seed)`` applied to every frame, or None (clean frames)."""
+    from embeval.action import Action, Observation
+
+    sim = ref.get("sim") or {}
+    if sim.get("backend") == "maniskill":
+        from embeval.sim.backends import make_episode_env, run_episode
+
+        cam = sim.get("camera", "base_camera")
+        k = ("maniskill-loop", sim["env"], int(ref["width"]), int(ref["height"]), max_steps)
+        env = envs.get(k)
+        if env is None:
+            env = envs[k] = make_episode_env({"backend": "maniskill", "env": sim["env"], "width": int(ref["width"]),
+                                              "height": int(ref["height"]), "max_steps": max_steps,
+                                              "aliases": {c: cam for c in cameras if c != cam}})
+        return run_episode(env, policy, int(sim["seed"]), distortion).outcome, 0, sim["env"]
+    from embeval.distortion import FrameDistorter
+    from embeval.sim import SimConfig, SimEnv
+    from embeval.sim.execute import outcome
+    from embeval.sim.references import VIEWS, easiest_task, reference_scene
+
+    cam = VIEWS.get(ref.get("view"), "third_person")
+    k = ("pybullet-loop", cam, int(ref["width"]), int(ref["height"]))
+    env = envs.get(k)
+    if env is None:
+        env = envs[k] = SimEnv(SimConfig(obs_cameras=(cam,), obs_width=int(ref["width"]), obs_height=int(ref["height"])))
+    sim_seed = int(ref["sim_seed"])
+    scene, task = easiest_task(sim_seed)
+    limit = min(task.max_steps, max_steps) if max_steps else task.max_steps
+    distorter = FrameDistorter(distortion[0], distortion[1], seed=distortion[2], stream=cam) if distortion else None
+    obs = env.reset(sim_seed, task, scene)
+    policy.reset(task.instruction)
+    n = 0
+    while not env.done and n < limit:
+        img = obs.images[cam] if distorter is None else distorter(obs.images[cam])
+        a = policy.act(Observation(images={c: img for c in cameras}, instruction=task.instruction, state=obs.state))
+        obs = env.step(a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))).observation
+        n += 1
+    if env.cell.safety.ok:
+        env.cell.idle(0.3)  # released objects come to rest before the success predicate is read (as run_actions)
+    return outcome(env, n), reference_scene(sim_seed)[1].index(task), task.verb
 
 
 def _execute_tasks(ref: dict, out: dict, envs: dict, cache: dict, subject: str):
@@ -416,7 +532,8 @@ def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, pr
                                 f"`embeval iqa build` again: finished units are kept")
     scores = aggregate(db, log)[0]
     if cfg.execution_images > 0:
-        scores = execution_scores(db, cfg.execution_images, cfg.seed, log)
+        scores = execution_scores(db, cfg.execution_images, cfg.seed, log, cfg.execution_protocol, cfg.execution_max_steps,
+                                  cfg.cameras)
         if scores is None:
             import pandas as pd
 

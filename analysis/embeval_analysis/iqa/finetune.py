@@ -1,7 +1,8 @@
 """Fine-tune pyiqa's learned metrics on an Embodied-IQA database, as the paper does.
 
 Training goes through pyiqa's own code path: the database is exported in pyiqa's format
-(:func:`.export.export_pyiqa`: meta CSV + scene-disjoint split file), read with pyiqa's
+(:func:`.export.export_pyiqa`: meta CSV + split file; ``split_by`` random, the paper's, by default,
+or scene-disjoint), read with pyiqa's
 ``GeneralNRDataset`` / ``GeneralFRDataset`` and ``build_dataloader``, and trained with pyiqa's
 ``GeneralIQAModel`` (``build_network`` from the metric's ``DEFAULT_CONFIGS`` entry, ``feed_data``,
 ``optimize_parameters`` with the configured optimiser and loss, ``test``). Labels are min-max
@@ -277,8 +278,9 @@ class FinetuneResult:
 
 def finetune(db: str | Path, metrics: list[str], out: str | Path, cfg: FinetuneConfig | None = None,
              targets: tuple[str, ...] = ("decision",), n_splits: int = 10, test_size: float = 0.2,
-             log: Log | None = print) -> FinetuneResult:
-    """Fine-tune every metric in ``metrics`` on each split's training part of ``db`` for each target, test
+             log: Log | None = print, split_by: str = "random") -> FinetuneResult:
+    """Fine-tune every metric in ``metrics`` on each split's training part of ``db`` for each target (splits
+    of protocol ``split_by``: ``random``, the paper's 8:2 over image pairs, or ``scene``), test
     on the split's test part (SRCC / KRCC / PLCC by :func:`embeval.scoring.stats.corr`; NaN on constant predictions), write ``finetune_per_split.csv`` and
     ``finetune_summary.csv`` (mean and median over splits) to ``out``."""
     import pandas as pd
@@ -294,7 +296,8 @@ def finetune(db: str | Path, metrics: list[str], out: str | Path, cfg: FinetuneC
 
     scores = read_table(db)
     check_config(metrics, cfg)
-    files = export_pyiqa(scores, out / "pyiqa", targets=targets, n_splits=n_splits, test_size=test_size, seed=cfg.seed)
+    files = export_pyiqa(scores, out / "pyiqa", targets=targets, n_splits=n_splits, test_size=test_size, seed=cfg.seed,
+                         split_by=split_by)
     import pickle
 
     with open(files["splits"], "rb") as fh:
