@@ -34,30 +34,46 @@ def register(sub) -> None:
     p.add_argument("--subjects", nargs="+", help="subject spec YAMLs (default: the embedded VLA/VLM population)")
     p.add_argument("--execution-images", type=int, help="also score Execution in simulation for this many distorted "
                    "images of simulated references (about 0.5 s per task action and policy)")
+    p.add_argument("--execution-protocol", choices=["closed_loop", "all_tasks_one_action"],
+                   help="closed_loop (default, the paper's): the reference's easiest task run closed loop on the camera "
+                   "stream, distorted for the distorted image; all_tasks_one_action: every task's stored action, open loop")
+    p.add_argument("--execution-max-steps", type=int, help="closed_loop: step limit per run (default: the task's own budget)")
     p.add_argument("--progress", action="store_true", help="show a progress bar while scoring")
     p.set_defaults(func=_build)
 
-    p = g.add_parser("export", help="export in pyiqa's format (meta CSVs, scene-disjoint 8:2 splits x10)",
+    p = g.add_parser("export", help="export in pyiqa's format (meta CSVs, 8:2 splits x10: random and scene-disjoint)",
                      formatter_class=raw, description="Write meta_nr_<target>.csv, meta_fr_<target>.csv and a split file for "
                      "pyiqa's GeneralNRDataset / GeneralFRDataset (dataroot = the database folder).",
                      epilog="example:\n  embeval iqa export --db runs/iqa/db --out runs/iqa/pyiqa")
     p.add_argument("--db", type=Path, required=True, help="database folder")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--splits", type=int, default=10, help="number of repeated splits (default 10)")
-    p.add_argument("--test-size", type=float, default=0.2, help="share of scenes in the test set (default 0.2)")
+    p.add_argument("--test-size", type=float, default=0.2, help="share of images (scene splits: of scenes) in the test set "
+                   "(default 0.2)")
     p.add_argument("--seed", type=seed, default=0, help="split seed (default 0)")
+    p.add_argument("--split-by", choices=["random", "scene"], default="random",
+                   help="the protocol of splits_8x2_N.pkl... named 'splits': random (default, the paper's: image pairs at "
+                   "random) or scene (disjoint by scene); both files are written")
     p.set_defaults(func=_export)
 
     p = g.add_parser("bench", help="benchmark zero-shot and trained IQA metrics against the robot scores",
                      formatter_class=raw, description="Zero-shot metrics (pyiqa) and trained metrics (CNNIQA from scratch, "
-                     "FR fusion) on scene-disjoint splits; SRCC/KRCC/PLCC (raw, 4PL), median over splits, breakdowns.",
+                     "FR fusion) on random 8:2 splits (the paper's) and, beside, scene-disjoint splits; SRCC/KRCC/PLCC "
+                     "(raw, 4PL), median and mean over splits, breakdowns.",
                      epilog="examples:\n  embeval iqa bench --db runs/iqa/db --out runs/iqa/bench\n"
                             "  embeval iqa bench --db db --out b --splits 10 --cnniqa-splits 3 --epochs 12 --save-predictor b/predictor\n"
                             "  embeval iqa bench --db db --out b --init-weights ~/w/CNNIQA_koniq10k-e6f14c91.pth")
     p.add_argument("--db", type=Path, required=True, help="database folder")
     p.add_argument("--out", type=Path, required=True, help="folder for bench_summary.csv / bench_per_split.csv")
     p.add_argument("--splits", type=int, default=10, help="repeated 8:2 splits (default 10)")
-    p.add_argument("--test-size", type=float, default=0.2, help="share of scenes in each test set (default 0.2)")
+    p.add_argument("--test-size", type=float, default=0.2, help="share of images (scene splits: of scenes) in each test "
+                   "set (default 0.2)")
+    p.add_argument("--split-by", choices=["random", "scene"], default="random",
+                   help="first split protocol: random (default, the paper's: image pairs at random 8:2) or scene "
+                   "(disjoint by scene); the other runs beside it unless --one-protocol")
+    p.add_argument("--one-protocol", action="store_true", help="run only the --split-by protocol (half the time)")
+    p.add_argument("--jnd-scope", choices=["all", "split"], default="all",
+                   help="JND thirds cut over all images (default, the paper's) or within each test split")
     p.add_argument("--cnniqa-splits", type=int, default=None, help="train CNNIQA on the first K splits only (CPU time)")
     p.add_argument("--epochs", type=int, default=12, help="CNNIQA training epochs (default 12)")
     p.add_argument("--input-size", type=int, nargs=2, default=[64, 48], metavar=("W", "H"), help="CNNIQA input size")
@@ -130,6 +146,10 @@ def _build(args) -> int:
         cfg.subjects = [str(Path(s).resolve()) for s in args.subjects]
     if args.execution_images is not None:
         cfg.execution_images = args.execution_images
+    if args.execution_protocol is not None:
+        cfg.execution_protocol = args.execution_protocol
+    if args.execution_max_steps is not None:
+        cfg.execution_max_steps = args.execution_max_steps
     scores = build_database(cfg, args.out, progress=args.progress)
     cols = [c for c in ("decision", "cognition", "execution") if c in scores]
     print(scores.groupby("category")[cols].mean().to_string(float_format=lambda v: f"{v:.3f}"))
@@ -140,7 +160,8 @@ def _export(args) -> int:
     from embeval_analysis.iqa.database import read_table
     from embeval_analysis.iqa.export import export_pyiqa
 
-    for name, p in export_pyiqa(read_table(args.db), args.out, n_splits=args.splits, test_size=args.test_size, seed=args.seed).items():
+    for name, p in export_pyiqa(read_table(args.db), args.out, n_splits=args.splits, test_size=args.test_size, seed=args.seed,
+                                split_by=args.split_by).items():
         print(f"{name}: {p}")
     return 0
 
@@ -153,6 +174,7 @@ def _bench(args) -> int:
     from embeval_analysis.iqa.metrics import TrainConfig
 
     cfg = BenchConfig(n_splits=args.splits, test_size=args.test_size, cnniqa_splits=args.cnniqa_splits, seed=args.seed,
+                      split_by=args.split_by, compare_splits=not args.one_protocol, jnd_scope=args.jnd_scope,
                       trained=[t for t in args.trained.split(",") if t],
                       train=TrainConfig(epochs=args.epochs, input_size=[args.input_size[1], args.input_size[0]],
                                         init_weights=args.init_weights))
@@ -185,8 +207,10 @@ def _bench(args) -> int:
     res.per_split.to_csv(args.out / "bench_per_split.csv", index=False)
     print_table(res)
     print_breakdowns(res, "decision")
-    for r in trained_vs_psnr(res, "decision"):
-        print(f"{r['metric']}: SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f} ({r['splits_better']}/{r['splits']} splits higher)")
+    for proto in res.protocols:
+        for r in trained_vs_psnr(res, "decision", proto):
+            print(f"{r['metric']} ({proto} splits): SRCC {r['srcc']:.3f} vs PSNR {r['psnr_srcc']:.3f} "
+                  f"({r['splits_better']}/{r['splits']} splits higher)")
     print()
     report_gate(res, read_table(args.db), args.out, seed=args.seed)
     if args.save_predictor:
@@ -197,7 +221,8 @@ def _bench(args) -> int:
 
         print(f"\nfine-tuning {', '.join(args.finetune)} ({'random init' if fcfg.random_init else 'pretrained'}, "
               f"{fcfg.optimizer} lr {fcfg.lr:g}, {fcfg.epochs} epochs, batch {fcfg.batch_size}):")
-        print_finetune(finetune(args.db, args.finetune, args.out, fcfg, n_splits=args.splits, test_size=args.test_size))
+        print_finetune(finetune(args.db, args.finetune, args.out, fcfg, n_splits=args.splits, test_size=args.test_size,
+                                split_by=args.split_by))
     print(f"tables in {args.out}/ ({res.seconds:.0f} s)")
     return 0
 
