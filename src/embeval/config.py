@@ -12,8 +12,8 @@ this way): ``str`` is a non-empty string; ``int`` an integer (not a bool); ``flo
 (ints accepted, stored as float); ``bool`` a bool; ``X | None`` also takes None; ``tuple[X, ...]`` a
 list (converted to a tuple) whose entries are checked as ``X``; ``dict`` a mapping (None = empty);
 a missing field without a default is checked as None, so the message says what it must be. Options
-per field, in ``dataclasses.field(metadata=...)`` (see :func:`opts`): ``min`` (numbers and list
-entries), ``choices`` (a collection or a zero-argument callable returning one) with ``noun`` for the
+per field, in ``dataclasses.field(metadata=...)`` (see :func:`opts`): ``min`` / ``max`` (numbers and list
+entries; ``why`` is added to the message of a value over ``max``), ``max_len`` (lists), ``choices`` (a collection or a zero-argument callable returning one) with ``noun`` for the
 message, ``nonempty`` / ``unique`` / ``scalar`` (a bare value read as a one-entry list) for lists,
 ``parse`` (a function ``(value, where) -> value`` that replaces the type check, ``item`` likewise for
 list entries) and ``config=False`` for a field the caller fills in (not read from the mapping). A
@@ -33,7 +33,7 @@ from embeval.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["check_keys", "config_fields", "from_mapping", "in_range", "mapping", "non_empty_str", "number", "opts"]
+__all__ = ["check_keys", "config_fields", "from_mapping", "in_range", "mapping", "no_nul", "non_empty_str", "number", "opts"]
 
 
 def check_keys(data: Mapping[str, Any], known: typing.Iterable[str], where: str, noun: str = "field",
@@ -56,13 +56,15 @@ def check_keys(data: Mapping[str, Any], known: typing.Iterable[str], where: str,
     raise ConfigError(f"{where}: unknown {noun}s {named}; {allowed}{tail}")
 
 
-def opts(*, min: float | None = None, choices: Collection | Callable[[], Collection] | None = None,
+def opts(*, min: float | None = None, max: float | None = None, why: str = "", max_len: int | None = None,
+         choices: Collection | Callable[[], Collection] | None = None,
          noun: str = "", nonempty: bool = False, unique: bool = False, scalar: bool = False,
          parse: Callable[[Any, str], Any] | None = None, item: Callable[[Any, str], Any] | None = None,
          config: bool = True) -> dict[str, Any]:
     """Field metadata for :func:`from_mapping` (``field(default=..., metadata=opts(min=1))``)."""
-    return {"config": {"min": min, "choices": choices, "noun": noun, "nonempty": nonempty, "unique": unique,
-                       "scalar": scalar, "parse": parse, "item": item, "config": config}}
+    return {"config": {"min": min, "max": max, "why": why, "max_len": max_len, "choices": choices, "noun": noun,
+                       "nonempty": nonempty, "unique": unique, "scalar": scalar, "parse": parse, "item": item,
+                       "config": config}}
 
 
 _NO_OPTS = opts()["config"]
@@ -93,20 +95,59 @@ def mapping(x: Any, where: str) -> Mapping:
     return x
 
 
-def _int(x: Any, where: str, minimum: float | None) -> int:
+def _short(x: Any) -> str:
+    """``repr(x)``, a huge integer as its number of digits (``1180591620717411303424`` reads as a 22-digit integer)."""
+    text = repr(x)
+    return f"a {len(text)}-digit integer" if isinstance(x, int) and len(text) > 24 else text
+
+
+def _bound(x: float) -> str:
+    """A bound as written: 4294967295 and 604800 (not 4.29497e+09 and 604800.0), 0.5 as 0.5."""
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def _int(x: Any, where: str, minimum: float | None, maximum: float | None = None, why: str = "") -> int:
     if isinstance(x, bool) or not isinstance(x, int):
         raise _err(where, f"must be an integer, got {x!r}")
     if minimum is not None and x < minimum:
-        raise _err(where, f"must be >= {minimum}, got {x}")
+        raise _err(where, f"must be >= {minimum}, got {_short(x)}")
+    if maximum is not None and x > maximum:
+        rng = f"in {_bound(minimum)}..{_bound(maximum)}" if minimum is not None else f"<= {_bound(maximum)}"
+        raise _err(where, f"must be an integer {rng}, got {_short(x)}{f' ({why})' if why else ''}")
     return x
 
 
-def number(x: Any, where: str, minimum: float | None = None) -> float:
-    """``x`` as a float if it is a finite number (not a bool) ``>= minimum``, else a ConfigError."""
+def number(x: Any, where: str, minimum: float | None = None, maximum: float | None = None, why: str = "") -> float:
+    """``x`` as a float if it is a finite number (not a bool) ``>= minimum`` and ``<= maximum``, else a ConfigError
+    (naming ``why`` the bound is there, when given)."""
     ok = not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
     if not ok or (minimum is not None and x < minimum):
-        raise _err(where, f"must be a finite number{f' >= {minimum:g}' if minimum is not None else ''}, got {x!r}")
+        raise _err(where, f"must be a finite number{f' >= {minimum:g}' if minimum is not None else ''}, got {_short(x)}")
+    if maximum is not None and x > maximum:
+        rng = f" in {_bound(minimum)}..{_bound(maximum)}" if minimum is not None else f" <= {_bound(maximum)}"
+        raise _err(where, f"must be a finite number{rng}, got {_short(x)}{f' ({why})' if why else ''}")
     return float(x)
+
+
+def no_nul(value: Any, where: str) -> Any:
+    """``value`` unchanged when no string inside it (keys, nested mappings and lists included) holds a NUL character,
+    else a ConfigError naming the first such entry as ``where.key[i]``: no file name or command can hold one, so a
+    NUL read from a config would otherwise end in a ``ValueError`` deep inside the work."""
+    stack = [(value, where)]
+    while stack:
+        v, w = stack.pop()
+        if isinstance(v, str):
+            pos = v.find("\0")
+            if pos >= 0:
+                raise _err(w, f"contains a NUL character (\\0) at position {pos}; remove it")
+        elif isinstance(v, Mapping):
+            for k, x in reversed(list(v.items())):
+                if isinstance(k, str) and "\0" in k:
+                    raise _err(w, f"the key {k!r} contains a NUL character (\\0); remove it")
+                stack.append((x, f"{w}.{k}"))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, f"{w}[{i}]") for i, x in reversed(list(enumerate(v))))
+    return value
 
 
 def in_range(x: Any, where: str, lo: float | None = None, hi: float | None = None, why: str = "") -> Any:
@@ -171,9 +212,9 @@ def _checked(value: Any, tp: Any, where: str, o: Mapping[str, Any]) -> Any:
             raise _err(where, f"must be true or false, got {value!r}")
         return value
     if tp is int:
-        return _int(value, where, o["min"])
+        return _int(value, where, o["min"], o["max"], o["why"])
     if tp is float:
-        return number(value, where, o["min"])
+        return number(value, where, o["min"], o["max"], o["why"])
     return value  # Any and other annotations: as given
 
 
@@ -186,16 +227,25 @@ def _sequence(value: Any, tp: Any, where: str, o: Mapping[str, Any]) -> tuple | 
         raise _err(where, f"must be a list, got {type(value).__name__}")
     if o["nonempty"] and not value:
         raise _err(where, "must not be empty")
+    if o["max_len"] is not None and len(value) > o["max_len"]:
+        why = f" ({o['why']})" if o["why"] else ""
+        raise _err(where, f"has {len(value)} entries, at most {o['max_len']} are allowed{why}")
     args = typing.get_args(tp)
     inner = args[0] if args else Any
-    entry = {**_NO_OPTS, "min": o["min"], "parse": o["item"]}
+    entry = {**_NO_OPTS, "min": o["min"], "max": o["max"], "why": o["why"], "parse": o["item"]}
     out = [_checked(v, inner, f"{where}[{i}]", entry) for i, v in enumerate(value)]
-    if o["unique"]:
-        seen: list = []
+    if o["unique"]:  # a set where the entries allow it: a long list is checked in linear time
+        seen: set = set()
+        seen_list: list = []
         for v in out:
-            if v in seen:
+            try:
+                dup = v in seen
+                seen.add(v)
+            except TypeError:  # unhashable entries (mappings): compared one by one
+                dup = v in seen_list
+                seen_list.append(v)
+            if dup:
                 raise _err(where, f"duplicate entry {v!r}")
-            seen.append(v)
     return tuple(out) if (typing.get_origin(tp) or tp) is tuple else out
 
 

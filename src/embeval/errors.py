@@ -77,8 +77,9 @@ def unicode_problem(exc: UnicodeDecodeError, data: bytes | None = None) -> str:
 
 
 def load_yaml(path, what: str = "file", fix: str = "", missing: str = ""):
-    """Parse a YAML text file (see :func:`read_text`); :class:`ConfigError` with the position of a syntax error,
-    ending in ``fix``. ``missing``: the :class:`MissingFileError` message when ``path`` does not exist."""
+    """Parse a YAML text file (see :func:`read_text`) with :class:`embeval.safe_yaml.SafeLoader` (bounded aliases,
+    nesting and integers); :class:`ConfigError` with the position of a syntax error or a bound, ending in ``fix``.
+    ``missing``: the :class:`MissingFileError` message when ``path`` does not exist."""
     from pathlib import Path
 
     import yaml
@@ -87,11 +88,14 @@ def load_yaml(path, what: str = "file", fix: str = "", missing: str = ""):
         raise ConfigError(f"{what} {path} is a folder, not a file; give the {what} YAML file itself")
     if missing and not Path(path).is_file():
         raise MissingFileError(missing)
+    from embeval.safe_yaml import YAMLLimitError, loads
+
     text = read_text(path, what)
     try:
-        return yaml.safe_load(text)
+        return loads(text)  # yaml.safe_load with bounds on aliases, nesting and integer digits
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} {path} is not valid YAML ({yaml_problem(exc)}){f'; {fix}' if fix else ''}") from None
+        verdict = "is refused" if isinstance(exc, YAMLLimitError) else "is not valid YAML"
+        raise ConfigError(f"{what} {path} {verdict} ({yaml_problem(exc)}){f'; {fix}' if fix else ''}") from None
 
 
 def read_json(path, what: str = "file", fix: str = "", max_bytes: int = MAX_TEXT_BYTES, mapping: bool = True,

@@ -245,6 +245,8 @@ def read_lmms_task(path: str | Path) -> list[PoolItem]:
     """
     import yaml
 
+    from embeval.safe_yaml import SafeLoader
+
     path = Path(path)
     if path.is_dir():
         yamls = sorted(p for p in path.glob("*.yaml") if not p.name.startswith("_"))
@@ -254,7 +256,7 @@ def read_lmms_task(path: str | Path) -> list[PoolItem]:
     if not path.is_file():
         raise MissingFileError(f"lmms-eval task file {path} does not exist")
 
-    class _Loader(yaml.SafeLoader):
+    class _Loader(SafeLoader):  # bounded aliases, nesting and integers
         pass
 
     _Loader.add_multi_constructor("!", lambda loader, suffix, node: f"!{suffix} {getattr(node, 'value', '')}")

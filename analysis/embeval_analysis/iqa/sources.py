@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.errors import ConfigError, InvalidInputError, MissingFileError, load_yaml
 from embeval.scoring.decision import DEFAULT_TASKS
 
 #: default robot state (tcp_pose: x y z [m] + quaternion xyzw, frame base; gripper 1 = open)
@@ -99,8 +99,6 @@ def folder_source(path: str | Path, tasks_file: str | Path | None = None, n: int
                   size: tuple[int, int] | None = None, glob: str = "*", **_) -> list[IQAReference]:
     """Images of a folder (PNG/JPEG, sorted) with tasks from ``tasks_file`` (default: ``PATH/tasks.yaml``
     if present, else :data:`DEFAULT_TASKS`). Each image is its own scene unless ``scenes:`` maps it."""
-    import yaml
-
     root = Path(path)
     if not root.is_dir():
         raise MissingFileError(f"image folder {root} not found; pass the folder of reference images")
@@ -112,7 +110,7 @@ def folder_source(path: str | Path, tasks_file: str | Path | None = None, n: int
     if tf is not None:
         if not tf.exists():
             raise MissingFileError(f"task file {tf} not found; write YAML like {{'*': [five instructions]}}")
-        doc = yaml.safe_load(tf.read_text()) or {}
+        doc = load_yaml(tf, "task file") or {}
         if not isinstance(doc, dict):
             raise ConfigError(f"{tf}: must map image file names (or '*') to lists of tasks")
     tasks, views, sources, scenes = doc.get("tasks", doc), doc.get("views", {}), doc.get("source", {}), doc.get("scenes", {})
@@ -166,12 +164,10 @@ UR_JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint", "wrist_
 def _tasks_from(tasks: list[str] | None, tasks_file: str | Path | None) -> list[str]:
     """Task list from ``tasks`` or a YAML/JSON ``tasks_file`` (a list, or ``{'*': [...]}`` as the folder source)."""
     if tasks_file:
-        import yaml
-
         tf = Path(tasks_file)
         if not tf.is_file():
             raise MissingFileError(f"task file {tf} not found; write YAML like {{'*': [five instructions]}}")
-        doc = yaml.safe_load(tf.read_text())
+        doc = load_yaml(tf, "task file")
         doc = doc.get("tasks", doc) if isinstance(doc, dict) else doc
         doc = doc.get("*") if isinstance(doc, dict) else doc
         if not isinstance(doc, list):

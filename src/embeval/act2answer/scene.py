@@ -230,7 +230,7 @@ def load_scene_set(folder: str | Path) -> SceneSet:
     if not (d / "manifest.yaml").is_file() or not (d / "episode.yaml").is_file():
         raise MissingFileError(f"{d} is not an Act2Answer scene folder (no manifest.yaml / episode.yaml); write one with "
                                f"`embeval act2answer scenes --items ITEMS.jsonl --out {d}`")
-    rows = yaml.safe_load((d / "manifest.yaml").read_text()) or []
+    rows = load_yaml(d / "manifest.yaml", "scene manifest") or []
     units: dict[str, SceneUnit] = {}
     for r in rows:
         if "scene" not in r:

@@ -44,6 +44,7 @@ def apply_overrides(params: dict, overrides: list[str]) -> dict:
     from embeval_ros.graph import NODE_CLASSES
 
     from embeval.errors import ConfigError
+    from embeval.safe_yaml import loads
 
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -56,7 +57,7 @@ def apply_overrides(params: dict, overrides: list[str]) -> dict:
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(f"--set {item!r}: unknown node {node!r}; {hint}nodes: {', '.join(NODE_CLASSES)}")
         try:
-            params.setdefault(node, {})[name] = yaml.safe_load(value)
+            params.setdefault(node, {})[name] = loads(value)  # bounded aliases, nesting and integers
         except yaml.YAMLError:
             raise ConfigError(f"--set {item!r}: the value is not valid YAML; quote strings with special characters") from None
     return params

@@ -186,7 +186,8 @@ def _bench(args) -> int:
     if args.finetune:
         import yaml
 
-        from embeval.errors import ConfigError
+        from embeval.errors import ConfigError, yaml_problem
+        from embeval.safe_yaml import loads
         from embeval_analysis.iqa.finetune import FinetuneConfig, check_config
 
         net_opts = {}
@@ -194,7 +195,11 @@ def _bench(args) -> int:
             if "=" not in kv:
                 raise ConfigError(f"--finetune-option {kv!r}: write KEY=VALUE, e.g. semantic_model_name=resnet18")
             k, v = kv.split("=", 1)
-            net_opts[k.strip()] = yaml.safe_load(v)
+            try:
+                net_opts[k.strip()] = loads(v)  # bounded aliases, nesting and integers
+            except yaml.YAMLError as exc:
+                raise ConfigError(f"--finetune-option {kv!r}: the value is not valid YAML ({yaml_problem(exc)}); "
+                                  "quote strings with special characters") from None
         fcfg = FinetuneConfig(epochs=args.finetune_epochs, batch_size=args.finetune_batch, lr=args.finetune_lr,
                               max_steps=args.finetune_steps, splits=args.finetune_splits,
                               size=list(args.finetune_size) if args.finetune_size else None,

@@ -90,8 +90,13 @@ def _overrides(args) -> dict:
         from embeval.cli._util import finite
         from embeval.errors import ConfigError
 
+        from embeval.runs.spec import MAX_UNIT_TIMEOUT_S
+
         if finite(args.unit_timeout, "--unit-timeout") < 0:
             raise ConfigError(f"--unit-timeout: seconds must be >= 0 (0: no watchdog), got {args.unit_timeout}")
+        if args.unit_timeout > MAX_UNIT_TIMEOUT_S:
+            raise ConfigError(f"--unit-timeout: seconds must be in 0..{MAX_UNIT_TIMEOUT_S:g} (at most a week; 0: no "
+                              f"watchdog), got {args.unit_timeout:g}")
         kw["unit_timeout_s"] = args.unit_timeout or None
     return kw
 
@@ -127,7 +132,14 @@ def _run(args) -> int:
     from embeval.runs.units import select_shard
 
     spec = load_spec(args.spec)
-    if args.check:
+    if args.check:  # the command-line overrides are checked too, as `run` would check them
+        from embeval.runs.spec import with_backend
+
+        kw = _overrides(args)
+        changes = {k: kw[k] for k in ("progress", "unit_timeout_s") if k in kw}
+        if kw["backend"] is not None:
+            changes["name"] = kw["backend"]
+        spec = with_backend(spec, **changes) if changes else spec
         plan = plan_run(spec)
         units = select_shard(plan.units, args.shard_index, args.num_shards)
         print(f"spec OK: evaluator {spec.evaluator}, hash {spec.hash}, {len(plan.subjects)} subject(s), "

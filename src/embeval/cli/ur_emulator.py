@@ -71,9 +71,9 @@ def _run(args) -> int:
         raise ConfigError(f"--unlock-delay {args.unlock_delay} must be >= 0 seconds")
     lim = {}
     if args.params:
-        import yaml
+        from embeval.errors import load_yaml
 
-        doc = yaml.safe_load(args.params.read_text()) or {}
+        doc = load_yaml(args.params, "parameter file") or {}
         arm = ((doc.get("embeval_arm") or {}).get("ros__parameters") or {}) if isinstance(doc, dict) else {}
         for key in ("workspace_lower", "workspace_upper"):
             if key in arm:

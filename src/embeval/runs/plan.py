@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, get_evaluator, import_plugins, iter_subjects
-from embeval.runs.spec import RunSpec, SubjectEntry
+from embeval.runs.spec import MAX_UNITS, RunSpec, SubjectEntry
 from embeval.runs.units import Unit
 
 
@@ -21,6 +21,21 @@ class Plan:
     @property
     def run_id(self) -> str:
         return self.spec.run_id
+
+
+def check_size(spec: RunSpec, evaluator: Evaluator, subjects) -> None:
+    """Refuse a spec whose grid (subjects x items x distortions x levels x seeds) is over
+    :data:`~embeval.runs.spec.MAX_UNITS` before a single unit is made (a ConfigError naming each factor)."""
+    n_items = len(evaluator.items(spec))
+    factors = {"subjects": len(subjects), "items": n_items, "distortions": len(spec.distortions),
+               "levels": len(spec.levels), "seeds": len(spec.seeds)}
+    total = 1
+    for n in factors.values():
+        total *= n
+    if total > MAX_UNITS:
+        grid = " x ".join(f"{n} {k}" for k, n in factors.items())
+        raise ConfigError(f"spec: {grid} = {total} units, more than the {MAX_UNITS} a run may have; "
+                          "split it into several specs (e.g. by subject or seed) or lower items.count / items.limit")
 
 
 def plan_run(spec: RunSpec) -> Plan:
@@ -39,6 +54,7 @@ def plan_run(spec: RunSpec) -> Plan:
             )
         evaluator.validate_subject(spec, i, s)
     evaluator.validate(spec)
+    check_size(spec, evaluator, subjects)
     units = evaluator.units(spec)
     if not units:
         raise ConfigError("spec: the spec yields no units of work (no items?)")

@@ -204,7 +204,10 @@ def import_plugins(spec: "RunSpec") -> None:
 
 # ------------------------------------------------------------------ items
 def list_items(spec: "RunSpec") -> list[str]:
-    """Item ids from ``spec.items`` (see :class:`embeval.runs.spec.ItemsSpec`)."""
+    """Item ids from ``spec.items`` (see :class:`embeval.runs.spec.ItemsSpec`), at most
+    :data:`~embeval.runs.spec.MAX_ITEMS` (after ``limit``)."""
+    from embeval.runs.spec import MAX_ITEMS
+
     it = spec.items
     if it.source == "synthetic":
         ids = [f"item{i:05d}" for i in range(it.count or 0)]
@@ -235,10 +238,16 @@ def list_items(spec: "RunSpec") -> list[str]:
                 ids.append(line)
     else:  # pragma: no cover - parse_spec rejects other sources
         raise ConfigError(f"spec.items.source: unknown source {it.source!r}")
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ConfigError(f"spec.items: duplicate item id {dup!r}")
-    return ids[: it.limit] if it.limit else ids
+    seen: set[str] = set()
+    for i in ids:  # linear: a long list with a duplicate at its end is found at once
+        if i in seen:
+            raise ConfigError(f"spec.items: duplicate item id {i!r}")
+        seen.add(i)
+    ids = ids[: it.limit] if it.limit else ids
+    if len(ids) > MAX_ITEMS:
+        raise ConfigError(f"spec.items: {it.source} items give {len(ids)} ids, more than the {MAX_ITEMS} a run may "
+                          "have; set items.limit or split the items over several specs")
+    return ids
 
 
 def iter_subjects(spec: "RunSpec", evaluator: Evaluator) -> Iterable["SubjectEntry"]:

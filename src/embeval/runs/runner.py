@@ -20,7 +20,7 @@ from embeval.provenance import code_version
 from embeval.runs.backends import get_backend
 from embeval.runs.lock import LOCK_DIR, RunLock
 from embeval.runs.plan import Plan, plan_run
-from embeval.runs.spec import RunSpec, load_spec, parse_spec, with_backend
+from embeval.runs.spec import RunSpec, check_unit_timeout, load_spec, parse_spec, with_backend
 from embeval.runs.store import STORE_NAME, ResultsStore
 from embeval.runs.units import select_shard
 from embeval.runs.weights import check_weights, fingerprints
@@ -130,8 +130,8 @@ def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = N
         changes["name"] = backend
     if progress is not None:
         changes["progress"] = progress
-    if unit_timeout_s != "spec":
-        changes["unit_timeout_s"] = unit_timeout_s
+    if unit_timeout_s != "spec":  # bounded like backend.unit_timeout_s (0 or None: no watchdog)
+        changes["unit_timeout_s"] = check_unit_timeout(unit_timeout_s, "unit_timeout_s")
     if changes:
         spec = with_backend(spec, **changes)
     plan = plan_run(spec)

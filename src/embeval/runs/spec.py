@@ -18,7 +18,10 @@ A run spec is a YAML file parsed into the typed :class:`RunSpec`::
     output_dir: runs/quality-smoke      # the run folder, relative to the current folder (not hashed)
 
 Relative paths (items, subjects) resolve against the spec file's folder; ``output_dir`` against
-the current folder. The run's identity is :func:`spec_hash`: a
+the current folder, and it must stay inside it (no absolute path, no ``..``); ``name`` is one folder-name
+component. Every number is bounded (the ``MAX_*`` constants below) and no string may hold a NUL character, so
+a spec from someone else is answered with one line naming the field, never a traceback, an endless plan or a
+folder outside the output root (docs/runs.md, "Threat model: run specs"). The run's identity is :func:`spec_hash`: a
 stable hash of the fields that change results (evaluator, subjects, items, distortions, levels,
 seeds, params, plugins); ``name``, ``description``, ``backend`` and ``output_dir`` are cosmetic, so a
 run started locally can be resumed on Ray. Validation happens before any work starts and every
@@ -37,6 +40,7 @@ from embeval.config import (
     config_fields,
     from_mapping,
     mapping,
+    no_nul,
     non_empty_str,
     number,
     opts,
@@ -49,10 +53,70 @@ COSMETIC_FIELDS = ("name", "description", "backend", "output_dir")
 #: Where items come from (:class:`ItemsSpec`).
 ITEM_SOURCES = ("synthetic", "folder", "list", "file")
 
+# Bounds of a run spec (each checked at `embeval run --check`, before anything is created).
+#: items of a run (items.count, items.limit, and the ids a list, folder or file yields)
+MAX_ITEMS = 1_000_000
+#: units of a run (subjects x items x distortions x levels x seeds, checked before the units are made)
+MAX_UNITS = 1_000_000
+#: seeds are 32-bit unsigned integers
+MAX_SEED = 2**32 - 1
+#: distortion levels (the shipped image evaluators take 1..5)
+MAX_LEVEL = 1_000_000
+#: entries of each of the lists distortions, levels, seeds, plugins
+MAX_LIST = 10_000
+#: backend.unit_timeout_s and --unit-timeout, seconds (a week; 0 or null: no watchdog)
+MAX_UNIT_TIMEOUT_S = 7 * 24 * 3600.0
+#: backend.batch_size, backend.num_workers, backend.retries, backend.num_cpus/gpus_per_worker
+MAX_BATCH, MAX_WORKERS, MAX_RETRIES, MAX_RESOURCES_PER_WORKER = 10_000, 10_000, 100, 1024.0
+#: characters of ``name`` (it becomes the folder name runs/<name>-<hash8>) and of ``output_dir``
+MAX_NAME_CHARS, MAX_PATH_CHARS = 100, 1024
+
 
 def _text(x: Any, where: str) -> str:
     """Free text: anything, read as a string (None = "")."""
     return str(x or "")
+
+
+def _name(x: Any, where: str) -> str:
+    """The run's name: one folder-name component (it names the default run folder ``runs/<name>-<hash8>``)."""
+    if x is None:
+        return ""
+    if isinstance(x, (dict, list, tuple)):
+        raise ConfigError(f"{where}: must be a short name, got a {type(x).__name__}; give e.g. quality-smoke")
+    name = str(x)
+    bad = next((c for c in name if c in "/\\" or ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None or name in (".", "..") or len(name) > MAX_NAME_CHARS:
+        problem = (f"is {len(name)} characters long (at most {MAX_NAME_CHARS})" if len(name) > MAX_NAME_CHARS
+                   else f"holds {bad!r}" if bad is not None else f"is {name!r}")
+        shown = name if len(name) <= 60 else name[:60] + "..."
+        raise ConfigError(f"{where}: {problem}; the name becomes a folder name, so it must be one path component "
+                          f"(no '/', '\\', '..', NUL or control characters, at most {MAX_NAME_CHARS} characters), "
+                          f"got {shown!r}; give a plain name such as quality-smoke")
+    return name
+
+
+def _output_dir(x: Any, where: str) -> str | None:
+    """``output_dir``: a relative folder inside the current folder (the spec may not place a run anywhere else;
+    ``--out`` on the command line may)."""
+    if x is None:
+        return None
+    if not isinstance(x, str) or not x.strip():
+        raise ConfigError(f"{where}: must be a folder path (a non-empty string), got {x!r}")
+    shown = x if len(x) <= 80 else x[:80] + "..."
+    bad = next((c for c in x if ord(c) < 32 or ord(c) == 127), None)
+    parts = x.replace("\\", "/").split("/")
+    problem = (f"holds {bad!r}" if bad is not None
+               else f"is {len(x)} characters long (at most {MAX_PATH_CHARS})" if len(x) > MAX_PATH_CHARS
+               else "is an absolute path" if x.startswith(("/", "\\")) or (len(x) > 1 and x[1] == ":")
+               else "starts with '~' (not expanded here)" if x.startswith("~")
+               else "names '$' variables (not expanded here)" if "$" in x
+               else "leaves the current folder through '..'" if ".." in parts
+               else "has a component longer than 255 bytes" if any(len(q.encode()) > 255 for q in parts)
+               else "")
+    if problem:
+        raise ConfigError(f"{where}: {problem}, got {shown!r}; a spec's output_dir must be a relative folder inside the "
+                          "current folder, such as runs/my-run (to write anywhere else, give --out DIR on the command line)")
+    return x
 
 
 def _adapter(x: Any, where: str) -> str:
@@ -65,8 +129,10 @@ def _item_id(x: Any, where: str) -> str:
     return non_empty_str(str(x), where)
 
 
-def _timeout(x: Any, where: str) -> float | None:
-    return None if x is None else number(x, where, minimum=0) or None  # 0: no watchdog
+def check_unit_timeout(x: Any, where: str) -> float | None:
+    """Seconds, 0..:data:`MAX_UNIT_TIMEOUT_S` (0 or None: no watchdog)."""
+    return None if x is None else number(x, where, minimum=0, maximum=MAX_UNIT_TIMEOUT_S,
+                                         why="at most a week; 0 or null turns the watchdog off") or None
 
 
 def _backend_names():
@@ -75,8 +141,11 @@ def _backend_names():
     return BACKENDS
 
 
-_LIST = opts(nonempty=True, unique=True, scalar=True)
-_COUNTS = opts(nonempty=True, unique=True, scalar=True, min=0)
+_LIST = opts(nonempty=True, unique=True, scalar=True, max_len=MAX_LIST)
+_LEVELS = opts(nonempty=True, unique=True, scalar=True, min=0, max=MAX_LEVEL, max_len=MAX_LIST)
+_SEEDS = opts(nonempty=True, unique=True, scalar=True, min=0, max=MAX_SEED, max_len=MAX_LIST,
+              why="a seed is a 32-bit unsigned integer")
+_ITEMS_WHY = f"at most {MAX_ITEMS} items per run; split a bigger evaluation into several specs"
 
 
 @dataclass(frozen=True)
@@ -117,9 +186,10 @@ class ItemsSpec:
     source: str = field(default="synthetic", metadata=opts(choices=ITEM_SOURCES, noun="item source"))
     path: str | None = None
     glob: str = "*"
-    count: int | None = field(default=None, metadata=opts(min=1))
-    ids: tuple[str, ...] = field(default=(), metadata=opts(unique=True, scalar=True, item=_item_id))
-    limit: int | None = field(default=None, metadata=opts(min=1))
+    count: int | None = field(default=None, metadata=opts(min=1, max=MAX_ITEMS, why=_ITEMS_WHY))
+    ids: tuple[str, ...] = field(default=(), metadata=opts(unique=True, scalar=True, item=_item_id, max_len=MAX_ITEMS,
+                                                           why=_ITEMS_WHY))
+    limit: int | None = field(default=None, metadata=opts(min=1, max=MAX_ITEMS, why=_ITEMS_WHY))
     params: dict[str, Any] = field(default_factory=dict)
 
     def check_config(self, where: str) -> None:
@@ -138,13 +208,13 @@ class BackendSpec:
     longer is recorded as failed with the reason and retried on resume (None: no watchdog)."""
 
     name: str = field(default="local", metadata=opts(choices=_backend_names, noun="backend"))  # local | ray
-    unit_timeout_s: float | None = field(default=300.0, metadata=opts(parse=_timeout))  # 0 or None: no watchdog
-    batch_size: int = field(default=1, metadata=opts(min=1))  # units per call where the evaluator batches (Ray: per actor call)
-    num_workers: int = field(default=2, metadata=opts(min=1))  # Ray: actors in total (at least one per subject)
-    num_cpus_per_worker: float = field(default=1.0, metadata=opts(min=0))
-    num_gpus_per_worker: float = field(default=0.0, metadata=opts(min=0))
+    unit_timeout_s: float | None = field(default=300.0, metadata=opts(parse=check_unit_timeout))  # 0 or None: no watchdog
+    batch_size: int = field(default=1, metadata=opts(min=1, max=MAX_BATCH))  # units per call where the evaluator batches (Ray: per actor call)
+    num_workers: int = field(default=2, metadata=opts(min=1, max=MAX_WORKERS))  # Ray: actors in total (at least one per subject)
+    num_cpus_per_worker: float = field(default=1.0, metadata=opts(min=0, max=MAX_RESOURCES_PER_WORKER))
+    num_gpus_per_worker: float = field(default=0.0, metadata=opts(min=0, max=MAX_RESOURCES_PER_WORKER))
     address: str | None = None  # Ray: cluster address; None starts/uses a local instance
-    retries: int = field(default=0, metadata=opts(min=0))  # extra attempts for a failed unit within one run (failed units are retried on resume anyway)
+    retries: int = field(default=0, metadata=opts(min=0, max=MAX_RETRIES))  # extra attempts for a failed unit within one run (failed units are retried on resume anyway)
     progress: bool = field(default=True, metadata=opts(parse=lambda v, where: bool(v)))  # tqdm progress bar
 
 
@@ -154,14 +224,14 @@ class RunSpec:
     subjects: tuple[SubjectEntry, ...] = ()
     items: ItemsSpec = field(default_factory=ItemsSpec)
     distortions: tuple[str, ...] = field(default=("none",), metadata=_LIST)
-    levels: tuple[int, ...] = field(default=(0,), metadata=_COUNTS)
-    seeds: tuple[int, ...] = field(default=(0,), metadata=_COUNTS)
+    levels: tuple[int, ...] = field(default=(0,), metadata=_LEVELS)
+    seeds: tuple[int, ...] = field(default=(0,), metadata=_SEEDS)
     params: dict[str, Any] = field(default_factory=dict)
-    plugins: tuple[str, ...] = field(default=(), metadata=opts(unique=True, scalar=True))
+    plugins: tuple[str, ...] = field(default=(), metadata=opts(unique=True, scalar=True, max_len=MAX_LIST))
     sim: dict[str, Any] = field(default_factory=dict)  # simulator (embeval.sim.backends.SimSpec); {} = none
     backend: BackendSpec = field(default_factory=BackendSpec)
-    output_dir: str | None = None
-    name: str = field(default="", metadata=opts(parse=_text))
+    output_dir: str | None = field(default=None, metadata=opts(parse=_output_dir))
+    name: str = field(default="", metadata=opts(parse=_name))
     description: str = field(default="", metadata=opts(parse=_text))
     #: folder that relative paths resolve against (the spec file's folder); not part of the spec
     base_dir: str = field(default=".", compare=False, metadata=opts(config=False))
@@ -207,10 +277,16 @@ class RunSpec:
         return q if q.is_absolute() else Path(self.base_dir) / q
 
     def default_run_dir(self) -> Path:
-        """``output_dir`` (relative to the current folder), else ``runs/<name>-<hash8>``."""
+        """``output_dir`` (relative to the current folder), else ``runs/<name>-<hash8>``; both inside the current
+        folder (checked when the spec is read, and again here: a ConfigError, never a folder elsewhere)."""
         if self.output_dir:
-            return Path(os.path.expanduser(os.path.expandvars(self.output_dir)))
-        return Path("runs") / f"{self.name or self.evaluator}-{self.hash[:8]}"
+            d = Path(_output_dir(self.output_dir, "spec.output_dir"))
+        else:
+            d = Path("runs") / f"{_name(self.name, 'spec.name') or self.evaluator}-{self.hash[:8]}"
+            if len(d.parts) != 2:  # an evaluator registered under a name with '/' in it
+                raise ConfigError(f"the run folder {d} is not one folder under runs/; give the spec a plain name "
+                                  "(spec.name), or choose the folder with --out")
+        return d
 
 
 def spec_hash(spec: RunSpec) -> str:
@@ -236,7 +312,7 @@ def _subject_file(raw: str, where: str, base_dir: Path) -> dict[str, Any]:
                                                      "(see config/subjects/) or an inline mapping") or {}
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
-    data = dict(mapping(data, where))
+    data = dict(no_nul(mapping(data, where), where))
     data.setdefault("id", p.stem)
     rel = data.get("path")
     if rel and not os.path.isabs(os.path.expanduser(str(rel))) and (p.parent / str(rel)).exists():
@@ -261,8 +337,12 @@ def parse_spec(data: Any, base_dir: str | os.PathLike = ".") -> RunSpec:
     if not data:
         raise ConfigError("spec: the run spec is empty; it needs at least 'evaluator' (see config/runs/*.yaml)")
     check_keys(data, config_fields(RunSpec), "spec")
+    no_nul(data, "spec")  # no path, name or module can hold a NUL: one line naming the field, not a ValueError later
     base = Path(base_dir).resolve()
     subjects = data.get("subjects") or []
+    if isinstance(subjects, (list, tuple)) and len(subjects) > MAX_LIST:
+        raise ConfigError(f"spec.subjects: has {len(subjects)} entries, at most {MAX_LIST} are allowed; "
+                          "split the subjects over several specs")
     if isinstance(subjects, (list, tuple)):  # in order, reading subjects given as paths to subject YAML files
         subjects = [_subject_file(s, f"spec.subjects[{i}]", base) if isinstance(s, str)
                     else _checked_subject(s, f"spec.subjects[{i}]") for i, s in enumerate(subjects)]

@@ -22,6 +22,7 @@ import yaml
 from embeval.config import from_mapping
 from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 from embeval.image_io import MAX_IMAGE_SIDE
+from embeval.safe_yaml import loads
 
 RGBA = tuple[float, float, float, float]
 
@@ -243,7 +244,7 @@ class SceneSpec:
         else:
             text = str(path_or_text)
         try:
-            data = yaml.safe_load(text)
+            data = loads(text)  # bounded aliases, nesting and integers
         except yaml.YAMLError as exc:
             raise ConfigError(f"scene spec {p or 'text'} is not valid YAML ({yaml_problem(exc)})") from None
         if isinstance(data, dict) and "scene" in data and set(data) <= {"scene", "task"}:

@@ -43,9 +43,13 @@ class DistortedImageEvaluator(Evaluator):
         for k in spec.items.params:
             if k not in self.item_params:
                 raise ConfigError(f"spec.items.params.{k}: unknown; allowed: {', '.join(self.item_params)}")
+        from embeval.image_io import MAX_IMAGE_SIDE
+
         size = spec.items.params.get("size", [96, 72])
-        if not (isinstance(size, list) and len(size) == 2 and all(isinstance(v, int) and v >= 8 for v in size)):
-            raise ConfigError(f"spec.items.params.size: must be [width, height] in pixels, each >= 8; got {size!r}")
+        if not (isinstance(size, list) and len(size) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) and 8 <= v <= MAX_IMAGE_SIDE for v in size)):
+            raise ConfigError(f"spec.items.params.size: must be [width, height] in pixels, each in 8..{MAX_IMAGE_SIDE}; "
+                              f"got {size!r}")
         if spec.items.source not in ("synthetic", "folder"):
             raise ConfigError(f"spec.items.source: evaluator {self.name!r} reads 'synthetic' or 'folder' items (images)")
 

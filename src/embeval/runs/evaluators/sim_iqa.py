@@ -26,6 +26,8 @@ from embeval.runs.registry import Evaluator, ReportSection
 from embeval.runs.units import one_reference_unit
 
 _PARAMS = ("keep_actions",)
+#: spec.sim.max_steps: control steps of one episode (a ManiSkill task's own limit is 50..200)
+MAX_EPISODE_STEPS = 100_000
 
 
 def episode_seed(item: str) -> int:
@@ -67,6 +69,10 @@ class SimIQAEvaluator(Evaluator):
         if not spec.sim:
             raise ConfigError("spec.sim: evaluator 'sim-iqa' needs a simulator, e.g. sim: {backend: maniskill, env: PickCube-v1}")
         SimSpec.from_dict(spec.sim, "spec.sim")
+        steps = spec.sim.get("max_steps")
+        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_EPISODE_STEPS):
+            raise ConfigError(f"spec.sim.max_steps: must be an integer in 1..{MAX_EPISODE_STEPS} (steps of one episode), "
+                              f"or null for the task's own limit; got {steps!r}")
         for k in spec.params:
             if k not in _PARAMS:
                 raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'sim-iqa'; allowed: {', '.join(_PARAMS)}")

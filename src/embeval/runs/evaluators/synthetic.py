@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from embeval.config import number
 from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, ReportSection
 from embeval.runs.spec import SubjectEntry
@@ -32,6 +33,10 @@ class SyntheticEvaluator(Evaluator):
         for k in spec.params:
             if k not in _PARAMS:
                 raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'synthetic'; allowed: {', '.join(_PARAMS)}")
+        for k, hi in (("work_ms", 3.6e6), ("sleep_ms", 3.6e6), ("setup_ms", 3.6e6), ("hang_s", 7 * 24 * 3600.0)):
+            if k in spec.params:  # a time per unit: finite, and at most an hour (hang_s: a week)
+                number(spec.params[k], f"spec.params.{k}", minimum=0, maximum=hi,
+                       why="milliseconds, at most an hour" if k.endswith("_ms") else "seconds, at most a week")
         if spec.params.get("group_by", "item") not in ("item", "unit"):
             raise ConfigError("spec.params.group_by: must be 'item' (all units of an item together) or 'unit'")
 
