@@ -217,3 +217,124 @@ def test_evaluate_uses_only_validated_results():
     assert res.predictions[0][1] is None and res.predictions[0][0] == "A" and res.predictions[0][2] == "A"
     assert np.isnan(res.synth_scores).all()
     assert np.isnan(res.ref_scores[0, 1]) and np.isfinite(res.ref_scores[0, [0, 2]]).all()
+
+
+# ------------------------------------------------------------------ round 3, red team (a helper attacking the above)
+
+def test_syscalls_reaching_machine_wide_state_are_refused():
+    """AIO contexts (fs.aio-max-nr is host-wide: one io_setup took all of it), fanotify, sync, vsock and
+    netlink sockets (not covered by the network namespace), and disarming the parent-death signal."""
+    code = ("import ctypes, socket, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "def call(*a):\n    r = libc.syscall(*a)\n    return [r, errno.errorcode.get(ctypes.get_errno()) if r < 0 else None]\n"
+            "def sock(fam, kind=socket.SOCK_STREAM):\n    try:\n        socket.socket(fam, kind).close()\n        return 'ok'\n"
+            "    except OSError as e:\n        return errno.errorcode[e.errno]\n"
+            "def f(x):\n    ctx = ctypes.c_ulong(0)\n    sig = ctypes.c_int(-1)\n"
+            "    out = {'io_setup': call(206, 1 << 16, ctypes.byref(ctx)), 'fanotify_init': call(300, 0x200, 0),\n"
+            "           'sync': call(162), 'vsock': sock(40), 'netlink': sock(16, socket.SOCK_RAW),\n"
+            "           'unix': sock(socket.AF_UNIX), 'inet': sock(socket.AF_INET),\n"
+            "           'disarm_pdeathsig': [libc.prctl(1, 0, 0, 0, 0), errno.errorcode.get(ctypes.get_errno())],\n"
+            "           'set_other_pdeathsig': libc.prctl(1, 15, 0, 0, 0)}\n"
+            "    libc.prctl(2, ctypes.byref(sig), 0, 0, 0)\n    out['pdeathsig'] = sig.value\n"
+            "    out['pair'] = len(socket.socketpair())\n    return out\n")
+    r = run(code)
+    assert r.ok and not r.load_error, r.first_error()
+    out = r.outputs[0]
+    if os.uname().machine != "x86_64":
+        pytest.skip("the raw syscall numbers above are x86_64's")
+    assert out["io_setup"] == [-1, "EPERM"] and out["fanotify_init"] == [-1, "EPERM"] and out["sync"] == [-1, "EPERM"]
+    assert out["vsock"] == "EAFNOSUPPORT" and out["netlink"] == "EAFNOSUPPORT"
+    assert out["unix"] == "ok" and out["inet"] == "ok" and out["pair"] == 2
+    assert out["disarm_pdeathsig"] == [-1, "EPERM"] and out["set_other_pdeathsig"] == -1
+    assert out["pdeathsig"] == (9 if ROOT else out["pdeathsig"])  # armed again after the uid drop
+
+
+def test_more_machine_wide_proc_files_are_covered():
+    code = ("import os\ndef f(x):\n    out = {}\n    for p in ('/proc/pressure/memory', '/proc/cmdline'):\n"
+            "        try:\n            os.close(os.open(p, os.O_WRONLY))\n            out[p] = 'OPENED'\n"
+            "        except OSError as e:\n            out[p] = e.strerror\n"
+            "    try:\n        out['cmdline'] = open('/proc/cmdline').read()\n    except OSError as e:\n"
+            "        out['cmdline'] = e.strerror\n    return out\n")
+    r = run(code)
+    assert r.ok and not r.load_error, r.first_error()
+    out = r.outputs[0]
+    assert "OPENED" not in out.values()
+    host = Path("/proc/cmdline").read_text().strip()
+    assert out["cmdline"] in ("", "Permission denied") and (not host or host not in out["cmdline"])
+
+
+def test_lone_surrogates_are_not_valid_outputs():
+    r = run("def f(x):\n    return ['ok', {'\\ud800': 1}, '\\udfff'][x]\n", inputs=[[0], [1], [2]], check=S.text_check)
+    assert r.ok
+    assert r.valid_outputs() == ["ok", None, None]
+    assert all("not valid Unicode" in e for e in r.errors[1:])
+
+
+def _cgroup_folders(pid: int) -> list[str]:
+    return [g for parent in S.cgroup_support()["parents"] for g in glob.glob(os.path.join(parent, f"embeval-sandbox-{pid}-*"))]
+
+
+@pytest.mark.skipif(S.cgroup_support()["version"] == "none",
+                    reason=f"no cgroup for the sandbox here: {S.cgroup_support()['reason']}")
+def test_a_stale_cgroup_folder_never_leaves_a_job_uncapped():
+    """A folder left by a killed embeval process whose pid is reused by this one used to make mkdir
+    fail, and the job then ran with no cgroup at all."""
+    stale = [os.path.join(parent, f"embeval-sandbox-{os.getpid()}-0") for parent in S.cgroup_support()["parents"]]
+    for p in stale:
+        os.makedirs(p, exist_ok=True)
+    try:
+        r = run("def f(x):\n    return 1\n")
+        assert r.ok and r.isolation["cgroup"]["version"] in ("v1", "v2")
+    finally:
+        for p in stale:
+            os.rmdir(p)
+
+
+@pytest.mark.skipif(not ROOT, reason="the parent-death signal is cleared by the uid drop only when root starts the job")
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_the_job_dies_with_a_terminated_parent_and_its_cgroup_is_swept(how):
+    """Red team: the uid drop cleared the parent-death signal, so a job outlived a parent killed by a CI
+    timeout (SIGTERM) and ran on with no wall clock; its cgroup folders stayed behind."""
+    import signal
+    import subprocess
+    import sys
+
+    script = ("from embeval_analysis.a2eval.sandbox import run_sandboxed, SandboxLimits\n"
+              "run_sandboxed('import time\\ndef f(x):\\n    while True:\\n        time.sleep(0.05)\\n', 'f', [[1]], "
+              "SandboxLimits(cpu_seconds=60, wall_seconds=60))\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        t0 = time.monotonic()
+        job = lambda: [d for d in glob.glob("/proc/[0-9]*") if _is_job_of(d, parent.pid)]  # noqa: E731
+        while not job() and time.monotonic() - t0 < 20:
+            time.sleep(0.05)
+        assert job(), "the job never started"
+        parent.send_signal(getattr(signal, how))
+        parent.wait()
+        t0 = time.monotonic()
+        while job() and time.monotonic() - t0 < 10:
+            time.sleep(0.05)
+        assert job() == []
+        if S.cgroup_support()["version"] != "none":
+            S._sweep_stale_cgroups.cache_clear()
+            run("def f(x):\n    return 1\n")  # the next run in any process sweeps what the dead parent left
+            assert _cgroup_folders(parent.pid) == []
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _is_job_of(proc_dir: str, parent_pid: int) -> bool:
+    """Whether /proc/PID is the sandboxed runner started (through bwrap) by ``parent_pid``."""
+    try:
+        if b'"proto_fd"' not in Path(proc_dir, "cmdline").read_bytes():
+            return False
+        st = Path(proc_dir, "status").read_text()
+        if len(next(ln for ln in st.splitlines() if ln.startswith("NSpid:")).split()) <= 2:
+            return False  # not in a PID namespace: bwrap itself
+        bwrap = int(next(ln for ln in st.splitlines() if ln.startswith("PPid:")).split()[1])
+        if bwrap in (0, 1):
+            return True  # orphaned: its bwrap (and our parent) are gone
+        ppid = int(next(ln for ln in Path(f"/proc/{bwrap}/status").read_text().splitlines() if ln.startswith("PPid:")).split()[1])
+        return ppid == parent_pid
+    except (OSError, StopIteration, ValueError):
+        return False

@@ -86,8 +86,8 @@ def _host_uid() -> int:
 #: the host uid and gid of the job when root starts it (an unprivileged id that owns nothing)
 SANDBOX_HOST_UID = _host_uid()
 #: parts of the job's /proc that reach beyond its PID namespace: covered by empty read-only folders
-PROC_HIDDEN_DIRS = ("sys", "irq", "bus", "fs", "driver", "sysvipc", "tty")
-PROC_HIDDEN_FILES = ("sysrq-trigger", "kcore", "kmsg", "keys", "timer_list")
+PROC_HIDDEN_DIRS = ("sys", "irq", "bus", "fs", "driver", "sysvipc", "tty", "pressure")
+PROC_HIDDEN_FILES = ("sysrq-trigger", "kcore", "kmsg", "keys", "timer_list", "cmdline")
 _TAIL = 64 << 10  # bytes of stdout / stderr kept for the report
 _MAX_PENDING_REPLIES = 1 << 20  # RPC reply bytes the child has not read yet before it counts as a flood
 
@@ -156,15 +156,23 @@ class SandboxResult:
 # --------------------------------------------------------------------------- checks on outputs
 
 def finite_problem(value: Any, depth: int = 0) -> str | None:
-    """Why ``value`` (decoded JSON) is not acceptable: a non-finite number anywhere, or nesting over 32."""
+    """Why ``value`` (decoded JSON) is not acceptable: a non-finite number or a string that is not valid
+    Unicode (a lone surrogate such as ``"\\ud800"``, which no UTF-8 writer downstream accepts) anywhere,
+    or nesting over 32."""
     if depth > 32:
         return "output nested deeper than 32 levels"
     if isinstance(value, float) and not math.isfinite(value):
         return f"non-finite number {value!r}"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a string that is not valid Unicode (lone surrogate)"
+        return None
     if isinstance(value, list):
         return next((p for p in (finite_problem(v, depth + 1) for v in value) if p), None)
     if isinstance(value, dict):
-        return next((p for p in (finite_problem(v, depth + 1) for v in value.values()) if p), None)
+        return next((p for p in (finite_problem(v, depth + 1) for v in (*value.keys(), *value.values())) if p), None)
     return None
 
 
@@ -195,6 +203,12 @@ signal.signal(signal.SIGXCPU, lambda *a: os._exit(128 + signal.SIGXCPU))
 if cfg["drop"]:  # started by root: uid 0 here is host root, kept only for the set-up; become the sandbox uid
     uid, gid = cfg["drop"]
     os.setgroups([]); os.setresgid(gid, gid, gid); os.setresuid(uid, uid, uid)
+    # the uid change cleared the parent-death signal that bwrap's --die-with-parent set: arm it again
+    # (seccomp lets prctl(PR_SET_PDEATHSIG) set SIGKILL only, so the job cannot disarm it)
+    import ctypes
+    if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) != 0:
+        os.write(2, b"sandbox: refusing to run: cannot arm the parent-death signal\n")
+        os._exit(125)
 if cfg["uid"] is not None:  # isolated: the job must be the sandbox uid with no capability it can use
     st = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
     caps = {k: int(st[k], 16) for k in ("CapPrm", "CapEff", "CapAmb", "CapInh")}
@@ -208,6 +222,7 @@ for lim, soft, hard in cfg["rlimits"]:  # before any job code; without capabilit
     resource.setrlimit(lim, (soft, hard))
 sys.path[:] = cfg["path"]
 PROTO = cfg["proto_fd"]
+os.closerange(3, PROTO); os.closerange(PROTO + 1, 1 << 16)  # nothing but stdio and the protocol is inherited
 inp = os.fdopen(0, "rb")
 def _send(msg):
     data = (json.dumps(msg) + "\n").encode()
@@ -390,6 +405,17 @@ _FORK = {"x86_64": (57, 58), "aarch64": ()}  # fork, vfork (aarch64 has only clo
 #: memfd_secret (a job's private /tmp is size-capped; these are not)
 _IPC = {"x86_64": (29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245, 319, 447),
         "aarch64": tuple(range(180, 198)) + (279, 447)}
+#: machine-wide budgets and views (red team of issue 24): Linux AIO contexts (fs.aio-max-nr is host-wide),
+#: fanotify (watches host processes' file accesses), sync/syncfs (writeback of every host file system), modify_ldt
+_HOST = {"x86_64": (206, 207, 208, 209, 210, 333, 300, 162, 306, 154),
+         "aarch64": (0, 1, 2, 3, 4, 292, 262, 81, 267)}
+_PRCTL = {"x86_64": 157, "aarch64": 167}
+_PR_SET_PDEATHSIG = 1
+_SOCKET = {"x86_64": (41, 53), "aarch64": (198, 199)}  # socket, socketpair
+#: address families a job may open sockets of (in its own empty network namespace); AF_VSOCK, AF_NETLINK and
+#: the rest are machine-wide or kernel-facing: EAFNOSUPPORT
+SOCKET_FAMILIES = (1, 2, 10)  # AF_UNIX, AF_INET, AF_INET6
+_EAFNOSUPPORT = 97
 _DENY = {  # ptrace, process_vm_*, keyrings, mount family, namespaces, bpf, perf, userfaultfd, io_uring, kexec, modules
     "x86_64": (101, 310, 311, 248, 249, 250, 165, 166, 155, 161, 272, 308, 321, 298, 323, 425, 426, 427, 246, 320,
                175, 313, 176, 169, 167, 168, 163, 103, 303, 304, 428, 429, 430, 431, 432, 433, 442),
@@ -404,7 +430,9 @@ _EPERM, _ENOSYS = 1, 38
 
 def seccomp_program(allow_fork: bool = False, arch: str | None = None) -> bytes | None:
     """The classic-BPF seccomp filter (``struct sock_filter`` array) for bwrap's ``--seccomp``, or None
-    on an architecture without a table. Denied calls (see ``_DENY`` and ``_IPC``) fail with EPERM; ``clone3`` with ENOSYS (so the
+    on an architecture without a table. Denied calls (see ``_DENY``, ``_IPC`` and ``_HOST``) fail with EPERM,
+    sockets of a family outside :data:`SOCKET_FAMILIES` with EAFNOSUPPORT, ``prctl(PR_SET_PDEATHSIG)`` with any
+    signal but SIGKILL with EPERM; ``clone3`` with ENOSYS (so the
     C library falls back to ``clone``, whose flags the filter can read: threads pass, processes not)."""
     arch = arch or platform.machine()
     if arch not in _AUDIT_ARCH:
@@ -412,14 +440,21 @@ def seccomp_program(allow_fork: bool = False, arch: str | None = None) -> bytes 
     prog: list[tuple[int, Any, Any, int]] = [(0x20, 0, 0, 4), (0x15, 0, "kill", _AUDIT_ARCH[arch]), (0x20, 0, 0, 0)]
     if arch == "x86_64":
         prog.append((0x35, "eperm", 0, 0x40000000))  # the x32 ABI
-    deny = _DENY[arch] + _IPC[arch] + (() if allow_fork else _FORK[arch])
+    deny = _DENY[arch] + _IPC[arch] + _HOST[arch] + (() if allow_fork else _FORK[arch])
     prog += [(0x15, "eperm", 0, nr) for nr in deny]
     prog.append((0x15, "enosys", 0, _CLONE3))
+    # prctl(PR_SET_PDEATHSIG, sig): only SIGKILL, so the job cannot disarm the runner's parent-death signal
+    prog += [(0x15, 0, 4, _PRCTL[arch]), (0x20, 0, 0, 16), (0x15, 0, "allow", _PR_SET_PDEATHSIG),
+             (0x20, 0, 0, 24), (0x15, "allow", "eperm", signal.SIGKILL)]
+    # socket / socketpair: only the families in SOCKET_FAMILIES
+    fam = [(0x15, "allow", 0, f) for f in SOCKET_FAMILIES[:-1]] + [(0x15, "allow", "eafnosupport", SOCKET_FAMILIES[-1])]
+    prog += [(0x15, 1, 0, _SOCKET[arch][0]), (0x15, 0, 1 + len(fam), _SOCKET[arch][1]), (0x20, 0, 0, 16)] + fam
     if not allow_fork:
         prog += [(0x15, 0, "allow", _CLONE[arch]), (0x20, 0, 0, 16), (0x45, "allow", "eperm", _CLONE_THREAD)]
-    labels = {"allow": len(prog), "eperm": len(prog) + 1, "enosys": len(prog) + 2, "kill": len(prog) + 3}
+    labels = {"allow": len(prog), "eperm": len(prog) + 1, "enosys": len(prog) + 2, "kill": len(prog) + 3,
+              "eafnosupport": len(prog) + 4}
     prog += [(0x06, 0, 0, _RET_ALLOW), (0x06, 0, 0, _RET_ERRNO | _EPERM), (0x06, 0, 0, _RET_ERRNO | _ENOSYS),
-             (0x06, 0, 0, _RET_KILL)]
+             (0x06, 0, 0, _RET_KILL), (0x06, 0, 0, _RET_ERRNO | _EAFNOSUPPORT)]
     rel = lambda j, i: labels[j] - i - 1 if isinstance(j, str) else j  # noqa: E731
     return b"".join(struct.pack("<HBBI", c, rel(jt, i), rel(jf, i), k) for i, (c, jt, jf, k) in enumerate(prog))
 
@@ -607,7 +642,58 @@ def _cgroup_dirs() -> tuple[str, list[str], str | None]:
     return "v1", dirs, None
 
 
-_CG_COUNTER = iter(range(1 << 62))
+_CG_PREFIX = "embeval-sandbox-"
+
+
+def _kill_cgroup_tasks(folder: str) -> None:
+    """SIGKILL every task listed in ``folder`` (a job's cgroup)."""
+    try:
+        pids = [int(p) for p in open(os.path.join(folder, "cgroup.procs")).read().split()]
+    except (OSError, ValueError):
+        return
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _rmdir_cgroup(folder: str, seconds: float) -> bool:
+    """Remove a job's cgroup, killing what is still in it; False when it is still busy after ``seconds``
+    (a PID namespace with very many files in its tmpfs takes seconds to tear down)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            os.rmdir(folder)
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() > deadline:
+                return False
+            _kill_cgroup_tasks(folder)
+            time.sleep(0.02)
+
+
+@functools.lru_cache(maxsize=None)
+def _sweep_stale_cgroups(parent: str) -> int:
+    """Once per process and parent folder: remove the job cgroups that a killed embeval process left
+    (``embeval-sandbox-<pid>-<id>`` whose creator ``pid`` is gone), killing any task still in them.
+    Returns how many were removed."""
+    n = 0
+    try:
+        names = [e.name for e in os.scandir(parent) if e.name.startswith(_CG_PREFIX) and e.is_dir()]
+    except OSError:
+        return 0
+    for name in names:
+        try:
+            creator = int(name[len(_CG_PREFIX):].split("-")[0])
+        except ValueError:
+            continue
+        if creator == os.getpid() or os.path.exists(f"/proc/{creator}"):
+            continue  # alive (or a reused pid: left alone, never another live process's cgroup)
+        n += _rmdir_cgroup(os.path.join(parent, name), 2.0)
+    return n
 
 
 class _Cgroup:
@@ -615,13 +701,18 @@ class _Cgroup:
 
     def __init__(self, version: str, dirs: list[str], limits: SandboxLimits):
         self.version = version
-        name = f"embeval-sandbox-{os.getpid()}-{next(_CG_COUNTER)}"
-        self.paths = [os.path.join(d, name) for d in dirs]
         self.memory, self.pids = limits.cgroup_memory(), limits.max_processes
-        made = []
+        for d in dirs:
+            _sweep_stale_cgroups(d)
+        made: list[str] = []
+        for _ in range(8):  # a random name: a folder left by a dead process with our pid is never reused
+            name = f"{_CG_PREFIX}{os.getpid()}-{os.urandom(6).hex()}"
+            self.paths = [os.path.join(d, name) for d in dirs]
+            if not any(os.path.exists(p) for p in self.paths):
+                break
         try:
             for p in self.paths:
-                os.mkdir(p, 0o755)
+                os.mkdir(p, 0o755)  # FileExistsError: raced with another creator; the caller fails closed
                 made.append(p)
             if version == "v2":
                 self._write(self.paths[0], "memory.max", self.memory)
@@ -664,15 +755,10 @@ class _Cgroup:
             return False
 
     def close(self) -> None:
+        """Remove the cgroup once the PID namespace's last process is reaped; any task still in it after
+        the job's end is killed (the folder of a job that would not die is left for the next sweep)."""
         for p in self.paths:
-            for _ in range(50):  # empty once the PID namespace's last process is reaped
-                try:
-                    os.rmdir(p)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
+            _rmdir_cgroup(p, 10.0)
 
     def describe(self) -> dict[str, Any]:
         return {"version": self.version, "memory_bytes": self.memory, "pids_max": self.pids}
@@ -685,13 +771,17 @@ def cgroup_support() -> dict[str, Any]:
 
 
 def _job_cgroup(limits: SandboxLimits) -> tuple[_Cgroup | None, str | None]:
+    """The job's cgroup, or (None, why) where the machine offers none. Where it offers one and this run
+    cannot get it, the run is refused (fail closed): a job must never run uncapped by accident."""
     version, dirs, reason = _cgroup_dirs()
     if not dirs:
         return None, reason
     try:
         return _Cgroup(version, dirs, limits), None
     except OSError as exc:
-        return None, f"cannot create a cgroup under {dirs[0]}: {exc.strerror}"
+        raise SandboxUnavailable(f"sandbox: cannot create the job's cgroup under {dirs[0]} ({exc.strerror or exc}); "
+                                 "nothing ran. Remove stale embeval-sandbox-* folders there, or free the "
+                                 "cgroup hierarchy") from None
 
 
 def _rlimits(limits: SandboxLimits) -> list[tuple[int, int, int]]:
