@@ -19,3 +19,27 @@ def test_demos_and_short_finetune(tmp_path):
     from embeval.subjects.embedded.zoo import load_vla
 
     assert load_vla(tmp_path / "m").id == "tiny-vla-a2a"
+
+
+def test_the_demo_uses_the_shipped_finetune_of_its_own_recipe(tmp_path, capsys):
+    """The demo's full-size fine-tune is shipped (a fresh clone spent ~6.5 min training it): the
+    shipped recipe.json must equal what the demo would train, and the demo loads it instead."""
+    import json
+    import types
+
+    from embeval.act2answer.scene import EpisodeSpec
+    from embeval.demo import act2answer as demo
+    from embeval.subjects.embedded.zoo import MODELS_DIR
+
+    ctx = types.SimpleNamespace(quick=False, seed=0)
+    shipped = json.loads((MODELS_DIR / demo.SHIPPED_FINETUNE / "recipe.json").read_text())
+    assert shipped == demo._recipe(ctx, EpisodeSpec()), (
+        "the shipped demo fine-tune is stale: run EMBEVAL_DEMO_RETRAIN=1 embeval demo --only act2answer and copy "
+        "runs/demo/act2answer/tiny-vla-a2a into src/embeval/data/models/demo/")
+    pol = demo._finetuned(tmp_path, ctx, EpisodeSpec())
+    assert pol.id == "tiny-vla-a2a" and "using the shipped fine-tune" in capsys.readouterr().out
+    assert not (tmp_path / "train_items").exists()  # nothing was trained
+    # another seed, the quick size or another episode geometry is another recipe: trained, not the shipped one
+    assert demo._recipe(types.SimpleNamespace(quick=False, seed=1), EpisodeSpec()) != shipped
+    assert demo._recipe(types.SimpleNamespace(quick=True, seed=0), EpisodeSpec()) != shipped
+    assert demo._recipe(ctx, EpisodeSpec(eps=0.1)) != shipped

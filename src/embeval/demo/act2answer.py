@@ -1,7 +1,8 @@
 """Demo stage ``act2answer``: a procedural suite (6 categories x 40 items x both layouts).
 
 Subjects: ``tiny-vla-a2a`` (the tiny VLA fine-tuned here on expert demonstrations of *training*
-items drawn with another seed; cached in the output folder), the shipped ``tiny-vla`` (on a
+items drawn with another seed; shipped for the demo's own recipe, else trained and cached in the
+output folder), the shipped ``tiny-vla`` (on a
 subset; untrained weights when none are shipped), the privileged scripted expert as control
 ceiling, and the shipped tiny VLMs answering as text. Prints the per-category table with Wilson
 intervals and regimes, swap statistics, and the layerwise probing of ``tiny-vla-a2a`` with its
@@ -15,6 +16,8 @@ suite's seed: the never demonstrated categories are the point) in their own tabl
 on it with shuffled-label and random-weight controls; skipped when not shipped."""
 from __future__ import annotations
 
+import json
+import os
 import time
 
 DEMO_CATEGORIES = ["color", "shape", "counting", "emotion", "traffic", "spatial"]
@@ -22,13 +25,28 @@ DEMO_CATEGORIES = ["color", "shape", "counting", "emotion", "traffic", "spatial"
 VLA_PER_CATEGORY = 6
 
 
+def _recipe(ctx, spec) -> dict:
+    """Everything the demo's fine-tune of ``tiny-vla-a2a`` depends on (JSON): equal recipes, equal weights."""
+    from dataclasses import asdict
+
+    return {"id": "tiny-vla-a2a", "categories": DEMO_CATEGORIES, "n_train": 6 if ctx.quick else 20,
+            "items_seed": ctx.seed + 1000, "steps": 150 if ctx.quick else 600, "seed": ctx.seed,
+            "spec": json.loads(json.dumps(asdict(spec)))}
+
+
+#: the demo's full-size fine-tune, shipped (``embeval demo`` on a fresh clone would spend ~6.5 min
+#: training it): used when its ``recipe.json`` equals the demo's recipe; EMBEVAL_DEMO_RETRAIN=1 trains anyway
+SHIPPED_FINETUNE = "demo/tiny-vla-a2a"
+
+
 def _finetuned(out, ctx, spec):
     from embeval.act2answer.finetune import finetune_tiny_vla
     from embeval.act2answer.generator import generate_items
     from embeval.errors import EmbevalError
-    from embeval.subjects.embedded.zoo import load_vla
+    from embeval.subjects.embedded.zoo import MODELS_DIR, load_vla
 
     path = out / "tiny-vla-a2a"
+    recipe = _recipe(ctx, spec)
     if (path / "config.json").exists():
         try:
             pol = load_vla(path)
@@ -36,10 +54,22 @@ def _finetuned(out, ctx, spec):
             return pol
         except (EmbevalError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # older checkpoint format: train again
             print(f"cannot reuse {path} ({exc}); training again")
-    n_train = 6 if ctx.quick else 20
-    train = generate_items(out / "train_items", DEMO_CATEGORIES, n_train, seed=ctx.seed + 1000)
+    shipped = MODELS_DIR / SHIPPED_FINETUNE
+    if os.environ.get("EMBEVAL_DEMO_RETRAIN") != "1" and (shipped / "recipe.json").exists():
+        if json.loads((shipped / "recipe.json").read_text()) == recipe:
+            pol = load_vla(shipped)
+            print(f"using the shipped fine-tune of {pol.id} (src/embeval/data/models/{SHIPPED_FINETUNE}, the demo's "
+                  f"own recipe: {recipe['n_train']} training items per category, {recipe['steps']} steps, seed "
+                  f"{recipe['seed']}); EMBEVAL_DEMO_RETRAIN=1 trains it again (3-5 min on 2 cores)")
+            return pol
+    n_train = recipe["n_train"]
+    train = generate_items(out / "train_items", DEMO_CATEGORIES, n_train, seed=recipe["items_seed"])
     t0 = time.perf_counter()
-    pol, frames = finetune_tiny_vla(train, path, steps=150 if ctx.quick else 600, seed=ctx.seed, spec=spec)
+    print(f"fine-tuning tiny-vla-a2a on expert demonstrations of {len(train)} training items ({recipe['steps']} steps; "
+          f"3-5 min on 2 cores at full size)...", flush=True)
+    pol, frames = finetune_tiny_vla(train, path, steps=recipe["steps"], seed=ctx.seed, spec=spec,
+                                    log=lambda msg: print(f"  {msg}", flush=True))
+    (path / "recipe.json").write_text(json.dumps(recipe, indent=1))
     print(f"fine-tuned tiny-vla-a2a on {frames} expert frames ({len(train)} training items x 2 layouts, disjoint "
           f"seed) in {time.perf_counter() - t0:.0f} s")
     return pol
