@@ -18,8 +18,9 @@ LLAMA_SPEC="llama-cpp-python==0.3.36"
 MANISKILL_SPEC="mani_skill==3.0.1"
 SAPIEN_SPEC="sapien==3.0.3"
 MESA_VULKAN="mesa-vulkan-drivers=25.0.7-2~bpo12+1"
-# Portable llama.cpp build: the default native build segfaults on some CPUs (AMX paths).
-LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
+# Portable llama.cpp build: the default native build segfaults on some CPUs (AMX paths). LLAVA_BUILD=OFF:
+# no libmtmd (multimodal chat handlers, imported lazily by llama_cpp and never by embeval): a shorter compile.
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
 
 # System package: bwrap (Debian/Ubuntu package bubblewrap) runs the A2Eval sandbox's untrusted code
 # in fresh namespaces. Checked on every run (cheap), before the venv stamp.
@@ -46,18 +47,18 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # An up-to-date pip: pip 23's resolver crashes on the ROS wheels' egg-info metadata.
 "${PIP[@]}" install -q --upgrade "pip>=25"
 
-echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC)"
+echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC) (${SECONDS} s since start)"
 "${PIP[@]}" install -q --isolated "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
-echo "[install] 2/5 embeval (editable) with the ROS 2 Kilted wheels and LeRobot"
+echo "[install] 2/5 embeval (editable) with the ROS 2 Kilted wheels and LeRobot (${SECONDS} s since start)"
 "${PIP[@]}" install -q -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC"
 
-echo "[install] 3/5 llama-cpp-python (portable CPU build; cached after the first time)"
+echo "[install] 3/5 llama-cpp-python (portable CPU build; cached after the first time) (${SECONDS} s since start)"
 if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" install -q -c scripts/constraints.txt "$LLAMA_SPEC"
 fi
 
-echo "[install] 4/5 ManiSkill3 ($MANISKILL_SPEC) and software Vulkan ($MESA_VULKAN) under $VENV/vulkan"
+echo "[install] 4/5 ManiSkill3 ($MANISKILL_SPEC) and software Vulkan ($MESA_VULKAN) under $VENV/vulkan (${SECONDS} s since start)"
 # Adds about 10 s with warm caches (pip ~9 s for 30 small wheels, apt-get download + dpkg -x < 1 s).
 install_maniskill() {
   "${PIP[@]}" install -q -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC" "$MANISKILL_SPEC" "$SAPIEN_SPEC"
@@ -115,7 +116,7 @@ if ! "$VENV/bin/python" -c "import cv2, sys; sys.exit(cv2.__version__ != '${CV_P
   "${PIP[@]}" install -q --force-reinstall --no-deps "opencv-python==$CV_PIN"
 fi
 
-echo "[install] 5/5 checking the environment"
+echo "[install] 5/5 checking the environment (${SECONDS} s since start)"
 "$VENV/bin/python" - <<'PY'
 import importlib
 for mod in ["torch", "torchvision", "pybullet", "ikpy", "rosbags", "pyiqa", "rclpy", "std_msgs.msg",
@@ -141,3 +142,4 @@ PY
 
 rm -f "$VENV"/.embeval-install-*
 touch "$STAMP"
+echo "[install] done in ${SECONDS} s"
