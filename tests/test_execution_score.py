@@ -1,4 +1,5 @@
-"""Execution score: success 100, failure 100 - distance (cm) floored at 0, safety stop 0; records keep raw poses."""
+"""Execution score: success 100, failure 100 - distance (cm) (floored at 0 with floor=True), safety stop 0; records
+keep raw poses."""
 from __future__ import annotations
 
 import math

@@ -4,7 +4,7 @@ An episode is one instruction executed on one (possibly distorted) image stream.
 episode of an item has ``distortion == "none"``. When both exist, the Decision score compares the
 first actions (:func:`embeval.scoring.decision.decision_parts`) and the Execution score compares
 the final TCP positions with :func:`embeval.scoring.execution.execution_score_from_poses`
-(``100 - distance_cm`` floored at 0; 100 when ``success`` is known and True; 0 after a
+(``100 - distance_cm``, not floored, as in the paper; 100 when ``success`` is known and True; 0 after a
 protective/emergency stop), docs/scoring.md, Execution score. ``success_source`` says where the success flag came
 from (:data:`embeval.scoring.execution.SUCCESS_SOURCES`: sim, mirror, sensor, operator; none when unknown).
 """
