@@ -68,6 +68,15 @@ def register(sub) -> None:
     p.add_argument("--alias", action="append", default=[], metavar="KEY=CAMERA",
                    help="ManiSkill backends: also give camera CAMERA under image key KEY, e.g. third_person=base_camera "
                         "for a policy trained on the UR5 cell's third_person view on --backend maniskill; repeatable")
+    p.add_argument("--num-envs", type=num_envs, default=1, metavar="N",
+                   help="environments stepped together, 1..64 (default 1: one environment, one policy call per step "
+                        "and episode). N > 1: N environments in worker processes (min(N, CPUs) of them), ONE batched "
+                        "policy call per step for all, an environment takes the next episode as soon as its own ends; "
+                        "same seeds and records (see --exact); docs/scale.md")
+    p.add_argument("--exact", action="store_true",
+                   help="with --num-envs > 1: ask the policy one episode at a time (its batch-1 path per environment), "
+                        "so every record equals the --num-envs 1 run's bit for bit; without it a policy with its own "
+                        "batched forward (the tiny VLAs) may differ in float rounding (~1e-8 per action component)")
     p.set_defaults(func=_run)
 
     p = g.add_parser("scenes", help="write per-item scene YAMLs and conductor parameters for the ROS graph / real cell",
@@ -194,6 +203,20 @@ def _items(path, limit):
     return items[:limit] if limit else items
 
 
+def num_envs(text: str) -> int:
+    """argparse ``type=`` for ``--num-envs``: a whole number in 1..:data:`embeval.control.vector.MAX_ENVS`."""
+    from embeval.control.vector import MAX_ENVS
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of environments in 1..{MAX_ENVS}, got {text!r}") from None
+    if not 1 <= value <= MAX_ENVS:
+        raise argparse.ArgumentTypeError(f"must lie in 1..{MAX_ENVS} (environments stepped together; 1 = one at a "
+                                         f"time), got {value}")
+    return value
+
+
 def _run(args) -> int:
     import time
 
@@ -224,12 +247,16 @@ def _run(args) -> int:
     results = {}
     for policy in policies:
         t0, recs = time.perf_counter(), []
-        for r in run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases):
+        for r in run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases, num_envs=args.num_envs,
+                           exact=args.exact):
             recs.append(r)
             if len(recs) % 50 == 0:
                 print(f"  {policy.id}: {len(recs)}/{2 * len(items)} episodes ({len(recs) / (time.perf_counter() - t0):.2f}/s)", flush=True)
         results[policy.id] = recs
-        print(f"{policy.id}: {len(recs)} episodes -> {write_results(recs, args.out / f'episodes_{policy.id}.jsonl')}")
+        rate = len(recs) / max(time.perf_counter() - t0, 1e-9)
+        envs = f", {args.num_envs} environments" if args.num_envs > 1 else ""
+        print(f"{policy.id}: {len(recs)} episodes -> {write_results(recs, args.out / f'episodes_{policy.id}.jsonl')} "
+              f"({rate:.2f} episodes/s{envs})")
     for vlm in vlms:
         recs = list(answer_items(vlm, items))
         results[f"{vlm.id} (text)"] = recs

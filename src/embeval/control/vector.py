@@ -1,0 +1,562 @@
+"""Vectorised episodes with continuous batching: N environments in worker processes, one policy call per step.
+
+:func:`run_vectorised` runs a list of *units* (one episode each) on ``num_envs`` environments that live in
+worker processes (each worker holds several environments; pybullet and SAPIEN state is per process), while the
+policy stays in the calling process, where the accelerator is. Each step the environments waiting for an action
+are answered by ONE batched call (:meth:`~embeval.subjects.protocols.BatchedPolicy.act_slots`, slot = environment
+index). When an episode ends its environment takes the next unit at once and joins the next call (continuous
+batching: the model never waits for the slowest episode, only for the step in flight).
+
+Records equal the sequential run's by construction: a worker runs the task's own episode function (for
+Act2Answer the backend's ``run_episode``, unchanged) with a stand-in policy whose ``act`` sends the observation
+to the calling process and returns the action the batched call gave for its slot; seeds are the units'. Each
+record therefore equals the sequential one whenever the policy's batched actions equal its batch-1 actions bit for
+bit (every policy through :class:`~embeval.subjects.protocols.LoopSlots`, scripted policies, the privileged
+expert); a policy with its own batched forward (the tiny VLAs) may differ in float rounding of the batch size
+(~1e-8 per action component on the CPU), see docs/scale.md.
+
+A policy that reads the simulator (Act2Answer's privileged expert) runs inside the worker instead
+(:meth:`EpisodeTask.local_policy`); the calling process then only hands out units.
+
+Worker processes start with ``spawn`` by default (``forkserver`` works too; nothing relies on state inherited
+by ``fork``): the task and its units must pickle. Workers ignore SIGINT: Ctrl-C reaches the calling process,
+which stops them; a worker that dies is reported in one line naming the unit it was running.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from embeval.errors import ConfigError, EmbevalError
+
+#: the most environments one vectorised run may hold (``--num-envs``)
+MAX_ENVS = 64
+#: worker start methods that do not rely on state inherited by fork
+START_METHODS = ("spawn", "forkserver", "fork")
+
+
+class EpisodeTask(Protocol):
+    """What a worker process runs; pickled to the worker (module-level classes, picklable fields).
+
+    ``make_env()`` builds one environment; ``run(env, policy, unit)`` runs one episode of ``unit`` to its end
+    (calling ``policy.reset(instruction)`` and ``policy.act(observation)``) and returns its record;
+    ``local_policy(env)`` is a policy that must run next to ``env`` (it reads the simulator), or None for the
+    calling process's policy; ``close(env)`` frees it; ``describe(unit)`` names a unit in errors."""
+
+    def make_env(self) -> Any: ...
+
+    def run(self, env, policy, unit) -> Any: ...
+
+    def local_policy(self, env) -> Any: ...
+
+    def close(self, env) -> None: ...
+
+    def describe(self, unit) -> str: ...
+
+
+def check_num_envs(value: Any, option: str = "num_envs") -> int:
+    """``value`` as an int in 1..:data:`MAX_ENVS`; a one-line :class:`ConfigError` naming ``option`` otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ENVS:
+        raise ConfigError(f"{option} must be a whole number in 1..{MAX_ENVS} (environments stepped together), "
+                          f"got {value!r}"[:200])
+    return int(value)
+
+
+@dataclass
+class VectorProfile:
+    """Where a vectorised run's time went (seconds; CPU seconds where named ``cpu``), summed over the run.
+
+    ``steps``: batched policy calls; ``actions``: actions they returned; ``wall_s``: the whole run after the
+    workers were ready (``startup_s``: starting them); ``model_s``: ``reset_slots`` + ``act_slots`` in the calling
+    process; ``wait_s``: the calling process waiting for observations (the environments' wall time plus transport);
+    ``transport_s``: pickling, sending and receiving in the calling process; ``sim_cpu_s`` / ``render_cpu_s``:
+    the environments' CPU time in ``step`` outside / inside rendering (``env.observe``), summed over all
+    environments; ``worker_transport_cpu_s``: the workers' pickling and sending."""
+
+    num_envs: int = 0
+    workers: int = 0
+    episodes: int = 0
+    steps: int = 0
+    actions: int = 0
+    startup_s: float = 0.0
+    wall_s: float = 0.0
+    model_s: float = 0.0
+    wait_s: float = 0.0
+    transport_s: float = 0.0
+    sim_cpu_s: float = 0.0
+    render_cpu_s: float = 0.0
+    worker_transport_cpu_s: float = 0.0
+
+    def per_step_ms(self) -> dict[str, float]:
+        """Milliseconds per batched step: wall, model, wait (environments + transport), simulation and rendering
+        CPU summed over the step's environments, and transport (both sides)."""
+        n = max(self.steps, 1)
+        return {"wall": 1e3 * self.wall_s / n, "model": 1e3 * self.model_s / n, "wait": 1e3 * self.wait_s / n,
+                "simulation_cpu": 1e3 * self.sim_cpu_s / n, "rendering_cpu": 1e3 * self.render_cpu_s / n,
+                "transport": 1e3 * (self.transport_s + self.worker_transport_cpu_s) / n}
+
+
+class _Stop(BaseException):
+    """Raised inside a worker's episode when the calling process stops the run mid-episode."""
+
+
+@dataclass
+class _Timer:
+    """CPU seconds (``time.thread_time``) of one environment thread, by part."""
+
+    sim: float = 0.0
+    render: float = 0.0
+    transport: float = 0.0
+
+    def take(self) -> tuple[float, float, float]:
+        out = (self.sim, self.render, self.transport)
+        self.sim = self.render = self.transport = 0.0
+        return out
+
+
+class _SlotPolicy:
+    """The stand-in policy inside a worker: ``act`` sends the observation to the calling process and waits for
+    the slot's action. ``id`` and ``action_spec`` are the real policy's (records name the subject)."""
+
+    def __init__(self, slot: int, ident: str, action_spec, send, inbox: queue.Queue, timer: _Timer | None):
+        self.slot, self.id, self.action_spec = slot, ident, action_spec
+        self._send, self._inbox, self._timer = send, inbox, timer
+        self._instruction: str | None = None
+        self.unit = -1
+        self._mark = 0.0
+
+    def begin(self, unit: int) -> None:
+        self.unit, self._instruction = unit, None
+        self._mark = time.thread_time()
+
+    def reset(self, instruction: str) -> None:
+        self._instruction = str(instruction)
+
+    def act(self, observation):
+        t = self._timer
+        if t is not None:
+            now = time.thread_time()
+            t.sim += now - self._mark
+        msg = ("obs", self.slot, self.unit, observation, self._instruction, t.take() if t is not None else None)
+        self._instruction = None
+        self._send(msg)
+        cmd = self._inbox.get()
+        if cmd[0] != "act":
+            raise _Stop()
+        if t is not None:
+            self._mark = time.thread_time()
+        return cmd[2]
+
+
+def _timed_observe(env, timer: _Timer) -> None:
+    """Count the CPU time of ``env.observe`` (rendering and state) as rendering, not simulation."""
+    inner = getattr(env, "observe", None)
+    if not callable(inner):
+        return
+
+    def observe(*a, **kw):
+        t0 = time.thread_time()
+        try:
+            return inner(*a, **kw)
+        finally:
+            dt = time.thread_time() - t0
+            timer.render += dt
+            timer.sim -= dt
+
+    try:
+        env.observe = observe
+    except AttributeError:  # a slotted env: not profiled by part
+        pass
+
+
+def _exc_payload(exc: BaseException) -> tuple:
+    """(the exception itself if it pickles, its type name, its message, the traceback text)."""
+    import pickle
+
+    try:
+        obj = pickle.loads(pickle.dumps(exc))
+    except Exception:
+        obj = None
+    return obj, type(exc).__name__, str(exc), traceback.format_exc(limit=8)
+
+
+def _env_thread(task, env, slot: int, policy, inbox: queue.Queue, send, timer: _Timer | None) -> None:
+    """One environment's episodes, one unit per ``("run", slot, unit index, unit)`` command, until ``("stop",)``."""
+    while True:
+        cmd = inbox.get()
+        if cmd[0] != "run":
+            return
+        _, _, index, unit = cmd
+        if isinstance(policy, _SlotPolicy):
+            policy.begin(index)
+        t0 = time.thread_time()
+        try:
+            record = task.run(env, policy, unit)
+        except _Stop:
+            return
+        except BaseException as exc:  # reported to the calling process, which raises it
+            send(("error", slot, index, _exc_payload(exc), None))
+            continue
+        prof = None
+        if timer is not None:
+            if not isinstance(policy, _SlotPolicy):  # the whole episode ran here (a local policy)
+                timer.sim += time.thread_time() - t0
+            else:
+                timer.sim += time.thread_time() - policy._mark
+            prof = timer.take()
+        send(("done", slot, index, record, prof))
+
+
+def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, profile: bool) -> None:
+    """A worker process: one environment (and one thread) per slot; runs the calling process's commands.
+
+    The environment threads take turns (a baton): the main thread hands a command to one thread and waits until
+    that thread has sent its message (an observation, the episode's record or its error) before handing out the
+    next one. One environment steps at a time, as in a sequential run: no two threads contend for the GIL or race
+    on shared files (texture caches), and the observations leave the worker as soon as each is ready."""
+    import pickle
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the calling process's; it stops us
+    turn = threading.Semaphore(0)
+    timers: dict[int, _Timer] = {}
+
+    def send(msg) -> None:
+        t0 = time.thread_time()
+        try:
+            conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
+        finally:
+            timer = timers.get(msg[1])
+            if timer is not None:
+                timer.transport += time.thread_time() - t0
+            turn.release()  # this thread's turn is over
+
+    envs: list = []
+    try:
+        for _ in slots:
+            envs.append(task.make_env())
+        policies = [task.local_policy(env) for env in envs]
+    except BaseException as exc:
+        try:
+            conn.send_bytes(pickle.dumps(("fatal", -1, -1, _exc_payload(exc), None)))
+        finally:
+            for env in envs:
+                try:
+                    task.close(env)
+                except Exception:
+                    pass
+        return
+    inboxes: dict[int, queue.Queue] = {}
+    threads = []
+    for slot, env, local in zip(slots, envs, policies):
+        timer = _Timer() if profile else None
+        if timer is not None:
+            timers[slot] = timer
+            _timed_observe(env, timer)
+        inbox: queue.Queue = queue.Queue()
+        inboxes[slot] = inbox
+        if local is None:
+            local = _SlotPolicy(slot, policy_id, action_spec, send, inbox, timer)
+        th = threading.Thread(target=_env_thread, args=(task, env, slot, local, inbox, send, timer), daemon=True,
+                              name=f"env-{slot}")
+        th.start()
+        threads.append(th)
+    conn.send_bytes(pickle.dumps(("ready", -1, -1, os.getpid(), None)))
+    try:
+        while True:
+            try:
+                msg = pickle.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                break
+            if msg is None:
+                break
+            for cmd in msg:  # every command ends in exactly one message from its thread
+                inboxes[cmd[1]].put(cmd)
+                turn.acquire()
+    finally:
+        for inbox in inboxes.values():
+            inbox.put(("stop",))
+        for th in threads:
+            th.join(timeout=30)
+        for env in envs:
+            try:
+                task.close(env)
+            except Exception:
+                pass
+        conn.close()
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    slots: list[int]
+    ready: bool = False
+    pid: int = 0
+    outbox: list = field(default_factory=list)
+
+
+def _raise_from_worker(payload: tuple, where: str) -> None:
+    """Raise the exception a worker reported: the same exception when it pickled (its message kept), else an
+    :class:`EmbevalError` with its type, message and the worker's traceback tail."""
+    obj, name, msg, tb = payload
+    if isinstance(obj, BaseException) and not isinstance(obj, (SystemExit, KeyboardInterrupt)):
+        raise obj
+    last = tb.strip().splitlines()[-3:] if tb else []
+    raise EmbevalError(f"{where}: {name}: {msg}" + (f" (worker traceback: {' | '.join(last)})" if last else ""))
+
+
+def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: int, workers: int | None = None,
+                   start_method: str = "spawn", profile: VectorProfile | None = None,
+                   startup_timeout_s: float = 600.0) -> Iterator[tuple[int, Any]]:
+    """Run every unit of ``units`` on ``num_envs`` environments of ``task``; yields ``(index, record)`` in unit order.
+
+    ``policy``: a :class:`~embeval.subjects.protocols.BatchedPolicy` (wrap others with
+    :func:`~embeval.subjects.protocols.batched`), asked once per step for every environment waiting for an action;
+    None when ``task.local_policy`` gives the workers their own. ``workers``: worker processes (default
+    ``min(num_envs, CPU count)``); environments are dealt to them round-robin. ``profile``: filled in when given
+    (costs two clock reads per step and environment). ``startup_timeout_s``: the longest a worker may take to build
+    its environments. Stops the workers when the caller stops iterating, on errors and on Ctrl-C."""
+    import multiprocessing as mp
+    from multiprocessing.connection import wait
+
+    num_envs = check_num_envs(num_envs)
+    if start_method not in START_METHODS:
+        raise ConfigError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
+    units = list(units)
+    if not units:
+        return
+    n_slots = min(num_envs, len(units))
+    n_workers = max(1, min(n_slots, workers if workers else (os.cpu_count() or 1)))
+    ctx = mp.get_context(start_method)
+    pid = str(getattr(policy, "id", "")) if policy is not None else ""
+    spec = getattr(policy, "action_spec", None) if policy is not None else None
+    prof = profile
+    if prof is not None:
+        prof.num_envs, prof.workers = n_slots, n_workers
+    t_start = time.perf_counter()
+    pool: list[_Worker] = []
+    try:
+        for w in range(n_workers):
+            mine = list(range(w, n_slots, n_workers))
+            parent, child = ctx.Pipe(duplex=True)
+            proc = ctx.Process(target=_worker_main, args=(child, task, mine, pid, spec, prof is not None),
+                               name=f"embeval-env-worker-{w}", daemon=True)
+            try:
+                proc.start()
+            except Exception as exc:  # the task or the policy's spec does not pickle (spawn, forkserver)
+                raise ConfigError(f"cannot start environment worker {w} ({type(exc).__name__}: {str(exc)[:160]}); the "
+                                  "task and its backend must pickle: use a registered backend name, or num_envs 1"
+                                  ) from None
+            child.close()
+            pool.append(_Worker(proc, parent, mine))
+        yield from _drive(policy, units, task, pool, n_slots, prof, startup_timeout_s, t_start, wait)
+    finally:
+        _shutdown(pool)
+
+
+def _shutdown(pool: list[_Worker]) -> None:
+    """Ask every worker to stop, then wait; a worker still running after 10 s is terminated (ours, by pid)."""
+    import pickle
+
+    for w in pool:
+        try:
+            w.conn.send_bytes(pickle.dumps(None))
+        except (OSError, ValueError, BrokenPipeError):
+            pass
+    deadline = time.monotonic() + 10.0
+    for w in pool:
+        w.process.join(timeout=max(0.1, deadline - time.monotonic()))
+        if w.process.is_alive():
+            w.process.terminate()
+            w.process.join(timeout=2.0)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join(timeout=2.0)
+        try:
+            w.conn.close()
+        except OSError:
+            pass
+
+
+def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorProfile | None,
+           startup_timeout_s: float, t_start: float, wait) -> Iterator[tuple[int, Any]]:
+    """The calling process's loop: start the workers, hand out units, one batched policy call per step."""
+    import pickle
+
+    owner = {s: w for w in pool for s in w.slots}
+    by_conn = {w.conn: w for w in pool}
+    running: dict[int, int] = {}  # slot -> unit index in flight (awaiting a message)
+    ready: dict[int, tuple[int, Any, str | None]] = {}  # slot -> (unit, observation, new instruction)
+    started: set[int] = set()  # slots with an episode open in the policy
+    done: dict[int, Any] = {}
+    nxt, out = 0, 0
+    transport = 0.0
+    failed: list = []  # [(unit index, payload)] of the first failing unit: the records before it, then its error
+
+    def describe(index: int) -> str:
+        try:
+            return task.describe(units[index])
+        except Exception:
+            return f"unit {index}"
+
+    def recv(w: _Worker):
+        nonlocal transport
+        try:
+            data = w.conn.recv_bytes()
+        except (EOFError, OSError):
+            data = None
+        msg = None
+        if data is not None:
+            t0 = time.perf_counter()
+            msg = pickle.loads(data)
+            transport += time.perf_counter() - t0
+        if msg is None:
+            w.process.join(timeout=5.0)
+            busy = [describe(running[s]) for s in w.slots if s in running]
+            raise EmbevalError(f"environment worker {pool.index(w)} (pid {w.pid or w.process.pid}) exited (code "
+                               f"{w.process.exitcode})" + (f" while running {', '.join(busy[:3])}" if busy else "")
+                               + "; rerun with --num-envs 1 to see the error in this process")
+        return msg
+
+    def flush(w: _Worker) -> None:
+        nonlocal transport
+        if w.outbox:
+            t0 = time.perf_counter()
+            w.conn.send_bytes(pickle.dumps(w.outbox, protocol=pickle.HIGHEST_PROTOCOL))
+            transport += time.perf_counter() - t0
+            w.outbox = []
+
+    def assign(slot: int) -> None:
+        nonlocal nxt
+        if nxt < len(units) and not failed:
+            running[slot] = nxt
+            owner[slot].outbox.append(("run", slot, nxt, units[nxt]))
+            nxt += 1
+
+    # -- start: every worker reports ready (or why not) ------------------------------------------------------
+    deadline = time.monotonic() + startup_timeout_s
+    while not all(w.ready for w in pool):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            late = [str(i) for i, w in enumerate(pool) if not w.ready]
+            raise EmbevalError(f"environment worker(s) {', '.join(late)} not ready after {startup_timeout_s:.0f} s "
+                               "(building the environments); use fewer environments (--num-envs)")
+        for c in wait([w.conn for w in pool if not w.ready] + [w.process.sentinel for w in pool if not w.ready],
+                      timeout=min(left, 1.0)):
+            w = by_conn.get(c) or next(x for x in pool if x.process.sentinel == c)
+            msg = recv(w)
+            if msg[0] == "fatal":
+                _raise_from_worker(msg[3], f"environment worker {pool.index(w)} could not build its environments")
+            w.ready, w.pid = True, msg[3]
+    t0 = time.perf_counter()
+    if prof is not None:
+        prof.startup_s = t0 - t_start
+    for s in range(n_slots):
+        assign(s)
+    for w in pool:
+        flush(w)
+    model = 0.0
+    try:
+        while running or ready:
+            # -- wait for every running slot: an observation, or its episode's end (then its next unit at once)
+            tw = time.perf_counter()
+            while running:
+                conns = [w.conn for w in pool if any(s in running for s in w.slots)]
+                sentinels = {w.process.sentinel: w for w in pool if w.conn in conns}
+                for c in wait(conns + list(sentinels)):
+                    w = by_conn.get(c) or sentinels[c]
+                    while True:  # drain what this worker has sent
+                        msg = recv(w)
+                        kind, slot, index = msg[0], msg[1], msg[2]
+                        if kind == "fatal":
+                            _raise_from_worker(msg[3], f"environment worker {pool.index(w)}")
+                        running.pop(slot, None)
+                        if failed and index > failed[0][0]:  # an abandoned unit after the failing one
+                            if not w.conn.poll():
+                                break
+                            continue
+                        if prof is not None and msg[-1] is not None:
+                            sim, render, tr = msg[-1]
+                            prof.sim_cpu_s += sim
+                            prof.render_cpu_s += render
+                            prof.worker_transport_cpu_s += tr
+                        if kind == "obs":
+                            ready[slot] = (index, msg[3], msg[4])
+                        elif kind == "done":
+                            done[index] = msg[3]
+                            if slot in started and policy is not None:
+                                started.discard(slot)
+                                tm = time.perf_counter()
+                                policy.end_slots([slot])
+                                model += time.perf_counter() - tm
+                            assign(slot)
+                            flush(w)
+                        else:  # "error": the unit raised in the worker; finish the units before it first
+                            if not failed or index < failed[0][0]:
+                                failed[:] = [(index, msg[3])]
+                            for s in [s for s, i in running.items() if i > index]:  # abandoned (stopped at the end)
+                                running.pop(s)
+                            for s in [s for s, r in ready.items() if r[0] > index]:
+                                ready.pop(s)
+                        if not w.conn.poll():
+                            break
+                while out in done:  # records in unit order, as soon as they are complete
+                    rec = done.pop(out)
+                    out += 1
+                    yield out - 1, rec
+            if prof is not None:
+                prof.wait_s += time.perf_counter() - tw
+            if not ready:
+                continue
+            if policy is None:
+                raise ConfigError("the task's episodes ask for actions but no policy was given to run_vectorised")
+            # -- one batched policy call for every slot waiting for an action ------------------------------
+            slots = sorted(ready)
+            tm = time.perf_counter()
+            new = [s for s in slots if ready[s][2] is not None or s not in started]
+            if new:
+                policy.reset_slots(new, [ready[s][2] if ready[s][2] is not None else
+                                         str(getattr(ready[s][1], "instruction", "") or "") for s in new])
+                started.update(new)
+            try:
+                actions = policy.act_slots(slots, [ready[s][1] for s in slots])
+            except EmbevalError as exc:
+                names = ", ".join(describe(ready[s][0]) for s in slots[:3]) + (" ..." if len(slots) > 3 else "")
+                raise type(exc)(f"{exc} (a step of {names})") from None
+            model += time.perf_counter() - tm
+            if len(actions) != len(slots):
+                raise EmbevalError(f"policy {getattr(policy, 'id', '?')}: act_slots returned {len(actions)} actions for "
+                                   f"{len(slots)} slots; it must return one action per slot")
+            if prof is not None:
+                prof.steps += 1
+                prof.actions += len(slots)
+            for s, a in zip(slots, actions):
+                running[s] = ready[s][0]
+                owner[s].outbox.append(("act", s, a))
+            ready.clear()
+            for w in pool:
+                flush(w)
+        while out in done:
+            rec = done.pop(out)
+            out += 1
+            yield out - 1, rec
+        if failed:
+            _raise_from_worker(failed[0][1], describe(failed[0][0]))
+    finally:
+        if prof is not None:
+            prof.wall_s += time.perf_counter() - t0
+            prof.model_s += model
+            prof.transport_s += transport
+            prof.episodes += out
+        if policy is not None and started:
+            try:
+                policy.end_slots(sorted(started))
+            except Exception:
+                pass
