@@ -1,0 +1,66 @@
+"""embeval train seeds: the seed table, knowledge apart from control, and what holds on every seed
+(issue 31 item 10). The arithmetic is checked on hand-made reports; training itself is outside make test."""
+from __future__ import annotations
+
+import pytest
+
+from embeval.act2answer.seeds import format_seed_table, holds_on_every_seed, on_card_rate, seed_table, train_or_reuse
+from embeval.errors import ConfigError
+
+
+def rep(cats: dict[str, tuple[float, float]], demo=("color",)) -> dict:
+    """A report as train_choice_vla_recipe writes it: {category: (rate, out_of_bounds)}."""
+    return {"recipe": {"demo_categories": list(demo)},
+            "eval": {"categories": {c: {"rate": r, "out_of_bounds": o} for c, (r, o) in cats.items()}}}
+
+
+REPORTS = {
+    "frozen": {0: rep({"color": (0.95, 0.0), "time": (0.30, 0.60), "all": (0.79, 0.1)}),
+               1: rep({"color": (0.90, 0.05), "time": (0.10, 0.90), "all": (0.66, 0.2)}),
+               2: rep({"color": (1.00, 0.0), "time": (0.20, 0.80), "all": (0.70, 0.15)})},
+    "full": {0: rep({"color": (0.80, 0.0), "time": (0.00, 1.00), "all": (0.61, 0.3)}),
+             1: rep({"color": (0.85, 0.0), "time": (0.05, 0.95), "all": (0.71, 0.2)}),
+             2: rep({"color": (0.90, 0.0), "time": (0.10, 0.85), "all": (0.60, 0.25)})},
+}
+
+
+def test_on_card_rate_separates_knowledge_from_control():
+    assert on_card_rate(0.30, 0.60) == pytest.approx(0.75)  # 30 % of all episodes = 75 % of those on a card
+    assert on_card_rate(0.0, 1.0) is None
+    assert on_card_rate(0.5, 0.0) == 0.5
+
+
+def test_seed_table_means_ranges_and_the_verdict_per_category():
+    t = seed_table(REPORTS)
+    row = t["frozen"]["categories"]["time"]
+    assert row["mean"] == pytest.approx((0.30 + 0.10 + 0.20) / 3) and (row["min"], row["max"]) == (0.10, 0.30)
+    assert row["seeds"][1]["on_card"] == pytest.approx(0.10 / 0.10)
+    holds = holds_on_every_seed(t, "frozen", "full")
+    assert holds["color"] == "frozen > full"  # 0.95>0.80, 0.90>0.85, 1.00>0.90
+    assert holds["time"] == "frozen > full"
+    assert holds["all"] == "differs by seed"  # seed 1 reverses the order (0.66 < 0.71), as issue 31 found
+    md = format_seed_table(t, "frozen", "full")
+    assert md.splitlines()[0].startswith("| category | frozen s0 | frozen s1 | frozen s2 | full s0")
+    assert "| color* | 95.0 (95.0) | 90.0 (94.7) |" in md and "differs by seed" in md
+    assert "| time | 30.0 (75.0) |" in md and "| 0.0 (-) |" in md
+
+
+def test_reports_of_the_shipped_seed_are_reused_without_training(tmp_path):
+    for name in ("tiny-vla-a2a-frozen", "tiny-vla-a2a-full"):
+        r = train_or_reuse(name, 0, tmp_path, log=None)
+        assert r["recipe"]["seed"] == 0 and "all" in r["eval"]["categories"]
+    assert not any(tmp_path.iterdir())  # nothing trained, nothing recorded
+
+
+def test_the_command_refuses_fewer_than_three_seeds_and_unknown_recipes(tmp_path, capsys):
+    from embeval.cli import main
+
+    for args, msg in ((["--seeds", "0", "1"], "at least 3 distinct seeds"),
+                      (["--seeds", "0", "0", "1"], "at least 3 distinct seeds"),
+                      (["--recipes", "tiny-vla-a2a-frozen", "tiny-vla"], "is not a VLM -> VLA recipe")):
+        assert main(["train", "seeds", *args, "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert msg in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ConfigError):
+        holds_on_every_seed({"a": {"seeds": [0], "categories": {}}, "b": {"seeds": [1], "categories": {}}}, "a", "b")
