@@ -10,6 +10,16 @@ Rows:
   (:class:`~embeval.subjects.protocols.LoopSlots`: one copy per slot, no gain expected).
 * ``max |batched - batch-1|``: the largest action difference over an episode schedule in which slots start,
   restart and end at different steps, each episode replayed on a batch-1 copy; target < 1e-5.
+* ``act2answer tiny-vla ...``: Act2Answer episodes/s of today's sequential path (``run_items``: one environment,
+  ``act`` per step) against vectorised environments (:mod:`embeval.act2answer.vector`: N environments in worker
+  processes, one batched policy call per step, continuous batching), on the same items and seeds, after a warm-up
+  (worker start-up is its own column, ``startup_s``: paid once per run). ``ratio``: episodes/s / the sequential
+  path's (target >= 2); ``records_equal``: every record (actions, cube position, zone, steps) identical to the
+  sequential run's; ``scores_equal``: zone, choice, success, steps and end reason identical; ``exact``: the policy
+  asked through its batch-1 path per environment (LoopSlots), else its own batched forward.
+* ``... one vectorised step``: where a step's time goes (ms per batched step): wall, model (the batched call),
+  simulation and rendering CPU summed over the step's environments, transport (pickling + pipes, both sides), and
+  ``env_bound_ms`` = (simulation + rendering) / worker processes, the wall time the environments need at best.
 """
 from __future__ import annotations
 
@@ -111,6 +121,92 @@ def _max_difference(policy, observations: list) -> tuple[float, int]:
     return worst, n
 
 
+#: record fields that make an episode's score (zone -> success; steps and end reason: how it ended)
+SCORE_FIELDS = ("zone", "choice", "success", "steps", "end_reason")
+
+
+def _vector_row(name: str, seq: list, seq_wall: float, seq_cpu: float, vec: list, prof, total: float, label: str) -> dict:
+    """One vectorised run's row against the sequential run ``seq`` (``seq_wall`` s, ``seq_cpu`` CPU s)."""
+    import os
+
+    n = len(seq)
+    same = [a.to_dict() == b.to_dict() for a, b in zip(seq, vec)]
+    scores = [all(getattr(a, k) == getattr(b, k) for k in SCORE_FIELDS) for a, b in zip(seq, vec)]
+    cpu = prof.parent_cpu_s + prof.worker_cpu_s
+    # lockstep on an idle machine: the workers' CPU time split over the workers, then the calling process's
+    idle = prof.worker_cpu_s / prof.workers + prof.parent_cpu_s
+    return {"case": f"act2answer {name} vectorised {prof.num_envs} envs ({prof.workers} workers), {label}", "episodes": n,
+            "episodes_per_s": n / prof.wall_s, "ratio": seq_wall / prof.wall_s, "cpu_ms_per_episode": 1e3 * cpu / n,
+            "idle_estimate_ratio": seq_cpu / idle, "startup_s": prof.startup_s,
+            "episodes_per_s_with_startup": n / total, "mean_batch": prof.actions / max(prof.steps, 1),
+            "records_equal": "yes" if all(same) and len(vec) == n else f"no ({len(same) - sum(same)} of {n} differ)",
+            "scores_equal": "yes" if all(scores) and len(vec) == n else f"no ({len(scores) - sum(scores)} of {n} differ)",
+            "load_1min": os.getloadavg()[0]}
+
+
+def _profile_row(name: str, prof) -> dict:
+    """Where one batched step's time goes (ms per step) in ``prof``'s run."""
+    import os
+
+    ms = prof.per_step_ms()
+    env_ms = ms["simulation_cpu"] + ms["rendering_cpu"]
+    return {"case": f"act2answer {name} one vectorised step ({prof.num_envs} envs, {prof.workers} workers, "
+                    f"{os.cpu_count()} CPUs), ms per batched step", "wall_ms": ms["wall"], "model_ms": ms["model"],
+            "simulation_cpu_ms": ms["simulation_cpu"], "rendering_cpu_ms": ms["rendering_cpu"],
+            "transport_ms": ms["transport"], "env_bound_ms": env_ms / prof.workers,
+            "env_share_of_wall": env_ms / prof.workers / ms["wall"],
+            "env_share_if_idle": env_ms / prof.workers / (env_ms / prof.workers + ms["model"] + ms["transport"])}
+
+
+def _episode_rows(quick: bool) -> list[dict]:
+    """Act2Answer episodes/s: sequential ``run_items`` vs vectorised environments + batched policy (same records?)."""
+    import os
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from embeval.act2answer.episode import run_items
+    from embeval.act2answer.generator import CATEGORIES, generate_items
+    from embeval.act2answer.scene import EpisodeSpec
+    from embeval.act2answer.vector import run_items_vector
+    from embeval.sim.vector import VectorProfile
+    from embeval.subjects.embedded.zoo import load_vla
+
+    spec = EpisodeSpec()
+    rows: list[dict] = []
+    models = ["tiny-vla"] if quick else ["tiny-vla", "tiny-vla-a2a-frozen"]
+    with tempfile.TemporaryDirectory(prefix="bench_vec_") as tmp:
+        items = generate_items(Path(tmp), list(CATEGORIES)[:4] if quick else list(CATEGORIES), 1 if quick else 2, seed=0)
+        for name in models:
+            policy = load_vla(name)
+            list(run_items(policy, items[:1], spec, seed=99, layouts=("original",)))  # warm-up (text encoder, textures)
+            t0, c0 = time.perf_counter(), time.process_time()
+            seq = list(run_items(policy, items, spec))
+            seq_wall, seq_cpu = time.perf_counter() - t0, time.process_time() - c0
+            n = len(seq)
+            rows.append({"case": f"act2answer {name} sequential run_items (today: 1 env, act per step)", "episodes": n,
+                         "episodes_per_s": n / seq_wall, "ratio": 1.0, "cpu_ms_per_episode": 1e3 * seq_cpu / n,
+                         "idle_estimate_ratio": 1.0, "records_equal": "yes", "scores_equal": "yes",
+                         "load_1min": os.getloadavg()[0]})
+            if quick:
+                runs = [(8, False, 1)]
+            elif name == "tiny-vla":
+                runs = [(8, False, 1), (8, True, 1), (8, False, 2), (4, False, 1), (16, False, 1)]
+            else:
+                runs = [(8, False, 1), (8, True, 1)]
+            first = None
+            for envs, exact, groups in runs:
+                prof = VectorProfile()
+                t0 = time.perf_counter()
+                vec = list(run_items_vector(policy, items, spec, num_envs=envs, exact=exact, groups=groups, profile=prof))
+                label = ("exact (batch-1 per env)" if exact else "batched forward") + (", 2 alternating halves"
+                                                                                         if groups == 2 else "")
+                rows.append(_vector_row(name, seq, seq_wall, seq_cpu, vec, prof, time.perf_counter() - t0, label))
+                first = first or prof
+            rows.append(_profile_row(name, first))
+    return rows
+
+
 @restores_torch_threads
 def run(quick: bool = False) -> list[dict]:
     import torch
@@ -134,4 +230,4 @@ def run(quick: bool = False) -> list[dict]:
         diff, n = _max_difference(pol, obs)
         rows.append({"case": f"{name} max |batched - batch-1| over {n} actions (slots start, restart, end)",
                      "max_abs_diff": diff, "target": f"< {TARGET_DIFF:g}", "met": "yes" if diff < TARGET_DIFF else "NO"})
-    return rows
+    return rows + _episode_rows(quick)

@@ -1,10 +1,10 @@
 """Vectorised episodes with continuous batching (issue 25, item 2): N environments in worker processes, ONE batched
 policy call per step, an environment takes the next unit as soon as its episode ends.
 
-Act2Answer on the pybullet cell: the records of ``run_items(num_envs=N)`` equal the sequential run's record by
+Act2Answer on the pybullet cell: the records of ``run_items_vector(num_envs=N)`` equal the sequential run's record by
 record (the scripted expert, which runs in the workers; the shipped tiny-vla-a2a-frozen through its batch-1 path
 with ``exact``; through its batched forward the scores are equal and the actions agree to float rounding).
-The engine itself (:mod:`embeval.control.vector`) on a counting task without a simulator: one call per step with
+The engine itself (:mod:`embeval.sim.vector`) on a counting task without a simulator: one call per step with
 every waiting environment, a finished slot restarted at once, actions reaching the right episode, errors naming
 their unit after the records before it, a dead worker named, workers stopped when the caller stops.
 """
@@ -22,8 +22,13 @@ from embeval.act2answer.generator import generate_items
 from embeval.act2answer.scene import EpisodeSpec
 from embeval.act2answer.vector import records_equal, run_items_vector
 from embeval.action import Action, Observation
-from embeval.control.vector import MAX_ENVS, VectorProfile, check_num_envs, run_vectorised
-from embeval.errors import ConfigError, EmbevalError, InvalidInputError, MissingFileError
+from embeval.errors import (
+    ConfigError,
+    EmbevalError,
+    InvalidInputError,
+    MissingFileError,
+)
+from embeval.sim.vector import MAX_ENVS, VectorProfile, check_num_envs, run_vectorised
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -70,7 +75,7 @@ def test_tiny_vla_records_equal_the_sequential_run(items):
     policy = embedded_policy("tiny-vla-a2a-frozen")
     seq = list(run_items(policy, items, seed=1))
     prof = VectorProfile()
-    exact = list(run_items(policy, items, seed=1, num_envs=4, exact=True))
+    exact = list(run_items_vector(policy, items, seed=1, num_envs=4, exact=True))
     assert records_equal(exact, seq)
     fwd = list(run_items_vector(policy, items, seed=1, num_envs=4, profile=prof))
     key = ("item", "layout", "seed", "instruction", "subject", "zone", "choice", "success", "steps", "end_reason")
@@ -90,12 +95,8 @@ def test_num_envs_is_checked(items):
         with pytest.raises(ConfigError, match=r"num_envs must be a whole number in 1\.\.64"):
             check_num_envs(bad)
         with pytest.raises(ConfigError, match=r"1\.\.64"):
-            next(run_items(BackendExpert(), items, num_envs=bad))
+            next(run_items_vector(BackendExpert(), items, num_envs=bad))
     assert check_num_envs(MAX_ENVS) == 64 and check_num_envs(1) == 1
-    from embeval.sim import SimEnv
-
-    with SimEnv() as env, pytest.raises(ConfigError, match="pass env only with num_envs 1"):
-        next(run_items(BackendExpert(), items, env=env, num_envs=2))
 
 
 def test_a_missing_card_image_is_named_as_in_the_sequential_run(tmp_path):
@@ -108,8 +109,7 @@ def test_a_missing_card_image_is_named_as_in_the_sequential_run(tmp_path):
         list(run_items(BackendExpert(spec), its, spec))
     got = []
     with pytest.raises(MissingFileError) as vec:
-        for r in run_items(BackendExpert(spec), its, spec, num_envs=3):
-            got.append(r)
+        got.extend(run_items_vector(BackendExpert(spec), its, spec, num_envs=3))
     assert str(vec.value) == str(seq.value) and f"item {its[1].id!r}" in str(vec.value)
     assert [r.item for r in got] == [its[0].id] * 2  # the records before the failing unit came out first
     assert _no_workers_left()
@@ -204,6 +204,22 @@ def test_forkserver_and_one_worker_for_many_environments():
         list(run_vectorised(pol, units, CountingTask(), num_envs=2, start_method="threads"))
 
 
+def test_two_alternating_halves():
+    """groups=2: the policy answers one half of the environments while the workers step the other; each half keeps
+    its slots (every worker holds slots of both), the records are those of groups=1."""
+    units = [(str(i), 1 + (i * 7) % 4) for i in range(10)]
+    pol = RecordingPolicy()
+    out = list(run_vectorised(pol, units, CountingTask(), num_envs=4, groups=2))
+    halves = [{0, 1}, {2, 3}]  # 2 workers: slots 0, 2 on worker 0 and 1, 3 on worker 1; halves by slot // 2
+    assert all(set(c) <= halves[0] or set(c) <= halves[1] for c in pol.calls)
+    assert max(len(c) for c in pol.calls) == 2 and {len(c) for c in pol.calls} <= {1, 2}
+    ref = list(run_vectorised(RecordingPolicy(), units, CountingTask(), num_envs=4))
+    assert [r["unit"] for _, r in out] == [r["unit"] for _, r in ref] == [u for u, _ in units]
+    assert [len(r["actions"]) for _, r in out] == [n for _, n in units]
+    with pytest.raises(ConfigError, match="groups must be 1 .* or 2"):
+        list(run_vectorised(pol, units, CountingTask(), num_envs=2, groups=3))
+
+
 def test_an_error_in_a_unit_comes_after_the_records_before_it():
     units = [("a", 4), ("b", 1), ("boom", 1), ("c", 1), ("d", 5)]
     got = []
@@ -244,3 +260,33 @@ def test_an_unpicklable_task_is_one_line():
     with pytest.raises(ConfigError, match="cannot start environment worker 0 .*must pickle"):
         list(run_vectorised(RecordingPolicy(), [("a", 1), ("b", 1)], Local(), num_envs=2))
     assert _no_workers_left()
+
+
+# ----------------------------------------------------------------------------------------- the command
+def test_cli_num_envs_writes_the_same_episodes(tmp_path, capsys):
+    import yaml
+
+    from embeval.cli import main
+
+    suite = tmp_path / "suite"
+    assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "3"]) == 0
+    pol = tmp_path / "drift.yaml"  # a scripted policy moving the arm, so the records carry real motion
+    pol.write_text(yaml.safe_dump({"id": "drift", "kind": "policy", "adapter": "scripted",
+                                   "params": {"vector": [0.01, 0.01, -0.01, 0, 0, 0, 1]}}))
+    ep = tmp_path / "ep.yaml"
+    ep.write_text(yaml.safe_dump({"episode": {"max_steps": 3}}))
+    base = ["act2answer", "run", "--items", str(suite / "items.jsonl"), "--policy", str(pol), "--episode", str(ep)]
+    assert main(base + ["--out", str(tmp_path / "one")]) == 0
+    assert main(base + ["--out", str(tmp_path / "three"), "--num-envs", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "drift: 6 episodes -> " in out and "episodes/s, 3 environments)" in out
+    one = (tmp_path / "one" / "episodes_drift.jsonl").read_text()
+    assert one == (tmp_path / "three" / "episodes_drift.jsonl").read_text() and len(one.splitlines()) == 6
+    for bad, why in (("0", "must lie in 1..64"), ("65", "must lie in 1..64"), ("two", "expected a whole number")):
+        with pytest.raises(SystemExit) as ex:  # argparse: usage and one error line, exit 2
+            main(base + ["--out", str(tmp_path / "bad"), "--num-envs", bad])
+        assert ex.value.code == 2
+        err = capsys.readouterr().err
+        line = [ln for ln in err.splitlines() if "error:" in ln]
+        assert len(line) == 1 and "--num-envs" in line[0] and why in line[0] and "Traceback" not in err
+    assert not (tmp_path / "bad").exists()

@@ -294,7 +294,7 @@ def item_error(exc: Exception, item: BinaryItem, layout: str) -> Exception:
 def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
               layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True,
               obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
-              aliases: dict[str, str] | None = None, num_envs: int = 1, exact: bool = False) -> Iterator[EpisodeResult]:
+              aliases: dict[str, str] | None = None) -> Iterator[EpisodeResult]:
     """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
 
     Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own env of
@@ -302,23 +302,10 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
     rendering at ``obs_size`` (width, height; default :func:`obs_size_for` the policy) only the
     cameras the policy declares (:func:`obs_cameras_for`; checked first, :func:`check_cameras`), each camera also
     under its ``aliases`` key (backends that take aliases). A :class:`BackendExpert` policy is bound to that env first.
-    ``num_envs`` > 1 (at most 64): that many environments in worker processes, one batched policy call per step
-    (:func:`embeval.act2answer.vector.run_items_vector`; ``exact``: the policy's batch-1 path per environment).
+    Many environments at once, one batched policy call per step: :func:`embeval.act2answer.vector.run_items_vector`.
     """
-    from embeval.control.vector import check_num_envs
     from embeval.provenance import derive_seed
 
-    if check_num_envs(num_envs) > 1:
-        if env is not None:
-            from embeval.errors import ConfigError
-
-            raise ConfigError("run_items: num_envs > 1 builds its own environments in worker processes; pass env only "
-                              "with num_envs 1")
-        from embeval.act2answer.vector import run_items_vector
-
-        yield from run_items_vector(policy, items, spec, seed, layouts, keep_actions, obs_size, backend, aliases,
-                                    num_envs=num_envs, exact=exact)
-        return
     be = get_backend(backend)
     own = env is None
     if own:

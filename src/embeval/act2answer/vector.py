@@ -1,7 +1,7 @@
 """Act2Answer episodes on N environments at once (``embeval act2answer run --num-envs N``).
 
 :func:`run_items_vector` is :func:`~embeval.act2answer.episode.run_items` with ``num_envs`` environments in
-worker processes and ONE batched policy call per step (:mod:`embeval.control.vector`: continuous batching, an
+worker processes and ONE batched policy call per step (:mod:`embeval.sim.vector`: continuous batching, an
 environment takes the next item x layout as soon as its episode ends). Every worker runs the backend's own
 ``run_episode`` with the same seeds (``derive_seed(seed, item id, layout)``), so the records come out as the
 sequential run's, in the same order. ``exact=True`` asks the policy one episode at a time
@@ -29,8 +29,8 @@ from embeval.act2answer.episode import (
 )
 from embeval.act2answer.items import BinaryItem
 from embeval.act2answer.scene import EpisodeSpec
-from embeval.control.vector import VectorProfile, check_num_envs, run_vectorised
-from embeval.errors import InvalidInputError, MissingFileError
+from embeval.errors import EmbevalError, InvalidInputError, MissingFileError
+from embeval.sim.vector import VectorProfile, check_num_envs, run_vectorised
 
 
 def _picklable_backend(be: Backend) -> str | Backend:
@@ -38,8 +38,8 @@ def _picklable_backend(be: Backend) -> str | Backend:
     try:
         if be.name in BACKENDS.names() and BACKENDS.get(be.name) is be:
             return be.name
-    except Exception:
-        pass
+    except (EmbevalError, ImportError):  # a name the registry cannot load: pass the object itself
+        return be
     return be
 
 
@@ -94,14 +94,15 @@ def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | No
                      layouts: tuple[str, ...] = ("original", "swapped"), keep_actions: bool = True,
                      obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
                      aliases: dict[str, str] | None = None, num_envs: int = 8, exact: bool = False,
-                     workers: int | None = None, start_method: str = "spawn",
+                     workers: int | None = None, start_method: str = "spawn", groups: int = 1,
                      profile: VectorProfile | None = None) -> Iterator[EpisodeResult]:
     """:func:`~embeval.act2answer.episode.run_items` on ``num_envs`` environments (1..64) in ``workers`` processes
     (default ``min(num_envs, CPU count)``), the policy asked once per step for all of them; same records, same order.
 
     ``exact``: ask the policy through :class:`~embeval.subjects.protocols.LoopSlots` (one batch-1 copy per
-    environment, bit-for-bit the sequential actions) rather than its own batched forward. ``profile``: a
-    :class:`~embeval.control.vector.VectorProfile` to fill in (simulation, rendering, model, transport seconds)."""
+    environment, bit-for-bit the sequential actions) rather than its own batched forward. ``groups``: 2 alternates two
+    halves of the environments (:func:`~embeval.sim.vector.run_vectorised`). ``profile``: a
+    :class:`~embeval.sim.vector.VectorProfile` to fill in (simulation, rendering, model, transport seconds)."""
     from embeval.provenance import derive_seed
     from embeval.subjects.protocols import LoopSlots, batched
 
@@ -118,7 +119,7 @@ def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | No
     else:
         slots = LoopSlots(policy) if exact else batched(policy)
     for _, rec in run_vectorised(slots, units, task, num_envs, workers=workers, start_method=start_method,
-                                 profile=profile):
+                                 profile=profile, groups=groups):
         yield rec
 
 

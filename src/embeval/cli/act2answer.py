@@ -204,8 +204,8 @@ def _items(path, limit):
 
 
 def num_envs(text: str) -> int:
-    """argparse ``type=`` for ``--num-envs``: a whole number in 1..:data:`embeval.control.vector.MAX_ENVS`."""
-    from embeval.control.vector import MAX_ENVS
+    """argparse ``type=`` for ``--num-envs``: a whole number in 1..:data:`embeval.sim.vector.MAX_ENVS`."""
+    from embeval.sim.vector import MAX_ENVS
 
     try:
         value = int(text)
@@ -247,8 +247,14 @@ def _run(args) -> int:
     results = {}
     for policy in policies:
         t0, recs = time.perf_counter(), []
-        for r in run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases, num_envs=args.num_envs,
-                           exact=args.exact):
+        if args.num_envs > 1:  # N environments in worker processes, one batched policy call per step
+            from embeval.act2answer.vector import run_items_vector
+
+            episodes = run_items_vector(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases,
+                                        num_envs=args.num_envs, exact=args.exact)
+        else:
+            episodes = run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases)
+        for r in episodes:
             recs.append(r)
             if len(recs) % 50 == 0:
                 print(f"  {policy.id}: {len(recs)}/{2 * len(items)} episodes ({len(recs) / (time.perf_counter() - t0):.2f}/s)", flush=True)

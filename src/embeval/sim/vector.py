@@ -76,9 +76,11 @@ class VectorProfile:
     ``steps``: batched policy calls; ``actions``: actions they returned; ``wall_s``: the whole run after the
     workers were ready (``startup_s``: starting them); ``model_s``: ``reset_slots`` + ``act_slots`` in the calling
     process; ``wait_s``: the calling process waiting for observations (the environments' wall time plus transport);
-    ``transport_s``: pickling, sending and receiving in the calling process; ``sim_cpu_s`` / ``render_cpu_s``:
+    ``transport_s``: pickling and unpickling in the calling process (CPU; blocking on a pipe counts as waiting); ``sim_cpu_s`` / ``render_cpu_s``:
     the environments' CPU time in ``step`` outside / inside rendering (``env.observe``), summed over all
-    environments; ``worker_transport_cpu_s``: the workers' pickling and sending."""
+    environments; ``worker_transport_cpu_s``: the workers' pickling and sending; ``parent_cpu_s``: the calling
+    process's CPU time (all its threads) over ``wall_s``; ``worker_cpu_s``: the workers' CPU time over the same span,
+    summed (on a shared machine, CPU seconds per episode are steadier than wall seconds)."""
 
     num_envs: int = 0
     workers: int = 0
@@ -93,6 +95,8 @@ class VectorProfile:
     sim_cpu_s: float = 0.0
     render_cpu_s: float = 0.0
     worker_transport_cpu_s: float = 0.0
+    parent_cpu_s: float = 0.0
+    worker_cpu_s: float = 0.0
 
     def per_step_ms(self) -> dict[str, float]:
         """Milliseconds per batched step: wall, model, wait (environments + transport), simulation and rendering
@@ -115,8 +119,9 @@ class _Timer:
     render: float = 0.0
     transport: float = 0.0
 
-    def take(self) -> tuple[float, float, float]:
-        out = (self.sim, self.render, self.transport)
+    def take(self) -> tuple[float, float, float, float]:
+        """(simulation, rendering, transport) CPU seconds since the last take, and the worker's process CPU time."""
+        out = (self.sim, self.render, self.transport, time.process_time())
         self.sim = self.render = self.transport = 0.0
         return out
 
@@ -182,7 +187,7 @@ def _exc_payload(exc: BaseException) -> tuple:
 
     try:
         obj = pickle.loads(pickle.dumps(exc))
-    except Exception:
+    except Exception:  # noqa: BLE001
         obj = None
     return obj, type(exc).__name__, str(exc), traceback.format_exc(limit=8)
 
@@ -201,7 +206,7 @@ def _env_thread(task, env, slot: int, policy, inbox: queue.Queue, send, timer: _
             record = task.run(env, policy, unit)
         except _Stop:
             return
-        except BaseException as exc:  # reported to the calling process, which raises it
+        except BaseException as exc:  # noqa: BLE001 - reported to the calling process, which raises it
             send(("error", slot, index, _exc_payload(exc), None))
             continue
         prof = None
@@ -242,14 +247,14 @@ def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, prof
         for _ in slots:
             envs.append(task.make_env())
         policies = [task.local_policy(env) for env in envs]
-    except BaseException as exc:
+    except BaseException as exc:  # noqa: BLE001
         try:
             conn.send_bytes(pickle.dumps(("fatal", -1, -1, _exc_payload(exc), None)))
         finally:
             for env in envs:
                 try:
                     task.close(env)
-                except Exception:
+                except Exception:  # noqa: BLE001, S110
                     pass
         return
     inboxes: dict[int, queue.Queue] = {}
@@ -267,7 +272,7 @@ def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, prof
                               name=f"env-{slot}")
         th.start()
         threads.append(th)
-    conn.send_bytes(pickle.dumps(("ready", -1, -1, os.getpid(), None)))
+    conn.send_bytes(pickle.dumps(("ready", -1, -1, (os.getpid(), time.process_time()), None)))
     try:
         while True:
             try:
@@ -287,7 +292,7 @@ def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, prof
         for env in envs:
             try:
                 task.close(env)
-            except Exception:
+            except Exception:  # noqa: BLE001, S110
                 pass
         conn.close()
 
@@ -299,6 +304,8 @@ class _Worker:
     slots: list[int]
     ready: bool = False
     pid: int = 0
+    cpu0: float = 0.0  # the worker's process CPU seconds when it was ready, and at its latest message
+    cpu: float = 0.0
     outbox: list = field(default_factory=list)
 
 
@@ -314,7 +321,7 @@ def _raise_from_worker(payload: tuple, where: str) -> None:
 
 def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: int, workers: int | None = None,
                    start_method: str = "spawn", profile: VectorProfile | None = None,
-                   startup_timeout_s: float = 600.0) -> Iterator[tuple[int, Any]]:
+                   startup_timeout_s: float = 600.0, groups: int = 1) -> Iterator[tuple[int, Any]]:
     """Run every unit of ``units`` on ``num_envs`` environments of ``task``; yields ``(index, record)`` in unit order.
 
     ``policy``: a :class:`~embeval.subjects.protocols.BatchedPolicy` (wrap others with
@@ -322,13 +329,18 @@ def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: in
     None when ``task.local_policy`` gives the workers their own. ``workers``: worker processes (default
     ``min(num_envs, CPU count)``); environments are dealt to them round-robin. ``profile``: filled in when given
     (costs two clock reads per step and environment). ``startup_timeout_s``: the longest a worker may take to build
-    its environments. Stops the workers when the caller stops iterating, on errors and on Ctrl-C."""
+    its environments. ``groups``: 1 (default) steps all environments in lockstep, one call per step for all; 2 splits
+    them into two halves that alternate (the policy answers one half while the workers step the other: the model's
+    time hides behind the environments' and back, at half the batch). Stops the workers when the caller stops
+    iterating, on errors and on Ctrl-C."""
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
     num_envs = check_num_envs(num_envs)
     if start_method not in START_METHODS:
         raise ConfigError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
+    if groups not in (1, 2):
+        raise ConfigError(f"groups must be 1 (lockstep) or 2 (two alternating halves), got {groups!r}")
     units = list(units)
     if not units:
         return
@@ -350,13 +362,13 @@ def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: in
                                name=f"embeval-env-worker-{w}", daemon=True)
             try:
                 proc.start()
-            except Exception as exc:  # the task or the policy's spec does not pickle (spawn, forkserver)
+            except Exception as exc:  # noqa: BLE001 - the task or the policy's spec does not pickle (spawn, forkserver)
                 raise ConfigError(f"cannot start environment worker {w} ({type(exc).__name__}: {str(exc)[:160]}); the "
                                   "task and its backend must pickle: use a registered backend name, or num_envs 1"
                                   ) from None
             child.close()
             pool.append(_Worker(proc, parent, mine))
-        yield from _drive(policy, units, task, pool, n_slots, prof, startup_timeout_s, t_start, wait)
+        yield from _drive(policy, units, task, pool, n_slots, groups, prof, startup_timeout_s, t_start, wait)
     finally:
         _shutdown(pool)
 
@@ -385,7 +397,7 @@ def _shutdown(pool: list[_Worker]) -> None:
             pass
 
 
-def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorProfile | None,
+def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, prof: VectorProfile | None,
            startup_timeout_s: float, t_start: float, wait) -> Iterator[tuple[int, Any]]:
     """The calling process's loop: start the workers, hand out units, one batched policy call per step."""
     import pickle
@@ -403,7 +415,7 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
     def describe(index: int) -> str:
         try:
             return task.describe(units[index])
-        except Exception:
+        except Exception:  # noqa: BLE001
             return f"unit {index}"
 
     def recv(w: _Worker):
@@ -414,9 +426,9 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
             data = None
         msg = None
         if data is not None:
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             msg = pickle.loads(data)
-            transport += time.perf_counter() - t0
+            transport += time.thread_time() - t0
         if msg is None:
             w.process.join(timeout=5.0)
             busy = [describe(running[s]) for s in w.slots if s in running]
@@ -428,9 +440,10 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
     def flush(w: _Worker) -> None:
         nonlocal transport
         if w.outbox:
-            t0 = time.perf_counter()
-            w.conn.send_bytes(pickle.dumps(w.outbox, protocol=pickle.HIGHEST_PROTOCOL))
-            transport += time.perf_counter() - t0
+            t0 = time.thread_time()
+            data = pickle.dumps(w.outbox, protocol=pickle.HIGHEST_PROTOCOL)
+            transport += time.thread_time() - t0
+            w.conn.send_bytes(data)
             w.outbox = []
 
     def assign(slot: int) -> None:
@@ -454,8 +467,9 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
             msg = recv(w)
             if msg[0] == "fatal":
                 _raise_from_worker(msg[3], f"environment worker {pool.index(w)} could not build its environments")
-            w.ready, w.pid = True, msg[3]
-    t0 = time.perf_counter()
+            w.ready, (w.pid, w.cpu0) = True, msg[3]
+            w.cpu = w.cpu0
+    t0, c0 = time.perf_counter(), time.process_time()
     if prof is not None:
         prof.startup_s = t0 - t_start
     for s in range(n_slots):
@@ -463,11 +477,14 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
     for w in pool:
         flush(w)
     model = 0.0
+    group = {s: (s // len(pool)) % groups for s in range(n_slots)}  # every worker holds slots of every group
+    g = 0
     try:
         while running or ready:
-            # -- wait for every running slot: an observation, or its episode's end (then its next unit at once)
+            # -- wait for every running slot of group g: an observation, or its episode's end (then its next unit
+            #    at once); messages of the other groups are kept for their turn
             tw = time.perf_counter()
-            while running:
+            while any(group[s] == g for s in running):
                 conns = [w.conn for w in pool if any(s in running for s in w.slots)]
                 sentinels = {w.process.sentinel: w for w in pool if w.conn in conns}
                 for c in wait(conns + list(sentinels)):
@@ -483,7 +500,7 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
                                 break
                             continue
                         if prof is not None and msg[-1] is not None:
-                            sim, render, tr = msg[-1]
+                            sim, render, tr, w.cpu = msg[-1]
                             prof.sim_cpu_s += sim
                             prof.render_cpu_s += render
                             prof.worker_transport_cpu_s += tr
@@ -513,12 +530,13 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
                     yield out - 1, rec
             if prof is not None:
                 prof.wait_s += time.perf_counter() - tw
-            if not ready:
+            slots = sorted(s for s in ready if group[s] == g)
+            g = (g + 1) % groups
+            if not slots:
                 continue
             if policy is None:
                 raise ConfigError("the task's episodes ask for actions but no policy was given to run_vectorised")
-            # -- one batched policy call for every slot waiting for an action ------------------------------
-            slots = sorted(ready)
+            # -- one batched policy call for every slot of the group waiting for an action ------------------
             tm = time.perf_counter()
             new = [s for s in slots if ready[s][2] is not None or s not in started]
             if new:
@@ -538,9 +556,8 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
                 prof.steps += 1
                 prof.actions += len(slots)
             for s, a in zip(slots, actions):
-                running[s] = ready[s][0]
+                running[s] = ready.pop(s)[0]
                 owner[s].outbox.append(("act", s, a))
-            ready.clear()
             for w in pool:
                 flush(w)
         while out in done:
@@ -552,11 +569,13 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, prof: VectorP
     finally:
         if prof is not None:
             prof.wall_s += time.perf_counter() - t0
+            prof.parent_cpu_s += time.process_time() - c0
+            prof.worker_cpu_s += sum(w.cpu - w.cpu0 for w in pool)
             prof.model_s += model
             prof.transport_s += transport
             prof.episodes += out
         if policy is not None and started:
             try:
                 policy.end_slots(sorted(started))
-            except Exception:
+            except Exception:  # noqa: BLE001, S110
                 pass
