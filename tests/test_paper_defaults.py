@@ -478,7 +478,7 @@ def test_database_execution_option_all_tasks_one_action(sim_db):
     ("docs/iqa.md", ["random 8:2", "scene-disjoint", "JND thirds", "lowest difficulty", "closed loop",
                      "cosine", "floored", "What changed in the numbers"]),
     ("docs/scoring.md", ["weighted average", "smoothing", "n = 4", "rotation=\"angle\"", "floor=True"]),
-    ("docs/act2answer.md", ["0.8702", "0.8958", "0.3602", "eps", "Delta = 0.1", "0.08 m", "probe classifier",
+    ("docs/act2answer.md", ["0.8702", "0.8958", "0.3602", "eps", "delta = 0.1", "0.08 m", "probe classifier",
                             "below_chance"]),
 ])
 def test_deviation_tables_name_the_choices(doc, needles):
