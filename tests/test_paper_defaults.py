@@ -486,3 +486,15 @@ def test_deviation_tables_name_the_choices(doc, needles):
     dev = text[text.index("## Deviations"):]
     for n in needles:
         assert n in dev or n in text, (doc, n)
+
+
+def test_new_options_refuse_bad_values_in_one_line(tmp_path, capsys):
+    from embeval.cli import main
+
+    out = tmp_path / "db"
+    assert main(["iqa", "build", "--out", str(out), "--execution-max-steps", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("embeval: error: build.execution_max_steps: a whole number of actions >= 1") and not out.exists()
+    with pytest.raises(SystemExit) as e:
+        main(["iqa", "bench", "--db", str(out), "--out", str(tmp_path / "b"), "--split-by", "video"])
+    assert e.value.code == 2 and "invalid choice: 'video'" in capsys.readouterr().err
