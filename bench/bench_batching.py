@@ -189,7 +189,7 @@ def _episode_rows(quick: bool) -> list[dict]:
                          "idle_estimate_ratio": 1.0, "records_equal": "yes", "scores_equal": "yes",
                          "load_1min": os.getloadavg()[0]})
             if quick:
-                runs = [(8, False, 1)]
+                runs = [(8, False, 1), (8, True, 1)]
             elif name == "tiny-vla":
                 runs = [(8, False, 1), (8, True, 1), (8, False, 2), (4, False, 1), (16, False, 1)]
             else:

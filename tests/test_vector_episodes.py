@@ -290,3 +290,21 @@ def test_cli_num_envs_writes_the_same_episodes(tmp_path, capsys):
         line = [ln for ln in err.splitlines() if "error:" in ln]
         assert len(line) == 1 and "--num-envs" in line[0] and why in line[0] and "Traceback" not in err
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_maniskill_episodes_equal_the_sequential_run(tmp_path):
+    """ManiSkill3 (SAPIEN on the CPU, ~10 s to build an environment): two environments in one worker (each its own
+    thread), the calling process's policy asked once per step for both; records equal the sequential run's."""
+    pytest.importorskip("mani_skill")
+    from embeval.subjects.scripted import ConstantPolicy
+
+    its = generate_items(tmp_path, ["color"], per_category=1, seed=0)
+    spec = EpisodeSpec(max_steps=3)
+    drift = ConstantPolicy(vector=(0.01, 0.0, -0.01, 0, 0, 0, 1))
+    seq = list(run_items(drift, its, spec, backend="maniskill"))
+    prof = VectorProfile()
+    vec = list(run_items_vector(drift, its, spec, backend="maniskill", num_envs=2, workers=1, profile=prof))
+    assert records_equal(vec, seq) and [r.steps for r in vec] == [3, 3]
+    assert prof.workers == 1 and prof.steps == 3 and prof.actions == 6
