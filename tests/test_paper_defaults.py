@@ -498,3 +498,18 @@ def test_new_options_refuse_bad_values_in_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["iqa", "bench", "--db", str(out), "--out", str(tmp_path / "b"), "--split-by", "video"])
     assert e.value.code == 2 and "invalid choice: 'video'" in capsys.readouterr().err
+
+
+def test_decision_distances_stay_physical_corpus_distances_follow_the_rotation():
+    """decision_distances (what a policy-decision run stores as position_distance_m / rotation_distance_rad)
+    stays metres and radians; corpus_distances is what the corpus form normalises (1 - cos by default)."""
+    from embeval.scoring.decision import DecisionConfig, corpus_distances, decision_distances
+
+    A, B = np.array([a for a, _ in PAIRS]), np.array([b for _, b in PAIRS])
+    ang = (Rotation.from_euler("xyz", A[:, 3:6]).inv() * Rotation.from_euler("xyz", B[:, 3:6])).magnitude()
+    ua, ub = Rotation.from_euler("xyz", A[:, 3:6]).as_rotvec(), Rotation.from_euler("xyz", B[:, 3:6]).as_rotvec()
+    cos = np.einsum("ij,ij->i", ua, ub) / np.linalg.norm(ua, axis=1) / np.linalg.norm(ub, axis=1)
+    dt, dr = decision_distances(A, B)
+    assert dt == pytest.approx(np.linalg.norm(A[:, :3] - B[:, :3], axis=1)) and dr == pytest.approx(ang, abs=1e-12)
+    assert corpus_distances(A, B)[1] == pytest.approx(1 - cos, abs=1e-12)
+    assert corpus_distances(A, B, DecisionConfig(rotation="angle"))[1] == pytest.approx(ang, abs=1e-12)

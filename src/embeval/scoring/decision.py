@@ -88,7 +88,7 @@ class DecisionRange:
     def fit(cls, pairs: Sequence[tuple[Any, Any]], config: "DecisionConfig | None" = None) -> "DecisionRange":
         """The range over every task pair of ``pairs`` (``(reference, distorted)`` actions each)."""
         cfg = config or DecisionConfig()
-        ds = [decision_distances(a, b, cfg) for a, b in pairs]
+        ds = [corpus_distances(a, b, cfg) for a, b in pairs]
         if not ds:
             raise InvalidInputError("DecisionRange.fit: the corpus is empty")
         dt, dr = np.concatenate([d[0] for d in ds]), np.concatenate([d[1] for d in ds])
@@ -164,9 +164,19 @@ def select_arm(reference, distorted, config: "DecisionConfig") -> tuple[np.ndarr
 
 
 def decision_distances(reference, distorted, config: "DecisionConfig | None" = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per task pair: position distance ``|t_a - t_b|`` (metres) and the corpus form's rotation distance
-    (``rotation="cosine"``: ``1 - cos`` of the rotation directions, unitless 0..2; ``"angle"``: radians,
-    the relative rotation's angle for ``"rotvec"``, ``|rpy_a - rpy_b|`` for ``"rpy"``)."""
+    """Per task pair, the physical distances: position ``|t_a - t_b|`` (metres) and rotation (radians: the
+    relative rotation's angle for ``rotation_direction="rotvec"``, ``|rpy_a - rpy_b|`` for ``"rpy"``),
+    whatever ``config.rotation``; what the corpus form normalises is :func:`corpus_distances`."""
+    from dataclasses import replace
+
+    cfg = replace(config or DecisionConfig(), rotation="angle")
+    return _distances(*select_arm(reference, distorted, cfg), cfg)
+
+
+def corpus_distances(reference, distorted, config: "DecisionConfig | None" = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per task pair, the distances the corpus form min-max normalises: position ``|t_a - t_b|`` (metres)
+    and the rotation distance of ``config.rotation`` (``"cosine"``: ``1 - cos`` of the rotation directions,
+    unitless 0..2; ``"angle"``: as :func:`decision_distances`, radians)."""
     cfg = config or DecisionConfig()
     return _distances(*select_arm(reference, distorted, cfg), cfg)
 
