@@ -513,3 +513,20 @@ def test_decision_distances_stay_physical_corpus_distances_follow_the_rotation()
     assert dt == pytest.approx(np.linalg.norm(A[:, :3] - B[:, :3], axis=1)) and dr == pytest.approx(ang, abs=1e-12)
     assert corpus_distances(A, B)[1] == pytest.approx(1 - cos, abs=1e-12)
     assert corpus_distances(A, B, DecisionConfig(rotation="angle"))[1] == pytest.approx(ang, abs=1e-12)
+
+
+def test_one_scene_database_gets_the_random_splits_only(scene_db, tmp_path):
+    """A database of one scene has no scene-disjoint split: the paper's random splits run alone."""
+    import shutil
+
+    from embeval.errors import ConfigError
+    from embeval_analysis.iqa.bench import BenchConfig, run_bench
+
+    out = tmp_path / "one"
+    shutil.copytree(scene_db[0], out)
+    s = pd.read_csv(out / "scores.csv").assign(scene_id="same")
+    s.to_csv(out / "scores.csv", index=False)
+    res = run_bench(out, BenchConfig(targets=["decision"], zero_shot=["psnr"], trained=[], n_splits=3, min_group=3), log=None)
+    assert res.protocols == ["random"] and set(res.per_split["protocol"]) == {"random"}
+    with pytest.raises(ConfigError, match="at least 2 scenes"):
+        run_bench(out, BenchConfig(targets=["decision"], zero_shot=["psnr"], trained=[], split_by="scene"), log=None)

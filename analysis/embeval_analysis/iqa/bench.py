@@ -240,6 +240,10 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     rows: list[dict] = []
     by_protocol: dict[str, dict[str, Any]] = {}
     for protocol in cfg.protocols:
+        if protocol != cfg.split_by and protocol == "scene" and scores["scene_id"].nunique() < 2:
+            if log:
+                log("  scene-disjoint splits skipped: the database has one scene")
+            continue
         splits = make_splits(scores["scene_id"].to_numpy(), protocol, cfg.n_splits, cfg.test_size, cfg.seed)
         split0: dict[str, Any] = {"test": splits[0][1], "train": splits[0][0], "pred": {}, "predictor": {}}
         n_cnn = len(splits) if cfg.cnniqa_splits is None else min(cfg.cnniqa_splits, len(splits))
