@@ -33,7 +33,8 @@ def register(sub) -> None:
     p.add_argument("--distortions", help="comma-separated distortion types (default: all 30)")
     p.add_argument("--subjects", nargs="+", help="subject spec YAMLs (default: the embedded VLA/VLM population)")
     p.add_argument("--execution-images", type=int, help="also score Execution in simulation for this many distorted "
-                   "images of simulated references (about 0.5 s per task action and policy)")
+                   "images of simulated references (closed loop: up to 60 steps per run, two runs per VLA, 25-150 ms per "
+                   "tiny-VLA step on 2 cores)")
     p.add_argument("--execution-protocol", choices=["closed_loop", "all_tasks_one_action"],
                    help="closed_loop (default, the paper's): the reference's easiest task run closed loop on the camera "
                    "stream, distorted for the distorted image; all_tasks_one_action: every task's stored action, open loop")
