@@ -158,6 +158,48 @@ def _profile_row(name: str, prof) -> dict:
             "env_share_if_idle": env_ms / prof.workers / (env_ms / prof.workers + ms["model"] + ms["transport"])}
 
 
+def _shard(args) -> tuple[float, float, float, list]:
+    """One of today's per-unit workers (a run's shard): load ``name``, warm up, run ``items`` sequentially;
+    returns (start, end, CPU seconds, records) with start/end on the shared wall clock (``time.time``)."""
+    import time
+
+    import torch
+
+    from embeval.act2answer.episode import run_items
+    from embeval.subjects.embedded.zoo import load_vla
+
+    name, items, spec = args
+    torch.set_num_threads(1)
+    policy = load_vla(name)
+    list(run_items(policy, items[:1], spec, seed=99, layouts=("original",)))
+    t0, c0 = time.time(), time.process_time()
+    recs = list(run_items(policy, items, spec))
+    return t0, time.time(), time.process_time() - c0, recs
+
+
+def _sharded_row(name: str, items: list, spec, seq: list, seq_wall: float, seq_cpu: float, shards: int = 2) -> dict:
+    """Today's parallel path: ``shards`` processes, each the sequential path on every ``shards``-th item."""
+    import multiprocessing as mp
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    parts = [items[k::shards] for k in range(shards)]
+    with ProcessPoolExecutor(shards, mp_context=mp.get_context("spawn")) as ex:
+        out = list(ex.map(_shard, [(name, part, spec) for part in parts]))
+    wall = max(o[1] for o in out) - min(o[0] for o in out)
+    by_item = {(r.item, r.layout): r for o in out for r in o[3]}
+    recs = [by_item[(r.item, r.layout)] for r in seq]
+    n = len(seq)
+    same = sum(a.to_dict() == b.to_dict() for a, b in zip(seq, recs))
+    scores = sum(all(getattr(a, k) == getattr(b, k) for k in SCORE_FIELDS) for a, b in zip(seq, recs))
+    cpu = sum(o[2] for o in out)
+    return {"case": f"act2answer {name} today's per-unit workers: {shards} sequential shards (processes)", "episodes": n,
+            "episodes_per_s": n / wall, "ratio": seq_wall / wall, "cpu_ms_per_episode": 1e3 * cpu / n,
+            "idle_estimate_ratio": seq_cpu / max(o[2] for o in out), "records_equal": "yes" if same == n else
+            f"no ({n - same} of {n} differ)", "scores_equal": "yes" if scores == n else f"no ({n - scores} of {n} differ)",
+            "load_1min": os.getloadavg()[0]}
+
+
 def _episode_rows(quick: bool) -> list[dict]:
     """Act2Answer episodes/s: sequential ``run_items`` vs vectorised environments + batched policy (same records?)."""
     import os
@@ -194,6 +236,8 @@ def _episode_rows(quick: bool) -> list[dict]:
                 runs = [(8, False, 1), (8, True, 1), (8, False, 2), (4, False, 1), (16, False, 1)]
             else:
                 runs = [(8, False, 1), (8, True, 1)]
+            if not quick:
+                rows.append(_sharded_row(name, items, spec, seq, seq_wall, seq_cpu))
             first = None
             for envs, exact, groups in runs:
                 prof = VectorProfile()

@@ -117,12 +117,11 @@ class _Timer:
 
     sim: float = 0.0
     render: float = 0.0
-    transport: float = 0.0
 
-    def take(self) -> tuple[float, float, float, float]:
-        """(simulation, rendering, transport) CPU seconds since the last take, and the worker's process CPU time."""
-        out = (self.sim, self.render, self.transport, time.process_time())
-        self.sim = self.render = self.transport = 0.0
+    def take(self) -> tuple[float, float]:
+        """(simulation, rendering) CPU seconds since the last take."""
+        out = (self.sim, self.render)
+        self.sim = self.render = 0.0
         return out
 
 
@@ -223,24 +222,28 @@ def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, prof
     """A worker process: one environment (and one thread) per slot; runs the calling process's commands.
 
     The environment threads take turns (a baton): the main thread hands a command to one thread and waits until
-    that thread has sent its message (an observation, the episode's record or its error) before handing out the
-    next one. One environment steps at a time, as in a sequential run: no two threads contend for the GIL or race
-    on shared files (texture caches), and the observations leave the worker as soon as each is ready."""
+    that thread has its message (an observation, the episode's record or its error) before handing out the next
+    one. One environment steps at a time, as in a sequential run: no two threads contend for the GIL or race on
+    shared files (texture caches). The messages of one batch of commands leave together, one pipe write per step
+    and worker: ``(messages, this worker's pickling CPU seconds for the previous batch, its process CPU seconds)``."""
     import pickle
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the calling process's; it stops us
     turn = threading.Semaphore(0)
     timers: dict[int, _Timer] = {}
+    outbox: list = []
+    pickling = [0.0]
 
-    def send(msg) -> None:
+    def send(msg) -> None:  # called by the thread whose turn it is
+        outbox.append(msg)
+        turn.release()  # this thread's turn is over
+
+    def flush() -> None:
         t0 = time.thread_time()
-        try:
-            conn.send_bytes(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
-        finally:
-            timer = timers.get(msg[1])
-            if timer is not None:
-                timer.transport += time.thread_time() - t0
-            turn.release()  # this thread's turn is over
+        data = pickle.dumps((list(outbox), pickling[0], time.process_time()), protocol=pickle.HIGHEST_PROTOCOL)
+        pickling[0] = time.thread_time() - t0
+        outbox.clear()
+        conn.send_bytes(data)
 
     envs: list = []
     try:
@@ -249,7 +252,8 @@ def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, prof
         policies = [task.local_policy(env) for env in envs]
     except BaseException as exc:  # noqa: BLE001
         try:
-            conn.send_bytes(pickle.dumps(("fatal", -1, -1, _exc_payload(exc), None)))
+            outbox.append(("fatal", -1, -1, _exc_payload(exc), None))
+            flush()
         finally:
             for env in envs:
                 try:
@@ -272,7 +276,8 @@ def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, prof
                               name=f"env-{slot}")
         th.start()
         threads.append(th)
-    conn.send_bytes(pickle.dumps(("ready", -1, -1, (os.getpid(), time.process_time()), None)))
+    outbox.append(("ready", -1, -1, os.getpid(), None))
+    flush()
     try:
         while True:
             try:
@@ -284,6 +289,7 @@ def _worker_main(conn, task, slots: list[int], policy_id: str, action_spec, prof
             for cmd in msg:  # every command ends in exactly one message from its thread
                 inboxes[cmd[1]].put(cmd)
                 turn.acquire()
+            flush()
     finally:
         for inbox in inboxes.values():
             inbox.put(("stop",))
@@ -339,7 +345,7 @@ def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: in
     num_envs = check_num_envs(num_envs)
     if start_method not in START_METHODS:
         raise ConfigError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
-    if groups not in (1, 2):
+    if groups not in (1, 2) or isinstance(groups, bool):
         raise ConfigError(f"groups must be 1 (lockstep) or 2 (two alternating halves), got {groups!r}")
     units = list(units)
     if not units:
@@ -418,24 +424,26 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, 
         except Exception:  # noqa: BLE001
             return f"unit {index}"
 
-    def recv(w: _Worker):
+    def recv(w: _Worker) -> list:
+        """The messages of ``w``'s next batch (its CPU time and pickling noted); a one-line error if it died."""
         nonlocal transport
         try:
             data = w.conn.recv_bytes()
         except (EOFError, OSError):
-            data = None
-        msg = None
-        if data is not None:
-            t0 = time.thread_time()
-            msg = pickle.loads(data)
-            transport += time.thread_time() - t0
-        if msg is None:
             w.process.join(timeout=5.0)
             busy = [describe(running[s]) for s in w.slots if s in running]
             raise EmbevalError(f"environment worker {pool.index(w)} (pid {w.pid or w.process.pid}) exited (code "
                                f"{w.process.exitcode})" + (f" while running {', '.join(busy[:3])}" if busy else "")
-                               + "; rerun with --num-envs 1 to see the error in this process")
-        return msg
+                               + "; rerun with --num-envs 1 to see the error in this process") from None
+        t0 = time.thread_time()
+        msgs, pickling, w.cpu = pickle.loads(data)
+        transport += time.thread_time() - t0
+        if prof is not None:
+            prof.worker_transport_cpu_s += pickling
+        for msg in msgs:
+            if msg[0] == "fatal":
+                _raise_from_worker(msg[3], f"environment worker {pool.index(w)} could not build its environments")
+        return msgs
 
     def flush(w: _Worker) -> None:
         nonlocal transport
@@ -464,11 +472,8 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, 
         for c in wait([w.conn for w in pool if not w.ready] + [w.process.sentinel for w in pool if not w.ready],
                       timeout=min(left, 1.0)):
             w = by_conn.get(c) or next(x for x in pool if x.process.sentinel == c)
-            msg = recv(w)
-            if msg[0] == "fatal":
-                _raise_from_worker(msg[3], f"environment worker {pool.index(w)} could not build its environments")
-            w.ready, (w.pid, w.cpu0) = True, msg[3]
-            w.cpu = w.cpu0
+            msg = recv(w)[0]  # ("ready", -1, -1, pid, None)
+            w.ready, w.pid, w.cpu0 = True, msg[3], w.cpu
     t0, c0 = time.perf_counter(), time.process_time()
     if prof is not None:
         prof.startup_s = t0 - t_start
@@ -478,32 +483,36 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, 
         flush(w)
     model = 0.0
     group = {s: (s // len(pool)) % groups for s in range(n_slots)}  # every worker holds slots of every group
-    g = 0
+    n_groups, g = groups, 0
+
+    def serving() -> int | None:
+        """The next group (from g on) none of whose slots is running and some of whose slots wait for an action."""
+        busy = {group[s] for s in running}
+        for k in range(n_groups):
+            gr = (g + k) % n_groups
+            if gr not in busy and any(group[s] == gr for s in ready):
+                return gr
+        return None
+
     try:
         while running or ready:
-            # -- wait for every running slot of group g: an observation, or its episode's end (then its next unit
-            #    at once); messages of the other groups are kept for their turn
+            # -- wait until a group's running slots have all reported: an observation, or their episode's end
+            #    (then the next unit at once); the other groups' messages are kept for their turn
             tw = time.perf_counter()
-            while any(group[s] == g for s in running):
+            while running and serving() is None:
                 conns = [w.conn for w in pool if any(s in running for s in w.slots)]
                 sentinels = {w.process.sentinel: w for w in pool if w.conn in conns}
                 for c in wait(conns + list(sentinels)):
                     w = by_conn.get(c) or sentinels[c]
-                    while True:  # drain what this worker has sent
-                        msg = recv(w)
+                    for msg in recv(w):  # one batch: a message per command the worker ran
                         kind, slot, index = msg[0], msg[1], msg[2]
-                        if kind == "fatal":
-                            _raise_from_worker(msg[3], f"environment worker {pool.index(w)}")
                         running.pop(slot, None)
                         if failed and index > failed[0][0]:  # an abandoned unit after the failing one
-                            if not w.conn.poll():
-                                break
                             continue
                         if prof is not None and msg[-1] is not None:
-                            sim, render, tr, w.cpu = msg[-1]
+                            sim, render = msg[-1]
                             prof.sim_cpu_s += sim
                             prof.render_cpu_s += render
-                            prof.worker_transport_cpu_s += tr
                         if kind == "obs":
                             ready[slot] = (index, msg[3], msg[4])
                         elif kind == "done":
@@ -514,7 +523,6 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, 
                                 policy.end_slots([slot])
                                 model += time.perf_counter() - tm
                             assign(slot)
-                            flush(w)
                         else:  # "error": the unit raised in the worker; finish the units before it first
                             if not failed or index < failed[0][0]:
                                 failed[:] = [(index, msg[3])]
@@ -522,18 +530,18 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, 
                                 running.pop(s)
                             for s in [s for s, r in ready.items() if r[0] > index]:
                                 ready.pop(s)
-                        if not w.conn.poll():
-                            break
+                    flush(w)  # the next units of the slots whose episodes ended, at once
                 while out in done:  # records in unit order, as soon as they are complete
                     rec = done.pop(out)
                     out += 1
                     yield out - 1, rec
             if prof is not None:
                 prof.wait_s += time.perf_counter() - tw
-            slots = sorted(s for s in ready if group[s] == g)
-            g = (g + 1) % groups
-            if not slots:
+            gr = serving()
+            if gr is None:
                 continue
+            slots = sorted(s for s in ready if group[s] == gr)
+            g = (gr + 1) % n_groups
             if policy is None:
                 raise ConfigError("the task's episodes ask for actions but no policy was given to run_vectorised")
             # -- one batched policy call for every slot of the group waiting for an action ------------------
