@@ -49,12 +49,29 @@ def register(sub) -> None:
                             "serve.limits, else 32)")
         p.add_argument("--queue-size", type=positive_int, default=None,
                        help="model calls that may wait or run; more get HTTP 503 with Retry-After (default: spec, else 256)")
+        p.add_argument("--max-images", type=positive_int, default=None,
+                       help="images in one request; more get HTTP 400 (default: the spec's serve.limits, else 16)")
+        p.add_argument("--max-request-mpixels", type=_mpixels, default=None,
+                       help="decoded megapixels in all of one request's images, in (0, 1024], read from the image "
+                            "headers before decoding; more get HTTP 400 (default: spec, else 16.8 = 4096x4096)")
         if name == "openvla":
             p.add_argument("--camera", default=None,
                            help="camera name the 'image' / 'full_image' field is given as (default third_person; a spec's "
                                 "serve.cameras maps several fields, e.g. {full_image: third_person, wrist_image: wrist})")
             p.add_argument("--gripper", default=None, help="gripper convention of the replies (default open1, OpenVLA's)")
         p.set_defaults(func=_serve, protocol=name)
+
+
+def _mpixels(text: str) -> float:
+    """argparse ``type=`` for ``--max-request-mpixels``: megapixels, finite, in (0, MAX_REQUEST_MPIXELS]."""
+    from embeval.errors import ConfigError
+    from embeval.serving.limits import mpixels_to_pixels
+
+    try:
+        mpixels_to_pixels(text, "value")
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("value must be", "must be")) from None
+    return float(text)
 
 
 def _list(args) -> int:
@@ -121,7 +138,8 @@ def _serve(args) -> int:
     from embeval.subjects.registry import read_spec
 
     spec = read_spec(args.subject)
-    over = {"max_body_mb": args.max_body_mb, "queue_size": args.queue_size}
+    over = {"max_body_mb": args.max_body_mb, "queue_size": args.queue_size, "max_images": args.max_images,
+            "max_request_mpixels": args.max_request_mpixels}
     if args.protocol == "openvla":
         over.update(camera=args.camera, gripper=args.gripper)
     app = app_from_spec(spec, args.protocol, **over)

@@ -2,11 +2,17 @@
 bounded model queue.
 
 - :class:`ServerLimits`: request body size (413), body read time (408), JSON nesting depth (400),
-  image size (400), and the model queue's capacity (503 with ``Retry-After``).
+  images per request and decoded pixels per image and per request (400), decoded pixels held by all
+  requests at once (503), JSON-schema size, depth and output (400), and the model queue's capacity
+  (503 with ``Retry-After``).
 - :class:`ApiError` and :func:`error_body`: every error answers
   ``{"error": {"message", "type", "param", "code"}}`` (OpenAI's shape), never a traceback.
-- :func:`read_json`: reads a body without holding more than the limit in memory (``Content-Length``
-  checked first, a streamed body counted while it arrives) and parses it in a worker thread.
+- :func:`read_body` / :func:`read_json`: read a body without holding more than the limit in memory
+  (``Content-Length`` checked first, a streamed body counted while it arrives); :func:`parse_body`
+  parses it (the servers do that in a worker thread, a few at a time: :func:`parse_limiter`); numbers
+  that overflow a double (``1e999``) and lone UTF-16 surrogates (``"\\ud800"``) are refused there.
+- :class:`PixelBudget`: the decoded image pixels all requests hold at once.
+- :class:`HealthFirst`: answers ``GET /health`` before any other middleware or route.
 - :class:`ModelQueue`: one worker thread runs the model calls in arrival order (models are rarely
   thread-safe); the event loop only awaits them, so ``/health`` answers while calls queue.
 """
@@ -16,6 +22,7 @@ import asyncio
 import json
 import logging
 import math
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,11 +36,25 @@ from embeval.errors import (
     EmbevalError,
     InvalidInputError,
 )
+from embeval.subjects.json_output import (
+    MAX_SCHEMA_BYTES,
+    MAX_SCHEMA_DEPTH,
+    MAX_SCHEMA_OUTPUT,
+)
 
 log = logging.getLogger("embeval.serving")
 MiB = 2 ** 20
 #: the largest request-body limit (MiB) a spec or ``--max-body-mb`` may set: a body is held in memory whole
 MAX_BODY_MB = 1024
+#: pixels of the largest image a server decodes by default (4096 x 4096; 48 MiB as RGB)
+MAX_IMAGE_PIXELS = 4096 * 4096
+#: the limits that are whole numbers (the others, e.g. ``body_timeout_s``, may be fractions)
+_COUNTS = ("max_body_bytes", "max_json_depth", "max_image_pixels", "queue_size", "max_tokens", "max_inflight_bytes",
+           "max_images", "max_request_pixels", "max_inflight_pixels", "parse_threads", "max_schema_bytes",
+           "max_schema_depth", "max_schema_output")
+#: (per-request limit, limit on what all requests hold at once): the second must hold one request
+_AT_ONCE = (("max_body_bytes", "max_inflight_bytes"), ("max_image_pixels", "max_request_pixels"),
+            ("max_request_pixels", "max_inflight_pixels"))
 
 
 @dataclass(frozen=True)
@@ -46,34 +67,60 @@ class ServerLimits:
     waiting or running; one more is 503 with ``Retry-After``. ``max_tokens``: the largest
     ``max_tokens`` a chat request may ask for. ``max_inflight_bytes``: request bodies held at once by
     all requests together (being read, parsed or queued); a request that would pass it is 503.
+
+    Images (both servers): ``max_images`` per request and ``max_request_pixels`` decoded pixels in all of
+    a request's images (400, checked from the image headers before any pixel is decoded);
+    ``max_inflight_pixels``: decoded pixels held by all requests at once (503 with ``Retry-After``; an RGB
+    pixel is 3 bytes). ``parse_threads``: requests parsed and decoded at once (the others wait), which
+    keeps the event loop, and so ``/health``, off a crowd of threads competing for the GIL.
+
+    JSON schemas (``response_format``): at most ``max_schema_bytes`` characters as compact JSON,
+    ``max_schema_depth`` subschemas deep (``$ref`` counting), and able to make the model emit at most
+    ``max_schema_output`` characters (see :func:`embeval.subjects.json_output.check_output_schema`).
     """
 
     max_body_bytes: int = 32 * MiB
     body_timeout_s: float = 30.0
     max_json_depth: int = 64
-    max_image_pixels: int = 4096 * 4096
+    max_image_pixels: int = MAX_IMAGE_PIXELS
     queue_size: int = 256
     max_tokens: int = 4096
     max_inflight_bytes: int = 512 * MiB
+    max_images: int = 16
+    max_request_pixels: int = MAX_IMAGE_PIXELS
+    max_inflight_pixels: int = 8 * MAX_IMAGE_PIXELS
+    parse_threads: int = 2
+    max_schema_bytes: int = MAX_SCHEMA_BYTES
+    max_schema_depth: int = MAX_SCHEMA_DEPTH
+    max_schema_output: int = MAX_SCHEMA_OUTPUT
 
     def __post_init__(self):
         for f in fields(self):
             v = getattr(self, f.name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
                 raise ConfigError(f"server limit {f.name!r} must be a positive number, got {v!r}")
-        if self.max_inflight_bytes < self.max_body_bytes:
-            raise ConfigError(f"server limit max_inflight_bytes ({self.max_inflight_bytes}) must be at least "
-                              f"max_body_bytes ({self.max_body_bytes})")
+            if f.name in _COUNTS and v != int(v):
+                raise ConfigError(f"server limit {f.name!r} must be a whole number, got {v!r}")
+        for small, big in _AT_ONCE:
+            if getattr(self, big) < getattr(self, small):
+                raise ConfigError(f"server limit {big} ({getattr(self, big)}) must be at least {small} "
+                                  f"({getattr(self, small)})")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, where: str = "serve.limits") -> "ServerLimits":
-        """From a spec's ``serve.limits`` mapping; ``max_body_mb`` is accepted for ``max_body_bytes``."""
+        """From a spec's ``serve.limits`` mapping; ``max_body_mb`` is accepted for ``max_body_bytes``. A
+        larger ``max_image_pixels`` alone raises the per-request and in-flight pixel limits to hold it."""
         data = dict(data or {})
         for mb, key in (("max_body_mb", "max_body_bytes"), ("max_inflight_mb", "max_inflight_bytes")):
             if mb in data:
                 data[key] = mib_to_bytes(data.pop(mb), f"{where}.{mb}",
                                          upper_mib=MAX_BODY_MB if key == "max_body_bytes" else 16 * MAX_BODY_MB)
         check_keys(data, [f.name for f in fields(cls)] + ["max_body_mb", "max_inflight_mb"], where, noun="limit")
+        defaults = {f.name: f.default for f in fields(cls)}
+        for small, big in _AT_ONCE:  # a bound for all requests at once that was not given holds one request
+            v = data.get(small, defaults[small])
+            if big not in data and isinstance(v, (int, float)) and not isinstance(v, bool) and v > defaults[big]:
+                data[big] = v
         return cls(**data)
 
 
@@ -87,6 +134,22 @@ def mib_to_bytes(value: Any, name: str, upper_mib: float = MAX_BODY_MB * 16) -> 
     if isinstance(value, bool) or not 0 < mib <= upper_mib:  # NaN fails the comparison too
         raise ConfigError(f"{name} must be a number of MiB in (0, {upper_mib:g}], got {value!r}")
     return max(1, int(mib * MiB))
+
+
+#: the largest ``--max-request-mpixels`` (megapixels; 3 GiB of RGB)
+MAX_REQUEST_MPIXELS = 1024
+
+
+def mpixels_to_pixels(value: Any, name: str, upper: float = MAX_REQUEST_MPIXELS) -> int:
+    """``value`` megapixels (10**6 pixels) as whole pixels; :class:`ConfigError` naming ``name`` unless it is a
+    finite number in (0, ``upper``]."""
+    try:
+        mp = float(value)
+    except (TypeError, ValueError):
+        mp = math.nan
+    if isinstance(value, bool) or not 0 < mp <= upper:  # NaN fails the comparison too
+        raise ConfigError(f"{name} must be a number of megapixels in (0, {upper:g}], got {value!r}")
+    return max(1, int(mp * 1e6))
 
 
 class ApiError(Exception):
@@ -224,16 +287,60 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _OutOfRange(ValueError):
+    pass
+
+
+def _finite_float(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise _OutOfRange(f"the number {text[:24]}{'...' if len(text) > 24 else ''} is out of range (it overflows a "
+                          "64-bit float to infinity); send numbers below 1.8e308 in magnitude")
+    return v
+
+
+#: a float literal that may overflow a double: an exponent of 3+ digits or 309+ digits in a row
+_MAYBE_HUGE = re.compile(rb"[eE]\+?0*[1-9][0-9]{2}|[0-9]{309}")
+#: a \uD800-\uDFFF escape that starts an escape (an even run of backslashes before it)
+_SURROGATE_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def lone_surrogate(raw: bytes) -> str | None:
+    """The first UTF-16 surrogate escape in the JSON text ``raw`` that is not half of a pair (``"\\ud800"``
+    alone parses to a string no UTF-8 reply can hold), else None. A regex over the bytes, C speed."""
+    if not re.search(rb"\\u[dD][89a-fA-F]", raw):
+        return None
+    high_end, high = -1, ""
+    for m in _SURROGATE_ESCAPE.finditer(raw):
+        code, at = int(m.group(2), 16), m.start(2) - 2
+        if code >= 0xDC00 and not m.group(1) and m.start() == high_end:
+            high_end = -1  # the low half right after its high half: a pair
+            continue
+        if high_end >= 0 or code >= 0xDC00:
+            return high if high_end >= 0 else raw[at:at + 6].decode()
+        high_end, high = m.end(), raw[at:at + 6].decode()
+    return high if high_end >= 0 else None
+
+
 def parse_json(raw: bytes | str, limits: ServerLimits) -> Any:
-    """Parse a request body; :class:`ApiError` 400 for non-JSON, NaN/Infinity, or nesting over the limit."""
+    """Parse a request body; :class:`ApiError` 400 for non-JSON, NaN/Infinity, a number that overflows a
+    double (1e999), a lone UTF-16 surrogate escape, or nesting over the limit."""
     too_deep = ApiError(400, f"request JSON is nested deeper than {limits.max_json_depth} levels; flatten it",
                         code="json_too_deep")
     if json_depth(raw, limits.max_json_depth) > limits.max_json_depth:
         raise too_deep
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    lone = lone_surrogate(data)
+    if lone is not None:
+        raise ApiError(400, f"request JSON holds the escape {lone} (half of a UTF-16 surrogate pair) without its "
+                            "other half; send valid Unicode text", code="invalid_unicode")
     try:
-        return json.loads(raw, parse_constant=_no_constant)
+        return json.loads(raw, parse_constant=_no_constant,
+                          parse_float=_finite_float if _MAYBE_HUGE.search(data) else float)
     except RecursionError:  # cannot happen after the check above unless the limit is set over ~1000
         raise too_deep from None
+    except _OutOfRange as exc:
+        raise ApiError(400, f"request JSON: {exc}", code="number_out_of_range") from None
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
         raise ApiError(400, f"request body is not valid JSON ({exc})", code="invalid_json") from None
 
@@ -271,19 +378,88 @@ async def read_body(request, limits: ServerLimits) -> bytes:
     return bytes(buf)
 
 
-async def read_json(request, limits: ServerLimits, empty: Any = ...) -> Any:
-    """The parsed JSON body (see :func:`read_body`, :func:`parse_json`); ``empty`` is returned for an
+def parse_body(raw: bytes, limits: ServerLimits, empty: Any = ...) -> Any:
+    """A request body read by :func:`read_body`, parsed (:func:`parse_json`); ``empty`` is returned for an
     empty body when given, else an empty body is a 400."""
-    raw = await read_body(request, limits)
     if not raw.strip():
         if empty is not ...:
             return empty
         raise ApiError(400, "request body is empty; send a JSON object", code="invalid_json")
+    return parse_json(raw, limits)
+
+
+async def read_json(request, limits: ServerLimits, empty: Any = ..., limiter: Any = None) -> Any:
+    """The parsed JSON body (see :func:`read_body`, :func:`parse_body`). Bodies of 64 KiB or more are parsed
+    in a worker thread, under ``limiter`` (an ``anyio.CapacityLimiter``, see :func:`parse_limiter`) when
+    given. (The servers' main routes read the body and then parse and check it in one worker call.)"""
+    raw = await read_body(request, limits)
     if len(raw) < 64 * 1024:
-        return parse_json(raw, limits)
+        return parse_body(raw, limits, empty)
     import anyio
 
-    return await anyio.to_thread.run_sync(parse_json, raw, limits)  # large bodies: off the event loop
+    return await anyio.to_thread.run_sync(parse_body, raw, limits, empty, limiter=limiter)  # off the event loop
+
+
+def parse_limiter(limits: ServerLimits):
+    """The ``anyio.CapacityLimiter`` of a server's parsing and decoding threads (``limits.parse_threads``)."""
+    import anyio
+
+    return anyio.CapacityLimiter(int(limits.parse_threads))
+
+
+class PixelBudget:
+    """Decoded image pixels held by all of a server's requests at once (thread-safe): :meth:`take` reserves
+    a request's pixels before they are decoded (:class:`ApiError` 503 with ``Retry-After`` when they do not
+    fit), the returned :class:`Held` gives them back once."""
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def take(self, n: int) -> Held:
+        with self._lock:
+            if n and self.held + n > self.limit:
+                raise ApiError(503, f"the server holds {self.held} decoded image pixels of other requests, its limit "
+                                    f"is {self.limit}; this request's {n} do not fit now: retry later",
+                               type="server_error", code="server_busy", headers={"Retry-After": "1"})
+            self.held += n
+        return Held(self, n)
+
+    def _give(self, n: int) -> None:
+        with self._lock:
+            self.held -= n
+
+
+class Held:
+    """Pixels one request holds in a :class:`PixelBudget`; :meth:`release` gives them back (later calls do nothing)."""
+
+    def __init__(self, budget: PixelBudget | None = None, n: int = 0):
+        self._budget, self.n = budget, n
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            budget, self._budget = self._budget, None
+        if budget is not None:
+            budget._give(self.n)
+
+
+class HealthFirst:
+    """ASGI middleware, the outermost: answers ``GET /health`` with ``payload()`` (a JSON-able dict) at
+    once, before body limits, routing or any parsing, so a server busy with requests still says how it is."""
+
+    def __init__(self, app, payload: Callable[[], Mapping[str, Any]]):
+        self.app, self.payload = app, payload
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("path") != "/health" or scope.get("method") not in ("GET", "HEAD"):
+            return await self.app(scope, receive, send)
+        body = json.dumps(self.payload()).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"cache-control", b"no-store")]})
+        await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})
 
 
 class ModelQueue:

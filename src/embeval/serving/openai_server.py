@@ -6,8 +6,12 @@ requests go to ``chat`` (with ``response_format``'s JSON schema) when the subjec
 ``generate`` with no image.
 
 Requests are validated before they reach the model: every client error is a 4xx with OpenAI's error
-body ``{"error": {"message", "type", "param", "code"}}`` (see :mod:`.limits` for size, depth and
-queue limits). Subjects that declare ``context_window`` (tokens) and ``count_tokens(text)`` have
+body ``{"error": {"message", "type", "param", "code"}}`` (see :mod:`.limits` for size, depth, image and
+queue limits). Images are counted and their pixels summed from their headers before any is decoded
+(``max_images``, ``max_image_pixels``, ``max_request_pixels``: 400), and their decoded pixels are
+reserved against what all requests hold (``max_inflight_pixels``: 503) until the model call ends. A
+``response_format`` schema must pass :func:`~embeval.subjects.json_output.check_output_schema` (400,
+code ``invalid_schema``). Subjects that declare ``context_window`` (tokens) and ``count_tokens(text)`` have
 prompts checked against it (400, code ``context_length_exceeded``). Model calls run one at a time in
 a worker thread behind a bounded queue, so ``/health`` answers while calls wait.
 
@@ -25,16 +29,22 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from embeval.errors import ContextLengthError
+from embeval.errors import ContextLengthError, InvalidInputError
 from embeval.serving.limits import (
     ApiError,
+    HealthFirst,
+    Held,
     ModelQueue,
+    PixelBudget,
     ServerLimits,
     error_response,
     install_error_handlers,
-    read_json,
+    parse_body,
+    parse_limiter,
+    read_body,
 )
-from embeval.subjects.adapters.openai_chat import decode_data_url
+from embeval.subjects.adapters.openai_chat import image_to_rgb, open_data_url
+from embeval.subjects.json_output import check_output_schema
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 RESPONSE_FORMATS = ("text", "json_object", "json_schema")
@@ -57,7 +67,8 @@ def _is_number(v: Any) -> bool:
 
 @dataclass
 class ChatRequest:
-    """A validated chat request: decoded images, text-only messages, the schema and generation options."""
+    """A validated chat request: decoded images, text-only messages, the schema and generation options;
+    ``held``: the images' pixels in the server's :class:`~.limits.PixelBudget`, given back by :meth:`free`."""
 
     images: list
     messages: list[dict[str, str]]
@@ -65,9 +76,27 @@ class ChatRequest:
     gen: dict[str, Any]
     stream: bool
     include_usage: bool
+    held: Held
+
+    def free(self) -> None:
+        """Drop the decoded images and give their pixels back (once the model is done with them)."""
+        self.images = []
+        self.held.release()
 
 
-def _schema_from_response_format(rf: Any) -> Mapping[str, Any] | None:
+def _checked_schema(schema: Any, param: str, limits: ServerLimits | None) -> Mapping[str, Any]:
+    if not isinstance(schema, Mapping):
+        raise _bad(param, "must be a JSON Schema object", "invalid_type")
+    limits = limits or ServerLimits()
+    try:
+        check_output_schema(schema, max_bytes=limits.max_schema_bytes, max_depth=limits.max_schema_depth,
+                            max_output=limits.max_schema_output)
+    except InvalidInputError as exc:
+        raise _bad(param, str(exc), "invalid_schema") from None
+    return schema
+
+
+def _schema_from_response_format(rf: Any, limits: ServerLimits | None = None) -> Mapping[str, Any] | None:
     if rf is None:
         return None
     if not isinstance(rf, Mapping):
@@ -80,24 +109,34 @@ def _schema_from_response_format(rf: Any) -> Mapping[str, Any] | None:
         js = rf.get("json_schema")
         if not isinstance(js, Mapping):
             raise _bad("response_format.json_schema", "must be an object {\"name\": ..., \"schema\": {...}}", "invalid_type")
-        schema = js.get("schema", {})
-        if not isinstance(schema, Mapping):
-            raise _bad("response_format.json_schema.schema", "must be a JSON Schema object", "invalid_type")
-        return schema
-    if typ == "json_object":
-        schema = rf.get("schema") or {"type": "object"}  # llama.cpp's server takes a schema here too
-        if not isinstance(schema, Mapping):
-            raise _bad("response_format.schema", "must be a JSON Schema object", "invalid_type")
-        return schema
+        return _checked_schema(js.get("schema", {}), "response_format.json_schema.schema", limits)
+    if typ == "json_object":  # llama.cpp's server takes a schema here too
+        return _checked_schema(rf.get("schema") or {"type": "object"}, "response_format.schema", limits)
     return None
 
 
-def split_messages(messages: Any, max_pixels: int | None = None) -> tuple[list[Any], list[dict[str, str]]]:
-    """(decoded images, messages with text-only content) from OpenAI-style messages; :class:`ApiError`
-    400 naming the offending field (``messages[i].content[j]...``)."""
+def split_messages(messages: Any, max_pixels: int | None = None, limits: ServerLimits | None = None,
+                   budget: PixelBudget | None = None) -> tuple[list[Any], list[dict[str, str]], Held]:
+    """(decoded images, messages with text-only content, the images' pixels held in ``budget``) from
+    OpenAI-style messages; :class:`ApiError` 400 naming the offending field (``messages[i].content[j]...``).
+    With ``limits``, the images are counted (``max_images``) and their pixels summed
+    (``max_request_pixels``) from their headers before any is decoded; with ``budget`` their pixels are
+    reserved (503 when they do not fit) before decoding, and released again on any error here."""
     if not isinstance(messages, list) or not messages:
         raise _bad("messages", "must be a non-empty list of {\"role\": ..., \"content\": ...} objects", "invalid_type")
-    images: list[Any] = []
+    max_images = limits.max_images if limits else None
+    max_total = limits.max_request_pixels if limits else None
+    if max_images is not None:  # counted before any image is opened
+        n = 0
+        for i, m in enumerate(messages):
+            content = m.get("content") if isinstance(m, Mapping) else None
+            for j, part in enumerate(content if isinstance(content, list) else []):
+                n += isinstance(part, Mapping) and part.get("type") == "image_url"
+                if n > max_images:
+                    raise _bad(f"messages[{i}].content[{j}].image_url", f"more than {max_images} images in one request, "
+                               "the server's limit; send fewer (or raise serve.limits.max_images)", "too_many_images")
+    opened: list[tuple[str, Any]] = []  # (param, image opened lazily: header read, pixels not decoded)
+    total = 0
     flat: list[dict[str, str]] = []
     for i, m in enumerate(messages):
         where = f"messages[{i}]"
@@ -105,7 +144,7 @@ def split_messages(messages: Any, max_pixels: int | None = None) -> tuple[list[A
             raise _bad(where, "must be an object {\"role\": ..., \"content\": ...}", "invalid_type")
         role = m.get("role", "user")
         if role not in ROLES:
-            raise _bad(f"{where}.role", f"{role!r} is not one of {', '.join(ROLES)}")
+            raise _bad(f"{where}.role", f"{role!r:.40} is not one of {', '.join(ROLES)}")
         content = m.get("content")
         if content is None or isinstance(content, str):
             flat.append({"role": role, "content": content or ""})
@@ -129,17 +168,35 @@ def split_messages(messages: Any, max_pixels: int | None = None) -> tuple[list[A
                 if not isinstance(url, str):
                     raise _bad(f"{pw}.image_url", "must be {\"url\": \"data:image/png;base64,...\"}", "invalid_type")
                 try:
-                    images.append(decode_data_url(url, max_pixels=max_pixels))
+                    im = open_data_url(url, max_pixels=max_pixels)
                 except ValueError as exc:  # InvalidInputError
                     raise _bad(f"{pw}.image_url", str(exc), "invalid_image") from None
+                total += im.size[0] * im.size[1]
+                if max_total is not None and total > max_total:
+                    raise _bad(f"{pw}.image_url", f"the request's images up to this one hold {total} pixels, over the "
+                                                  f"server's limit of {max_total} per request; send fewer or smaller "
+                                                  "images (or raise serve.limits.max_request_pixels)", "images_too_large")
+                opened.append((f"{pw}.image_url", im))
             else:
-                raise _bad(f"{pw}.type", f"unsupported content part type {typ!r}; use text or image_url")
+                raise _bad(f"{pw}.type", f"unsupported content part type {str(typ)[:40]!r}; use text or image_url")
         flat.append({"role": role, "content": "\n".join(texts)})
-    return images, flat
+    held = budget.take(total) if budget is not None else Held()
+    images: list[Any] = []
+    try:
+        for param, im in opened:
+            try:
+                images.append(image_to_rgb(im))
+            except ValueError as exc:  # InvalidInputError: corrupt pixel data
+                raise _bad(param, str(exc), "invalid_image") from None
+    except BaseException:
+        held.release()
+        raise
+    return images, flat, held
 
 
-def parse_chat_request(body: Any, limits: ServerLimits) -> ChatRequest:
-    """Validate a ``/v1/chat/completions`` body (see module docstring); :class:`ApiError` 400 on any problem."""
+def parse_chat_request(body: Any, limits: ServerLimits, budget: PixelBudget | None = None) -> ChatRequest:
+    """Validate a ``/v1/chat/completions`` body (see module docstring); :class:`ApiError` 400 on any problem
+    (503 when ``budget`` cannot hold the images' pixels now). The caller frees the request (:meth:`ChatRequest.free`)."""
     if not isinstance(body, Mapping):
         raise ApiError(400, "the request body must be a JSON object with 'messages'", code="invalid_type")
     for key in ("tools", "functions", "tool_choice", "function_call", "audio", "modalities", "prediction"):
@@ -170,10 +227,11 @@ def parse_chat_request(body: Any, limits: ServerLimits) -> ChatRequest:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise _bad("model", "must be a string", "invalid_type")
-    schema = _schema_from_response_format(body.get("response_format"))
-    images, flat = split_messages(body.get("messages"), max_pixels=limits.max_image_pixels)
+    schema = _schema_from_response_format(body.get("response_format"), limits)
+    images, flat, held = split_messages(body.get("messages"), max_pixels=limits.max_image_pixels, limits=limits,
+                                        budget=budget)
     return ChatRequest(images=images, messages=flat, schema=schema, gen=gen, stream=bool(stream),
-                       include_usage=bool(opts and opts.get("include_usage")))
+                       include_usage=bool(opts and opts.get("include_usage")), held=held)
 
 
 def check_context(subject: Any, req: ChatRequest) -> int:
@@ -213,13 +271,14 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
     limits = limits or ServerLimits()
     name = model_name or subject.id
     queue = ModelQueue(limits.queue_size, name="openai")
+    pixels = PixelBudget(limits.max_inflight_pixels)
+    limiter = parse_limiter(limits)
     app = FastAPI(title=f"embeval OpenAI-compatible server: {name}")
-    app.state.queue = queue
+    app.state.queue, app.state.pixels = queue, pixels
     install_error_handlers(app, limits)
-
-    @app.get("/health")
-    async def health():
-        return {"status": "ok", "subject": subject.id, **queue.stats()}
+    # GET /health: answered by the outermost middleware, ahead of body limits, routing and parsing
+    app.add_middleware(HealthFirst, payload=lambda: {"status": "ok", "subject": subject.id, **queue.stats(),
+                                                     "image_pixels_held": pixels.held})
 
     @app.get("/v1/models")
     async def models():
@@ -240,14 +299,36 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
         cap = req.gen.get("max_tokens") or getattr(subject, "default_max_tokens", None)
         return text, n_prompt, n_out, finish_reason(n_out, cap)
 
+    def call_and_free(req: ChatRequest) -> tuple[str, int, int, str]:
+        try:
+            return call(req)
+        finally:  # the images go as soon as the model is done, even when the client has gone
+            req.free()
+
+    def parse_into(box: list, raw: bytes) -> ChatRequest:
+        box.append(parse_chat_request(parse_body(raw, limits), limits, pixels))  # in the box even if the task is cancelled
+        return box[0]
+
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
+        box: list[ChatRequest] = []
+        at_model = False
         try:
-            body = await read_json(request, limits)
-            req = await anyio.to_thread.run_sync(parse_chat_request, body, limits)  # decodes images off the loop
-            text, n_prompt, n_out, finish = await queue.run(call, req)
+            raw = await read_body(request, limits)
+            # JSON parsing, validation, schema checks and image decoding: off the loop, a few requests at a time
+            req = await anyio.to_thread.run_sync(parse_into, box, raw, limiter=limiter)
+            del raw
+            at_model = True  # from here on the model worker frees the request (call_and_free)
+            text, n_prompt, n_out, finish = await queue.run(call_and_free, req)
         except Exception as exc:
+            for r in box:  # e.g. the queue was full: it never reached the model (freeing twice does nothing)
+                r.free()
             return error_response(exc)
+        except BaseException:  # cancelled: free what the model worker will not
+            if not at_model:
+                for r in box:
+                    r.free()
+            raise
         usage = {"prompt_tokens": n_prompt, "completion_tokens": n_out, "total_tokens": n_prompt + n_out}
         base = {"id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "created": int(time.time()), "model": name,
                 "system_fingerprint": None}

@@ -15,7 +15,10 @@ own mapping, e.g. ``{"full_image": "third_person", "wrist_image": "wrist"}`` (th
 ``serve.cameras``); then every mapped field is required and an unmapped image field is an error.
 
 Errors answer 4xx (bad request) or 5xx (the policy failed) with OpenAI's error body
-``{"error": {"message", "type", "param", "code"}}``; size, depth and queue limits as in :mod:`.limits`.
+``{"error": {"message", "type", "param", "code"}}``; size, depth, image and queue limits as in
+:mod:`.limits` (an /act body holds at most ``max_images`` images of ``max_request_pixels`` pixels in all;
+the images of queued calls hold at most ``max_inflight_pixels``, more is 503). ``GET /health`` is
+answered ahead of everything else.
 """
 
 from dataclasses import dataclass, field
@@ -27,11 +30,16 @@ from embeval.action import Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.serving.limits import (
     ApiError,
+    HealthFirst,
     ModelQueue,
+    PixelBudget,
     ServerLimits,
     error_response,
     install_error_handlers,
+    parse_body,
     parse_json,
+    parse_limiter,
+    read_body,
     read_json,
 )
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
@@ -41,6 +49,7 @@ MAX_STATE_VALUES = 4096  # numbers in one proprioception field
 
 
 def _bad(param: str, message: str, code: str = "invalid_value") -> ApiError:
+    param = param if len(param) <= 80 else param[:77] + "..."  # a field name is the client's: keep replies short
     return ApiError(400, f"{param}: {message}", param=param, code=code)
 
 
@@ -98,6 +107,8 @@ def _as_state(value: Any, name: str) -> np.ndarray:
         arr = np.asarray(decode_array(value), dtype=np.float64).reshape(-1)
     except (InvalidInputError, ValueError, TypeError):
         raise _bad(name, "must be an array of numbers (json_numpy dict or list)", "invalid_type") from None
+    except OverflowError:  # an integer such as 10**400 has no float
+        raise _bad(name, "holds a number too large for a 64-bit float; send finite numbers below 1.8e308") from None
     if arr.size > MAX_STATE_VALUES or not np.all(np.isfinite(arr)):
         raise _bad(name, f"must hold at most {MAX_STATE_VALUES} finite numbers, got {arr.size} (NaN/inf refused)")
     return arr
@@ -132,6 +143,7 @@ def observation_from_payload(payload: Any, mapping: CameraMapping | None = None,
             raise ApiError(400, "the /act body misses 'instruction', a string", param="instruction", code="missing")
         raise _bad("instruction", f"must be a string, got {type(instruction).__name__}", "invalid_type")
     images: dict[str, np.ndarray] = {}
+    fields: list[str] = []  # the payload fields that held images
     state: dict[str, np.ndarray] = {}
     for key, value in payload.items():
         if key in mapping.cameras:
@@ -148,6 +160,16 @@ def observation_from_payload(payload: Any, mapping: CameraMapping | None = None,
                                 f"({', '.join(f'{k} -> {c}' for k, c in mapping.cameras.items())}); add it under "
                                 "serve.cameras in the subject spec or leave it out", "unmapped_camera")
             images[key] = _as_image(value, key, max_pixels)
+        if len(images) > len(fields):
+            fields.append(key)
+        if len(images) > limits.max_images:
+            raise _bad(key, f"more than {limits.max_images} images in one /act body, the server's limit; send fewer "
+                            "(or raise serve.limits.max_images)", "too_many_images")
+    pixels = sum(im.shape[0] * im.shape[1] for im in images.values())
+    if pixels > limits.max_request_pixels:
+        raise ApiError(400, f"the /act body's images hold {pixels} pixels, over the server's limit of "
+                            f"{limits.max_request_pixels} per request; send smaller images (or raise "
+                            "serve.limits.max_request_pixels)", param=fields[-1][:80], code="images_too_large")
     if mapping.explicit:
         missing = [k for k in mapping.cameras if k not in payload]
         if missing:
@@ -171,15 +193,16 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
     limits = limits or ServerLimits()
     mapping = CameraMapping.build(camera, cameras, state)
     queue = ModelQueue(limits.queue_size, name="openvla")
+    pixels = PixelBudget(limits.max_inflight_pixels)
+    limiter = parse_limiter(limits)
     current = {"instruction": None, "calls": 0}
     app = FastAPI(title=f"embeval OpenVLA-protocol server: {policy.id}")
-    app.state.queue = queue
+    app.state.queue, app.state.pixels = queue, pixels
     install_error_handlers(app, limits)
-
-    @app.get("/health")
-    async def health():
-        return {"status": "ok", "subject": policy.id, "calls": current["calls"], "cameras": mapping.cameras,
-                "state": mapping.state, **queue.stats()}
+    # GET /health: answered by the outermost middleware, ahead of body limits, routing and parsing
+    app.add_middleware(HealthFirst, payload=lambda: {
+        "status": "ok", "subject": policy.id, "calls": current["calls"], "cameras": mapping.cameras,
+        "state": mapping.state, **queue.stats(), "image_pixels_held": pixels.held})
 
     def do_reset(instruction: str) -> None:
         policy.reset(instruction)
@@ -188,7 +211,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
     @app.post("/reset")
     async def reset(request: Request):
         try:
-            body = await read_json(request, limits, empty={})
+            body = await read_json(request, limits, empty={}, limiter=limiter)
             if not isinstance(body, dict):
                 raise ApiError(400, "the /reset body must be a JSON object {\"instruction\": \"...\"} or empty",
                                code="invalid_type")
@@ -214,14 +237,30 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
         v[6] = gripper_from_embeval(v[6], gripper)
         return v.astype(np.float32)
 
+    def step_and_release(obs: Observation, held) -> np.ndarray:
+        try:
+            return step(obs)
+        finally:
+            held.release()
+
+    def parse_act(raw: bytes) -> Observation:
+        return observation_from_payload(parse_body(raw, limits), mapping, limits)
+
     @app.post("/act")
     async def act(request: Request):
+        held = None
         try:
-            payload = await read_json(request, limits)
-            obs = await anyio.to_thread.run_sync(observation_from_payload, payload, mapping, limits)
-            action = await queue.run(step, obs)
+            raw = await read_body(request, limits)
+            # JSON parsing and image checks in one worker call, a few requests at a time
+            obs = await anyio.to_thread.run_sync(parse_act, raw, limiter=limiter)
+            del raw
+            held = pixels.take(sum(im.shape[0] * im.shape[1] for im in obs.images.values()))
+            action = await queue.run(step_and_release, obs, held)
         except Exception as exc:
+            if held is not None:  # e.g. the queue was full (releasing twice does nothing)
+                held.release()
             return error_response(exc)
+        # cancelled (BaseException) once the pixels are held: the call was submitted, the model worker releases
         return JSONResponse(encode_array(action))
 
     return app

@@ -111,8 +111,14 @@ SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "limits"), "o
 def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
     """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai"), set up
     from the spec's ``serve`` mapping; ``overrides`` (``None`` values ignored) win over it. The limit
-    overrides are ``max_body_mb`` and ``queue_size``. ``subject``: an already loaded subject."""
-    from embeval.serving.limits import MAX_BODY_MB, ServerLimits, mib_to_bytes
+    overrides are ``max_body_mb``, ``queue_size``, ``max_images`` and ``max_request_mpixels``. ``subject``: an
+    already loaded subject."""
+    from embeval.serving.limits import (
+        MAX_BODY_MB,
+        ServerLimits,
+        mib_to_bytes,
+        mpixels_to_pixels,
+    )
     from embeval.subjects.registry import load_subject, read_spec
 
     spec = read_spec(spec)
@@ -130,7 +136,7 @@ def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
     if opts.get("limits") is not None and not isinstance(opts["limits"], Mapping):
         raise ConfigError(f"subject {spec.id!r}: field 'serve.limits' must be a mapping, e.g. {{max_body_mb: 32}}")
     limits = ServerLimits.from_mapping(opts.pop("limits", None))
-    limit_over = {"max_body_mb": overrides.pop("max_body_mb", None), "queue_size": overrides.pop("queue_size", None)}
+    limit_over = {k: overrides.pop(k, None) for k in ("max_body_mb", "queue_size", "max_images", "max_request_mpixels")}
     if limit_over["max_body_mb"] is not None:  # the bodies held at once must fit at least one body
         body = mib_to_bytes(limit_over["max_body_mb"], "--max-body-mb", upper_mib=MAX_BODY_MB)
         limits = replace(limits, max_body_bytes=body, max_inflight_bytes=max(body, limits.max_inflight_bytes))
@@ -139,6 +145,15 @@ def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
         if isinstance(q, bool) or not isinstance(q, int) or q < 1:
             raise ConfigError(f"--queue-size must be a whole number >= 1, got {q!r}")
         limits = replace(limits, queue_size=q)
+    if limit_over["max_images"] is not None:
+        n = limit_over["max_images"]
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"--max-images must be a whole number >= 1, got {n!r}")
+        limits = replace(limits, max_images=n)
+    if limit_over["max_request_mpixels"] is not None:  # one image may not pass it; all requests hold at least one
+        px = mpixels_to_pixels(limit_over["max_request_mpixels"], "--max-request-mpixels")
+        limits = replace(limits, max_request_pixels=px, max_image_pixels=min(limits.max_image_pixels, px),
+                         max_inflight_pixels=max(limits.max_inflight_pixels, px))
     opts.update({k: v for k, v in overrides.items() if v is not None})
     subject = subject if subject is not None else load_subject(spec)
     if protocol == "openvla":

@@ -2,12 +2,14 @@
 
 They are real subjects (they satisfy the protocols and load from YAML with ``adapter: scripted``),
 with rule-based answers: the same input always gives the same output, JSON answers are always
-valid against the requested schema, and every call is recorded in ``calls`` for assertions.
+valid against the requested schema, and the latest calls are recorded in ``calls`` for assertions
+(a :class:`CallLog`: bounded, so a long-running server holding one does not grow per request).
 They are plumbing, never opinions: do not report scores from them as model results.
 """
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -63,6 +65,39 @@ def _rules(rules: Sequence[Rule | Mapping[str, Any] | tuple] | None) -> list[Rul
     return out
 
 
+#: calls a scripted subject keeps in ``calls`` (the oldest are dropped)
+KEEP_CALLS = 100
+#: characters of message text the kept calls may hold together (the newest call is always kept)
+KEEP_CHARS = 1 << 20
+
+
+def _chars(record: Mapping[str, Any]) -> int:
+    """Characters of prompt text a call record holds (message contents, prompt, options)."""
+    n = len(str(record.get("prompt", "")))
+    for m in record.get("messages") or []:
+        c = m.get("content", "") if isinstance(m, Mapping) else ""
+        n += len(c) if isinstance(c, str) else sum(len(str(p.get("text", ""))) for p in c if isinstance(p, Mapping))
+    return n + sum(len(str(o)) for o in record.get("options") or [])
+
+
+class CallLog(deque):
+    """The latest calls a scripted subject answered, oldest first: at most :data:`KEEP_CALLS` records whose
+    text is at most :data:`KEEP_CHARS` characters together (the newest is kept whatever its size).
+    ``total`` counts every call ever recorded."""
+
+    def __init__(self, keep: int = KEEP_CALLS, keep_chars: int = KEEP_CHARS):
+        super().__init__(maxlen=keep)
+        self.keep_chars, self.total, self._sizes = keep_chars, 0, deque(maxlen=keep)
+
+    def append(self, record: dict[str, Any]) -> None:
+        super().append(record)
+        self._sizes.append(_chars(record))
+        self.total += 1
+        while len(self) > 1 and sum(self._sizes) > self.keep_chars:
+            self.popleft()
+            self._sizes.popleft()
+
+
 def _tokens(text: str) -> set[str]:
     return set(re.findall(r"[a-z0-9]+", text.lower()))
 
@@ -83,7 +118,7 @@ class ScriptedLLM:
         self.default = default
         self.seed = seed
         self.context_window = int(context_window) if context_window else None  # tokens, as count_tokens counts them
-        self.calls: list[dict[str, Any]] = []
+        self.calls = CallLog()
 
     def count_tokens(self, text: str) -> int:
         """This model's tokens: words and single punctuation marks (``\\w+|[^\\w\\s]``)."""
@@ -150,7 +185,7 @@ class ScriptedVLM:
         self.id = id
         self.rules = _rules(rules)
         self.default = default
-        self.calls: list[dict[str, Any]] = []
+        self.calls = CallLog()
 
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
         images = [check_image(im, f"images[{i}]") for i, im in enumerate(images)]

@@ -46,9 +46,10 @@ def image_data_url(img: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
     return f"data:image/{mime};base64,{base64.b64encode(buf.getvalue()).decode()}"
 
 
-def decode_data_url(url: str, max_pixels: int | None = None) -> np.ndarray:
-    """Inverse of :func:`image_data_url`: an RGB uint8 array. :class:`InvalidInputError` for anything
-    that is not a base64 image data URL holding a readable, non-empty image of at most ``max_pixels``."""
+def open_data_url(url: str, max_pixels: int | None = None):
+    """The image in a base64 image data URL, opened lazily (a ``PIL.Image``: its header read and its size
+    checked, no pixel decoded yet). :class:`InvalidInputError` for anything that is not a base64 image data
+    URL holding a readable image of 1 to ``max_pixels`` pixels."""
     from PIL import Image
 
     if not isinstance(url, str) or not url.startswith("data:image/") or ";base64," not in url:
@@ -66,11 +67,23 @@ def decode_data_url(url: str, max_pixels: int | None = None) -> np.ndarray:
                                 "send a PNG or JPEG file") from None
     if w * h == 0 or (max_pixels is not None and w * h > max_pixels):
         raise InvalidInputError(f"the image is {w}x{h} pixels; send an image of 1 to {max_pixels or 'any number of'} pixels")
+    return im
+
+
+def image_to_rgb(im) -> np.ndarray:
+    """Decode an image :func:`open_data_url` opened to an RGB uint8 array; :class:`InvalidInputError` for
+    corrupt or truncated pixel data."""
     try:
         arr = np.asarray(im.convert("RGB"), dtype=np.uint8)
     except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt pixel data
         raise InvalidInputError(f"the image in the data URL is corrupt ({type(exc).__name__}: {exc})") from None
     return check_image(arr)
+
+
+def decode_data_url(url: str, max_pixels: int | None = None) -> np.ndarray:
+    """Inverse of :func:`image_data_url`: an RGB uint8 array. :class:`InvalidInputError` for anything
+    that is not a base64 image data URL holding a readable, non-empty image of at most ``max_pixels``."""
+    return image_to_rgb(open_data_url(url, max_pixels))
 
 
 class OpenAIChatClient:
