@@ -115,6 +115,25 @@ def test_a_missing_card_image_is_named_as_in_the_sequential_run(tmp_path):
     assert _no_workers_left()
 
 
+def test_a_jpeg_card_is_converted_before_the_workers_start(tmp_path):
+    """An item's two layouts run at once on two workers; its JPEG card's loadable PNG copy is written first, here."""
+    from dataclasses import replace
+
+    from PIL import Image
+
+    from embeval.act2answer.vector import convert_textures_first
+
+    its = generate_items(tmp_path, ["color"], per_category=1, seed=0)
+    jpg = tmp_path / "left.jpg"
+    Image.open(its[0].left_image).convert("RGB").save(jpg, quality=95)
+    its = [replace(its[0], left_image=str(jpg))]
+    assert convert_textures_first(its) == 1 and convert_textures_first(generate_items(tmp_path / "b", ["shape"], 1)) == 0
+    spec = EpisodeSpec(max_steps=30)
+    seq = list(run_items(BackendExpert(spec), its, spec))
+    vec = list(run_items_vector(BackendExpert(spec), its, spec, num_envs=2))
+    assert records_equal(vec, seq) and [r.zone for r in vec] == ["correct", "correct"]
+
+
 # ----------------------------------------------------------------------------------------- the engine, no simulator
 class CountingTask:
     """A task without a simulator: unit ``(name, length)`` asks ``length`` actions; observation k of an episode

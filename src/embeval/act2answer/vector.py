@@ -90,6 +90,32 @@ class Act2AnswerTask:
         return f"item {item.id!r} ({layout})"
 
 
+def convert_textures_first(items: Iterable[BinaryItem]) -> int:
+    """Write the simulator-loadable copies of the items' card images that are not 8-bit RGB PNGs
+    (:func:`embeval.sim.textures.loadable`) in this process, before any worker starts: two workers loading one
+    card at once (an item's two layouts) would otherwise both write its copy and one could read it half-written.
+    Reads 26 header bytes of a PNG to skip it; a missing or unreadable image is left for its episode to report,
+    in order. Returns how many were converted."""
+    from embeval.sim.textures import loadable
+
+    done, n = set(), 0
+    for item in items:
+        for path in (item.left_image, item.right_image, item.context_image):
+            if not path or path in done:
+                continue
+            done.add(path)
+            try:
+                with open(path, "rb") as f:
+                    head = f.read(26)
+                if head[:8] == b"\x89PNG\r\n\x1a\n" and len(head) == 26 and head[24] == 8 and head[25] == 2:
+                    continue  # used as is
+                loadable(path, f"item {item.id!r}: card image")
+                n += 1
+            except (OSError, EmbevalError):
+                continue
+    return n
+
+
 def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
                      layouts: tuple[str, ...] = ("original", "swapped"), keep_actions: bool = True,
                      obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
@@ -113,7 +139,9 @@ def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | No
     expert = isinstance(policy, BackendExpert)
     task = Act2AnswerTask(_picklable_backend(be), spec, tuple(obs_size or obs_size_for(policy)), obs_cameras_for(policy),
                           dict(aliases or {}), keep_actions, expert)
+    items = list(items)
     units = [(item, layout, derive_seed(seed, item.id, layout)) for item in items for layout in layouts]
+    convert_textures_first(items)
     if expert:
         slots = None
     else:

@@ -353,6 +353,8 @@ def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: in
     n_slots = min(num_envs, len(units))
     n_workers = max(1, min(n_slots, workers if workers else (os.cpu_count() or 1)))
     ctx = mp.get_context(start_method)
+    if start_method == "forkserver":  # the server (started once per process) imports the task's module for every fork
+        ctx.set_forkserver_preload([type(task).__module__])
     pid = str(getattr(policy, "id", "")) if policy is not None else ""
     spec = getattr(policy, "action_spec", None) if policy is not None else None
     prof = profile
