@@ -45,15 +45,21 @@ BOMB_LINE = ("is refused (line 9, column 6: its aliases expand to more than 1000
 GOOD = "evaluator: synthetic\nitems: {source: synthetic, count: 2}\nbackend: {progress: false}\n"
 
 
-#: `python -m embeval.cli ARGV` with its address space limited first: a runaway child cannot take the machine down
-LIMITED_CLI = ("import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, ({0}, {0})); "
+#: `python -m embeval.cli ARGV` with its address space limited first: a runaway child cannot take the machine down.
+#: At exit it writes its own peak RSS (VmHWM of its own address space) to $EMBEVAL_TEST_HWM: wait4's ru_maxrss is no
+#: measure here, since Linux carries the forking parent's high-water mark (the whole test process, GBs with torch
+#: loaded) across exec into the child's
+LIMITED_CLI = ("import atexit, os, resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, ({0}, {0})); "
+               "atexit.register(lambda: open(os.environ['EMBEVAL_TEST_HWM'], 'w').write("
+               "next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])); "
                "sys.argv[0] = 'embeval'; runpy.run_module('embeval.cli', run_name='__main__', alter_sys=True)")
 
 
 def _cli(cwd: Path, *argv) -> tuple[int, str, str, float, float]:
     """``embeval ARGV`` in its own process in ``cwd``: (exit code, stdout, stderr, seconds, peak RSS in MiB)."""
+    hwm = Path(tempfile.mkdtemp(prefix="embeval-hwm-")) / "kib"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT / "analysis"),
-                                                       os.environ.get("PYTHONPATH", "")]))
+                                                       os.environ.get("PYTHONPATH", "")]), EMBEVAL_TEST_HWM=str(hwm))
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:  # outside the sandbox
         p = subprocess.Popen([sys.executable, "-c", LIMITED_CLI.format(ADDRESS_SPACE), *map(str, argv)], cwd=cwd, env=env,
@@ -61,7 +67,7 @@ def _cli(cwd: Path, *argv) -> tuple[int, str, str, float, float]:
         killer = threading.Timer(KILL_AFTER_S, lambda: os.kill(p.pid, signal.SIGKILL))
         killer.start()
         try:
-            _, status, usage = os.wait4(p.pid, 0)
+            _, status, _usage = os.wait4(p.pid, 0)
         finally:
             killer.cancel()
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -69,7 +75,10 @@ def _cli(cwd: Path, *argv) -> tuple[int, str, str, float, float]:
         fo.seek(0)
         fe.seek(0)
         texts = fo.read(), fe.read()
-    return p.returncode, texts[0], texts[1], seconds, usage.ru_maxrss / 1024  # ru_maxrss: KiB on Linux
+    peak_kib = float(hwm.read_text()) if hwm.exists() else float("inf")  # killed before its exit: unknown
+    hwm.unlink(missing_ok=True)
+    hwm.parent.rmdir()
+    return p.returncode, texts[0], texts[1], seconds, peak_kib / 1024
 
 
 def _tree(root: Path) -> set[str]:

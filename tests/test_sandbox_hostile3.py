@@ -329,6 +329,8 @@ def _is_job_of(proc_dir: str, parent_pid: int) -> bool:
         if b'"proto_fd"' not in Path(proc_dir, "cmdline").read_bytes():
             return False
         st = Path(proc_dir, "status").read_text()
+        if not st.startswith("Name:\tpython"):
+            return False  # bwrap's own set-up child before it runs the runner
         if len(next(ln for ln in st.splitlines() if ln.startswith("NSpid:")).split()) <= 2:
             return False  # not in a PID namespace: bwrap itself
         bwrap = int(next(ln for ln in st.splitlines() if ln.startswith("PPid:")).split()[1])

@@ -209,6 +209,13 @@ if cfg["drop"]:  # started by root: uid 0 here is host root, kept only for the s
     if ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0) != 0:
         os.write(2, b"sandbox: refusing to run: cannot arm the parent-death signal\n")
         os._exit(125)
+    # a caller that died before the signal was armed again left no one to kill the job: its end of stdin is
+    # closed then (only the caller holds it), so stop here
+    import select
+    _p = select.poll(); _p.register(0, select.POLLIN)
+    if any(ev & select.POLLHUP for _, ev in _p.poll(0)):
+        os.write(2, b"sandbox: the caller is gone; not running\n")
+        os._exit(125)
 if cfg["uid"] is not None:  # isolated: the job must be the sandbox uid with no capability it can use
     st = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
     caps = {k: int(st[k], 16) for k in ("CapPrm", "CapEff", "CapAmb", "CapInh")}
