@@ -122,22 +122,29 @@ def read_jsonl(path, what: str = "file", fix: str = "", missing: str = "", max_b
     """The records of a JSON-lines text file (see :func:`read_text`) as ``(line number, object)``, blank lines
     skipped. ``missing``: the :class:`MissingFileError` message when ``path`` is not a file; :class:`ConfigError`
     in one line naming the file and line, ending in ``fix``, when a line is not valid JSON or not an object."""
-    import json
     from pathlib import Path
 
     if missing and not Path(path).is_file():
         raise MissingFileError(missing)
+    return jsonl_records(read_text(path, what, max_bytes, utf8_fix), f"{what} {path}", fix)
+
+
+def jsonl_records(text: str, where: str, fix: str = "") -> list[tuple[int, dict]]:
+    """The records of JSON-lines ``text`` as ``(line number, object)``, blank lines skipped; :class:`ConfigError`
+    in one line (``where`` line N ..., ending in ``fix``) for a line that is not valid JSON or not an object."""
+    import json
+
     tail = f"; {fix}" if fix else ""
     out = []
-    for n, line in enumerate(read_text(path, what, max_bytes, utf8_fix).splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             rec = json.loads(line)
         except ValueError as exc:
-            raise ConfigError(f"{what} {path} line {n} is not valid JSON ({exc.msg}){tail}") from None
+            raise ConfigError(f"{where} line {n} is not valid JSON ({exc.msg}){tail}") from None
         if not isinstance(rec, dict):
-            raise ConfigError(f"{what} {path} line {n} is a JSON {type(rec).__name__}, not an object{tail}")
+            raise ConfigError(f"{where} line {n} is a JSON {type(rec).__name__}, not an object{tail}")
         out.append((n, rec))
     return out
 

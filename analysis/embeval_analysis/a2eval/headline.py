@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,7 +133,7 @@ def read_item_scores(path: str | Path, max_bytes: int | None = None) -> list[tup
     ``.jsonl``/``.ndjson``/``.json`` or the first non-blank character is ``{``; CSV otherwise. Read bounded
     (``max_bytes``, default :data:`MAX_FILE_BYTES`); :class:`ConfigError` in one line naming the file, the line and
     the fix for anything else."""
-    from embeval.errors import MissingFileError, read_text
+    from embeval.errors import MissingFileError, jsonl_records, read_text
 
     p = Path(path)
     if p.is_dir():
@@ -154,16 +153,8 @@ def read_item_scores(path: str | Path, max_bytes: int | None = None) -> list[tup
     jsonl = p.suffix.lower() in (".jsonl", ".ndjson", ".json") or text.lstrip().startswith("{")
     rows: list[tuple[str, str, float]] = []
     if jsonl:
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
+        for n, rec in jsonl_records(text, f"score file {p}", _FIX):
             where = f"score file {p} line {n}"
-            try:
-                rec = json.loads(line)
-            except ValueError as exc:
-                raise ConfigError(f"{where} is not valid JSON ({exc.msg}); {_FIX}") from None
-            if not isinstance(rec, dict):
-                raise ConfigError(f"{where} is a JSON {type(rec).__name__}, not an object; {_FIX}")
             missing = [k for k in REQUIRED if k not in rec]
             if missing:
                 raise ConfigError(f"{where} has no {', '.join(missing)}; {_FIX}")

@@ -124,16 +124,22 @@ class ServerLimits:
         return cls(**data)
 
 
+def _positive_units(value: Any, name: str, unit: str, scale: float, upper: float) -> int:
+    """``value`` ``unit`` as a whole count (``value * scale``, at least 1); :class:`ConfigError` naming ``name``
+    unless it is a finite number in (0, ``upper``]."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        v = math.nan
+    if isinstance(value, bool) or not 0 < v <= upper:  # NaN fails the comparison too
+        raise ConfigError(f"{name} must be a number of {unit} in (0, {upper:g}], got {value!r}")
+    return max(1, int(v * scale))
+
+
 def mib_to_bytes(value: Any, name: str, upper_mib: float = MAX_BODY_MB * 16) -> int:
     """``value`` MiB as whole bytes; :class:`ConfigError` naming ``name`` unless it is a finite number in
     (0, ``upper_mib``]."""
-    try:
-        mib = float(value)
-    except (TypeError, ValueError):
-        mib = math.nan
-    if isinstance(value, bool) or not 0 < mib <= upper_mib:  # NaN fails the comparison too
-        raise ConfigError(f"{name} must be a number of MiB in (0, {upper_mib:g}], got {value!r}")
-    return max(1, int(mib * MiB))
+    return _positive_units(value, name, "MiB", MiB, upper_mib)
 
 
 #: the largest ``--max-request-mpixels`` (megapixels; 3 GiB of RGB)
@@ -143,13 +149,7 @@ MAX_REQUEST_MPIXELS = 1024
 def mpixels_to_pixels(value: Any, name: str, upper: float = MAX_REQUEST_MPIXELS) -> int:
     """``value`` megapixels (10**6 pixels) as whole pixels; :class:`ConfigError` naming ``name`` unless it is a
     finite number in (0, ``upper``]."""
-    try:
-        mp = float(value)
-    except (TypeError, ValueError):
-        mp = math.nan
-    if isinstance(value, bool) or not 0 < mp <= upper:  # NaN fails the comparison too
-        raise ConfigError(f"{name} must be a number of megapixels in (0, {upper:g}], got {value!r}")
-    return max(1, int(mp * 1e6))
+    return _positive_units(value, name, "megapixels", 1e6, upper)
 
 
 class ApiError(Exception):
