@@ -219,6 +219,9 @@ def test_forkserver_and_one_worker_for_many_environments():
     out = list(run_vectorised(pol, units, CountingTask(), num_envs=4, workers=1, start_method="forkserver"))
     assert [r["unit"] for _, r in out] == [u for u, _ in units]
     assert len({r["pid"] for _, r in out}) == 1 and max(len(c) for c in pol.calls) == 4
+    for bad in (0, -1, 65, 1.5, True):
+        with pytest.raises(ConfigError, match=r"workers must be a whole number in 1\.\.64"):
+            list(run_vectorised(pol, units, CountingTask(), num_envs=2, workers=bad))
     with pytest.raises(ConfigError, match="start_method must be one of spawn, forkserver, fork"):
         list(run_vectorised(pol, units, CountingTask(), num_envs=2, start_method="threads"))
 
@@ -327,3 +330,43 @@ def test_maniskill_episodes_equal_the_sequential_run(tmp_path):
     vec = list(run_items_vector(drift, its, spec, backend="maniskill", num_envs=2, workers=1, profile=prof))
     assert records_equal(vec, seq) and [r.steps for r in vec] == [3, 3]
     assert prof.workers == 1 and prof.steps == 3 and prof.actions == 6
+
+
+def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
+    """A real SIGINT to `embeval act2answer run --num-envs 3` mid-run: exit 130 within seconds, no worker left."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+    import yaml
+
+    from embeval.cli import main
+
+    suite = tmp_path / "suite"
+    assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "30"]) == 0
+    pol = tmp_path / "hold.yaml"
+    pol.write_text(yaml.safe_dump({"id": "hold", "kind": "policy", "adapter": "scripted",
+                                   "params": {"vector": [0, 0, 0, 0, 0, 0, 1]}}))
+    cmd = [sys.executable, "-m", "embeval.cli", "act2answer", "run", "--items", str(suite / "items.jsonl"),
+           "--policy", str(pol), "--num-envs", "3", "--out", str(tmp_path / "res")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 - a shell's & ignores it
+    try:
+        me = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 120
+        workers = []
+        while time.monotonic() < deadline and len(workers) < 2:  # the two environment workers are up
+            workers = [c for c in me.children() if "spawn_main" in " ".join(c.cmdline())]
+            time.sleep(0.2)
+        assert len(workers) == 2, me.children()
+        time.sleep(1.5)  # episodes running
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "interrupted" in err and "Traceback" not in err
+    psutil.wait_procs(workers, timeout=10)
+    assert not [w for w in workers if w.is_running() and w.status() != psutil.STATUS_ZOMBIE]

@@ -345,13 +345,16 @@ def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: in
     num_envs = check_num_envs(num_envs)
     if start_method not in START_METHODS:
         raise ConfigError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_ENVS):
+        raise ConfigError(f"workers must be a whole number in 1..{MAX_ENVS} (worker processes) or None (one per CPU, "
+                          f"at most num_envs), got {workers!r}"[:200])
     if groups not in (1, 2) or isinstance(groups, bool):
         raise ConfigError(f"groups must be 1 (lockstep) or 2 (two alternating halves), got {groups!r}")
     units = list(units)
     if not units:
         return
     n_slots = min(num_envs, len(units))
-    n_workers = max(1, min(n_slots, workers if workers else (os.cpu_count() or 1)))
+    n_workers = max(1, min(n_slots, workers or os.cpu_count() or 1))
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":  # the server (started once per process) imports the task's module for every fork
         ctx.set_forkserver_preload([type(task).__module__])
