@@ -29,6 +29,12 @@ SYSCTLS = ["/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches", "/proc/s
            "/proc/sysrq-trigger"]
 
 
+#: job code: open_for_write(paths) -> {path: "OPENED" or the errno name}, probing without writing
+OPEN_FOR_WRITE = ("import os, errno\ndef open_for_write(paths):\n    out = {}\n    for p in paths:\n        try:\n"
+                  "            os.close(os.open(p, os.O_WRONLY))\n            out[p] = 'OPENED'\n"
+                  "        except OSError as e:\n            out[p] = errno.errorcode[e.errno]\n    return out\n")
+
+
 def run(code, **kw):
     return run_sandboxed(code, "f", kw.pop("inputs", [[1]]), kw.pop("limits", L), **kw)
 
@@ -76,10 +82,7 @@ def look_runner(seen: dict) -> str:
 
 def test_kernel_wide_settings_cannot_be_opened_for_writing():
     before = {p: Path(p).read_text() for p in SYSCTLS if p.startswith("/proc/sys") and os.access(p, os.R_OK)}
-    code = ("import os, errno\ndef f(paths):\n    out = {}\n    for p in paths:\n        try:\n"
-            "            os.close(os.open(p, os.O_WRONLY))\n            out[p] = 'OPENED'\n"
-            "        except OSError as e:\n            out[p] = errno.errorcode[e.errno]\n"
-            "    out['listing'] = sorted(os.listdir('/proc/sys'))\n    return out\n")
+    code = OPEN_FOR_WRITE + "def f(paths):\n    out = open_for_write(paths)\n    out['listing'] = sorted(os.listdir('/proc/sys'))\n    return out\n"
     r = run(code, inputs=[[SYSCTLS]])
     assert r.ok and not r.load_error, r.first_error()
     out = r.outputs[0]
@@ -249,11 +252,9 @@ def test_syscalls_reaching_machine_wide_state_are_refused():
 
 
 def test_more_machine_wide_proc_files_are_covered():
-    code = ("import os\ndef f(x):\n    out = {}\n    for p in ('/proc/pressure/memory', '/proc/cmdline'):\n"
-            "        try:\n            os.close(os.open(p, os.O_WRONLY))\n            out[p] = 'OPENED'\n"
-            "        except OSError as e:\n            out[p] = e.strerror\n"
-            "    try:\n        out['cmdline'] = open('/proc/cmdline').read()\n    except OSError as e:\n"
-            "        out['cmdline'] = e.strerror\n    return out\n")
+    code = OPEN_FOR_WRITE + ("def f(x):\n    out = open_for_write(['/proc/pressure/memory', '/proc/cmdline'])\n"
+                             "    try:\n        out['cmdline'] = open('/proc/cmdline').read()\n    except OSError as e:\n"
+                             "        out['cmdline'] = e.strerror\n    return out\n")
     r = run(code)
     assert r.ok and not r.load_error, r.first_error()
     out = r.outputs[0]
