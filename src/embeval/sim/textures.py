@@ -6,7 +6,9 @@ Kinds: ``wood_grain``, ``checker``, ``speckle``, ``fabric``. Images are RGB uint
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,8 +109,10 @@ def texture_file(rgb: np.ndarray, folder: str | Path | None = None) -> str:
     folder.mkdir(parents=True, exist_ok=True)
     h = hashlib.sha256(rgb.tobytes() + str(rgb.shape).encode()).hexdigest()[:20]
     path = folder / f"{h}.png"
-    if not path.exists():
-        Image.fromarray(rgb).save(path)
+    if not path.exists():  # written aside, then renamed: a concurrent reader never sees half a PNG
+        tmp = folder / f".{h}.{os.getpid()}.{threading.get_ident()}.tmp.png"
+        Image.fromarray(rgb).save(tmp)
+        os.replace(tmp, path)
     return str(path)
 
 
