@@ -59,6 +59,13 @@ def register(sub) -> None:
                            help="camera name the 'image' / 'full_image' field is given as (default third_person; a spec's "
                                 "serve.cameras maps several fields, e.g. {full_image: third_person, wrist_image: wrist})")
             p.add_argument("--gripper", default=None, help="gripper convention of the replies (default open1, OpenVLA's)")
+            p.add_argument("--max-batch-size", type=_batch_size, default=None,
+                           help="answer up to N concurrent /act requests with one batched policy call, 1..1024 (default: "
+                                "the spec's serve.max_batch_size, else 1 = one policy.act per request); each request's "
+                                "episode is its 'episode' field, else its instruction")
+            p.add_argument("--max-wait-ms", type=_wait_ms, default=None,
+                           help="milliseconds a batch waits for more requests after its first, in [0, 10000] (default: "
+                                "spec, else 5); only with --max-batch-size > 1")
         p.set_defaults(func=_serve, protocol=name)
 
 
@@ -72,6 +79,29 @@ def _mpixels(text: str) -> float:
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc).replace("value must be", "must be")) from None
     return float(text)
+
+
+def _batch_size(text: str) -> int:
+    """argparse ``type=`` for ``--max-batch-size``: a whole number in 1..MAX_BATCH_SIZE."""
+    from embeval.serving.batching import MAX_BATCH_SIZE
+
+    value = positive_int(text)
+    if value > MAX_BATCH_SIZE:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE}, got {value}")
+    return value
+
+
+def _wait_ms(text: str) -> float:
+    """argparse ``type=`` for ``--max-wait-ms``: finite milliseconds in [0, MAX_WAIT_MS]."""
+    from embeval.serving.batching import MAX_WAIT_MS
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= MAX_WAIT_MS:
+        raise argparse.ArgumentTypeError(f"must be a number of milliseconds in [0, {MAX_WAIT_MS:g}], got {text!r}")
+    return value
 
 
 def _list(args) -> int:
@@ -141,12 +171,16 @@ def _serve(args) -> int:
     over = {"max_body_mb": args.max_body_mb, "queue_size": args.queue_size, "max_images": args.max_images,
             "max_request_mpixels": args.max_request_mpixels}
     if args.protocol == "openvla":
-        over.update(camera=args.camera, gripper=args.gripper)
+        over.update(camera=args.camera, gripper=args.gripper, max_batch_size=args.max_batch_size,
+                    max_wait_ms=args.max_wait_ms)
     app = app_from_spec(spec, args.protocol, **over)
 
     def announce(port: int) -> None:
         if args.protocol == "openvla":
-            print(f"serving policy {spec.id!r} under the OpenVLA protocol: POST http://{args.host}:{port}/act", flush=True)
+            batch = app.state.queue.stats().get("max_batch_size", 1)
+            how = f" (batches of up to {batch})" if batch > 1 else ""
+            print(f"serving policy {spec.id!r} under the OpenVLA protocol{how}: POST http://{args.host}:{port}/act",
+                  flush=True)
         else:
             print(f"serving {spec.kind} {spec.id!r}: base_url http://{args.host}:{port}/v1 (model {spec.id!r})", flush=True)
 

@@ -21,6 +21,7 @@ the images of queued calls hold at most ``max_inflight_pixels``, more is 503). `
 answered ahead of everything else.
 """
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -181,10 +182,37 @@ def observation_from_payload(payload: Any, mapping: CameraMapping | None = None,
     return Observation(images=images, instruction=instruction, state=state)
 
 
+MAX_EPISODE_CHARS = 256  # characters of an "episode" name
+
+
+def episode_key(payload: Mapping[str, Any], instruction: str) -> tuple[str, Any]:
+    """The episode an /act body belongs to in a batching server: its ``"episode"`` field (an embeval
+    extension: a string of 1..256 characters or an integer) when given, else its instruction (one episode
+    per instruction, as a batch-1 server that resets on a changed instruction keeps)."""
+    ep = payload.get("episode")
+    if ep is None:
+        return ("instruction", instruction)
+    if isinstance(ep, bool) or not isinstance(ep, (str, int)):
+        raise _bad("episode", f"must be a string or an integer naming the client's episode, got {type(ep).__name__}",
+                   "invalid_type")
+    if isinstance(ep, str) and not 1 <= len(ep) <= MAX_EPISODE_CHARS:
+        raise _bad("episode", f"must be 1..{MAX_EPISODE_CHARS} characters, got {len(ep)}")
+    if isinstance(ep, int) and not -2 ** 63 <= ep < 2 ** 63:
+        raise _bad("episode", "must be an integer that fits 64 bits (or a string)")
+    return ("episode", ep)
+
+
 def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1",
                cameras: Mapping[str, str] | None = None, state: Mapping[str, str] | None = None,
-               limits: ServerLimits | None = None):
-    """A FastAPI app serving ``policy`` (an embeval Policy) under the OpenVLA REST protocol."""
+               limits: ServerLimits | None = None, max_batch_size: int = 1, max_wait_ms: float = 5.0,
+               max_episodes: int = 256):
+    """A FastAPI app serving ``policy`` (an embeval Policy) under the OpenVLA REST protocol.
+
+    ``max_batch_size`` > 1: concurrent /act requests are answered in batches of up to that many by one
+    batched policy call (:func:`~embeval.subjects.protocols.batched`), the batch waiting at most
+    ``max_wait_ms`` milliseconds to fill; each request's episode (:func:`episode_key`) is a slot of the
+    policy, at most ``max_episodes`` of them live (the least recently used one is ended for a new one).
+    1 (the default): one ``policy.act`` per request, the policy reset whenever the instruction changes."""
     import anyio
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
@@ -192,6 +220,14 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
     check_gripper(gripper)
     limits = limits or ServerLimits()
     mapping = CameraMapping.build(camera, cameras, state)
+    from embeval.serving.batching import check_batching
+
+    check_batching(max_batch_size, max_wait_ms, limits.queue_size)
+    if max_batch_size != 1:
+        if isinstance(max_episodes, bool) or not isinstance(max_episodes, int) or max_episodes < max_batch_size:
+            raise ConfigError(f"serve.max_episodes must be a whole number >= --max-batch-size ({max_batch_size}), "
+                              f"got {max_episodes!r}")
+        return _batching_app(policy, gripper, mapping, limits, max_batch_size, max_wait_ms, max_episodes)
     queue = ModelQueue(limits.queue_size, name="openvla")
     pixels = PixelBudget(limits.max_inflight_pixels)
     limiter = parse_limiter(limits)
@@ -261,6 +297,145 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
                 held.release()
             return error_response(exc)
         # cancelled (BaseException) once the pixels are held: the call was submitted, the model worker releases
+        return JSONResponse(encode_array(action))
+
+    return app
+
+
+def _batching_app(policy: Any, gripper: str, mapping: CameraMapping, limits: ServerLimits, max_batch_size: int,
+                  max_wait_ms: float, max_episodes: int):
+    """The OpenVLA-protocol app of :func:`create_app` with ``max_batch_size`` > 1."""
+    import collections
+
+    import anyio
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    from embeval.serving.batching import BatchQueue
+    from embeval.subjects.protocols import batched
+
+    bp = batched(policy)
+    live: collections.OrderedDict = collections.OrderedDict()  # episode key -> its instruction, least recent first
+    calls = {"n": 0}
+
+    def to_reply(action) -> np.ndarray:
+        v = np.asarray(action.vector, dtype=np.float64).copy()
+        v[6] = gripper_from_embeval(v[6], gripper)
+        return v.astype(np.float32)
+
+    def start(keys: list, observations: list) -> None:
+        """Start (or restart, for a changed instruction) the episodes ``keys`` that need it; end the least
+        recently used episodes beyond ``max_episodes``."""
+        batch = set(keys)
+        fresh = [(k, ob) for k, ob in zip(keys, observations) if live.get(k, None) != ob.instruction]
+        over = len(live) + sum(k not in live for k, _ in fresh) - max_episodes
+        if over > 0:
+            old = [k for k in live if k not in batch][:over]
+            bp.end_slots(old)
+            for k in old:
+                del live[k]
+        if fresh:
+            bp.reset_slots([k for k, _ in fresh], [ob.instruction for _, ob in fresh])
+            for k, ob in fresh:
+                live[k] = ob.instruction
+        for k in keys:
+            live.move_to_end(k)
+
+    def one(key, obs: Observation):
+        start([key], [obs])
+        return bp.act_slots([key], [obs])[0]
+
+    def step_batch(args: list) -> list:
+        keys = [a[0] for a in args]
+        observations = [a[1] for a in args]
+        try:
+            try:
+                start(keys, observations)
+                actions: list = bp.act_slots(keys, observations)
+            except Exception:  # noqa: BLE001 - one request's bad input: each request alone, each its own answer
+                actions = []
+                for k, ob in zip(keys, observations):
+                    try:
+                        actions.append(one(k, ob))
+                    except Exception as exc:  # noqa: BLE001
+                        actions.append(exc)
+            out: list = []
+            for a in actions:
+                if isinstance(a, Exception):
+                    if isinstance(a, InvalidInputError) and "policy output" in str(a):
+                        a = ApiError(500, str(a), type="server_error", code="invalid_policy_output")
+                    out.append(a)
+                    continue
+                try:
+                    out.append(to_reply(a))
+                    calls["n"] += 1
+                except Exception as exc:  # noqa: BLE001
+                    out.append(exc)
+            return out
+        finally:
+            for a in args:
+                a[2].release()
+
+    queue = BatchQueue(step_batch, limits.queue_size, max_batch_size, max_wait_ms / 1000.0, name="openvla")
+    pixels = PixelBudget(limits.max_inflight_pixels)
+    limiter = parse_limiter(limits)
+    app = FastAPI(title=f"embeval OpenVLA-protocol server: {policy.id} (batching)")
+    app.state.queue, app.state.pixels = queue, pixels
+    install_error_handlers(app, limits)
+    app.add_middleware(HealthFirst, payload=lambda: {
+        "status": "ok", "subject": policy.id, "calls": calls["n"], "cameras": mapping.cameras,
+        "state": mapping.state, **queue.stats(), "episodes": len(live), "max_episodes": max_episodes,
+        "image_pixels_held": pixels.held})
+
+    def do_reset(instruction: str | None, episode) -> None:
+        """End the episode ``episode`` (a key), or every episode with ``instruction``, or all when both are None;
+        the next /act restarts it."""
+        if episode is not None:
+            keys = [episode] if episode in live else []
+        elif instruction:
+            keys = [k for k, ins in live.items() if ins == instruction]
+        else:
+            keys = list(live)
+        bp.end_slots(keys)
+        for k in keys:
+            live.pop(k, None)
+
+    @app.post("/reset")
+    async def reset(request: Request):
+        try:
+            body = await read_json(request, limits, empty={}, limiter=limiter)
+            if not isinstance(body, dict):
+                raise ApiError(400, "the /reset body must be a JSON object {\"instruction\": \"...\"} or empty",
+                               code="invalid_type")
+            instruction = body.get("instruction", "")
+            if not isinstance(instruction, str):
+                raise _bad("instruction", f"must be a string, got {type(instruction).__name__}", "invalid_type")
+            key = episode_key(body, instruction) if "episode" in body else None
+            await queue.run_solo(do_reset, instruction, key)
+        except Exception as exc:
+            return error_response(exc)
+        return {"status": "reset", "instruction": instruction}
+
+    def parse_act(raw: bytes):
+        payload = unwrap_payload(parse_body(raw, limits), limits)
+        obs = observation_from_payload(payload, mapping, limits)
+        return episode_key(payload, obs.instruction), obs
+
+    @app.post("/act")
+    async def act(request: Request):
+        held = None
+        try:
+            raw = await read_body(request, limits)
+            key, obs = await anyio.to_thread.run_sync(parse_act, raw, limiter=limiter)
+            del raw
+            held = pixels.take(sum(im.shape[0] * im.shape[1] for im in obs.images.values()))
+            future = queue.submit((key, obs, held), key, drop=held.release)
+            del obs
+            action = await asyncio.wrap_future(future)
+        except Exception as exc:
+            if held is not None:  # e.g. the queue was full (releasing twice does nothing)
+                held.release()
+            return error_response(exc)
         return JSONResponse(encode_array(action))
 
     return app

@@ -105,12 +105,14 @@ def serve_forever(app, host: str = LOCALHOST, port: int = 8000, announce: Callab
 
 
 #: keys of a subject spec's ``serve`` mapping, per protocol
-SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "limits"), "openai": ("model_name", "limits")}
+SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "limits", "max_batch_size", "max_wait_ms",
+                         "max_episodes"), "openai": ("model_name", "limits")}
 
 
 def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
     """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai"), set up
-    from the spec's ``serve`` mapping; ``overrides`` (``None`` values ignored) win over it. The limit
+    from the spec's ``serve`` mapping; ``overrides`` (``None`` values ignored) win over it (for openvla also
+    ``max_batch_size`` and ``max_wait_ms``: batching, see :func:`embeval.serving.openvla_server.create_app`). The limit
     overrides are ``max_body_mb``, ``queue_size``, ``max_images`` and ``max_request_mpixels``. ``subject``: an
     already loaded subject."""
     from embeval.serving.limits import (
