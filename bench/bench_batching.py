@@ -23,6 +23,11 @@ Rows:
   the sequential run's; ``scores_equal``: zone, choice, success, steps and end reason identical; ``exact``: the
   policy asked through its batch-1 path per environment (LoopSlots), else its own batched forward;
   ``load_1min``: the machine's load average then (2 cores; other sessions' work counts).
+* ``serve openvla ... --max-batch-size B``: the OpenVLA-protocol server's requests/s for the tiny VLA with 16
+  concurrent clients (raw HTTP/1.1 keep-alive connections, each its own ``episode``, two 224x224 cameras) at
+  B = 1 and 16 (``--max-wait-ms 10``), the two servers ``embeval serve`` processes (one torch thread) measured
+  interleaved, best run each; ``ratio`` = requests/s / batch 1's (target >= 1.5); ``max_abs_diff_vs_batch1``:
+  the answers' largest difference. Quick mode: servers in threads of this process (checks the path, not a speed).
 * ``... one vectorised step``: where a step's time goes (ms per batched step): wall, model (the batched call),
   simulation and rendering CPU summed over the step's environments, transport (pickling, both sides),
   ``env_bound_ms`` = (simulation + rendering) / worker processes (the environments' least wall time per step) and
@@ -279,6 +284,141 @@ def _episode_rows(quick: bool) -> list[dict]:
     return rows
 
 
+SERVER_CLIENTS = 16
+SERVER_BATCH = 16
+SERVER_WAIT_MS = 10.0
+
+
+def _act_bodies(n: int) -> list[bytes]:
+    """``n`` OpenVLA /act bodies for the tiny VLA (two random 224x224 cameras, TCP pose, gripper), episode i each."""
+    import json
+
+    from embeval.subjects.adapters.numpy_json import encode_array
+
+    rng = np.random.default_rng(7)
+
+    def im():
+        return encode_array(rng.integers(0, 256, (224, 224, 3), dtype=np.uint8))
+
+    return [json.dumps({"full_image": im(), "wrist_image": im(), "tcp_pose": [0.45, 0.02 * i - 0.1, 0.2, 0, 0, 0, 1.0],
+                        "gripper": [1.0], "instruction": INSTRUCTIONS[i % len(INSTRUCTIONS)], "episode": i}).encode()
+            for i in range(n)]
+
+
+async def _hammer(port: int, bodies: list[bytes], per_client: int) -> tuple[float, list[bytes]]:
+    """(requests/s, each client's last reply body): one keep-alive HTTP/1.1 connection per body, ``per_client``
+    POST /act each, all at once. A lean client (no HTTP library) so the clients' CPU weighs little."""
+    import asyncio
+    import time
+
+    async def client(body: bytes) -> bytes:
+        req = b"POST /act HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" \
+              % len(body) + body
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for _ in range(per_client):
+                writer.write(req)
+                await writer.drain()
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length:"))
+                reply = await reader.readexactly(length)
+                status = head.split(b"\r\n", 1)[0]
+                if b" 200 " not in status + b" ":
+                    raise RuntimeError(f"server answered {status!r}: {reply[:200]!r}")
+        finally:
+            writer.close()
+        return reply
+
+    t0 = time.perf_counter()
+    replies = await asyncio.gather(*(client(b) for b in bodies))
+    return len(bodies) * per_client / (time.perf_counter() - t0), list(replies)
+
+
+def _server_rows(quick: bool) -> list[dict]:
+    """The batching model server: requests/s with 16 concurrent clients at --max-batch-size 1 vs 16."""
+    import asyncio
+    import json
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    import httpx
+
+    from embeval.subjects.adapters.numpy_json import decode_array
+
+    spec = Path(__file__).resolve().parents[1] / "config/subjects/tiny_vla.yaml"
+    bodies = _act_bodies(SERVER_CLIENTS)
+    batches = (1, SERVER_BATCH)
+    servers: dict[int, tuple[int, object]] = {}  # batch -> (port, process or RunningServer)
+    try:
+        if quick:
+            from embeval.serving.runner import app_from_spec, serve_in_thread
+            from embeval.subjects.registry import load_subject
+
+            policy = load_subject(spec)
+            for b in batches:
+                srv = serve_in_thread(app_from_spec(spec, "openvla", subject=policy, max_batch_size=b,
+                                                    max_wait_ms=SERVER_WAIT_MS))
+                servers[b] = (int(srv.url.rsplit(":", 1)[1]), srv)
+        else:
+            import socket
+
+            exe = str(Path(sys.executable).with_name("embeval"))
+            for b in batches:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", 0))
+                    port = s.getsockname()[1]
+                proc = subprocess.Popen([exe, "serve", "openvla", "--subject", str(spec), "--port", str(port),
+                                         "--max-batch-size", str(b), "--max-wait-ms", str(SERVER_WAIT_MS)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        env=dict(os.environ, OMP_NUM_THREADS="1"))
+                servers[b] = (port, proc)
+            for b, (port, proc) in servers.items():
+                t0 = time.monotonic()
+                while True:
+                    try:
+                        if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    if proc.poll() is not None or time.monotonic() - t0 > 180:
+                        raise RuntimeError(f"embeval serve (batch {b}) did not start: {proc.stderr.read()[-2000:]!r}")
+                    time.sleep(0.25)
+        for port, _ in servers.values():  # warm-up: every episode started, the text encoder loaded
+            asyncio.run(_hammer(port, bodies, 2))
+        best = {b: 0.0 for b in batches}
+        replies: dict[int, list[bytes]] = {}
+        for _ in range(1 if quick else 3):
+            for b in batches:  # interleaved: both see the same spread of the machine's load
+                rate, replies[b] = asyncio.run(_hammer(servers[b][0], bodies, 4 if quick else 40))
+                best[b] = max(best[b], rate)
+        stats = httpx.get(f"http://127.0.0.1:{servers[SERVER_BATCH][0]}/health", timeout=10).json()
+    finally:
+        for _, srv in servers.values():
+            if hasattr(srv, "stop"):
+                srv.stop()
+            else:
+                srv.terminate()
+                srv.wait(30)
+    acts = {b: np.array([decode_array(json.loads(r)) for r in rs]) for b, rs in replies.items()}
+    diff = float(np.abs(acts[SERVER_BATCH] - acts[1]).max())
+    where = "in-process threads, quick: not a speed" if quick else "embeval serve processes, 1 torch thread"
+    rows = []
+    for b in batches:
+        row = {"case": f"serve openvla tiny-vla, {SERVER_CLIENTS} concurrent clients, --max-batch-size {b} "
+                       f"--max-wait-ms {SERVER_WAIT_MS:g} ({where})",
+               "req_per_s": best[b], "ratio": best[b] / best[1]}
+        if b > 1:
+            row.update({"mean_batch_size": stats["mean_batch_size"], "largest_batch": stats["largest_batch"],
+                        "max_abs_diff_vs_batch1": diff, "target": ">= 1.5",
+                        "met": "yes" if best[b] / best[1] >= 1.5 else "NO"})
+        rows.append(row)
+    return rows
+
+
 @restores_torch_threads
 def run(quick: bool = False) -> list[dict]:
     import torch
@@ -302,4 +442,4 @@ def run(quick: bool = False) -> list[dict]:
         diff, n = _max_difference(pol, obs)
         rows.append({"case": f"{name} max |batched - batch-1| over {n} actions (slots start, restart, end)",
                      "max_abs_diff": diff, "target": f"< {TARGET_DIFF:g}", "met": "yes" if diff < TARGET_DIFF else "NO"})
-    return rows + _episode_rows(quick)
+    return rows + _server_rows(quick) + _episode_rows(quick)

@@ -19,7 +19,6 @@ import collections
 import math
 import threading
 import time
-from concurrent.futures import Future
 from typing import Any, Callable, Hashable, Sequence
 
 from embeval.errors import ConfigError
@@ -50,11 +49,24 @@ def check_batching(max_batch_size: Any, max_wait_ms: Any, queue_size: int) -> tu
 
 
 class _Item:
-    __slots__ = ("arg", "key", "solo", "future", "drop")
+    """One queued request; ``future`` is an asyncio future of the event loop ``loop`` that submitted it."""
+    __slots__ = ("arg", "key", "solo", "future", "loop", "drop")
 
     def __init__(self, arg: Any, key: Hashable, solo: Callable[[Any], Any] | None, drop: Callable[[], None] | None):
         self.arg, self.key, self.solo, self.drop = arg, key, solo, drop
-        self.future: Future = Future()
+        self.loop = asyncio.get_running_loop()
+        self.future: asyncio.Future = self.loop.create_future()
+
+
+def _deliver(items: list[_Item], results: list[Any]) -> None:
+    """On the event loop: each request's result or exception (a request cancelled meanwhile is skipped)."""
+    for item, res in zip(items, results):
+        if item.future.done():
+            continue
+        if isinstance(res, BaseException):
+            item.future.set_exception(res)
+        else:
+            item.future.set_result(res)
 
 
 class BatchQueue:
@@ -88,9 +100,10 @@ class BatchQueue:
         return max(1, math.ceil(self.pending / self.max_batch * self._mean_s))
 
     def submit(self, arg: Any, key: Hashable = None, solo: Callable[[Any], Any] | None = None,
-               drop: Callable[[], None] | None = None) -> Future:
-        """Queue ``arg`` (a batch member under ``key``, or a solo call ``solo(arg)``); :class:`ApiError` 503
-        when the queue is full. ``drop()`` runs when the request is cancelled before it runs."""
+               drop: Callable[[], None] | None = None) -> asyncio.Future:
+        """Queue ``arg`` (a batch member under ``key``, or a solo call ``solo(arg)``) from the event loop; the
+        returned asyncio future gets its result. :class:`ApiError` 503 when the queue is full. ``drop()`` runs
+        when the request is cancelled before it runs. (Results are handed back once per batch and event loop.)"""
         item = _Item(arg, key, solo, drop)
         with self._cond:
             if self._closed:
@@ -107,11 +120,11 @@ class BatchQueue:
 
     async def run(self, arg: Any, key: Hashable = None) -> Any:
         """The result of ``arg`` computed in a batch (see :meth:`submit`)."""
-        return await asyncio.wrap_future(self.submit(arg, key))
+        return await self.submit(arg, key)
 
     async def run_solo(self, fn: Callable[..., Any], *args: Any) -> Any:
         """``fn(*args)`` run alone on the model thread, in its place in the queue (as ModelQueue.run)."""
-        return await asyncio.wrap_future(self.submit(args, solo=lambda a: fn(*a)))
+        return await self.submit(args, solo=lambda a: fn(*a))
 
     # -- the worker's side ----------------------------------------------------------------------
     def _eligible(self) -> list[_Item]:
@@ -158,9 +171,9 @@ class BatchQueue:
     def _run(self, batch: list[_Item]) -> None:
         live = []
         for item in batch:
-            if item.future.set_running_or_notify_cancel():
+            if not item.future.done():  # done already: cancelled (the client went away) before its turn
                 live.append(item)
-            elif item.drop is not None:  # the client went away before its turn
+            elif item.drop is not None:
                 item.drop()
         if len(live) < len(batch):
             self._finish(len(batch) - len(live))
@@ -171,30 +184,35 @@ class BatchQueue:
             if live[0].solo is not None:
                 try:
                     results = [live[0].solo(live[0].arg)]
-                except BaseException as exc:  # noqa: BLE001 - handed to the request
+                except Exception as exc:  # noqa: BLE001 - handed to the request
                     results = [exc]
             else:
                 try:
                     results = list(self.batch_fn([i.arg for i in live]))
                     if len(results) != len(live):
                         raise RuntimeError(f"batch function gave {len(results)} results for {len(live)} requests")
-                except BaseException as exc:  # noqa: BLE001 - every request of the batch gets it
+                except Exception as exc:  # noqa: BLE001 - every request of the batch gets it
                     results = [exc] * len(live)
         finally:
             dt = time.perf_counter() - t0
             with self._cond:
                 self.batches += 1
                 self.served += len(live)
+                self.pending -= len(live)
                 self.largest_batch = max(self.largest_batch, len(live))
                 a = 1.0 if self.batches == 1 else 0.1
                 self._mean_s = (1 - a) * self._mean_s + a * dt
                 self._mean_batch = (1 - a) * self._mean_batch + a * len(live)
-        self._finish(len(live))
+        by_loop: dict[int, tuple[Any, list, list]] = {}
         for item, res in zip(live, results):
-            if isinstance(res, BaseException):
-                item.future.set_exception(res)
-            else:
-                item.future.set_result(res)
+            entry = by_loop.setdefault(id(item.loop), (item.loop, [], []))
+            entry[1].append(item)
+            entry[2].append(res)
+        for loop, items, res in by_loop.values():
+            try:
+                loop.call_soon_threadsafe(_deliver, items, res)
+            except RuntimeError:  # the loop is closed: nobody waits for these answers
+                pass
 
     def stats(self) -> dict[str, Any]:
         with self._cond:
@@ -211,6 +229,10 @@ class BatchQueue:
             left, self._items = list(self._items), collections.deque()
             self._cond.notify_all()
         for item in left:
-            if item.future.cancel() and item.drop is not None:
+            if item.drop is not None:
                 item.drop()
+            try:
+                item.loop.call_soon_threadsafe(item.future.cancel)
+            except RuntimeError:  # its loop is closed
+                pass
         self._finish(len(left))

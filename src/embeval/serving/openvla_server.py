@@ -21,7 +21,6 @@ the images of queued calls hold at most ``max_inflight_pixels``, more is 503). `
 answered ahead of everything else.
 """
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -431,7 +430,7 @@ def _batching_app(policy: Any, gripper: str, mapping: CameraMapping, limits: Ser
             held = pixels.take(sum(im.shape[0] * im.shape[1] for im in obs.images.values()))
             future = queue.submit((key, obs, held), key, drop=held.release)
             del obs
-            action = await asyncio.wrap_future(future)
+            action = await future
         except Exception as exc:
             if held is not None:  # e.g. the queue was full (releasing twice does nothing)
                 held.release()
