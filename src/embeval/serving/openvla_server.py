@@ -19,6 +19,10 @@ Errors answer 4xx (bad request) or 5xx (the policy failed) with OpenAI's error b
 :mod:`.limits` (an /act body holds at most ``max_images`` images of ``max_request_pixels`` pixels in all;
 the images of queued calls hold at most ``max_inflight_pixels``, more is 503). ``GET /health`` is
 answered ahead of everything else.
+
+Batching (``create_app(max_batch_size=N)``, ``embeval serve openvla --max-batch-size N``): concurrent /act
+requests are answered N at a time by one batched policy call, each in its episode (:func:`episode_key`);
+see :mod:`.batching`.
 """
 
 from dataclasses import dataclass, field
