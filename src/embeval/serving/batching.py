@@ -19,7 +19,8 @@ import collections
 import math
 import threading
 import time
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from embeval.errors import ConfigError
 from embeval.serving.limits import ApiError
@@ -50,7 +51,7 @@ def check_batching(max_batch_size: Any, max_wait_ms: Any, queue_size: int) -> tu
 
 class _Item:
     """One queued request; ``future`` is an asyncio future of the event loop ``loop`` that submitted it."""
-    __slots__ = ("arg", "key", "solo", "future", "loop", "drop")
+    __slots__ = ("arg", "drop", "future", "key", "loop", "solo")
 
     def __init__(self, arg: Any, key: Hashable, solo: Callable[[Any], Any] | None, drop: Callable[[], None] | None):
         self.arg, self.key, self.solo, self.drop = arg, key, solo, drop

@@ -25,8 +25,9 @@ requests are answered N at a time by one batched policy call, each in its episod
 see :mod:`.batching`.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
