@@ -505,3 +505,40 @@ def test_health_answers_while_200_act_calls_parse(tmp_path):
     # waits for the GIL behind at most 2 parse calls (~30 ms each). With 40 parse threads the worst probe
     # passed 1 s in 7 of 8 runs (0.4-2.4 s).
     assert np.median(ms) < 150 and ms[-1] < 1000, ms
+
+
+
+def test_a_call_cancelled_while_it_waits_gives_back_what_it_held():
+    """A request holding decoded pixels waits in the model queue and is cancelled (its client went away)
+    before its call runs: the call never runs, so the worker never releases them; on_cancel does (they
+    used to stay held, and once the budget was used up every image request was refused)."""
+    from embeval.serving.limits import ModelQueue, PixelBudget
+
+    budget = PixelBudget(100)
+    queue = ModelQueue(4)
+    gate = threading.Event()
+    ran = []
+
+    def call(tag, held):
+        try:
+            ran.append(tag)
+            return tag
+        finally:
+            held.release()
+
+    async def main():
+        blocker = asyncio.create_task(queue.run(gate.wait, 30))
+        held = budget.take(60)
+        waiting = asyncio.create_task(queue.run(call, "waiting", held, on_cancel=held.release))
+        await asyncio.sleep(0.2)
+        assert budget.held == 60
+        waiting.cancel()
+        await asyncio.sleep(0.1)
+        gate.set()
+        await blocker
+        return budget.held
+
+    try:
+        assert asyncio.run(main()) == 0 and ran == []
+    finally:
+        queue.shutdown()

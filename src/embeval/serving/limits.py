@@ -495,7 +495,9 @@ class ModelQueue:
                 self.served += 1
                 self._mean_s = dt if self.served == 1 else 0.9 * self._mean_s + 0.1 * dt
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[..., Any], *args: Any, on_cancel: Callable[[], Any] | None = None) -> Any:
+        """``fn(*args)`` on the model worker; 503 when the queue is full. ``on_cancel``: called when the call
+        never runs (its client went away while it waited), e.g. to give back what the request held."""
         with self._lock:
             if self.pending >= self.size:
                 self.rejected += 1
@@ -509,6 +511,8 @@ class ModelQueue:
                 self.pending -= 1
             raise
         future.add_done_callback(self._done)
+        if on_cancel is not None:
+            future.add_done_callback(lambda f: f.cancelled() and on_cancel())
         return await asyncio.wrap_future(future)
 
     def stats(self) -> dict[str, Any]:

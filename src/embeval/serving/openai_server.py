@@ -319,7 +319,7 @@ def create_app(subject: Any, model_name: str | None = None, limits: ServerLimits
             req = await anyio.to_thread.run_sync(parse_into, box, raw, limiter=limiter)
             del raw
             at_model = True  # from here on the model worker frees the request (call_and_free)
-            text, n_prompt, n_out, finish = await queue.run(call_and_free, req)
+            text, n_prompt, n_out, finish = await queue.run(call_and_free, req, on_cancel=req.free)
         except Exception as exc:
             for r in box:  # e.g. the queue was full: it never reached the model (freeing twice does nothing)
                 r.free()

@@ -295,12 +295,13 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
             obs = await anyio.to_thread.run_sync(parse_act, raw, limiter=limiter)
             del raw
             held = pixels.take(sum(im.shape[0] * im.shape[1] for im in obs.images.values()))
-            action = await queue.run(step_and_release, obs, held)
+            action = await queue.run(step_and_release, obs, held, on_cancel=held.release)
         except Exception as exc:
             if held is not None:  # e.g. the queue was full (releasing twice does nothing)
                 held.release()
             return error_response(exc)
-        # cancelled (BaseException) once the pixels are held: the call was submitted, the model worker releases
+        # cancelled (BaseException) once the pixels are held: the model worker releases them after the call, or
+        # on_cancel when the call never ran (the client went away while it waited)
         return JSONResponse(encode_array(action))
 
     return app
