@@ -47,15 +47,33 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # An up-to-date pip: pip 23's resolver crashes on the ROS wheels' egg-info metadata.
 "${PIP[@]}" install -q --upgrade "pip>=25"
 
+# llama-cpp-python is compiled from source (minutes of CPU): its wheel is built in the background while the
+# downloads of steps 1-2 run, and installed in step 3. `pip wheel` writes nothing into the venv, so the two pip
+# processes never touch the same files; a built wheel is also kept in pip's cache for the next venv.
+LLAMA_WHEELS="$VENV/.llama-wheel"
+LLAMA_PID=""
+if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
+  rm -rf "$LLAMA_WHEELS"
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" wheel -q --no-deps -w "$LLAMA_WHEELS" "$LLAMA_SPEC" \
+    > "$VENV/.llama-build.log" 2>&1 &
+  LLAMA_PID=$!
+fi
+
 echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC) (${SECONDS} s since start)"
 "${PIP[@]}" install -q --isolated "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
 echo "[install] 2/5 embeval (editable) with the ROS 2 Kilted wheels and LeRobot (${SECONDS} s since start)"
 "${PIP[@]}" install -q -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC"
 
-echo "[install] 3/5 llama-cpp-python (portable CPU build; cached after the first time) (${SECONDS} s since start)"
-if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" install -q -c scripts/constraints.txt "$LLAMA_SPEC"
+echo "[install] 3/5 llama-cpp-python (portable CPU build, started in the background; cached after the first time) (${SECONDS} s since start)"
+if [ -n "$LLAMA_PID" ]; then
+  if ! wait "$LLAMA_PID"; then
+    echo "[install] error: building llama-cpp-python failed; the build log is $VENV/.llama-build.log:" >&2
+    tail -n 30 "$VENV/.llama-build.log" >&2
+    exit 1
+  fi
+  "${PIP[@]}" install -q -c scripts/constraints.txt "$LLAMA_WHEELS"/llama_cpp_python-*.whl
+  rm -rf "$LLAMA_WHEELS"
 fi
 
 echo "[install] 4/5 ManiSkill3 ($MANISKILL_SPEC) and software Vulkan ($MESA_VULKAN) under $VENV/vulkan (${SECONDS} s since start)"
