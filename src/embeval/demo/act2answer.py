@@ -8,7 +8,8 @@ ceiling, and the shipped tiny VLMs answering as text. Prints the per-category ta
 intervals and regimes, swap statistics, and the layerwise probing of ``tiny-vla-a2a`` with its
 Chance-Normalized Retention (offline, CPU).
 
-VLM -> VLA (positive control of knowledge and its loss): the shipped ``tiny-vla-a2a-frozen`` and
+VLM -> VLA (on the shipped seed 0, knowledge kept vs lost; across training seeds only the spatial
+category keeps that order, see ``embeval train seeds`` and docs/act2answer.md): the shipped ``tiny-vla-a2a-frozen`` and
 ``tiny-vla-a2a-full`` (``tiny-vlm-a2a-cell``'s backbone + an action expert, fine-tuned on answer
 demonstrations of color, shape, counting and traffic only; frozen vs fully fine-tuned backbone) run
 on a subset of all ten procedural categories (:data:`VLA_PER_CATEGORY` items each, both layouts, the
