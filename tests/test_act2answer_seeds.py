@@ -64,3 +64,19 @@ def test_the_command_refuses_fewer_than_three_seeds_and_unknown_recipes(tmp_path
     assert not (tmp_path / "o").exists()
     with pytest.raises(ConfigError):
         holds_on_every_seed({"a": {"seeds": [0], "categories": {}}, "b": {"seeds": [1], "categories": {}}}, "a", "b")
+
+
+def test_probe_table_says_whether_the_transfer_order_holds_on_every_seed():
+    from embeval_analysis.probing.seed_probes import format_probe_table
+
+    def row(w, t):
+        return {"within": {"cnr": w, "backbone_best": 0.9, "expert_best": 0.8},
+                "transfer": {"cnr": t, "backbone_best": 0.8, "expert_best": 0.7}}
+
+    res = {"frozen": {0: row(1.0, 1.04), 1: row(1.0, 0.9), 2: row(1.0, 1.1)},
+           "full": {0: row(1.0, 0.70), 1: row(1.0, 0.95), 2: row(1.0, 0.8)}}
+    md = format_probe_table(res, "frozen", "full")
+    assert "| 0 | 1.000 (0.900 / 0.800) | 1.040 (0.800 / 0.700) | 1.000 (0.900 / 0.800) | 0.700" in md
+    assert md.endswith("frozen's transfer CNR is above full's on 2 of 3 seeds: not a property of the recipes")
+    res["frozen"][1] = row(1.0, 0.99)
+    assert format_probe_table(res, "frozen", "full").endswith("frozen's transfer CNR is above full's on every seed")

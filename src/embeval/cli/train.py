@@ -79,6 +79,9 @@ def register(sub) -> None:
     p.add_argument("--eval-per-category", type=positive_int, default=None,
                    help="held-out items per category (default: the recipe's, 20; another value retrains seed 0 too)")
     p.add_argument("--out", type=Path, required=True, help="folder for the checkpoints, the shared demonstrations and the table")
+    p.add_argument("--probe", action="store_true",
+                   help="also probe every recipe x seed on the held-out suite (within-category and transfer CNR, random-weight "
+                        "control; about 1-2 min per model) and write OUT/probes.md")
     p.set_defaults(func=_seeds)
 
     p = g.add_parser("population", help="train every VLA and VLM of the shipped population",
@@ -182,6 +185,21 @@ def _seeds(args) -> int:
     print(f"holds on every seed ({len(steady)} of {len(holds)} rows): "
           + ("; ".join(f"{c}: {v}" for c, v in steady.items()) or "nothing"))
     print(f"wrote {args.out / 'seeds.json'} and {args.out / 'seeds.md'}")
+    if args.probe:
+        from embeval_analysis.probing.seed_probes import probe_seed_models, write_probe_table
+
+        from embeval.act2answer.generator import generate_items
+        from embeval.subjects.embedded.population import a2a_vla_recipe
+        from embeval.subjects.embedded.zoo import MODELS_DIR
+
+        r = a2a_vla_recipe(args.recipes[0])
+        per_cat = args.eval_per_category or r.eval_per_category
+        items = generate_items(args.out / "work" / f"a2a-suite-{r.eval_seed}-{per_cat}", None, per_cat, r.eval_seed)
+        models = {n: {s: (args.out / n / f"seed{s}" if (args.out / n / f"seed{s}" / "config.json").exists() else MODELS_DIR / n)
+                      for s in sorted(set(args.seeds))} for n in args.recipes}
+        res = probe_seed_models(models, items, seed=r.eval_seed)
+        print(write_probe_table(res, *args.recipes, args.out))
+        print(f"wrote {args.out / 'probes.json'} and {args.out / 'probes.md'}")
     return 0
 
 
