@@ -206,6 +206,19 @@ def episode_key(payload: Mapping[str, Any], instruction: str) -> tuple[str, Any]
     return ("episode", ep)
 
 
+
+async def _reset_body(request: Any, limits: ServerLimits, limiter: Any) -> tuple[dict, str]:
+    """The ``/reset`` body (a JSON object, or empty) and its ``instruction`` (a string, "" when absent); 400 otherwise."""
+    body = await read_json(request, limits, empty={}, limiter=limiter)
+    if not isinstance(body, dict):
+        raise ApiError(400, "the /reset body must be a JSON object {\"instruction\": \"...\"} or empty",
+                       code="invalid_type")
+    instruction = body.get("instruction", "")
+    if not isinstance(instruction, str):
+        raise _bad("instruction", f"must be a string, got {type(instruction).__name__}", "invalid_type")
+    return body, instruction
+
+
 def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1",
                cameras: Mapping[str, str] | None = None, state: Mapping[str, str] | None = None,
                limits: ServerLimits | None = None, max_batch_size: int = 1, max_wait_ms: float = 5.0,
@@ -251,13 +264,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
     @app.post("/reset")
     async def reset(request: Request):
         try:
-            body = await read_json(request, limits, empty={}, limiter=limiter)
-            if not isinstance(body, dict):
-                raise ApiError(400, "the /reset body must be a JSON object {\"instruction\": \"...\"} or empty",
-                               code="invalid_type")
-            instruction = body.get("instruction", "")
-            if not isinstance(instruction, str):
-                raise _bad("instruction", f"must be a string, got {type(instruction).__name__}", "invalid_type")
+            body, instruction = await _reset_body(request, limits, limiter)
             await queue.run(do_reset, instruction)
         except Exception as exc:
             return error_response(exc)
@@ -408,13 +415,7 @@ def _batching_app(policy: Any, gripper: str, mapping: CameraMapping, limits: Ser
     @app.post("/reset")
     async def reset(request: Request):
         try:
-            body = await read_json(request, limits, empty={}, limiter=limiter)
-            if not isinstance(body, dict):
-                raise ApiError(400, "the /reset body must be a JSON object {\"instruction\": \"...\"} or empty",
-                               code="invalid_type")
-            instruction = body.get("instruction", "")
-            if not isinstance(instruction, str):
-                raise _bad("instruction", f"must be a string, got {type(instruction).__name__}", "invalid_type")
+            body, instruction = await _reset_body(request, limits, limiter)
             key = episode_key(body, instruction) if "episode" in body else None
             await queue.run_solo(do_reset, instruction, key)
         except Exception as exc:
