@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, body_mb, port, positive_int
+from embeval.cli._util import add_group, body_mb, float_in, port, positive_int
 
 
 def register(sub) -> None:
@@ -55,6 +55,8 @@ def register(sub) -> None:
                        help="decoded megapixels in all of one request's images, in (0, 1024], read from the image "
                             "headers before decoding; more get HTTP 400 (default: spec, else 16.8 = 4096x4096)")
         if name == "openvla":
+            from embeval.serving.batching import MAX_WAIT_MS
+
             p.add_argument("--camera", default=None,
                            help="camera name the 'image' / 'full_image' field is given as (default third_person; a spec's "
                                 "serve.cameras maps several fields, e.g. {full_image: third_person, wrist_image: wrist})")
@@ -63,7 +65,7 @@ def register(sub) -> None:
                            help="answer up to N concurrent /act requests with one batched policy call, 1..1024 (default: "
                                 "the spec's serve.max_batch_size, else 1 = one policy.act per request); each request's "
                                 "episode is its 'episode' field, else its instruction")
-            p.add_argument("--max-wait-ms", type=_wait_ms, default=None,
+            p.add_argument("--max-wait-ms", type=float_in(0.0, MAX_WAIT_MS), default=None,
                            help="milliseconds a batch waits for more requests after its first, in [0, 10000] (default: "
                                 "spec, else 5); only with --max-batch-size > 1")
         p.set_defaults(func=_serve, protocol=name)
@@ -88,19 +90,6 @@ def _batch_size(text: str) -> int:
     value = positive_int(text)
     if value > MAX_BATCH_SIZE:
         raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE}, got {value}")
-    return value
-
-
-def _wait_ms(text: str) -> float:
-    """argparse ``type=`` for ``--max-wait-ms``: finite milliseconds in [0, MAX_WAIT_MS]."""
-    from embeval.serving.batching import MAX_WAIT_MS
-
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value <= MAX_WAIT_MS:
-        raise argparse.ArgumentTypeError(f"must be a number of milliseconds in [0, {MAX_WAIT_MS:g}], got {text!r}")
     return value
 
 
