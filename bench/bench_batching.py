@@ -340,9 +340,6 @@ def _server_rows(quick: bool) -> list[dict]:
     import asyncio
     import json
     import os
-    import subprocess
-    import sys
-    import time
     from pathlib import Path
 
     import httpx
@@ -364,29 +361,15 @@ def _server_rows(quick: bool) -> list[dict]:
                                                     max_wait_ms=SERVER_WAIT_MS))
                 servers[b] = (int(srv.url.rsplit(":", 1)[1]), srv)
         else:
-            import socket
+            from embeval.serving.runner import start_serve_process, wait_healthy
 
-            exe = str(Path(sys.executable).with_name("embeval"))
-            for b in batches:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", 0))
-                    port = s.getsockname()[1]
-                proc = subprocess.Popen([exe, "serve", "openvla", "--subject", str(spec), "--port", str(port),
-                                         "--max-batch-size", str(b), "--max-wait-ms", str(SERVER_WAIT_MS)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        env=dict(os.environ, OMP_NUM_THREADS="1"))
-                servers[b] = (port, proc)
+            for b in batches:  # both start (load their models) side by side, then both are waited for
+                proc, url = start_serve_process(["openvla", "--subject", str(spec), "--max-batch-size", str(b),
+                                                 "--max-wait-ms", str(SERVER_WAIT_MS)],
+                                                env=dict(os.environ, OMP_NUM_THREADS="1"), wait=False)
+                servers[b] = (int(url.rsplit(":", 1)[1]), proc)
             for b, (port, proc) in servers.items():
-                t0 = time.monotonic()
-                while True:
-                    try:
-                        if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    if proc.poll() is not None or time.monotonic() - t0 > 180:
-                        raise RuntimeError(f"embeval serve (batch {b}) did not start: {proc.stderr.read()[-2000:]!r}")
-                    time.sleep(0.25)
+                wait_healthy(proc, f"http://127.0.0.1:{port}", timeout=180)
         for port, _ in servers.values():  # warm-up: every episode started, the text encoder loaded
             asyncio.run(_hammer(port, bodies, 2))
         best = {b: 0.0 for b in batches}

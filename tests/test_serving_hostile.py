@@ -20,7 +20,6 @@ import jsonschema
 import numpy as np
 import openai  # the official client (a declared dependency) is the judge of the OpenAI protocol
 import pytest
-from conftest import free_port
 
 from embeval.action import Observation
 from embeval.serving import openai_server, openvla_server
@@ -575,25 +574,9 @@ def test_serve_spec_errors_are_config_errors(tmp_path):
 # --------------------------------------------------------------------------- the CLI
 
 def _start(args: list[str]):
-    import os
-    import subprocess
-    import sys
+    from embeval.serving.runner import start_serve_process
 
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "serve", *args, "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(os.environ))
-    url = f"http://127.0.0.1:{port}"
-    t_end = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            pass
-        if proc.poll() is not None or time.monotonic() > t_end:
-            proc.kill()
-            raise AssertionError(f"embeval serve did not start: {proc.stdout.read().decode()[-2000:]}")
-        time.sleep(0.1)
+    return start_serve_process(args)
 
 
 def test_cli_serve_openai_with_limits_from_flags(tmp_path):

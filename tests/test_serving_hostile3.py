@@ -542,3 +542,15 @@ def test_a_call_cancelled_while_it_waits_gives_back_what_it_held():
         assert asyncio.run(main()) == 0 and ran == []
     finally:
         queue.shutdown()
+
+
+def test_a_server_that_cannot_start_is_named_with_its_own_words(tmp_path):
+    """start_serve_process (the tests' and the bench's way to run `embeval serve` as a process): a server
+    that exits at start raises at once with the end of its output, not after the timeout."""
+    from embeval.errors import ServerUnavailableError
+    from embeval.serving.runner import start_serve_process
+
+    t0 = time.monotonic()
+    with pytest.raises(ServerUnavailableError, match="did not start.*subject"):
+        start_serve_process(["openai", "--subject", str(tmp_path / "missing.yaml")], timeout=60)
+    assert time.monotonic() - t0 < 30

@@ -284,31 +284,18 @@ def test_relative_paths_and_param_overrides(tmp_path):
 
 def test_cli_serve_openai_subprocess():
     """`embeval serve openai` in its own process, reached by the OpenAI client."""
-    import subprocess
-    import sys
-    import time
     from pathlib import Path
 
     import httpx
 
-    port = free_port()
+    from embeval.serving.runner import start_serve_process
+
     spec = Path(__file__).resolve().parents[1] / "config" / "subjects" / "scripted_llm.yaml"
-    proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "serve", "openai", "--subject", str(spec), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc, url = start_serve_process(["openai", "--subject", str(spec)])
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert proc.poll() is None, proc.stdout.read().decode()
-            assert time.monotonic() < deadline, "server did not start"
-            time.sleep(0.2)
-        llm = OpenAIChatLLM(url=f"http://127.0.0.1:{port}/v1")
+        llm = OpenAIChatLLM(url=f"{url}/v1")
         assert llm.chat([{"role": "user", "content": "ready?"}]) == "yes"
-        models = httpx.get(f"http://127.0.0.1:{port}/v1/models").json()
+        models = httpx.get(f"{url}/v1/models").json()
         assert models["data"][0]["id"] == "scripted-llm"
     finally:
         proc.terminate()

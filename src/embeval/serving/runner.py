@@ -104,6 +104,57 @@ def serve_forever(app, host: str = LOCALHOST, port: int = 8000, announce: Callab
     uvicorn.Server(uvicorn.Config(app, log_level="info", lifespan="off")).run(sockets=[sock])
 
 
+
+def free_local_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
+    with socket.socket() as s:
+        s.bind((LOCALHOST, 0))
+        return s.getsockname()[1]
+
+
+def start_serve_process(args: list[str], port: int | None = None, env: Mapping[str, str] | None = None,
+                        wait: bool = True, timeout: float = 60.0):
+    """``embeval serve ARGS --port PORT`` as its own process on 127.0.0.1 (a free port when ``port`` is None);
+    returns ``(proc, url)``, once ``/health`` answers 200 when ``wait``. Its stdout and stderr go to a temporary
+    file (``proc.log``, never a pipe that a chatty server could fill and block on). See :func:`wait_healthy`."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    port = free_local_port() if port is None else port
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "serve", *args, "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            env=dict(os.environ if env is None else env))
+    proc.log = log
+    url = f"http://{LOCALHOST}:{port}"
+    if wait:
+        wait_healthy(proc, url, timeout)
+    return proc, url
+
+
+def wait_healthy(proc, url: str, timeout: float = 60.0) -> None:
+    """Return once ``url``/health answers 200; kill ``proc`` and raise :class:`ServerUnavailableError` with the
+    end of its output when it exits first or ``timeout`` s pass."""
+    import httpx
+
+    t_end = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if proc.poll() is not None or time.monotonic() > t_end:
+            proc.kill()
+            proc.wait()
+            proc.log.seek(0)
+            tail = proc.log.read().decode(errors="replace")[-2000:]
+            raise ServerUnavailableError(f"embeval serve did not start at {url} within {timeout:g} s: {tail}")
+        time.sleep(0.1)
+
+
 #: keys of a subject spec's ``serve`` mapping, per protocol
 SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "limits", "max_batch_size", "max_wait_ms",
                          "max_episodes"), "openai": ("model_name", "limits")}
