@@ -207,6 +207,11 @@ def episode_key(payload: Mapping[str, Any], instruction: str) -> tuple[str, Any]
 
 
 
+def _hold_images(pixels: PixelBudget, obs: Observation):
+    """Reserve the decoded pixels of ``obs``'s images in the server's budget (503 when they do not fit)."""
+    return pixels.take(sum(im.shape[0] * im.shape[1] for im in obs.images.values()))
+
+
 async def _reset_body(request: Any, limits: ServerLimits, limiter: Any) -> tuple[dict, str]:
     """The ``/reset`` body (a JSON object, or empty) and its ``instruction`` (a string, "" when absent); 400 otherwise."""
     body = await read_json(request, limits, empty={}, limiter=limiter)
@@ -301,7 +306,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
             # JSON parsing and image checks in one worker call, a few requests at a time
             obs = await anyio.to_thread.run_sync(parse_act, raw, limiter=limiter)
             del raw
-            held = pixels.take(sum(im.shape[0] * im.shape[1] for im in obs.images.values()))
+            held = _hold_images(pixels, obs)
             action = await queue.run(step_and_release, obs, held, on_cancel=held.release)
         except Exception as exc:
             if held is not None:  # e.g. the queue was full (releasing twice does nothing)
@@ -434,7 +439,7 @@ def _batching_app(policy: Any, gripper: str, mapping: CameraMapping, limits: Ser
             raw = await read_body(request, limits)
             key, obs = await anyio.to_thread.run_sync(parse_act, raw, limiter=limiter)
             del raw
-            held = pixels.take(sum(im.shape[0] * im.shape[1] for im in obs.images.values()))
+            held = _hold_images(pixels, obs)
             future = queue.submit((key, obs, held), key, drop=held.release)
             del obs
             action = await future
