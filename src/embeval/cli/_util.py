@@ -32,6 +32,24 @@ def image_side(text: str) -> int:
     return value
 
 
+def int_in(lo: int, hi: int, meaning: str = ""):
+    """argparse ``type=`` factory: a whole number in ``lo .. hi``; ``meaning`` (e.g. "environments stepped
+    together") is named in the errors."""
+    what = f" ({meaning})" if meaning else ""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number in {lo}..{hi}{what}, got {text!r}") from None
+        if not lo <= value <= hi:
+            bound = f"at least {lo}" if value < lo else f"at most {hi}"
+            raise argparse.ArgumentTypeError(f"must lie in {lo}..{hi}{what}: {bound}, got {value}")
+        return value
+
+    return parse
+
+
 def float_in(lo: float, hi: float):
     """argparse ``type=`` factory: a finite number in ``lo .. hi`` (NaN and infinities refused)."""
     import math

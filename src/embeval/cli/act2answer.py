@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, parse_aliases, positive_int, seed
+from embeval.cli._util import add_group, int_in, parse_aliases, positive_int, seed
+from embeval.sim.vector import MAX_ENVS
 
 _FMT = argparse.RawDescriptionHelpFormatter
 
@@ -68,7 +69,8 @@ def register(sub) -> None:
     p.add_argument("--alias", action="append", default=[], metavar="KEY=CAMERA",
                    help="ManiSkill backends: also give camera CAMERA under image key KEY, e.g. third_person=base_camera "
                         "for a policy trained on the UR5 cell's third_person view on --backend maniskill; repeatable")
-    p.add_argument("--num-envs", type=num_envs, default=1, metavar="N",
+    p.add_argument("--num-envs", type=int_in(1, MAX_ENVS, "environments stepped together; 1 = one at a time"),
+                   default=1, metavar="N",
                    help="environments stepped together, 1..64 (default 1: one environment, one policy call per step "
                         "and episode). N > 1: N environments in worker processes (min(N, CPUs) of them), ONE batched "
                         "policy call per step for all, an environment takes the next episode as soon as its own ends; "
@@ -201,20 +203,6 @@ def _items(path, limit):
     if not items:
         raise ConfigError(f"item file {path} holds no items; make some with `embeval act2answer items generate --out DIR`")
     return items[:limit] if limit else items
-
-
-def num_envs(text: str) -> int:
-    """argparse ``type=`` for ``--num-envs``: a whole number in 1..:data:`embeval.sim.vector.MAX_ENVS`."""
-    from embeval.sim.vector import MAX_ENVS
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of environments in 1..{MAX_ENVS}, got {text!r}") from None
-    if not 1 <= value <= MAX_ENVS:
-        raise argparse.ArgumentTypeError(f"must lie in 1..{MAX_ENVS} (environments stepped together; 1 = one at a "
-                                         f"time), got {value}")
-    return value
 
 
 def _run(args) -> int:

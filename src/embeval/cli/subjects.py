@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, body_mb, float_in, port, positive_int
+from embeval.cli._util import add_group, body_mb, float_in, int_in, port, positive_int
 
 
 def register(sub) -> None:
@@ -55,13 +55,13 @@ def register(sub) -> None:
                        help="decoded megapixels in all of one request's images, in (0, 1024], read from the image "
                             "headers before decoding; more get HTTP 400 (default: spec, else 16.8 = 4096x4096)")
         if name == "openvla":
-            from embeval.serving.batching import MAX_WAIT_MS
+            from embeval.serving.batching import MAX_BATCH_SIZE, MAX_WAIT_MS
 
             p.add_argument("--camera", default=None,
                            help="camera name the 'image' / 'full_image' field is given as (default third_person; a spec's "
                                 "serve.cameras maps several fields, e.g. {full_image: third_person, wrist_image: wrist})")
             p.add_argument("--gripper", default=None, help="gripper convention of the replies (default open1, OpenVLA's)")
-            p.add_argument("--max-batch-size", type=_batch_size, default=None,
+            p.add_argument("--max-batch-size", type=int_in(1, MAX_BATCH_SIZE, "requests per policy call"), default=None,
                            help="answer up to N concurrent /act requests with one batched policy call, 1..1024 (default: "
                                 "the spec's serve.max_batch_size, else 1 = one policy.act per request); each request's "
                                 "episode is its 'episode' field, else its instruction")
@@ -81,16 +81,6 @@ def _mpixels(text: str) -> float:
     except ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc).replace("value must be", "must be")) from None
     return float(text)
-
-
-def _batch_size(text: str) -> int:
-    """argparse ``type=`` for ``--max-batch-size``: a whole number in 1..MAX_BATCH_SIZE."""
-    from embeval.serving.batching import MAX_BATCH_SIZE
-
-    value = positive_int(text)
-    if value > MAX_BATCH_SIZE:
-        raise argparse.ArgumentTypeError(f"must be at most {MAX_BATCH_SIZE}, got {value}")
-    return value
 
 
 def _list(args) -> int:
