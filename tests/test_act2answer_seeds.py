@@ -80,3 +80,16 @@ def test_probe_table_says_whether_the_transfer_order_holds_on_every_seed():
     assert md.endswith("frozen's transfer CNR is above full's on 2 of 3 seeds: not a property of the recipes")
     res["frozen"][1] = row(1.0, 0.99)
     assert format_probe_table(res, "frozen", "full").endswith("frozen's transfer CNR is above full's on every seed")
+
+
+def test_a_half_written_report_is_not_reused(tmp_path, monkeypatch):
+    """A study killed while a report was written: that seed is trained again, not read as a result."""
+    import embeval.act2answer.choice_vla_training as T
+
+    bad = tmp_path / "tiny-vla-a2a-full" / "seed7" / "report.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text('{"recipe": {"seed": 7}, "eval": {"categ')
+    trained = []
+    monkeypatch.setattr(T, "train_choice_vla_recipe", lambda r, path, work, log: trained.append((r.seed, path)) or {"ok": 1})
+    assert train_or_reuse("tiny-vla-a2a-full", 7, tmp_path, log=None) == {"ok": 1}
+    assert trained == [(7, bad.parent)]

@@ -43,8 +43,17 @@ def train_or_reuse(recipe_name: str, seed: int, out: Path, eval_per_category: in
     path = out / recipe_name / f"seed{seed}"
     for cand in (path / "report.json", MODELS_DIR / recipe_name / "report.json"):
         if cand.exists():
-            rep = json.loads(cand.read_text())
-            if {**defaults, **rep.get("recipe", {})} == want and "eval" in rep:
+            try:
+                rep = json.loads(cand.read_text())
+                usable = (isinstance(rep, dict) and isinstance(rep.get("recipe"), dict)
+                          and isinstance(rep.get("eval", {}).get("categories"), dict))
+            except (OSError, ValueError, AttributeError):
+                usable = False  # e.g. a run killed while it wrote the report: trained again
+            if not usable:
+                if log:
+                    log(f"{recipe_name} seed {seed}: {cand} is not a complete report; training again")
+                continue
+            if {**defaults, **rep["recipe"]} == want:
                 if log:
                     log(f"{recipe_name} seed {seed}: reusing {cand}")
                 return rep
