@@ -193,3 +193,89 @@ def test_hf_vlm_prompt_over_its_context_window_is_a_400(tiny):
             ask(long_prompt)
         assert ei.value.status_code == 400 and ei.value.code == "context_length_exceeded"
         assert ask("pick up the red cube").choices[0].message.content == vlm.generate([_img(0)], "pick up the red cube")
+
+
+# --------------------------------------------------------------------------- batched calls
+BATCH_PROMPTS = ["pick up the red cube", "move it", "push the cube to the left and place it on the red cube", "a"]
+BATCH_IMAGES = [[_img(0)], [_img(1), _img(2)], [_img(3)], [_img(4)]]  # item 1 has two images
+
+
+def test_hf_vlm_generate_batch_equals_batch1(tiny):
+    """Left-padded batches (prompts of 5 to 16 words, one item with two images): every item's token ids and text
+    equal its batch-1 generation exactly and its per-step logits within 1e-4; a too-long item is named."""
+    from embeval.errors import ContextLengthError
+    from embeval.subjects.protocols import generate_batch
+
+    vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(tiny[0]), "params": {"max_new_tokens": 6}})
+    batch = vlm.generate_ids(BATCH_IMAGES, BATCH_PROMPTS, logits=True)
+    lengths = vlm.batch_inputs(BATCH_IMAGES, BATCH_PROMPTS)["attention_mask"].sum(dim=1).tolist()
+    assert len(set(lengths)) == 4  # four prompt lengths: three rows are padded
+    for k, (ims, prompt) in enumerate(zip(BATCH_IMAGES, BATCH_PROMPTS)):
+        one = vlm.generate_ids([ims], [prompt], logits=True)[0]
+        assert batch[k].ids == one.ids and batch[k].text == one.text
+        assert batch[k].logits.shape == one.logits.shape == (len(one.ids), len(WORDS))
+        np.testing.assert_allclose(batch[k].logits, one.logits, atol=1e-4)
+        assert vlm.generate(ims, prompt) == one.text
+    assert any(len(g.ids) < 6 and g.ids[-1] == 2 for g in batch)  # an item ended early (EOS) while others went on
+    assert any(len(g.ids) == 6 for g in batch)
+    assert vlm.generate_batch(BATCH_IMAGES, BATCH_PROMPTS) == [g.text for g in batch]
+    assert generate_batch(vlm, BATCH_IMAGES, BATCH_PROMPTS) == [g.text for g in batch]
+    assert vlm.generate_batch([], []) == []
+    with pytest.raises(ContextLengthError, match="item 1: .*context window of 128"):
+        vlm.generate_batch([[_img(0)], [_img(1)]], ["a", "pick up the red cube " * 40])
+    from embeval.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match="2 image lists for 1 prompts"):
+        vlm.generate_batch([[_img(0)], [_img(1)]], ["a"])
+
+
+@pytest.mark.parametrize("pool", ["none", "mean", "last"])
+def test_hf_vlm_hidden_states_batch_equals_batch1(tiny, pool):
+    """One forward for four items: each item's language-model states without its padding and the vision states
+    of its own images equal hidden_states of the item alone within 1e-4."""
+    vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(tiny[0])})
+    items = list(zip(BATCH_IMAGES, BATCH_PROMPTS))
+    layers = ["model.vision_tower.vision_model.encoder.layers.1", "model.multi_modal_projector",
+              "model.language_model.layers.0", "model.language_model.layers.1"]
+    batch = vlm.hidden_states_batch(items, layers=layers, pool=pool)
+    for k, item in enumerate(items):
+        one = vlm.hidden_states(item, layers=layers, pool=pool)
+        assert set(batch[k]) == set(one) == set(layers)
+        for name in layers:
+            assert batch[k][name].shape == one[name].shape, name
+            np.testing.assert_allclose(batch[k][name], one[name], atol=1e-4, err_msg=name)
+    assert batch[1]["model.vision_tower.vision_model.encoder.layers.1"].shape[0] == 2  # item 1's two images
+
+
+def test_openvla_hf_act_slots_equal_batch1(tiny):
+    """Slots start, restart and end at different steps; each slot's action equals a batch-1 policy's for the same
+    episode within 1e-5 (instructions of different lengths, so rows are left-padded)."""
+    from embeval.errors import InvalidInputError
+    from embeval.subjects.protocols import batched
+
+    d = tiny[0]
+    spec = {"kind": "policy", "adapter": "openvla_hf", "path": str(d),
+            "params": {"unnorm_key": "tiny_ds", "prompt_template": "USER: <image> {instruction} ASSISTANT:", "image_size": 32}}
+    policy, ref = load_subject(spec), load_subject(spec)
+    assert batched(policy) is policy
+    obs = [Observation(images={"third_person": _img(10 + i)}, instruction="") for i in range(6)]
+
+    def want(instruction, ob):
+        ref.reset(instruction)
+        return ref.act(ob).vector
+
+    policy.reset_slots([0, 1], ["Pick up the red cube", "push it"])
+    got = policy.act_slots([0, 1], obs[:2])
+    np.testing.assert_allclose(got[0].vector, want("Pick up the red cube", obs[0]), atol=1e-5)
+    np.testing.assert_allclose(got[1].vector, want("push it", obs[1]), atol=1e-5)
+    policy.reset_slots(["c", 0], ["move the cube to the left and place it on the red cube", "place it"])  # 0 restarts
+    policy.end_slots([1, "never-started"])
+    got = policy.act_slots([0, "c"], obs[2:4])
+    np.testing.assert_allclose(got[0].vector, want("place it", obs[2]), atol=1e-5)
+    np.testing.assert_allclose(got[1].vector, want("move the cube to the left and place it on the red cube", obs[3]), atol=1e-5)
+    assert not np.allclose(got[0].vector, got[1].vector)
+    with pytest.raises(InvalidInputError, match="slot 1 has no episode"):
+        policy.act_slots([0, 1], obs[:2])
+    with pytest.raises(InvalidInputError, match="appears twice"):
+        policy.act_slots([0, 0], obs[:2])
+    assert policy.act_slots([], []) == []

@@ -119,6 +119,16 @@ def no_episode(owner: str, slot: Slot) -> InvalidInputError:
     return InvalidInputError(f"{owner}: slot {slot!r} has no episode; call reset_slots([{slot!r}], [instruction]) first")
 
 
+def started_slots(owner: str, slots: Sequence[Slot], observations: Sequence[Any], episodes: Mapping) -> list[Slot]:
+    """:func:`check_slots` for an ``act_slots`` call, and every slot has an episode in ``episodes``
+    (:func:`no_episode` otherwise)."""
+    slots = check_slots(owner, slots, observations, "observations")
+    missing = next((s for s in slots if s not in episodes), None)
+    if missing is not None:
+        raise no_episode(owner, missing)
+    return slots
+
+
 _SHARED_TYPE_MODULES = ("httpx", "httpcore", "requests", "urllib3", "socket", "ssl", "_ssl", "select", "selectors",
                         "concurrent", "multiprocessing", "subprocess", "queue", "asyncio", "_io", "io", "sqlite3",
                         "tokenizers", "_thread", "threading")
@@ -206,10 +216,7 @@ class LoopSlots:
             pol.reset(instruction)
 
     def act_slots(self, slots: Sequence[Slot], observations: Sequence[Observation]) -> list[Action]:
-        slots = check_slots(self.id, slots, observations, "observations")
-        missing = next((s for s in slots if s not in self._active), None)
-        if missing is not None:
-            raise no_episode(self.id, missing)
+        slots = started_slots(self.id, slots, observations, self._active)
         return [self._active[s].act(ob) for s, ob in zip(slots, observations)]
 
     def end_slots(self, slots: Sequence[Slot]) -> None:

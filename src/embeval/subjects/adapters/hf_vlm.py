@@ -8,20 +8,25 @@ checkpoint registers in its ``auto_map``, else image-text-to-text; or name an au
 through the processor's chat template with one image placeholder per image; without a template,
 ``prompt_template`` is used (``{prompt}``; include the model's image token yourself). Greedy
 decoding by default; only the newly generated text is returned.
+
+Batches (:meth:`HFVLM.generate_batch`, :meth:`HFVLM.hidden_states_batch`): the prompts are left-padded to
+one length with an attention mask and answered by one ``generate`` (one forward) call; each item's answer
+and hidden states equal its batch-1 ones (greedy decoding; float rounding of another batch size aside).
 """
 from __future__ import annotations
 
 import inspect
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from embeval.action import check_image
-from embeval.errors import ConfigError, ContextLengthError
+from embeval.errors import ConfigError, ContextLengthError, InvalidInputError
 from embeval.subjects.adapters.local_weights import require_hf_dir, torch_dtype
-from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.hidden import HiddenStateMixin, capture_hidden_states, pool_array
 
 AUTO_CLASSES = ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModelForCausalLM")
 
@@ -55,6 +60,70 @@ def drop_unused_inputs(model, inputs: dict[str, Any]) -> dict[str, Any]:
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return {k: v for k, v in inputs.items() if k != "token_type_ids" or k in params}
     return {k: v for k, v in inputs.items() if k in params}
+
+
+def tokenizer_of(processor):
+    """The processor's tokenizer (the processor itself when it is one)."""
+    return getattr(processor, "tokenizer", processor)
+
+
+def model_inputs(processor, model, device: str, texts: list[str], images: list | None) -> dict[str, Any]:
+    """The model inputs (tensors on ``device``) for ``texts`` (one per row) and ``images`` (PIL, all rows' images
+    in order, or None): rows left-padded to one length with an ``attention_mask`` (a single row is not padded),
+    floating pixel values in the model's dtype, outputs the model does not take dropped."""
+    tok = tokenizer_of(processor)
+    if len(texts) > 1 and getattr(tok, "pad_token_id", None) is None:
+        raise ConfigError(f"the tokenizer of {type(model).__name__} has no pad token, so prompts of different lengths cannot "
+                          "share a batch; set pad_token in the checkpoint's tokenizer_config.json or ask one item at a time")
+    kw: dict[str, Any] = {"text": texts if len(texts) > 1 else texts[0], "return_tensors": "pt"}
+    if len(texts) > 1:
+        kw["padding"] = True
+    if images:
+        kw["images"] = images
+    side = getattr(tok, "padding_side", None)
+    try:
+        if side is not None:
+            tok.padding_side = "left"  # new tokens follow every row's prompt directly
+        batch = processor(**kw)
+    finally:
+        if side is not None:
+            tok.padding_side = side
+    batch = {k: (v.to(device) if hasattr(v, "to") else v) for k, v in batch.items()}
+    if batch.get("pixel_values") is not None and batch["pixel_values"].is_floating_point():
+        batch["pixel_values"] = batch["pixel_values"].to(model.dtype)
+    if "attention_mask" not in batch:
+        import torch
+
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+    return drop_unused_inputs(model, batch)
+
+
+def eos_ids(model) -> set[int]:
+    """The token ids that end generation (the generation config's ``eos_token_id``, one or a list)."""
+    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if eos is None:
+        eos = getattr(model.config, "eos_token_id", None)
+    return set() if eos is None else {int(e) for e in (eos if isinstance(eos, (list, tuple)) else [eos])}
+
+
+def new_tokens(out, prompt_len: int, eos: set[int]) -> list[Any]:
+    """Per row of ``generate``'s output: the new token ids, cut after the row's first end-of-sequence token (what a
+    batch-1 call returns; later positions of a batched row are padding)."""
+    rows = []
+    for row in out[:, prompt_len:]:
+        ids = row.tolist()
+        end = next((k for k, t in enumerate(ids) if t in eos), None)
+        rows.append(row[: end + 1] if end is not None else row)
+    return rows
+
+
+@dataclass
+class Generated:
+    """One item's generation: its new token ids and, when asked for, the logits of each step (n_new, vocab)."""
+
+    ids: list[int]
+    text: str
+    logits: Any = None
 
 
 class HFVLM(HiddenStateMixin):
@@ -96,17 +165,21 @@ class HFVLM(HiddenStateMixin):
 
     def inputs(self, images: Sequence[np.ndarray], prompt: str) -> dict[str, Any]:
         """The model inputs (tensors on the device) for ``images`` and ``prompt``."""
+        return self.batch_inputs([images], [prompt])
+
+    def batch_inputs(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str]) -> dict[str, Any]:
+        """The model inputs for many (images, prompt) items: one row each, left-padded (see :func:`model_inputs`)."""
         from PIL import Image
 
-        pil = [Image.fromarray(check_image(im, f"images[{i}]")) for i, im in enumerate(images)]
-        kw: dict[str, Any] = {"text": self.prompt_text(len(pil), prompt), "return_tensors": "pt"}
-        if pil:
-            kw["images"] = pil
-        batch = self.processor(**kw)
-        batch = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in batch.items()}
-        if "pixel_values" in batch and batch["pixel_values"].is_floating_point():
-            batch["pixel_values"] = batch["pixel_values"].to(self.model.dtype)
-        return drop_unused_inputs(self.model, batch)
+        if len(image_lists) != len(prompts) or not prompts:
+            raise InvalidInputError(f"{self.id}: {len(image_lists)} image lists for {len(prompts)} prompts; give one "
+                                    "image list per prompt, at least one")
+        texts, pil = [], []
+        for k, (images, prompt) in enumerate(zip(image_lists, prompts)):
+            where = f"items[{k}]." if len(prompts) > 1 else ""
+            pil += [Image.fromarray(check_image(im, f"{where}images[{i}]")) for i, im in enumerate(images)]
+            texts.append(self.prompt_text(len(images), prompt))
+        return model_inputs(self.processor, self.model, self.device, texts, pil or None)
 
     def generation_kwargs(self, gen: dict[str, Any]) -> dict[str, Any]:
         """transformers generate() arguments: the defaults updated by ``gen``, where the OpenAI names
@@ -127,20 +200,78 @@ class HFVLM(HiddenStateMixin):
         return out
 
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
+        return self.generate_ids([images], [prompt], **gen)[0].text
+
+    def generate_batch(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str], **gen: Any) -> list[str]:
+        """:meth:`generate` for many items in one left-padded ``generate`` call (same answers as one at a time)."""
+        if len(image_lists) != len(prompts):
+            raise InvalidInputError(f"{self.id}: {len(image_lists)} image lists for {len(prompts)} prompts")
+        return [g.text for g in self.generate_ids(image_lists, prompts, **gen)] if prompts else []
+
+    def generate_ids(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str], logits: bool = False,
+                     **gen: Any) -> list[Generated]:
+        """One :class:`Generated` per item, all items in one ``generate`` call; ``logits``: keep each step's
+        logits. :class:`ContextLengthError` naming the item whose prompt and answer exceed the context window."""
         import torch
 
         kwargs = self.generation_kwargs(gen)
+        tok = tokenizer_of(self.processor)
+        if getattr(tok, "pad_token_id", None) is not None:
+            kwargs.setdefault("pad_token_id", tok.pad_token_id)
+        if logits:
+            kwargs.update(output_logits=True, return_dict_in_generate=True)
         with self._lock, torch.no_grad():
             torch.manual_seed(self.seed)
-            batch = self.inputs(images, prompt)
-            n, window = int(batch["input_ids"].shape[1]), self.context_window
-            if window and n + int(kwargs.get("max_new_tokens", 0)) > window:
-                raise ContextLengthError(
-                    f"{self.id}: the prompt takes {n} tokens (images included) and {kwargs.get('max_new_tokens', 0)} "
-                    f"more were asked for, over the context window of {window}; shorten the prompt or lower max_tokens")
+            batch = self.batch_inputs(image_lists, prompts)
+            window, want = self.context_window, int(kwargs.get("max_new_tokens", 0))
+            for k, n in enumerate(batch["attention_mask"].sum(dim=1).tolist()):
+                if window and n + want > window:
+                    item = f"item {k}: " if len(prompts) > 1 else ""
+                    raise ContextLengthError(
+                        f"{self.id}: {item}the prompt takes {n} tokens (images included) and {want} more were asked for, "
+                        f"over the context window of {window}; shorten the prompt or lower max_tokens")
             out = self.model.generate(**batch, **kwargs)
-        new = out[0, batch["input_ids"].shape[1]:]
-        return self.processor.decode(new, skip_special_tokens=True).strip()
+        seqs = out.sequences if logits else out
+        rows = new_tokens(seqs, int(batch["input_ids"].shape[1]), eos_ids(self.model))
+        steps = torch.stack(out.logits, dim=1).float().cpu() if logits else None  # (rows, steps, vocab)
+        return [Generated(ids=r.tolist(), text=self.processor.decode(r, skip_special_tokens=True).strip(),
+                          logits=None if steps is None else steps[k, :len(r)].numpy()) for k, r in enumerate(rows)]
+
+    def hidden_states_batch(self, items: Sequence[tuple[Sequence[np.ndarray], str]], layers: Sequence[str] | str | None = None,
+                            pool: str = "mean") -> list[dict[str, np.ndarray]]:
+        """:meth:`hidden_states` for many ``(images, prompt)`` items from one forward pass: each item's arrays
+        are its own rows (the language model's outputs without the padding positions, the vision outputs of its
+        own images), then pooled. :class:`ConfigError` for a layer whose output has no per-item rows."""
+        import torch
+
+        items = list(items)
+        with torch.no_grad():
+            batch = self.batch_inputs([list(ims) for ims, _ in items], [p for _, p in items])
+        raw = capture_hidden_states(self.model, lambda: self.model(**batch), layers, "none")
+        lengths = batch["attention_mask"].sum(dim=1).tolist()
+        counts = [len(ims) for ims, _ in items]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        width, lm = int(batch["input_ids"].shape[1]), self._language_prefixes()
+        out: list[dict[str, np.ndarray]] = [{} for _ in items]
+        for name, x in raw.items():
+            for k in range(len(items)):
+                if any(name == p or name.startswith(p + ".") for p in lm) and x.ndim == 3 and x.shape[:2] == (len(items), width):
+                    row = x[k:k + 1, width - int(lengths[k]):]  # the item's own tokens (left padding dropped)
+                elif x.shape[0] == starts[-1] and starts[-1] != len(items):
+                    row = x[starts[k]:starts[k + 1]]  # the vision outputs of the item's images
+                elif x.shape[0] == len(items):
+                    row = x[k:k + 1]
+                else:
+                    raise ConfigError(f"{self.id}: layer {name!r} gives shape {x.shape} for {len(items)} items with "
+                                      f"{starts[-1]} images, no rows per item; ask hidden_states one item at a time")
+                out[k][name] = pool_array(row, pool, self._hidden_seq_axis)
+        return out
+
+    def _language_prefixes(self) -> list[str]:
+        """Module names of the language model (its outputs run over the padded token sequence) and the LM head."""
+        names = {id(m): n for n, m in self.model.named_modules()}
+        mods = [getattr(self.model, "get_decoder", lambda: None)(), getattr(self.model, "get_output_embeddings", lambda: None)()]
+        return [names[id(m)] for m in mods if m is not None and id(m) in names and names[id(m)]]
 
     def _hidden_module(self):
         return self.model

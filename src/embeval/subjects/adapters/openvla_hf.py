@@ -9,6 +9,11 @@ over [-1, 1]; un-normalised with the dataset's q01/q99 where the mask is set).
 OpenVLA's prompt: ``"In: What action should the robot take to {instruction}?\\nOut:"`` (instruction
 lower-cased). Its gripper is [0, 1] with 1 = open (``gripper: open1``), deltas in the robot's base
 frame for BridgeData V2 (``unnorm_key: bridge_orig``).
+
+Batched episodes (:meth:`OpenVLAHFPolicy.act_slots`): each slot keeps its instruction; on the generic path
+all slots' prompts are left-padded into one ``generate`` call and each row's ``action_dim`` tokens are
+decoded (equal to batch-1 actions up to float rounding). A checkpoint whose own ``predict_action`` is used
+is asked once per slot (OpenVLA's ``predict_action`` decodes the first row of a batch only).
 """
 from __future__ import annotations
 
@@ -19,10 +24,11 @@ import numpy as np
 
 from embeval.action import Action, ActionSpec, Observation
 from embeval.errors import ConfigError, InvalidInputError
-from embeval.subjects.adapters.hf_vlm import drop_unused_inputs, load_auto
+from embeval.subjects.adapters.hf_vlm import load_auto, model_inputs, tokenizer_of
 from embeval.subjects.adapters.local_weights import require_hf_dir
 from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
 from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.protocols import Slot, check_slots, started_slots
 
 OPENVLA_PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
 
@@ -69,7 +75,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         self.n_bins = int(n_bins)
         self._lock = threading.Lock()
         self.processor, self.model = load_auto(self.path, model_class, dtype, device, trust_remote_code)
-        tok = getattr(self.processor, "tokenizer", self.processor)
+        tok = tokenizer_of(self.processor)
         cfg = self.model.config
         if vocab_size is None and getattr(cfg, "pad_to_multiple_of", None) and hasattr(cfg, "text_config"):
             vocab_size = cfg.text_config.vocab_size - cfg.pad_to_multiple_of  # OpenVLA: 32064 - 64 = 32000
@@ -80,39 +86,56 @@ class OpenVLAHFPolicy(HiddenStateMixin):
                               f"choose from {', '.join(sorted(self.norm_stats))}")
         self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"))
         self.instruction = ""
+        self._slots: dict[Slot, str] = {}
 
     def reset(self, instruction: str) -> None:
         self.instruction = instruction
 
     def inputs(self, observation: Observation) -> dict[str, Any]:
+        return self.batch_inputs([observation], [self.instruction])
+
+    def batch_inputs(self, observations: Sequence[Observation], instructions: Sequence[str]) -> dict[str, Any]:
+        """The model inputs for many observations, one row each (its own instruction when it carries one, else
+        ``instructions[i]``), left-padded to one length."""
         from PIL import Image
 
-        img = Image.fromarray(camera_image(observation, self.camera, "OpenVLA")[1])
-        if self.image_size:
-            img = img.resize((self.image_size, self.image_size), Image.LANCZOS)
-        instruction = (observation.instruction or self.instruction).lower()
-        batch = self.processor(text=self.prompt_template.format(instruction=instruction), images=img, return_tensors="pt")
-        batch = {k: (v.to(self.device) if hasattr(v, "to") else v) for k, v in batch.items()}
-        if batch.get("pixel_values") is not None and batch["pixel_values"].is_floating_point():
-            batch["pixel_values"] = batch["pixel_values"].to(self.model.dtype)
-        return drop_unused_inputs(self.model, batch)
+        texts, images = [], []
+        for observation, instruction in zip(observations, instructions):
+            img = Image.fromarray(camera_image(observation, self.camera, "OpenVLA")[1])
+            if self.image_size:
+                img = img.resize((self.image_size, self.image_size), Image.LANCZOS)
+            images.append(img)
+            texts.append(self.prompt_template.format(instruction=(observation.instruction or instruction).lower()))
+        return model_inputs(self.processor, self.model, self.device, texts, images)
+
+    def _stats(self) -> Mapping[str, Any] | None:
+        return self.norm_stats.get(self.unnorm_key, {}).get("action") if self.unnorm_key else None
 
     def raw_action(self, observation: Observation) -> np.ndarray:
         """The model's action in its dataset units (before the gripper conversion)."""
+        return self.raw_actions([observation], [self.instruction])[0]
+
+    def raw_actions(self, observations: Sequence[Observation], instructions: Sequence[str]) -> list[np.ndarray]:
+        """:meth:`raw_action` for many observations: one left-padded ``generate`` call on the generic path,
+        ``action_dim`` new tokens decoded per row; one ``predict_action`` per row where the checkpoint has it."""
         import torch
 
         with self._lock, torch.no_grad():
-            batch = self.inputs(observation)
             if hasattr(self.model, "predict_action"):
-                return np.asarray(self.model.predict_action(**batch, unnorm_key=self.unnorm_key, do_sample=False), dtype=np.float64)
-            stats = self.norm_stats.get(self.unnorm_key, {}).get("action") if self.unnorm_key else None
+                return [np.asarray(self.model.predict_action(**self.batch_inputs([ob], [ins]), unnorm_key=self.unnorm_key,
+                                                             do_sample=False), dtype=np.float64)
+                        for ob, ins in zip(observations, instructions)]
+            batch = self.batch_inputs(observations, instructions)
+            stats = self._stats()
             dim = len(stats["q01"]) if stats else 7
-            out = self.model.generate(**batch, max_new_tokens=dim, min_new_tokens=dim, do_sample=False)
-            tokens = out[0, batch["input_ids"].shape[1]:].cpu().numpy()
-        return decode_action_tokens(tokens, self.vocab_size, stats, self.n_bins)
+            extra = {"pad_token_id": tokenizer_of(self.processor).pad_token_id} if len(observations) > 1 else {}
+            out = self.model.generate(**batch, max_new_tokens=dim, min_new_tokens=dim, do_sample=False, **extra)
+            tokens = out[:, batch["input_ids"].shape[1]:].cpu().numpy()
+        return [decode_action_tokens(row, self.vocab_size, stats, self.n_bins) for row in tokens]
 
-    def act(self, observation: Observation) -> Action:
-        a = self.raw_action(observation).reshape(-1)
+    def to_action(self, raw: np.ndarray) -> Action:
+        """An embeval :class:`Action` from the model's raw action (first 7 values, gripper converted)."""
+        a = np.asarray(raw).reshape(-1)
         if a.shape[0] < 7:
             raise InvalidInputError(f"{self.id} produced {a.shape[0]} action values; expected 7")
         if not np.all(np.isfinite(a)):
@@ -120,6 +143,26 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         v = a[:7].copy()
         v[6] = gripper_to_embeval(v[6], self.gripper)
         return Action(v)
+
+    def act(self, observation: Observation) -> Action:
+        return self.to_action(self.raw_action(observation))
+
+    # -- batched episodes (BatchedPolicy) ---------------------------------------------------
+    def reset_slots(self, slots: Sequence[Slot], instructions: Sequence[str]) -> None:
+        """Start an episode with ``instructions[i]`` in ``slots[i]`` (restarting a slot in use)."""
+        for slot, instruction in zip(check_slots(self.id, slots, instructions, "instructions"), instructions):
+            self._slots[slot] = str(instruction)
+
+    def act_slots(self, slots: Sequence[Slot], observations: Sequence[Observation]) -> list[Action]:
+        """One action per slot, all slots in one ``generate`` call (see module docstring)."""
+        slots = started_slots(self.id, slots, observations, self._slots)
+        if not slots:
+            return []
+        return [self.to_action(r) for r in self.raw_actions(list(observations), [self._slots[s] for s in slots])]
+
+    def end_slots(self, slots: Sequence[Slot]) -> None:
+        for s in slots:
+            self._slots.pop(s, None)
 
     def _hidden_module(self):
         return self.model
