@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import positive_int
+from embeval.cli._util import float_in, positive_int
 
 _RAW = argparse.RawDescriptionHelpFormatter
 
@@ -78,6 +78,9 @@ def register(sub) -> None:
         epilog="example:\n  embeval report runs/quality --out report.html", formatter_class=_RAW)
     p.add_argument("run_dir", type=Path, metavar="RUN", help="the run folder")
     p.add_argument("--out", type=Path, help="the HTML file (default: RUN/report.html)")
+    p.add_argument("--embed-max-mb", type=float_in(0, 1024), default=4.0, metavar="MB",
+                   help="videos and images in the run folder up to this size (MB) are embedded in the HTML, larger ones "
+                        "linked relative to it (default 4; 0 links all)")
     p.set_defaults(func=_report)
 
 
@@ -144,7 +147,8 @@ def _run(args) -> int:
         units = select_shard(plan.units, args.shard_index, args.num_shards)
         print(f"spec OK: evaluator {spec.evaluator}, hash {spec.hash}, {len(plan.subjects)} subject(s), "
               f"{len(plan.units)} units ({len(units)} in shard {args.shard_index}/{args.num_shards}); "
-              f"run folder {args.out or spec.default_run_dir()}")
+              f"run folder {args.out or spec.default_run_dir()}"
+              + (f"; trackers: {', '.join(t.name for t in spec.trackers)} (offline)" if spec.trackers else ""))
         return 0
     def announce(spec, out) -> None:  # only once the spec and the options are valid
         print(f"run {spec.hash} -> {out} (if it stops: embeval resume {out})", flush=True)
@@ -189,9 +193,9 @@ def _export(args) -> int:
 
 
 def _report(args) -> int:
-    from embeval.runs.report import build_report
+    from embeval.runs.report import MediaLimits, build_report
 
-    out = build_report(args.run_dir, args.out)
+    out = build_report(args.run_dir, args.out, MediaLimits(embed_file_bytes=int(args.embed_max_mb * 2**20)))
     print(f"wrote {out}")
     return 0
 
