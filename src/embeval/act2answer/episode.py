@@ -50,7 +50,10 @@ class EpisodeResult:
 
 def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | None = None, seed: int = 0,
                 keep_actions: bool = True) -> EpisodeResult:
-    """Run ``item`` in ``layout`` on ``env`` (:class:`embeval.sim.SimEnv`) with ``policy`` (a Policy)."""
+    """Run ``item`` in ``layout`` on ``env`` (:class:`embeval.sim.SimEnv`) with ``policy`` (a Policy); under an
+    open episode video (:mod:`embeval.recording.video`) every step's observation is recorded."""
+    from embeval.recording.video import video_last, video_step
+
     spec = spec or EpisodeSpec()
     scene, task = build_scene(item, layout, spec)
     obs = env.reset(seed, task, scene)
@@ -61,6 +64,7 @@ def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | 
         action = policy.act(obs)
         if keep_actions:
             actions.append([round(float(v), 6) for v in action.vector])
+        video_step(obs, action)
         res = env.step(action)
         obs, n = res.observation, n + 1
         if res.stopped:
@@ -69,6 +73,7 @@ def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | 
         if rule.update(float(env.cell.object_pose("cube")[0][2]), env.cell.gripper):
             reason = "released"
             break
+    video_last(obs)
     if env.cell.safety.ok and spec.settle_s > 0:
         env.cell.idle(spec.settle_s)
     pos, _ = env.cell.object_pose("cube")
@@ -98,18 +103,23 @@ def closed_loop(env, policy, obs, spec: EpisodeSpec, carried_z: Callable[[], flo
                 keep_actions: bool = True) -> tuple[str, int, list[list[float]]]:
     """Step ``policy`` (already reset) from ``obs`` on ``env`` (``env.step(a).observation``, ``env.gripper``
     0..1) until the spec's :class:`Termination` fires on ``carried_z()`` (m, frame base) or
-    ``spec.max_steps`` steps; returns ``(end_reason, steps, actions)`` (the ManiSkill backends' loop)."""
+    ``spec.max_steps`` steps; returns ``(end_reason, steps, actions)`` (the ManiSkill backends' loop). Under an
+    open episode video (:mod:`embeval.recording.video`) every step's observation is recorded."""
+    from embeval.recording.video import video_last, video_step
+
     rule = Termination(spec, float(carried_z()))
     reason, actions, n = "max_steps", [], 0
     while n < spec.max_steps:
         a = policy.act(obs)
         if keep_actions:
             actions.append([round(float(v), 6) for v in a.vector])
+        video_step(obs, a)
         obs = env.step(a).observation
         n += 1
         if rule.update(float(carried_z()), env.gripper):
             reason = "released"
             break
+    video_last(obs)
     return reason, n, actions
 
 
@@ -294,7 +304,7 @@ def item_error(exc: Exception, item: BinaryItem, layout: str) -> Exception:
 def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
               layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True,
               obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
-              aliases: dict[str, str] | None = None) -> Iterator[EpisodeResult]:
+              aliases: dict[str, str] | None = None, videos=None) -> Iterator[EpisodeResult]:
     """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
 
     Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own env of
@@ -303,8 +313,11 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
     cameras the policy declares (:func:`obs_cameras_for`; checked first, :func:`check_cameras`), each camera also
     under its ``aliases`` key (backends that take aliases). A :class:`BackendExpert` policy is bound to that env first.
     Many environments at once, one batched policy call per step: :func:`embeval.act2answer.vector.run_items_vector`.
+    ``videos``: an :class:`~embeval.recording.video.EpisodeRecorder`; each episode it keeps is
+    ``<policy id>_<item id>_<layout>.mp4`` (success: the cube in the correct zone).
     """
     from embeval.provenance import derive_seed
+    from embeval.recording.video import maybe_episode
 
     be = get_backend(backend)
     own = env is None
@@ -319,10 +332,14 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
             policy.bind(env, be)
         for item in items:
             for layout in layouts:
-                try:
-                    res = be.run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout), keep_actions)
-                except (InvalidInputError, MissingFileError) as exc:  # name the item (a card image, a bad action)
-                    raise item_error(exc, item, layout) from None
+                with maybe_episode(videos, f"{getattr(policy, 'id', 'policy')}_{item.id}_{layout}") as video:
+                    try:
+                        res = be.run_episode(env, policy, item, layout, spec, derive_seed(seed, item.id, layout),
+                                             keep_actions)
+                    except (InvalidInputError, MissingFileError) as exc:  # name the item (a card image, a bad action)
+                        raise item_error(exc, item, layout) from None
+                    if video is not None:
+                        video.finish(res.success == 1.0, f"zone {res.zone} ({res.end_reason})")
                 yield res
     finally:
         if own:

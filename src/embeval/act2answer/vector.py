@@ -47,8 +47,10 @@ def _picklable_backend(be: Backend) -> str | Backend:
 class Act2AnswerTask:
     """What an environment worker needs to run Act2Answer episodes (pickled to it): the backend (a registered
     name or a picklable :class:`Backend`), the episode spec, the observation size (width, height), the cameras to
-    render (None: all), camera aliases, whether records keep the actions, and ``expert``: run the backend's
-    privileged expert in the worker (bound to its environment) instead of the calling process's policy."""
+    render (None: all), camera aliases, whether records keep the actions, ``expert``: run the backend's
+    privileged expert in the worker (bound to its environment) instead of the calling process's policy, and
+    ``videos``: (policy, folder, policy id) of episode videos the workers write (None: none); units are
+    ``(item, layout, seed, index)``, the index in run order deciding ``--record-video N``."""
 
     backend: str | Backend
     spec: EpisodeSpec
@@ -57,6 +59,7 @@ class Act2AnswerTask:
     aliases: dict[str, str] = field(default_factory=dict)
     keep_actions: bool = True
     expert: bool = False
+    videos: tuple[Any, str, str] | None = None
 
     def _be(self) -> Backend:
         return get_backend(self.backend)
@@ -76,17 +79,24 @@ class Act2AnswerTask:
         return pol
 
     def run(self, env, policy, unit) -> EpisodeResult:
-        item, layout, seed = unit
-        try:
-            return self._be().run_episode(env, policy, item, layout, self.spec, seed, self.keep_actions)
-        except (InvalidInputError, MissingFileError) as exc:  # name the item, as run_items does
-            raise item_error(exc, item, layout) from None
+        from embeval.recording.video import EpisodeRecorder, maybe_episode
+
+        item, layout, seed, index = unit
+        videos = EpisodeRecorder(self.videos[0], self.videos[1]) if self.videos else None
+        with maybe_episode(videos, f"{self.videos[2] if self.videos else ''}_{item.id}_{layout}", index) as video:
+            try:
+                res = self._be().run_episode(env, policy, item, layout, self.spec, seed, self.keep_actions)
+            except (InvalidInputError, MissingFileError) as exc:  # name the item, as run_items does
+                raise item_error(exc, item, layout) from None
+            if video is not None:
+                video.finish(res.success == 1.0, f"zone {res.zone} ({res.end_reason})")
+        return res
 
     def close(self, env) -> None:
         self._be().close(env)
 
     def describe(self, unit) -> str:
-        item, layout, _ = unit
+        item, layout = unit[:2]
         return f"item {item.id!r} ({layout})"
 
 
@@ -121,14 +131,16 @@ def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | No
                      obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
                      aliases: dict[str, str] | None = None, num_envs: int = 8, exact: bool = False,
                      workers: int | None = None, start_method: str = "spawn", groups: int = 1,
-                     profile: VectorProfile | None = None) -> Iterator[EpisodeResult]:
+                     profile: VectorProfile | None = None, videos=None) -> Iterator[EpisodeResult]:
     """:func:`~embeval.act2answer.episode.run_items` on ``num_envs`` environments (1..64) in ``workers`` processes
     (default ``min(num_envs, CPU count)``), the policy asked once per step for all of them; same records, same order.
 
     ``exact``: ask the policy through :class:`~embeval.subjects.protocols.LoopSlots` (one batch-1 copy per
     environment, bit-for-bit the sequential actions) rather than its own batched forward. ``groups``: 2 alternates two
     halves of the environments (:func:`~embeval.sim.vector.run_vectorised`). ``profile``: a
-    :class:`~embeval.sim.vector.VectorProfile` to fill in (simulation, rendering, model, transport seconds)."""
+    :class:`~embeval.sim.vector.VectorProfile` to fill in (simulation, rendering, model, transport seconds).
+    ``videos``: an :class:`~embeval.recording.video.EpisodeRecorder` whose policy and folder the workers use (they
+    write the same files as :func:`~embeval.act2answer.episode.run_items`; ``videos.written`` stays empty here)."""
     from embeval.provenance import derive_seed
     from embeval.subjects.protocols import LoopSlots, batched
 
@@ -138,9 +150,14 @@ def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | No
     spec = spec or EpisodeSpec()
     expert = isinstance(policy, BackendExpert)
     task = Act2AnswerTask(_picklable_backend(be), spec, tuple(obs_size or obs_size_for(policy)), obs_cameras_for(policy),
-                          dict(aliases or {}), keep_actions, expert)
+                          dict(aliases or {}), keep_actions, expert,
+                          (videos.policy, str(videos.out_dir), str(getattr(policy, "id", "policy"))) if videos else None)
     items = list(items)
     units = [(item, layout, derive_seed(seed, item.id, layout)) for item in items for layout in layouts]
+    base = videos.count if videos else 0  # episode indices continue the recorder's count (--record-video N)
+    units = [(*u, base + i) for i, u in enumerate(units)]
+    if videos:
+        videos.count += len(units)
     convert_textures_first(items)
     if expert:
         slots = None

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_group(sub, name: str, help: str) -> argparse._SubParsersAction:
@@ -134,3 +135,26 @@ def parse_aliases(values: list[str] | None) -> dict[str, str]:
             raise ConfigError(f"--alias {a!r}: write KEY=CAMERA, e.g. third_person=base_camera")
         out[key] = cam
     return out
+
+
+def record_video(text: str):
+    """argparse ``type=`` for ``--record-video``: none, failures, all or N (a :class:`VideoPolicy`)."""
+    from embeval.errors import ConfigError
+    from embeval.recording.video import VideoPolicy
+
+    try:
+        return VideoPolicy.parse(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+
+
+def add_video_args(p: argparse.ArgumentParser, default_dir: str) -> None:
+    """``--record-video {none,failures,all,N}`` and ``--video-dir DIR`` of a command that runs episodes
+    (read them with :func:`embeval.recording.video.recorder_from_args`)."""
+    from embeval.recording.video import FPS, VideoPolicy
+
+    p.add_argument("--record-video", type=record_video, default=VideoPolicy(), metavar="{none,failures,all,N}",
+                   help="write one H.264 mp4 per episode (the policy's camera view, step / action / outcome text, "
+                        f"{FPS} fps): none (default), failures (episodes that did not succeed), all, or N (the first N)")
+    p.add_argument("--video-dir", type=Path, metavar="DIR",
+                   help=f"folder of the episode videos (default {default_dir}); <episode>.mp4 each")

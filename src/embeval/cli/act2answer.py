@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, int_in, parse_aliases, positive_int, seed
+from embeval.cli._util import add_group, add_video_args, int_in, parse_aliases, positive_int, seed
 from embeval.sim.vector import MAX_ENVS
 
 _FMT = argparse.RawDescriptionHelpFormatter
@@ -79,6 +79,7 @@ def register(sub) -> None:
                    help="with --num-envs > 1: ask the policy one episode at a time (its batch-1 path per environment), "
                         "so every record equals the --num-envs 1 run's bit for bit; without it a policy with its own "
                         "batched forward (the tiny VLAs) may differ in float rounding (~1e-8 per action component)")
+    add_video_args(p, "OUT/videos/")
     p.set_defaults(func=_run)
 
     p = g.add_parser("scenes", help="write per-item scene YAMLs and conductor parameters for the ROS graph / real cell",
@@ -232,6 +233,9 @@ def _run(args) -> int:
     for policy in policies:  # every policy's cameras on this backend, before the first episode
         check_cameras(policy, backend, aliases)
     vlms = [_load_vlm(ref) for ref in args.vlm or []]
+    from embeval.recording.video import recorder_from_args
+
+    videos = recorder_from_args(args, args.out / "videos")  # one recorder: --record-video N counts the whole run
     results = {}
     for policy in policies:
         t0, recs = time.perf_counter(), []
@@ -239,9 +243,9 @@ def _run(args) -> int:
             from embeval.act2answer.vector import run_items_vector
 
             episodes = run_items_vector(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases,
-                                        num_envs=args.num_envs, exact=args.exact)
+                                        num_envs=args.num_envs, exact=args.exact, videos=videos)
         else:
-            episodes = run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases)
+            episodes = run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases, videos=videos)
         for r in episodes:
             recs.append(r)
             if len(recs) % 50 == 0:
@@ -255,6 +259,8 @@ def _run(args) -> int:
         recs = list(answer_items(vlm, items))
         results[f"{vlm.id} (text)"] = recs
         print(f"{vlm.id}: {len(recs)} text answers -> {write_results(recs, args.out / f'answers_{vlm.id}.jsonl')}")
+    if videos is not None:
+        print(f"videos ({videos.policy}): {len(list(videos.out_dir.glob('*.mp4')))} mp4 file(s) in {videos.out_dir}/")
     if results:
         table = category_table(results, delta=args.delta)
         table.to_csv(args.out / "category_table.csv", index=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, finite, image_side, parse_aliases, positive_int, seed
+from embeval.cli._util import add_group, add_video_args, finite, image_side, parse_aliases, positive_int, seed
 
 _VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
 
@@ -68,6 +68,7 @@ def register(sub) -> None:
     p.add_argument("--render", action="store_true", help="render observations each step (slower, as a policy would)")
     p.add_argument("--mode", choices=["physics", "kinematic"], default="physics", help="simulation mode (default physics)")
     p.add_argument("--json", type=Path, help="write per-task results as JSON")
+    add_video_args(p, "videos/")
     p.set_defaults(func=_expert)
 
     p = g.add_parser("episodes", help="run policy episodes (default the scripted expert), optionally under a distortion",
@@ -92,6 +93,7 @@ def register(sub) -> None:
     p.add_argument("--state-only", action="store_true", help="no cameras (fast; only for policies that read no image)")
     p.add_argument("--sheet", type=Path, help="write a contact sheet PNG of the first frames (clean | distorted)")
     p.add_argument("--json", type=Path, help="write per-episode results as JSON")
+    add_video_args(p, "videos/")
     p.set_defaults(func=_episodes)
 
     p = g.add_parser("execute", help="Execution score of a reference vs a distorted action", formatter_class=fmt,
@@ -180,6 +182,7 @@ def _episodes(args) -> int:
     import numpy as np
 
     from embeval.errors import ConfigError
+    from embeval.recording.video import maybe_episode, recorder_from_args
     from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
 
     task = args.task or ("PickCube-v1" if args.backend == "maniskill" else "Pick")
@@ -210,6 +213,9 @@ def _episodes(args) -> int:
         from embeval.errors import check_out_file
 
         check_out_file(args.json, "--json")
+    videos = recorder_from_args(args, "videos")
+    if videos is not None and args.state_only:
+        raise ConfigError("--record-video records the camera images; drop --state-only")
     spec = SimSpec(backend=args.backend, env=task, width=args.width, height=args.height, aliases=aliases,
                    render=not args.state_only)
     env = make_episode_env(spec)
@@ -226,13 +232,20 @@ def _episodes(args) -> int:
         print(f"{'seed':>4} {'success':>7} {'steps':>5}" + ("  decision execution   cm  dist.ok" if args.distortion else ""))
         for s in range(args.seed, args.seed + args.episodes):
             if args.distortion:
-                sc, ref, dis = score_episode(env, policy, s, (args.distortion, args.level, s))
+                ref = run_episode(env, policy, s) if videos is not None else None  # the video: the distorted run
+                with maybe_episode(videos, f"{task}_seed{s:04d}_{args.distortion}{args.level}") as video:
+                    sc, ref, dis = score_episode(env, policy, s, (args.distortion, args.level, s), reference=ref)
+                    if video is not None:
+                        video.finish(dis.outcome.success, f"Execution {sc.execution.score:.1f}")
                 row = {"seed": s, "success": ref.outcome.success, "steps": ref.outcome.n_actions, **sc.to_dict()}
                 print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}  {sc.decision:8.3f} "
                       f"{sc.execution.score:9.1f} {sc.execution.distance_cm:5.1f}  {sc.execution.distorted.success}")
                 first = (ref.first_clean_images, dis.first_observation.images)
             else:
-                ref = run_episode(env, policy, s)
+                with maybe_episode(videos, f"{task}_seed{s:04d}") as video:
+                    ref = run_episode(env, policy, s)
+                    if video is not None:
+                        video.finish(ref.outcome.success)
                 row = {"seed": s, "success": ref.outcome.success, "steps": ref.outcome.n_actions,
                        "final_tcp_pose": list(ref.outcome.final_tcp_pose)}
                 print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}")
@@ -255,7 +268,13 @@ def _episodes(args) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")
+    _print_videos(videos)
     return 0
+
+
+def _print_videos(videos) -> None:
+    if videos is not None:
+        print(f"videos: {len(videos.written)} episode(s) kept ({videos.policy}) in {videos.out_dir}/")
 
 
 def _scene(args) -> int:
@@ -290,15 +309,18 @@ def _references(args) -> int:
 def _expert(args) -> int:
     import json
 
+    from embeval.recording.video import recorder_from_args
     from embeval.sim.bench_util import expert_success
     from embeval.sim.expert import PLANNERS
     from embeval.sim.workcell import SimConfig
 
     verbs = list(PLANNERS) if args.task == "all" else [_verb(args.task)]
+    videos = recorder_from_args(args, "videos")
     rows = []
     print(f"{'task':<7} {'success':>9} {'rate':>6} {'steps/ep':>9} {'s/ep':>7}  failures (seed: reason)")
     for v in verbs:
-        r = expert_success(v, args.episodes, seed0=args.seed, config=SimConfig(render=args.render, mode=args.mode))
+        r = expert_success(v, args.episodes, seed0=args.seed, config=SimConfig(render=args.render, mode=args.mode),
+                           videos=videos)
         rows.append(r)
         fails = ", ".join(f"{s}: {why}" for s, why in r["failures"][:4])
         print(f"{v:<7} {r['successes']:>4}/{r['episodes']:<4} {r['rate']:>6.1%} {r['steps_per_episode']:>9.1f} "
@@ -307,6 +329,7 @@ def _expert(args) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")
+    _print_videos(videos)
     return 0
 
 

@@ -192,19 +192,29 @@ class EpisodeRun:
 
 def run_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, int] | None = None,
                 keep_actions: bool = False) -> EpisodeRun:
-    """One closed-loop episode of ``policy`` (``reset(instruction)``, ``act(obs)``) until the env is done."""
+    """One closed-loop episode of ``policy`` (``reset(instruction)``, ``act(obs)``) until the env is done.
+    Under an open episode video (:mod:`embeval.recording.video`) every step is recorded: the policy's view,
+    beside its clean reference under a distortion."""
+    from embeval.recording.video import video_last, video_step
+
     obs = env.reset(seed, distortion)
     first, clean = obs, dict(getattr(env, "clean_images", {}) or {})
     policy.reset(env.instruction)
     acts, n, first_action = [], 0, None
+
+    def clean_view():  # the undistorted images of the current observation (None: no distortion, same images)
+        return getattr(env, "clean_images", None) if distortion else None
+
     while not env.done:
         a = policy.act(obs)
         a = a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))
         first_action = first_action or a
         if keep_actions:
             acts.append(a.vector.tolist())
+        video_step(obs, a, clean_view())
         obs = env.step(a).observation
         n += 1
+    video_last(obs, clean_view())
     return EpisodeRun(first, clean, first_action or Action.hold(), env.outcome(n), acts)
 
 

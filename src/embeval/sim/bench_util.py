@@ -9,23 +9,41 @@ from embeval.sim.workcell import SimConfig
 
 
 def run_expert_episode(env: SimEnv, verb: str, seed: int, render: bool | None = None):
-    """One seeded expert episode; returns the last :class:`~embeval.sim.env.StepResult`."""
+    """One seeded expert episode; returns the last :class:`~embeval.sim.env.StepResult`. Under an open
+    episode video (:mod:`embeval.recording.video`) each step's third-person view is recorded (rendered for
+    the video when the observations carry no image)."""
+    from embeval.recording.video import video_last, video_step
+
     obs = env.reset(seed=seed, task=verb, render=render)
     expert = env.expert()
     result = None
+
+    def view() -> dict:
+        return {"third_person": env.cell.render("third_person", env.config.obs_width, env.config.obs_height)}
+
     while not env.done:
-        result = env.step(expert.act(obs), render=render)
+        action = expert.act(obs)
+        video_step(obs, action, render=view)
+        result = env.step(action, render=render)
         obs = result.observation
+    video_last(obs, render=view)
     return result
 
 
-def expert_success(verb: str, episodes: int, seed0: int = 0, config: SimConfig | None = None) -> dict[str, Any]:
-    """Success rate of the scripted expert on ``episodes`` seeded episodes (seeds seed0 .. seed0+episodes-1)."""
+def expert_success(verb: str, episodes: int, seed0: int = 0, config: SimConfig | None = None,
+                   videos=None) -> dict[str, Any]:
+    """Success rate of the scripted expert on ``episodes`` seeded episodes (seeds seed0 .. seed0+episodes-1);
+    ``videos``: an :class:`~embeval.recording.video.EpisodeRecorder` (one ``<verb>_seed<s>.mp4`` per episode it keeps)."""
+    from embeval.recording.video import maybe_episode
+
     ok, steps, substeps, failures = 0, 0, 0, []
     t0 = time.perf_counter()
     with SimEnv(config or SimConfig(render=False)) as env:
         for s in range(seed0, seed0 + episodes):
-            r = run_expert_episode(env, verb, s)
+            with maybe_episode(videos, f"{verb}_seed{s:04d}") as video:
+                r = run_expert_episode(env, verb, s)
+                if video is not None:
+                    video.finish(bool(r.success), r.reason)
             ok += bool(r.success)
             steps += env.n_steps
             substeps += env.cell.steps
