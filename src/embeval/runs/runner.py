@@ -17,11 +17,13 @@ from typing import Any, Callable
 
 from embeval.errors import ConfigError, MissingFileError, load_yaml, read_json
 from embeval.provenance import code_version
+from embeval.progress import Progress
 from embeval.runs.backends import get_backend
 from embeval.runs.lock import LOCK_DIR, RunLock
 from embeval.runs.plan import Plan, plan_run
 from embeval.runs.spec import RunSpec, check_unit_timeout, load_spec, parse_spec, with_backend
 from embeval.runs.store import STORE_NAME, ResultsStore
+from embeval.runs.trackers import RunTrackers
 from embeval.runs.units import select_shard
 from embeval.runs.weights import check_weights, fingerprints
 
@@ -147,7 +149,14 @@ def run(spec: RunSpec | str | os.PathLike, run_dir: str | os.PathLike | None = N
     with RunLock(d, shard_index, num_shards):  # a second process on the same shard is refused, naming this one
         prepare_run_dir(spec, d)
         with ResultsStore(d / STORE_NAME) as store:
-            return _execute(plan, units, store, d, backend_impl, shard_index, num_shards, rerun_changed)
+            trackers = RunTrackers(spec, d, shard_index, num_shards)  # none unless spec.trackers
+            try:
+                summary = _execute(plan, units, store, d, backend_impl, shard_index, num_shards, rerun_changed, trackers)
+            except BaseException:
+                trackers.close()  # what was logged stays readable
+                raise
+            trackers.finish(store, spec.run_id)
+            return summary
 
 
 def resume(run_dir: str | os.PathLike, **kwargs: Any) -> RunSummary:
@@ -160,7 +169,7 @@ def resume(run_dir: str | os.PathLike, **kwargs: Any) -> RunSummary:
 
 
 def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl, shard_index: int, num_shards: int,
-             rerun_changed: bool = False) -> RunSummary:
+             rerun_changed: bool = False, trackers: RunTrackers | None = None) -> RunSummary:
     spec = plan.spec
     cv = code_version()
     run_id, h = spec.run_id, spec.hash
@@ -177,6 +186,7 @@ def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl
     done = 0
     errors: dict[str, int] = {}
     bar = _progress(spec, len(units), skipped, shard_index, num_shards)
+    step_of = {u.key: i for i, u in enumerate(plan.units)} if trackers else {}
     try:
         for attempt in range(spec.backend.retries + 1):
             finished = store.done_keys(run_id)
@@ -193,13 +203,14 @@ def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl
                     if r.ok:
                         done += 1
                         failed_keys.discard(u.key)
+                        if trackers:
+                            trackers.unit_done(step_of[u.key], u.subject, r.outputs)
                     else:
                         failed_keys.add(u.key)
                         msg = (r.error or "").split(" [at ")[0][:200]
                         errors[msg] = errors.get(msg, 0) + 1
                 if bar is not None:
-                    bar.update(sum(r.ok for _, r in rows))
-                    bar.set_postfix(failed=len(failed_keys), refresh=False)
+                    bar.update(sum(r.ok for _, r in rows), failed=len(failed_keys))
 
             backend_impl.execute(plan, pending, on_results)
             if not failed_keys:
@@ -214,13 +225,12 @@ def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl
                       elapsed, errors=sorted(errors, key=errors.get, reverse=True)[:5])
 
 
-def _progress(spec: RunSpec, total: int, initial: int, shard_index: int, num_shards: int):
+def _progress(spec: RunSpec, total: int, initial: int, shard_index: int, num_shards: int) -> Progress | None:
+    """A bar on a terminal, a line every 10 s otherwise (:mod:`embeval.progress`); None with progress off."""
     if not spec.backend.progress:
         return None
-    from tqdm.auto import tqdm
-
     desc = f"{spec.name or spec.evaluator} [{spec.hash[:8]}]" + (f" shard {shard_index}/{num_shards}" if num_shards > 1 else "")
-    return tqdm(total=total, initial=initial, desc=desc, unit="unit", file=sys.stderr, dynamic_ncols=True, smoothing=0.05)
+    return Progress(total, desc, "units", initial=initial)
 
 
 def open_store(run_dir: str | os.PathLike) -> ResultsStore:

@@ -49,7 +49,7 @@ from embeval.errors import ConfigError, MissingFileError, load_yaml
 from embeval.provenance import stable_hash
 
 #: Fields that do not change results: excluded from the spec hash.
-COSMETIC_FIELDS = ("name", "description", "backend", "output_dir")
+COSMETIC_FIELDS = ("name", "description", "backend", "output_dir", "trackers")
 #: Where items come from (:class:`ItemsSpec`).
 ITEM_SOURCES = ("synthetic", "folder", "list", "file")
 
@@ -70,6 +70,8 @@ MAX_UNIT_TIMEOUT_S = 7 * 24 * 3600.0
 MAX_BATCH, MAX_WORKERS, MAX_RETRIES, MAX_RESOURCES_PER_WORKER = 10_000, 10_000, 100, 1024.0
 #: characters of ``name`` (it becomes the folder name runs/<name>-<hash8>) and of ``output_dir``
 MAX_NAME_CHARS, MAX_PATH_CHARS = 100, 1024
+#: entries of ``trackers`` (each name at most once)
+MAX_TRACKERS = 16
 
 
 def _text(x: Any, where: str) -> str:
@@ -98,6 +100,13 @@ def _name(x: Any, where: str) -> str:
 def _output_dir(x: Any, where: str) -> str | None:
     """``output_dir``: a relative folder inside the current folder (the spec may not place a run anywhere else;
     ``--out`` on the command line may)."""
+    return _folder_inside(x, where, "output_dir", "such as runs/my-run (to write anywhere else, give --out DIR on the "
+                                                 "command line)")
+
+
+def _folder_inside(x: Any, where: str, what: str, example: str) -> str | None:
+    """A folder the spec names (``what``): a relative path inside the current folder, else a ConfigError that
+    names the problem and ends with ``example``."""
     if x is None:
         return None
     if not isinstance(x, str) or not x.strip():
@@ -114,8 +123,8 @@ def _output_dir(x: Any, where: str) -> str | None:
                else "has a component longer than 255 bytes" if any(len(q.encode()) > 255 for q in parts)
                else "")
     if problem:
-        raise ConfigError(f"{where}: {problem}, got {shown!r}; a spec's output_dir must be a relative folder inside the "
-                          "current folder, such as runs/my-run (to write anywhere else, give --out DIR on the command line)")
+        raise ConfigError(f"{where}: {problem}, got {shown!r}; a spec's {what} must be a relative folder inside the "
+                          f"current folder, {example}")
     return x
 
 
@@ -218,6 +227,66 @@ class BackendSpec:
     progress: bool = field(default=True, metadata=opts(parse=lambda v, where: bool(v)))  # tqdm progress bar
 
 
+def _tracker_names():
+    from embeval.runs.trackers import TRACKERS
+
+    return TRACKERS.names()
+
+
+def _tracker_name(x: Any, where: str) -> str:
+    from embeval.runs.trackers import TRACKERS
+
+    if not isinstance(x, str) or x not in TRACKERS:
+        raise TRACKERS.unknown(x, where)
+    return x
+
+
+def _tracker_mode(x: Any, where: str) -> str:
+    """Trackers write offline only: nothing leaves the machine during a run (docs/runs.md, "Trackers")."""
+    if x in (None, "offline"):
+        return "offline"
+    if x == "online":
+        raise ConfigError(f"{where}: 'online' is refused: embeval logs to trackers offline only, so a run never sends "
+                          "anything over the network; upload a W&B run afterwards with `wandb sync "
+                          "RUN/trackers/wandb/offline-run-*` (or your tracker dir)")
+    raise ConfigError(f"{where}: unknown tracker mode {x!r}; the only mode is 'offline'")
+
+
+def _tracker_dir(x: Any, where: str) -> str | None:
+    return _folder_inside(x, where, "tracker dir", "such as runs/tensorboard (default: the run folder's trackers/)")
+
+
+@dataclass(frozen=True)
+class TrackerSpec:
+    """One experiment tracker of a run (:mod:`embeval.runs.trackers`): ``name`` (tensorboard | wandb), ``dir``
+    (default ``<run folder>/trackers``; else a relative folder inside the current folder, shared by runs), the
+    W&B ``project``, and ``mode``, which is always ``offline``. Cosmetic: never part of the spec hash."""
+
+    name: str = field(metadata=opts(parse=_tracker_name))
+    dir: str | None = field(default=None, metadata=opts(parse=_tracker_dir))
+    project: str = field(default="embeval", metadata=opts(parse=lambda v, where: non_empty_str(v, where)))
+    mode: str = field(default="offline", metadata=opts(parse=_tracker_mode))
+
+    def check_config(self, where: str) -> None:
+        """The tracker's package is installed (cheap: found, not imported)."""
+        from embeval.runs.trackers import TRACKERS
+
+        missing = TRACKERS.get(self.name).missing_package()
+        if missing:
+            raise ConfigError(f"{where}: tracker {self.name!r} needs the {missing} package, which is not installed; "
+                              f"install it (pip install {missing}) or remove {self.name!r} from spec.trackers")
+
+
+def _tracker_entry(x: Any, where: str) -> TrackerSpec:
+    """A tracker given by name (``tensorboard``) or as a mapping (``{name: wandb, dir: runs/wandb}``)."""
+    if isinstance(x, str):
+        x = {"name": _tracker_name(x, where)}  # a bare name's error names the entry, not a '.name' it never had
+    if not isinstance(x, Mapping):
+        raise ConfigError(f"{where}: must be a tracker name ({', '.join(_tracker_names())}) or a mapping with 'name', "
+                          f"got {type(x).__name__}")
+    return from_mapping(TrackerSpec, x, where, strict=True)
+
+
 @dataclass(frozen=True)
 class RunSpec:
     evaluator: str
@@ -233,6 +302,8 @@ class RunSpec:
     output_dir: str | None = field(default=None, metadata=opts(parse=_output_dir))
     name: str = field(default="", metadata=opts(parse=_name))
     description: str = field(default="", metadata=opts(parse=_text))
+    #: experiment trackers (cosmetic): logged offline as units finish (embeval.runs.trackers); () = none
+    trackers: tuple[TrackerSpec, ...] = field(default=(), metadata=opts(scalar=True, max_len=MAX_TRACKERS, item=_tracker_entry))
     #: folder that relative paths resolve against (the spec file's folder); not part of the spec
     base_dir: str = field(default=".", compare=False, metadata=opts(config=False))
 
@@ -242,6 +313,10 @@ class RunSpec:
         for i, sid in enumerate(ids):
             if sid in ids[:i]:
                 raise ConfigError(f"{where}.subjects[{i}].id: duplicate subject id {sid!r}; subject ids must be unique")
+        names = [t.name for t in self.trackers]
+        for i, name in enumerate(names):
+            if name in names[:i]:
+                raise ConfigError(f"{where}.trackers[{i}]: duplicate tracker {name!r}; list each tracker once")
 
     # ----------------------------------------------------------------- identity
     def hashed_dict(self) -> dict[str, Any]:
