@@ -157,11 +157,18 @@ def wait_healthy(proc, url: str, timeout: float = 60.0) -> None:
 
 #: keys of a subject spec's ``serve`` mapping, per protocol
 SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "limits", "max_batch_size", "max_wait_ms",
-                         "max_episodes"), "openai": ("model_name", "limits")}
+                         "max_episodes"), "openai": ("model_name", "limits"),
+              "vla-eval": ("vla_eval", "gripper", "limits", "max_batch_size", "max_wait_ms", "max_connections")}
+#: keys of ``serve`` that configure another policy protocol: accepted in the spec, left out when serving this one
+OTHER_KEYS = {"openvla": ("vla_eval", "max_connections"), "vla-eval": ("camera", "cameras", "state", "max_episodes")}
+#: protocol -> "module:attribute" of the factory ``(subject, limits=..., **serve options)``
+FACTORIES = {"openvla": "embeval.serving.openvla_server:create_app", "openai": "embeval.serving.openai_server:create_app",
+             "vla-eval": "embeval.serving.vla_eval_server:create_server"}
 
 
 def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
-    """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai"), set up
+    """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai" | "vla-eval": a
+    :class:`~embeval.serving.vla_eval_server.VlaEvalServer`, not an ASGI app), set up
     from the spec's ``serve`` mapping; ``overrides`` (``None`` values ignored) win over it (for openvla also
     ``max_batch_size`` and ``max_wait_ms``: batching, see :func:`embeval.serving.openvla_server.create_app`). The limit
     overrides are ``max_body_mb``, ``queue_size``, ``max_images`` and ``max_request_mpixels``. ``subject``: an
@@ -176,12 +183,12 @@ def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
 
     spec = read_spec(spec)
     if protocol not in SERVE_KEYS:
-        raise ConfigError(f"unknown protocol {protocol!r}; choose openvla or openai")
-    if protocol == "openvla" and spec.kind != "policy":
-        raise ConfigError(f"subject {spec.id!r}: `serve openvla` needs a policy subject, this spec has kind {spec.kind!r}")
+        raise ConfigError(f"unknown protocol {protocol!r}; choose {', '.join(SERVE_KEYS)}")
+    if protocol in OTHER_KEYS and spec.kind != "policy":
+        raise ConfigError(f"subject {spec.id!r}: `serve {protocol}` needs a policy subject, this spec has kind {spec.kind!r}")
     if protocol == "openai" and spec.kind == "policy":
         raise ConfigError(f"subject {spec.id!r}: `serve openai` needs an llm or vlm subject, this spec has kind 'policy'")
-    opts: dict[str, Any] = dict(spec.serve)
+    opts: dict[str, Any] = {k: v for k, v in spec.serve.items() if k not in OTHER_KEYS.get(protocol, ())}
     unknown = sorted(set(opts) - set(SERVE_KEYS[protocol]))
     if unknown:
         raise ConfigError(f"subject {spec.id!r}: field 'serve' has {', '.join(map(repr, unknown))}, unknown for "
@@ -209,8 +216,7 @@ def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
                          max_inflight_pixels=max(limits.max_inflight_pixels, px))
     opts.update({k: v for k, v in overrides.items() if v is not None})
     subject = subject if subject is not None else load_subject(spec)
-    if protocol == "openvla":
-        from embeval.serving.openvla_server import create_app
-    else:
-        from embeval.serving.openai_server import create_app
-    return create_app(subject, limits=limits, **opts)
+    import importlib
+
+    module, attr = FACTORIES[protocol].split(":")
+    return getattr(importlib.import_module(module), attr)(subject, limits=limits, **opts)

@@ -48,6 +48,7 @@ _BUILTIN: dict[tuple[str, str], str] = {
     ("policy", "sequence"): "embeval.subjects.scripted:SequencePolicy",
     ("llm", "llama_cpp"): "embeval.subjects.adapters.llama_cpp:LlamaCppLLM",
     ("policy", "openvla_rest"): "embeval.subjects.adapters.openvla_rest:OpenVLARestPolicy",
+    ("policy", "vla-eval"): "embeval.subjects.adapters.vla_eval_client:VlaEvalPolicy",
     ("policy", "openvla_hf"): "embeval.subjects.adapters.openvla_hf:OpenVLAHFPolicy",
     ("vlm", "hf"): "embeval.subjects.adapters.hf_vlm:HFVLM",
     ("policy", "lerobot"): "embeval.subjects.adapters.lerobot_policy:LeRobotPolicy",

@@ -1,0 +1,238 @@
+"""Client policy for vla-evaluation-harness model servers ("vla-eval": WebSocket + msgpack, see
+:mod:`embeval.serving.vla_eval_protocol`), so embeval can evaluate any model such a server already serves.
+
+Subject spec::
+
+    kind: policy
+    adapter: vla-eval
+    url: ws://127.0.0.1:8000
+    params: {image_format: raw, gripper: open1, timeout: 30}
+
+One connection per policy (a :meth:`fork` opens its own, so batched runners get one per episode and a
+batching server sees them as concurrent sessions). :meth:`reset` sends ``episode_end`` for the running
+episode and ``episode_start`` (``{"task": {"name": instruction}}``); :meth:`act` sends ``observation``
+``{"images": camera -> HWC uint8, "task_description": instruction, "state": ...}`` and waits at most
+``timeout`` seconds for the ``action`` with the same ``seq``. ``cameras`` renames cameras (the policy's
+name -> the server's), ``state_keys`` sends the named ``Observation.state`` entries concatenated as one
+vector under ``state_field`` (LIBERO-style servers read ``states``; default: the state map as is). The
+reply ``{"actions": (7,) or (N, 7)}`` is converted from the server's gripper convention (``gripper``); a
+chunk is queued and returned one action per :meth:`act`.
+"""
+from __future__ import annotations
+
+import collections
+import time
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from embeval.action import Action, ActionSpec, Observation, check_image
+from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
+from embeval.serving.vla_eval_protocol import (
+    ACTION,
+    EPISODE_END,
+    EPISODE_START,
+    ERROR,
+    HELLO,
+    IMAGE_FORMATS,
+    OBSERVATION,
+    DecodeLimits,
+    ProtocolError,
+    pack,
+    unpack,
+)
+from embeval.subjects.adapters.openvla_rest import parse_action_reply, resize_image
+from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+
+#: error codes of a server that is busy, not of a bad observation (embeval's servers send them)
+_BUSY = ("queue_full", "server_busy", "too_many_connections", "subject_unavailable")
+
+
+class VlaEvalPolicy:
+    """A policy served by a vla-eval model server (see the module docstring)."""
+
+    def __init__(self, id: str = "vla-eval", url: str = "ws://127.0.0.1:8000", cameras: Mapping[str, str] | None = None,
+                 state_keys: Sequence[str] | None = None, state_field: str = "state", image_format: str = "raw",
+                 image_size: int | list[int] | None = None, gripper: str = "open1", frame: str = "base",
+                 chunk_size: int = 1, timeout: float = 30.0, connect_retries: int = 2, backoff: float = 0.5,
+                 max_message_mb: float = 16.0, task: Mapping[str, Any] | None = None):
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise ConfigError(f"field 'url' must be a WebSocket address ws://host:port of a vla-eval model server, "
+                              f"got {url!r}")
+        if image_format not in IMAGE_FORMATS:
+            raise ConfigError(f"field 'params.image_format': {image_format!r} is not one of {', '.join(IMAGE_FORMATS)}")
+        for name, v, lo in (("timeout", timeout, 0.0), ("max_message_mb", max_message_mb, 0.0), ("backoff", backoff, -1e-9)):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo < v < float("inf"):
+                raise ConfigError(f"field 'params.{name}' must be a finite number > {max(lo, 0):g}, got {v!r}")
+        if isinstance(connect_retries, bool) or not isinstance(connect_retries, int) or connect_retries < 0:
+            raise ConfigError(f"field 'params.connect_retries' must be a whole number >= 0, got {connect_retries!r}")
+        self.id, self.url = id, url.rstrip("/")
+        self.cameras = dict(cameras) if cameras is not None else None
+        self.state_keys = list(state_keys) if state_keys is not None else None
+        self.state_field, self.image_format, self.image_size = state_field, image_format, image_size
+        self.gripper = check_gripper(gripper)
+        self.timeout, self.connect_retries, self.backoff = float(timeout), connect_retries, float(backoff)
+        self.max_message_bytes = int(max_message_mb * 2 ** 20)
+        self.task = dict(task or {})
+        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
+                                      chunk_size=int(chunk_size))
+        self.instruction = ""
+        self.server_info: dict[str, Any] = {}
+        self._queue: collections.deque[np.ndarray] = collections.deque()
+        self._ws: Any = None
+        self._seq = 0
+        self._in_episode = False
+
+    # -- connection -------------------------------------------------------------------------------
+    def _unreachable(self, why: str) -> ServerUnavailableError:
+        return ServerUnavailableError(
+            f"vla-eval model server at {self.url} is not reachable ({why}); start one (any embeval policy: "
+            "`embeval serve vla-eval SPEC --port 8000`; or a vla-evaluation-harness model server) or fix 'url' in "
+            "the subject spec")
+
+    def _send(self, type: str, payload: dict) -> int:
+        from websockets.exceptions import ConnectionClosed
+
+        self._seq += 1
+        try:
+            self._ws.send(pack(type, payload, self._seq, image_format=self.image_format))
+        except (ConnectionClosed, OSError) as exc:
+            self._drop()
+            raise self._unreachable(f"the connection closed: {exc}") from None
+        return self._seq
+
+    def _recv(self, what: str):
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            frame = self._ws.recv(timeout=self.timeout)
+        except TimeoutError:
+            self._drop()
+            raise ServerUnavailableError(f"vla-eval model server at {self.url} sent no {what} within {self.timeout:g} s "
+                                         "(params.timeout); is it overloaded?") from None
+        except (ConnectionClosed, OSError) as exc:
+            self._drop()
+            raise self._unreachable(f"the connection closed: {exc}") from None
+        try:
+            return unpack(frame, DecodeLimits(max_bytes=self.max_message_bytes))
+        except ProtocolError as exc:
+            raise InvalidInputError(f"vla-eval model server at {self.url} sent an unreadable {what}: {exc}") from None
+
+    def connect(self) -> None:
+        """Open the connection and exchange ``hello`` (retrying ``connect_retries`` times with backoff)."""
+        if self._ws is not None:
+            return
+        from websockets.exceptions import InvalidHandshake, InvalidURI
+        from websockets.sync.client import connect
+
+        last = "no attempt made"
+        for attempt in range(self.connect_retries + 1):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1))
+            try:
+                self._ws = connect(self.url, open_timeout=self.timeout, close_timeout=2, compression=None,
+                                   max_size=self.max_message_bytes, ping_interval=None, proxy=None)
+                break
+            except InvalidURI as exc:
+                raise ConfigError(f"field 'url': {exc}") from None
+            except (OSError, TimeoutError, InvalidHandshake) as exc:
+                last = f"{type(exc).__name__}: {exc}"
+        else:
+            raise self._unreachable(last)
+        seq = self._send(HELLO, {"protocol_version": 1, "client": "embeval"})
+        reply = self._recv("hello reply")
+        if reply.type != HELLO:
+            self.close()
+            raise ServerUnavailableError(f"{self.url} answered hello with {reply.type!r} "
+                                         f"({str(reply.payload)[:200]}); is it a vla-eval model server?")
+        if reply.seq != seq:
+            self.close()
+            raise InvalidInputError(f"{self.url} answered hello #{seq} with seq {reply.seq}")
+        self.server_info = reply.payload
+
+    def _drop(self) -> None:
+        ws, self._ws, self._in_episode = self._ws, None, False
+        if ws is not None:
+            try:
+                ws.close()
+            except Exception:  # noqa: BLE001 - already closed
+                pass
+
+    def close(self) -> None:
+        """End the running episode and close the connection."""
+        if self._ws is not None and self._in_episode:
+            try:
+                self._send(EPISODE_END, {})
+            except ServerUnavailableError:
+                pass
+        self._drop()
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self._drop()
+        except Exception:  # noqa: BLE001
+            pass
+
+    # -- Policy protocol ------------------------------------------------------------------------------
+    def fork(self) -> "VlaEvalPolicy":
+        """An unconnected copy with the same settings (its own connection, so its own session)."""
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new._queue, new._ws, new._seq, new._in_episode, new.server_info = collections.deque(), None, 0, False, {}
+        return new
+
+    def reset(self, instruction: str) -> None:
+        self.connect()
+        if self._in_episode:
+            self._send(EPISODE_END, {})
+        self._send(EPISODE_START, {"task": {"name": instruction, **self.task}})
+        self._in_episode = True
+        self.instruction = instruction
+        self._queue.clear()
+
+    def payload(self, observation: Observation) -> dict[str, Any]:
+        """The ``observation`` payload (RLinf / vla-eval convention)."""
+        if not observation.images:
+            raise InvalidInputError("the observation has no camera image; a vla-eval server expects 'images'")
+        names = self.cameras or {c: c for c in observation.images}
+        images = {}
+        for cam, wire in names.items():
+            if cam not in observation.images:
+                raise InvalidInputError(f"params.cameras wants camera {cam!r}; the observation has {sorted(observation.images)}")
+            images[wire] = resize_image(check_image(observation.images[cam], f"images[{cam!r}]"), self.image_size)
+        body: dict[str, Any] = {"images": images, "task_description": observation.instruction or self.instruction}
+        if self.state_keys is not None:
+            missing = [k for k in self.state_keys if k not in observation.state]
+            if missing:
+                raise InvalidInputError(f"params.state_keys wants observation.state {missing}; it has {sorted(observation.state)}")
+            body[self.state_field] = np.concatenate(
+                [np.asarray(observation.state[k], dtype=np.float64).reshape(-1) for k in self.state_keys])
+        elif observation.state:
+            body[self.state_field] = {k: np.asarray(v, dtype=np.float64) for k, v in observation.state.items()}
+        return body
+
+    def request(self, observation: Observation) -> np.ndarray:
+        """One observation -> the raw (N, 7) action array in the server's convention."""
+        self.connect()
+        if not self._in_episode:
+            self.reset(observation.instruction or self.instruction)
+        seq = self._send(OBSERVATION, self.payload(observation))
+        while True:
+            reply = self._recv("action")
+            if reply.type == ERROR:
+                text, code = reply.payload.get("error", reply.payload), reply.payload.get("code")
+                err = ServerUnavailableError if code in _BUSY else InvalidInputError
+                raise err(f"vla-eval model server at {self.url} refused the observation: {str(text)[:400]}")
+            if reply.type == ACTION and reply.seq == seq:
+                return parse_action_reply(reply.payload, f"vla-eval model server at {self.url}")
+            if reply.type == ACTION and reply.seq < seq:
+                continue  # a late answer to an earlier observation (real-time servers); skip it
+            raise InvalidInputError(f"vla-eval model server at {self.url} answered observation #{seq} with "
+                                    f"{reply.type!r} #{reply.seq}")
+
+    def act(self, observation: Observation) -> Action:
+        if not self._queue:
+            self._queue.extend(self.request(observation))
+        v = self._queue.popleft().copy()
+        v[6] = gripper_to_embeval(v[6], self.gripper)
+        return Action(v)
