@@ -62,17 +62,19 @@ def eta_s(n: int, total: int | None, initial: int, elapsed_s: float) -> float | 
 
 
 def progress_line(desc: str, n: int, total: int | None, unit: str, elapsed_s: float, initial: int = 0,
-                  postfix: dict[str, Any] | None = None) -> str:
-    """One progress line: ``act2answer: 37/120 episodes, 1m12s elapsed, ETA 2m40s`` (plus ``, failed 2``)."""
+                  postfix: dict[str, Any] | None = None, eta: float | None | str = "rate") -> str:
+    """One progress line: ``act2answer: 37/120 episodes, 1m12s elapsed, ETA 2m40s`` (plus ``, failed 2``; zero values
+    left out). ``eta``
+    (seconds, None: unknown) replaces the estimate from the rate since start (:func:`eta_s`)."""
     count = f"{n}/{total}" if total is not None else f"{n}"
     parts = [f"{desc}: {count} {unit}", f"{format_duration(elapsed_s)} elapsed"]
     if total is not None and n >= total:
         parts[-1] = f"done in {format_duration(elapsed_s)}"
     else:
-        left = eta_s(n, total, initial, elapsed_s)
+        left = eta_s(n, total, initial, elapsed_s) if eta == "rate" else eta
         if total is not None:
             parts.append(f"ETA {format_duration(left)}" if left is not None else "ETA ?")
-    parts += [f"{k} {v}" for k, v in (postfix or {}).items()]
+    parts += [f"{k} {v}" for k, v in (postfix or {}).items() if v]  # "failed 0" says nothing
     return ", ".join(parts)
 
 

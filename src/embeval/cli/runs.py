@@ -49,9 +49,15 @@ def register(sub) -> None:
     p = sub.add_parser(
         "status", help="show done/total per shard with rates",
         description="Show a run's progress: done, failed and total units per shard and the recent rate.",
-        epilog="example:\n  embeval status runs/quality --num-shards 4", formatter_class=_RAW)
+        epilog="examples:\n  embeval status runs/quality --num-shards 4\n  embeval status runs/quality --watch --every 10",
+        formatter_class=_RAW)
     p.add_argument("run_dir", type=Path, metavar="RUN", help="the run folder")
     p.add_argument("--num-shards", type=positive_int, metavar="N", help="group by N shards (default: as last run)")
+    p.add_argument("--watch", action="store_true",
+                   help="follow a running run: print done/total, failures and ETA every --every seconds until it ends "
+                        "(exit 0: all done; 1: it stopped with units failed or left)")
+    p.add_argument("--every", type=float_in(0.1, 3600), default=5.0, metavar="S",
+                   help="seconds between two --watch lines, 0.1..3600 (default: 5)")
     p.set_defaults(func=_status)
 
     p = sub.add_parser(
@@ -167,6 +173,8 @@ def _status(args) -> int:
 
     from embeval.runs import runner
 
+    if args.watch:
+        return runner.watch(args.run_dir, args.every, emit=lambda line: print(line, flush=True))
     st = runner.status(args.run_dir, args.num_shards)
     print(f"run {st['run_id']} ({st['name'] or st['evaluator']}): {st['done']}/{st['total']} done, {st['failed']} failed, "
           f"{st['sessions']} session(s); created by {st['code_version']}")

@@ -254,7 +254,43 @@ def status(run_dir: str | os.PathLike, num_shards: int | None = None) -> dict[st
     running = live_holders(d) if d.is_dir() else []
     return {"run_id": info["run_id"], "name": info["name"], "evaluator": info["evaluator"], "total": info["total"],
             "done": counts.get("done", 0), "failed": counts.get("failed", 0), "code_version": info["code_version"],
-            "shards": shards, "sessions": len(sessions), "running": running}
+            "shards": shards, "sessions": len(sessions), "running": running,
+            "started": sessions[-1]["started"] if sessions else info["created"]}
+
+
+def watch(run_dir: str | os.PathLike, every_s: float = 5.0, emit: Callable[[str], None] = print,
+          sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.time) -> int:
+    """Follow a run from another process: every ``every_s`` seconds re-read its store (read-only) and ``emit`` one
+    line, ``name [hash8]: done/total units, elapsed, ETA, failed N``, until every unit is done (returns 0) or no
+    process runs it any more (returns 1: some units are failed or missing). The ETA is the units left over the
+    store's recent rate (summed over shards); elapsed counts from the start of the latest session.
+    A folder whose run is still starting (its lock held, its store not written yet) is waited for."""
+    from embeval.progress import progress_line
+    from embeval.runs.lock import live_holders
+
+    d = Path(run_dir)
+    while True:
+        try:
+            st = status(d)
+        except (ConfigError, MissingFileError):
+            if not live_holders(d):
+                raise
+            sleep(every_s)  # a run starting there: its store and tables are not written yet
+            continue
+        rate = sum(s["rate_per_s"] or 0.0 for s in st["shards"])
+        left = st["total"] - st["done"]
+        eta = left / rate if rate > 0 else None
+        desc = f"{st['name'] or st['evaluator']} [{st['run_id'][:8]}]"
+        line = progress_line(desc, st["done"], st["total"], "units", clock() - st["started"],
+                             postfix={"failed": st["failed"]} if st["failed"] else None, eta=eta)
+        if left <= 0:
+            emit(line)
+            return 0
+        if not st["running"]:
+            emit(f"{line}; no process runs it now: continue with `embeval resume {d}`")
+            return 1
+        emit(line)
+        sleep(every_s)
 
 
 def merge(run_dir: str | os.PathLike, sources: list[str | os.PathLike]) -> dict[str, int]:
