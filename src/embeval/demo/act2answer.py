@@ -97,6 +97,7 @@ def run(ctx) -> None:
         untrained_policy,
     )
     from embeval.provenance import code_version
+    from embeval.recording.video import EpisodeRecorder
     from embeval.sim import SimEnv
 
     # one intra-op thread: batch-1 inference gains nothing from more, and on a loaded 2-core machine
@@ -117,12 +118,14 @@ def run(ctx) -> None:
     for policy, its in ((a2a, items), (shipped, subset)):
         with SimEnv(sim_config(*obs_size_for(policy))) as env:
             t0 = time.perf_counter()
-            eps = list(run_items(policy, its, spec, seed=ctx.seed, env=env))
+            videos = EpisodeRecorder("1", out / "videos") if policy is a2a else None  # its first episode's video
+            eps = list(run_items(policy, its, spec, seed=ctx.seed, env=env, videos=videos))
             dt = time.perf_counter() - t0
             if policy is a2a:  # control ceiling: the privileged scripted expert on the subset
                 results["expert (privileged)"] = list(run_items(ExpertPolicy(env, "answer", spec), subset[::3], spec,
                                                                 seed=ctx.seed, env=env))
-        print(f"{policy.id}: {len(eps)} episodes in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)")
+        print(f"{policy.id}: {len(eps)} episodes in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)"
+              + (f"; video of the first: {videos.written[0]}" if videos and videos.written else ""))
         results[policy.id] = eps
         write_results(eps, out / f"episodes_{policy.id}.jsonl")
 

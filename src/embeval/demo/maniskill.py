@@ -17,7 +17,8 @@ def run(ctx) -> None:
     except VulkanUnavailableError as exc:
         print(f"skipped: {exc}")
         return
-    from embeval.sim.backends import SimSpec, make_episode_env, score_episode
+    from embeval.recording.video import EpisodeRecorder, maybe_episode
+    from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
     from embeval.sim.bench_util import maniskill_expert_success as expert_success
 
     out = Path(ctx.out_dir) / "maniskill"
@@ -40,11 +41,23 @@ def run(ctx) -> None:
     dists = [("white_noise", 4)] if ctx.quick else [("white_noise", 4), ("gaussian_blur", 4), ("jpeg", 5)]
     env = make_episode_env(spec)
     rows, sheet = [], []
+    # videos of the first seed: its clean episode (ManiSkill) and its first distorted one (the IQA Decision /
+    # Execution unit: reference | distorted side by side); the same episodes score_episode would run
+    videos = EpisodeRecorder("2", out / "videos")
     try:
         for s in range(ctx.seed, ctx.seed + n):
             ref = None
             for name, level in dists:
-                sc, ref, dis = score_episode(env, vla, s, (name, level, s), reference=ref)
+                if ref is None:
+                    with maybe_episode(videos if s == ctx.seed else None, f"tiny-vla_PickCube_seed{s}_clean") as video:
+                        ref = run_episode(env, vla, s, None)
+                        if video is not None:
+                            video.finish(ref.outcome.success)
+                first = s == ctx.seed and name == dists[0][0]
+                with maybe_episode(videos if first else None, f"tiny-vla_PickCube_seed{s}_{name}{level}") as video:
+                    sc, ref, dis = score_episode(env, vla, s, (name, level, s), reference=ref)
+                    if video is not None:
+                        video.finish(dis.outcome.success, f"Execution {sc.execution.score:.1f}")
                 rows.append((s, name, level, sc))
                 sheet.append(np.concatenate([ref.first_clean_images["base_camera"],
                                              dis.first_observation.images["base_camera"]], axis=1))
@@ -61,3 +74,4 @@ def run(ctx) -> None:
     path = out / "contact_sheet.png"
     Image.fromarray(np.concatenate(sheet, axis=0)).save(path)
     print(f"contact sheet (first frame clean | distorted, one row per episode and distortion): {path}")
+    print(f"episode videos (seed {ctx.seed}, clean and {dists[0][0]}): {', '.join(str(p) for p in videos.written)}")

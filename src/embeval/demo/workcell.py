@@ -44,6 +44,7 @@ def run(ctx) -> None:
     import matplotlib.pyplot as plt
     from PIL import Image
 
+    from embeval.recording.video import EpisodeRecorder, video_last, video_step
     from embeval.scoring.execution import execution_score
     from embeval.sim.env import SimEnv
     from embeval.sim.execute import run_actions
@@ -73,7 +74,9 @@ def run(ctx) -> None:
 
     # execute the implemented tasks: expert (reference) vs perturbed actions (distorted)
     score_rows, by_dist = [], {k: [] for k in DISTORTIONS}
+    videos = EpisodeRecorder("1", out / "videos")  # the first expert episode, third-person view
     with SimEnv() as env:
+        view = lambda: {"third_person": env.cell.render("third_person", 320, 240)}  # noqa: E731
         for k in range(n_scenes):
             s = derive_seed("reference", ctx.seed, k)
             scene, tasks = reference_scene(s)
@@ -83,10 +86,14 @@ def run(ctx) -> None:
                     continue
                 obs = env.reset(s, task, scene, render=False)
                 expert, actions = env.expert(), []
-                while not env.done:
-                    a = expert.act(obs)
-                    actions.append(a.vector.copy())
-                    obs = env.step(a, render=False).observation
+                with videos.episode(f"expert_{scene.name}_{task.verb}") as video:
+                    while not env.done:
+                        a = expert.act(obs)
+                        actions.append(a.vector.copy())
+                        video_step(obs, a, render=view)
+                        obs = env.step(a, render=False).observation
+                    video_last(obs, render=view)
+                    video.finish(env.success(), env.reason)
                 ref = run_actions(env, scene, task, actions, seed=s)
                 for dname in DISTORTIONS if not ctx.quick else ("mild", "crash"):
                     dis = run_actions(env, scene, task, distort_actions(actions, dname, derive_seed(s, task.verb, dname)), seed=s)
@@ -108,4 +115,5 @@ def run(ctx) -> None:
     fig.savefig(out / "execution_scores.png", dpi=80)
     plt.close(fig)
     print(f"plots: {out / 'references.png'}, {out / 'execution_scores.png'}")
+    print(f"episode video (expert, first task): {', '.join(map(str, videos.written)) or 'none'}")
     ctx.shared["workcell"] = {"references_dir": str(out / "refs"), "execution_means": means}
