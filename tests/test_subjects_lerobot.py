@@ -149,3 +149,70 @@ def test_two_arm_policy_acts_with_the_arm_of_larger_motion(tmp_path):
     np.testing.assert_allclose(fixed.act(_obs(0)).vector, left, atol=1e-6)
     with pytest.raises(ConfigError, match="arms"):
         load_subject({**spec, "params": {"arms": 3}})
+
+
+# --------------------------------------------------------------------------- batched episodes
+def _run_schedule(subject, schedule, refs):
+    """Play ``schedule`` (per step: slots to (re)start with an instruction, slots to end first, slots to act) on
+    ``subject``'s batched calls and on one batch-1 policy per episode (``refs()`` makes one); the largest
+    difference between a slot's action and its batch-1 twin's."""
+    twins, worst, t = {}, 0.0, 0
+    for starts, ends, acting in schedule:
+        subject.end_slots(ends)
+        if starts:
+            subject.reset_slots(list(starts), list(starts.values()))
+            for slot, instruction in starts.items():
+                twins[slot] = refs()
+                twins[slot].reset(instruction)
+        obs = [_obs(100 * t + i) for i, _ in enumerate(acting)]
+        got = subject.act_slots(acting, obs)
+        for slot, ob, a in zip(acting, obs, got):
+            worst = max(worst, float(np.abs(a.vector - twins[slot].act(ob).vector).max()))
+        t += 1
+    return worst
+
+
+# slot 0 from step 0 (chunk refills at steps 0, 4, 8), "b" from step 2, 0 restarted at step 5 (its queue dropped),
+# "c" from step 5 to 7 (ended at 8 with actions still queued), slot 3 from step 8: slots 0 and "c" refill together
+SCHEDULE = [({0: "pick"}, [], [0]), ({}, [], [0]), ({"b": "push"}, [], [0, "b"]), ({}, [], [0, "b"]),
+            ({}, [], ["b", 0]), ({0: "place", "c": "pick"}, [], [0, "b", "c"]), ({}, [], [0, "b", "c"]),
+            ({}, [], [0, "b", "c"]), ({3: "lift"}, ["c"], [3, 0, "b"]), ({}, [], [0, 3])]
+
+
+def test_act_slots_keep_their_own_chunk_queues(act_checkpoint):
+    """ACT (chunk 4): every slot keeps its own action queue in the adapter, slots start, restart and end at
+    different steps, the slots due for a new chunk share one predict_action_chunk call, and each slot's actions
+    equal a batch-1 policy's for the same episode within 1e-5."""
+    from embeval.subjects.protocols import batched
+
+    d = act_checkpoint[0]
+    subject = load_subject(_spec(d))
+    assert batched(subject) is subject and subject.chunk_batched
+    sizes = []
+    predict = subject.policy.predict_action_chunk
+    subject.policy.predict_action_chunk = lambda batch: sizes.append(batch["observation.state"].shape[0]) or predict(batch)
+    shared = load_subject(_spec(d))  # batch-1 twins: copies of one loaded policy (own queues, shared weights)
+    assert _run_schedule(subject, SCHEDULE, shared.fork) < 1e-5
+    # refills: step 0 {0}, 2 {b}, 4 {0}, 5 {0, c} (restart + new), 6 {b}, 8 {3}, 9 {0} (its steps 5-8 used)
+    assert sizes == [1, 1, 1, 2, 1, 1, 1]
+    assert len(subject.policy._action_queue) == 0  # the batch-1 queue is untouched
+    subject.reset_slots([0], ["pick"])
+    with pytest.raises(InvalidInputError, match="slot 'c' has no episode"):
+        subject.act_slots([0, "c"], [_obs(0), _obs(1)])
+    with pytest.raises(InvalidInputError, match="2 slots for 1 observations"):
+        subject.act_slots([0, "b"], [_obs(0)])
+
+
+def test_act_slots_with_temporal_ensembling_use_one_copy_per_slot(act_checkpoint, tmp_path):
+    """ACT with temporal ensembling keeps a running average per episode: the adapter gives each slot its own
+    copy (shared weights), and each slot's actions equal a batch-1 policy's exactly."""
+    import json
+    import shutil
+
+    d = shutil.copytree(act_checkpoint[0], tmp_path / "ensembled")
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "temporal_ensemble_coeff": 0.01, "n_action_steps": 1}))
+    subject = load_subject(_spec(d))
+    assert not subject.chunk_batched
+    assert _run_schedule(subject, SCHEDULE, load_subject(_spec(d)).fork) == 0.0
+    assert subject._loop.copies == 3  # at most three episodes ran at once; ended slots' copies are reused

@@ -20,12 +20,22 @@ given, each step takes the arm with the larger motion (:func:`embeval.action.arm
 ``action_scale`` multiplies them (e.g. 0.001 for millimetres), and the gripper is converted from
 ``gripper`` (see :mod:`embeval.subjects.conventions`). Declare what the numbers mean with
 ``frame`` and ``absolute``; the policy's own chunking (``n_action_steps``) is kept.
+
+Batched episodes (:meth:`LeRobotPolicy.act_slots`): for the policy types in :data:`CHUNK_BATCHED` (ACT
+without temporal ensembling) each slot keeps its own action-chunk queue in the adapter, and the slots whose
+queue is empty get their next chunks from ONE ``predict_action_chunk`` call; slots start and end at any step.
+Other types (observation history, temporal ensembling, sampled chunks) get one copy of the policy per slot
+(shared weights, own queues: :class:`~embeval.subjects.protocols.LoopSlots`). Either way a slot's actions
+equal a batch-1 run's for its episode (float rounding of another batch size aside).
 """
 from __future__ import annotations
 
+import collections
+import copy
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -33,8 +43,44 @@ from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
 from embeval.subjects.conventions import check_gripper, gripper_to_embeval
 from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.protocols import LoopSlots, Slot, check_slots, fork_policy, started_slots
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+#: policy types whose ``select_action`` is "pop the queue; when it is empty, refill it with the first
+#: ``n_action_steps`` of ``predict_action_chunk(batch)``" with no other episode state, given the config:
+#: these batch their chunk predictions over slots in the adapter (see module docstring)
+CHUNK_BATCHED: dict[str, Callable[[Any], bool]] = {
+    "act": lambda cfg: getattr(cfg, "temporal_ensemble_coeff", None) is None,
+}
+
+
+@dataclass
+class _Episode:
+    """One slot's episode: its instruction and its pending actions (normalised, one tensor per step)."""
+
+    instruction: str
+    queue: collections.deque = field(default_factory=collections.deque)
+
+
+def stack_batches(batches: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One preprocessed LeRobot batch from several one-row ones: tensors concatenated on the batch axis, lists
+    joined, other values (equal in every row) kept. :class:`InvalidInputError` when rows cannot share a batch."""
+    import torch
+
+    out: dict[str, Any] = {}
+    for key, first in batches[0].items():
+        vals = [b[key] for b in batches]
+        if isinstance(first, torch.Tensor):
+            if any(v.shape[1:] != first.shape[1:] for v in vals):
+                raise InvalidInputError(f"policy input {key!r} has shapes {[tuple(v.shape) for v in vals]} across the "
+                                        "batch's observations; give every slot observations of the same form")
+            out[key] = torch.cat(vals)
+        elif isinstance(first, list):
+            out[key] = [x for v in vals for x in v]
+        else:
+            out[key] = first
+    return out
 
 
 def check_checkpoint(path: str | Path) -> Path:
@@ -130,6 +176,14 @@ class LeRobotPolicy(HiddenStateMixin):
         self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
                                       chunk_size=int(getattr(self.config, "n_action_steps", 1) or 1), absolute=bool(absolute))
         self.instruction = ""
+        self._episodes: dict[Slot, _Episode] = {}
+        self._loop: LoopSlots | None = None
+
+    @property
+    def chunk_batched(self) -> bool:
+        """Whether :meth:`act_slots` batches chunk predictions (:data:`CHUNK_BATCHED`), else one copy per slot."""
+        ok = CHUNK_BATCHED.get(self.config.type)
+        return ok is not None and ok(self.config) and hasattr(self.policy, "predict_action_chunk")
 
     def _load(self) -> None:
         try:
@@ -160,8 +214,9 @@ class LeRobotPolicy(HiddenStateMixin):
         self.instruction = instruction
         self.policy.reset()
 
-    def batch(self, observation: Observation) -> dict[str, Any]:
-        """The LeRobot batch (before the preprocessor) for ``observation``."""
+    def batch(self, observation: Observation, instruction: str | None = None) -> dict[str, Any]:
+        """The LeRobot batch (before the preprocessor) for ``observation``; its task is the observation's
+        instruction, else ``instruction`` (default: the one of :meth:`reset`)."""
         import torch
 
         out: dict[str, Any] = {}
@@ -187,7 +242,7 @@ class LeRobotPolicy(HiddenStateMixin):
             out["observation.state"] = torch.from_numpy(s)
         if self.config.env_state_feature is not None:
             raise InvalidInputError("policies that need observation.environment_state are not supported by this adapter")
-        out["task"] = observation.instruction or self.instruction
+        out["task"] = observation.instruction or (self.instruction if instruction is None else instruction)
         return out
 
     def act(self, observation: Observation) -> Action:
@@ -196,7 +251,11 @@ class LeRobotPolicy(HiddenStateMixin):
         with self._lock, torch.no_grad():
             batch = self.pre(self.batch(observation))
             raw = self.post(self.policy.select_action(batch))
-        a = np.asarray(raw.detach().cpu().numpy(), dtype=np.float64).reshape(-1)
+        return self.to_action(raw.detach().cpu().numpy())
+
+    def to_action(self, raw: np.ndarray) -> Action:
+        """An embeval :class:`Action` from one un-normalised policy action (see module docstring)."""
+        a = np.asarray(raw, dtype=np.float64).reshape(-1)
         if not np.all(np.isfinite(a)):
             raise InvalidInputError(f"policy {self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
         if self.arms > 1:  # the arm with the larger motion (Embodied-IQA), judged on the scaled vector
@@ -208,6 +267,52 @@ class LeRobotPolicy(HiddenStateMixin):
             v = a[self.action_indices] * self.action_scale
         v[6] = gripper_to_embeval(v[6], self.gripper)
         return Action(v)
+
+    # -- batched episodes (BatchedPolicy) ---------------------------------------------------
+    def fork(self) -> "LeRobotPolicy":
+        """A copy for one more concurrent episode: the same weights and processors, its own policy queues."""
+        twin = copy.copy(self)
+        twin.policy = fork_policy(self.policy)
+        twin._lock, twin._episodes, twin._loop = threading.Lock(), {}, None
+        return twin
+
+    def _copies(self) -> LoopSlots:
+        if self._loop is None:
+            self._loop = LoopSlots(self)
+        return self._loop
+
+    def reset_slots(self, slots: Sequence[Slot], instructions: Sequence[str]) -> None:
+        """Start an episode with ``instructions[i]`` in ``slots[i]`` (a slot in use drops its pending actions)."""
+        if not self.chunk_batched:
+            return self._copies().reset_slots(slots, instructions)
+        for slot, instruction in zip(check_slots(self.id, slots, instructions, "instructions"), instructions):
+            self._episodes[slot] = _Episode(str(instruction))
+
+    def act_slots(self, slots: Sequence[Slot], observations: Sequence[Observation]) -> list[Action]:
+        """One action per slot; the slots with no pending action get their chunks from one batched call."""
+        import torch
+
+        if not self.chunk_batched:
+            return self._copies().act_slots(slots, observations)
+        slots = started_slots(self.id, slots, observations, self._episodes)
+        if not slots:
+            return []
+        eps = [self._episodes[s] for s in slots]
+        with self._lock, torch.no_grad():
+            need = [k for k, ep in enumerate(eps) if not ep.queue]
+            if need:
+                batch = stack_batches([self.pre(self.batch(observations[k], eps[k].instruction)) for k in need])
+                chunks = self.policy.predict_action_chunk(batch)[:, : self.config.n_action_steps]
+                for row, k in enumerate(need):
+                    eps[k].queue.extend(chunks[row])
+            raw = self.post(torch.stack([ep.queue.popleft() for ep in eps])).detach().cpu().numpy()
+        return [self.to_action(r) for r in raw]
+
+    def end_slots(self, slots: Sequence[Slot]) -> None:
+        if self._loop is not None:
+            self._loop.end_slots(slots)
+        for s in slots:
+            self._episodes.pop(s, None)
 
     # hidden states: one full inference of the underlying model on the observation. This resets the
     # policy's observation/action queues (as reset() does), so call it between episodes, not inside one.
