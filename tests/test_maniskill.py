@@ -281,7 +281,10 @@ def test_demo_stage_writes_a_contact_sheet(tmp_path, capsys):
     assert "scripted expert, PickCube-v1 (state only, pd_ee_delta_pose): 2/2 episodes" in out
     assert "white_noise" in out and "decision" in out
     with Image.open(tmp_path / "maniskill" / "contact_sheet.png") as im:
-        assert im.size == (128, 64)  # clean | distorted, 64x64 each, one episode
+        sheet = np.asarray(im.convert("RGB"))
+    h, w = sheet.shape[:2]  # clean | distorted, 64x64 each shown 2x, one episode, with row and column titles
+    assert 128 < h < 260 and 2 * 128 + 60 < w < 700, sheet.shape
+    assert (sheet[:, : w - 2 * 128 - 8] < 128).any()  # the row title (episode seed, distortion, level) is drawn
 
 
 def test_bridge_scenes_name_the_asset_download_offline():

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 
 def run(ctx) -> None:
     from embeval.sim.maniskill.runtime import VulkanUnavailableError, check_vulkan
@@ -59,8 +57,7 @@ def run(ctx) -> None:
                     if video is not None:
                         video.finish(dis.outcome.success, f"Execution {sc.execution.score:.1f}")
                 rows.append((s, name, level, sc))
-                sheet.append(np.concatenate([ref.first_clean_images["base_camera"],
-                                             dis.first_observation.images["base_camera"]], axis=1))
+                sheet.append([ref.first_clean_images["base_camera"], dis.first_observation.images["base_camera"]])
     finally:
         env.close()
     print("\ntiny VLA in PickCube-v1 (64x64 base_camera, every frame distorted), vs its clean episode:")
@@ -69,9 +66,13 @@ def run(ctx) -> None:
         e = sc.execution
         print(f"{s:>4}  {name:<14} {level:>1}  {sc.decision:8.3f}  {e.score:9.1f}  {e.distance_cm:5.2f}  "
               f"{e.reference.success}/{e.distorted.success}")
-    from PIL import Image
+    from embeval.contact_sheet import save_labelled_grid
 
-    path = out / "contact_sheet.png"
-    Image.fromarray(np.concatenate(sheet, axis=0)).save(path)
-    print(f"contact sheet (first frame clean | distorted, one row per episode and distortion): {path}")
+    path = save_labelled_grid(
+        out / "contact_sheet.png", sheet, [f"episode seed {s}\n{name}, level {level}" for s, name, level, _ in rows],
+        ["clean, step 0", "distorted, step 0"],
+        title=f"{spec.env}, tiny VLA: base_camera {spec.width}x{spec.height} px\nD: Decision 0..1, E: Execution 0..100",
+        notes={(r, 1): f"D {sc.decision:.2f}  E {sc.execution.score:.0f}" for r, (*_, sc) in enumerate(rows)})
+    print(f"contact sheet (first frame clean | distorted, one row per episode and distortion; D: Decision 0..1, "
+          f"E: Execution 0..100): {path}")
     print(f"episode videos (seed {ctx.seed}, clean and {dists[0][0]}): {', '.join(str(p) for p in videos.written)}")
