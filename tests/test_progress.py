@@ -165,3 +165,56 @@ def test_watch_interval_is_bounded(tmp_path, capsys, every, problem):
         main(["status", str(tmp_path), "--watch", "--every", every])
     assert exc.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"embeval status: error: argument --every: {problem}"
+
+
+def _train(log, steps: int = 40):
+    import numpy as np
+    import torch
+
+    from embeval.subjects.embedded.training import TrainConfig, _loop
+
+    torch.manual_seed(0)
+    w = torch.nn.Parameter(torch.zeros(3))
+    x = torch.from_numpy(np.random.default_rng(1).normal(size=(50, 3)).astype(np.float32))
+
+    def step_fn(idx):
+        time.sleep(0.01)
+        return ((x[torch.from_numpy(idx)] - w) ** 2).mean()
+
+    return _loop([w], len(x), step_fn, TrainConfig(steps=steps, batch_size=8, log_every=10), np.random.default_rng(2),
+                 log, desc="train tiny"), w.detach().numpy().copy()
+
+
+def test_training_shows_progress_and_its_numbers_do_not_change(capsys, monkeypatch):
+    monkeypatch.delenv("EMBEVAL_PROGRESS", raising=False)
+    monkeypatch.setenv("EMBEVAL_PROGRESS_INTERVAL_S", "0.1")
+    quiet, w_quiet = _train(None)
+    assert capsys.readouterr().err == ""  # no log: no progress either (library use)
+    logged, w_logged = _train(lambda m: None)
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("train tiny: ")]
+    assert len(lines) >= 2 and re.fullmatch(r"train tiny: 40/40 steps, done in \ds, loss \d\.\d{4}", lines[-1]), err
+    assert any(re.search(r"\d+/40 steps, \ds elapsed, ETA \ds", ln) for ln in lines[:-1])
+    assert logged.losses == quiet.losses and (w_logged == w_quiet).all()  # progress draws no random number
+
+
+def test_iqa_build_shows_each_stage(tmp_path, capsys, monkeypatch):
+    from PIL import Image
+
+    from embeval.distortion.samples import synthetic_tabletop
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    for i in range(3):
+        Image.fromarray(synthetic_tabletop(40, 32, seed=i)).save(imgs / f"a{i}.png")
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({"kind": "policy", "adapter": "image_stats", "params": {"scale": 0.1}}))
+    monkeypatch.delenv("EMBEVAL_PROGRESS", raising=False)
+    monkeypatch.setenv("EMBEVAL_PROGRESS_INTERVAL_S", "0.000001")  # a line on every step
+    argv = ["iqa", "build", "--source", "folder", "--path", str(imgs), "--distortions", "darken", "--levels", "1,5",
+            "--subjects", str(tmp_path / "p.yaml")]
+    assert main([*argv, "--out", str(tmp_path / "db")]) == 0
+    err = capsys.readouterr().err
+    assert re.search(r"^iqa build: distort: 3/3 references, done in \ds$", err, re.M), err
+    assert re.search(r"^\S+ \[\w{8}\]: 6/6 units, done in \ds$", err, re.M), err  # the scoring run
+    assert main([*argv, "--out", str(tmp_path / "db2"), "--no-progress"]) == 0
+    assert "references" not in capsys.readouterr().err

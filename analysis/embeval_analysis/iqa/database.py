@@ -26,6 +26,7 @@ from typing import Any, Callable
 import numpy as np
 
 from embeval.errors import ConfigError, MissingFileError, load_yaml
+from embeval.progress import Progress
 from embeval.provenance import code_version, derive_seed
 
 Log = Callable[[str], None]
@@ -143,8 +144,9 @@ def _check_levels(levels) -> None:
     raise ConfigError(f"build.levels (--levels): 'sample', 'all' or a list of levels 1..{N_LEVELS}, got {levels!r}")
 
 
-def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=None) -> dict[str, Any]:
-    """Write the reference and distorted images and the manifest (images already on disk are kept)."""
+def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=None, progress: bool = False) -> dict[str, Any]:
+    """Write the reference and distorted images and the manifest (images already on disk are kept); ``progress``
+    shows the references done (:mod:`embeval.progress`)."""
     from PIL import Image
 
     from embeval import distortion
@@ -168,6 +170,8 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
     (db / "distorted").mkdir(parents=True, exist_ok=True)
     cats = {n: distortion.get(n).category for n in names}
     images, references = [], []
+    bar = Progress(len(refs) if hasattr(refs, "__len__") else None, "iqa build: distort", "references",
+                   mode=None if progress else "off")
     for r in refs:
         rp = db / "references" / f"{r.ref_id}.png"
         if not rp.exists():
@@ -188,6 +192,8 @@ def materialise(cfg: BuildConfig, db: str | Path, log: Log | None = print, refs=
                 images.append({"image_id": image_id, "ref_id": r.ref_id, "path": str(p.relative_to(db)),
                                "ref_path": str(rp.relative_to(db)), "distortion": n, "category": cats[n], "level": lv,
                                "scene_id": r.scene_id, "view": r.view, "source": r.source, **run_ex})
+        bar.update(1)
+    bar.close()
     manifest = {"config": asdict(cfg), "code_version": code_version(), "references": references, "images": images}
     (db / "manifest.json").write_text(json.dumps(manifest, indent=1))
     import pandas as pd
@@ -337,7 +343,8 @@ def aggregate(db: str | Path, log: Log | None = print):
 
 
 def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | None = print,
-                     protocol: str = "closed_loop", max_steps: int | None = None, cameras=("third_person", "wrist")):
+                     protocol: str = "closed_loop", max_steps: int | None = None, cameras=("third_person", "wrist"),
+                     progress: bool = False):
     """Execution score (0..100 and below, :mod:`embeval.scoring.execution`) in simulation for ``n_images``
     distorted images of simulated references (chosen with ``seed``), per VLA subject of the database.
 
@@ -378,7 +385,9 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     rows, ref_cache, envs = [], {}, {}
     try:
         if protocol == "closed_loop":
-            rows = _closed_loop_rows(spec, pick, refs, envs, ref_cache, seed, max_steps, list(cameras))
+            n_vla = sum(1 for e in spec.subjects if e.kind == "policy")
+            with Progress(n_vla * len(pick), "iqa build: execution", "images", mode=None if progress else "off") as bar:
+                rows = _closed_loop_rows(spec, pick, refs, envs, ref_cache, seed, max_steps, list(cameras), bar)
         else:
             with ResultsStore(db / "run" / "results.sqlite") as st:
                 res = st.results(spec.hash)
@@ -407,8 +416,9 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     return scores
 
 
-def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras) -> list[dict]:
-    """Rows of the closed-loop protocol (:func:`execution_scores`), one per picked image and VLA subject."""
+def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras, bar=None) -> list[dict]:
+    """Rows of the closed-loop protocol (:func:`execution_scores`), one per picked image and VLA subject (each
+    counted on ``bar``, an :class:`embeval.progress.Progress`, when given)."""
     from embeval.scoring.execution import execution_score
     from embeval.subjects.registry import SubjectSpec, load_subject
 
@@ -432,6 +442,8 @@ def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras) -
                              "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm,
                              "reference_success": ref_run.success, "reference_steps": ref_run.n_actions,
                              "distorted_steps": dis_run.n_actions})
+                if bar is not None:
+                    bar.update(1)
         finally:
             close = getattr(policy, "close", None)
             if callable(close):
@@ -519,11 +531,11 @@ def _execute_tasks(ref: dict, out: dict, envs: dict, cache: dict, subject: str):
 
 
 def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):
-    """materialise -> score_subjects -> aggregate (-> execution_scores); resumable at every step.
-    Returns the scores frame."""
+    """materialise -> score_subjects -> aggregate (-> execution_scores); resumable at every step; ``progress``:
+    each long stage shows its progress with an ETA on stderr (:mod:`embeval.progress`). Returns the scores frame."""
     cfg.validate()
     resolve_subjects(cfg.subjects)  # fail before rendering anything when subjects are missing
-    materialise(cfg, db, log)
+    materialise(cfg, db, log, progress=progress)
     summary = score_subjects(cfg, db, log, progress)
     if summary.failed:
         from embeval.errors import InvalidInputError
@@ -533,7 +545,7 @@ def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, pr
     scores = aggregate(db, log)[0]
     if cfg.execution_images > 0:
         scores = execution_scores(db, cfg.execution_images, cfg.seed, log, cfg.execution_protocol, cfg.execution_max_steps,
-                                  cfg.cameras)
+                                  cfg.cameras, progress=progress)
         if scores is None:
             import pandas as pd
 

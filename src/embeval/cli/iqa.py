@@ -39,7 +39,9 @@ def register(sub) -> None:
                    help="closed_loop (default, the paper's): the reference's easiest task run closed loop on the camera "
                    "stream, distorted for the distorted image; all_tasks_one_action: every task's stored action, open loop")
     p.add_argument("--execution-max-steps", type=int, help="closed_loop: step limit per run (default: the task's own budget)")
-    p.add_argument("--progress", action="store_true", help="show a progress bar while scoring")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="progress with an ETA on stderr while distorting, scoring and executing: a bar on a terminal, "
+                        "a line every 10 s otherwise (default: on; --no-progress: none)")
     p.set_defaults(func=_build)
 
     p = g.add_parser("export", help="export in pyiqa's format (meta CSVs, 8:2 splits x10: random and scene-disjoint)",

@@ -174,13 +174,18 @@ def sampling_weights(phase: np.ndarray | None, balance: float) -> np.ndarray | N
 
 
 def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainConfig, rng, log=None,
-          weights: np.ndarray | None = None) -> TrainResult:
+          weights: np.ndarray | None = None, desc: str = "train") -> TrainResult:
+    """``cfg.steps`` optimiser steps on batches drawn with ``rng``; with ``log``, the mean loss every ``log_every``
+    steps and live progress with an ETA on stderr (:mod:`embeval.progress`; it draws no random number)."""
     import torch
+
+    from embeval.progress import Progress
 
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 50) * 0.5 * (1 + math.cos(math.pi * min(s, cfg.steps) / cfg.steps)))
     res, window, t0 = TrainResult(), [], time.perf_counter()
+    bar = Progress(cfg.steps, desc, "steps", mode=None if log else "off")
     for step in range(cfg.steps):
         idx = (rng.integers(0, n, size=min(cfg.batch_size, n)) if weights is None
                else rng.choice(n, size=min(cfg.batch_size, n), p=weights))
@@ -196,6 +201,9 @@ def _loop(params, n: int, step_fn: Callable[[np.ndarray], "object"], cfg: TrainC
             window = []
             if log:
                 log(f"step {step + 1}/{cfg.steps} loss {res.losses[-1]:.4f} ({time.perf_counter() - t0:.0f} s)")
+            bar.set_postfix(loss=f"{res.losses[-1]:.4f}")
+        bar.update(1)
+    bar.close()
     res.seconds, res.steps = time.perf_counter() - t0, cfg.steps
     return res
 
@@ -259,7 +267,7 @@ def train_vla(data: DemoArrays, vla_cfg, train_cfg: TrainConfig, seed: int, id: 
         return loss
 
     res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log,
-                weights=sampling_weights(data.phase, train_cfg.phase_balance))
+                weights=sampling_weights(data.phase, train_cfg.phase_balance), desc=f"train {id}")
     meta = {"seed": seed, "train": asdict(train_cfg), "frames": len(data),
             "episodes": int(len(np.unique(data.episode_index))), "final_loss": res.losses[-1]}
     return TinyVLAPolicy(net.eval(), mean, std, id=id, meta=meta, text_encoder=enc), res
@@ -315,6 +323,6 @@ def train_vlm(data: VQAArrays, vlm_cfg, train_cfg: TrainConfig, seed: int, id: s
         out = net(x, temb[pidx[ii]])
         return sum(F.cross_entropy(out[s], labels[s][ii]) for s in out) / len(out)
 
-    res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
+    res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log, desc=f"train {id}")
     meta = {"seed": seed, "train": asdict(train_cfg), "examples": len(data), "final_loss": res.losses[-1]}
     return TinyVLM(net.eval(), data.template, id=id, meta=meta, text_encoder=enc), res
