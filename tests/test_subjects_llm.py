@@ -329,3 +329,100 @@ def test_choose_by_logprobs_and_fallback():
         assert seen[-1]["response_format"]["json_schema"]["schema"]["properties"]["answer"]["enum"] == ["dog", "cat"]
     with pytest.raises(ConfigError, match="choose_method"):
         OpenAIChatLLM(url="http://127.0.0.1:1/v1", choose_method="vibes")
+
+
+# --------------------------------------------------------------------------- concurrent batches
+
+@pytest.fixture(scope="module")
+def slow_server():
+    """A chat server that answers each request after ``delay`` seconds (``delay=S`` in the prompt, default 0.4)
+    with the prompt echoed, 400 for a prompt containing "reject", and counts the requests in flight."""
+    import asyncio
+    import re
+
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse
+
+    app = FastAPI()
+    state = {"in_flight": 0, "peak": 0}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: __import__("fastapi").Request):
+        body = await request.json()
+        prompt = next(c["text"] for c in body["messages"][-1]["content"] if c["type"] == "text")
+        if "reject" in prompt:
+            return JSONResponse(status_code=400, content={"error": "no such model"})
+        state["in_flight"] += 1
+        state["peak"] = max(state["peak"], state["in_flight"])
+        m = re.search(r"delay=([0-9.]+)", prompt)
+        await asyncio.sleep(float(m.group(1)) if m else 0.4)
+        state["in_flight"] -= 1
+        return {"choices": [{"message": {"role": "assistant", "content": f"echo {prompt}"}}]}
+
+    with serve_in_thread(app) as srv:
+        yield srv, state
+
+
+def _timed_batch(vlm, prompts, state):
+    import time
+
+    state["peak"] = 0
+    img = np.zeros((4, 4, 3), np.uint8)
+    t0 = time.perf_counter()
+    out = vlm.generate_batch([[img]] * len(prompts), prompts)
+    return out, time.perf_counter() - t0
+
+
+def test_openai_vlm_batch_requests_overlap_up_to_max_concurrency(slow_server):
+    """8 requests of 0.4-0.61 s each: with max_concurrency 8 all are in flight at once (about one latency, not 8), with
+    2 at most two are; answers come back in the items' order whatever order the replies arrive in."""
+    srv, state = slow_server
+    prompts = [f"item {k} delay={0.4 + 0.03 * (7 - k):.2f}" for k in range(8)]  # later items reply first
+    wide = OpenAIChatVLM(url=srv.url + "/v1", max_concurrency=8)
+    out, wall8 = _timed_batch(wide, prompts, state)
+    assert out == [f"echo {p}" for p in prompts]
+    assert state["peak"] == 8
+    assert wall8 < 2 * 0.61  # about the slowest item's latency (measured 0.65-0.72 s), one at a time takes 4.0 s
+    narrow = OpenAIChatVLM(url=srv.url + "/v1", max_concurrency=2)
+    out, wall2 = _timed_batch(narrow, prompts, state)
+    assert out == [f"echo {p}" for p in prompts]
+    assert state["peak"] == 2 and wall2 >= 4 * 0.4
+    assert wall2 > 2 * wall8
+    assert load_subject({"kind": "vlm", "adapter": "openai", "url": srv.url + "/v1"}).max_concurrency == 8  # default
+
+
+def test_openai_vlm_batch_failure_stays_with_its_item(slow_server):
+    """A rejected request (HTTP 400) and an invalid image fail their own items with generate()'s errors; the other
+    items are answered; generate_batch raises the first item's error after all requests ended."""
+    srv, state = slow_server
+    vlm = OpenAIChatVLM(url=srv.url + "/v1", max_concurrency=4, max_retries=0)
+    img = np.zeros((4, 4, 3), np.uint8)
+    images = [[img], [img], [np.zeros((4, 4), np.uint8)], [img]]
+    prompts = ["a delay=0.05", "reject this", "b delay=0.05", "c delay=0.05"]
+    out = vlm.generate_many(images, prompts)
+    assert out[0] == "echo a delay=0.05" and out[3] == "echo c delay=0.05"
+    assert isinstance(out[1], ServerUnavailableError) and "HTTP 400" in str(out[1])
+    with pytest.raises(ServerUnavailableError) as one:
+        vlm.generate([img], "reject this")
+    assert str(out[1]) == str(one.value)
+    assert isinstance(out[2], InvalidInputError) and "images[0]" in str(out[2])
+    with pytest.raises(ServerUnavailableError, match="HTTP 400"):
+        vlm.generate_batch(images, prompts)
+    with pytest.raises(InvalidInputError, match="2 image lists for 1 prompts"):
+        vlm.generate_many([[img], [img]], ["x"])
+
+
+@pytest.mark.parametrize("bad", [0, 65, -1, "8", 2.5, True])
+def test_openai_vlm_max_concurrency_is_checked(bad):
+    with pytest.raises(ConfigError, match=r"params.max_concurrency.*1 to 64"):
+        load_subject({"kind": "vlm", "adapter": "openai", "url": "http://127.0.0.1:1/v1", "params": {"max_concurrency": bad}})
+
+
+def test_openai_vlm_batch_against_embeval_server_equals_batch1(served_vlm):
+    """Through `embeval serve openai`'s app (a scripted VLM): the concurrent batch answers as one call per item."""
+    vlm = OpenAIChatVLM(url=served_vlm.url + "/v1", max_concurrency=3)
+    rng = np.random.default_rng(1)
+    images = [[rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)] for _ in range(5)] + [[np.full((8, 8, 3), 250, np.uint8)]]
+    prompts = [f"Pick the cube {k}" for k in range(6)]
+    assert vlm.generate_batch(images, prompts) == [vlm.generate(i, p) for i, p in zip(images, prompts)]
+    assert "bright white" in vlm.generate_batch(images, prompts)[5]

@@ -8,6 +8,10 @@ servers that only know the older form, ``none`` to rely on the prompt) and the r
 Transient failures (connection errors, timeouts, HTTP 408/409/429/5xx, empty replies) are retried
 with exponential backoff; when retries run out a :class:`ServerUnavailableError` names the URL and
 the fix. An empty string is never returned.
+
+Batches (:meth:`OpenAIChatVLM.generate_batch`): the items' requests are sent concurrently, at most
+``max_concurrency`` (1..64, default 8) in flight, answers in the items' order; a request that fails fails
+its own item only (:meth:`OpenAIChatVLM.generate_many` returns the others' answers next to its error).
 """
 from __future__ import annotations
 
@@ -16,16 +20,41 @@ import io
 import json
 import os
 import time
-from typing import Any, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from embeval.action import check_image
-from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
+from embeval.errors import ConfigError, EmbevalError, InvalidInputError, ServerUnavailableError
 from embeval.subjects.json_output import parse_and_validate
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 JSON_MODES = ("json_schema", "json_object", "none")
+MAX_CONCURRENCY = 64
+
+
+def check_concurrency(value: Any) -> int:
+    """``value`` as the number of requests a client may have in flight (a whole number 1..64); :class:`ConfigError`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
+        raise ConfigError(f"field 'params.max_concurrency' must be a whole number from 1 to {MAX_CONCURRENCY} (requests in "
+                          f"flight at once), got {value!r}")
+    return value
+
+
+def map_bounded(fn: Callable[..., Any], items: Sequence[tuple], limit: int) -> list[Any]:
+    """``[fn(*item) for item in items]`` on at most ``limit`` threads at once, in the items' order; an item whose
+    call raises an :class:`EmbevalError` gets that error in its place (the other items still run)."""
+    def one(item: tuple) -> Any:
+        try:
+            return fn(*item)
+        except EmbevalError as exc:
+            return exc
+
+    if len(items) <= 1 or limit == 1:
+        return [one(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(limit, len(items)), thread_name_prefix="openai-request") as pool:
+        return list(pool.map(one, items))
 
 
 def image_data_url(img: np.ndarray, fmt: str = "png", quality: int = 95) -> str:
@@ -298,9 +327,10 @@ class OpenAIChatVLM:
                  api_key: str | None = None, temperature: float = 0.0, max_tokens: int = 64,
                  image_format: str = "png", system_prompt: str | None = None, timeout: float = 120.0,
                  max_retries: int = 3, backoff: float = 0.5, json_mode: str = "json_schema",
-                 extra_body: Mapping[str, Any] | None = None):
+                 extra_body: Mapping[str, Any] | None = None, max_concurrency: int = 8):
         self.id = id
         self.client = OpenAIChatClient(url, model, api_key, timeout, max_retries, backoff, json_mode, True, extra_body)
+        self.max_concurrency = check_concurrency(max_concurrency)
         image_data_url(np.zeros((1, 1, 3), np.uint8), image_format)  # validate the format early
         self.image_format = image_format
         self.system_prompt = system_prompt
@@ -319,3 +349,20 @@ class OpenAIChatVLM:
     def generate(self, images: Sequence[np.ndarray], prompt: str, **gen: Any) -> str:
         json_schema = gen.pop("json_schema", None)
         return self.client.complete(self.messages(images, prompt), json_schema, **{**self.defaults, **gen})
+
+    def generate_many(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str],
+                      **gen: Any) -> list[str | EmbevalError]:
+        """:meth:`generate` for every item, ``max_concurrency`` requests in flight at once, in the items' order:
+        each item's answer, or the error its own :meth:`generate` would raise (the other items are unaffected)."""
+        if len(image_lists) != len(prompts):
+            raise InvalidInputError(f"{self.id}: {len(image_lists)} image lists for {len(prompts)} prompts")
+        _ = self.client.client  # one HTTP client (thread-safe) for all threads, made before they start
+        return map_bounded(lambda ims, p: self.generate(ims, p, **gen), list(zip(image_lists, prompts)), self.max_concurrency)
+
+    def generate_batch(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str], **gen: Any) -> list[str]:
+        """:meth:`generate_many`, raising the first failed item's error once every request has ended."""
+        out = self.generate_many(image_lists, prompts, **gen)
+        failed = next((x for x in out if isinstance(x, EmbevalError)), None)
+        if failed is not None:
+            raise failed
+        return out  # type: ignore[return-value]
