@@ -162,6 +162,9 @@ def test_media_captions_limits_and_problems(run_dir, tmp_path):
     assert m.match("videos/b/item00001/none-L12-seed0.mp4") is None  # level 12 is not level 1 or 2
     assert m.match("videos/item00001-L2.mp4") is None  # subject a or b: two units, no label
     assert m.match("videos/ab/item00001-L2.mp4") is None  # "ab" is neither subject
+    assert m.match("b_item00000_none2_seed0000.mp4")["level"] == 2  # the level joined to the distortion
+    assert m.match("b_item00000_none_seed0000.mp4") is None  # no level named: level 1 or 2
+    assert m.match("b_item00000_none_level_1_s0.mp4")["level"] == 1
 
     v = write_mp4(run_dir / "videos/a/item00000/none-L1-seed0.mp4", 48, 32, 12, 6)
     info = probe_video(v)

@@ -124,39 +124,49 @@ def find_media(run_dir: Path, skip: Path | None = None) -> tuple[list[Path], lis
 
 _NB = r"(?<![A-Za-z0-9])"  # no letter or digit before (underscores, dashes, slashes and dots separate)
 _NA = r"(?![A-Za-z0-9])"
-_UNIT_PATTERNS = {  # field: pattern of one value in a path
-    "subject": lambda v: _NB + re.escape(v) + _NA,
-    "item": lambda v: _NB + re.escape(v) + _NA,
-    "distortion": lambda v: _NB + re.escape(v) + _NA,
-    "level": lambda v: _NB + rf"(?:level|L)[-_=]?{int(v)}(?![0-9])",
-    "seed": lambda v: _NB + rf"(?:seed|s)[-_=]?{int(v)}(?![0-9])",
+_UNIT_PATTERNS = {  # field: pattern of one value in a path (level: see UnitMatcher._level_named)
+    "subject": lambda v: _NB + re.escape(str(v)) + _NA,
+    "item": lambda v: _NB + re.escape(str(v)) + _NA,
+    "distortion": lambda v: _NB + re.escape(str(v)) + r"(?![A-Za-z])",  # digits may follow: white_noise4
+    "level": None,
+    "seed": lambda v: _NB + rf"(?:seed|s)[-_=]?0*{int(v)}(?![0-9])",  # s3, seed3, seed_3, seed0003
 }
 
 
 class UnitMatcher:
     """Finds the one unit of a run that a media file's path names, e.g.
-    ``videos/tiny-vla/item00003/white_noise-L3-seed0.mp4``: every key field that varies in the run
-    (subject, item, distortion, level as ``L3``/``level3``, seed as ``s0``/``seed0``) must appear in the path."""
+    ``videos/tiny-vla/item00003/white_noise-L3-seed0.mp4`` or ``tiny-vla_item00003_white_noise3_seed0000.mp4``:
+    every key field that varies in the run must appear in the path (subject, item and distortion as words;
+    level as ``L3``/``level3``/``level_3`` or joined to the distortion, ``white_noise3``; seed as ``s0``/``seed0``)."""
 
     def __init__(self, frame):
-        self.keys = [] if frame.empty else list(frame[list(_UNIT_PATTERNS)].drop_duplicates().itertuples(index=False, name=None))
-        self.varying = [i for i, f in enumerate(_UNIT_PATTERNS) if len({k[i] for k in self.keys}) > 1]
+        self.fields = list(_UNIT_PATTERNS)
+        self.keys = [] if frame.empty else list(frame[self.fields].drop_duplicates().itertuples(index=False, name=None))
+        self.varying = [i for i, f in enumerate(self.fields) if len({k[i] for k in self.keys}) > 1]
         self.values = {i: sorted({k[i] for k in self.keys}, key=str) for i in self.varying}
+
+    @staticmethod
+    def _level_named(path: str, distortion: str, level) -> bool:
+        lv = rf"0*{int(level)}(?![0-9])"
+        return bool(re.search(_NB + rf"(?:level|L)[-_=]?{lv}", path)
+                    or re.search(_NB + re.escape(str(distortion)) + rf"[-_]?(?:level|L)?[-_]?{lv}", path))
 
     def match(self, rel_path: str) -> dict | None:
         """The unit's key as a dict, or None when the path names no unit or several."""
-        if not self.keys:
-            return None
-        fields = list(_UNIT_PATTERNS)
+        lvl, dist = self.fields.index("level"), self.fields.index("distortion")
         hits = {}
         for i in self.varying:
-            pat = _UNIT_PATTERNS[fields[i]]
-            found = {v for v in self.values[i] if re.search(pat(v), rel_path)}
+            if i == lvl:
+                continue
+            found = {v for v in self.values[i] if re.search(_UNIT_PATTERNS[self.fields[i]](v), rel_path)}
             if not found:
                 return None
             hits[i] = found
-        cands = [k for k in self.keys if all(k[i] in hits[i] for i in self.varying)]
-        return dict(zip(fields, cands[0])) if len(cands) == 1 else None
+        cands = [k for k in self.keys if all(k[i] in found for i, found in hits.items())]
+        if lvl in self.varying:
+            named = {p: self._level_named(rel_path, *p) for p in {(k[dist], k[lvl]) for k in cands}}
+            cands = [k for k in cands if named[(k[dist], k[lvl])]]
+        return dict(zip(self.fields, cands[0])) if len(cands) == 1 else None
 
 
 def unit_label(key: dict) -> str:
