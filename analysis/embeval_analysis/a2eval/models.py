@@ -239,7 +239,7 @@ def train_scene_qa(data: SceneQAArrays, cfg, train_cfg, seed: int, id: str,
             return loss
 
         t0 = time.perf_counter()
-        res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log)
+        res = _loop(list(net.parameters()), len(data), step_fn, train_cfg, rng, log, desc=f"train {id}")
     # config.json carries only what the seed determines (timings go to report.json)
     meta = {"seed": seed, "train": asdict(train_cfg), "items": len(data), "final_loss": res.losses[-1]}
     res.items_per_second = train_cfg.batch_size * train_cfg.steps / max(time.perf_counter() - t0, 1e-9)
