@@ -44,7 +44,7 @@ IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
 #: video codecs that browsers (Chromium, Firefox, Safari) play from an mp4; others (MPEG-4 part 2, which
 #: OpenCV's ``mp4v`` writes, or HEVC) are linked with a note instead of shown as a broken player
 BROWSER_CODECS = {"h264": "H.264", "av1": "AV1", "vp9": "VP9"}
-#: a video narrower than this (CSS px) is shown scaled up by a whole factor, pixelated, so 64-px frames are visible
+#: a video whose larger side is under this (CSS px) is shown scaled up by a whole factor, pixelated, so 64-px frames are visible
 MIN_VIDEO_DISPLAY_PX = 256
 
 
@@ -221,7 +221,7 @@ def _video_html(path: Path, rel: str, emb: _Embedder, matcher: UnitMatcher) -> t
         return "", (f"<a href='{emb.link(path)}'><code>{html.escape(rel)}</code></a>: codec {html.escape(v.codec)} does "
                     f"not play in browsers; re-encode it as H.264 (libx264, yuv420p) to see it here")
     src, how = emb.src(path, VIDEO_TYPES[path.suffix.lower()])
-    scale = max(1, -(-MIN_VIDEO_DISPLAY_PX // max(v.width, 1)))
+    scale = max(1, -(-MIN_VIDEO_DISPLAY_PX // max(v.width, v.height, 1)))
     details = (f"{v.width}×{v.height} px, {v.frames} frames at {v.fps:g} fps = {v.duration_s:.2f} s, "
                f"{BROWSER_CODECS[v.codec]}; {how}")
     cls = ' class="px"' if scale > 1 else ""
