@@ -281,7 +281,9 @@ def watch(run_dir: str | os.PathLike, every_s: float = 5.0, emit: Callable[[str]
         left = st["total"] - st["done"]
         eta = left / rate if rate > 0 else None
         desc = f"{st['name'] or st['evaluator']} [{st['run_id'][:8]}]"
-        line = progress_line(desc, st["done"], st["total"], "units", clock() - st["started"],
+        last = max((s["last_finished"] or 0.0 for s in st["shards"]), default=0.0)
+        end = last if left <= 0 and last else clock()  # a finished run: "done in" its own time, not until now
+        line = progress_line(desc, st["done"], st["total"], "units", max(0.0, end - st["started"]),
                              postfix={"failed": st["failed"]} if st["failed"] else None, eta=eta)
         if left <= 0:
             emit(line)
