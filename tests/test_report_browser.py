@@ -127,6 +127,7 @@ def test_report_in_headless_chromium(run_dir, tmp_path, monkeypatch):
     # every <img>: the section figures (synthetic score replaced by the wide table; time per unit) and the strip
     assert len(imgs) == 2 and all(i["complete"] and i["w"] > 0 for i in imgs), imgs
     assert {i["w"] for i in imgs} >= {2400} and all(i["shown"] <= 1280 for i in imgs), imgs
+    assert {i["alt"] for i in imgs} == {"time per unit (wall clock)", "wide_strip.png"}  # figures say what they show
     assert len(vids) == 3
     by_src = {}
     for v in vids:

@@ -271,7 +271,7 @@ def figure_html(fig) -> str:
     """A matplotlib figure as an embedded PNG ``<img>`` (the figure is closed); alt text: its titles."""
     import matplotlib.pyplot as plt
 
-    titles = [t for t in [fig._suptitle.get_text() if fig._suptitle else ""] + [ax.get_title() for ax in fig.axes] if t]
+    titles = [t for t in [fig.get_suptitle()] + [ax.get_title() for ax in fig.axes] if t]
     alt = titles[0].splitlines()[0] if titles else "figure"
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
