@@ -125,13 +125,17 @@ class VlaEvalPolicy:
         from websockets.exceptions import InvalidHandshake, InvalidURI
         from websockets.sync.client import connect
 
+        import inspect
+
+        # a connection held across calls (not a `with` block): websockets >= 17.1 asks for legacy=True then
+        direct = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
         last = "no attempt made"
         for attempt in range(self.connect_retries + 1):
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1))
             try:
                 self._ws = connect(self.url, open_timeout=self.timeout, close_timeout=2, compression=None,
-                                   max_size=self.max_message_bytes, ping_interval=None, proxy=None)
+                                   max_size=self.max_message_bytes, ping_interval=None, proxy=None, **direct)
                 break
             except InvalidURI as exc:
                 raise ConfigError(f"field 'url': {exc}") from None
