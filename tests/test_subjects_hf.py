@@ -279,3 +279,22 @@ def test_openvla_hf_act_slots_equal_batch1(tiny):
     with pytest.raises(InvalidInputError, match="appears twice"):
         policy.act_slots([0, 0], obs[:2])
     assert policy.act_slots([], []) == []
+
+
+def test_hf_vlm_batch_without_a_pad_token(tiny):
+    """A tokenizer without a pad token pads with its end-of-sequence token (answers still equal batch-1); one with
+    neither cannot batch prompts of different lengths and says so in one line."""
+    from embeval.subjects.adapters.hf_vlm import ensure_pad_token
+
+    vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(tiny[0]), "params": {"max_new_tokens": 6}})
+    want = vlm.generate_batch(BATCH_IMAGES, BATCH_PROMPTS)
+    tok = vlm.processor.tokenizer
+    tok.pad_token = None
+    ensure_pad_token(vlm.processor)
+    assert tok.pad_token == "</s>"
+    assert vlm.generate_batch(BATCH_IMAGES, BATCH_PROMPTS) == want
+    tok.pad_token, tok.eos_token = None, None
+    ensure_pad_token(vlm.processor)
+    with pytest.raises(ConfigError, match="no pad or end-of-sequence token"):
+        vlm.generate_batch(BATCH_IMAGES, BATCH_PROMPTS)
+    assert vlm.generate(*BATCH_IMAGES[0:1], BATCH_PROMPTS[0]) == want[0]  # one item needs no padding

@@ -44,6 +44,7 @@ def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code
         avail = [c for c in AUTO_CLASSES if hasattr(transformers, c)]
         raise ConfigError(f"field 'params.model_class': {model_class!r} is not available; choose from {', '.join(avail)}")
     processor = transformers.AutoProcessor.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+    ensure_pad_token(processor)
     cls = getattr(transformers, model_class)
     from packaging.version import Version
 
@@ -67,14 +68,23 @@ def tokenizer_of(processor):
     return getattr(processor, "tokenizer", processor)
 
 
+def ensure_pad_token(processor) -> None:
+    """Give a tokenizer without a pad token its end-of-sequence token as one (left padding is masked, and a batched
+    row is cut at its first end-of-sequence token, so the pad token's identity never reaches an answer)."""
+    tok = tokenizer_of(processor)
+    if getattr(tok, "pad_token_id", None) is None and getattr(tok, "eos_token", None) is not None:
+        tok.pad_token = tok.eos_token
+
+
 def model_inputs(processor, model, device: str, texts: list[str], images: list | None) -> dict[str, Any]:
     """The model inputs (tensors on ``device``) for ``texts`` (one per row) and ``images`` (PIL, all rows' images
     in order, or None): rows left-padded to one length with an ``attention_mask`` (a single row is not padded),
     floating pixel values in the model's dtype, outputs the model does not take dropped."""
     tok = tokenizer_of(processor)
     if len(texts) > 1 and getattr(tok, "pad_token_id", None) is None:
-        raise ConfigError(f"the tokenizer of {type(model).__name__} has no pad token, so prompts of different lengths cannot "
-                          "share a batch; set pad_token in the checkpoint's tokenizer_config.json or ask one item at a time")
+        raise ConfigError(f"the tokenizer of {type(model).__name__} has no pad or end-of-sequence token, so prompts of "
+                          "different lengths cannot share a batch; set pad_token in the checkpoint's tokenizer_config.json "
+                          "or ask one item at a time")
     kw: dict[str, Any] = {"text": texts if len(texts) > 1 else texts[0], "return_tensors": "pt"}
     if len(texts) > 1:
         kw["padding"] = True
@@ -241,7 +251,8 @@ class HFVLM(HiddenStateMixin):
                             pool: str = "mean") -> list[dict[str, np.ndarray]]:
         """:meth:`hidden_states` for many ``(images, prompt)`` items from one forward pass: each item's arrays
         are its own rows (the language model's outputs without the padding positions, the vision outputs of its
-        own images), then pooled. :class:`ConfigError` for a layer whose output has no per-item rows."""
+        own images), then pooled. Positions count from the padded row's start, which rotary position embeddings
+        (relative) do not see. :class:`ConfigError` for a layer whose output has no per-item rows."""
         import torch
 
         items = list(items)
