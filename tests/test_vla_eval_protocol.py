@@ -243,6 +243,35 @@ def test_eight_concurrent_sessions_are_batched_and_equal_batch1(tiny):
     assert worst < 1e-5, worst
 
 
+def test_act_slots_of_one_client_reach_the_server_as_one_batch(tiny):
+    """The adapter's own batched calls (what a vectorised embeval run uses): 6 slots, one connection each, all
+    observations sent before any answer is read -> the server answers them in batches of more than one, equal
+    to batch 1; end_slots ends the episodes and keeps the connections for new slots."""
+    server = app_from_spec(TINY_VLA, "vla-eval", subject=tiny.fork(), max_batch_size=8, max_wait_ms=300)
+    n = 6
+    slots = [f"env{i}" for i in range(n)]
+    rng = np.random.default_rng(7)
+    obs = [[_obs(rng, INSTRUCTIONS[i % 3]) for i in range(n)] for _ in range(2)]
+    refs = [tiny.fork() for _ in range(n)]
+    for i, r in enumerate(refs):
+        r.reset(INSTRUCTIONS[i % 3])
+    expected = [[refs[i].act(step[i]).vector for i in range(n)] for step in obs]
+    with serve_in_thread(server) as running:
+        remote = _client(running.url)
+        remote.reset_slots(slots, [INSTRUCTIONS[i % 3] for i in range(n)])
+        got = [[a.vector for a in remote.act_slots(slots, step)] for step in obs]
+        h = _health(running)
+        assert h["connections"] == n and h["largest_batch"] > 1 and h["actions"] == 2 * n, h
+        with pytest.raises(InvalidInputError, match="slot 'nope' has no episode"):
+            remote.act_slots(["nope"], obs[0][:1])
+        remote.end_slots(slots)
+        remote.reset_slots(["again"], ["pick up the red cube"])
+        assert _health(running)["connections"] == n  # a freed connection was reused
+        remote.close()
+    worst = max(float(np.abs(g - e).max()) for gs, es in zip(got, expected) for g, e in zip(gs, es))
+    assert worst < 1e-5, worst
+
+
 # --------------------------------------------------------------------------- (d) hostile input
 class SlowPolicy:
     """ImageStats-like policy that sleeps ``delay`` s per call (to hold the model thread busy)."""

@@ -8,8 +8,10 @@ Subject spec::
     url: ws://127.0.0.1:8000
     params: {image_format: raw, gripper: open1, timeout: 30}
 
-One connection per policy (a :meth:`fork` opens its own, so batched runners get one per episode and a
-batching server sees them as concurrent sessions). :meth:`reset` sends ``episode_end`` for the running
+One connection per policy; a :meth:`fork` opens its own, and the batched calls (:meth:`reset_slots`,
+:meth:`act_slots`, :meth:`end_slots`) give each slot its own connection and send all observations before
+reading any answer, so a batching server (``embeval serve vla-eval --max-batch-size N``) answers a vectorised
+run's episodes in one batch. :meth:`reset` sends ``episode_end`` for the running
 episode and ``episode_start`` (``{"task": {"name": instruction}}``); :meth:`act` sends ``observation``
 ``{"images": camera -> HWC uint8, "task_description": instruction, "state": ...}`` and waits at most
 ``timeout`` seconds for the ``action`` with the same ``seq``. ``cameras`` renames cameras (the policy's
@@ -43,6 +45,7 @@ from embeval.serving.vla_eval_protocol import (
 )
 from embeval.subjects.adapters.openvla_rest import parse_action_reply, resize_image
 from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.protocols import check_slots, no_episode
 
 #: error codes of a server that is busy, not of a bad observation (embeval's servers send them)
 _BUSY = ("queue_full", "server_busy", "too_many_connections", "subject_unavailable")
@@ -82,6 +85,8 @@ class VlaEvalPolicy:
         self._ws: Any = None
         self._seq = 0
         self._in_episode = False
+        self._slots: dict[Any, VlaEvalPolicy] = {}  # slot -> the connection (a fork) of its episode
+        self._free: list[VlaEvalPolicy] = []  # forks of ended slots, reused by new ones
 
     # -- connection -------------------------------------------------------------------------------
     def _unreachable(self, why: str) -> ServerUnavailableError:
@@ -163,12 +168,12 @@ class VlaEvalPolicy:
                 pass
 
     def close(self) -> None:
-        """End the running episode and close the connection."""
-        if self._ws is not None and self._in_episode:
-            try:
-                self._send(EPISODE_END, {})
-            except ServerUnavailableError:
-                pass
+        """End the running episodes and close the connections (this policy's and its slots')."""
+        for pol in [*self._slots.values(), *self._free]:
+            pol.close()
+        self._slots.clear()
+        self._free.clear()
+        self.end_episode()
         self._drop()
 
     def __del__(self):  # pragma: no cover - best effort
@@ -183,6 +188,7 @@ class VlaEvalPolicy:
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
         new._queue, new._ws, new._seq, new._in_episode, new.server_info = collections.deque(), None, 0, False, {}
+        new._slots, new._free = {}, []
         return new
 
     def reset(self, instruction: str) -> None:
@@ -215,28 +221,82 @@ class VlaEvalPolicy:
             body[self.state_field] = {k: np.asarray(v, dtype=np.float64) for k, v in observation.state.items()}
         return body
 
-    def request(self, observation: Observation) -> np.ndarray:
-        """One observation -> the raw (N, 7) action array in the server's convention."""
+    def send_observation(self, observation: Observation) -> int:
+        """Send ``observation`` (opening the connection and an episode when needed); its ``seq``."""
         self.connect()
         if not self._in_episode:
             self.reset(observation.instruction or self.instruction)
-        seq = self._send(OBSERVATION, self.payload(observation))
+        return self._send(OBSERVATION, self.payload(observation))
+
+    def receive_action(self, seq: int) -> np.ndarray:
+        """The raw (N, 7) action array answering observation ``seq`` (answers to earlier ones are skipped)."""
         while True:
             reply = self._recv("action")
+            if reply.seq < seq and reply.type in (ACTION, ERROR):
+                continue  # a late answer to an earlier observation (an act_slots call that failed midway)
             if reply.type == ERROR:
                 text, code = reply.payload.get("error", reply.payload), reply.payload.get("code")
                 err = ServerUnavailableError if code in _BUSY else InvalidInputError
                 raise err(f"vla-eval model server at {self.url} refused the observation: {str(text)[:400]}")
             if reply.type == ACTION and reply.seq == seq:
                 return parse_action_reply(reply.payload, f"vla-eval model server at {self.url}")
-            if reply.type == ACTION and reply.seq < seq:
-                continue  # a late answer to an earlier observation (real-time servers); skip it
             raise InvalidInputError(f"vla-eval model server at {self.url} answered observation #{seq} with "
                                     f"{reply.type!r} #{reply.seq}")
+
+    def request(self, observation: Observation) -> np.ndarray:
+        """One observation -> the raw (N, 7) action array in the server's convention."""
+        return self.receive_action(self.send_observation(observation))
+
+    def _next(self) -> Action:
+        v = self._queue.popleft().copy()
+        v[6] = gripper_to_embeval(v[6], self.gripper)
+        return Action(v)
+
+    # -- batched episodes (BatchedPolicy): one connection per slot, all observations sent before any answer is read
+    def reset_slots(self, slots: Sequence[Any], instructions: Sequence[str]) -> None:
+        """Start an episode in each slot, each on its own connection (connections of ended slots are reused)."""
+        for slot, instruction in zip(check_slots(self.id, slots, instructions, "instructions"), instructions):
+            pol = self._slots.get(slot)
+            if pol is None:
+                pol = self._free.pop() if self._free else self.fork()
+                self._slots[slot] = pol
+            pol.reset(instruction)
+
+    def act_slots(self, slots: Sequence[Any], observations: Sequence[Observation]) -> list[Action]:
+        """One action per slot: every slot's observation is sent first, then the answers are read, so a
+        batching server answers them together."""
+        slots = check_slots(self.id, slots, observations, "observations")
+        missing = next((s for s in slots if s not in self._slots), None)
+        if missing is not None:
+            raise no_episode(self.id, missing)
+        pols = [self._slots[s] for s in slots]
+        seqs = [None if pol._queue else pol.send_observation(ob) for pol, ob in zip(pols, observations)]
+        out = []
+        for pol, seq in zip(pols, seqs):
+            if seq is not None:
+                pol._queue.extend(pol.receive_action(seq))
+            out.append(pol._next())
+        return out
+
+    def end_slots(self, slots: Sequence[Any]) -> None:
+        """End the slots' episodes (``episode_end``); their connections stay open for new slots."""
+        for slot in slots:
+            pol = self._slots.pop(slot, None)
+            if pol is not None:
+                pol.end_episode()
+                self._free.append(pol)
+
+    def end_episode(self) -> None:
+        """Send ``episode_end`` for the running episode (the connection stays open)."""
+        if self._ws is not None and self._in_episode:
+            try:
+                self._send(EPISODE_END, {})
+            except ServerUnavailableError:
+                pass
+        self._in_episode = False
+        self._queue.clear()
 
     def act(self, observation: Observation) -> Action:
         if not self._queue:
             self._queue.extend(self.request(observation))
-        v = self._queue.popleft().copy()
-        v[6] = gripper_to_embeval(v[6], self.gripper)
-        return Action(v)
+        return self._next()
