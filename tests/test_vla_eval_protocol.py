@@ -23,10 +23,10 @@ from websockets.sync.client import connect
 
 from embeval.action import Action, ActionSpec, Observation
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
-from embeval.serving import vla_eval_protocol as P
 from embeval.serving.limits import ServerLimits
 from embeval.serving.runner import app_from_spec
 from embeval.serving.vla_eval_server import VlaEvalServer, serve_in_thread
+from embeval.subjects.adapters import vla_eval_protocol as P
 from embeval.subjects.registry import load_subject
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,7 +223,7 @@ def test_eight_concurrent_sessions_are_batched_and_equal_batch1(tiny):
                 for k in range(steps):
                     barrier.wait(timeout=30)
                     got[i][k] = clients[i].act(episodes[i][k]).vector
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:  # reported below
                 errors.append(exc)
                 barrier.abort()
 

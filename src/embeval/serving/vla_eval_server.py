@@ -1,7 +1,7 @@
 """Serve any embeval policy as a vla-evaluation-harness model server (WebSocket + msgpack, "vla-eval").
 
 ``embeval serve vla-eval SPEC --port P``: the harness (or any client speaking its protocol,
-:mod:`.vla_eval_protocol`) connects to ``ws://127.0.0.1:P``; every connection is a session, its
+:mod:`embeval.subjects.adapters.vla_eval_protocol`) connects to ``ws://127.0.0.1:P``; every connection is a session, its
 episodes are slots of the policy (:class:`~embeval.subjects.protocols.BatchedPolicy`):
 
 - ``hello`` is answered by ``hello`` (protocol version, server name, action and observation spec);
@@ -39,9 +39,10 @@ import itertools
 import json
 import logging
 import threading
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ from embeval.errors import ConfigError, InvalidInputError
 from embeval.serving.batching import BatchQueue, check_batching
 from embeval.serving.limits import ApiError, PixelBudget, ServerLimits, as_api_error
 from embeval.serving.runner import LOCALHOST
-from embeval.serving.vla_eval_protocol import (
+from embeval.subjects.adapters.vla_eval_protocol import (
     ACTION,
     EPISODE_END,
     EPISODE_START,
@@ -87,7 +88,7 @@ class VlaEvalMapping:
     state: dict[str, tuple[int, int]] | None = None
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any] | None, where: str = "serve.vla_eval") -> "VlaEvalMapping":
+    def from_mapping(cls, data: Mapping[str, Any] | None, where: str = "serve.vla_eval") -> VlaEvalMapping:
         """From a spec's ``serve.vla_eval`` mapping; :class:`ConfigError` naming the field."""
         data = dict(data or {})
         unknown = sorted(set(data) - {"cameras", "state"})
@@ -252,19 +253,19 @@ class VlaEvalServer:
             try:
                 self._start(slots, observations)
                 actions: list = list(self.bp.act_slots(slots, observations))
-            except Exception:  # noqa: BLE001 - one observation's bad input: each alone, each its own answer
+            except Exception:  # one observation's bad input: each alone, each its own answer
                 actions = []
                 for s, ob in zip(slots, observations):
                     try:
                         self._start([s], [ob])
                         actions.append(self.bp.act_slots([s], [ob])[0])
-                    except Exception as exc:  # noqa: BLE001
+                    except Exception as exc:
                         actions.append(exc)
             out: list = []
             for a in actions:
                 try:
                     out.append(a if isinstance(a, Exception) else self._reply(a))
-                except Exception as exc:  # noqa: BLE001 - not an Action
+                except Exception as exc:  # not an Action
                     out.append(exc)
             return out
         finally:
@@ -330,7 +331,7 @@ class VlaEvalServer:
                 future = self.queue.submit((session.slot, obs, held), session.slot, drop=held.release)
                 del obs
                 action = await future
-            except Exception as exc:  # noqa: BLE001 - answered to the client
+            except Exception as exc:  # answered to the client
                 if held is not None:
                     held.release()
                 e = as_api_error(exc)
@@ -379,7 +380,7 @@ class VlaEvalServer:
                 del msg, obs
         except ConnectionClosed:
             pass
-        except Exception:  # noqa: BLE001 - e.g. the server is shutting down: this connection ends, the server stays
+        except Exception:  # e.g. the server is shutting down: this connection ends, the server stays
             log.exception("vla-eval connection %d failed", session.id)
             await ws.close(1011, "internal error; see the server's log")
         finally:
@@ -439,7 +440,7 @@ class RunningVlaEval:
         self.thread.join(timeout)
         self.server.shutdown()
 
-    def __enter__(self) -> "RunningVlaEval":
+    def __enter__(self) -> RunningVlaEval:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -462,7 +463,7 @@ def serve_in_thread(server: VlaEvalServer, host: str = LOCALHOST, port: int = 0,
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(server.serve(sock, started.set))
-        except BaseException as exc:  # noqa: BLE001 - reported to the starter
+        except BaseException as exc:  # reported to the starter
             failed.append(exc)
             started.set()
         finally:

@@ -1,5 +1,5 @@
 """Client policy for vla-evaluation-harness model servers ("vla-eval": WebSocket + msgpack, see
-:mod:`embeval.serving.vla_eval_protocol`), so embeval can evaluate any model such a server already serves.
+:mod:`embeval.subjects.adapters.vla_eval_protocol`), so embeval can evaluate any model such a server already serves.
 
 Subject spec::
 
@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
-from embeval.serving.vla_eval_protocol import (
+from embeval.subjects.adapters.openvla_rest import parse_action_reply, resize_image
+from embeval.subjects.adapters.vla_eval_protocol import (
     ACTION,
     EPISODE_END,
     EPISODE_START,
@@ -43,7 +45,6 @@ from embeval.serving.vla_eval_protocol import (
     pack,
     unpack,
 )
-from embeval.subjects.adapters.openvla_rest import parse_action_reply, resize_image
 from embeval.subjects.conventions import check_gripper, gripper_to_embeval
 from embeval.subjects.protocols import check_slots, no_episode
 
@@ -127,10 +128,10 @@ class VlaEvalPolicy:
         """Open the connection and exchange ``hello`` (retrying ``connect_retries`` times with backoff)."""
         if self._ws is not None:
             return
+        import inspect
+
         from websockets.exceptions import InvalidHandshake, InvalidURI
         from websockets.sync.client import connect
-
-        import inspect
 
         # a connection held across calls (not a `with` block): websockets >= 17.1 asks for legacy=True then
         direct = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
@@ -164,7 +165,7 @@ class VlaEvalPolicy:
         if ws is not None:
             try:
                 ws.close()
-            except Exception:  # noqa: BLE001 - already closed
+            except Exception:  # already closed
                 pass
 
     def close(self) -> None:
@@ -179,11 +180,11 @@ class VlaEvalPolicy:
     def __del__(self):  # pragma: no cover - best effort
         try:
             self._drop()
-        except Exception:  # noqa: BLE001
+        except Exception:  # interpreter shutdown: nothing to close
             pass
 
     # -- Policy protocol ------------------------------------------------------------------------------
-    def fork(self) -> "VlaEvalPolicy":
+    def fork(self) -> VlaEvalPolicy:
         """An unconnected copy with the same settings (its own connection, so its own session)."""
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
