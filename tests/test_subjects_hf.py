@@ -3,6 +3,8 @@ here, saved to disk and reloaded: the HF VLM, OpenVLA's local-checkpoint path (a
 decoding), hidden-state capture, and missing-weights errors."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -298,3 +300,25 @@ def test_hf_vlm_batch_without_a_pad_token(tiny):
     with pytest.raises(ConfigError, match="no pad or end-of-sequence token"):
         vlm.generate_batch(BATCH_IMAGES, BATCH_PROMPTS)
     assert vlm.generate(*BATCH_IMAGES[0:1], BATCH_PROMPTS[0]) == want[0]  # one item needs no padding
+
+
+def test_openvla_hf_static_cache_same_actions(tiny):
+    """The fast batch-1 path (params.cache: static, warmed up at load) gives the dynamic cache's actions; a bad
+    cache name or warm-up count is a ConfigError naming the field."""
+    from embeval.errors import ConfigError
+
+    d = tiny[0]
+    base = {"unnorm_key": "tiny_ds", "prompt_template": "USER: <image> {instruction} ASSISTANT:", "image_size": 32}
+    dyn = load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d), "params": base})
+    fast = load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d), "params": {**base, "cache": "static"}})
+    assert fast.generate_options() == {"cache_implementation": "static"} and dyn.generate_options() == {}
+    for i in range(3):
+        ob = Observation(images={"third_person": _img(30 + i)}, instruction="")
+        dyn.reset("pick up the red cube")
+        fast.reset("pick up the red cube")
+        np.testing.assert_allclose(fast.act(ob).vector, dyn.act(ob).vector, atol=1e-6)
+    for params, msg in [({"cache": "paged"}, "field 'params.cache': 'paged' is not a cache; choose from dynamic, static"),
+                        ({"warmup": 99}, "field 'params.warmup': must be a whole number of calls in 0..16"),
+                        ({"compile": "yes"}, "field 'params.compile': must be true, false or null")]:
+        with pytest.raises(ConfigError, match=re.escape(msg)):
+            load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d), "params": {**base, **params}})

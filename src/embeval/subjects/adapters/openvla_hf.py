@@ -31,6 +31,12 @@ from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import Slot, check_slots, started_slots
 
 OPENVLA_PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
+#: ``params.cache``: ``dynamic`` (transformers' default: the key/value cache grows per token) or ``static`` (one
+#: pre-allocated cache; on CUDA transformers then compiles the decode step with ``torch.compile``: the fast batch-1
+#: path of a robot's policy node; ``params.compile: false`` keeps the static cache without compiling)
+CACHES = ("dynamic", "static")
+#: the most warm-up calls ``params.warmup`` may ask for at load
+MAX_WARMUP = 16
 
 
 def decode_action_tokens(token_ids: Sequence[int], vocab_size: int, stats: Mapping[str, Any] | None = None,
@@ -63,9 +69,30 @@ class OpenVLAHFPolicy(HiddenStateMixin):
                  camera: str | None = None, image_size: int | None = 224, dtype: str = "float32", device: str = "cpu",
                  gripper: str = "open1", frame: str = "base", prompt_template: str = OPENVLA_PROMPT,
                  trust_remote_code: bool = True, model_class: str = "auto", n_bins: int = 256,
-                 vocab_size: int | None = None):
+                 vocab_size: int | None = None, cache: str = "dynamic", compile: bool | None = None,
+                 warmup: int | None = None):
+        path = require_hf_dir(path, "OpenVLA checkpoint")
+        processor, model = load_auto(path, model_class, dtype, device, trust_remote_code)
+        self._configure(processor, model, id=id, path=path, unnorm_key=unnorm_key, camera=camera, image_size=image_size,
+                        device=device, gripper=gripper, frame=frame, prompt_template=prompt_template, n_bins=n_bins,
+                        vocab_size=vocab_size, cache=cache, compile=compile, warmup=warmup)
+
+    @classmethod
+    def from_loaded(cls, processor, model, device: str = "cpu", **params) -> "OpenVLAHFPolicy":
+        """The policy around a processor and model already in memory (e.g. built from a config with random
+        weights, as ``bench/gpu_throughput.py`` does for a 7B model); ``params`` as for the constructor."""
+        self = cls.__new__(cls)
+        self._configure(processor, model, device=device, **params)
+        return self
+
+    def _configure(self, processor, model, id: str = "openvla-hf", path: Any = None, unnorm_key: str | None = "bridge_orig",
+                   camera: str | None = None, image_size: int | None = 224, device: str = "cpu", gripper: str = "open1",
+                   frame: str = "base", prompt_template: str = OPENVLA_PROMPT, n_bins: int = 256,
+                   vocab_size: int | None = None, cache: str = "dynamic", compile: bool | None = None,
+                   warmup: int | None = None) -> None:
         self.id = id
-        self.path = require_hf_dir(path, "OpenVLA checkpoint")
+        self.path = path
+        self.processor, self.model = processor, model
         self.unnorm_key = unnorm_key
         self.camera = camera
         self.image_size = image_size
@@ -74,7 +101,11 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         self.prompt_template = prompt_template
         self.n_bins = int(n_bins)
         self._lock = threading.Lock()
-        self.processor, self.model = load_auto(self.path, model_class, dtype, device, trust_remote_code)
+        if cache not in CACHES:
+            raise ConfigError(f"field 'params.cache': {cache!r} is not a cache; choose from {', '.join(CACHES)}")
+        if compile is not None and not isinstance(compile, bool):
+            raise ConfigError(f"field 'params.compile': must be true, false or null (transformers' choice), got {compile!r}")
+        self.cache, self.compile = cache, compile
         tok = tokenizer_of(self.processor)
         cfg = self.model.config
         if vocab_size is None and getattr(cfg, "pad_to_multiple_of", None) and hasattr(cfg, "text_config"):
@@ -87,6 +118,36 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"))
         self.instruction = ""
         self._slots: dict[Slot, str] = {}
+        n = (2 if cache == "static" else 0) if warmup is None else warmup
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_WARMUP:
+            raise ConfigError(f"field 'params.warmup': must be a whole number of calls in 0..{MAX_WARMUP}, got {warmup!r}")
+        self.warm_up(n)
+
+    def warm_up(self, calls: int = 2) -> float:
+        """Answer ``calls`` batch-1 requests on a grey frame now, so that the first real action does not pay for
+        CUDA kernels being loaded or ``torch.compile`` tracing the decode step; returns the seconds spent."""
+        import time
+
+        t0 = time.perf_counter()
+        frame = Observation(images={self.camera or "camera": np.full((self.image_size or 224,) * 2 + (3,), 128, np.uint8)},
+                            instruction="pick up the cube")
+        for _ in range(calls):
+            self.raw_actions([frame], [""])
+        return time.perf_counter() - t0
+
+    def generate_options(self) -> dict[str, Any]:
+        """Keyword arguments of ``generate`` that choose the decode path (see :data:`CACHES`)."""
+        out: dict[str, Any] = {}
+        if self.cache == "static":
+            out["cache_implementation"] = "static"
+        if self.compile is False:
+            out["disable_compile"] = True
+        elif self.compile is True and self.cache == "static":
+            from transformers import CompileConfig
+
+            out["compile_config"] = CompileConfig(fullgraph=False)
+            out["compile_config"]._compile_all_devices = True  # also on the CPU (transformers compiles on CUDA only)
+        return out
 
     def reset(self, instruction: str) -> None:
         self.instruction = instruction
@@ -129,7 +190,8 @@ class OpenVLAHFPolicy(HiddenStateMixin):
             stats = self._stats()
             dim = len(stats["q01"]) if stats else 7
             extra = {"pad_token_id": tokenizer_of(self.processor).pad_token_id} if len(observations) > 1 else {}
-            out = self.model.generate(**batch, max_new_tokens=dim, min_new_tokens=dim, do_sample=False, **extra)
+            out = self.model.generate(**batch, max_new_tokens=dim, min_new_tokens=dim, do_sample=False, **extra,
+                                      **self.generate_options())
             tokens = out[:, batch["input_ids"].shape[1]:].cpu().numpy()
         return [decode_action_tokens(row, self.vocab_size, stats, self.n_bins) for row in tokens]
 
