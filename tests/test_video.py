@@ -229,3 +229,51 @@ def test_bag_video_renders_the_image_topic(tmp_path, capsys):
     assert "write an .mp4 file" in capsys.readouterr().err
     assert main(["bag", "video", str(tmp_path / "bag"), "--out", str(out), "--topic", "/nope"]) == 2
     assert "/nope is not in bag" in capsys.readouterr().err
+
+
+def test_a_view_that_changes_size_ends_the_video_not_the_episode(tmp_path):
+    from embeval.action import Action, Observation
+
+    lines: list[str] = []
+    rec = video.EpisodeRecorder("all", tmp_path, log=lines.append)
+    with rec.episode("resized") as ep:
+        for shape in ((12, 16, 3), (12, 16, 3), (12, 20, 3), (12, 16, 3)):  # wider: another frame size
+            video.video_step(Observation({"cam": np.zeros(shape, np.uint8)}, "", {}, 0.0), Action.hold(1.0))
+        assert ep.finish(True) is None
+    assert len(lines) == 1 and "resized.mp4: not written" in lines[0] and list(tmp_path.iterdir()) == []
+
+
+def test_act2answer_vectorised_workers_write_the_same_video(tmp_path, capsys):
+    """--num-envs 2: the worker processes write the kept episode, named and selected as in the sequential run."""
+    suite = tmp_path / "suite"
+    assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "1"]) == 0
+    ep = tmp_path / "ep.yaml"
+    ep.write_text("episode: {max_steps: 4}\n")
+    base = ["act2answer", "run", "--items", str(suite / "items.jsonl"), "--policy", "expert", "--episode", str(ep),
+            "--record-video", "failures"]
+    assert main([*base, "--out", str(tmp_path / "seq")]) == 0
+    assert main([*base, "--out", str(tmp_path / "vec"), "--num-envs", "2"]) == 0
+    seq = (tmp_path / "seq" / "episodes_expert-answer.jsonl").read_text()
+    assert (tmp_path / "vec" / "episodes_expert-answer.jsonl").read_text() == seq
+    failed = sorted(f"expert-answer_{r['item']}_{r['layout']}.mp4" for r in map(json.loads, seq.splitlines())
+                    if r["success"] != 1.0)
+    assert failed  # 4 steps are too few to answer
+    for run in ("seq", "vec"):
+        assert sorted(p.name for p in (tmp_path / run / "videos").iterdir()) == failed
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # ManiSkill 3.0.1 on NumPy 2
+def test_maniskill_episode_video_shows_reference_beside_distorted(tmp_path):
+    vids, out = tmp_path / "v", tmp_path / "eps.json"
+    assert main(["sim", "episodes", "--backend", "maniskill", "--task", "PickCube-v1", "--episodes", "1", "--width", "32",
+                 "--height", "32", "--distortion", "white_noise", "--level", "5", "--record-video", "all",
+                 "--video-dir", str(vids), "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    (path,) = vids.iterdir()
+    assert path.name == "PickCube-v1_seed0000_white_noise5.mp4"
+    frames = _decode_av(path)
+    lay = video.layout([(32, 32), (32, 32)])
+    assert len(frames) == row["distorted_steps"] + 1 and frames[0].shape == (*lay.size[::-1], 3)
+    (x0, y, w, h), (x1, *_) = lay.boxes
+    ref, dis = frames[0][y:y + h, x0:x0 + w].astype(float), frames[0][y:y + h, x1:x1 + w].astype(float)
+    assert np.abs(ref - dis).mean() > 10  # level-5 white noise on the right half only

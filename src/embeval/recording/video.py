@@ -90,6 +90,13 @@ class VideoPolicy:
         return str(self.n) if self.mode == "first" else self.mode
 
 
+def _write_errors() -> tuple[type[BaseException], ...]:
+    """What a failed write or encode raises: OSError (ENOSPC, EIO, ...) and PyAV's FFmpeg errors."""
+    import av
+
+    return (OSError, av.FFmpegError)
+
+
 def _open_output(path: Path):
     """The binary file a video is written to (a seam for tests: a fake full disk)."""
     return open(path, "w+b")
@@ -250,7 +257,7 @@ class EpisodeVideoWriter:
         try:
             while len(self._held) > self.outcome_frames:
                 self._encode(self._held.popleft())
-        except OSError as exc:
+        except _write_errors() as exc:
             self._fail(exc)
 
     def finish(self, outcome: str = "", keep: bool = True) -> Path | None:
@@ -270,7 +277,7 @@ class EpisodeVideoWriter:
             self._container = None
             self._file.close()
             os.replace(self.part, self.path)
-        except OSError as exc:
+        except _write_errors() as exc:
             self._fail(exc)
             return None
         self._close(remove=False)
@@ -338,7 +345,10 @@ class EpisodeVideo:
             return
         views = self._views(observation, clean, render)
         if views:
-            self.writer.add(compose_frame(views, action_lines(self.steps, action)))
+            try:
+                self.writer.add(compose_frame(views, action_lines(self.steps, action)))
+            except ValueError as exc:  # the view changed size mid-episode: end this video, never the episode
+                self.writer._fail(exc)
         self.steps += action is not None
 
     def finish(self, success: bool, outcome: str = "") -> Path | None:
