@@ -144,6 +144,14 @@ def test_bad_record_video_option_exits_2(capsys):
     assert "choose none, failures, all or a whole number" in capsys.readouterr().err
 
 
+def test_video_dir_that_is_a_file_is_refused_before_any_episode(tmp_path, capsys):
+    (tmp_path / "f").write_text("x")
+    assert main(["sim", "expert", "--task", "Pick", "--episodes", "1", "--record-video", "all",
+                 "--video-dir", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr()
+    assert "--video-dir" in err.err and "is a file, not a folder" in err.err and "Pick" not in err.out
+
+
 def test_full_disk_loses_one_episode_and_the_run_goes_on(tmp_path, monkeypatch):
     """A write error (ENOSPC) on episode 0: one line on the log, no file left; episode 1 is written whole."""
     real = video._open_output

@@ -406,11 +406,15 @@ def safe_name(name: str) -> str:
 
 def recorder_from_args(args, default_dir: str | Path) -> EpisodeRecorder | None:
     """The recorder of the ``--record-video`` / ``--video-dir`` options (:func:`embeval.cli._util.add_video_args`),
-    or None when recording is off."""
+    or None when recording is off; a folder that cannot be written is a one-line ConfigError before any episode."""
+    from embeval.errors import check_out_dir
+
     policy = getattr(args, "record_video", None) or VideoPolicy()
     if not policy.enabled:
         return None
-    return EpisodeRecorder(policy, getattr(args, "video_dir", None) or default_dir)
+    folder = getattr(args, "video_dir", None) or default_dir
+    check_out_dir(folder, "--video-dir")
+    return EpisodeRecorder(policy, folder)
 
 
 @contextlib.contextmanager
