@@ -1,10 +1,10 @@
-"""``embeval subjects list|check`` and ``embeval serve openvla|openai|vla-eval``: load, check and serve subjects."""
+"""``embeval subjects list|check|doctor`` and ``embeval serve openvla|openai|vla-eval``: load, check and serve subjects."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, body_mb, float_in, int_in, port, positive_int
+from embeval.cli._util import add_group, body_mb, float_in, int_in, port, positive_int, seed
 
 
 def register(sub) -> None:
@@ -31,6 +31,27 @@ def register(sub) -> None:
                    help="RGB image file for a VLM or policy (default: a synthetic 224x224 test image; a policy gets it "
                         "as cameras third_person and wrist, with zero joint positions)")
     p.set_defaults(func=_check)
+
+    p = g.add_parser(
+        "doctor", help="check a policy's conventions (gripper, axes, units, frame, cameras, image flip) against the expert",
+        description="Drive short probe episodes with the scripted expert in the pybullet cell, ask the policy on every "
+                    "step and report in plain words what looks wrong (inverted gripper, swapped axes, degrees, mm, a "
+                    "constant action, NaN, an unread camera, an upside-down image). Exit 0: all pass; 1: a check failed; "
+                    "2: usage error. See docs/subjects.md#doctor.",
+        epilog="example: embeval subjects doctor config/subjects/tiny_vla.yaml --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("spec", type=Path, help="subject spec YAML of a policy (see config/subjects/)")
+    p.add_argument("--task", default="Pick", help="sim task verb of the probe episodes (default Pick)")
+    p.add_argument("--episodes", type=int_in(1, 200, "probe episodes"), default=8, help="probe episodes, 1..200 (default 8)")
+    p.add_argument("--max-steps", type=int_in(2, 400, "steps per probe episode"), default=16,
+                   help="steps per probe episode at most, 2..400 (default 16)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the first probe episode (default 0)")
+    p.add_argument("--cameras", default=None, help="comma-separated cameras the policy must read (default: those it "
+                                                   "declares, else all)")
+    p.add_argument("--checks", default=None, help="comma-separated checks to run (default all)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.set_defaults(func=_doctor)
 
     s = add_group(sub, "serve", "serve a subject on 127.0.0.1 under a standard protocol (OpenVLA REST, OpenAI chat, "
                                 "vla-evaluation-harness)")
@@ -162,6 +183,12 @@ def _check(args) -> int:
         print("action spec ->", subject.action_spec)
     print(f"one call in {time.perf_counter() - t0:.2f} s")
     return 0
+
+
+def _doctor(args) -> int:
+    from embeval.subjects.doctor import run_cli
+
+    return run_cli(args)
 
 
 def _serve(args) -> int:
