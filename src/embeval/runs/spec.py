@@ -49,7 +49,7 @@ from embeval.errors import ConfigError, MissingFileError, load_yaml
 from embeval.provenance import stable_hash
 
 #: Fields that do not change results: excluded from the spec hash.
-COSMETIC_FIELDS = ("name", "description", "backend", "output_dir", "trackers")
+COSMETIC_FIELDS = ("name", "description", "backend", "output_dir", "trackers", "record_video", "video_dir")
 #: Where items come from (:class:`ItemsSpec`).
 ITEM_SOURCES = ("synthetic", "folder", "list", "file")
 
@@ -287,6 +287,22 @@ def _tracker_entry(x: Any, where: str) -> TrackerSpec:
     return from_mapping(TrackerSpec, x, where, strict=True)
 
 
+def _record_video(x: Any, where: str) -> str:
+    """``record_video``: none | failures | all | N (:class:`embeval.recording.video.VideoPolicy`), normalised."""
+    from embeval.recording.video import VideoPolicy
+
+    if isinstance(x, bool) or not isinstance(x, (str, int)):
+        raise ConfigError(f"{where}: none, failures, all or a whole number N >= 1, got {x!r}")
+    try:
+        return str(VideoPolicy.parse(x))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {x!r}: {str(exc).split(': ', 1)[1]}") from None
+
+
+def _video_dir(x: Any, where: str) -> str | None:
+    return _folder_inside(x, where, "video_dir", "such as runs/videos (default: the run folder's videos/)")
+
+
 @dataclass(frozen=True)
 class RunSpec:
     evaluator: str
@@ -304,6 +320,9 @@ class RunSpec:
     description: str = field(default="", metadata=opts(parse=_text))
     #: experiment trackers (cosmetic): logged offline as units finish (embeval.runs.trackers); () = none
     trackers: tuple[TrackerSpec, ...] = field(default=(), metadata=opts(scalar=True, max_len=MAX_TRACKERS, item=_tracker_entry))
+    #: episode videos of the units (cosmetic): none | failures | all | N, into video_dir (default RUN/videos)
+    record_video: str = field(default="none", metadata=opts(parse=_record_video))
+    video_dir: str | None = field(default=None, metadata=opts(parse=_video_dir))
     #: folder that relative paths resolve against (the spec file's folder); not part of the spec
     base_dir: str = field(default=".", compare=False, metadata=opts(config=False))
 
