@@ -285,3 +285,76 @@ def test_maniskill_episode_video_shows_reference_beside_distorted(tmp_path):
     (x0, y, w, h), (x1, *_) = lay.boxes
     ref, dis = frames[0][y:y + h, x0:x0 + w].astype(float), frames[0][y:y + h, x1:x1 + w].astype(float)
     assert np.abs(ref - dis).mean() > 10  # level-5 white noise on the right half only
+
+
+# ---------------------------------------------------------------------- embeval run: record_video in the spec
+_SIM_IQA = {"evaluator": "sim-iqa", "sim": {"backend": "pybullet", "env": "Pick", "width": 64, "height": 48, "max_steps": 4},
+            "subjects": [{"id": "stats", "kind": "policy", "adapter": "image_stats", "params": {"scale": 0.2}}],
+            "items": {"source": "synthetic", "count": 1}, "distortions": ["none", "darken"], "levels": [5],
+            "backend": {"progress": False}}
+
+
+def _run_outputs(spec_map: dict, run_dir) -> tuple[str, dict]:
+    from embeval.runs import ResultsStore, parse_spec, run
+
+    s = run(parse_spec(spec_map, base_dir=run_dir.parent), run_dir)
+    assert (s.done, s.failed) == (s.total, 0)
+    with ResultsStore(run_dir / "results.sqlite") as st:
+        return s.run_id, {(r["item"], r["distortion"], r["level"]): r["outputs"] for r in st.rows(s.run_id)}
+
+
+def test_sim_iqa_run_records_each_units_episode_without_changing_results(tmp_path):
+    from embeval.runs.report import UnitMatcher, build_report
+    from embeval.runs.export import results_frame
+    from embeval.runs.runner import open_store
+
+    plain_id, plain = _run_outputs(_SIM_IQA, tmp_path / "plain")
+    rec_id, rec = _run_outputs({**_SIM_IQA, "record_video": "all"}, tmp_path / "rec")
+    assert rec_id == plain_id and rec == plain  # cosmetic: the same run, the same numbers
+    assert not (tmp_path / "plain" / "videos").exists()
+    vids = tmp_path / "rec" / "videos"
+    assert sorted(p.name for p in vids.iterdir()) == ["stats_item00000_darken5_seed0.mp4", "stats_item00000_none0_seed0.mp4"]
+    dark = _decode_av(vids / "stats_item00000_darken5_seed0.mp4")
+    none = _decode_av(vids / "stats_item00000_none0_seed0.mp4")
+    assert len(dark) == 4 + 1 and len(none) == 4 + 1  # one frame per action (max_steps 4), then the final view
+    view_h = video.layout([(48, 64)]).boxes[0][3]
+    assert dark[0].shape[1] == 2 * none[0].shape[1] and view_h == 192  # reference | distorted, 4x upscaled
+    left, right = dark[0][20:20 + view_h, :256].mean(), dark[0][20:20 + view_h, 256:].mean()
+    assert right < 0.5 * left  # darken level 5: the policy's view is the dark one
+    with open_store(tmp_path / "rec") as st:
+        frame = results_frame(st, rec_id)
+    assert UnitMatcher(frame).match("videos/stats_item00000_darken5_seed0.mp4")["distortion"] == "darken"
+    page = build_report(tmp_path / "rec").read_text()
+    assert page.count("<video ") == 2 and "distortion darken, level 5" in page
+
+
+def test_policy_decision_run_records_failures_only(tmp_path, monkeypatch):
+    spec = {"evaluator": "policy-decision", "items": {"source": "synthetic", "count": 2, "params": {"size": [32, 24]}},
+            "subjects": [{"id": "stats", "kind": "policy", "adapter": "image_stats", "params": {"scale": 0.2}}],
+            "distortions": ["none", "darken", "overexposure"], "levels": [5], "backend": {"progress": False},
+            "params": {"tasks": ["pick up the block", "press the button"]}, "record_video": "all", "video_dir": "vids"}
+    monkeypatch.chdir(tmp_path)  # video_dir is relative to the current folder
+    _, outs = _run_outputs(spec, tmp_path / "all")
+    files = sorted((tmp_path / "vids").iterdir())
+    assert len(files) == 6
+    frames = _decode_av(files[0])
+    assert len(frames) == 2 * video.FPS  # one second per task
+    _, outs_f = _run_outputs({**spec, "record_video": "failures", "video_dir": "fail"}, tmp_path / "failures")
+    flipped = sum(any(abs(a[6] - b[6]) > 0.5 for a, b in zip(o["reference_actions"], o["distorted_actions"]))
+                  for o in outs_f.values())
+    assert outs_f == outs and 0 < flipped < 6
+    assert len(list((tmp_path / "fail").glob("*.mp4"))) == flipped
+
+
+def test_record_video_in_a_spec_is_checked(tmp_path):
+    from embeval.errors import ConfigError
+    from embeval.runs import parse_spec, plan_run
+
+    with pytest.raises(ConfigError, match=r"spec.record_video: 'some': choose none, failures, all or a whole number"):
+        parse_spec({**_SIM_IQA, "record_video": "some"})
+    with pytest.raises(ConfigError, match=r"spec.video_dir: is an absolute path"):
+        parse_spec({**_SIM_IQA, "video_dir": "/tmp/v"})
+    spec = {"evaluator": "synthetic", "items": {"source": "synthetic", "count": 1}, "record_video": "all"}
+    with pytest.raises(ConfigError, match="spec.record_video: evaluator 'synthetic' runs no episodes to record"):
+        plan_run(parse_spec(spec))
+    assert parse_spec({**_SIM_IQA, "record_video": 3}).hash == parse_spec(_SIM_IQA).hash

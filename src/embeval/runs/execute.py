@@ -4,19 +4,73 @@ Both backends use :class:`SubjectRunner`: the local backend in the main process,
 inside each actor. A unit that raises is recorded as failed with its error; a unit that runs past
 ``unit_timeout_s`` is recorded as failed with the reason ``timeout`` (its thread is abandoned and
 the subject is set up afresh, so a hung model cannot poison later units); no unit is dropped.
+
+Episode videos (``record_video`` in the run spec): each runner holds an
+:class:`~embeval.recording.video.EpisodeRecorder` writing into ``video_dir`` (the runner resolves the
+default ``RUN/videos`` before the units run, :func:`with_video_dir`); an evaluator that records
+(``records_video = True``) opens ``with unit_episode(unit) as ep:`` around a unit's episode. The
+file is ``<subject>_<item>_<distortion><level>_seed<seed>.mp4``, which the report captions with that
+unit. ``record_video: N`` keeps the first N units of each subject on each worker.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import queue
 import socket
 import threading
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
 
 from embeval.errors import ServerUnavailableError
 from embeval.runs.units import Unit, UnitResult, outputs_json
+
+
+#: the recorder of the runner whose unit runs in this thread (set around each evaluator call)
+_UNIT_VIDEOS: contextvars.ContextVar = contextvars.ContextVar("embeval_unit_videos", default=None)
+
+
+def unit_video_name(unit: Unit) -> str:
+    """``tiny-vla_item00003_white_noise3_seed0``: every key field, as :class:`embeval.runs.report.UnitMatcher` reads them."""
+    return f"{unit.subject}_{unit.item}_{unit.distortion}{int(unit.level)}_seed{int(unit.seed)}"
+
+
+@contextlib.contextmanager
+def unit_episode(unit: Unit) -> Iterator[Any]:
+    """For evaluators: record the episode run inside the block as ``unit``'s video (yields the
+    :class:`~embeval.recording.video.EpisodeVideo`, whose ``finish(success, outcome)`` the evaluator calls), or
+    yields None when the run records no videos."""
+    from embeval.recording.video import maybe_episode
+
+    with maybe_episode(_UNIT_VIDEOS.get(), unit_video_name(unit)) as ep:
+        yield ep
+
+
+def with_video_dir(spec, run_dir: str | os.PathLike):
+    """``spec`` with ``video_dir`` made absolute (default ``<run dir>/videos``) for the workers, checked writable
+    (a one-line ConfigError otherwise); ``spec`` itself when it records no videos. Never stored: the run keeps the
+    spec as written."""
+    import dataclasses
+
+    from embeval.errors import check_out_dir
+    from embeval.recording.video import VideoPolicy
+
+    if not VideoPolicy.parse(spec.record_video).enabled:
+        return spec
+    folder = Path(spec.video_dir) if spec.video_dir else Path(run_dir) / "videos"
+    check_out_dir(folder, "spec.video_dir")
+    return dataclasses.replace(spec, video_dir=str(folder.resolve()))
+
+
+def _unit_recorder(spec):
+    """The runner's recorder (None when ``spec.record_video`` is none)."""
+    from embeval.recording.video import EpisodeRecorder, VideoPolicy
+
+    policy = VideoPolicy.parse(getattr(spec, "record_video", "none"))
+    return EpisodeRecorder(policy, spec.video_dir or "videos") if policy.enabled else None
 
 
 class UnitTimeout(Exception):
@@ -133,6 +187,15 @@ class SubjectRunner:
         self._server_failures = 0  # consecutive units failed by an unreachable server
         self._server_error = ""
         self._last_probe = 0.0
+        self.videos = _unit_recorder(spec)
+
+    def _recorded(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` with this runner's recorder visible to :func:`unit_episode` (in the calling thread)."""
+        token = _UNIT_VIDEOS.set(self.videos)
+        try:
+            return fn(*args)
+        finally:
+            _UNIT_VIDEOS.reset(token)
 
     def _ensure_setup(self) -> None:
         if self._ready or self._setup_error:
@@ -159,7 +222,8 @@ class SubjectRunner:
             try:
                 timeout = None if self.timeout_s is None else self.timeout_s * len(units)
                 seed_global_rngs(seeds[0])  # a batch is seeded by its first unit
-                outs = self.watchdog.call(lambda: self.evaluator.run_batch(self.spec, self._state, units, seeds), timeout)
+                outs = self.watchdog.call(lambda: self._recorded(self.evaluator.run_batch, self.spec, self._state, units, seeds),
+                                          timeout)
                 if len(outs) != len(units):
                     raise ValueError(f"run_batch returned {len(outs)} outputs for {len(units)} units")
                 finished = time.time()
@@ -184,7 +248,8 @@ class SubjectRunner:
         state = self._state
         seed_global_rngs(unit_seed)
         try:
-            out = self.watchdog.call(lambda: self.evaluator.run_unit(self.spec, state, unit, unit_seed), self.timeout_s)
+            out = self.watchdog.call(lambda: self._recorded(self.evaluator.run_unit, self.spec, state, unit, unit_seed),
+                                     self.timeout_s)
         except UnitTimeout as exc:
             self._reset_after_timeout()
             return UnitResult("failed", error=str(exc), started=started, finished=time.time(), worker=self.worker)

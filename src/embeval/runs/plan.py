@@ -54,6 +54,9 @@ def plan_run(spec: RunSpec) -> Plan:
             )
         evaluator.validate_subject(spec, i, s)
     evaluator.validate(spec)
+    if spec.record_video != "none" and not getattr(evaluator, "records_video", False):
+        raise ConfigError(f"spec.record_video: evaluator {spec.evaluator!r} runs no episodes to record; remove record_video "
+                          "(the evaluators sim-iqa and policy-decision record unit videos)")
     check_size(spec, evaluator, subjects)
     units = evaluator.units(spec)
     if not units:

@@ -7,6 +7,7 @@ are skipped and failed ones retried; a different spec in the same folder is refu
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -19,6 +20,7 @@ from embeval.errors import ConfigError, MissingFileError, load_yaml, read_json
 from embeval.provenance import code_version
 from embeval.progress import Progress
 from embeval.runs.backends import get_backend
+from embeval.runs.execute import with_video_dir
 from embeval.runs.lock import LOCK_DIR, RunLock
 from embeval.runs.plan import Plan, plan_run
 from embeval.runs.spec import RunSpec, check_unit_timeout, load_spec, parse_spec, with_backend
@@ -174,6 +176,7 @@ def _execute(plan: Plan, units, store: ResultsStore, run_dir: Path, backend_impl
     cv = code_version()
     run_id, h = spec.run_id, spec.hash
     store.register_run(run_id, h, spec.evaluator, spec.name, spec.to_dict(), spec.base_dir, cv, plan.units)
+    plan = dataclasses.replace(plan, spec=with_video_dir(spec, run_dir))  # record_video: the workers' absolute folder
     weights = fingerprints(spec, plan.subjects.values(), store)
     rerun = check_weights(store, run_id, units, weights, spec, plan.subjects, rerun_changed)
     if rerun:

@@ -18,6 +18,9 @@ e.g. the embedded tiny VLA), ``state`` (proprioception given with every image, e
 (``corpus`` or ``per_pair``), ``position_scale_m`` (per_pair), ``rotation_direction`` and ``arm``
 (two-arm actions; default the arm with the larger motion) (see
 :class:`embeval.scoring.decision.DecisionConfig`).
+
+``record_video`` in the spec writes each unit as ``RUN/videos/<subject>_<item>_<distortion><level>_seed<seed>.mp4``
+(:func:`_record_unit`: one still per task, reference beside distorted, both actions).
 """
 from __future__ import annotations
 
@@ -78,8 +81,51 @@ def _state(spec) -> dict:
     return {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in (spec.params.get("state") or {}).items()}
 
 
+#: record_video: seconds each task's still is shown in a unit's video
+TASK_STILL_S = 1.0
+#: record_video failures: a task "fails" when the distortion moved its gripper command by more than this (0..1)
+GRIPPER_FLIP = 0.5
+
+
+def _record_unit(spec, unit, ref, dist, acts_ref, acts_dist, out: dict[str, Any]) -> None:
+    """``record_video``: the unit as a video (a no-op unless the run records): per task one still of
+    ``TASK_STILL_S`` seconds, the reference image beside the distorted one the policy saw, the instruction and
+    both 7-DoF actions; the last frames carry the Decision. A unit counts as a failure (``record_video:
+    failures`` keeps it) when the distortion moved a task's gripper command by more than ``GRIPPER_FLIP``."""
+    import numpy as np
+
+    from embeval.recording.video import FPS, compose_frame
+    from embeval.runs.execute import unit_episode
+
+    with unit_episode(unit) as ep:
+        if ep is None:
+            return
+        tasks = spec.params.get("tasks", list(DEFAULT_TASKS))
+        flipped = [i + 1 for i, (a, b) in enumerate(zip(acts_ref, acts_dist))
+                   if np.abs(np.asarray(a.vector)[6::7] - np.asarray(b.vector)[6::7]).max(initial=0.0) > GRIPPER_FLIP]
+        if ep.writer is not None:
+            cam = _cameras(spec)[0]
+            views = ([(cam, ref)] if unit.distortion == "none" else
+                     [(f"{cam} reference", ref), (f"{cam} {unit.distortion} {unit.level} (policy input)", dist)])
+            for i, (task, a, b) in enumerate(zip(tasks, acts_ref, acts_dist)):
+                frame = compose_frame(views, [f"task {i + 1}/{len(tasks)}: {task}", "reference " + _fmt_action(a),
+                                              "distorted " + _fmt_action(b)])
+                for _ in range(max(1, round(TASK_STILL_S * FPS))):
+                    ep.writer.add(frame)
+        ep.finish(not flipped, f"Decision {out['decision']:.2f} of {len(tasks)}"
+                  + (f"; gripper flipped in task {', '.join(map(str, flipped))}" if flipped else ""))
+
+
+def _fmt_action(a) -> str:
+    """``xyz +0.010 +0.000 -0.020 rpy +0.000 +0.000 +0.100 g 1.00`` (first arm; metres, radians, gripper 0..1)."""
+    v = [float(x) for x in a.vector[:7]]
+    return ("xyz " + " ".join(f"{x:+.3f}" for x in v[:3]) + " rpy " + " ".join(f"{x:+.3f}" for x in v[3:6])
+            + (f" g {v[6]:.2f}" if len(v) > 6 else ""))
+
+
 class PolicyDecisionEvaluator(DistortedImageEvaluator):
     subject_kinds = ("policy",)
+    records_video = True  # spec.record_video: each unit's reference | distorted still per task, with both actions
     batches = True  # policies with act_batch(observations) -> (N, 7) get backend.batch_size units per call
 
     def validate(self, spec) -> None:
@@ -127,7 +173,9 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
             for img, acts in ((ref, acts_ref), (dist, acts_dist)):
                 policy.reset(task)  # same state for reference and distorted
                 acts.append(policy.act(Observation(images=_images(cameras, img), instruction=task, state=proprio)))
-        return self._outputs(spec, acts_ref, acts_dist, dist)
+        out = self._outputs(spec, acts_ref, acts_dist, dist)
+        _record_unit(spec, unit, ref, dist, acts_ref, acts_dist, out)
+        return out
 
     def run_batch(self, spec, state, units, unit_seeds) -> list[dict[str, Any]]:
         """One ``act_batch`` call per task for all reference and distorted images of the batch,
@@ -147,7 +195,10 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
             for i in range(len(units)):
                 acts[i][0].append(Action(out[2 * i]))
                 acts[i][1].append(Action(out[2 * i + 1]))
-        return [self._outputs(spec, a, b, pair[1]) for (a, b), pair in zip(acts, pairs)]
+        outs = [self._outputs(spec, a, b, pair[1]) for (a, b), pair in zip(acts, pairs)]
+        for u, (a, b), pair, out in zip(units, acts, pairs, outs):
+            _record_unit(spec, u, pair[0], pair[1], a, b, out)
+        return outs
 
     def _outputs(self, spec, acts_ref, acts_dist, dist) -> dict[str, Any]:
         from embeval.scoring.decision import decision_distances, decision_score

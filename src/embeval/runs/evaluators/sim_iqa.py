@@ -15,9 +15,13 @@ episode of the same seed (run once per subject and episode, kept in the worker):
 frame (0..1) and Execution (0..100), see :mod:`embeval.sim.backends`. The subject adapter
 ``sim_expert`` is the backend's privileged scripted expert (ManiSkill; it ignores the images, so it is
 the reference point: Decision 1, Execution 100). Units of one subject and episode share a shard.
+``record_video: failures`` (or all, N) in the spec writes each unit's distorted episode as
+``RUN/videos/<subject>_<item>_<distortion><level>_seed<seed>.mp4``, the clean view beside the distorted one
+(kept under ``failures`` when the distorted episode did not succeed).
 """
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -61,6 +65,7 @@ class _Expert:
 
 class SimIQAEvaluator(Evaluator):
     subject_kinds = ("policy",)
+    records_video = True  # spec.record_video: each unit's distorted episode (reference | distorted view)
 
     def validate(self, spec) -> None:
         from embeval import distortion
@@ -113,13 +118,22 @@ class SimIQAEvaluator(Evaluator):
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
         from embeval.sim.backends import run_episode, score_episode
 
+        from embeval.runs.execute import unit_episode
+
         seed = episode_seed(unit.item)
         env, policy = state["env"], state["policy"]
         keep = bool(spec.params.get("keep_actions", False))
-        if seed not in state["refs"]:
-            state["refs"] = {seed: run_episode(env, policy, seed, None, keep_actions=keep)}  # one episode kept per worker
         dist = None if unit.distortion == "none" else (unit.distortion, int(unit.level), int(unit_seed))
-        score, ref, dis = score_episode(env, policy, seed, dist, reference=state["refs"][seed])
+        # record_video: the unit's own episode (the distorted one; the clean one for distortion none, when run here)
+        with contextlib.ExitStack() as stack:
+            video = stack.enter_context(unit_episode(unit)) if dist is None else None
+            if seed not in state["refs"]:
+                state["refs"] = {seed: run_episode(env, policy, seed, None, keep_actions=keep)}  # one episode kept per worker
+            if dist is not None:
+                video = stack.enter_context(unit_episode(unit))
+            score, ref, dis = score_episode(env, policy, seed, dist, reference=state["refs"][seed])
+            if video is not None:
+                video.finish(dis.outcome.success, f"Decision {score.decision:.2f}, Execution {score.execution.score:.1f}")
         out = score.to_dict()
         out.update({"episode_seed": seed, "task": spec.sim.get("env", ""),
                     "reference_first_action": ref.first_action.vector.tolist(),
