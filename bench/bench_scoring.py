@@ -6,17 +6,19 @@ import numpy as np
 
 from bench.timing import timed
 
-VERBS = "pick place push pull move press pour twist insert cover".split()
 WORDS = ("the a red blue green cup box bowl lid drawer handle plate bottle glass button jar peg hole "
          "left right top onto into towards next to on of gripper table edge slowly carefully").split()
 
 
 def corpus(n: int, seed: int = 0) -> tuple[list[str], list[str]]:
     """``n`` (candidate, reference) answer pairs of about 10 words, the candidate a perturbed reference."""
+    from embeval.sim.tasks import TASKS
+
+    verbs = [v.lower() for v in TASKS.names()]  # the registered task verbs, easiest first
     rng = np.random.default_rng(seed)
     refs, cands = [], []
     for _ in range(n):
-        ref = [str(rng.choice(VERBS))] + [str(w) for w in rng.choice(WORDS, int(rng.integers(6, 12)))]
+        ref = [str(rng.choice(verbs))] + [str(w) for w in rng.choice(WORDS, int(rng.integers(6, 12)))]
         cand = [w if rng.random() > 0.3 else str(rng.choice(WORDS)) for w in ref]
         if rng.random() < 0.3:
             cand = cand[: int(rng.integers(3, len(cand) + 1))]

@@ -1,6 +1,8 @@
 """Scene specs as plain data, task definitions and success predicates (no simulator)."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -12,8 +14,10 @@ from embeval.sim.tasks import (
     ObjectState,
     TaskSpec,
     WorldState,
+    get_task,
     make_reference_scene,
     make_task,
+    register_task,
 )
 
 
@@ -78,12 +82,17 @@ def test_every_verb_has_instruction_difficulty_and_scene(verb):
     assert make_task(verb, seed=12)[0] != scene
 
 
-def test_verb_without_predicate_reports_not_implemented(monkeypatch):
+def test_verb_without_predicate_reports_not_implemented():
     scene, task = make_task("Pour", seed=0)
-    monkeypatch.delitem(PREDICATES, "Pour")
-    assert not task.implemented
-    with pytest.raises(ConfigError, match="no success predicate"):
-        task.success(WorldState({}, np.zeros(6), 1.0), scene)
+    pour = get_task("Pour")
+    register_task(replace(pour, success=None))  # the same place in the registry, no predicate
+    try:
+        assert not task.implemented and "Pour" not in PREDICATES and "Pour" in VERBS
+        with pytest.raises(ConfigError, match="no success predicate"):
+            task.success(WorldState({}, np.zeros(6), 1.0), scene)
+    finally:
+        register_task(pour)
+    assert task.implemented and list(PREDICATES)[-1] == "Pour"
 
 
 @pytest.mark.parametrize("seed", range(8))

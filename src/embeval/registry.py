@@ -51,12 +51,15 @@ class Registry(Generic[T]):
     ``what`` names the things in messages ("policy backend"); ``group`` is the entry-point group
     scanned once, on the first lookup or listing (entries named there never replace a built-in of
     the same name: the built-in wins and the plugin is reported by :meth:`conflicts`); ``hint`` is
-    appended to the unknown-name error (how to add one).
+    appended to the unknown-name error (how to add one); ``builtins`` names a module imported once,
+    before the first lookup, listing or registration, whose import registers the built-in entries
+    (one file per entry, discovered there, instead of a list of names here).
     """
 
     def __init__(self, what: str, group: str | None = None, hint: str = "",
-                 entries: dict[str, Any] | None = None):
+                 entries: dict[str, Any] | None = None, builtins: str | None = None):
         self.what, self.group, self.hint = what, group, hint
+        self._builtins = builtins  # module to import before first use (None once imported)
         self._entries: dict[str, _Entry] = {}
         self._scanned = group is None
         self._conflicts: list[str] = []
@@ -69,6 +72,7 @@ class Registry(Generic[T]):
         a decorator. Re-registering a name replaces it (a user may override a built-in)."""
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{self.what} names must be non-empty strings, got {name!r}")
+        self._load_builtins()  # built-ins first, so a user's entry of the same name replaces the built-in
 
         def deco(obj):
             self._entries[name] = _Entry(obj, description, "registered")
@@ -78,9 +82,16 @@ class Registry(Generic[T]):
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` (KeyError when absent)."""
+        self._load_builtins()
         del self._entries[name]
 
+    def _load_builtins(self) -> None:
+        if self._builtins is not None:
+            module, self._builtins = self._builtins, None  # cleared first: the import registers into self
+            importlib.import_module(module)
+
     def _scan(self) -> None:
+        self._load_builtins()
         if self._scanned:
             return
         self._scanned = True

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from embeval.cli._util import add_group, add_video_args, finite, image_side, parse_aliases, positive_int, seed
 
-_VERBS = "Cover, Insert, Move, Pick, Place, Pour, Press, Pull, Push, Twist"
+_VERBS = "`embeval sim tasks` lists them"  # the registry is read on use, not when the parser is built
 
 
 def register(sub) -> None:
@@ -34,6 +34,13 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, default=Path("scene.png"),
                    help="output image: .png (default scene.png), .jpg, .jpeg, .bmp, .tif, .tiff or .webp")
     p.set_defaults(func=_render)
+
+    p = g.add_parser("tasks", help="list the tabletop tasks (verb, difficulty, success, expert)", formatter_class=fmt,
+                     description="The registered tabletop tasks of the UR5 cell, easiest first: built-ins (one file each "
+                                 "in embeval/sim/tasks/), then registered ones and plugins (docs/contributing.md).",
+                     epilog="example:\n  embeval sim tasks --markdown")
+    p.add_argument("--markdown", action="store_true", help="print the docs/sim.md task table")
+    p.set_defaults(func=_tasks)
 
     p = g.add_parser("scene", help="write the seeded scene + task spec of a verb as YAML", formatter_class=fmt,
                      description="Write a generated scene spec (plain data, also usable for the real cell) as YAML.",
@@ -119,13 +126,22 @@ def _load_scene(args):
 
 
 def _verb(name: str) -> str:
-    from embeval.errors import ConfigError
-    from embeval.sim.scene import VERBS
+    from embeval.sim.tasks import resolve_verb
 
-    for v in VERBS:
-        if v.lower() == name.lower():
-            return v
-    raise ConfigError(f"unknown task {name!r}; use one of {_VERBS}")
+    return resolve_verb(name)
+
+
+def _tasks(args) -> int:
+    from embeval.sim.tasks import markdown_table, tasks
+
+    if args.markdown:
+        print(markdown_table())
+        return 0
+    print(f"{'verb':<8} {'difficulty':>10}  {'success':<8} {'expert':<7} success predicate")
+    for t in tasks():
+        print(f"{t.verb:<8} {t.difficulty:>10}  {'yes' if t.implemented else 'no':<8} {'yes' if t.plan else 'no':<7} "
+              f"{t.summary}")
+    return 0
 
 
 def _render(args) -> int:

@@ -1,7 +1,9 @@
 """Scripted expert: solves every implemented task from privileged state with Cartesian moves.
 
-The expert plans a list of stages (TCP waypoint + gripper) per verb, re-reading object poses when a
-stage starts (closed loop), and emits 7-DoF delta actions in frame ``base`` clipped to
+The expert plans a list of stages (TCP waypoint + gripper) per verb, with the planner of the verb's
+:class:`~embeval.sim.task_registry.Task` record (``embeval/sim/tasks/<verb>.py``, built from the stage
+helpers here: :func:`grasp_stages`, :func:`lift`, :func:`place_at`, :func:`vertical`), re-reading object
+poses when a stage starts (closed loop), and emits 7-DoF delta actions in frame ``base`` clipped to
 ``max_step`` metres / ``max_rot`` radians per step: exactly what a policy would output, so its
 episodes serve as demonstrations. Grasps are top-down (TCP z axis pointing down), fingers closing
 along the TCP y axis.
@@ -9,7 +11,7 @@ along the TCP y axis.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +19,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, pose_delta
 from embeval.errors import ConfigError
+from embeval.sim.task_registry import Planner, TaskTable
 
 OPEN, CLOSED = 1.0, 0.0
 
@@ -27,7 +30,7 @@ def topdown(xyz, yaw: float = 0.0) -> np.ndarray:
     return np.concatenate([np.asarray(xyz, dtype=float), R.as_rotvec()])
 
 
-def _fold_yaw(yaw: float, period: float = math.pi / 2) -> float:
+def fold_yaw(yaw: float, period: float = math.pi / 2) -> float:
     """Equivalent yaw of a symmetric object nearest 0 (cubes: period pi/2)."""
     return float((yaw + period / 2) % period - period / 2)
 
@@ -140,26 +143,20 @@ class ScriptedExpert:
         return float(aabb[1][2])
 
 
-PLANNERS: dict[str, Callable[[ScriptedExpert], list[Stage]]] = {}
+#: verb -> planner ``fn(expert) -> stages`` of every verb the expert solves (live view of the task registry)
+PLANNERS: Mapping[str, Planner] = TaskTable("plan")
 
 
-def planner(verb: str):
-    def deco(fn):
-        PLANNERS[verb] = fn
-        return fn
-
-    return deco
-
-
-def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
+def grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
+    """Top-down grasp of object ``name``: above it (7 cm over its top), descend slowly, close."""
     spec = e.env.cell.bodies[name].spec
     size = spec.size if spec is not None else ()
 
     def yaw():
         y = e.obj(name)[1]
         if len(size) == 3 and abs(size[0] - size[1]) > 1e-3:  # elongated box: close across its short side
-            return _fold_yaw(y + (math.pi / 2 if size[0] < size[1] else 0.0), math.pi)
-        return _fold_yaw(y)
+            return fold_yaw(y + (math.pi / 2 if size[0] < size[1] else 0.0), math.pi)
+        return fold_yaw(y)
 
     def above():
         p, _ = e.obj(name)
@@ -173,7 +170,7 @@ def _grasp_stages(e: ScriptedExpert, name: str) -> list[Stage]:
             Stage("close", None, CLOSED)]
 
 
-def _vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = None, dz: float = 0.0, **stage) -> Stage:
+def vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = None, dz: float = 0.0, **stage) -> Stage:
     """Straight up/down from wherever the TCP is: to height ``z`` or by ``dz`` metres (``stage``: more
     :class:`Stage` fields, e.g. tolerances)."""
 
@@ -184,11 +181,12 @@ def _vertical(e: ScriptedExpert, name: str, gripper: float, z: float | None = No
     return Stage(name, target, gripper, **stage)
 
 
-def _lift(e: ScriptedExpert, z: float = 0.16) -> Stage:
-    return _vertical(e, "lift", CLOSED, z=z, tol=LOOSE, rot_tol=LOOSE_ROT)
+def lift(e: ScriptedExpert, z: float = 0.16) -> Stage:
+    """Straight up to height ``z`` (m) with the gripper closed."""
+    return vertical(e, "lift", CLOSED, z=z, tol=LOOSE, rot_tol=LOOSE_ROT)
 
 
-def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], surface_z: Callable[[], float]) -> list[Stage]:
+def place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], surface_z: Callable[[], float]) -> list[Stage]:
     """Carry the held object above ``xy``, lower it until its bottom is 1.5 cm above ``surface_z``, release, retreat."""
 
     def carry():
@@ -205,182 +203,12 @@ def _place_at(e: ScriptedExpert, name: str, xy_fn: Callable[[], np.ndarray], sur
 
     return [Stage("carry", carry, CLOSED, tol=LOOSE, rot_tol=LOOSE_ROT), Stage("lower", lower, CLOSED, max_step=SLOW),
             Stage("release", None, OPEN, wait=3),
-            _vertical(e, "retreat", OPEN, z=0.16)]
+            vertical(e, "retreat", OPEN, z=0.16)]
 
 
-@planner("Pick")
-def _plan_pick(e: ScriptedExpert) -> list[Stage]:
-    return [*_grasp_stages(e, e.env.task.target), _lift(e)]
-
-
-@planner("Cover")  # the plate is placed onto the bowl's rim
-@planner("Place")
-def _plan_place(e: ScriptedExpert) -> list[Stage]:
+def carry_to_reference(e: ScriptedExpert) -> list[Stage]:
+    """Grasp the task's target, lift it, set it down on the reference object and retreat (Place into a bowl or
+    onto a plate; Cover: a plate onto a bowl's rim)."""
     t = e.env.task
-    return [*_grasp_stages(e, t.target), _lift(e),
-            *_place_at(e, t.target, lambda: e.obj(t.reference)[0][:2], lambda: e.top(t.reference))]
-
-
-@planner("Move")
-def _plan_move(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    return [*_grasp_stages(e, t.target), _lift(e), *_place_at(e, t.target, lambda: np.asarray(t.goal[:2]), lambda: 0.0)]
-
-
-@planner("Push")
-def _plan_push(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    cell = e.env.cell
-    goal = np.asarray(t.goal[:2]) if t.goal else e.obj(t.reference)[0][:2]
-    z_push = 0.02
-
-    def geom():
-        p, _ = e.obj(t.target)
-        u = goal - p[:2]
-        u = u / max(np.linalg.norm(u), 1e-9)
-        aabb = cell.p.getAABB(cell.bodies[t.target].body_id, -1, physicsClientId=cell.client)
-        half = 0.5 * float(np.max(np.array(aabb[1][:2]) - np.array(aabb[0][:2])))
-        yaw = math.atan2(u[1], u[0])  # fingers (TCP y) across the push direction
-        return p, u, half, _fold_yaw(yaw, math.pi)
-
-    def pre_above():
-        p, u, half, yaw = geom()
-        xy = p[:2] - u * (half + 0.035)
-        return topdown([xy[0], xy[1], 0.10], yaw)
-
-    def pre():
-        p, u, half, yaw = geom()
-        xy = p[:2] - u * (half + 0.035)
-        return topdown([xy[0], xy[1], z_push], yaw)
-
-    def push():
-        _, u, half, yaw = geom()
-        xy = goal - u * (half + 0.012)
-        return topdown([xy[0], xy[1], z_push], yaw)
-
-    return [Stage("close", None, CLOSED), Stage("pre_above", pre_above, CLOSED), Stage("pre", pre, CLOSED),
-            Stage("push", push, CLOSED), _vertical(e, "retreat", CLOSED, z=0.12)]
-
-
-@planner("Press")
-def _plan_press(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    cell = e.env.cell
-
-    def above():
-        g = cell.grasp_point(t.target)
-        return topdown([g[0], g[1], g[2] + 0.07])
-
-    def press():
-        g = cell.grasp_point(t.target)
-        b = cell.bodies[t.target]
-        travel = -b.joint_range[0]
-        return topdown([g[0], g[1], g[2] + 0.01 - travel * 0.9])  # fingertips 1 cm below the TCP
-
-    return [Stage("close", None, CLOSED), Stage("above", above, CLOSED), Stage("press", press, CLOSED, wait=1),
-            Stage("release", above, CLOSED)]
-
-
-@planner("Pull")
-def _plan_pull(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    cell = e.env.cell
-    _, yaw = e.obj(t.target)
-
-    def above():
-        g = cell.grasp_point(t.target)
-        return topdown([g[0], g[1], g[2] + 0.07], yaw)
-
-    def grasp():
-        g = cell.grasp_point(t.target)
-        return topdown([g[0], g[1], g[2]], yaw)
-
-    def pull():
-        p = cell.tcp_pose()
-        axis = Rotation.from_euler("z", yaw).apply([1.0, 0.0, 0.0])
-        xy = p[:2] - axis[:2] * (t.threshold or 0.08) * 1.4
-        return np.concatenate([[xy[0], xy[1], p[2]], p[3:]])
-
-    return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),
-            Stage("pull", pull, CLOSED), Stage("release", None, OPEN), _vertical(e, "retreat", OPEN, dz=0.08)]
-
-
-@planner("Twist")
-def _plan_twist(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    cell = e.env.cell
-    turn = 1.45  # rad, a bit less than a quarter turn, above the 1.2 rad success threshold
-
-    def knob_yaw():
-        return _fold_yaw(e.obj(t.target)[1] + (cell.joint_value(t.target) or 0.0), math.pi)
-
-    def above():
-        g = cell.grasp_point(t.target)
-        return topdown([g[0], g[1], g[2] + 0.07], knob_yaw())
-
-    def grasp():
-        g = cell.grasp_point(t.target)
-        return topdown([g[0], g[1], g[2]], knob_yaw())
-
-    def twist():
-        p = cell.tcp_pose()
-        yaw = Rotation.from_rotvec(p[3:]).as_euler("ZYX")[0]
-        return topdown(p[:3], yaw + (turn if yaw < 0 else -turn))  # turn towards the wrist's centre
-
-    return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),
-            Stage("twist", twist, CLOSED), Stage("release", None, OPEN), _vertical(e, "retreat", OPEN, dz=0.08)]
-
-
-@planner("Insert")
-def _plan_insert(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    cell = e.env.cell
-    z_carry = 0.20
-
-    def align():  # turn the held peg so its faces line up with the hole's
-        p = cell.tcp_pose()
-        yaw = Rotation.from_rotvec(p[3:]).as_euler("ZYX")[0]
-        d = _fold_yaw(e.obj(t.reference)[1] - e.obj(t.target)[1])
-        return topdown([p[0], p[1], z_carry], yaw + d)
-
-    def above_hole():
-        p = cell.tcp_pose()
-        off = p[:2] - e.obj(t.target)[0][:2]  # TCP relative to the peg's centre
-        xy = e.obj(t.reference)[0][:2] + off
-        return np.concatenate([[xy[0], xy[1], z_carry], p[3:]])
-
-    def lower():
-        p = cell.tcp_pose()
-        aabb = cell.p.getAABB(cell.bodies[t.target].body_id, -1, physicsClientId=cell.client)
-        return np.concatenate([[p[0], p[1], p[2] - (aabb[0][2] - 0.004)], p[3:]])
-
-    return [*_grasp_stages(e, t.target), _lift(e, z_carry), Stage("align", align, CLOSED),
-            Stage("above_hole", above_hole, CLOSED), Stage("lower", lower, CLOSED), Stage("release", None, OPEN, wait=2),
-            _vertical(e, "retreat", OPEN, z=0.16)]
-
-
-@planner("Pour")
-def _plan_pour(e: ScriptedExpert) -> list[Stage]:
-    t = e.env.task
-    cell = e.env.cell
-    z_pour = 0.20
-    tilt = math.radians(100)
-
-    def geometry():
-        bowl = e.obj(t.reference)[0]
-        side = 1.0 if bowl[1] < 0 else -1.0  # tip the mouth towards the robot's centre line
-        return bowl, side
-
-    def above_bowl():
-        p = cell.tcp_pose()
-        bowl, side = geometry()
-        return np.concatenate([[bowl[0], bowl[1] - side * 0.04, z_pour], p[3:]])
-
-    def tip():
-        p = cell.tcp_pose()
-        _, side = geometry()
-        R = Rotation.from_euler("x", -side * tilt) * Rotation.from_rotvec(p[3:])
-        return np.concatenate([p[:3], R.as_rotvec()])
-
-    return [*_grasp_stages(e, t.target), _lift(e, z_pour), Stage("above_bowl", above_bowl, CLOSED),
-            Stage("tip", tip, CLOSED, wait=1)]
+    return [*grasp_stages(e, t.target), lift(e),
+            *place_at(e, t.target, lambda: e.obj(t.reference)[0][:2], lambda: e.top(t.reference))]

@@ -1,14 +1,15 @@
-"""Task definitions and their success predicates: :class:`TaskSpec` (plain data; it also describes a task on the
-real cell), the default difficulty of each verb, and one predicate per verb reading a
-:class:`~embeval.sim.task_state.WorldState`, so the same definition scores the sim and the cell.
+"""Task instances and what success predicates read: :class:`TaskSpec` (plain data; it also describes a task on
+the real cell) and the helpers predicates share. Each verb's predicate reads a
+:class:`~embeval.sim.task_state.WorldState`, so the same definition scores the sim and the cell; it lives in
+the verb's :class:`~embeval.sim.task_registry.Task` record (``embeval/sim/tasks/<verb>.py``).
+:data:`DIFFICULTY` and :data:`PREDICATES` are live views of the task registry.
 
-Pour is a geometric proxy (no liquid is simulated; the cup is tipped with its mouth over the bowl). A verb
-without a predicate reports ``implemented = False``. Frame base == world; the table top is z = 0; "left" is +y
-and "in front of" is towards the robot (-x).
+A verb without a predicate reports ``implemented = False``. Frame base == world; the table top is z = 0;
+"left" is +y and "in front of" is towards the robot (-x).
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -17,12 +18,13 @@ import numpy as np
 from embeval.config import from_mapping
 from embeval.errors import ConfigError
 from embeval.sim.scene import VERBS, SceneSpec
+from embeval.sim.task_registry import Predicate, TaskTable
 from embeval.sim.task_state import ObjectState, WorldState
 
-#: Default difficulty (1 easiest .. 5 hardest) of each verb.
-DIFFICULTY: dict[str, int] = {
-    "Pick": 1, "Press": 1, "Push": 2, "Place": 2, "Move": 3, "Pull": 3, "Cover": 4, "Twist": 4, "Insert": 5, "Pour": 5,
-}
+#: Default difficulty (1 easiest .. 5 hardest) of each verb: a live view of the task registry.
+DIFFICULTY: Mapping[str, int] = TaskTable("difficulty")
+#: verb -> success predicate ``fn(task, world, scene) -> bool`` of every implemented verb (live view).
+PREDICATES: Mapping[str, Predicate] = TaskTable("success")
 
 
 @dataclass
@@ -68,120 +70,22 @@ class TaskSpec:
 
 
 # ---------------------------------------------------------------------------------------------
-# success predicates
-Predicate = Callable[[TaskSpec, WorldState, "SceneSpec | None"], bool]
-PREDICATES: dict[str, Predicate] = {}
-
-
-def predicate(verb: str):
-    def deco(fn: Predicate) -> Predicate:
-        PREDICATES[verb] = fn
-        return fn
-
-    return deco
-
-
-def _obj(world: WorldState, name: str) -> ObjectState:
+# helpers of the success predicates (embeval/sim/tasks/<verb>.py)
+def object_state(world: WorldState, name: str) -> ObjectState:
+    """The measured state of object ``name``; :class:`ConfigError` naming the objects when absent."""
     try:
         return world.objects[name]
     except KeyError:
         raise ConfigError(f"world state has no object {name!r}; objects: {sorted(world.objects)}") from None
 
 
-def _xy_dist(a: np.ndarray, b) -> float:
+def xy_distance(a: np.ndarray, b) -> float:
+    """Distance (m) between two positions in the table plane (x, y)."""
     return float(np.linalg.norm(np.asarray(a)[:2] - np.asarray(b)[:2]))
 
 
-@predicate("Pick")
-def _pick(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """Lifted: the target's bottom is at least ``threshold`` (default 5 cm) above the table."""
-    return _obj(world, task.target).bottom_z >= (task.threshold or 0.05)
-
-
-@predicate("Place")
-def _place(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """Released inside/on the receptacle: xy within its radius minus ``tolerance``/2, not held, resting low."""
-    t, r = _obj(world, task.target), _obj(world, task.reference)
-    radius = 0.07
-    if scene is not None:
-        spec = scene.object(task.reference)
-        radius = spec.size[0] if spec.size else radius
-    return (world.grasped != task.target and _xy_dist(t.position, r.position) <= radius - task.tolerance / 2
-            and t.bottom_z <= r.bottom_z + 0.06)
-
-
-@predicate("Move")
-def _move(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """Released on the table within ``tolerance`` of ``goal`` (x, y)."""
-    t = _obj(world, task.target)
-    return world.grasped != task.target and _xy_dist(t.position, task.goal) <= task.tolerance and t.bottom_z <= 0.01
-
-
-@predicate("Push")
-def _push(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """Within ``tolerance`` of the goal marker, never grasped (pushed, not carried), on the table."""
-    t = _obj(world, task.target)
-    goal = task.goal if task.goal else _obj(world, task.reference).position
-    return task.target not in world.ever_grasped and _xy_dist(t.position, goal) <= task.tolerance and t.bottom_z <= 0.01
-
-
-@predicate("Press")
-def _press(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """The button cap went down by at least ``threshold`` (default 7 mm) at some point of the episode."""
-    b = _obj(world, task.target)
-    low = b.joint_min if b.joint_min is not None else b.joint
-    return low is not None and -low >= (task.threshold or 0.007)
-
-
-@predicate("Pull")
-def _pull(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """The drawer is open by at least ``threshold`` (default 8 cm)."""
-    d = _obj(world, task.target)
-    return d.joint is not None and -d.joint >= (task.threshold or 0.08)
-
-
-@predicate("Twist")
-def _twist(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """The knob turned by at least ``threshold`` radians (default 1.2, a quarter turn is 1.57) either way."""
-    k = _obj(world, task.target)
-    return k.joint is not None and abs(k.joint) >= (task.threshold or 1.2)
-
-
-@predicate("Insert")
-def _insert(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """Released inside the hole: centres within ``tolerance`` (default 8 mm) in xy, peg bottom below 1 cm."""
-    peg, hole = _obj(world, task.target), _obj(world, task.reference)
-    return (world.grasped != task.target and _xy_dist(peg.position, hole.position) <= (task.tolerance or 0.008)
-            and peg.bottom_z <= 0.01)
-
-
-@predicate("Cover")
-def _cover(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """Released on top of the receptacle: centres within ``tolerance`` (1.5 cm) in xy, resting on its rim."""
-    lid, rec = _obj(world, task.target), _obj(world, task.reference)
-    height = 0.04
-    if scene is not None and len(scene.object(task.reference).size) > 1:
-        height = scene.object(task.reference).size[1]
-    return (world.grasped != task.target and _xy_dist(lid.position, rec.position) <= (task.tolerance or 0.015)
-            and lid.bottom_z >= rec.bottom_z + height - 0.012)
-
-
-def _axis_z(orientation_xyzw) -> np.ndarray:
+def up_axis(orientation_xyzw) -> np.ndarray:
+    """The object's local +z axis in the world frame (orientation as a quaternion x, y, z, w)."""
     from scipy.spatial.transform import Rotation
 
     return Rotation.from_quat(orientation_xyzw).apply([0.0, 0.0, 1.0])
-
-
-@predicate("Pour")
-def _pour(task: TaskSpec, world: WorldState, scene=None) -> bool:
-    """(No liquid is simulated.) The cup is tipped past ``threshold`` (80 deg) with its mouth over the bowl."""
-    cup, bowl = _obj(world, task.target), _obj(world, task.reference)
-    cup_h, bowl_r = 0.08, 0.075
-    if scene is not None:
-        cs, bs = scene.object(task.target).size, scene.object(task.reference).size
-        cup_h = cs[1] if len(cs) > 1 else cup_h
-        bowl_r = bs[0] if bs else bowl_r
-    axis = _axis_z(cup.orientation)
-    tilt = float(np.arccos(np.clip(axis[2], -1.0, 1.0)))
-    mouth = cup.position + axis * cup_h / 2
-    return tilt >= (task.threshold or np.radians(80)) and _xy_dist(mouth, bowl.position) <= bowl_r - 0.01

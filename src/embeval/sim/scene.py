@@ -23,11 +23,13 @@ from embeval.config import from_mapping
 from embeval.errors import ConfigError, MissingFileError, read_text, yaml_problem
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.safe_yaml import loads
+from embeval.sim.task_registry import VerbList
 
 RGBA = tuple[float, float, float, float]
 
-#: The ten Embodied-IQA task verbs.
-VERBS: tuple[str, ...] = ("Cover", "Insert", "Move", "Pick", "Place", "Pour", "Press", "Pull", "Push", "Twist")
+#: The task verbs, alphabetically: a live view of the task registry (the ten Embodied-IQA verbs, plus any
+#: task registered later; embeval.sim.tasks).
+VERBS: VerbList = VerbList()
 
 #: Named colours (RGBA 0..1) used by task instructions ("the red cube").
 COLORS: dict[str, RGBA] = {

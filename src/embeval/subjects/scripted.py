@@ -201,11 +201,12 @@ class ScriptedVLM:
         mean = np.concatenate([im.reshape(-1, 3) for im in images]).mean(axis=0) / 255.0
         colour = min(_COLOURS, key=lambda c: float(np.sum((np.array(_COLOURS[c]) - mean) ** 2)))
         bright = "bright" if mean.mean() > 0.5 else "dark"
-        verb = next((w for w in prompt.lower().split() if w in _VERBS), "move")
+        from embeval.sim.scene import VERBS  # the registered task verbs (embeval.sim.tasks); sim loads on first use
+
+        verbs = {v.lower() for v in VERBS}
+        verb = next((w for w in prompt.lower().split() if w in verbs), "move")
         return f"{verb} the object in the {bright} {colour} scene with the gripper"
 
-
-_VERBS = {"cover", "insert", "move", "pick", "place", "pour", "press", "pull", "push", "twist"}
 
 
 class ConstantPolicy:

@@ -12,23 +12,26 @@ locate it on the table (robot frame: near = small x, left = +y), ``goal`` says w
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from embeval.sim.scene import COLORS, SceneSpec
+from embeval.sim.task_registry import TaskTable
 from embeval.sim.tasks import TaskSpec
 
 TEMPLATE = "{motion} the {color} {category} at the {depth} {side}, then {goal}"
 
-MOTIONS: dict[str, str] = {
-    "Pick": "grasp and lift", "Place": "grasp and carry", "Move": "grasp and carry", "Push": "push",
-    "Press": "press down on", "Pull": "grasp and pull", "Cover": "lift and cover with",
-    "Insert": "grasp and insert", "Pour": "grasp and tilt", "Twist": "grasp and twist",
-}
-VERB_GOALS: dict[str, str] = {
-    "Pick": "raise it up", "Press": "release it", "Pull": "pull it open", "Twist": "turn it clockwise",
-    "Pour": "pour it out",
-}
+#: verb -> the answer's motion words ("grasp and lift"): a live view of the task records (embeval.sim.tasks)
+MOTIONS: Mapping[str, str] = TaskTable("motion")
+#: verb -> a fixed ending ("raise it up") for verbs that have one (the others say a direction); live view
+VERB_GOALS: Mapping[str, str] = TaskTable("goal_phrase")
 SIDES = ("left", "center", "right")
 DEPTHS = ("near", "far")
-GOALS = ("move it left", "move it right", "move it forward", "move it back") + tuple(sorted(set(VERB_GOALS.values())))
+DIRECTIONS = ("move it left", "move it right", "move it forward", "move it back")
+
+
+def goals() -> tuple[str, ...]:
+    """Every ``goal`` slot value: the four directions, then the verbs' fixed endings (sorted)."""
+    return DIRECTIONS + tuple(sorted(set(VERB_GOALS.values())))
 
 #: Prompt wrappers used in training (the task instruction is inserted); inference accepts any prompt.
 PROMPTS = ("{instruction}", "How do I {instruction}? Answer in about 10 words.",
@@ -74,5 +77,5 @@ def slot_vocabulary(categories) -> dict[str, list[str]]:
     are the target categories seen in the data."""
     return {
         "motion": sorted(set(MOTIONS.values())), "color": sorted(COLORS) + ["grey"],
-        "category": sorted(set(categories)), "depth": list(DEPTHS), "side": list(SIDES), "goal": list(GOALS),
+        "category": sorted(set(categories)), "depth": list(DEPTHS), "side": list(SIDES), "goal": list(goals()),
     }
