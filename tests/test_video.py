@@ -358,3 +358,47 @@ def test_record_video_in_a_spec_is_checked(tmp_path):
     with pytest.raises(ConfigError, match="spec.record_video: evaluator 'synthetic' runs no episodes to record"):
         plan_run(parse_spec(spec))
     assert parse_spec({**_SIM_IQA, "record_video": 3}).hash == parse_spec(_SIM_IQA).hash
+
+
+# ---------------------------------------------------------------------- iqa build: closed-loop Execution runs
+class _Drift:
+    """A policy that moves 1 cm along x each step (gripper open)."""
+
+    def reset(self, instruction: str) -> None:
+        pass
+
+    def act(self, obs):
+        from embeval.action import Action
+
+        return Action(np.array([0.01, 0, 0, 0, 0, 0, 1.0]))
+
+
+def test_iqa_closed_loop_execution_run_is_recorded_beside_its_reference(tmp_path):
+    from embeval_analysis.iqa.database import _closed_loop_run
+
+    ref = {"ref_id": "sim00000_third_person", "view": "third_person", "width": 64, "height": 48, "sim_seed": 0}
+    envs: dict = {}
+    try:
+        plain = _closed_loop_run(ref, _Drift(), ("darken", 5, 7), envs, 3, ["third_person", "wrist"])[0]
+        rec = video.EpisodeRecorder("all", tmp_path)
+        with rec.episode("tiny_sim00000_third_person_darken5_seed0") as ep:
+            out = _closed_loop_run(ref, _Drift(), ("darken", 5, 7), envs, 3, ["third_person", "wrist"])[0]
+            ep.finish(out.success, "Execution x")
+        clean = _closed_loop_run(ref, _Drift(), None, envs, 3, ["third_person", "wrist"])[0]
+    finally:
+        for e in envs.values():
+            e.close()
+    assert (out.n_actions, out.success, out.final_tcp_pose) == (plain.n_actions, plain.success, plain.final_tcp_pose)
+    assert out.n_actions == clean.n_actions == 3  # recording changes nothing
+    frames = _decode_av(rec.written[0])
+    assert len(frames) == 3 + 1  # each action's view, then the final one
+    (x0, y, w, h), (x1, _, _, _) = video.layout([(48, 64), (48, 64)]).boxes
+    assert frames[0].shape[1] == 2 * w  # reference | distorted
+    assert frames[-1][y:y + h, x1:].mean() < 0.5 * frames[-1][y:y + h, x0:x0 + w].mean()  # darkened final view
+
+
+def test_iqa_build_record_video_without_execution_runs_exits_2(tmp_path, capsys):
+    assert main(["iqa", "build", "--out", str(tmp_path / "db"), "--record-video", "all"]) == 2
+    err = capsys.readouterr().err
+    assert "--record-video records the closed-loop Execution runs" in err and "--execution-images N" in err
+    assert not (tmp_path / "db").exists()

@@ -344,7 +344,7 @@ def aggregate(db: str | Path, log: Log | None = print):
 
 def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | None = print,
                      protocol: str = "closed_loop", max_steps: int | None = None, cameras=("third_person", "wrist"),
-                     progress: bool = False):
+                     progress: bool = False, videos=None):
     """Execution score (0..100 and below, :mod:`embeval.scoring.execution`) in simulation for ``n_images``
     distorted images of simulated references (chosen with ``seed``), per VLA subject of the database.
 
@@ -362,6 +362,10 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     ``protocol="all_tasks_one_action"`` (the default until issue 31): every VLA subject's stored reference
     and distorted actions of each implemented task are executed open loop from the reference scene, one
     action each (ManiSkill: the first task's action); the image's score is the mean over tasks and subjects.
+
+    ``videos`` (an :class:`embeval.recording.video.EpisodeRecorder`, closed_loop only): each distorted run is
+    recorded as ``<subject>_<ref_id>_<distortion><level>_seed<seed>.mp4``, the clean frame beside the distorted one
+    the policy saw (a failure: the distorted run did not succeed).
 
     Adds ``execution`` to ``scores.csv`` and writes ``execution.csv`` (one row per image, subject and task)."""
     import pandas as pd
@@ -387,7 +391,7 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
         if protocol == "closed_loop":
             n_vla = sum(1 for e in spec.subjects if e.kind == "policy")
             with Progress(n_vla * len(pick), "iqa build: execution", "images", mode=None if progress else "off") as bar:
-                rows = _closed_loop_rows(spec, pick, refs, envs, ref_cache, seed, max_steps, list(cameras), bar)
+                rows = _closed_loop_rows(spec, pick, refs, envs, ref_cache, seed, max_steps, list(cameras), bar, videos)
         else:
             with ResultsStore(db / "run" / "results.sqlite") as st:
                 res = st.results(spec.hash)
@@ -416,9 +420,10 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     return scores
 
 
-def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras, bar=None) -> list[dict]:
+def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras, bar=None, videos=None) -> list[dict]:
     """Rows of the closed-loop protocol (:func:`execution_scores`), one per picked image and VLA subject (each
-    counted on ``bar``, an :class:`embeval.progress.Progress`, when given)."""
+    counted on ``bar``, an :class:`embeval.progress.Progress`, when given; each distorted run recorded by ``videos``)."""
+    from embeval.recording.video import maybe_episode
     from embeval.scoring.execution import execution_score
     from embeval.subjects.registry import SubjectSpec, load_subject
 
@@ -436,8 +441,13 @@ def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras, b
                 if key not in cache:
                     cache[key] = _closed_loop_run(ref, policy, None, envs, max_steps, cameras)
                 ref_run, t, verb = cache[key]
-                dis_run = _closed_loop_run(ref, policy, (im["distortion"], int(im["level"]), dseed), envs, max_steps, cameras)[0]
-                rec = execution_score(ref_run, dis_run)
+                name = f"{entry.id}_{ref['ref_id']}_{im['distortion']}{int(im['level'])}_seed{seed}"
+                with maybe_episode(videos, name) as video:
+                    dis_run = _closed_loop_run(ref, policy, (im["distortion"], int(im["level"]), dseed), envs, max_steps,
+                                               cameras)[0]
+                    rec = execution_score(ref_run, dis_run)
+                    if video is not None:
+                        video.finish(dis_run.success, f"Execution {rec.score:.1f}")
                 rows.append({"image_id": im["image_id"], "subject": entry.id, "task": t, "verb": verb,
                              "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm,
                              "reference_success": ref_run.success, "reference_steps": ref_run.n_actions,
@@ -455,6 +465,7 @@ def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int |
     """One closed-loop run of ``policy`` on reference ``ref``'s easiest task: (ExecutionOutcome, task index, verb).
     ``distortion``: ``(name, level, seed)`` applied to every frame, or None (clean frames)."""
     from embeval.action import Action, Observation
+    from embeval.recording.video import video_last, video_step
 
     sim = ref.get("sim") or {}
     if sim.get("backend") == "maniskill":
@@ -487,9 +498,16 @@ def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int |
     n = 0
     while not env.done and n < limit:
         img = obs.images[cam] if distorter is None else distorter(obs.images[cam])
-        a = policy.act(Observation(images={c: img for c in cameras}, instruction=task.instruction, state=obs.state))
-        obs = env.step(a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))).observation
+        seen = Observation(images={c: img for c in cameras}, instruction=task.instruction, state=obs.state)
+        a = policy.act(seen)
+        a = a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))
+        video_step(seen, a, dict.fromkeys(cameras, obs.images[cam]) if distorter else None)  # an open episode video
+        obs = env.step(a).observation
         n += 1
+    last = obs.images[cam]  # the final view, distorted only when a video is being recorded (render is lazy)
+    video_last(Observation(images={}, instruction=task.instruction, state=obs.state),
+               dict.fromkeys(cameras, last) if distorter else None,
+               render=lambda: dict.fromkeys(cameras, distorter(last) if distorter else last))
     if env.cell.safety.ok:
         env.cell.idle(0.3)  # released objects come to rest before the success predicate is read (as run_actions)
     return outcome(env, n), reference_scene(sim_seed)[1].index(task), task.verb
@@ -530,9 +548,10 @@ def _execute_tasks(ref: dict, out: dict, envs: dict, cache: dict, subject: str):
                                          seed=int(ref["sim_seed"]), reference_outcome=cache[key])
 
 
-def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False):
+def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False, videos=None):
     """materialise -> score_subjects -> aggregate (-> execution_scores); resumable at every step; ``progress``:
-    each long stage shows its progress with an ETA on stderr (:mod:`embeval.progress`). Returns the scores frame."""
+    each long stage shows its progress with an ETA on stderr (:mod:`embeval.progress`); ``videos``: an
+    :class:`embeval.recording.video.EpisodeRecorder` of the closed-loop Execution runs. Returns the scores frame."""
     cfg.validate()
     resolve_subjects(cfg.subjects)  # fail before rendering anything when subjects are missing
     materialise(cfg, db, log, progress=progress)
@@ -545,7 +564,7 @@ def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, pr
     scores = aggregate(db, log)[0]
     if cfg.execution_images > 0:
         scores = execution_scores(db, cfg.execution_images, cfg.seed, log, cfg.execution_protocol, cfg.execution_max_steps,
-                                  cfg.cameras, progress=progress)
+                                  cfg.cameras, progress=progress, videos=videos)
         if scores is None:
             import pandas as pd
 

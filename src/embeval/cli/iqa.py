@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group, seed
+from embeval.cli._util import add_group, add_video_args, seed
 
 
 def register(sub) -> None:
@@ -19,7 +19,8 @@ def register(sub) -> None:
                      "Cognition/Decision scores.",
                      epilog="examples:\n  embeval iqa build --out runs/iqa/db                       # config/iqa/default.yaml\n"
                             "  embeval iqa build --out db --source folder --path imgs --tasks imgs/tasks.yaml\n"
-                            "  embeval iqa build --out db --source rosbag --path run.mcap --tasks tasks.yaml --n 50 --levels all")
+                            "  embeval iqa build --out db --source rosbag --path run.mcap --tasks tasks.yaml --n 50 --levels all\n"
+                            "  embeval iqa build --out db --n 2 --execution-images 2 --record-video all   # db/videos/*.mp4")
     p.add_argument("--out", type=Path, required=True, help="database folder (created; an existing one is resumed)")
     p.add_argument("--config", type=Path, default=None, help="YAML with a 'build:' section (default: config/iqa/default.yaml values)")
     p.add_argument("--source", choices=["sim", "folder", "lerobot", "rosbag", "maniskill"], help="image source (overrides the config)")
@@ -42,6 +43,7 @@ def register(sub) -> None:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                    help="progress with an ETA on stderr while distorting, scoring and executing: a bar on a terminal, "
                         "a line every 10 s otherwise (default: on; --no-progress: none)")
+    add_video_args(p, "OUT/videos/")  # the closed-loop Execution runs (distorted, beside the clean view)
     p.set_defaults(func=_build)
 
     p = g.add_parser("export", help="export in pyiqa's format (meta CSVs, 8:2 splits x10: random and scene-disjoint)",
@@ -153,10 +155,27 @@ def _build(args) -> int:
         cfg.execution_protocol = args.execution_protocol
     if args.execution_max_steps is not None:
         cfg.execution_max_steps = args.execution_max_steps
-    scores = build_database(cfg, args.out, progress=args.progress)
+    videos = _execution_videos(args, cfg)
+    scores = build_database(cfg, args.out, progress=args.progress, videos=videos)
+    if videos is not None:
+        print(f"videos: {len(videos.written)} closed-loop Execution run(s) kept ({videos.policy}) in {videos.out_dir}/")
     cols = [c for c in ("decision", "cognition", "execution") if c in scores]
     print(scores.groupby("category")[cols].mean().to_string(float_format=lambda v: f"{v:.3f}"))
     return 0
+
+
+def _execution_videos(args, cfg):
+    """The recorder of ``--record-video`` (None: off); a one-line ConfigError when the build runs no closed-loop
+    episode to record."""
+    from embeval.errors import ConfigError
+    from embeval.recording.video import recorder_from_args
+
+    if not args.record_video.enabled:
+        return None
+    if cfg.execution_images <= 0 or cfg.execution_protocol != "closed_loop":
+        raise ConfigError("--record-video records the closed-loop Execution runs, and this build runs none: add "
+                          "--execution-images N (with --execution-protocol closed_loop, the default)")
+    return recorder_from_args(args, args.out / "videos")
 
 
 def _export(args) -> int:
