@@ -15,7 +15,7 @@ import pytest
 
 from embeval.action import Action, ActionSpec, Observation
 from embeval.errors import ConfigError
-from embeval.subjects.doctor import CHECKS, DoctorConfig, collect_probes, diagnose
+from embeval.subjects.doctor import CHECKS, DoctorConfig, collect_probes, diagnose, gate
 
 ALL = set(CHECKS.names())
 
@@ -187,15 +187,29 @@ def test_tiny_vla_passes_on_the_cli(capsys):
     assert checks["gripper_polarity"]["value"] > 0.9 and checks["translation_axes"]["value"] > 0.9
 
 
-def test_tiny_vla_with_a_planted_mistake_fails_on_the_cli(tmp_path, capsys):
+@pytest.fixture(scope="module")
+def openvla_url():
+    """`embeval serve openvla --subject config/subjects/tiny_vla.yaml` as its own process (one torch thread)."""
+    import os
+
+    from embeval.serving.runner import start_serve_process
+
+    proc, url = start_serve_process(["openvla", "--subject", "config/subjects/tiny_vla.yaml"],
+                                    env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=120)
+    try:
+        yield url
+    finally:
+        proc.kill()  # this process only (by its pid)
+        proc.wait()
+
+
+def test_tiny_vla_with_a_planted_mistake_fails_on_the_cli(tmp_path, capsys, openvla_url):
     """A real spec with a wrong convention: the tiny VLA served over OpenVLA REST, the client told the server's
     gripper is close1 (it is open1): exit 1 and the diagnosis names the fix."""
     from embeval.cli import main
-    from embeval.serving.runner import app_from_spec, serve_in_thread
 
-    with serve_in_thread(app_from_spec("config/subjects/tiny_vla.yaml", "openvla")) as srv:
-        spec = _rest_spec(tmp_path, srv.url, gripper="close1")
-        code = main(["subjects", "doctor", str(spec), "--episodes", "3", "--checks", "gripper_polarity,finite"])
+    spec = _rest_spec(tmp_path, openvla_url, gripper="close1")
+    code = main(["subjects", "doctor", str(spec), "--episodes", "3", "--checks", "gripper_polarity,finite"])
     out = capsys.readouterr().out
     assert code == 1, out
     assert "gripper looks inverted" in out and "set params.gripper: open1 (now close1)" in out
@@ -209,16 +223,14 @@ def _rest_spec(tmp_path, url: str, gripper: str = "open1"):
     return spec
 
 
-def test_tiny_vla_over_openvla_rest_passes(tmp_path, probes):
-    """The same tiny VLA behind `embeval serve openvla` (its app, in a thread) through the OpenVLA REST client."""
-    from embeval.serving.runner import app_from_spec, serve_in_thread
+def test_tiny_vla_over_openvla_rest_passes(tmp_path, probes, openvla_url):
+    """The same tiny VLA behind `embeval serve openvla` through the OpenVLA REST client (camera + extra_cameras)."""
     from embeval.subjects.registry import load_subject
 
-    with serve_in_thread(app_from_spec("config/subjects/tiny_vla.yaml", "openvla")) as srv:
-        policy = load_subject(_rest_spec(tmp_path, srv.url))
-        half = type(probes)([p for p in probes.probes if p.episode < 4], probes.task)
-        report = diagnose(policy, probes=half)
-        policy.close()
+    policy = load_subject(_rest_spec(tmp_path, openvla_url))
+    half = type(probes)([p for p in probes.probes if p.episode < 4], probes.task)
+    report = diagnose(policy, probes=half)
+    policy.close()
     assert report.exit_code == 0, report.format_text()
     assert report.result("cameras_read").detail.endswith("cameras declared by the policy)")  # camera + extra_cameras
 
@@ -240,3 +252,15 @@ def test_usage_errors_exit_2(tmp_path, capsys, probes):
         diagnose(NearestProbe(probes), DoctorConfig(cameras=("top_down",)), probes=probes)
     with pytest.raises(ConfigError, match="doctor episodes must be a whole number in 1..200"):
         DoctorConfig(episodes=0)
+
+
+def test_gate_before_a_long_run(probes, tmp_path):
+    """`gate` (what a --doctor flag calls): 0 for correct policies, 1 and the failing report for a planted mistake;
+    a VLM spec among the subjects is left out."""
+    said = []
+    vlm = tmp_path / "vlm.yaml"
+    vlm.write_text("kind: vlm\nadapter: scripted\n")
+    assert gate([NearestProbe(probes), str(vlm)], probes=probes, out=said.append) == 0 and said == []
+    mm = Planted(NearestProbe(probes), action=lambda v: _set(v, slice(0, 3), v[:3] * 1000))
+    assert gate([NearestProbe(probes), mm], probes=probes, out=said.append) == 1
+    assert len(said) == 1 and "millimetres read as metres" in said[0] and "1 check failed: translation_scale" in said[0]

@@ -40,7 +40,7 @@ from embeval.errors import ConfigError, EmbevalError, InvalidInputError
 from embeval.registry import Registry
 
 __all__ = ["CHECKS", "Check", "CheckResult", "DoctorConfig", "DoctorReport", "Evidence", "Probe", "ProbeSet",
-           "collect_probes", "diagnose", "expected_cameras", "register_check", "EXIT_FAIL"]
+           "collect_probes", "diagnose", "expected_cameras", "gate", "register_check", "EXIT_FAIL"]
 
 #: exit code of ``embeval subjects doctor`` when a check fails (0: all pass or skip; 2: usage error)
 EXIT_FAIL = 1
@@ -650,6 +650,33 @@ def diagnose(policy, config: DoctorConfig = DoctorConfig(), probes: ProbeSet | N
     return DoctorReport(str(getattr(policy, "id", type(policy).__name__)), probes.task, len(probes.probes),
                         len({p.episode for p in probes.probes}), calls, time.perf_counter() - t0, results,
                         asdict(spec) if spec is not None and hasattr(spec, "__dataclass_fields__") else {})
+
+
+def gate(subjects: Sequence[Any], config: DoctorConfig = DoctorConfig(), base_dir: str | None = None,
+         out: Callable[[str], Any] = print, probes: ProbeSet | None = None) -> int:
+    """The doctor before a long run (a ``--doctor`` flag): each subject (a loaded policy, a subject spec mapping or
+    a YAML path; specs of another kind than policy are left out) is diagnosed on one shared probe set; the report
+    of every one that fails is passed to ``out``. Returns 0 when none fails, else :data:`EXIT_FAIL`."""
+    from pathlib import Path
+
+    from embeval.subjects.registry import SubjectSpec, load_subject, read_spec
+
+    code = 0
+    for subject in subjects:
+        if isinstance(subject, (str, Path, Mapping, SubjectSpec)):
+            spec = SubjectSpec.from_mapping(subject, base_dir=Path(base_dir) if base_dir else None) \
+                if isinstance(subject, Mapping) else read_spec(subject)
+            if spec.kind != "policy":
+                continue
+            policy, gripper = load_subject(spec), spec.params.get("gripper")
+        else:
+            policy, gripper = subject, None
+        probes = probes if probes is not None else collect_probes(config)
+        report = diagnose(policy, config, probes=probes, gripper=gripper)
+        if report.exit_code:
+            out(report.format_text())
+            code = EXIT_FAIL
+    return code
 
 
 def _names(text: str | None, what: str) -> tuple[str, ...] | None:
