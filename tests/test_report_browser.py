@@ -92,11 +92,14 @@ def test_report_in_headless_chromium(run_dir, tmp_path, monkeypatch):
 
     Image.fromarray(np.full((60, 2400, 3), 140, np.uint8)).save(run_dir / "wide_strip.png")  # wider than the page
     big = (run_dir / "videos/wrist/episode7.mp4").stat().st_size
-    limit = max((run_dir / r).stat().st_size for r in videos if "wrist" not in r)
+    extra = write_mp4(tmp_path / "demo" / "act2answer" / "videos" / "tiny-vla_item3_cups.mp4", 96, 64, 8, 10)
+    limit = max([(run_dir / r).stat().st_size for r in videos if "wrist" not in r] + [extra.stat().st_size])
     assert big > limit
-    report = build_report(run_dir, tmp_path / "site" / "report.html", MediaLimits(embed_file_bytes=limit))
+    report = build_report(run_dir, tmp_path / "site" / "report.html", MediaLimits(embed_file_bytes=limit),
+                          extra_media=[("Act2Answer episode videos", tmp_path / "demo" / "act2answer" / "videos")])
     text = report.read_text()
-    assert text.count("<video ") == 3 and text.count("data:video/mp4;base64,") == 2
+    assert text.count("<video ") == 4 and text.count("data:video/mp4;base64,") == 3
+    assert "<h2>Act2Answer episode videos (1)</h2>" in text and "act2answer/videos/tiny-vla_item3_cups.mp4</code>" in text
     assert 'src="../run/videos/wrist/episode7.mp4"' in text
 
     shot = tmp_path / "report.png"
@@ -128,14 +131,15 @@ def test_report_in_headless_chromium(run_dir, tmp_path, monkeypatch):
     assert len(imgs) == 2 and all(i["complete"] and i["w"] > 0 for i in imgs), imgs
     assert {i["w"] for i in imgs} >= {2400} and all(i["shown"] <= 1280 for i in imgs), imgs
     assert {i["alt"] for i in imgs} == {"time per unit (wall clock)", "wide_strip.png"}  # figures say what they show
-    assert len(vids) == 3
+    assert len(vids) == 4
     by_src = {}
     for v in vids:
         assert v["err"] is None and v["ready"] >= 2, v
         rel = next(r for r in videos if r in v["src"]) if v["src"].startswith("file:") else None
         by_src[rel or f"embedded {v['w']}x{v['h']}"] = v
-    assert set(by_src) == {"videos/wrist/episode7.mp4", "embedded 64x64", "embedded 64x48"}, list(by_src)
+    assert set(by_src) == {"videos/wrist/episode7.mp4", "embedded 64x64", "embedded 64x48", "embedded 96x64"}, list(by_src)
     for key, (w, h, n, fps) in (("embedded 64x64", videos["videos/a/item00001/none-L2-seed0.mp4"]),
+                                ("embedded 96x64", (96, 64, 8, 10)),  # the extra media folder's
                                 ("embedded 64x48", videos["videos/b/item00000/none-L1-seed0.mp4"]),
                                 ("videos/wrist/episode7.mp4", videos["videos/wrist/episode7.mp4"])):
         v = by_src[key]
@@ -186,6 +190,14 @@ def test_media_captions_limits_and_problems(run_dir, tmp_path):
     assert body.count("<video ") == 2 and body.count("data:video/mp4") == 1  # the total limit links the second
     assert "the report&#x27;s" in body or "the report's" in body
     assert "2 more videos under the run folder are not shown (at most 4" in body
+
+    extra = tmp_path / "other" / "videos"
+    write_mp4(extra / "b_item00000_none1_seed0.mp4", 16, 16, 2, 2)
+    secs = media_sections(run_dir, tmp_path / "r.html", frame, MediaLimits(), [("Other videos", extra)])
+    assert [s.title for s in secs] == ["Episode videos (6)", "Other videos (1)"]
+    assert "subject b" not in secs[1].html and f"<code>{extra.as_posix()}/b_item00000_none1_seed0.mp4</code>" in secs[1].html  # not a unit of this run
+    with pytest.raises(ConfigError, match="extra media 'Gone': .* is not a folder"):
+        media_sections(run_dir, tmp_path / "r.html", frame, MediaLimits(), [("Gone", tmp_path / "nowhere")])
 
     for bad in ({"embed_file_bytes": -1}, {"max_files": 1.5}, {"embed_total_bytes": True}):
         with pytest.raises(ConfigError, match=f"MediaLimits.{next(iter(bad))}: must be a whole number >= 0"):

@@ -244,26 +244,42 @@ def _image_html(path: Path, rel: str, emb: _Embedder, matcher: UnitMatcher) -> t
             f"{_caption(rel, matcher, '', f'{w}×{h} px; {how}')}</figure>"), None
 
 
-def media_sections(run_dir: Path, report: Path, frame, limits: MediaLimits) -> list[ReportSection]:
-    """"Episode videos" and "Images in the run folder" sections (none when the folder has neither)."""
+def _media_section(title: str, files: list[Path], root: Path, emb: _Embedder, matcher: UnitMatcher,
+                   limits: MediaLimits, where: str, shown_root: str = "") -> ReportSection:
+    """One section of videos and/or images under ``root`` (captions show paths relative to it, after
+    ``shown_root``), at most ``limits.max_files`` of each kind shown; ``where`` names the folder in the note
+    about the rest."""
+    figs, problems, notes = [], [], []
+    for exts, render, what in ((VIDEO_TYPES, _video_html, "videos"), (IMAGE_TYPES, _image_html, "images")):
+        kind = [p for p in files if p.suffix.lower() in exts]
+        if len(kind) > limits.max_files:
+            notes.append(f'<p class="cap">{len(kind) - limits.max_files} more {what} under {html.escape(where)} are not '
+                         f"shown (at most {limits.max_files}; see MediaLimits.max_files).</p>")
+        for p in kind[:limits.max_files]:
+            fig, problem = render(p, shown_root + p.relative_to(root).as_posix(), emb, matcher)
+            figs.append(fig) if fig else problems.append(problem)
+    body = f'<div class="media">{"".join(figs)}</div>' + "".join(f'<p class="cap warn">{p}</p>' for p in problems)
+    body += "".join(notes)
+    return ReportSection(f"{title} ({len(files)})", html=body)
+
+
+def media_sections(run_dir: Path, report: Path, frame, limits: MediaLimits,
+                   extra: list[tuple[str, Path]] | tuple = ()) -> list[ReportSection]:
+    """"Episode videos" and "Images in the run folder" sections (none when the folder has neither), then one
+    section per ``extra`` ``(title, folder)`` with that folder's videos and images (captions: the path as
+    ``folder/...``; units are named only for the run's own files). All share the embedding budget."""
     vids, imgs = find_media(run_dir, skip=report)
     emb, matcher = _Embedder(limits, report), UnitMatcher(frame)
-    out = []
-    for title, files, render, what in (("Episode videos", vids, _video_html, "videos"),
-                                       ("Images in the run folder", imgs, _image_html, "images")):
-        if not files:
-            continue
-        figs, problems = [], []
-        for p in files[:limits.max_files]:
-            fig, problem = render(p, p.relative_to(run_dir).as_posix(), emb, matcher)
-            figs.append(fig) if fig else problems.append(problem)
-        body = f'<div class="media">{"".join(figs)}</div>'
-        if problems:
-            body += "".join(f'<p class="cap warn">{p}</p>' for p in problems)
-        if len(files) > limits.max_files:
-            body += (f'<p class="cap">{len(files) - limits.max_files} more {what} under the run folder are not shown '
-                     f"(at most {limits.max_files}; see MediaLimits.max_files).</p>")
-        out.append(ReportSection(f"{title} ({len(files)})", html=body))
+    out = [_media_section(title, files, run_dir, emb, matcher, limits, "the run folder")
+           for title, files in (("Episode videos", vids), ("Images in the run folder", imgs)) if files]
+    none = UnitMatcher(frame.iloc[0:0])
+    for title, folder in extra:
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise ConfigError(f"extra media {title!r}: {folder} is not a folder; give a folder of videos or images")
+        v, i = find_media(folder, skip=report)
+        if v or i:
+            out.append(_media_section(title, v + i, folder, emb, none, limits, str(folder), folder.as_posix() + "/"))
     return out
 
 
@@ -324,8 +340,10 @@ def _generic_sections(frame, shards, stamp) -> list[ReportSection]:
 
 
 def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = None,
-                 media: MediaLimits | None = None) -> Path:
-    """Write ``out`` (default ``<run dir>/report.html``) from the run's store and media; returns its path."""
+                 media: MediaLimits | None = None, extra_media: list[tuple[str, str | os.PathLike]] | tuple = ()) -> Path:
+    """Write ``out`` (default ``<run dir>/report.html``) from the run's store and media; returns its path.
+    ``extra_media``: ``(section title, folder)`` pairs whose videos and images are shown too (e.g. the episode
+    videos of other commands), with the same embedding and caption rules; a missing folder is a ConfigError."""
     import yaml
 
     from embeval.runs.export import results_frame
@@ -349,7 +367,8 @@ def build_report(run_dir: str | os.PathLike, out: str | os.PathLike | None = Non
         evaluator_secs = evaluator.report_sections(spec, done, stamp)
     except Exception as exc:  # noqa: BLE001 - the generic report is still worth writing
         evaluator_secs = [ReportSection("Evaluator sections unavailable", html=f"<p>{html.escape(str(exc))}</p>")]
-    sections = evaluator_secs + media_sections(run_dir, out, frame, media) + _generic_sections(frame, shards, stamp)
+    sections = (evaluator_secs + media_sections(run_dir, out, frame, media, [(t, Path(f)) for t, f in extra_media])
+                + _generic_sections(frame, shards, stamp))
     n_done = int((frame["status"] == "done").sum()) if not frame.empty else 0
     n_failed = int((frame["status"] == "failed").sum()) if not frame.empty else 0
     meta = [("run", info["name"] or "-"), ("evaluator", info["evaluator"]), ("run spec hash", info["spec_hash"]),
