@@ -264,3 +264,25 @@ def test_gate_before_a_long_run(probes, tmp_path):
     mm = Planted(NearestProbe(probes), action=lambda v: _set(v, slice(0, 3), v[:3] * 1000))
     assert gate([NearestProbe(probes), mm], probes=probes, out=said.append) == 1
     assert len(said) == 1 and "millimetres read as metres" in said[0] and "1 check failed: translation_scale" in said[0]
+
+
+def test_a_policy_that_raises_and_an_unreachable_server(probes, tmp_path, capsys):
+    """act() raising on every probe: 'responds' fails with the error, the comparing checks skip, one pass only;
+    a server that is not there: exit 2 with the client's one-line error, at once (no retry per probe)."""
+
+    class Broken(NearestProbe):
+        def act(self, observation):
+            raise RuntimeError("CUDA out of memory")
+
+    report = diagnose(Broken(probes), probes=probes)
+    assert [c.name for c in report.failed] == ["responds"] and report.calls == len(probes.probes)
+    assert "RuntimeError: CUDA out of memory" in report.result("responds").diagnosis
+    assert {c.status for c in report.checks if c.name not in ("responds", "finite")} == {"skip"}
+    from embeval.cli import main
+    from embeval.serving.runner import free_local_port
+
+    spec = tmp_path / "gone.yaml"
+    spec.write_text(f"kind: policy\nadapter: openvla_rest\nurl: http://127.0.0.1:{free_local_port()}\n"
+                    "params: {max_retries: 0}\n")
+    assert main(["subjects", "doctor", str(spec), "--episodes", "1"]) == 2
+    assert "is not reachable" in capsys.readouterr().err

@@ -28,6 +28,7 @@ Python::
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from embeval.action import Observation, gripper_closed, pose_delta, rpy_to_matrix
-from embeval.errors import ConfigError, EmbevalError, InvalidInputError
+from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.registry import Registry
 
 __all__ = ["CHECKS", "Check", "CheckResult", "DoctorConfig", "DoctorReport", "Evidence", "Probe", "ProbeSet",
@@ -196,7 +197,9 @@ def ask(policy, probes: ProbeSet, transform: Transform | None = None) -> tuple[n
             if not np.all(np.isfinite(v)):
                 raise InvalidInputError(f"action contains NaN or inf: {v.tolist()}")
             out[i] = _to_base(v, p.tcp_pose, spec)
-        except EmbevalError as exc:  # the adapter's own refusal (NaN, shape, gripper range, server error)
+        except ServerUnavailableError:
+            raise  # no server, no diagnosis: one line, exit 2 (retrying each probe would only take long)
+        except Exception as exc:  # noqa: BLE001 - the adapter's refusal (NaN, shape, gripper range) or the model's error
             errors[i] = f"{type(exc).__name__}: {exc}"
     return out, errors
 
@@ -294,6 +297,8 @@ class Check:
     varying: bool = True  # compares how the actions vary: skipped when the policy's action is constant
 
     def __call__(self, ev: Evidence) -> CheckResult:
+        if self.varying and not ev.valid.any():
+            return CheckResult(self.name, "skip", None, self.threshold, "no valid action (see 'finite' and 'responds')")
         if self.varying and ev.constant:
             return CheckResult(self.name, "skip", None, self.threshold, "the policy's action is constant (see 'constant')")
         status, value, detail, diagnosis = self.run(ev)
@@ -322,7 +327,7 @@ def _skip(why: str):
 
 
 def _nan_error(e: str | None) -> bool:
-    return e is not None and ("nan" in e.lower() or "inf" in e.lower())
+    return e is not None and re.search(r"\b(nan|inf)\b", e, re.IGNORECASE) is not None
 
 
 @register_check("finite", "probes whose action is NaN or inf", "0 probes", varying=False)
@@ -628,8 +633,9 @@ def diagnose(policy, config: DoctorConfig = DoctorConfig(), probes: ProbeSet | N
     missing = [c for c in cams if c not in probes.cameras]
     if missing:
         raise ConfigError(f"--cameras: {', '.join(missing)} not in the probe observations (has {', '.join(probes.cameras)})")
-    needs = {n for c in checks for n in c.needs}
     upright, errors = ask(policy, probes)
+    # no valid action at all: the extra passes would tell nothing (finite / responds say why)
+    needs = {n for c in checks for n in c.needs} if np.isfinite(upright).all(axis=1).any() else set()
     calls = len(probes.probes)
     ev = Evidence(probes, probes.expert, upright, errors, cameras=cams, cameras_from=cams_from,
                   gripper=gripper if gripper is not None else (getattr(policy, "gripper", None)
