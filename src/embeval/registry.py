@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -24,7 +24,7 @@ from embeval.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "load_target"]
+__all__ = ["Registry", "RegistryView", "load_target"]
 
 
 def load_target(target: str) -> Any:
@@ -160,3 +160,29 @@ class Registry(Generic[T]):
         """Entry-point plugins ignored because a built-in has the same name."""
         self._scan()
         return list(self._conflicts)
+
+
+class RegistryView(Mapping[str, T]):
+    """A live read-only ``name -> object`` view of a :class:`Registry`, for code that reads a dict: ``view[name]``
+    imports a lazy entry on first use; an unknown name is a ``KeyError`` as for a dict (the registry's own
+    :meth:`Registry.get` says "did you mean")."""
+
+    def __init__(self, registry: Registry[T]):
+        self.registry = registry
+
+    def __getitem__(self, name: str) -> T:
+        if name not in self.registry:
+            raise KeyError(name)
+        return self.registry.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.registry
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.registry.names())
+
+    def __len__(self) -> int:
+        return len(self.registry.names())
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self)} {self.registry.what}s: {', '.join(self.registry.names())}>"

@@ -1,13 +1,19 @@
 """The distortion registry: 30 types in 7 categories, 5 levels each.
 
-Every type is a pure function ``fn(img, param, rng) -> img`` on C-contiguous RGB uint8 (H, W, 3)
-registered with :func:`register`; it must not modify ``img`` and returns a new array. Users call
+Every type is one :class:`DistortionType` record (name, category, the five level parameters, a pure
+function ``fn(img, param, rng) -> img`` on C-contiguous RGB uint8 (H, W, 3)) registered on
+:data:`REGISTRY` (an :class:`embeval.registry.Registry`), usually with the :func:`register` decorator in
+its category's module (``embeval/distortion/<category>.py``, imported by the package); installed packages
+add types through the ``embeval.distortions`` entry-point group (``name = "pkg.module:RECORD"``, a
+``DistortionType``). The function must not modify ``img`` and returns a new array. Users call
 :func:`distort`, which validates the input, looks up the level's parameter, seeds a
-``numpy.random.Generator`` (``rng`` is None for types not registered ``stochastic``) and checks
-that shape and dtype are kept. Inputs are never modified.
+``numpy.random.Generator`` (``rng`` is None for types not registered ``stochastic``) and checks that
+shape and dtype are kept. Inputs are never modified. :data:`DISTORTIONS` is a live read-only
+``name -> DistortionType`` view of the registry. See docs/contributing.md.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -15,6 +21,7 @@ import numpy as np
 
 from embeval.action import check_image
 from embeval.errors import ConfigError, InvalidInputError
+from embeval.registry import Registry, RegistryView
 
 #: the seven categories, in display order
 CATEGORIES: tuple[str, ...] = ("blur", "luminance", "chrominance", "noise", "compression", "spatial", "other")
@@ -44,49 +51,74 @@ class DistortionType:
     measure: str = "psnr"
     kadid: bool = True  # one of the 25 KADID-10k types (False: camera-specific)
 
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier() or self.name != self.name.lower():
+            raise ConfigError(f"distortion names are lower-case identifiers such as 'lens_flare', got {self.name!r}")
+        if self.category not in CATEGORIES:
+            raise ConfigError(f"distortion {self.name!r}: unknown category {self.category!r}; choose from {', '.join(CATEGORIES)}")
+        if not isinstance(self.levels, tuple) or len(self.levels) != N_LEVELS:
+            raise ConfigError(f"distortion {self.name!r} needs {N_LEVELS} level parameters (a tuple), got {self.levels!r}")
+        if not callable(self.fn):
+            raise ConfigError(f"distortion {self.name!r}: fn must be a function fn(img, param, rng) -> img")
+
     def param_for(self, level: int) -> Any:
         if not isinstance(level, (int, np.integer)) or isinstance(level, bool) or not 1 <= level <= N_LEVELS:
             raise ConfigError(f"distortion level must be an integer 1..{N_LEVELS}, got {level!r}")
         return self.levels[int(level) - 1]
 
 
-#: name -> DistortionType, filled by the category modules at import
-DISTORTIONS: dict[str, DistortionType] = {}
+#: every distortion type: name -> :class:`DistortionType`, filled by the category modules at import, then plugins
+REGISTRY: Registry[DistortionType] = Registry(
+    "distortion", group="embeval.distortions",
+    hint="run `embeval distort list`; add one with @register in embeval/distortion/<category>.py or an entry point "
+         "of group embeval.distortions naming a DistortionType; docs/contributing.md")
+#: name -> DistortionType: a live read-only view of :data:`REGISTRY`
+DISTORTIONS: Mapping[str, DistortionType] = RegistryView(REGISTRY)
+
+
+def register_type(dt: DistortionType) -> DistortionType:
+    """Register the record ``dt``; :class:`ConfigError` when its name is taken (unregister that one first)."""
+    if not isinstance(dt, DistortionType):
+        raise ConfigError(f"register_type takes an embeval.distortion.DistortionType, got {type(dt).__name__}")
+    if dt.name in REGISTRY:
+        raise ConfigError(f"distortion {dt.name!r} registered twice")
+    REGISTRY.register(dt.name, dt, description=dt.description)
+    return dt
 
 
 def register(name: str, category: str, levels, *, param: str = "", description: str = "",
              stochastic: bool = False, measure: str = "psnr", kadid: bool = True) -> Callable[[DistortFn], DistortFn]:
-    """Decorator: add ``fn(img, param, rng)`` to :data:`DISTORTIONS`."""
-    if category not in CATEGORIES:
-        raise ConfigError(f"unknown distortion category {category!r}; choose from {', '.join(CATEGORIES)}")
-    levels = tuple(levels)
-    if len(levels) != N_LEVELS:
-        raise ConfigError(f"distortion {name!r} needs {N_LEVELS} level parameters, got {len(levels)}")
+    """Decorator: register ``fn(img, param, rng)`` as distortion ``name`` (its docstring's first line is the
+    default description); returns ``fn`` unchanged."""
 
     def deco(fn: DistortFn) -> DistortFn:
-        if name in DISTORTIONS:
-            raise ConfigError(f"distortion {name!r} registered twice")
-        DISTORTIONS[name] = DistortionType(name, category, levels, fn, param, description or (fn.__doc__ or "").strip().split("\n")[0],
-                                           stochastic, measure, kadid)
+        register_type(DistortionType(name, category, tuple(levels), fn, param,
+                                     description or (fn.__doc__ or "").strip().split("\n")[0], stochastic, measure, kadid))
         return fn
 
     return deco
 
 
+def unregister(name: str) -> None:
+    """Remove distortion ``name`` (:class:`ConfigError` listing the types when absent)."""
+    get(name)
+    REGISTRY.unregister(name)
+
+
 def get(name: str) -> DistortionType:
     """The registered type ``name``; :class:`ConfigError` listing the choices otherwise."""
-    try:
-        return DISTORTIONS[name]
-    except KeyError:
-        raise ConfigError(f"unknown distortion {name!r}; run `embeval distort list` or choose from: "
-                          + ", ".join(sorted(DISTORTIONS))) from None
+    dt = REGISTRY.get(name)
+    if not isinstance(dt, DistortionType):
+        raise ConfigError(f"distortion {name!r} is a {type(dt).__name__}, not an embeval.distortion.DistortionType")
+    return dt
 
 
 def list_distortions(category: str | None = None) -> list[str]:
     """Names in registry order (grouped by category), optionally of one category."""
     if category is not None and category not in CATEGORIES:
         raise ConfigError(f"unknown distortion category {category!r}; choose from {', '.join(CATEGORIES)}")
-    return [n for c in CATEGORIES for n, d in DISTORTIONS.items() if d.category == c and (category in (None, c))]
+    types = [get(n) for n in REGISTRY.names()]
+    return [d.name for c in CATEGORIES for d in types if d.category == c and (category in (None, c))]
 
 
 def categories() -> dict[str, list[str]]:

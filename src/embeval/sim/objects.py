@@ -1,6 +1,7 @@
 """Object builders: :class:`~embeval.sim.scene.ObjectSpec` -> pybullet bodies (procedural, no mesh files).
 
-Each kind registers a builder in :data:`BUILDERS`; sizes (metres) by kind, defaults in brackets:
+Each kind registers a builder on :data:`BUILDERS` (a :class:`~embeval.registry.Registry`; installed packages add
+kinds through the ``embeval.object_kinds`` entry-point group); sizes (metres) by kind, defaults in brackets:
 
 - ``box``: (sx, sy, sz) full extents [0.04, 0.04, 0.04]; optional top-face texture
 - ``cylinder``: (radius, height) [0.022, 0.06]
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from embeval.errors import ConfigError, MissingFileError
+from embeval.registry import Registry
 from embeval.sim.scene import ObjectSpec
 from embeval.sim.textures import loadable, resolve
 
@@ -45,15 +47,14 @@ class Body:
 
 
 Builder = Callable[["PB", ObjectSpec], Body]
-BUILDERS: dict[str, Builder] = {}
+#: object kind -> builder ``fn(pb, spec) -> Body``
+BUILDERS: Registry[Builder] = Registry("object kind", group="embeval.object_kinds",
+                                       hint="add one with @embeval.sim.objects.register('kind')")
 
 
 def register(kind: str):
-    def deco(fn: Builder) -> Builder:
-        BUILDERS[kind] = fn
-        return fn
-
-    return deco
+    """Decorator: register ``fn(pb, spec) -> Body`` as the builder of object kind ``kind``."""
+    return BUILDERS.register(kind)
 
 
 class PB:
@@ -327,8 +328,6 @@ def build_hole(pb: PB, spec: ObjectSpec) -> Body:
 
 def build(pb: PB, spec: ObjectSpec) -> Body:
     """Build one object; :class:`ConfigError` for an unknown kind. ``spec`` is not modified (builders get a copy)."""
-    try:
-        builder = BUILDERS[spec.kind]
-    except KeyError:
-        raise ConfigError(f"object {spec.name!r}: unknown kind {spec.kind!r}; known kinds: {sorted(BUILDERS)}") from None
-    return builder(pb, replace(spec))
+    if spec.kind not in BUILDERS:
+        raise ConfigError(f"object {spec.name!r}: unknown kind {spec.kind!r}; known kinds: {sorted(BUILDERS.names())}")
+    return BUILDERS.get(spec.kind)(pb, replace(spec))

@@ -1,22 +1,42 @@
 """Gripper conventions of common models, and conversion to and from embeval's (``[0, 1]``, 1 = open);
 which camera image a one-camera policy reads (:func:`camera_image`).
 
-A registry: ``name -> (to_embeval, from_embeval)``. Add one with :func:`register_gripper`.
-Values are clipped into range after conversion; thresholds are for binarising policies.
+Each convention is one :class:`GripperConvention` record on :data:`GRIPPERS` (an
+:class:`embeval.registry.Registry`; installed packages add some through the ``embeval.gripper_conventions``
+entry-point group). Add one with :func:`register_gripper`. Values are clipped into range after conversion;
+thresholds are for binarising policies.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from embeval.errors import ConfigError, InvalidInputError
+from embeval.registry import Registry
 
-_GRIPPERS: dict[str, tuple[Callable[[float], float], Callable[[float], float], str]] = {}
+
+@dataclass(frozen=True)
+class GripperConvention:
+    """A model's gripper value <-> embeval's (``[0, 1]``, 1 = open): both maps and the range in words."""
+
+    name: str
+    to_embeval: Callable[[float], float]
+    from_embeval: Callable[[float], float]
+    doc: str = ""
+
+
+GRIPPERS: Registry[GripperConvention] = Registry(
+    "gripper convention", group="embeval.gripper_conventions",
+    hint="add one with embeval.subjects.conventions.register_gripper(name, to_embeval, from_embeval, doc)")
 
 
 def register_gripper(name: str, to_embeval: Callable[[float], float], from_embeval: Callable[[float], float], doc: str) -> None:
-    _GRIPPERS[name] = (to_embeval, from_embeval, doc)
+    """Register convention ``name``: ``to_embeval(model value) -> [0, 1]`` and its inverse (replaces one of that name)."""
+    if not callable(to_embeval) or not callable(from_embeval):
+        raise ConfigError(f"gripper convention {name!r}: to_embeval and from_embeval must be functions")
+    GRIPPERS.register(name, GripperConvention(name, to_embeval, from_embeval, doc), description=doc)
 
 
 register_gripper("open1", lambda g: g, lambda g: g,
@@ -27,11 +47,11 @@ register_gripper("signed_close_positive", lambda g: (1.0 - g) / 2.0, lambda g: 1
                  "[-1, 1], +1 = closed, -1 = open (LIBERO / robosuite; OpenVLA's LIBERO deploy after invert_gripper_action)")
 
 
-def _get(name: str):
-    try:
-        return _GRIPPERS[name]
-    except KeyError:
-        raise ConfigError(f"field 'params.gripper': unknown gripper convention {name!r}; choose from {', '.join(_GRIPPERS)}") from None
+def _get(name: str) -> GripperConvention:
+    conv = GRIPPERS.get(name, "field 'params.gripper'")
+    if not isinstance(conv, GripperConvention):
+        raise ConfigError(f"gripper convention {name!r} is a {type(conv).__name__}, not a GripperConvention")
+    return conv
 
 
 def check_gripper(name: str) -> str:
@@ -41,12 +61,12 @@ def check_gripper(name: str) -> str:
 
 def gripper_to_embeval(value: float, convention: str) -> float:
     """Model's gripper value -> embeval's [0, 1], 1 = open (clipped)."""
-    return float(np.clip(_get(convention)[0](float(value)), 0.0, 1.0))
+    return float(np.clip(_get(convention).to_embeval(float(value)), 0.0, 1.0))
 
 
 def gripper_from_embeval(value: float, convention: str) -> float:
     """embeval's [0, 1], 1 = open -> the model's convention."""
-    return float(_get(convention)[1](float(np.clip(value, 0.0, 1.0))))
+    return float(_get(convention).from_embeval(float(np.clip(value, 0.0, 1.0))))
 
 
 def camera_image(observation, camera: str | None, model: str) -> tuple[str, np.ndarray]:
