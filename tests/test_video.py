@@ -304,8 +304,8 @@ def _run_outputs(spec_map: dict, run_dir) -> tuple[str, dict]:
 
 
 def test_sim_iqa_run_records_each_units_episode_without_changing_results(tmp_path):
-    from embeval.runs.report import UnitMatcher, build_report
     from embeval.runs.export import results_frame
+    from embeval.runs.report import UnitMatcher, build_report
     from embeval.runs.runner import open_store
 
     plain_id, plain = _run_outputs(_SIM_IQA, tmp_path / "plain")
@@ -402,3 +402,24 @@ def test_iqa_build_record_video_without_execution_runs_exits_2(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "--record-video records the closed-loop Execution runs" in err and "--execution-images N" in err
     assert not (tmp_path / "db").exists()
+
+
+def test_sim_episodes_sheet_is_a_labelled_grid(tmp_path, monkeypatch, capsys):
+    from embeval import contact_sheet
+    from embeval.image_io import read_image
+
+    calls = []
+    real = contact_sheet.labelled_grid
+    monkeypatch.setattr(contact_sheet, "labelled_grid", lambda *a, **k: calls.append((a, k)) or real(*a, **k))
+    sheet = tmp_path / "sheet.png"
+    assert main(["sim", "episodes", "--backend", "pybullet", "--episodes", "2", "--seed", "3", "--distortion", "darken",
+                 "--level", "4", "--width", "48", "--height", "40", "--sheet", str(sheet)]) == 0
+    (cells, rows, cols), kw = calls[0]
+    assert rows == ["episode seed 3\ndarken, level 4", "episode seed 4\ndarken, level 4"]
+    assert cols == ["clean, step 0", "distorted, step 0"] and [len(r) for r in cells] == [2, 2]
+    assert cells[0][0].shape == (40, 48, 3) and cells[0][1].mean() < 0.6 * cells[0][0].mean()  # darkened
+    assert kw["title"].startswith("Pick (pybullet), expert: third_person 48x40 px")
+    assert set(kw["notes"]) == {(0, 1), (1, 1)} and kw["notes"][(0, 1)].startswith("D ")
+    img = read_image(sheet)
+    assert img.shape == real(cells, rows, cols, title=kw["title"], notes=kw["notes"]).shape
+    assert "labelled" in capsys.readouterr().out

@@ -233,12 +233,14 @@ def _run(args) -> int:
     for policy in policies:  # every policy's cameras on this backend, before the first episode
         check_cameras(policy, backend, aliases)
     vlms = [_load_vlm(ref) for ref in args.vlm or []]
+    from embeval.act2answer.items import LAYOUTS
+    from embeval.progress import track
     from embeval.recording.video import recorder_from_args
 
     videos = recorder_from_args(args, args.out / "videos")  # one recorder: --record-video N counts the whole run
     results = {}
     for policy in policies:
-        t0, recs = time.perf_counter(), []
+        t0 = time.perf_counter()
         if args.num_envs > 1:  # N environments in worker processes, one batched policy call per step
             from embeval.act2answer.vector import run_items_vector
 
@@ -246,10 +248,8 @@ def _run(args) -> int:
                                         num_envs=args.num_envs, exact=args.exact, videos=videos)
         else:
             episodes = run_items(policy, items, spec, seed=args.seed, backend=backend, aliases=aliases, videos=videos)
-        for r in episodes:
-            recs.append(r)
-            if len(recs) % 50 == 0:
-                print(f"  {policy.id}: {len(recs)}/{2 * len(items)} episodes ({len(recs) / (time.perf_counter() - t0):.2f}/s)", flush=True)
+        # progress with an ETA on stderr: every item in both layouts (run_items' default, LAYOUTS)
+        recs = list(track(episodes, f"act2answer {policy.id}", "episodes", total=len(LAYOUTS) * len(items)))
         results[policy.id] = recs
         rate = len(recs) / max(time.perf_counter() - t0, 1e-9)
         envs = f", {args.num_envs} environments" if args.num_envs > 1 else ""

@@ -257,6 +257,7 @@ def _episodes(args) -> int:
                 print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}  {sc.decision:8.3f} "
                       f"{sc.execution.score:9.1f} {sc.execution.distance_cm:5.1f}  {sc.execution.distorted.success}")
                 first = (ref.first_clean_images, dis.first_observation.images)
+                note = f"D {sc.decision:.2f}  E {sc.execution.score:.0f}"
             else:
                 with maybe_episode(videos, f"{task}_seed{s:04d}") as video:
                     ref = run_episode(env, policy, s)
@@ -266,9 +267,11 @@ def _episodes(args) -> int:
                        "final_tcp_pose": list(ref.outcome.final_tcp_pose)}
                 print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}")
                 first = (ref.first_clean_images, {})
+                note = "success" if ref.outcome.success else "failure"
             rows.append(row)
-            cams = list(first[0])[:1]
-            sheet.extend([np.concatenate([first[0][c]] + ([first[1][c]] if c in first[1] else []), axis=1) for c in cams])
+            cam = next(iter(first[0]), None)
+            if cam is not None:  # one sheet row per episode: its first frame, clean | distorted
+                sheet.append(([first[0][cam]] + ([first[1][cam]] if cam in first[1] else []), s, note))
         ok = sum(r["success"] for r in rows)
         print(f"{task} ({args.backend}): {ok}/{len(rows)} episodes succeeded"
               + (f"; mean Decision {np.mean([r['decision'] for r in rows]):.3f}, mean Execution "
@@ -276,16 +279,28 @@ def _episodes(args) -> int:
     finally:
         env.close()
     if args.sheet and sheet:
-        from embeval.image_io import save_image
-
-        save_image(args.sheet, np.concatenate(sheet, axis=0), "--sheet")
-        print(f"wrote {args.sheet} (one row per episode: first frame clean | distorted)")
+        _save_sheet(args, task, cam, sheet)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")
     _print_videos(videos)
     return 0
+
+
+def _save_sheet(args, task: str, cam: str, rows: list) -> None:
+    """``--sheet``: a labelled grid, one row per episode (its seed, the distortion and level), columns the first
+    frame clean and distorted (notes: D Decision 0..1, E Execution 0..100; or the episode's outcome)."""
+    from embeval.contact_sheet import save_labelled_grid
+
+    dist = f"{args.distortion}, level {args.level}" if args.distortion else "no distortion"
+    cols = ["clean, step 0", "distorted, step 0"] if args.distortion else ["clean, step 0"]
+    who = "expert" if not args.subject else f"subject {args.subject}"
+    title = (f"{task} ({args.backend}), {who}: {cam} {args.width}x{args.height} px"
+             + ("\nD: Decision 0..1, E: Execution 0..100" if args.distortion else ""))
+    save_labelled_grid(args.sheet, [cells for cells, _, _ in rows], [f"episode seed {s}\n{dist}" for _, s, _ in rows], cols,
+                       title=title, notes={(r, len(cells) - 1): note for r, (cells, _, note) in enumerate(rows)})
+    print(f"wrote {args.sheet} (one row per episode: first frame {' | '.join(c.split(',')[0] for c in cols)}, labelled)")
 
 
 def _print_videos(videos) -> None:

@@ -88,6 +88,7 @@ def run(ctx) -> None:
         write_results,
     )
     from embeval.act2answer.generator import generate_items
+    from embeval.act2answer.items import LAYOUTS
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import EpisodeSpec
     from embeval.act2answer.subjects import (
@@ -96,6 +97,7 @@ def run(ctx) -> None:
         embedded_vlms,
         untrained_policy,
     )
+    from embeval.progress import track
     from embeval.provenance import code_version
     from embeval.recording.video import EpisodeRecorder
     from embeval.sim import SimEnv
@@ -119,11 +121,13 @@ def run(ctx) -> None:
         with SimEnv(sim_config(*obs_size_for(policy))) as env:
             t0 = time.perf_counter()
             videos = EpisodeRecorder("1", out / "videos") if policy is a2a else None  # its first episode's video
-            eps = list(run_items(policy, its, spec, seed=ctx.seed, env=env, videos=videos))
+            eps = list(track(run_items(policy, its, spec, seed=ctx.seed, env=env, videos=videos), f"act2answer {policy.id}",
+                             "episodes", total=len(LAYOUTS) * len(its)))
             dt = time.perf_counter() - t0
             if policy is a2a:  # control ceiling: the privileged scripted expert on the subset
-                results["expert (privileged)"] = list(run_items(ExpertPolicy(env, "answer", spec), subset[::3], spec,
-                                                                seed=ctx.seed, env=env))
+                results["expert (privileged)"] = list(track(
+                    run_items(ExpertPolicy(env, "answer", spec), subset[::3], spec, seed=ctx.seed, env=env),
+                    "act2answer expert", "episodes", total=len(LAYOUTS) * len(subset[::3])))
         print(f"{policy.id}: {len(eps)} episodes in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)"
               + (f"; video of the first: {videos.written[0]}" if videos and videos.written else ""))
         results[policy.id] = eps
@@ -137,7 +141,8 @@ def run(ctx) -> None:
     vla_results = {}
     for vla in vlas:
         t0 = time.perf_counter()
-        eps = list(run_items(vla, vla_items, spec, seed=ctx.seed))  # renders only its third-person camera, 320x240
+        eps = list(track(run_items(vla, vla_items, spec, seed=ctx.seed), f"act2answer {vla.id}", "episodes",
+                         total=len(LAYOUTS) * len(vla_items)))  # renders only its third-person camera, 320x240
         dt = time.perf_counter() - t0
         print(f"{vla.id}: {len(eps)} episodes (10 categories x {n_vla} items) in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)")
         vla_results[vla.id] = eps

@@ -24,6 +24,7 @@ def _subjects(log=print) -> list:
 
 def run(ctx) -> None:
     from embeval import distortion
+    from embeval.recording.video import EpisodeRecorder
     from embeval_analysis.iqa import analyses
     from embeval_analysis.iqa.bench import (BenchConfig, best_nr, print_breakdowns, print_table, report_gate, run_bench,
                                             save_gate, trained_vs_psnr)
@@ -39,7 +40,10 @@ def run(ctx) -> None:
     cfg = BuildConfig(source="sim", source_params={"n": 8 if ctx.quick else 30, "size": [128, 96]},
                       distortions=types[::3] if ctx.quick else "all", levels="sample", subjects=subjects, seed=ctx.seed,
                       execution_images=0 if ctx.quick else 3)  # closed loop: ~25 s per image on 2 cores
-    scores = build_database(cfg, db)
+    videos = EpisodeRecorder("2", out / "videos")  # the first two closed-loop Execution runs, reference | distorted
+    scores = build_database(cfg, db, videos=videos)
+    if videos.written:
+        print(f"Execution run videos: {', '.join(str(p) for p in videos.written)}")
     n_vla = int(scores["n_vla"].max()) if "n_vla" in scores else 0
     n_vlm = int(scores["n_vlm"].max()) if "n_vlm" in scores else 0
     print(f"database: {scores['ref_id'].nunique()} references ({scores['scene_id'].nunique()} scenes), "

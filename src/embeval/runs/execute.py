@@ -28,7 +28,6 @@ from typing import Any, Callable, Iterator, Sequence
 from embeval.errors import ServerUnavailableError
 from embeval.runs.units import Unit, UnitResult, outputs_json
 
-
 #: the recorder of the runner whose unit runs in this thread (set around each evaluator call)
 _UNIT_VIDEOS: contextvars.ContextVar = contextvars.ContextVar("embeval_unit_videos", default=None)
 

@@ -116,9 +116,8 @@ class SimIQAEvaluator(Evaluator):
         super().teardown(state.get("policy"))
 
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
-        from embeval.sim.backends import run_episode, score_episode
-
         from embeval.runs.execute import unit_episode
+        from embeval.sim.backends import run_episode, score_episode
 
         seed = episode_seed(unit.item)
         env, policy = state["env"], state["policy"]
