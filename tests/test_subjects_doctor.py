@@ -286,3 +286,21 @@ def test_a_policy_that_raises_and_an_unreachable_server(probes, tmp_path, capsys
                     "params: {max_retries: 0}\n")
     assert main(["subjects", "doctor", str(spec), "--episodes", "1"]) == 2
     assert "is not reachable" in capsys.readouterr().err
+
+
+def test_run_with_doctor_refuses_a_failing_policy(tmp_path, capsys, monkeypatch):
+    """`embeval run SPEC --doctor`: a policy subject that fails the doctor (a constant action) stops the run before
+    any unit: exit 1, the diagnosis and the reason printed, no run folder written."""
+    from embeval.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    spec = tmp_path / "run.yaml"
+    spec.write_text("name: doc\nevaluator: policy-decision\n"
+                    "subjects:\n  - {id: constant, kind: policy, adapter: scripted, params: {vector: [0.01, 0, 0, 0, 0, 0.1, 1]}}\n"
+                    "items: {source: synthetic, count: 1, params: {size: [32, 24]}}\n"
+                    "distortions: [none]\nlevels: [1]\nseeds: [0]\nparams: {camera: third_person, tasks: [pick up the block]}\n")
+    code = main(["run", str(spec), "--out", str(tmp_path / "out"), "--doctor"])
+    cap = capsys.readouterr()
+    assert code == 1
+    assert "constant" in cap.out and "nothing was run" in cap.err
+    assert not (tmp_path / "out").exists()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from embeval.cli._util import float_in, positive_int
@@ -35,6 +36,8 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, help="run folder (default: the spec's output_dir, else runs/<name>-<hash8>)")
     p.add_argument("--check", action="store_true", help="only validate the spec and print the plan; run nothing")
     p.add_argument("--list", action="store_true", help="list the registered evaluators and backends")
+    p.add_argument("--doctor", action="store_true",
+                   help="first run `embeval subjects doctor` on every policy subject; exit 1 (nothing run) if one fails")
     _shard_args(p)
     p.set_defaults(func=_run)
 
@@ -156,6 +159,15 @@ def _run(args) -> int:
               f"run folder {args.out or spec.default_run_dir()}"
               + (f"; trackers: {', '.join(t.name for t in spec.trackers)} (offline)" if spec.trackers else ""))
         return 0
+    if args.doctor:
+        from embeval.subjects.doctor import gate
+
+        code = gate([s.to_subject_mapping() for s in spec.subjects if s.kind == "policy"], base_dir=spec.base_dir)
+        if code:
+            print("embeval run: a policy failed the doctor (above); nothing was run. Fix its subject spec, or run "
+                  "without --doctor to evaluate it as it is", file=sys.stderr)
+            return code
+
     def announce(spec, out) -> None:  # only once the spec and the options are valid
         print(f"run {spec.hash} -> {out} (if it stops: embeval resume {out})", flush=True)
 
