@@ -6,7 +6,8 @@ LLaVA(-NeXT/-OneVision), Idefics3/SmolVLM, Gemma 3, PaliGemma, ...). Loaded with
 and ``AutoModelForImageTextToText`` (``model_class``: ``auto`` = the class a ``trust_remote_code``
 checkpoint registers in its ``auto_map``, else image-text-to-text; or name an auto class). The prompt goes
 through the processor's chat template with one image placeholder per image; without a template,
-``prompt_template`` is used (``{prompt}``; include the model's image token yourself). Greedy
+``prompt_template`` is used (``{prompt}``, ``{images}``: the processor's image token once per image; PaliGemma, whose
+checkpoints have no template, gets ``{images}{prompt}`` by default, :data:`PROMPT_TEMPLATES`). Greedy
 decoding by default; only the newly generated text is returned.
 
 Batches (:meth:`HFVLM.generate_batch`, :meth:`HFVLM.hidden_states_batch`): the prompts are left-padded to
@@ -24,11 +25,51 @@ from typing import Any, Sequence
 import numpy as np
 
 from embeval.action import check_image
-from embeval.errors import ConfigError, ContextLengthError, InvalidInputError
+from embeval.errors import ConfigError, ContextLengthError, InvalidInputError, MissingWeightsError
 from embeval.subjects.adapters.local_weights import require_hf_dir, torch_dtype
 from embeval.subjects.hidden import HiddenStateMixin, capture_hidden_states, pool_array
 
 AUTO_CLASSES = ("AutoModelForImageTextToText", "AutoModelForVision2Seq", "AutoModelForCausalLM")
+
+#: the prompt format of processors whose checkpoints ship no chat template, by processor class: PaliGemma is a
+#: prefix LM without turns (its processor puts the begin-of-sequence token after the image tokens and ends the prefix
+#: with a newline)
+PROMPT_TEMPLATES = {"PaliGemmaProcessor": "{images}{prompt}"}
+
+
+#: files a checkpoint folder needs besides config.json and the weights: (what they hold, any one of these names)
+PROCESSOR_FILES = (("the image processor's settings", ("preprocessor_config.json",)),
+                   ("the tokenizer", ("tokenizer.json", "tokenizer.model", "vocab.json")))
+
+
+def check_checkpoint(path: Path, config: dict[str, Any], trust_remote_code: bool) -> None:
+    """A one-line error naming what a checkpoint folder lacks before transformers is asked (its errors point at
+    the hub): a model type this transformers does not know (remote code not allowed, or its .py files missing), a
+    processor file missing. ``config``: the folder's config.json."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    kind, auto_map = config.get("model_type"), config.get("auto_map") or {}
+    fetch = "download the whole folder on a connected machine: huggingface-cli download ORG/NAME --local-dir DIR"
+    if kind not in CONFIG_MAPPING_NAMES:
+        if not auto_map:
+            raise ConfigError(f"{path}/config.json: model_type {kind!r} is not known to transformers "
+                              f"{transformers.__version__}; upgrade transformers or use a checkpoint of a supported family")
+        refs = [r for v in auto_map.values() for r in (v if isinstance(v, (list, tuple)) else [v]) if isinstance(r, str)]
+        code = sorted({r.split("--")[-1].rsplit(".", 1)[0] + ".py" for r in refs})
+        if not trust_remote_code:
+            raise ConfigError(f"{path}/config.json: model_type {kind!r} is not in transformers {transformers.__version__}; "
+                              f"the checkpoint ships its own model code ({', '.join(code)}): set params.trust_remote_code: "
+                              "true to run it, or use the checkpoint's transformers-format conversion (InternVL: the "
+                              "ORG/NAME-hf repositories)")
+        missing = [c for c in code if not (path / c).is_file()]
+        if missing:
+            raise MissingWeightsError(f"{path} lacks {', '.join(missing)} (the model code config.json's auto_map "
+                                      f"names); {fetch}")
+        return
+    for what, names in PROCESSOR_FILES:
+        if not any((path / n).is_file() for n in names):
+            raise MissingWeightsError(f"{path} has no {' or '.join(names)} ({what}); {fetch}")
 
 
 def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code: bool):
@@ -37,13 +78,18 @@ def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code
 
     import transformers
 
+    config = json.loads((Path(path) / "config.json").read_text())
+    check_checkpoint(Path(path), config, trust_remote_code)
     if model_class == "auto":  # the class the checkpoint's remote code registers, else image-text-to-text
-        auto_map = json.loads((Path(path) / "config.json").read_text()).get("auto_map", {}) if trust_remote_code else {}
+        auto_map = config.get("auto_map", {}) if trust_remote_code else {}
         model_class = next((c for c in AUTO_CLASSES if c in auto_map), "AutoModelForImageTextToText")
     if model_class not in AUTO_CLASSES or not hasattr(transformers, model_class):
         avail = [c for c in AUTO_CLASSES if hasattr(transformers, c)]
         raise ConfigError(f"field 'params.model_class': {model_class!r} is not available; choose from {', '.join(avail)}")
-    processor = transformers.AutoProcessor.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+    try:
+        processor = transformers.AutoProcessor.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+    except ImportError as e:  # a processor that needs a package (SmolVLM: num2words): transformers names it
+        raise ConfigError(f"{path}: its processor cannot be loaded here: {str(e).strip().splitlines()[0]}") from None
     ensure_pad_token(processor)
     cls = getattr(transformers, model_class)
     from packaging.version import Version
@@ -77,9 +123,13 @@ def ensure_pad_token(processor) -> None:
 
 
 def model_inputs(processor, model, device: str, texts: list[str], images: list | None) -> dict[str, Any]:
-    """The model inputs (tensors on ``device``) for ``texts`` (one per row) and ``images`` (PIL, all rows' images
-    in order, or None): rows left-padded to one length with an ``attention_mask`` (a single row is not padded),
-    floating pixel values in the model's dtype, outputs the model does not take dropped."""
+    """The model inputs (tensors on ``device``) for ``texts`` (one per row) and ``images`` (None, or PIL images: one
+    list per row, or all rows' images in one flat list): rows left-padded to one length with an ``attention_mask``
+    (a single row is not padded), floating pixel values in the model's dtype, outputs the model does not take
+    dropped. Per-row images go to the processor as one list per row, even for one row: Gemma 3 and Idefics3 pair
+    them with the rows so, and LLaVA-OneVision tiles an image only when it is its row's only one."""
+    if images and isinstance(images[0], (list, tuple)):
+        images = [list(row) for row in images] if any(images) else None
     tok = tokenizer_of(processor)
     if len(texts) > 1 and getattr(tok, "pad_token_id", None) is None:
         raise ConfigError(f"the tokenizer of {type(model).__name__} has no pad or end-of-sequence token, so prompts of "
@@ -106,6 +156,32 @@ def model_inputs(processor, model, device: str, texts: list[str], images: list |
 
         batch["attention_mask"] = torch.ones_like(batch["input_ids"])
     return drop_unused_inputs(model, batch)
+
+
+def vision_row_counts(batch: dict[str, Any], images: Sequence[int], image_token_id: int | None,
+                     total: int) -> tuple[str, list[int]] | None:
+    """How a vision-side layer output with ``total`` rows (its first axis) splits into items, as ``(kind, rows per
+    item)``: the first of ``items`` (one row each), ``images`` (one per image), ``crops`` (the sub-images of a 5-D
+    ``pixel_values``, (items or images, sub-images, C, H, W), that are not all-zero padding: Idefics3 / SmolVLM crops,
+    LLaVA-OneVision any-resolution patches) and ``packed`` (rows in proportion to each item's image placeholder
+    tokens, when that gives whole numbers: InternVL's patches, Qwen-VL's packed patch rows) that sums to ``total``;
+    None when none does."""
+    n = len(images)
+    starts = np.concatenate([[0], np.cumsum(images)]).astype(int)
+    options: list[tuple[str, list[int]]] = [("items", [1] * n), ("images", [int(c) for c in images])]
+    pv = batch.get("pixel_values")
+    if pv is not None and getattr(pv, "ndim", 0) == 5:
+        real = (pv.flatten(2) != 0).any(dim=2).sum(dim=1).tolist()  # non-padding sub-images per first-axis entry
+        if len(real) == n:
+            options.append(("crops", [int(r) for r in real]))
+        elif len(real) == starts[-1]:
+            options.append(("crops", [int(sum(real[starts[k]:starts[k + 1]])) for k in range(n)]))
+    ids = batch.get("input_ids")
+    if image_token_id is not None and ids is not None:
+        tokens = [int(t) for t in (ids == image_token_id).sum(dim=1).tolist()]
+        if sum(tokens) and all((t * total) % sum(tokens) == 0 for t in tokens):
+            options.append(("packed", [t * total // sum(tokens) for t in tokens]))
+    return next(((kind, rows) for kind, rows in options if sum(rows) == total), None)
 
 
 def eos_ids(model) -> set[int]:
@@ -155,7 +231,19 @@ class HFVLM(HiddenStateMixin):
         self._lock = threading.Lock()
         self.processor, self.model = load_auto(self.path, model_class, dtype, device, trust_remote_code)
         if prompt_template is None and not getattr(self.processor, "chat_template", None):
-            raise ConfigError(f"{self.path} has no chat template; set params.prompt_template (e.g. '<image>\\n{{prompt}}')")
+            self.prompt_template = PROMPT_TEMPLATES.get(type(self.processor).__name__)
+            if self.prompt_template is None:
+                raise ConfigError(f"{self.path} has no chat template (chat_template.jinja, chat_template.json or "
+                                  "tokenizer_config.json's chat_template); copy it from the downloaded folder, or "
+                                  "set params.prompt_template (e.g. "
+                                  "'{images}\\n{prompt}': {images} is the model's image token once per image)")
+        if self.prompt_template is not None:
+            try:
+                self.prompt_template.format(prompt="", images="")
+            except (KeyError, IndexError, ValueError) as e:
+                raise ConfigError(f"field 'params.prompt_template': {self.prompt_template!r} is not a template with the "
+                                  f"fields {{prompt}} and {{images}} ({type(e).__name__}: {e}); write literal braces as "
+                                  "{{ and }}") from None
 
     @property
     def context_window(self) -> int | None:
@@ -167,7 +255,8 @@ class HFVLM(HiddenStateMixin):
 
     def prompt_text(self, n_images: int, prompt: str) -> str:
         if self.prompt_template is not None:
-            return self.prompt_template.format(prompt=prompt)
+            token = getattr(self.processor, "image_token", None) or ""
+            return self.prompt_template.format(prompt=prompt, images=token * n_images)
         content = [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": prompt}]
         msgs = [{"role": "system", "content": [{"type": "text", "text": self.system_prompt}]}] if self.system_prompt else []
         msgs.append({"role": "user", "content": content})
@@ -187,9 +276,9 @@ class HFVLM(HiddenStateMixin):
         texts, pil = [], []
         for k, (images, prompt) in enumerate(zip(image_lists, prompts)):
             where = f"items[{k}]." if len(prompts) > 1 else ""
-            pil += [Image.fromarray(check_image(im, f"{where}images[{i}]")) for i, im in enumerate(images)]
+            pil.append([Image.fromarray(check_image(im, f"{where}images[{i}]")) for i, im in enumerate(images)])
             texts.append(self.prompt_text(len(images), prompt))
-        return model_inputs(self.processor, self.model, self.device, texts, pil or None)
+        return model_inputs(self.processor, self.model, self.device, texts, pil)
 
     def generation_kwargs(self, gen: dict[str, Any]) -> dict[str, Any]:
         """transformers generate() arguments: the defaults updated by ``gen``, where the OpenAI names
@@ -247,12 +336,20 @@ class HFVLM(HiddenStateMixin):
         return [Generated(ids=r.tolist(), text=self.processor.decode(r, skip_special_tokens=True).strip(),
                           logits=None if steps is None else steps[k, :len(r)].numpy()) for k, r in enumerate(rows)]
 
+    def hidden_states(self, inputs: tuple[Sequence[np.ndarray], str], layers: Sequence[str] | str | None = None,
+                      pool: str = "mean") -> dict[str, np.ndarray]:
+        """``{layer name: array}`` for one ``(images, prompt)`` item (:meth:`hidden_states_batch` of one item)."""
+        return self.hidden_states_batch([inputs], layers, pool)[0]
+
     def hidden_states_batch(self, items: Sequence[tuple[Sequence[np.ndarray], str]], layers: Sequence[str] | str | None = None,
                             pool: str = "mean") -> list[dict[str, np.ndarray]]:
         """:meth:`hidden_states` for many ``(images, prompt)`` items from one forward pass: each item's arrays
-        are its own rows (the language model's outputs without the padding positions, the vision outputs of its
-        own images), then pooled. Positions count from the padded row's start, which rotary position embeddings
-        (relative) do not see. :class:`ConfigError` for a layer whose output has no per-item rows."""
+        are its own rows, then pooled: the language model's outputs without the padding positions (1, tokens, width);
+        a vision layer's rows of the item's images, or of the crops / patches its images were cut into
+        (:func:`vision_row_counts`); a vision layer that packs every patch of the batch along one axis (Qwen-VL's
+        (patches, width)) gives the item's patches as one row (1, patches, width). Positions count from the padded
+        row's start, which rotary position embeddings (relative) do not see. :class:`ConfigError` for a layer whose
+        output has no per-item rows."""
         import torch
 
         items = list(items)
@@ -261,22 +358,35 @@ class HFVLM(HiddenStateMixin):
         raw = capture_hidden_states(self.model, lambda: self.model(**batch), layers, "none")
         lengths = batch["attention_mask"].sum(dim=1).tolist()
         counts = [len(ims) for ims, _ in items]
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
         width, lm = int(batch["input_ids"].shape[1]), self._language_prefixes()
+        image_token = self._image_token_id()
         out: list[dict[str, np.ndarray]] = [{} for _ in items]
         for name, x in raw.items():
+            if any(name == p or name.startswith(p + ".") for p in lm) and x.ndim == 3 and x.shape[:2] == (len(items), width):
+                for k in range(len(items)):  # the item's own tokens (left padding dropped)
+                    out[k][name] = pool_array(x[k:k + 1, width - int(lengths[k]):], pool, self._hidden_seq_axis)
+                continue
+            found = vision_row_counts(batch, counts, image_token, int(x.shape[0]))
+            if found is None:
+                raise ConfigError(f"{self.id}: layer {name!r} gives shape {x.shape} for {len(items)} items with "
+                                  f"{sum(counts)} images, no rows per item; ask hidden_states one item at a time")
+            kind, rows = found
+            starts = np.concatenate([[0], np.cumsum(rows)]).astype(int)
             for k in range(len(items)):
-                if any(name == p or name.startswith(p + ".") for p in lm) and x.ndim == 3 and x.shape[:2] == (len(items), width):
-                    row = x[k:k + 1, width - int(lengths[k]):]  # the item's own tokens (left padding dropped)
-                elif x.shape[0] == starts[-1] and starts[-1] != len(items):
-                    row = x[starts[k]:starts[k + 1]]  # the vision outputs of the item's images
-                elif x.shape[0] == len(items):
-                    row = x[k:k + 1]
-                else:
-                    raise ConfigError(f"{self.id}: layer {name!r} gives shape {x.shape} for {len(items)} items with "
-                                      f"{starts[-1]} images, no rows per item; ask hidden_states one item at a time")
+                row = x[starts[k]:starts[k + 1]]
+                if kind == "packed" and row.ndim == 2:
+                    row = row[None]  # (patches, width) -> one item of many patches
                 out[k][name] = pool_array(row, pool, self._hidden_seq_axis)
         return out
+
+    def _image_token_id(self) -> int | None:
+        """The id of the image placeholder token the processor expands (None if neither processor nor config names one)."""
+        for owner, key in ((self.processor, "image_token_id"), (self.model.config, "image_token_id"),
+                           (self.model.config, "image_token_index")):
+            v = getattr(owner, key, None)
+            if isinstance(v, int):
+                return v
+        return None
 
     def _language_prefixes(self) -> list[str]:
         """Module names of the language model (its outputs run over the padded token sequence) and the LM head."""
