@@ -30,7 +30,7 @@ def success(task: TaskSpec, world: WorldState, scene: SceneSpec | None = None) -
 
 
 def plan(e: ScriptedExpert) -> list[Stage]:
-    """The scripted expert's stages."""
+    """Grasp the peg, lift it to 20 cm, turn it square to the hole, carry it above the hole, lower it in, release."""
     t = e.env.task
     cell = e.env.cell
     z_carry = 0.20

@@ -43,7 +43,7 @@ def success(task: TaskSpec, world: WorldState, scene: SceneSpec | None = None) -
 
 
 def plan(e: ScriptedExpert) -> list[Stage]:
-    """The scripted expert's stages."""
+    """Grasp the cube, lift it, carry it above the goal, set it down on the table, release and retreat."""
     t = e.env.task
     return [*grasp_stages(e, t.target), lift(e), *place_at(e, t.target, lambda: np.asarray(t.goal[:2]), lambda: 0.0)]
 

@@ -33,7 +33,7 @@ def success(task: TaskSpec, world: WorldState, scene: SceneSpec | None = None) -
 
 
 def plan(e: ScriptedExpert) -> list[Stage]:
-    """The scripted expert's stages."""
+    """Grasp the target from above and lift the TCP to 16 cm."""
     return [*grasp_stages(e, e.env.task.target), lift(e)]
 
 

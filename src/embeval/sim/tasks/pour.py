@@ -39,7 +39,7 @@ def success(task: TaskSpec, world: WorldState, scene: SceneSpec | None = None) -
 
 
 def plan(e: ScriptedExpert) -> list[Stage]:
-    """The scripted expert's stages."""
+    """Grasp the cup, lift it to 20 cm beside the bowl, tip it 100 deg towards the robot's centre line."""
     t = e.env.task
     cell = e.env.cell
     z_pour = 0.20

@@ -26,7 +26,7 @@ def success(task: TaskSpec, world: WorldState, scene: SceneSpec | None = None) -
 
 
 def plan(e: ScriptedExpert) -> list[Stage]:
-    """The scripted expert's stages."""
+    """Close the fingers, hover above the cap, push it down 90 % of its travel, back up."""
     t = e.env.task
     cell = e.env.cell
 

@@ -46,7 +46,7 @@ def success(task: TaskSpec, world: WorldState, scene: SceneSpec | None = None) -
 
 
 def plan(e: ScriptedExpert) -> list[Stage]:
-    """The scripted expert's stages."""
+    """Closed fingers behind the cube (away from the goal), push it in a straight line to the goal, retreat up."""
     t = e.env.task
     cell = e.env.cell
     goal = np.asarray(t.goal[:2]) if t.goal else e.obj(t.reference)[0][:2]

@@ -29,7 +29,7 @@ def success(task: TaskSpec, world: WorldState, scene: SceneSpec | None = None) -
 
 
 def plan(e: ScriptedExpert) -> list[Stage]:
-    """The scripted expert's stages."""
+    """Grasp the knob across its grip, turn it 1.45 rad towards the wrist's centre, release, retreat."""
     t = e.env.task
     cell = e.env.cell
     turn = 1.45  # rad, a bit less than a quarter turn, above the 1.2 rad success threshold
