@@ -120,10 +120,24 @@ def _print_summary(s) -> int:
     for e in s.errors:
         print(f"  error: {e}")
     print(f"results: {s.run_dir}/results.sqlite")
+    _print_videos(s.run_dir)
     if s.failed:
         print(f"{s.failed} unit(s) failed; fix the cause and run `embeval resume {s.run_dir}` to retry them")
         return 1
     return 0
+
+
+def _print_videos(run_dir) -> None:
+    """Where the run's episode videos are (``record_video`` in its spec), and how many there are."""
+    from pathlib import Path
+
+    from embeval.runs.runner import load_run_spec
+
+    spec = load_run_spec(run_dir)
+    if spec.record_video != "none":
+        folder = Path(spec.video_dir) if spec.video_dir else Path(run_dir) / "videos"
+        n = len(list(folder.glob("*.mp4"))) if folder.is_dir() else 0
+        print(f"videos ({spec.record_video}): {n} mp4 file(s) in {folder}/ (`embeval report {run_dir}` shows them)")
 
 
 def _run(args) -> int:
