@@ -68,6 +68,8 @@ MAX_LIST = 10_000
 MAX_UNIT_TIMEOUT_S = 7 * 24 * 3600.0
 #: backend.batch_size, backend.num_workers, backend.retries, backend.num_cpus/gpus_per_worker
 MAX_BATCH, MAX_WORKERS, MAX_RETRIES, MAX_RESOURCES_PER_WORKER = 10_000, 10_000, 100, 1024.0
+#: backend.model_max_batch (requests per model call) and backend.model_max_wait_ms (milliseconds)
+MAX_MODEL_BATCH, MAX_MODEL_WAIT_MS = 1024, 10_000.0
 #: characters of ``name`` (it becomes the folder name runs/<name>-<hash8>) and of ``output_dir``
 MAX_NAME_CHARS, MAX_PATH_CHARS = 100, 1024
 #: entries of ``trackers`` (each name at most once)
@@ -225,6 +227,21 @@ class BackendSpec:
     address: str | None = None  # Ray: cluster address; None starts/uses a local instance
     retries: int = field(default=0, metadata=opts(min=0, max=MAX_RETRIES))  # extra attempts for a failed unit within one run (failed units are retried on resume anyway)
     progress: bool = field(default=True, metadata=opts(parse=lambda v, where: bool(v)))  # tqdm progress bar
+    # Ray, model-actor split (docs/runs.md "Backends"): one actor per policy subject holds the model and answers
+    # the episodes of all workers in batches; the workers (num_*_per_worker) step the episodes without a model
+    model_actor: bool = False
+    num_gpus_per_model: float = field(default=0.0, metadata=opts(min=0, max=MAX_RESOURCES_PER_WORKER))
+    num_cpus_per_model: float = field(default=1.0, metadata=opts(min=0, max=MAX_RESOURCES_PER_WORKER))
+    model_max_batch: int | None = field(default=None, metadata=opts(min=1, max=MAX_MODEL_BATCH))  # None: num_workers
+    model_max_wait_ms: float = field(default=5.0, metadata=opts(min=0, max=MAX_MODEL_WAIT_MS))  # a batch's fill wait
+
+    def check_config(self, where: str) -> None:
+        """The model-actor fields apply only with ``model_actor: true`` (used by the Ray backend; local ignores it)."""
+        set_ = [f for f, d in (("num_gpus_per_model", 0.0), ("num_cpus_per_model", 1.0), ("model_max_batch", None),
+                               ("model_max_wait_ms", 5.0)) if getattr(self, f) != d]
+        if set_ and not self.model_actor:
+            raise ConfigError(f"{where}.{set_[0]}: applies to the model actor only; set {where}.model_actor: true "
+                              f"(backend ray) or remove {set_[0]}")
 
 
 def _tracker_names():
