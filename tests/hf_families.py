@@ -56,6 +56,12 @@ def _seeded(make):
     return make().eval()
 
 
+def torch_no_grad():
+    import torch
+
+    return torch.no_grad()
+
+
 def _save(d: Path, model, proc):
     model.save_pretrained(d)
     proc.save_pretrained(d)
@@ -216,7 +222,10 @@ def build_gemma3(d: Path):
         mm_tokens_per_image=4, image_token_index=ids["image_token"], boi_token_index=ids["boi_token"],
         eoi_token_index=ids["eoi_token"], initializer_range=0.3, tie_word_embeddings=False,
         pad_token_id=tok.pad_token_id, eos_token_id=[tok.eos_token_id, tok.convert_tokens_to_ids("<end_of_turn>")])
-    return _save(d, _seeded(lambda: Gemma3ForConditionalGeneration(cfg)), proc)
+    model = _seeded(lambda: Gemma3ForConditionalGeneration(cfg))
+    with torch_no_grad():  # transformers initialises the image projection to zeros (trained checkpoints are not)
+        model.model.multi_modal_projector.mm_input_projection_weight.normal_(0.0, 0.3)
+    return _save(d, model, proc)
 
 
 # ---------------------------------------------------------------------------------------------- LLaVA-OneVision
@@ -277,6 +286,40 @@ def build_internvl(d: Path):
     return _save(d, _seeded(lambda: InternVLForConditionalGeneration(cfg)), proc)
 
 
+def smolvlm_processor_available() -> bool:
+    """Whether SmolVLMProcessor can be constructed here (it needs the PyPI package num2words)."""
+    import importlib.util
+
+    return importlib.util.find_spec("num2words") is not None
+
+
+def build_smolvlm(d: Path):
+    """SmolVLM (SmolVLM2 checkpoints): Idefics3's layout with SmolVLM classes. Its processor needs num2words; where
+    that is missing the processor's files are written one by one, as ``save_pretrained`` writes them (the processor
+    returned is then None)."""
+    import json
+
+    from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration, SmolVLMVideoProcessor
+
+    tok, ip, vision, text = _idefics_parts("SmolVLMImageProcessor")
+    vp = SmolVLMVideoProcessor(size={"longest_edge": 56}, max_image_size={"longest_edge": 56})
+    cfg = SmolVLMConfig(vision_config=vision, text_config=text, scale_factor=2,
+                        image_token_id=tok.convert_tokens_to_ids("<image>"), pad_token_id=tok.pad_token_id)
+    model = _seeded(lambda: SmolVLMForConditionalGeneration(cfg))
+    if smolvlm_processor_available():
+        from transformers import SmolVLMProcessor
+
+        proc = SmolVLMProcessor(image_processor=ip, tokenizer=tok, video_processor=vp, image_seq_len=4,
+                                chat_template=IDEFICS_TEMPLATE)
+        return _save(d, model, proc)
+    model.save_pretrained(d)
+    for part in (ip, vp, tok):
+        part.save_pretrained(d)
+    (d / "processor_config.json").write_text(json.dumps({"image_seq_len": 4, "processor_class": "SmolVLMProcessor"}))
+    (d / "chat_template.jinja").write_text(IDEFICS_TEMPLATE)
+    return model, None
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration", "Qwen/Qwen2.5-VL-3B-Instruct", build_qwen2_5_vl, 56),
     Family("gemma3", "Gemma3ForConditionalGeneration", "google/gemma-3-4b-it", build_gemma3, 28),
@@ -285,6 +328,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("llava_onevision", "LlavaOnevisionForConditionalGeneration", "llava-hf/llava-onevision-qwen2-0.5b-ov-hf",
            build_llava_onevision, 28),
     Family("paligemma", "PaliGemmaForConditionalGeneration", "google/paligemma2-3b-mix-224", build_paligemma, 28),
+    Family("smolvlm", "SmolVLMForConditionalGeneration", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", build_smolvlm, 56),
     Family("qwen3_vl", "Qwen3VLForConditionalGeneration", "Qwen/Qwen3-VL-2B-Instruct", build_qwen3_vl, 64),
 ]}
 

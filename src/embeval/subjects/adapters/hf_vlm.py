@@ -389,9 +389,13 @@ class HFVLM(HiddenStateMixin):
         return None
 
     def _language_prefixes(self) -> list[str]:
-        """Module names of the language model (its outputs run over the padded token sequence) and the LM head."""
+        """Module names of the language model (its outputs run over the padded token sequence) and the LM head. Where
+        ``get_decoder`` gives the whole multimodal model (Idefics3, SmolVLM), its ``text_model`` / ``language_model``."""
         names = {id(m): n for n, m in self.model.named_modules()}
-        mods = [getattr(self.model, "get_decoder", lambda: None)(), getattr(self.model, "get_output_embeddings", lambda: None)()]
+        decoder = getattr(self.model, "get_decoder", lambda: None)()
+        inner = [getattr(decoder, a, None) for a in ("language_model", "text_model")]
+        decoder = next((m for m in inner if m is not None and id(m) in names), decoder)
+        mods = [decoder, getattr(self.model, "get_output_embeddings", lambda: None)()]
         return [names[id(m)] for m in mods if m is not None and id(m) in names and names[id(m)]]
 
     def _hidden_module(self):
