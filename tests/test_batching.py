@@ -355,8 +355,8 @@ def test_lerobot_act_chunks_stay_per_slot(tmp_path):
         return Observation(images={"third_person": rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)},
                            state={"joint_positions": rng.normal(size=6)})
 
-    loop = batched(pol)
-    assert isinstance(loop, LoopSlots)
+    assert batched(pol) is pol  # the adapter batches natively now (tests/test_subjects_lerobot.py); the looping
+    loop = LoopSlots(pol)        # default must still keep a real adapter's episodes apart
     episodes = _run_schedule(loop, obs)
     assert _batch1_difference(pol, episodes) < 1e-6
     weights = [next(p.policy.parameters()) for p in loop._active.values()]
