@@ -5,8 +5,9 @@
 data URLs (PNG by default: lossless, so the transport adds no distortion of its own). A JSON
 schema becomes ``response_format={"type": "json_schema", ...}`` (``json_mode: json_object`` for
 servers that only know the older form, ``none`` to rely on the prompt) and the reply is validated.
-Transient failures (connection errors, timeouts, HTTP 408/409/429/5xx, empty replies) are retried
-with exponential backoff; when retries run out a :class:`ServerUnavailableError` names the URL and
+Transient failures (connection errors, timeouts, HTTP 429/502/503/504, empty, malformed or
+schema-invalid replies) are retried by :mod:`embeval.subjects.adapters.http_client`'s one policy
+(``Retry-After`` honoured, exponential backoff otherwise); when retries run out a :class:`ServerUnavailableError` names the URL and
 the fix. An empty string is never returned.
 
 Batches (:meth:`OpenAIChatVLM.generate_batch`): the items' requests are sent concurrently, at most
@@ -19,7 +20,6 @@ import base64
 import io
 import json
 import os
-import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Mapping, Sequence
 
@@ -27,9 +27,9 @@ import numpy as np
 
 from embeval.action import check_image
 from embeval.errors import ConfigError, EmbevalError, InvalidInputError, ServerUnavailableError
+from embeval.subjects.adapters.http_client import HttpClient, HttpReply, RetriesExhausted, RetryPolicy, RetryReply
 from embeval.subjects.json_output import parse_and_validate
 
-RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 JSON_MODES = ("json_schema", "json_object", "none")
 MAX_CONCURRENCY = 64
 
@@ -139,18 +139,10 @@ class OpenAIChatClient:
         self.json_mode = json_mode
         self.validate_json = validate_json
         self.extra_body = dict(extra_body or {})
-        self._client = None
-
-    @property
-    def client(self):
-        if self._client is None:
-            import httpx
-
-            headers = {"Content-Type": "application/json"}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            self._client = httpx.Client(timeout=self.timeout, headers=headers)
-        return self._client
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        self.client = HttpClient(self.timeout, RetryPolicy(max_retries=self.max_retries, backoff_s=self.backoff), headers)
 
     def _response_format(self, schema: Mapping[str, Any]) -> dict[str, Any] | None:
         if self.json_mode == "json_schema":
@@ -167,20 +159,8 @@ class OpenAIChatClient:
             if rf is not None:
                 body["response_format"] = rf
         endpoint = f"{self.base_url}/chat/completions"
-        last = "no attempt made"
-        reached = False
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                r = self.client.post(endpoint, json=body)
-            except Exception as exc:  # httpx.TransportError and friends
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            reached = True
-            if r.status_code in RETRY_STATUS:
-                last = f"HTTP {r.status_code}: {r.text[:200]}"
-                continue
+
+        def parse(r: HttpReply) -> dict[str, Any]:
             if r.status_code in (401, 403):
                 raise ServerUnavailableError(
                     f"{endpoint} refused the request (HTTP {r.status_code}): set params.api_key in the subject "
@@ -189,44 +169,44 @@ class OpenAIChatClient:
             if r.status_code >= 400:
                 raise ServerUnavailableError(
                     f"{endpoint} rejected the request (HTTP {r.status_code}): {r.text[:300]}; check params.model "
-                    f"({self.model!r}) and that the server supports this request (images, response_format)"
+                    f"({self.model!r}) and that the server supports this request (images; response_format: set "
+                    "params.json_mode to json_object for servers that reject type json_schema, e.g. llama-cpp-python's)"
                 )
             try:
                 data = r.json()
                 text = data["choices"][0]["message"]["content"]
             except (ValueError, KeyError, IndexError, TypeError):
-                last = f"malformed reply {r.text[:200]!r}"
-                continue
+                raise RetryReply(f"malformed reply {r.text[:200]!r}") from None
             if not text or not str(text).strip():
-                last = "empty reply"
-                continue
+                raise RetryReply("empty reply")
             if json_schema is not None and self.validate_json:
                 try:
                     parse_and_validate(text, json_schema, source=endpoint)
                 except InvalidInputError as exc:
-                    last = str(exc)
-                    continue
+                    raise RetryReply(str(exc)) from None
             return data
-        if reached:
+
+        try:
+            return self.client.post_json(endpoint, body, parse)
+        except RetriesExhausted as exc:
+            if exc.reached:
+                raise ServerUnavailableError(
+                    f"OpenAI-compatible server at {self.base_url} is running but failed {exc.attempts} times "
+                    f"(last: {exc.last[:400]}); check the server's log, params.model ({self.model!r}), and params.json_mode "
+                    "(json_object for servers that reject response_format type json_schema, e.g. llama-cpp-python's)"
+                ) from None
             raise ServerUnavailableError(
-                f"OpenAI-compatible server at {self.base_url} is running but failed {self.max_retries + 1} times "
-                f"(last: {last[:400]}); check the server's log, params.model ({self.model!r}), and params.json_mode "
-                "(json_object for servers that reject response_format type json_schema, e.g. llama-cpp-python's)"
-            )
-        raise ServerUnavailableError(
-            f"OpenAI-compatible server at {self.base_url} failed after {self.max_retries + 1} attempts ({last}); "
-            "start the server (e.g. `vllm serve MODEL --port 8000`, `ollama serve`, `llama-server -m FILE.gguf`, "
-            "or `embeval serve openai --subject SPEC`) or fix 'url' in the subject spec / OPENAI_BASE_URL"
-        )
+                f"OpenAI-compatible server at {self.base_url} failed after {exc.attempts} attempts ({exc.last}); "
+                "start the server (e.g. `vllm serve MODEL --port 8000`, `ollama serve`, `llama-server -m FILE.gguf`, "
+                "or `embeval serve openai --subject SPEC`) or fix 'url' in the subject spec / OPENAI_BASE_URL"
+            ) from None
 
     def complete(self, messages: Sequence[Mapping[str, Any]], json_schema: Mapping | None = None, **gen: Any) -> str:
         """Send a chat request; return the assistant's non-empty text (validated JSON when a schema is given)."""
         return str(self.request(messages, json_schema, **gen)["choices"][0]["message"]["content"])
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self.client.close()
 
 
 def match_option(text: str, options: Sequence[str]) -> str | None:
@@ -356,7 +336,6 @@ class OpenAIChatVLM:
         each item's answer, or the error its own :meth:`generate` would raise (the other items are unaffected)."""
         if len(image_lists) != len(prompts):
             raise InvalidInputError(f"{self.id}: {len(image_lists)} image lists for {len(prompts)} prompts")
-        _ = self.client.client  # one HTTP client (thread-safe) for all threads, made before they start
         return map_bounded(lambda ims, p: self.generate(ims, p, **gen), list(zip(image_lists, prompts)), self.max_concurrency)
 
     def generate_batch(self, image_lists: Sequence[Sequence[np.ndarray]], prompts: Sequence[str], **gen: Any) -> list[str]:

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import collections
 import json
-import time
 from typing import Any, Sequence
 
 import numpy as np
 
 from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
+from embeval.subjects.adapters.http_client import HttpClient, RetriesExhausted, RetryPolicy
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
 
@@ -79,6 +79,7 @@ class OpenVLARestPolicy:
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.backoff = float(backoff)
+        self.http = HttpClient(self.timeout, RetryPolicy(max_retries=self.max_retries, backoff_s=self.backoff))
         self.extra_fields = dict(extra_fields or {})
         self.image_key = image_key
         self.extra_cameras = dict(extra_cameras or {})
@@ -87,15 +88,6 @@ class OpenVLARestPolicy:
                                       chunk_size=int(chunk_size))
         self.instruction = ""
         self._queue: collections.deque[np.ndarray] = collections.deque()
-        self._client = None
-
-    @property
-    def client(self):
-        if self._client is None:
-            import httpx
-
-            self._client = httpx.Client(timeout=self.timeout)
-        return self._client
 
     def reset(self, instruction: str) -> None:
         self.instruction = instruction
@@ -124,29 +116,20 @@ class OpenVLARestPolicy:
         """One round trip: the raw (N, 7) action array in the server's convention."""
         endpoint = f"{self.url}/act"
         body = self.payload(observation)
-        last = "no attempt made"
-        for attempt in range(self.max_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                r = self.client.post(endpoint, json=body)
-            except Exception as exc:  # httpx transport errors
-                last = f"{type(exc).__name__}: {exc}"
-                continue
-            if r.status_code in (429, 502, 503, 504):
-                last = f"HTTP {r.status_code}"
-                continue
-            if r.status_code >= 400:
-                raise ServerUnavailableError(f"{endpoint} failed (HTTP {r.status_code}): {r.text[:300]}")
-            try:
-                data = r.json()
-            except ValueError:
-                raise InvalidInputError(f"{endpoint} answered non-JSON: {r.text[:200]!r}") from None
-            return parse_action_reply(data, endpoint)
-        raise ServerUnavailableError(
-            f"OpenVLA server at {self.url} is not reachable ({last}); start it (OpenVLA: `python vla-scripts/deploy.py`; "
-            "any embeval policy: `embeval serve openvla --subject SPEC --port 8000`) or fix 'url' in the subject spec"
-        )
+        try:
+            r = self.http.post_json(endpoint, body)  # retries per embeval.subjects.adapters.http_client
+        except RetriesExhausted as exc:
+            raise ServerUnavailableError(
+                f"OpenVLA server at {self.url} is not reachable ({exc.last}); start it (OpenVLA: `python vla-scripts/deploy.py`; "
+                "any embeval policy: `embeval serve openvla --subject SPEC --port 8000`) or fix 'url' in the subject spec"
+            ) from None
+        if r.status_code >= 400:
+            raise ServerUnavailableError(f"{endpoint} failed (HTTP {r.status_code}): {r.text[:300]}")
+        try:
+            data = r.json()
+        except ValueError:
+            raise InvalidInputError(f"{endpoint} answered non-JSON: {r.text[:200]!r}") from None
+        return parse_action_reply(data, endpoint)
 
     def act(self, observation: Observation) -> Action:
         if not self._queue:
@@ -157,6 +140,4 @@ class OpenVLARestPolicy:
         return Action(v)
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        self.http.close()
