@@ -262,3 +262,30 @@ def test_remote_code_and_unknown_model_types_are_named(folders, tmp_path):
     (d / "config.json").write_text(json.dumps({**cfg, "model_type": "future_vlm"}))
     with pytest.raises(ConfigError, match="model_type 'future_vlm' is not known to transformers .*upgrade transformers"):
         load_subject(spec)
+
+
+def test_gpu_settings_attention_and_processor_kwargs(folders):
+    """params.attn_implementation (eager answers as the default sdpa does; flash_attention_2 without flash-attn and
+    an unknown name are one-line errors naming the field) and params.processor_kwargs (Qwen-VL's max_pixels lowers
+    the image's patch grid; a key no part of the processor has is named)."""
+    d = str(folders("qwen2_5_vl"))
+    spec = {"kind": "vlm", "adapter": "hf", "path": d}
+    base = load_subject({**spec, "params": {"max_new_tokens": NEW}})
+    eager = load_subject({**spec, "params": {"max_new_tokens": NEW, "attn_implementation": "eager"}})
+    assert eager.model.config._attn_implementation == "eager"
+    for k, (ims, p) in enumerate(BATCH):
+        assert eager.generate(ims, p) == base.generate(ims, p), k
+    with pytest.raises(ConfigError, match="field 'params.attn_implementation': 'flash'; choose from eager, sdpa"):
+        load_subject({**spec, "params": {"attn_implementation": "flash"}})
+    import importlib.util
+
+    if importlib.util.find_spec("flash_attn") is None:
+        with pytest.raises(ConfigError, match="field 'params.attn_implementation': 'flash_attention_2' cannot be used "
+                                              "here: .*flash_attn"):
+            load_subject({**spec, "params": {"attn_implementation": "flash_attention_2"}})
+    small = load_subject({**spec, "params": {"processor_kwargs": {"max_pixels": 28 * 28}}})
+    assert base.inputs([_img(0)], "a")["image_grid_thw"].tolist() == [[1, 2, 4]]  # 40 x 50 px -> 28 x 56 px
+    assert small.inputs([_img(0)], "a")["image_grid_thw"].tolist() == [[1, 2, 2]]  # capped at 28 x 28 px
+    with pytest.raises(ConfigError, match="field 'params.processor_kwargs.max_pixel': Qwen2_5_VLProcessor has no "
+                                          "setting 'max_pixel'; its image processor's settings: .*max_pixels"):
+        load_subject({**spec, "params": {"processor_kwargs": {"max_pixel": 784}}})

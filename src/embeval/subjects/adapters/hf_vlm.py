@@ -72,11 +72,36 @@ def check_checkpoint(path: Path, config: dict[str, Any], trust_remote_code: bool
             raise MissingWeightsError(f"{path} has no {' or '.join(names)} ({what}); {fetch}")
 
 
-def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code: bool):
-    """(processor, model) from a local folder with the named transformers auto class."""
+#: attention implementations transformers knows (``params.attn_implementation``; None: its default, sdpa)
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2", "flash_attention_3", "flex_attention")
+
+
+def check_processor_kwargs(processor, kwargs: dict[str, Any]) -> None:
+    """:class:`ConfigError` naming a ``params.processor_kwargs`` key that no part of the loaded processor has (a typo
+    transformers would ignore silently)."""
+    parts = [processor] + [getattr(processor, a, None) for a in ("image_processor", "tokenizer", "video_processor")]
+    for key in kwargs:
+        if not any(p is not None and hasattr(p, key) for p in parts):
+            known = sorted(k for k, v in vars(getattr(processor, "image_processor", processor)).items()
+                           if not k.startswith("_") and isinstance(v, (int, float, dict, list, bool)))
+            raise ConfigError(f"field 'params.processor_kwargs.{key}': {type(processor).__name__} has no setting "
+                              f"{key!r}; its image processor's settings: {', '.join(known)}")
+
+
+def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code: bool,
+              attn_implementation: str | None = None, processor_kwargs: dict[str, Any] | None = None):
+    """(processor, model) from a local folder with the named transformers auto class; ``processor_kwargs`` override
+    the processor's saved settings (e.g. Qwen-VL's ``max_pixels``), ``attn_implementation`` the model's attention."""
     import json
 
     import transformers
+
+    if attn_implementation is not None and attn_implementation not in ATTN_IMPLEMENTATIONS:
+        raise ConfigError(f"field 'params.attn_implementation': {attn_implementation!r}; choose from "
+                          f"{', '.join(ATTN_IMPLEMENTATIONS)} or leave it out (transformers' default, sdpa)")
+    if processor_kwargs is not None and not isinstance(processor_kwargs, dict):
+        raise ConfigError(f"field 'params.processor_kwargs': a mapping of processor settings (e.g. {{max_pixels: "
+                          f"1003520}}), got {type(processor_kwargs).__name__}")
 
     config = json.loads((Path(path) / "config.json").read_text())
     check_checkpoint(Path(path), config, trust_remote_code)
@@ -87,16 +112,23 @@ def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code
         avail = [c for c in AUTO_CLASSES if hasattr(transformers, c)]
         raise ConfigError(f"field 'params.model_class': {model_class!r} is not available; choose from {', '.join(avail)}")
     try:
-        processor = transformers.AutoProcessor.from_pretrained(str(path), trust_remote_code=trust_remote_code)
+        processor = transformers.AutoProcessor.from_pretrained(str(path), trust_remote_code=trust_remote_code,
+                                                               **(processor_kwargs or {}))
     except ImportError as e:  # a processor that needs a package (SmolVLM: num2words): transformers names it
         raise ConfigError(f"{path}: its processor cannot be loaded here: {str(e).strip().splitlines()[0]}") from None
+    check_processor_kwargs(processor, processor_kwargs or {})
     ensure_pad_token(processor)
     cls = getattr(transformers, model_class)
     from packaging.version import Version
 
     # transformers >= 4.56 names it dtype (torch_dtype is deprecated there); older versions only know torch_dtype
     key = "dtype" if Version(transformers.__version__) >= Version("4.56") else "torch_dtype"
-    model = cls.from_pretrained(str(path), trust_remote_code=trust_remote_code, **{key: torch_dtype(dtype)})
+    extra = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    try:
+        model = cls.from_pretrained(str(path), trust_remote_code=trust_remote_code, **{key: torch_dtype(dtype)}, **extra)
+    except ImportError as e:  # flash_attention_2 without the flash-attn package, ...
+        raise ConfigError(f"field 'params.attn_implementation': {attn_implementation!r} cannot be used here: "
+                          f"{str(e).strip().splitlines()[0]}") from None
     model.to(device).eval()
     return processor, model
 
@@ -218,7 +250,8 @@ class HFVLM(HiddenStateMixin):
     def __init__(self, id: str = "hf-vlm", path: str | None = None, model_class: str = "auto",
                  dtype: str = "float32", device: str = "cpu", max_new_tokens: int = 32, do_sample: bool = False,
                  temperature: float = 1.0, system_prompt: str | None = None, prompt_template: str | None = None,
-                 trust_remote_code: bool = False, seed: int = 0):
+                 trust_remote_code: bool = False, seed: int = 0, attn_implementation: str | None = None,
+                 processor_kwargs: dict[str, Any] | None = None):
         self.id = id
         self.path = require_hf_dir(path, "VLM")
         self.device = device
@@ -229,7 +262,8 @@ class HFVLM(HiddenStateMixin):
         self.prompt_template = prompt_template
         self.seed = int(seed)
         self._lock = threading.Lock()
-        self.processor, self.model = load_auto(self.path, model_class, dtype, device, trust_remote_code)
+        self.processor, self.model = load_auto(self.path, model_class, dtype, device, trust_remote_code,
+                                               attn_implementation, processor_kwargs)
         if prompt_template is None and not getattr(self.processor, "chat_template", None):
             self.prompt_template = PROMPT_TEMPLATES.get(type(self.processor).__name__)
             if self.prompt_template is None:
