@@ -30,6 +30,7 @@ from typing import Any, Callable
 import numpy as np
 
 from embeval.image_io import strict_decoding
+from embeval_analysis.iqa.metric_registry import bench_defaults
 from embeval_analysis.iqa.metrics import TrainConfig
 
 Log = Callable[[str], None]
@@ -39,8 +40,9 @@ PARTS = {"decision": ["position", "rotation", "state"], "cognition": ["bleu", "r
 @dataclass
 class BenchConfig:
     targets: list[str] = field(default_factory=lambda: ["decision", "cognition"])
-    zero_shot: list[str] = field(default_factory=lambda: ["psnr", "ssim", "gmsd", "piqe", "niqe", "brisque"])
-    trained: list[str] = field(default_factory=lambda: ["cnniqa", "brisque-svr", "nr-fusion", "fr-fusion"])
+    # the registered metrics marked bench=True (embeval_analysis.iqa.metric_registry), in registry order
+    zero_shot: list[str] = field(default_factory=lambda: bench_defaults("zero-shot"))
+    trained: list[str] = field(default_factory=lambda: bench_defaults("trained"))
     n_splits: int = 10
     test_size: float = 0.2
     seed: int = 0
@@ -67,9 +69,14 @@ class BenchConfig:
         return cfg
 
     def check(self) -> None:
-        """:class:`ConfigError` naming a bad split protocol or JND scope."""
+        """:class:`ConfigError` naming a bad split protocol, JND scope or trained metric."""
         from embeval.errors import ConfigError
         from embeval_analysis.iqa.export import SPLITS
+        from embeval_analysis.iqa.metric_registry import get_metric
+
+        for name in self.trained:
+            if get_metric(name, "iqa bench trained").kind != "trained":
+                raise ConfigError(f"iqa bench trained: {name!r} is a zero-shot metric; name it in zero_shot instead")
 
         if self.split_by not in SPLITS:
             raise ConfigError(f"iqa bench split_by: {self.split_by!r} is not a split protocol; choose one of "
@@ -205,7 +212,8 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     from embeval.scoring.jnd import jnd_groups
     from embeval_analysis.iqa.export import make_splits
     from embeval.iqa.predictor import FeatureSVRPredictor
-    from embeval_analysis.iqa.metrics import FEATURE_METRICS, FRFusion, ZERO_SHOT, train_cnniqa, zero_shot_scores
+    from embeval_analysis.iqa.metric_registry import get_metric, zero_shot_record
+    from embeval_analysis.iqa.metrics import FRFusion, train_cnniqa, zero_shot_scores
 
     cfg = cfg or BenchConfig()
     cfg.check()
@@ -221,10 +229,13 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
     if log:
         log(f"benchmark on {len(scores)} distorted images of {scores['ref_id'].nunique()} references "
             f"({scores['scene_id'].nunique()} scenes); zero-shot metrics:")
-    names = list(dict.fromkeys(cfg.zero_shot + (["psnr", "ssim", "gmsd"] if "fr-fusion" in cfg.trained else [])))
+    trained = [get_metric(m) for m in cfg.trained]
+    fusions = [m for m in trained if m.trainer == "fusion"]
+    names = list(dict.fromkeys(cfg.zero_shot + [f for m in fusions for f in m.fusion_of]))
     values, missing, hib = zero_shot_scores(dist, refs, names, log)
     feats: dict[str, np.ndarray] = {}
-    svr_kw = {m: FEATURE_METRICS[m] for m in cfg.trained if m in FEATURE_METRICS}
+    svr_kw = {m.name: m.feature_kwargs() for m in trained if m.trainer == "features"}
+    cnn = [m.name for m in trained if m.trainer == "cnniqa"]
     size = None
     if svr_kw:
         from collections import Counter
@@ -256,23 +267,28 @@ def run_bench(db: str | Path, cfg: BenchConfig | None = None, log: Log | None = 
                 preds: dict[str, tuple[np.ndarray, bool, str, str]] = {}
                 for name, v in values.items():
                     if name in cfg.zero_shot:
-                        preds[name] = (v[te], hib[name], ZERO_SHOT.get(name, ("?",))[0], "zero-shot")
-                if "fr-fusion" in cfg.trained:
-                    preds["fr-fusion"] = (FRFusion(seed=cfg.seed + k).fit(values, tr, y[tr]).predict(values, te), True, "FR", "trained")
+                        rec = zero_shot_record(name)
+                        preds[name] = (v[te], hib[name], rec.mode if rec is not None else "?", "zero-shot")
+                for m in fusions:
+                    if all(f in values for f in m.fusion_of):
+                        fused = FRFusion(m.fusion_of, seed=cfg.seed + k).fit(values, tr, y[tr]).predict(values, te)
+                        preds[m.name] = (fused, True, "FR", "trained")
                 for m, kw in svr_kw.items():
                     X = np.concatenate([feats[f] for f in kw["sets"]], axis=1)
                     model = FeatureSVRPredictor(target=target, name=m, input_size=size, **kw).fit_features(X[tr], y[tr])
                     preds[m] = (model.predict_features(X[te]), True, "NR", "trained")
                     if k == 0:
                         split0["predictor"][(m, target)] = model
-                if "cnniqa" in cfg.trained and k < n_cnn and (cfg.cnniqa_targets is None or target in cfg.cnniqa_targets):
+                for m in cnn:
+                    if k >= n_cnn or (cfg.cnniqa_targets is not None and target not in cfg.cnniqa_targets):
+                        continue
                     t1 = time.perf_counter()
                     model = train_cnniqa([dist[i] for i in tr], y[tr], cfg.train, seed=cfg.seed + k, target=target)
-                    preds["cnniqa"] = (model.predict([dist[i] for i in te]), True, "NR", "trained")
+                    preds[m] = (model.predict([dist[i] for i in te]), True, "NR", "trained")
                     if k == 0:
-                        split0["predictor"][("cnniqa", target)] = model
+                        split0["predictor"][(m, target)] = model
                     if log:
-                        log(f"  cnniqa -> {target}, {protocol} split {k + 1}/{n_cnn}: trained in {time.perf_counter() - t1:.1f} s")
+                        log(f"  {m} -> {target}, {protocol} split {k + 1}/{n_cnn}: trained in {time.perf_counter() - t1:.1f} s")
                 for name, (p, h, mode, kind) in preds.items():
                     rows += _rows(name, mode, kind, target, k, p, h, frame, frame[target].to_numpy(float), cfg.min_group,
                                   None if jnd_all is None else jnd_all[te], protocol)

@@ -31,11 +31,13 @@ from typing import Any, Callable
 import numpy as np
 
 from embeval.errors import ConfigError, MissingWeightsError
+from embeval_analysis.iqa.metric_registry import FINETUNABLE, NO_RANDOM_INIT
 
-#: the paper's learned metrics that pyiqa 0.1.15 has (names of pyiqa's DEFAULT_CONFIGS)
-PAPER_METRICS = ("dbcnn", "hyperiqa", "topiq_nr", "topiq_fr", "clipiqa", "liqe", "ahiq", "ckdn", "dists", "lpips", "qalign")
-#: cannot be built with random weights: their code loads a file whatever the options say
-NO_RANDOM_INIT = {"clipiqa": "CLIP weights", "liqe": "CLIP weights", "qalign": "the mPLUG-Owl2 checkpoint"}
+#: the paper's learned metrics that pyiqa 0.1.15 has (names of pyiqa's DEFAULT_CONFIGS): the records marked
+#: ``finetune`` (embeval_analysis.iqa.builtin_metrics), a live view
+PAPER_METRICS = FINETUNABLE
+#: NO_RANDOM_INIT: those that cannot be built with random weights (their code loads a file whatever the options
+#: say) -> that file (the records' ``no_random_init``)
 
 Log = Callable[[str], None]
 

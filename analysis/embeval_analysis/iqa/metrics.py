@@ -1,6 +1,11 @@
 """Quality metrics of the Embodied-IQA benchmark.
 
-Zero-shot metrics are computed through pyiqa (:data:`ZERO_SHOT`: no weight files needed). Metrics
+Every metric is one :class:`~embeval_analysis.iqa.metric_registry.Metric` record on
+:data:`~embeval_analysis.iqa.metric_registry.METRICS` (built-ins: :mod:`embeval_analysis.iqa.builtin_metrics`);
+the tables here (``ZERO_SHOT``, ``NEEDS_FILES``, ``BATCH_SIZE``, ``FEATURE_METRICS``, ``TRAINED``) are its views.
+
+Zero-shot metrics are computed through pyiqa (:data:`ZERO_SHOT`: no weight files needed) or by the record's
+own function. Metrics
 whose files pyiqa would download (NIQE, BRISQUE, LPIPS, DISTS, ...) work when the user puts the
 file where pyiqa looks (``~/.cache/torch/hub/pyiqa/`` or ``.../checkpoints/``); otherwise
 :func:`zero_shot_scores` reports them as unavailable with the file that is missing.
@@ -19,25 +24,19 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-#: name -> (mode, higher_is_better); computed without any weight file
-ZERO_SHOT: dict[str, tuple[str, bool]] = {
-    "psnr": ("FR", True), "ssim": ("FR", True), "gmsd": ("FR", False), "nlpd": ("FR", False),
-    "vif": ("FR", True), "fsim": ("FR", True), "piqe": ("NR", False),
-}
-#: metrics that need a file the user provides (pyiqa downloads it otherwise)
-NEEDS_FILES = {"niqe": "niqe_modelparameters.mat", "brisque": "brisque_svm_weights.pth",
-               "ilniqe": "ILNIQE_templateModel.mat", "nrqm": "NRQM_model.mat", "lpips": "alexnet + LPIPS weights",
-               "dists": "vgg16 + DISTS weights", "cnniqa (pretrained)": "CNNIQA_koniq10k-e6f14c91.pth"}
-FR_FEATURES = ("psnr", "ssim", "gmsd")  # cheap ones: NLPD costs ~1 s per image on the CPU
-#: images per pyiqa call where the default (``batch_size``, 32) is not the fastest (one thread, CPU time,
-#: `python -m bench iqa`): SSIM is faster one image at a time (2-15 ms per 128x96 image vs 23-26 ms
-#: batched), PSNR in batches of 8 (0.08-0.18 ms vs 0.1-0.4 ms with 32). GMSD (8 and 32 within the
-#: timing noise) and PIQE keep 32. Values do not depend on the batch size (PSNR, SSIM bit for bit).
-BATCH_SIZE = {"ssim": 1, "psnr": 8}
+from embeval_analysis.iqa.metric_registry import (  # noqa: F401 - the tables, re-exported for their readers
+    BATCH_SIZE,
+    FEATURE_METRICS,
+    NEEDS_FILES,
+    TRAINED,
+    ZERO_SHOT,
+    get_metric,
+    zero_shot_record,
+)
 
 
 @contextmanager
@@ -64,8 +63,10 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
                      log: Callable[[str], None] | None = None, batch_size: int = 32) -> tuple[dict[str, np.ndarray], dict[str, str], dict[str, bool]]:
     """({metric: values (N,)}, {unavailable metric: reason}, {metric: higher_is_better}).
 
-    Equal-size images go to pyiqa ``batch_size`` at a time, except the metrics in :data:`BATCH_SIZE`
-    (faster with their own batch size; same values). PSNR of identical images is capped at 60 dB."""
+    A registered metric's record says how (:func:`~embeval_analysis.iqa.metric_registry.zero_shot_record`): its
+    own ``fn``, or pyiqa; a name without a record goes to pyiqa as is. Equal-size images go to pyiqa
+    ``batch_size`` at a time, except the metrics with their own ``batch_size`` (:data:`BATCH_SIZE`: faster, same
+    values). Values above a record's ``cap`` are capped (PSNR of identical images: 60 dB)."""
     import warnings
 
     import pyiqa
@@ -74,7 +75,16 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
     values, missing, hib = {}, {}, {}
     cache = Path(torch.hub.get_dir()) / "pyiqa"
     for name in names:
-        need = NEEDS_FILES.get(name)
+        rec = zero_shot_record(name)  # None: a name only pyiqa knows (its own defaults)
+        if rec is not None and rec.fn is not None:
+            out = np.asarray(rec.fn(list(dist), list(refs)), dtype=float).reshape(-1)
+            if out.shape != (len(dist),):
+                raise ValueError(f"IQA metric {name!r}: fn returned {out.size} values for {len(dist)} images")
+            values[name], hib[name] = _capped(out, rec), rec.higher_is_better
+            if log:
+                log(f"  {name}: {len(out)} images")
+            continue
+        need = rec.weights if rec is not None else ""
         if need and need.endswith((".pth", ".mat")) and not (cache / need).exists():
             # never reach for a hub at run time: pyiqa would try to download the file
             missing[name] = f"needs {need} in {cache} (a file you provide; pyiqa's weights page has it)"
@@ -82,10 +92,10 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                m = pyiqa.create_metric(name, device="cpu", as_loss=False)
+                m = pyiqa.create_metric(rec.pyiqa_name if rec is not None else name, device="cpu", as_loss=False)
         except Exception as exc:  # noqa: BLE001 - pyiqa raises URLError/HTTPError/OSError for missing downloads
             f = re.search(r"/([^/\s]+\.(?:pth|mat|pt|bin))", str(exc)) or re.search(r"'([^']+)'", str(exc))
-            missing[name] = (f"needs {f.group(1) if f else NEEDS_FILES.get(name, 'weights')} in "
+            missing[name] = (f"needs {f.group(1) if f else need or 'weights'} in "
                              f"{Path(torch.hub.get_dir()) / 'pyiqa'} (no network): {type(exc).__name__}")
             continue
         out = np.empty(len(dist))
@@ -93,19 +103,24 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
         for i, (d, r) in enumerate(zip(dist, refs)):
             by_shape.setdefault((d.shape, r.shape), []).append(i)
         with torch.no_grad(), torch_threads(1):
-            step = BATCH_SIZE.get(name, batch_size)
+            step = (rec.batch_size if rec is not None else None) or batch_size
             for idx in by_shape.values():  # batches of equal-size images: pyiqa's per-call overhead dominates
                 for k in range(0, len(idx), step):
                     b = idx[k:k + step]
                     x = torch.cat([_tensor(dist[i]) for i in b])
                     v = m(x, torch.cat([_tensor(refs[i]) for i in b])) if m.metric_mode == "FR" else m(x)
                     out[b] = np.asarray(v.detach().reshape(-1).numpy() if hasattr(v, "detach") else v, dtype=float)
-        if name == "psnr":
-            out = np.minimum(np.nan_to_num(out, posinf=60.0), 60.0)
-        values[name], hib[name] = out, not m.lower_better
+        values[name], hib[name] = _capped(out, rec), not m.lower_better
         if log:
             log(f"  {name}: {len(out)} images")
     return values, missing, hib
+
+
+def _capped(values: np.ndarray, rec) -> np.ndarray:
+    """``values`` with +inf and everything above the record's ``cap`` set to the cap (no cap: unchanged)."""
+    if rec is None or rec.cap is None:
+        return values
+    return np.minimum(np.nan_to_num(values, posinf=rec.cap), rec.cap)
 
 
 @dataclass
@@ -170,12 +185,13 @@ def _fit(net, x, z, opt, cfg: TrainConfig, rng) -> None:
 class FRFusion:
     """SVR over zero-shot FR metric values (features standardised on the training split)."""
 
-    def __init__(self, features=FR_FEATURES, seed: int = 0):
+    def __init__(self, features=None, seed: int = 0):
+        """``features``: the zero-shot FR metrics fused (default: those of ``fr-fusion``'s record)."""
         from sklearn.pipeline import make_pipeline
         from sklearn.preprocessing import StandardScaler
         from sklearn.svm import SVR
 
-        self.features = tuple(features)
+        self.features = tuple(features if features is not None else get_metric("fr-fusion").fusion_of)
         self.model = make_pipeline(StandardScaler(), SVR(C=3.0, epsilon=0.05))
 
     def _x(self, feats: dict[str, np.ndarray], idx) -> np.ndarray:
@@ -189,17 +205,3 @@ class FRFusion:
         return self.model.predict(self._x(feats, idx))
 
 
-#: feature-SVR metrics: name -> keyword arguments of embeval.iqa.predictor.FeatureSVRPredictor. nr-fusion fits
-#: the normal scores of the target's ranks (heavy-tailed Decision score): held-out SRCC 0.44 -> 0.60 on the
-#: demo database together with the signal statistics (docs/iqa.md)
-FEATURE_METRICS: dict[str, dict[str, Any]] = {
-    "brisque-svr": {"sets": ("nss",)},
-    "nr-fusion": {"sets": ("nss", "colour", "stats", "signal"), "target_transform": "rank", "epsilon": 0.1},
-}
-#: trained metric name -> (mode, description)
-TRAINED: dict[str, tuple[str, str]] = {
-    "cnniqa": ("NR", "pyiqa CNNIQA trained from scratch"),
-    "brisque-svr": ("NR", "BRISQUE NSS features (pyiqa) + SVR retrained on the target"),
-    "nr-fusion": ("NR", "BRISQUE NSS + colour moments + image and signal statistics + SVR on the target's normal scores"),
-    "fr-fusion": ("FR", "SVR over " + "/".join(FR_FEATURES)),
-}
