@@ -201,3 +201,18 @@ def test_model_actor_fields_parse():
     assert (b.model_actor, b.num_gpus_per_model, b.num_cpus_per_model, b.model_max_batch, b.model_max_wait_ms) == \
         (True, 1.0, 2.0, 32, 2.0)
     assert sys.modules.get("ray") is not None  # (imported by this module; parsing itself starts nothing)
+
+
+def test_a_local_ray_instance_gets_the_model_actor_cpus_and_no_invented_gpus(monkeypatch):
+    from embeval.runs.backends import ray_backend
+
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    b = parse_spec({"evaluator": "synthetic", "items": {"source": "synthetic", "count": 1},
+                    "backend": {"name": "ray", "num_workers": 3, "num_cpus_per_worker": 1.5, "model_actor": True,
+                                "num_gpus_per_model": 1, "num_cpus_per_model": 2}}).backend
+    assert ray_backend.ensure_ray(b) is True
+    (kw,) = calls
+    assert kw["num_cpus"] == 7 and "num_gpus" not in kw and "resources" not in kw  # ceil(3 x 1.5 + 2); GPUs detected
+    assert kw["_node_ip_address"] == "127.0.0.1" and kw["include_dashboard"] is False

@@ -297,7 +297,9 @@ class ModelActors:
         self.stats: dict[str, list[dict]] = {}  # subject -> stats of each closed model actor
 
     def wants(self, sid: str) -> bool:
-        return uses_model_actor(self.plan.subjects[sid])
+        """The subject gets a model actor: a policy the evaluator loads through ``Evaluator.setup`` (an evaluator
+        that loads its policies some other way sets the class attribute ``model_actor = False``)."""
+        return getattr(self.plan.evaluator, "model_actor", True) is not False and uses_model_actor(self.plan.subjects[sid])
 
     def start(self, sid: str) -> None:
         if sid in self.models:

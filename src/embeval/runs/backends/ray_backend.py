@@ -242,9 +242,10 @@ class RayBackend:
             if what == "failed":  # the policy cannot be loaded: every unit of the subject fails with the reason
                 give_up(sid, reason)
             elif what == "died":
+                restarted = models.died(sid)  # first: the workers' episodes died with it (nothing to forget)
                 for a in [a for a in actors if a.subject == sid]:
                     drop(a, reason, count=False)
-                if not models.died(sid):
+                if not restarted:
                     give_up(sid, f"{reason}; gave up on subject {sid!r} after its model actor died "
                                  f"{models.deaths[sid]} times")
 
