@@ -358,7 +358,8 @@ class EpisodeVideo:
         self._finished = True
         if self.writer is None:
             return None
-        text = f"{'SUCCESS' if success else 'FAILURE'}" + (f": {outcome}" if outcome else "")
+        word = "SUCCESS" if success else "FAILURE"
+        text = word + (f": {outcome}" if outcome and outcome.lower() != word.lower() else "")  # no "SUCCESS: success"
         self.path = self.writer.finish(text, keep=self.recorder.policy.keep(self.index, bool(success)))
         if self.path is not None:
             self.recorder.written.append(self.path)
