@@ -22,6 +22,8 @@ Conventions:
   an opening below 0.5 means "closed", 0.5 and above "open". A command acts only when it lies on the
   other side of 0.5 than the gripper's current opening; then the fingers close fully (0) or open fully
   (1). Every backend executes an action in the same order: first the move (or a hold), then the gripper.
+- rotation conversions (rotation vector, quaternion xyzw, rpy) are :mod:`embeval.rotations`'s;
+  :func:`rpy_to_matrix` and :func:`matrix_to_rpy` are re-exported here.
 - two-arm (k-arm) outputs are ``7 k`` numbers, one 7-vector per arm; :func:`arm_of_larger_motion`
   names the arm that moves most (the Embodied-IQA paper scores that arm).
 """
@@ -32,9 +34,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from embeval.errors import InvalidInputError
+from embeval.rotations import matrix_to_rotvec, matrix_to_rpy, rotvec_to_matrix, rotvec_to_quat, rpy_to_matrix
 
 __all__ = [
     "arm_of_larger_motion",
@@ -157,17 +159,7 @@ def as_pose6(pose: Sequence[float], name: str = "pose") -> np.ndarray:
 def pose6_to_pose7(pose6: Sequence[float]) -> np.ndarray:
     """``[x, y, z, rx, ry, rz]`` (rotation vector) -> ``[x, y, z, qx, qy, qz, qw]`` (quaternion xyzw)."""
     p = np.asarray(pose6, dtype=np.float64).reshape(-1)
-    return np.concatenate([p[:3], Rotation.from_rotvec(p[3:6]).as_quat()])
-
-
-def rpy_to_matrix(rpy: Sequence[float]) -> np.ndarray:
-    """``Rz(yaw) Ry(pitch) Rx(roll)`` (extrinsic x-y-z), the action's rotation convention."""
-    return Rotation.from_euler("xyz", np.asarray(rpy, dtype=np.float64)).as_matrix()
-
-
-def matrix_to_rpy(R: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`rpy_to_matrix` (roll, pitch, yaw in radians)."""
-    return Rotation.from_matrix(np.asarray(R, dtype=np.float64)).as_euler("xyz")
+    return np.concatenate([p[:3], rotvec_to_quat(p[3:6])])
 
 
 def apply_delta(pose: Sequence[float], delta: Sequence[float], frame: str = "base") -> np.ndarray:
@@ -177,7 +169,7 @@ def apply_delta(pose: Sequence[float], delta: Sequence[float], frame: str = "bas
     """
     p = as_pose6(pose)
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
-    R = Rotation.from_rotvec(p[3:]).as_matrix()
+    R = rotvec_to_matrix(p[3:])
     Rd = rpy_to_matrix(d[3:6])
     if frame == "base":
         pos, Rn = p[:3] + d[:3], Rd @ R
@@ -185,12 +177,12 @@ def apply_delta(pose: Sequence[float], delta: Sequence[float], frame: str = "bas
         pos, Rn = p[:3] + R @ d[:3], R @ Rd
     else:
         raise InvalidInputError(f"unknown action frame {frame!r}; use 'base' or 'tool0'")
-    return np.concatenate([pos, Rotation.from_matrix(Rn).as_rotvec()])
+    return np.concatenate([pos, matrix_to_rotvec(Rn)])
 
 
 def pose_delta(pose_from: Sequence[float], pose_to: Sequence[float]) -> np.ndarray:
     """The base-frame delta ``[dx,dy,dz,droll,dpitch,dyaw]`` with ``apply_delta(pose_from, d) == pose_to``."""
     a, b = as_pose6(pose_from), as_pose6(pose_to)
-    Ra = Rotation.from_rotvec(a[3:]).as_matrix()
-    Rb = Rotation.from_rotvec(b[3:]).as_matrix()
+    Ra = rotvec_to_matrix(a[3:])
+    Rb = rotvec_to_matrix(b[3:])
     return np.concatenate([b[:3] - a[:3], matrix_to_rpy(Rb @ Ra.T)])

@@ -4,14 +4,15 @@ Conventions (docs/kinematics.md, Frames and conventions): metres and radians; ho
 coordinates to parent-frame coordinates (``p_parent = T @ p_child``); rotation vectors are
 axis * angle (UR's convention, angle in [0, pi]); quaternions are scalar-last ``[x, y, z, w]``
 (ROS's convention); a UR pose is ``[x, y, z, rx, ry, rz]`` (position + rotation vector).
-All functions accept a single item or a batch (leading axes) unless stated.
+All functions accept a single item or a batch (leading axes) unless stated. The rotation conversions
+(``rotvec_to_matrix``, ``matrix_to_rotvec``, ``quat_to_matrix``, ``matrix_to_quat``) live in
+:mod:`embeval.rotations` and are re-exported here.
 """
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
-from embeval.errors import InvalidInputError
+from embeval.rotations import as_vectors, matrix_to_quat, matrix_to_rotvec, quat_to_matrix, rotvec_to_matrix
 
 __all__ = [
     "inv_transform",
@@ -67,45 +68,9 @@ def inv_transform(T):
     return out
 
 
-def _check_last(x, n: int, what: str) -> np.ndarray:
-    a = np.asarray(x, dtype=float)
-    if a.shape[-1:] != (n,):
-        raise InvalidInputError(f"{what} must have last dimension {n}, got shape {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise InvalidInputError(f"{what} contains NaN or inf: {a}")
-    return a
-
-
-def rotvec_to_matrix(rv) -> np.ndarray:
-    """Rotation vector(s) ``(..., 3)`` (axis * angle, radians) -> rotation matrices ``(..., 3, 3)``."""
-    rv = _check_last(rv, 3, "rotation vector")
-    return Rotation.from_rotvec(rv.reshape(-1, 3)).as_matrix().reshape(rv.shape[:-1] + (3, 3))
-
-
-def matrix_to_rotvec(R) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` -> rotation vectors ``(..., 3)``, angle in [0, pi]."""
-    R = np.asarray(R, dtype=float)
-    return Rotation.from_matrix(R.reshape(-1, 3, 3)).as_rotvec().reshape(R.shape[:-2] + (3,))
-
-
-def quat_to_matrix(q) -> np.ndarray:
-    """Quaternion(s) ``[x, y, z, w]`` (scalar last, ROS order; normalised here) -> ``(..., 3, 3)``."""
-    q = _check_last(q, 4, "quaternion [x, y, z, w]")
-    if np.any(np.linalg.norm(q, axis=-1) < 1e-12):
-        raise InvalidInputError("zero quaternion: expected a unit quaternion [x, y, z, w]")
-    return Rotation.from_quat(q.reshape(-1, 4)).as_matrix().reshape(q.shape[:-1] + (3, 3))
-
-
-def matrix_to_quat(R) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` -> unit quaternions ``[x, y, z, w]`` with w >= 0."""
-    R = np.asarray(R, dtype=float)
-    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(canonical=True)
-    return q.reshape(R.shape[:-2] + (4,))
-
-
 def pose_to_matrix(pose) -> np.ndarray:
     """UR pose(s) ``[x, y, z, rx, ry, rz]`` (metres, rotation vector) -> ``(..., 4, 4)``."""
-    pose = _check_last(pose, 6, "pose [x, y, z, rx, ry, rz]")
+    pose = as_vectors(pose, 6, "pose [x, y, z, rx, ry, rz]")
     T = np.zeros(pose.shape[:-1] + (4, 4))
     T[..., :3, :3] = rotvec_to_matrix(pose[..., 3:])
     T[..., :3, 3] = pose[..., :3]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from embeval.kinematics import UR
+from embeval.rotations import matrix_to_rotvec_fast as rotvec_of, rotvec_to_matrix_fast as rotmat_of
 
 
 def tcp_frames(kin: UR, q) -> tuple[np.ndarray, np.ndarray]:
@@ -62,47 +63,12 @@ def track(kin: UR, q, T_target: np.ndarray, tol: float = 1e-10, iters: int = 6) 
     return q if float(np.max(np.abs(_error(T, T_target)))) < 1e-9 else None
 
 
-def rotmat_of(rv) -> np.ndarray:
-    """Rotation matrix of one rotation vector (Rodrigues)."""
-    rv = np.asarray(rv, float)
-    th = math.sqrt(float(rv @ rv))
-    if th < 1e-15:
-        return np.eye(3)
-    k = rv / th
-    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
-    return np.eye(3) + math.sin(th) * K + (1.0 - math.cos(th)) * (K @ K)
-
-
 def solve_near(kin: UR, T_target: np.ndarray, q_near) -> np.ndarray | None:
     """IK nearest ``q_near``: Newton tracking when it converges, else the closed form's nearest branch."""
     sol = track(kin, q_near, T_target)
     if sol is not None and float(np.max(np.abs(sol - np.asarray(q_near, float)))) < 0.5:
         return sol
     return kin.ik_closest(T_target, q_near, frame="base")
-
-
-def rotvec_of(R: np.ndarray) -> np.ndarray:
-    """Rotation vector (angle in [0, pi]) of one 3x3 rotation, via its quaternion (robust at pi)."""
-    tr = R[0, 0] + R[1, 1] + R[2, 2]
-    if tr > 0:
-        s = 2.0 * math.sqrt(tr + 1.0)
-        w, x, y, z = 0.25 * s, (R[2, 1] - R[1, 2]) / s, (R[0, 2] - R[2, 0]) / s, (R[1, 0] - R[0, 1]) / s
-    elif R[0, 0] >= R[1, 1] and R[0, 0] >= R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[0, 0] - R[1, 1] - R[2, 2])
-        w, x, y, z = (R[2, 1] - R[1, 2]) / s, 0.25 * s, (R[0, 1] + R[1, 0]) / s, (R[0, 2] + R[2, 0]) / s
-    elif R[1, 1] >= R[2, 2]:
-        s = 2.0 * math.sqrt(1.0 + R[1, 1] - R[0, 0] - R[2, 2])
-        w, x, y, z = (R[0, 2] - R[2, 0]) / s, (R[0, 1] + R[1, 0]) / s, 0.25 * s, (R[1, 2] + R[2, 1]) / s
-    else:
-        s = 2.0 * math.sqrt(1.0 + R[2, 2] - R[0, 0] - R[1, 1])
-        w, x, y, z = (R[1, 0] - R[0, 1]) / s, (R[0, 2] + R[2, 0]) / s, (R[1, 2] + R[2, 1]) / s, 0.25 * s
-    if w < 0:
-        w, x, y, z = -w, -x, -y, -z
-    n = math.sqrt(x * x + y * y + z * z)
-    if n < 1e-15:
-        return np.zeros(3)
-    angle = 2.0 * math.atan2(n, w)
-    return np.array([x, y, z]) * (angle / n)
 
 
 def pose_of(T: np.ndarray) -> np.ndarray:
