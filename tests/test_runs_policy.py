@@ -154,3 +154,32 @@ def test_policies_that_read_several_cameras_and_a_state(tmp_path):
     for bad in ({"camera": []}, {"camera": 3}, {"state": {"tcp_pose": "up"}}):
         with pytest.raises(ConfigError, match="spec.params"):
             plan_run(parse_spec(dict(SPEC, params={**params, **bad}), base_dir=tmp_path))
+
+
+def test_rotation_param_paper_cosine_by_default_angle_as_option():
+    """params.rotation: the corpus Decision's rotation part is the paper's cosine by default (Embodied-IQA §3.4),
+    `angle` on request, each equal to embeval.scoring.decision with that rotation; the report shows the other one
+    beside; an unknown value is refused at --check."""
+    import json
+
+    import pandas as pd
+
+    from embeval.runs.evaluators.policy_decision import PolicyDecisionEvaluator, corpus_decision
+    from embeval.scoring.decision import DecisionConfig, decision_corpus
+
+    rng = np.random.default_rng(3)
+    pairs = [(np.c_[rng.normal(0, 0.05, (2, 6)), rng.uniform(0, 1, (2, 1))],
+              np.c_[rng.normal(0, 0.05, (2, 6)), rng.uniform(0, 1, (2, 1))]) for _ in range(5)]
+    frame = pd.DataFrame({"subject": ["p"] * 5, "distortion": ["jpeg"] * 5, "level": [1, 2, 3, 4, 5],
+                          "out.decision": [0.0] * 5,
+                          "outputs": [json.dumps({"reference_actions": a.tolist(), "distorted_actions": b.tolist()})
+                                      for a, b in pairs]})
+    want = {r: [s.total for s in decision_corpus(pairs, DecisionConfig(rotation=r))] for r in ("cosine", "angle")}
+    assert want["cosine"] != pytest.approx(want["angle"])  # the two definitions differ on rotating actions
+    assert list(corpus_decision(frame, {})["decision"]) == pytest.approx(want["cosine"], abs=1e-12)
+    assert list(corpus_decision(frame, {"rotation": "angle"})["decision"]) == pytest.approx(want["angle"], abs=1e-12)
+    spec = parse_spec({**SPEC, "params": {**SPEC["params"], "rotation": "cosine"}})
+    sec = PolicyDecisionEvaluator().report_sections(spec, frame, "stamp")[0]
+    assert "decision (angle)" in sec.html and "rotation part: cosine (the paper)" in sec.caption
+    with pytest.raises(ConfigError, match="spec.params.rotation: must be one of cosine, angle"):
+        plan_run(parse_spec({**SPEC, "params": {**SPEC["params"], "rotation": "quaternion"}}))

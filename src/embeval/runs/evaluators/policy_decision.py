@@ -15,7 +15,9 @@ difficulty), ``camera`` (observation image key, default ``third_person``; a list
 ``[third_person, wrist]`` puts the one image under each key, for policies that read several cameras,
 e.g. the embedded tiny VLA), ``state`` (proprioception given with every image, e.g.
 ``{tcp_pose: [0.4, 0, 0.3, 1, 0, 0, 0], gripper: [1]}``; default none), ``normalisation``
-(``corpus`` or ``per_pair``), ``position_scale_m`` (per_pair), ``rotation_direction`` and ``arm``
+(``corpus`` or ``per_pair``), ``rotation`` (corpus: ``cosine``, the paper's "cosine similarity of directional
+vectors", Embodied-IQA §3.4, default; or ``angle``, the relative-rotation angle: the report shows the other one
+beside it), ``position_scale_m`` (per_pair), ``rotation_direction`` and ``arm``
 (two-arm actions; default the arm with the larger motion) (see
 :class:`embeval.scoring.decision.DecisionConfig`).
 
@@ -35,18 +37,19 @@ from embeval.runs.evaluators._images import (
 from embeval.runs.registry import Evaluator, ReportSection
 from embeval.scoring.decision import DEFAULT_TASKS
 
-_PARAMS = ("tasks", "camera", "state", "normalisation", "position_scale_m", "rotation_direction", "arm")
+_PARAMS = ("tasks", "camera", "state", "normalisation", "rotation", "position_scale_m", "rotation_direction", "arm")
 
 
-def _config(params, normalisation: str | None = None):
+def _config(params, normalisation: str | None = None, rotation: str | None = None):
     from embeval.scoring.decision import DecisionConfig
 
     return DecisionConfig(normalisation=normalisation or params.get("normalisation", "corpus"),
+                          rotation=rotation or params.get("rotation", "cosine"),
                           position_scale_m=params.get("position_scale_m"),
                           rotation_direction=params.get("rotation_direction", "rotvec"), arm=params.get("arm"))
 
 
-def corpus_decision(frame, params: dict | None = None):
+def corpus_decision(frame, params: dict | None = None, rotation: str | None = None):
     """Decision of every unit of a results frame (``out.*`` columns and the ``outputs`` JSON), scored
     together with ``params.normalisation`` (default ``corpus``: one distance range over all units).
     Returns a frame with ``decision, position, rotation, state`` indexed like ``frame``."""
@@ -59,7 +62,7 @@ def corpus_decision(frame, params: dict | None = None):
 
     outs = [json.loads(o) for o in frame["outputs"]]
     pairs = [(np.asarray(o["reference_actions"]), np.asarray(o["distorted_actions"])) for o in outs]
-    scores = decision_corpus(pairs, _config(params or {}))
+    scores = decision_corpus(pairs, _config(params or {}, rotation=rotation))
     return pd.DataFrame([{"decision": s.total, "position": s.position, "rotation": s.rotation, "state": s.state}
                          for s in scores], index=frame.index)
 
@@ -148,6 +151,11 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
             raise ConfigError("spec.params.tasks: must be a non-empty list of instructions (strings)")
         if spec.params.get("rotation_direction", "rotvec") not in ("rotvec", "rpy"):
             raise ConfigError("spec.params.rotation_direction: must be 'rotvec' or 'rpy'")
+        from embeval.scoring.decision import ROTATIONS
+
+        if spec.params.get("rotation", "cosine") not in ROTATIONS:
+            raise ConfigError(f"spec.params.rotation: must be one of {', '.join(ROTATIONS)} (cosine: the paper's), "
+                              f"got {spec.params.get('rotation')!r}")
         if spec.params.get("normalisation", "corpus") not in ("corpus", "per_pair"):
             raise ConfigError("spec.params.normalisation: must be 'corpus' (the paper's) or 'per_pair'")
         arm = spec.params.get("arm")
@@ -223,6 +231,12 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         ok = frame[frame["outputs"].notna()]
         parts = ["decision", "position", "rotation", "state"]
         scored = ok[["subject", "distortion", "level"]].join(corpus_decision(ok, spec.params))
+        rotation = spec.params.get("rotation", "cosine")
+        other = "angle" if rotation == "cosine" else "cosine"
+        corpus = spec.params.get("normalisation", "corpus") == "corpus"
+        if corpus:  # the other rotation definition beside the chosen one (the paper's cosine, or our angle)
+            scored[f"decision ({other})"] = corpus_decision(ok, spec.params, rotation=other)["decision"]
+            parts = parts + [f"decision ({other})"]
         d = scored[scored["distortion"] != "none"]
         if d.empty:
             return []
@@ -234,4 +248,7 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
                               html=table.to_html(index=False, float_format="%.4f"), figures=figs,
                               caption=f"Each part is 0..1 per task, summed over the tasks (Embodied-IQA decision score); "
                                       f"normalisation: {spec.params.get('normalisation', 'corpus')} (corpus: position and "
-                                      f"rotation distances min-max normalised over all {len(ok)} units of the run).")]
+                                      f"rotation distances min-max normalised over all {len(ok)} units of the run); "
+                                      + (f"rotation part: {rotation} ({'the paper' if rotation == 'cosine' else 'option'}), "
+                                         f"decision ({other}): the same with the {other} rotation part."
+                                         if corpus else "rotation part: per-pair angle."))]
