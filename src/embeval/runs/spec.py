@@ -146,6 +146,13 @@ def check_unit_timeout(x: Any, where: str) -> float | None:
                                          why="at most a week; 0 or null turns the watchdog off") or None
 
 
+def _num_envs(x: Any, where: str) -> int:
+    """``backend.num_envs``: environments stepped together, 1..:data:`embeval.sim.vector.MAX_ENVS`."""
+    from embeval.sim.vector import check_num_envs
+
+    return check_num_envs(x, where)
+
+
 def _backend_names():
     from embeval.runs.backends import BACKENDS
 
@@ -234,6 +241,11 @@ class BackendSpec:
     num_cpus_per_model: float = field(default=1.0, metadata=opts(min=0, max=MAX_RESOURCES_PER_WORKER))
     model_max_batch: int | None = field(default=None, metadata=opts(min=1, max=MAX_MODEL_BATCH))  # None: num_workers
     model_max_wait_ms: float = field(default=5.0, metadata=opts(min=0, max=MAX_MODEL_WAIT_MS))  # a batch's fill wait
+    # vectorised episodes (evaluators with episodes: sim-iqa; docs/scale.md): a batch of one subject's units runs on
+    # num_envs environments in worker processes, ONE batched policy call per step; exact: every environment through
+    # the policy's batch-1 path (records bit for bit the num_envs 1 run's, also for policies with a batched forward)
+    num_envs: int = field(default=1, metadata=opts(parse=_num_envs))
+    exact: bool = False
 
     def check_config(self, where: str) -> None:
         """The model-actor fields apply only with ``model_actor: true`` (used by the Ray backend; local ignores it)."""
@@ -242,6 +254,9 @@ class BackendSpec:
         if set_ and not self.model_actor:
             raise ConfigError(f"{where}.{set_[0]}: applies to the model actor only; set {where}.model_actor: true "
                               f"(backend ray) or remove {set_[0]}")
+        if self.exact and self.num_envs == 1:
+            raise ConfigError(f"{where}.exact: applies to vectorised episodes only; set {where}.num_envs to 2..64 "
+                              "or remove exact (with num_envs 1 every episode runs through the batch-1 path anyway)")
 
 
 def _tracker_names():
