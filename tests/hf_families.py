@@ -29,7 +29,7 @@ class Family:
     model_class: str  # the transformers class AutoModelForImageTextToText resolves to
     hub: str  # a real checkpoint on the Hugging Face hub
     build: Callable[[Path], tuple[Any, Any]]  # folder -> (model, processor), both saved there
-    image_size: int  # pixels of the tiny image processor's square input
+    image_size: int  # side (px) of the tiny processor's tiles / largest resized image
 
 
 def word_tokenizer(cls_name: str, specials: dict[str, str], extra: list[str], **kw):
@@ -56,12 +56,6 @@ def _seeded(make):
     return make().eval()
 
 
-def torch_no_grad():
-    import torch
-
-    return torch.no_grad()
-
-
 def _save(d: Path, model, proc):
     model.save_pretrained(d)
     proc.save_pretrained(d)
@@ -73,8 +67,7 @@ LLAMA_SPECIALS = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
 
 # ---------------------------------------------------------------------------------------------- Qwen2.5-VL / Qwen3-VL
 QWEN_SPECIALS = {"bos_token": None, "eos_token": "<|im_end|>", "unk_token": "<unk>", "pad_token": "<|endoftext|>"}
-QWEN_EXTRA = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>",
-]
+QWEN_EXTRA = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
 QWEN_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['content'] is string %}{{ m['content'] }}"
     "{% else %}{% for c in m['content'] %}{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
@@ -222,8 +215,10 @@ def build_gemma3(d: Path):
         mm_tokens_per_image=4, image_token_index=ids["image_token"], boi_token_index=ids["boi_token"],
         eoi_token_index=ids["eoi_token"], initializer_range=0.3, tie_word_embeddings=False,
         pad_token_id=tok.pad_token_id, eos_token_id=[tok.eos_token_id, tok.convert_tokens_to_ids("<end_of_turn>")])
+    import torch
+
     model = _seeded(lambda: Gemma3ForConditionalGeneration(cfg))
-    with torch_no_grad():  # transformers initialises the image projection to zeros (trained checkpoints are not)
+    with torch.no_grad():  # transformers initialises the image projection to zeros (trained checkpoints are not)
         model.model.multi_modal_projector.mm_input_projection_weight.normal_(0.0, 0.3)
     return _save(d, model, proc)
 
@@ -322,14 +317,14 @@ def build_smolvlm(d: Path):
 
 FAMILIES: dict[str, Family] = {f.name: f for f in [
     Family("qwen2_5_vl", "Qwen2_5_VLForConditionalGeneration", "Qwen/Qwen2.5-VL-3B-Instruct", build_qwen2_5_vl, 56),
-    Family("gemma3", "Gemma3ForConditionalGeneration", "google/gemma-3-4b-it", build_gemma3, 28),
+    Family("qwen3_vl", "Qwen3VLForConditionalGeneration", "Qwen/Qwen3-VL-2B-Instruct", build_qwen3_vl, 64),
     Family("idefics3", "Idefics3ForConditionalGeneration", "HuggingFaceTB/SmolVLM-Instruct", build_idefics3, 56),
-    Family("internvl", "InternVLForConditionalGeneration", "OpenGVLab/InternVL3-1B-hf", build_internvl, 56),
+    Family("smolvlm", "SmolVLMForConditionalGeneration", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", build_smolvlm, 56),
+    Family("paligemma", "PaliGemmaForConditionalGeneration", "google/paligemma2-3b-mix-224", build_paligemma, 28),
+    Family("gemma3", "Gemma3ForConditionalGeneration", "google/gemma-3-4b-it", build_gemma3, 28),
     Family("llava_onevision", "LlavaOnevisionForConditionalGeneration", "llava-hf/llava-onevision-qwen2-0.5b-ov-hf",
            build_llava_onevision, 28),
-    Family("paligemma", "PaliGemmaForConditionalGeneration", "google/paligemma2-3b-mix-224", build_paligemma, 28),
-    Family("smolvlm", "SmolVLMForConditionalGeneration", "HuggingFaceTB/SmolVLM2-2.2B-Instruct", build_smolvlm, 56),
-    Family("qwen3_vl", "Qwen3VLForConditionalGeneration", "Qwen/Qwen3-VL-2B-Instruct", build_qwen3_vl, 64),
+    Family("internvl", "InternVLForConditionalGeneration", "OpenGVLab/InternVL3-1B-hf", build_internvl, 56),
 ]}
 
 

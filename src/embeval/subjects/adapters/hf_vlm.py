@@ -193,14 +193,14 @@ def model_inputs(processor, model, device: str, texts: list[str], images: list |
 def vision_row_counts(batch: dict[str, Any], images: Sequence[int], image_token_id: int | None,
                      total: int) -> tuple[str, list[int]] | None:
     """How a vision-side layer output with ``total`` rows (its first axis) splits into items, as ``(kind, rows per
-    item)``: the first of ``items`` (one row each), ``images`` (one per image), ``crops`` (the sub-images of a 5-D
+    item)``: the first of ``images`` (one per image), ``items`` (one row each), ``crops`` (the sub-images of a 5-D
     ``pixel_values``, (items or images, sub-images, C, H, W), that are not all-zero padding: Idefics3 / SmolVLM crops,
     LLaVA-OneVision any-resolution patches) and ``packed`` (rows in proportion to each item's image placeholder
     tokens, when that gives whole numbers: InternVL's patches, Qwen-VL's packed patch rows) that sums to ``total``;
     None when none does."""
     n = len(images)
     starts = np.concatenate([[0], np.cumsum(images)]).astype(int)
-    options: list[tuple[str, list[int]]] = [("items", [1] * n), ("images", [int(c) for c in images])]
+    options: list[tuple[str, list[int]]] = [("images", [int(c) for c in images]), ("items", [1] * n)]
     pv = batch.get("pixel_values")
     if pv is not None and getattr(pv, "ndim", 0) == 5:
         real = (pv.flatten(2) != 0).any(dim=2).sum(dim=1).tolist()  # non-padding sub-images per first-axis entry
