@@ -8,6 +8,7 @@ within the timing noise) and PIQE keep the default 32. Values do not depend on t
 """
 from __future__ import annotations
 
+from embeval.distortion.measures import PSNR_CAP_DB
 from embeval_analysis.iqa.metric_registry import Metric, register_metric
 
 PYIQA_CACHE_WEIGHTS = "its pretrained weights in pyiqa's cache"
@@ -16,7 +17,7 @@ FR_FUSION_INPUTS = ("psnr", "ssim", "gmsd")  # cheap ones: NLPD costs ~1 s per i
 BUILTIN: tuple[Metric, ...] = (
     # zero-shot through pyiqa, no file needed
     Metric("psnr", "FR", description="peak signal-to-noise ratio (dB; identical frames capped at 60)", batch_size=8,
-           cap=60.0, bench=True),
+           cap=PSNR_CAP_DB, bench=True),
     Metric("ssim", "FR", description="structural similarity", batch_size=1, bench=True),
     Metric("gmsd", "FR", higher_is_better=False, description="gradient magnitude similarity deviation", bench=True),
     Metric("nlpd", "FR", higher_is_better=False, description="normalised Laplacian pyramid distance (~1 s per image)"),

@@ -9,10 +9,12 @@ traces back to the exact image.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import numpy as np
 
+from embeval.distortion.measures import psnr
 from embeval.errors import ConfigError
 from embeval.runs.evaluators._images import DistortedImageEvaluator, fingerprint, level_figures
 from embeval.runs.registry import ReportSection
@@ -20,11 +22,8 @@ from embeval.runs.spec import SubjectEntry
 
 
 def _psnr(ref: np.ndarray, dist: np.ndarray) -> float | None:
-    from skimage.metrics import peak_signal_noise_ratio
-
-    if np.array_equal(ref, dist):
-        return None  # infinite
-    return float(peak_signal_noise_ratio(ref, dist, data_range=255))
+    db = psnr(ref, dist)  # embeval's one PSNR (inf for identical images; bit-equal to skimage's)
+    return None if math.isinf(db) else db  # JSON has no inf: identical images are null
 
 
 def _ssim(ref: np.ndarray, dist: np.ndarray) -> float:
