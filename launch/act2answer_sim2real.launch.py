@@ -15,11 +15,12 @@ policy only proposes actions until dry_run:=false. The parameters come from conf
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
+from embeval_ros.nodes import launch_nodes
 from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PythonExpression
-from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 PKG = "embeval_ros"
 
@@ -53,22 +54,15 @@ def generate_launch_description():
     ]
     params = LaunchConfiguration("params_file")
     source = PythonExpression(["'realsense' if ", *real, " else 'sim' if '", backend, "' == 'sim' else 'synthetic'"])
-    nodes = [
-        Node(package=PKG, executable="camera_node", name="embeval_camera", output="screen",
-             parameters=[params, {"source": source, "width": LaunchConfiguration("camera_width"),
-                                  "height": LaunchConfiguration("camera_height")}]),
-        Node(package=PKG, executable="distortion_node", name="embeval_distortion", output="screen", parameters=[params]),
-        Node(package=PKG, executable="policy_node", name="embeval_policy", output="screen",
-             parameters=[params, {"dry_run": LaunchConfiguration("dry_run"),
-                                  "camera_topics": LaunchConfiguration("wrist_topic")}]),  # a string; the node splits at commas
-        Node(package=PKG, executable="arm_node", name="embeval_arm", output="screen",
-             parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip"),
-                                  "dry_run": LaunchConfiguration("dry_run")}]),  # dry run: reset does not move home
-        Node(package=PKG, executable="scorer_node", name="embeval_scorer", output="screen", parameters=[params]),
-        Node(package=PKG, executable="conductor_node", name="embeval_conductor", output="screen",
-             parameters=[params, {"act2answer_scenes": LaunchConfiguration("scenes"),
-                                  "operator_confirm": LaunchConfiguration("operator_confirm")}]),
-        Node(package=PKG, executable="recorder_node", name="embeval_recorder", output="screen",
-             parameters=[params, {"bag_dir": LaunchConfiguration("bag_dir")}], condition=IfCondition(LaunchConfiguration("record"))),
-    ]
+    nodes = launch_nodes(params, overrides={  # every graph node of embeval_ros.nodes.NODES, with these overrides
+        "embeval_camera": {"source": source, "width": LaunchConfiguration("camera_width"),
+                           "height": LaunchConfiguration("camera_height")},
+        "embeval_policy": {"dry_run": LaunchConfiguration("dry_run"),
+                           "camera_topics": LaunchConfiguration("wrist_topic")},  # a string; the node splits at commas
+        "embeval_arm": {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip"),
+                        "dry_run": LaunchConfiguration("dry_run")},  # dry run: reset does not move home
+        "embeval_conductor": {"act2answer_scenes": LaunchConfiguration("scenes"),
+                              "operator_confirm": LaunchConfiguration("operator_confirm")},
+        "embeval_recorder": {"bag_dir": LaunchConfiguration("bag_dir")},
+    }, conditions={"embeval_recorder": IfCondition(LaunchConfiguration("record"))}, output="screen")
     return LaunchDescription(args + [SetEnvironmentVariable("EMBEVAL_DDS_LOCALHOST", LaunchConfiguration("dds_localhost"))] + nodes)

@@ -6,10 +6,11 @@
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
+from embeval_ros.nodes import launch_nodes
 from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration, PythonExpression
-from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 PKG = "embeval_ros"
 
@@ -27,15 +28,9 @@ def generate_launch_description():
     mock = LaunchConfiguration("use_mock_hardware")
     backend = PythonExpression(["'mock' if '", mock, "' == 'true' else 'ur_rtde'"])
     source = PythonExpression(["'synthetic' if '", mock, "' == 'true' else 'realsense'"])
-    nodes = [
-        Node(package=PKG, executable="camera_node", name="embeval_camera", parameters=[params, {"source": source}]),
-        Node(package=PKG, executable="distortion_node", name="embeval_distortion", parameters=[params]),
-        Node(package=PKG, executable="policy_node", name="embeval_policy", parameters=[params]),
-        Node(package=PKG, executable="arm_node", name="embeval_arm",
-             parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip")}]),
-        Node(package=PKG, executable="scorer_node", name="embeval_scorer", parameters=[params]),
-        Node(package=PKG, executable="conductor_node", name="embeval_conductor", parameters=[params]),
-        Node(package=PKG, executable="recorder_node", name="embeval_recorder",
-             parameters=[params, {"bag_dir": LaunchConfiguration("bag_dir")}]),
-    ]
+    nodes = launch_nodes(params, overrides={  # every graph node of embeval_ros.nodes.NODES, with these overrides
+        "embeval_camera": {"source": source},
+        "embeval_arm": {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip")},
+        "embeval_recorder": {"bag_dir": LaunchConfiguration("bag_dir")},
+    })
     return LaunchDescription(args + nodes)

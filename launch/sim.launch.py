@@ -8,11 +8,12 @@ Without ros2 launch (this repository's venv): ``embeval graph --params config/em
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
+from embeval_ros.nodes import launch_nodes
 from launch.actions import DeclareLaunchArgument
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
-from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 PKG = "embeval_ros"
 
@@ -27,16 +28,12 @@ def generate_launch_description():
         DeclareLaunchArgument("bag_dir", default_value="", description="bag folder (empty: runs/bags/embeval_<time>)"),
     ]
     params = LaunchConfiguration("params_file")
-    nodes = [
-        # separate processes: the camera mirrors the arm's TCP in the synthetic tabletop (the workcell lives in arm_node)
-        Node(package=PKG, executable="camera_node", name="embeval_camera", parameters=[params, {"source": "synthetic"}]),
-        Node(package=PKG, executable="distortion_node", name="embeval_distortion", parameters=[params]),
-        Node(package=PKG, executable="policy_node", name="embeval_policy",
-             parameters=[params, {"subject": LaunchConfiguration("policy_subject")}]),
-        Node(package=PKG, executable="arm_node", name="embeval_arm", parameters=[params, {"backend": "sim"}]),
-        Node(package=PKG, executable="scorer_node", name="embeval_scorer", parameters=[params]),
-        Node(package=PKG, executable="conductor_node", name="embeval_conductor", parameters=[params]),
-        Node(package=PKG, executable="recorder_node", name="embeval_recorder",
-             parameters=[params, {"bag_dir": LaunchConfiguration("bag_dir")}], condition=IfCondition(LaunchConfiguration("record"))),
-    ]
+    # every graph node of embeval_ros.nodes.NODES, with these overrides; separate processes: the camera mirrors the
+    # arm's TCP in the synthetic tabletop (the workcell lives in arm_node)
+    nodes = launch_nodes(params, overrides={
+        "embeval_camera": {"source": "synthetic"},
+        "embeval_policy": {"subject": LaunchConfiguration("policy_subject")},
+        "embeval_arm": {"backend": "sim"},
+        "embeval_recorder": {"bag_dir": LaunchConfiguration("bag_dir")},
+    }, conditions={"embeval_recorder": IfCondition(LaunchConfiguration("record"))})
     return LaunchDescription(args + nodes)

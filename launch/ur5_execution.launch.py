@@ -10,11 +10,12 @@ config/embeval_ur5.yaml (params_file:=...); the arguments below override them.
 import os
 
 from ament_index_python.packages import get_package_share_directory
-from launch import LaunchDescription
+from embeval_ros.nodes import launch_nodes
 from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration, PythonExpression
-from launch_ros.actions import Node
+
+from launch import LaunchDescription
 
 PKG = "embeval_ros"
 
@@ -38,18 +39,11 @@ def generate_launch_description():
     mock = LaunchConfiguration("use_mock_hardware")
     backend = PythonExpression(["'mock' if '", mock, "' == 'true' else '", LaunchConfiguration("backend"), "'"])
     source = PythonExpression(["'synthetic' if '", mock, "' == 'true' else '", LaunchConfiguration("camera_source"), "'"])
-    nodes = [
-        Node(package=PKG, executable="camera_node", name="embeval_camera", output="screen",
-             parameters=[params, {"source": source}]),
-        Node(package=PKG, executable="distortion_node", name="embeval_distortion", output="screen", parameters=[params]),
-        Node(package=PKG, executable="policy_node", name="embeval_policy", output="screen",
-             parameters=[params, {"dry_run": LaunchConfiguration("dry_run")}]),
-        Node(package=PKG, executable="arm_node", name="embeval_arm", output="screen",
-             parameters=[params, {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip"),
-                                  "ur_type": LaunchConfiguration("ur_type"), "dry_run": LaunchConfiguration("dry_run")}]),
-        Node(package=PKG, executable="scorer_node", name="embeval_scorer", output="screen", parameters=[params]),
-        Node(package=PKG, executable="conductor_node", name="embeval_conductor", output="screen", parameters=[params]),
-        Node(package=PKG, executable="recorder_node", name="embeval_recorder", output="screen",
-             parameters=[params, {"bag_dir": LaunchConfiguration("bag_dir")}], condition=IfCondition(LaunchConfiguration("record"))),
-    ]
+    nodes = launch_nodes(params, overrides={  # every graph node of embeval_ros.nodes.NODES, with these overrides
+        "embeval_camera": {"source": source},
+        "embeval_policy": {"dry_run": LaunchConfiguration("dry_run")},
+        "embeval_arm": {"backend": backend, "robot_ip": LaunchConfiguration("robot_ip"),
+                        "ur_type": LaunchConfiguration("ur_type"), "dry_run": LaunchConfiguration("dry_run")},
+        "embeval_recorder": {"bag_dir": LaunchConfiguration("bag_dir")},
+    }, conditions={"embeval_recorder": IfCondition(LaunchConfiguration("record"))}, output="screen")
     return LaunchDescription(args + [SetEnvironmentVariable("EMBEVAL_DDS_LOCALHOST", LaunchConfiguration("dds_localhost"))] + nodes)

@@ -11,7 +11,14 @@ from embeval.errors import ConfigError
 
 def test_the_tables_are_views_with_the_old_contents():
     from embeval_analysis.iqa.finetune import NO_RANDOM_INIT, PAPER_METRICS
-    from embeval_analysis.iqa.metrics import BATCH_SIZE, FEATURE_METRICS, NEEDS_FILES, TRAINED, ZERO_SHOT, FRFusion
+    from embeval_analysis.iqa.metrics import (
+        BATCH_SIZE,
+        FEATURE_METRICS,
+        NEEDS_FILES,
+        TRAINED,
+        ZERO_SHOT,
+        FRFusion,
+    )
 
     assert dict(ZERO_SHOT) == {"psnr": ("FR", True), "ssim": ("FR", True), "gmsd": ("FR", False), "nlpd": ("FR", False),
                                "vif": ("FR", True), "fsim": ("FR", True), "piqe": ("NR", False)}
@@ -39,9 +46,8 @@ def test_bench_defaults_come_from_the_records():
 
 
 def test_records_agree_with_pyiqa():
-    from pyiqa.default_model_configs import DEFAULT_CONFIGS
-
     from embeval_analysis.iqa.metric_registry import metrics
+    from pyiqa.default_model_configs import DEFAULT_CONFIGS
 
     checked = 0
     for m in metrics():
@@ -56,7 +62,12 @@ def test_records_agree_with_pyiqa():
 
 def test_bad_records_and_names_are_refused_in_one_line():
     from embeval_analysis.iqa.bench import BenchConfig
-    from embeval_analysis.iqa.metric_registry import Metric, get_metric, register_metric, unregister_metric
+    from embeval_analysis.iqa.metric_registry import (
+        Metric,
+        get_metric,
+        register_metric,
+        unregister_metric,
+    )
 
     with pytest.raises(ConfigError, match="mode must be FR"):
         Metric("sharp", "XR")
@@ -93,7 +104,12 @@ def _colourfulness(dist, refs):
 
 
 def test_a_function_metric_runs_in_zero_shot_scores():
-    from embeval_analysis.iqa.metric_registry import METRICS, Metric, register_metric, unregister_metric
+    from embeval_analysis.iqa.metric_registry import (
+        METRICS,
+        Metric,
+        register_metric,
+        unregister_metric,
+    )
     from embeval_analysis.iqa.metrics import ZERO_SHOT, zero_shot_scores
 
     before = METRICS.names()

@@ -62,11 +62,15 @@ def test_project_registries_use_it():
 
 def test_ros_registries_use_it():
     pytest.importorskip("rclpy")
-    from embeval_ros.arm_node import BACKENDS, make_backend
-    from embeval_ros.graph import NODE_CLASSES, ORDER, node_class
+    from embeval_ros.arm_node import make_backend
+    from embeval_ros.graph import NODE_CLASSES, node_class
+    from embeval_ros.nodes import NODES
 
-    assert isinstance(BACKENDS, Registry) and isinstance(NODE_CLASSES, Registry)
-    assert ORDER[0] == "embeval_camera" and ORDER[-1] == "embeval_conductor"  # start order kept
+    from embeval.robot.backends import ARM_BACKENDS as BACKENDS
+
+    assert isinstance(BACKENDS, Registry) and isinstance(NODES, Registry)
+    order = list(NODE_CLASSES)
+    assert order[0] == "embeval_camera" and order[-1] == "embeval_conductor"  # start order kept
     assert node_class("embeval_conductor").__name__ == "ConductorNode"
     with pytest.raises(ConfigError, match="backend: unknown arm backend 'mok' \\(did you mean 'mock'\\?\\); choose from mock, sim, ur_rtde"):
         make_backend("mok", None)

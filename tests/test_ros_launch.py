@@ -5,7 +5,6 @@ that record what they declare; node parameters are read from the node sources (A
 """
 from __future__ import annotations
 
-import ast
 import importlib.util
 import re
 import sys
@@ -21,27 +20,25 @@ PKG_DIR = ROOT / "src" / "embeval_ros"
 
 
 def _executables() -> dict[str, str]:
-    tree = ast.parse((PKG_DIR / "setup.py").read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "EXECUTABLES":
-            return ast.literal_eval(node.value)
-    raise AssertionError("EXECUTABLES not found in setup.py")
+    """Console script -> node module, as setup.py's entry_points() makes them (from the node records)."""
+    from embeval_ros.nodes import console_scripts, nodes
+
+    return {line.split(" = ")[0]: line.split(" = ")[1].split(":")[0].rpartition(".")[2] for line in console_scripts(nodes())}
 
 
 def _declared(module: str) -> set[str]:
-    src = (PKG_DIR / "embeval_ros" / f"{module}.py").read_text()
-    names = set()
-    for node in ast.walk(ast.parse(src)):
-        called = getattr(node.func, "attr", None) or getattr(node.func, "id", "") if isinstance(node, ast.Call) else ""
-        if called == "param" and node.args:  # self.param("x", ...) or a helper's param("x", ...)
-            if isinstance(node.args[0], ast.Constant):
-                names.add(node.args[0].value)
-    return names
+    """The parameters node module ``module`` declares (its self.param / declare calls)."""
+    from embeval_ros.nodes import nodes, parameters
+
+    (node,) = [n for n in nodes() if n.module.rpartition(".")[2] == module]
+    return set(parameters(node))
 
 
-NODE_MODULE = {"embeval_camera": "camera_node", "embeval_distortion": "distortion_node", "embeval_policy": "policy_node",
-               "embeval_arm": "arm_node", "embeval_scorer": "scorer_node", "embeval_recorder": "recorder_node",
-               "embeval_conductor": "conductor_node"}
+def node_modules() -> dict[str, str]:
+    """Graph node name -> its module, read from embeval_ros.nodes.NODES (a node registered there is here too)."""
+    from embeval_ros.nodes import graph_nodes
+
+    return {n.name: n.module.rpartition(".")[2] for n in graph_nodes()}
 
 
 class _Rec:
@@ -104,8 +101,8 @@ def test_launch_file_names_real_executables_and_parameters(path, monkeypatch, tm
         assert n.kw["package"] == "embeval_ros"
         assert n.kw["executable"] in exes, f"{path.name}: unknown executable {n.kw['executable']}"
         name = n.kw["name"]
-        assert NODE_MODULE[name] == exes[n.kw["executable"]], f"{path.name}: {name} runs the wrong executable"
-        declared = _declared(NODE_MODULE[name])
+        assert node_modules()[name] == exes[n.kw["executable"]], f"{path.name}: {name} runs the wrong executable"
+        declared = _declared(node_modules()[name])
         for p in n.kw.get("parameters", []):
             if isinstance(p, dict):
                 unknown = set(p) - declared
@@ -131,8 +128,23 @@ def test_parameter_files_name_declared_parameters(path):
     params = load_params(path)
     assert params, f"{path.name} configures no node"
     for node, values in params.items():
-        unknown = set(values) - _declared(NODE_MODULE[node])
+        unknown = set(values) - _declared(node_modules()[node])
         assert not unknown, f"{path.name}: {node} has no parameter(s) {sorted(unknown)}"
+
+
+def test_setup_py_entry_points_are_the_node_records(tmp_path):
+    """setup.py's console scripts (what colcon installs), read back from the egg-info it writes, are one per
+    node record: the executables the launch files name."""
+    import subprocess
+    import sys
+
+    from embeval_ros.nodes import console_scripts, nodes
+
+    subprocess.run([sys.executable, "setup.py", "-q", "egg_info", "--egg-base", str(tmp_path)], cwd=PKG_DIR, check=True,
+                   capture_output=True, timeout=120)
+    lines = (tmp_path / "embeval_ros.egg-info" / "entry_points.txt").read_text().splitlines()
+    assert sorted(x for x in lines if " = " in x) == sorted(console_scripts(nodes()))
+    assert "camera_node = embeval_ros.camera_node:main" in lines and len(console_scripts(nodes())) == 8
 
 
 def test_every_executable_module_has_main():
@@ -229,14 +241,14 @@ def test_act2answer_launch_defaults_are_the_sim_to_real_parameters(backend, monk
     from embeval_ros.runtime import str_list
 
     nodes = resolve_launch(A2A_LAUNCH, {"backend": backend}, monkeypatch, tmp_path)
-    assert set(nodes) == set(NODE_MODULE)
+    assert set(nodes) == set(node_modules())
     default = tmp_path / "share" / "config" / "embeval_act2answer.yaml"
     doc = yaml.safe_load(default.read_text())
     p = {}
     for name, n in nodes.items():
         assert n["params_file"] == str(default), name
         p[name] = {**doc[name]["ros__parameters"], **n["overrides"]}
-        unknown = set(p[name]) - _declared(NODE_MODULE[name])
+        unknown = set(p[name]) - _declared(node_modules()[name])
         assert not unknown, f"{name}: {sorted(unknown)}"
     real = backend == "ur_rtde"
     cam, pol, cond = p["embeval_camera"], p["embeval_policy"], p["embeval_conductor"]

@@ -11,10 +11,14 @@
 
 See docs/sim.md.
 """
+from embeval.robot.backends import ARM_BACKENDS
 from embeval.sim.env import SimEnv, StepResult
 from embeval.sim.scene import VERBS, CameraSpec, LightingSpec, ObjectSpec, SceneSpec
 from embeval.sim.tasks import TaskSpec, WorldState, make_reference_scene, make_task
 from embeval.sim.workcell import SimConfig, Workcell
+
+# the pybullet workcell as an arm backend (embeval.robot.backends; imported on first use)
+ARM_BACKENDS.register("sim", "embeval.sim.arm_backend:SimArmBackend", description="the pybullet workcell (embeval.sim)")
 
 __all__ = [
     "VERBS",

@@ -41,8 +41,9 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64, String, UInt8
 from std_srvs.srv import Trigger
 
+import embeval.sim  # noqa: F401 - the sim layer registers its arm backend ("sim") on ARM_BACKENDS
 from embeval.errors import ConfigError
-from embeval.registry import Registry
+from embeval.robot.backends import make_backend
 from embeval.robot.safety import LIMIT_RANGES, SafetyLimits, check_range
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
@@ -55,26 +56,11 @@ from embeval_ros.conversions import (
     stamp_to_ns,
 )
 from embeval_ros.diagnostics import diag
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node, typed
 
-#: backend name -> "module:factory" taking (limits=..., **backend kwargs); a package adds one through the
-#: entry-point group ``embeval.arm_backends``
-BACKENDS: Registry = Registry("arm backend", group="embeval.arm_backends", entries={
-    "mock": "embeval.robot.mock_backend:MockArm",
-    "ur_rtde": "embeval.robot.ur_rtde_backend:URRtdeArm",
-    "sim": "embeval.sim.arm_backend:SimArmBackend",
-})
-
-
-def make_backend(name: str, limits, **kw):
-    if name not in BACKENDS:
-        raise BACKENDS.unknown(name, "backend")
-    try:
-        factory = BACKENDS.get(name)
-    except (ConfigError, AttributeError) as exc:
-        raise ConfigError(f"arm backend {name!r} is not available here ({exc}); use backend:=mock") from None
-    return factory(limits=limits, **kw)
-
+NODE = RosNode("embeval_arm", "ArmNode", start=40,
+               description="executes actions on an arm backend (sim, mock, ur_rtde) within safety limits")
 
 def safety_limits(read: Callable[[str, Any, str], Any]) -> SafetyLimits:
     """The arm's :class:`SafetyLimits` from its parameters; ``read(name, default, description)`` reads one
@@ -122,7 +108,7 @@ def robot_address(value: str, backend: str) -> str:
 
 class ArmNode(EmbevalNode):
     def __init__(self, **kw):
-        super().__init__("embeval_arm", **kw)
+        super().__init__(NODE.name, **kw)
         from embeval.control import ArmCommander
 
         backend = self.param("backend", "mock", "arm backend: sim | mock | ur_rtde")

@@ -15,12 +15,16 @@ from embeval.errors import InvalidInputError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import camera_info_msg, image_to_msg, msg_to_pose6
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+
+NODE = RosNode("embeval_camera", "CameraNode", start=10,
+               description="publishes an image source (sim, synthetic, RealSense, folder, bag) on the realsense-ros topics")
 
 
 class CameraNode(EmbevalNode):
     def __init__(self, **kw):
-        super().__init__("embeval_camera", **kw)
+        super().__init__(NODE.name, **kw)
         self.source_kind = self.param("source", "sim", "image source: sim | synthetic | realsense | folder | bag")
         rate = self.param("rate_hz", 30.0, "publish rate (Hz)")
         w = self.param("width", 640, "image width (px) for sim/synthetic/realsense")

@@ -57,14 +57,18 @@ from embeval.control.conductor import (
 from embeval.errors import ConfigError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+
+NODE = RosNode("embeval_conductor", "ConductorNode", start=70,
+               description="runs the episodes: distortion schedule, resets, episode events")
 
 
 class ConductorNode(EmbevalNode):
     """ROS plumbing around :class:`embeval.control.conductor.Conductor` (the episode logic)."""
 
     def __init__(self, **kw):
-        super().__init__("embeval_conductor", **kw)
+        super().__init__(NODE.name, **kw)
         items = list(self.param("items", ["item-0", "item-0"], "item id of each episode"))
         instr = list(self.param("instructions", ["pick up the red cube"] * 2, "instruction of each episode"))
         dists = list(self.param("distortions", ["none", "gaussian_blur"], "distortion of each episode (none: reference)"))

@@ -40,7 +40,11 @@ from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import image_to_msg, msg_to_image, stamp_to_ns
 from embeval_ros.diagnostics import diag
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_reliable, run_node
+
+NODE = RosNode("embeval_distortion", "DistortionNode", start=20,
+               description="distorts each camera frame (type, level) and reports its quality; optional quality gate")
 
 
 def parse_schedule(items: list[str]) -> list[tuple[str, int, float]]:
@@ -88,7 +92,7 @@ def load_gate(path: str, threshold=float("nan")):
 
 class DistortionNode(EmbevalNode):
     def __init__(self, **kw):
-        super().__init__("embeval_distortion", **kw)
+        super().__init__(NODE.name, **kw)
         self.distortion = self.param("distortion", "none", "distortion type from the registry (`embeval distort list`); none: pass through")
         self.level = int(self.param("level", 1, "distortion level 1 (mild) .. 5 (severe)"))
         sched = self.param("schedule", [""], "cycle of 'type:level:seconds' entries (overrides distortion/level while set)")

@@ -4,7 +4,11 @@ A tiny node for runtime checks (the cross-process round-trip and loopback-only D
 """
 from __future__ import annotations
 
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import declare, qos_reliable, run_node
+
+NODE = RosNode("embeval_echo", "make_node", start=900, graph=False,
+               description="republishes std_msgs/String (runtime and DDS checks)")
 
 
 def make_node():
@@ -13,7 +17,7 @@ def make_node():
 
     class EchoNode(Node):
         def __init__(self):
-            super().__init__("embeval_echo")
+            super().__init__(NODE.name)
             self.in_topic = declare(self, "in_topic", "/embeval/ping", "topic to listen on (std_msgs/String)")
             self.out_topic = declare(self, "out_topic", "/embeval/pong", "topic to republish on (std_msgs/String)")
             self.pub = self.create_publisher(String, self.out_topic, qos_reliable())

@@ -9,25 +9,34 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from embeval.errors import ConfigError, load_yaml
-from embeval.registry import Registry
+from embeval.registry import load_target
+from embeval_ros.nodes import RosNode, graph_nodes
 
-#: ROS node name -> "module:class"; also the executables' names without the embeval_ prefix (a package adds a
-#: node to ``embeval graph`` through the entry-point group ``embeval.graph_nodes``; it starts after these)
-NODE_CLASSES: Registry = Registry("node", group="embeval.graph_nodes", entries={
-    "embeval_camera": "embeval_ros.camera_node:CameraNode",
-    "embeval_distortion": "embeval_ros.distortion_node:DistortionNode",
-    "embeval_policy": "embeval_ros.policy_node:PolicyNode",
-    "embeval_arm": "embeval_ros.arm_node:ArmNode",
-    "embeval_scorer": "embeval_ros.scorer_node:ScorerNode",
-    "embeval_recorder": "embeval_ros.recorder_node:RecorderNode",
-    "embeval_conductor": "embeval_ros.conductor_node:ConductorNode",
-})
-ORDER = list(NODE_CLASSES)
+
+class _GraphNodes(Mapping[str, RosNode]):
+    """Live read-only view ``node name -> record`` of the graph nodes of :data:`embeval_ros.nodes.NODES`, in
+    start order (a node registered later, or by a package's ``embeval.ros_nodes`` entry point, joins it)."""
+
+    def __getitem__(self, name: str) -> RosNode:
+        for n in graph_nodes():
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return (n.name for n in graph_nodes())
+
+    def __len__(self) -> int:
+        return len(graph_nodes())
+
+
+#: the graph's nodes (name -> :class:`~embeval_ros.node_spec.RosNode`), in start order; iterate it for the names
+NODE_CLASSES = _GraphNodes()
 
 
 #: how nodes are spun in one process: one SingleThreadedExecutor per node, each in its own thread (the
@@ -107,7 +116,10 @@ def follow_policy_dry_run(params: dict[str, dict[str, Any]]) -> dict[str, dict[s
 
 
 def node_class(name: str):
-    return NODE_CLASSES.get(name)
+    """The class (or factory) of graph node ``name``, imported on first use."""
+    if name not in NODE_CLASSES:
+        raise ConfigError(f"unknown node {name!r}; embeval nodes are {', '.join(NODE_CLASSES)}")
+    return load_target(NODE_CLASSES[name].target)
 
 
 def _overrides(params: dict[str, Any], node: str = "") -> list:
@@ -154,7 +166,7 @@ class Graph:
                  check: dict[str, Iterable[str]] | None = None):
         self.params = follow_policy_dry_run(params)
         self.check = {k: list(v) for k, v in (check or {}).items()}
-        self.names = [n for n in ORDER if n in (set(nodes) if nodes is not None else set(params))]
+        self.names = [n for n in NODE_CLASSES if n in (set(nodes) if nodes is not None else set(params))]
         unknown = set(nodes or []) - set(NODE_CLASSES)
         if unknown:
             raise ConfigError(f"unknown nodes {sorted(unknown)}; choose from {', '.join(NODE_CLASSES)}")

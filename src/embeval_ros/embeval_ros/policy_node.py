@@ -27,7 +27,11 @@ from embeval_ros.conversions import (
     stamp_to_ns,
 )
 from embeval_ros.diagnostics import diag
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node, str_list
+
+NODE = RosNode("embeval_policy", "PolicyNode", start=30,
+               description="runs the policy subject on each distorted frame and publishes the action")
 
 
 def load_policy(subject: str, params_json: str = ""):
@@ -59,7 +63,7 @@ def load_policy(subject: str, params_json: str = ""):
 
 class PolicyNode(EmbevalNode):
     def __init__(self, **kw):
-        super().__init__("embeval_policy", **kw)
+        super().__init__(NODE.name, **kw)
         from embeval.control import PolicyStepper, StepperConfig
 
         subject = self.param("subject", "image_stats", "subject YAML path or policy adapter name (`embeval subjects list`)")

@@ -15,7 +15,10 @@ from pathlib import Path
 
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
+
+NODE = RosNode("embeval_recorder", "RecorderNode", start=60, description="records the topics to an MCAP bag")
 
 DEFAULT_TOPICS = [T.IMAGE_RAW, T.CAMERA_INFO, T.IMAGE_DISTORTED, T.IMAGE_QUALITY, T.QUALITY_GATE,
                   T.PREDICTED_DECISION, T.INSTRUCTION, T.ACTION,
@@ -25,7 +28,7 @@ DEFAULT_TOPICS = [T.IMAGE_RAW, T.CAMERA_INFO, T.IMAGE_DISTORTED, T.IMAGE_QUALITY
 
 class RecorderNode(EmbevalNode):
     def __init__(self, **kw):
-        super().__init__("embeval_recorder", **kw)
+        super().__init__(NODE.name, **kw)
         from embeval.recording import BagRecorder
 
         bag_dir = self.param("bag_dir", "", "bag folder to create (empty: runs/bags/embeval_<UTC time>)")

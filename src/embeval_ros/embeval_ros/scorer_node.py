@@ -32,12 +32,15 @@ from std_msgs.msg import String, UInt8
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
 from embeval_ros.conversions import msg_to_action, msg_to_pose6
+from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_reliable, run_node
+
+NODE = RosNode("embeval_scorer", "ScorerNode", start=50, description="scores each episode against its reference run")
 
 
 class ScorerNode(EmbevalNode):
     def __init__(self, **kw):
-        super().__init__("embeval_scorer", **kw)
+        super().__init__(NODE.name, **kw)
         from embeval.control import EpisodeBook
 
         self.store_path = self.param("store", "", "results store (SQLite) path; empty: publish only")
