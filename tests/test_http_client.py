@@ -14,8 +14,7 @@ from conftest import free_port
 
 from embeval.action import Observation
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
-from embeval.subjects.adapters.http_client import (HttpClient, RetriesExhausted, RetryPolicy, RetryReply,
-                                                   parse_retry_after)
+from embeval.subjects.adapters.http_client import HttpClient, RetriesExhausted, RetryPolicy, RetryReply, parse_retry_after
 from embeval.subjects.adapters.openai_chat import OpenAIChatLLM
 from embeval.subjects.adapters.openvla_rest import OpenVLARestPolicy
 
@@ -32,7 +31,7 @@ class Scripted:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
+            def do_POST(self):
                 self.rfile.read(int(self.headers.get("content-length", 0)))
                 owner.paths.append(self.path)
                 status, headers, body = owner.script[min(len(owner.paths), len(owner.script)) - 1]
@@ -208,7 +207,7 @@ def test_adapters_report_exhausted_retries_and_refused_connections(srv, name):
     make, _ = ADAPTERS[name]
     srv.answer((503, {}, b"still loading"))
     waits = []
-    a, call, _ = make(srv.url, waits)
+    _, call, _ = make(srv.url, waits)
     with pytest.raises(ServerUnavailableError, match="HTTP 503: still loading"):
         call()
     assert len(srv.paths) == 3 and waits == [0.25, 0.5]

@@ -9,6 +9,8 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from embeval.resize import resize
+
 #: colours (RGB)
 _INK, _GREY, _PAPER, _NOTE_BG = (0, 0, 0), (90, 90, 90), (255, 255, 255), (0, 0, 0)
 
@@ -51,16 +53,11 @@ def _text_size(draw, text: str, font) -> tuple[int, int]:
 
 def _fit(img: np.ndarray, w: int, h: int) -> np.ndarray:
     """``img`` as RGB uint8 of ``w`` x ``h``: nearest neighbour when enlarged (pixels stay visible), area when shrunk."""
-    import cv2
-
     img = np.asarray(img)
     if img.ndim == 2:
         img = np.repeat(img[:, :, None], 3, axis=2)
     img = img[:, :, :3]
-    if img.shape[:2] == (h, w):
-        return img
-    interp = cv2.INTER_NEAREST if w >= img.shape[1] else cv2.INTER_AREA
-    return cv2.resize(np.ascontiguousarray(img), (w, h), interpolation=interp)
+    return resize(img, h, w, "cv2_area_nearest")
 
 
 def labelled_grid(cells: Sequence[Sequence[np.ndarray | None]], row_labels: Sequence[str], col_labels: Sequence[str],

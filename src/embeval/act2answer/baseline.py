@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from embeval.act2answer.items import BinaryItem, load_image
+from embeval.resize import resize
 
 PROMPT = ("{question}\nTwo pictures lie on the table: one on the left and one on the right. "
           "Which picture answers the question? Reply with one word: left or right.")
@@ -36,15 +37,12 @@ def parse_choice(text: str) -> str | None:
 
 def composite(left: np.ndarray, right: np.ndarray, gap: int = 8) -> np.ndarray:
     """Both cards side by side on a white strip (same height), RGB uint8."""
-    from PIL import Image
-
     h = max(left.shape[0], right.shape[0])
 
     def fit(im):
         if im.shape[0] == h:
             return im
-        w = round(im.shape[1] * h / im.shape[0])
-        return np.asarray(Image.fromarray(im).resize((w, h)), dtype=np.uint8)
+        return resize(im, h, round(im.shape[1] * h / im.shape[0]), "pil_bicubic")
 
     lf, rt = fit(left), fit(right)
     out = np.full((h, lf.shape[1] + gap + rt.shape[1], 3), 255, np.uint8)

@@ -125,13 +125,12 @@ def _bag(args) -> int:
 
 
 def _grid(args) -> int:
-    import cv2
-
     from embeval.distortion.batch import read_rgb
     from embeval.distortion.grid import save_contact_sheet
     from embeval.distortion.samples import photo, synthetic_tabletop
     from embeval.errors import ConfigError, MissingFileError
     from embeval.image_io import check_image_path
+    from embeval.resize import resize
 
     check_image_path(args.out, "--out")  # before the contact sheet is computed
     if args.image and args.sample:
@@ -145,7 +144,7 @@ def _grid(args) -> int:
     else:
         img = synthetic_tabletop(args.width, args.width * 3 // 4, seed=args.seed)
     if img.shape[1] != args.width:
-        img = cv2.resize(img, (args.width, max(8, round(img.shape[0] * args.width / img.shape[1]))), interpolation=cv2.INTER_AREA)
+        img = resize(img, max(8, round(img.shape[0] * args.width / img.shape[1])), args.width, "cv2_area")
     out = save_contact_sheet(args.out, img, names=args.type, seed=args.seed, thumb_width=args.thumb)
     print(f"contact sheet written to {out}")
     return 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from embeval.resize import resize
+
 #: photographs shipped with scikit-image (RGB, no download)
 PHOTOS: tuple[str, ...] = ("astronaut", "chelsea", "coffee", "rocket")
 
@@ -18,9 +20,8 @@ def photo(name: str, size: tuple[int, int] | None = (640, 480)) -> np.ndarray:
     if name not in PHOTOS:
         raise ConfigError(f"unknown sample photo {name!r}; choose from {', '.join(PHOTOS)}")
     img = np.ascontiguousarray(getattr(data, name)()[..., :3])
-    if size is not None and (img.shape[1], img.shape[0]) != tuple(size):
-        shrink = size[0] < img.shape[1]
-        img = cv2.resize(img, tuple(size), interpolation=cv2.INTER_AREA if shrink else cv2.INTER_CUBIC)
+    if size is not None:
+        img = resize(img, size[1], size[0], "cv2_area_cubic")
     return img
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from embeval.kinematics import UR
-from embeval.rotations import matrix_to_rotvec_fast as rotvec_of, rotvec_to_matrix_fast as rotmat_of
+from embeval.rotations import matrix_to_rotvec_fast as rotvec_of
+from embeval.rotations import rotvec_to_matrix_fast as rotmat_of
 
 
 def tcp_frames(kin: UR, q) -> tuple[np.ndarray, np.ndarray]:

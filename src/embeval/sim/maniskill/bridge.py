@@ -37,6 +37,7 @@ from scipy.spatial.transform import Rotation
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError, EmbevalError
 from embeval.image_io import MAX_IMAGE_SIDE
+from embeval.resize import resize
 from embeval.sim.env import ClosingEnv, StepResult, as_action
 from embeval.sim.maniskill.runtime import check_seed, raw_pose_matrix
 
@@ -378,10 +379,8 @@ class BridgeEnv(ClosingEnv):
         raw = self._raw if self._raw is not None else self.env.get_obs()
         img = np.ascontiguousarray(_np(raw["sensor_data"][CAMERA]["rgb"])[..., :3]).astype(np.uint8)
         size = self.config.obs_size
-        if size and (img.shape[1], img.shape[0]) != tuple(size):
-            from PIL import Image
-
-            img = np.asarray(Image.fromarray(img).resize(tuple(int(s) for s in size), Image.BILINEAR))
+        if size:
+            img = resize(img, int(size[1]), int(size[0]), "pil_bilinear")  # obs_size is (width, height)
         if CAMERA in self._distorters:
             img = self._distorters[CAMERA](img)
         images = {CAMERA: img, **{a: img for a, cam in self.config.aliases.items() if cam == CAMERA}}

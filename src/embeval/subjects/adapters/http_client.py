@@ -20,8 +20,9 @@ import email.utils
 import math
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 

@@ -24,6 +24,7 @@ import numpy as np
 
 from embeval.action import Action, ActionSpec, Observation
 from embeval.errors import ConfigError, InvalidInputError
+from embeval.resize import resize
 from embeval.subjects.adapters.hf_vlm import load_auto, model_inputs, tokenizer_of
 from embeval.subjects.adapters.local_weights import require_hf_dir
 from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
@@ -162,10 +163,10 @@ class OpenVLAHFPolicy(HiddenStateMixin):
 
         texts, images = [], []
         for observation, instruction in zip(observations, instructions):
-            img = Image.fromarray(camera_image(observation, self.camera, "OpenVLA")[1])
+            arr = camera_image(observation, self.camera, "OpenVLA")[1]
             if self.image_size:
-                img = img.resize((self.image_size, self.image_size), Image.LANCZOS)
-            images.append(img)
+                arr = resize(arr, self.image_size, self.image_size, "pil_lanczos")
+            images.append(Image.fromarray(arr))
             texts.append(self.prompt_template.format(instruction=(observation.instruction or instruction).lower()))
         return model_inputs(self.processor, self.model, self.device, texts, images)
 

@@ -18,21 +18,23 @@ import numpy as np
 
 from embeval.action import Action, ActionSpec, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
-from embeval.subjects.adapters.http_client import HttpClient, RetriesExhausted, RetryPolicy
+from embeval.resize import resize
+from embeval.subjects.adapters.http_client import (
+    HttpClient,
+    RetriesExhausted,
+    RetryPolicy,
+)
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
 
 
 def resize_image(img: np.ndarray, size: int | Sequence[int] | None) -> np.ndarray:
-    """Resize an RGB uint8 image to ``size`` (int: square; (H, W)) with Lanczos; None: unchanged."""
+    """Resize an RGB uint8 image to ``size`` (int: square; (H, W)) with Lanczos (:func:`embeval.resize.resize`,
+    ``pil_lanczos``: what OpenVLA's own preprocessing uses); None: unchanged."""
     if size is None:
         return img
-    from PIL import Image
-
     h, w = (size, size) if isinstance(size, int) else tuple(size)
-    if img.shape[:2] == (h, w):
-        return img
-    return np.asarray(Image.fromarray(img).resize((w, h), Image.LANCZOS), dtype=np.uint8)
+    return resize(img, h, w, "pil_lanczos")
 
 
 def parse_action_reply(data: Any, source: str) -> np.ndarray:

@@ -8,6 +8,7 @@ import numpy as np
 
 from embeval.action import check_image
 from embeval.errors import InvalidInputError
+from embeval.resize import resize
 
 
 def image_hw(size) -> tuple[int, int]:
@@ -17,15 +18,10 @@ def image_hw(size) -> tuple[int, int]:
 
 def resize_image(img: np.ndarray, size) -> np.ndarray:
     """RGB uint8 (H, W, 3) -> RGB uint8 (h, w, 3) for ``size`` (see :func:`image_hw`); area
-    interpolation when shrinking, no crop (the aspect ratio may change)."""
-    import cv2
-
+    interpolation when the height shrinks, else bilinear (:func:`embeval.resize.resize`, ``cv2_area_linear``),
+    no crop (the aspect ratio may change)."""
     img = check_image(img)
-    h, w = image_hw(size)
-    if img.shape[0] == h and img.shape[1] == w:
-        return img
-    interp = cv2.INTER_AREA if img.shape[0] > h else cv2.INTER_LINEAR
-    return cv2.resize(img, (w, h), interpolation=interp)
+    return resize(img, *image_hw(size), "cv2_area_linear")
 
 
 def state_vector(state: Mapping[str, np.ndarray], keys: list[str]) -> np.ndarray:
