@@ -245,7 +245,7 @@ def _episodes(args) -> int:
 
             policy = _Expert(env)
         rows, sheet = [], []
-        print(f"{'seed':>4} {'success':>7} {'steps':>5}" + ("  decision execution   cm  dist.ok" if args.distortion else ""))
+        print(f"{'seed':>4} {'success':>7} {'steps':>5}" + ("  decision execution   cm  dist.ok" if args.distortion else "  ended"))
         for s in range(args.seed, args.seed + args.episodes):
             if args.distortion:
                 ref = run_episode(env, policy, s) if videos is not None else None  # the video: the distorted run
@@ -264,8 +264,8 @@ def _episodes(args) -> int:
                     if video is not None:
                         video.finish(ref.outcome.success)
                 row = {"seed": s, "success": ref.outcome.success, "steps": ref.outcome.n_actions,
-                       "final_tcp_pose": list(ref.outcome.final_tcp_pose)}
-                print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}")
+                       "ended": end_reason(env, ref.outcome), "final_tcp_pose": list(ref.outcome.final_tcp_pose)}
+                print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}  {row['ended']}")
                 first = (ref.first_clean_images, {})
                 note = "success" if ref.outcome.success else "failure"
             rows.append(row)
@@ -286,6 +286,15 @@ def _episodes(args) -> int:
         print(f"wrote {args.json}")
     _print_videos(videos)
     return 0
+
+
+def end_reason(env, outcome) -> str:
+    """Why an episode ended, in words: the backend env's own reason ("success", "max_steps", a safety stop such as
+    "contact: wrist_3_link with table"), else what the outcome shows (a stop's reason, "success" or "done")."""
+    reason = getattr(getattr(env, "env", None), "reason", "") or ("success" if outcome.success else "done")
+    if outcome.stopped:
+        return f"safety stop: {outcome.stop_reason or reason}"
+    return "max_steps (the task's step budget ran out)" if reason == "max_steps" else reason
 
 
 def _save_sheet(args, task: str, cam: str, rows: list) -> None:
