@@ -1,10 +1,10 @@
-"""``embeval a2eval pool|curate|evaluate|report|ranks|headline``: agentic benchmark curation and evaluation (A2Eval)."""
+"""``embeval a2eval pool|curate|evaluate|report|seeds|ranks|headline``: agentic benchmark curation and evaluation (A2Eval)."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval.cli._util import add_group, seed
 
 _CFG_HELP = "A2Eval config YAML (default: config/a2eval/default.yaml; config/a2eval/ci.yaml is small and rule-based)"
 
@@ -53,6 +53,23 @@ def register(sub) -> None:
     r.add_argument("--config", type=Path, help=_CFG_HELP)
     r.add_argument("--out", type=Path, default=Path("runs/a2eval"), help="the curate output folder (default runs/a2eval)")
     r.set_defaults(func=_report)
+
+    sd = g.add_parser("seeds", help="curate and report on 3+ curation seeds: what holds on every seed",
+                      formatter_class=ex, description="Run the Data Agent and the fidelity report once per seed (the "
+                      "config's top-level seed: the Data Agent's samples and k-means, the random subsets, k-center and "
+                      "the bootstrap; pool and subjects fixed) and print, per subject set, each method's Spearman with the "
+                      "full pool's ranking on each seed, its mean and min..max, and whether 'headline above / below random "
+                      "(k-center)' holds on every seed. Writes OUT/seeds.md, OUT/seeds.json and each seed's curate files "
+                      "in OUT/seed<k>/. Seed k gives the numbers of curate + report with 'seed: k' in the config.",
+                      epilog="examples:\n  embeval a2eval seeds --config config/a2eval/ci.yaml --seeds 0 1 2 --out runs/a2eval-seeds\n"
+                             "  embeval a2eval seeds --seeds 0 1 2 --models --out runs/a2eval-seeds-demo   # the demo's setting")
+    sd.add_argument("--config", type=Path, help=_CFG_HELP)
+    sd.add_argument("--seeds", type=seed, nargs="+", default=[0, 1, 2], metavar="SEED",
+                    help="curation seeds, at least 3 distinct (default 0 1 2)")
+    sd.add_argument("--models", action="store_true", help="also rank the 9 shipped model subjects (as the demo does) beside "
+                    "the config's subjects")
+    sd.add_argument("--out", type=Path, required=True, help="folder for seeds.md, seeds.json and seed<k>/")
+    sd.set_defaults(func=_seeds)
 
     k = g.add_parser("ranks", help="rank statistics of a score table (e.g. a paper's ranking table) with intervals",
                      formatter_class=ex, description="Spearman / Kendall tau-b / Pearson with model-bootstrap "
@@ -307,6 +324,25 @@ def _report(args) -> int:
     P.save_json(rep, args.out / "report.json")
     print(P.format_report(rep))
     print(f"\nreport -> {args.out}/report.json")
+    return 0
+
+
+def _seeds(args) -> int:
+    from embeval.errors import check_out_dir
+    from embeval_analysis.a2eval import pipeline as P
+    from embeval_analysis.a2eval.seeds import format_study, run_a2eval_seed_study
+    from embeval_analysis.seed_claims import check_seeds
+
+    check_seeds(args.seeds)
+    check_out_dir(args.out)
+    cfg = P.load_config(args.config)
+    if args.models:
+        import torch
+
+        torch.set_num_threads(1)  # tiny models: one thread is fastest (see embeval.demo.a2eval)
+    res = run_a2eval_seed_study(cfg, args.seeds, args.out, models=args.models)
+    print(format_study(res["table"], res["labels"]))
+    print(f"wrote {args.out / 'seeds.md'} and {args.out / 'seeds.json'}")
     return 0
 
 

@@ -67,7 +67,8 @@ def register(sub) -> None:
                      "(raw, 4PL), median and mean over splits, breakdowns.",
                      epilog="examples:\n  embeval iqa bench --db runs/iqa/db --out runs/iqa/bench\n"
                             "  embeval iqa bench --db db --out b --splits 10 --cnniqa-splits 3 --epochs 12 --save-predictor b/predictor\n"
-                            "  embeval iqa bench --db db --out b --init-weights ~/w/CNNIQA_koniq10k-e6f14c91.pth")
+                            "  embeval iqa bench --db db --out b --init-weights ~/w/CNNIQA_koniq10k-e6f14c91.pth\n"
+                            "  embeval iqa bench --db db --out b/seeds --seeds 0 1 2 --cnniqa-splits 3   # what holds on every seed")
     p.add_argument("--db", type=Path, required=True, help="database folder")
     p.add_argument("--out", type=Path, required=True, help="folder for bench_summary.csv / bench_per_split.csv")
     p.add_argument("--splits", type=int, default=10, help="repeated 8:2 splits (default 10)")
@@ -87,7 +88,12 @@ def register(sub) -> None:
                    help="trained metrics (default cnniqa,brisque-svr,nr-fusion,fr-fusion)")
     p.add_argument("--init-weights", help="a pyiqa CNNIQA weight file to start training from (user-given)")
     p.add_argument("--save-predictor", type=Path, help="save split 1's best trained NR Decision predictor (for the quality gate)")
-    p.add_argument("--seed", type=seed, default=0, help="seed of splits and training (default 0)")
+    p.add_argument("--seed", type=seed, default=None, help="seed of splits and training (default 0)")
+    p.add_argument("--seeds", type=seed, nargs="+", metavar="SEED",
+                   help="seed study instead of one run: the benchmark once per seed (at least 3; each draws the splits "
+                        "and trains the learned metrics), then per metric the median SRCC on each seed, mean, min..max and "
+                        "whether 'beats PSNR' (and the NR gate's lead over the PSNR gate) holds on every seed; writes "
+                        "OUT/seeds.md, OUT/seeds.json (example: --seeds 0 1 2)")
     f = p.add_argument_group("fine-tuning pyiqa's learned metrics (paper settings by default: Adam, lr 1e-5, 50 epochs, batch 8)")
     f.add_argument("--finetune", nargs="+", metavar="METRIC",
                    help="pyiqa metrics to fine-tune on each split through pyiqa's training code: dbcnn hyperiqa topiq_nr "
@@ -189,12 +195,21 @@ def _export(args) -> int:
 
 
 def _bench(args) -> int:
-    from embeval.errors import check_out_dir
+    from embeval.errors import ConfigError, check_out_dir
     from embeval_analysis.iqa.bench import (BenchConfig, print_breakdowns, print_table, report_gate, run_bench, save_gate,
                                             trained_vs_psnr)
     from embeval_analysis.iqa.database import read_table
     from embeval_analysis.iqa.metrics import TrainConfig
 
+    if args.seeds is not None:
+        both = [o for o, v in (("--seed", args.seed), ("--finetune", args.finetune), ("--save-predictor", args.save_predictor))
+                if v is not None]
+        if both:
+            raise ConfigError(f"--seeds runs the seed study; {both[0]} applies to one run: drop it, or drop --seeds")
+        from embeval_analysis.seed_claims import check_seeds
+
+        check_seeds(args.seeds)
+    args.seed = 0 if args.seed is None else args.seed
     cfg = BenchConfig(n_splits=args.splits, test_size=args.test_size, cnniqa_splits=args.cnniqa_splits, seed=args.seed,
                       split_by=args.split_by, compare_splits=not args.one_protocol, jnd_scope=args.jnd_scope,
                       trained=[t for t in args.trained.split(",") if t],
@@ -205,6 +220,8 @@ def _bench(args) -> int:
     check_out_dir(args.out)  # a bad output folder or fine-tuning setup fails before the benchmark runs
     if args.save_predictor:
         check_out_dir(args.save_predictor, "--save-predictor")
+    if args.seeds is not None:
+        return _bench_seeds(args, cfg)
     if args.finetune:
         import yaml
 
@@ -251,6 +268,16 @@ def _bench(args) -> int:
         print_finetune(finetune(args.db, args.finetune, args.out, fcfg, n_splits=args.splits, test_size=args.test_size,
                                 split_by=args.split_by))
     print(f"tables in {args.out}/ ({res.seconds:.0f} s)")
+    return 0
+
+
+def _bench_seeds(args, cfg) -> int:
+    from embeval_analysis.iqa.seeds import format_study, run_iqa_seed_study
+
+    cfg.check()  # a bad metric name fails before the first seed's benchmark
+    table = run_iqa_seed_study(args.db, cfg, args.seeds, args.out)
+    print(format_study(table))
+    print(f"wrote {args.out / 'seeds.md'} and {args.out / 'seeds.json'}")
     return 0
 
 
