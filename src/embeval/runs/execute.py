@@ -48,6 +48,31 @@ def unit_episode(unit: Unit) -> Iterator[Any]:
         yield ep
 
 
+def unit_recorder():
+    """The :class:`~embeval.recording.video.EpisodeRecorder` of the runner whose evaluator call runs in this thread
+    (None: the run records no videos); for evaluators that record episodes elsewhere (vectorised workers)."""
+    return _UNIT_VIDEOS.get()
+
+
+#: units per call of an evaluator that vectorises its episodes, per environment (``backend.num_envs``): the
+#: environments idle only in a call's last episodes, and each call's results reach the store when it ends
+UNITS_PER_ENV = 4
+
+
+def vectorised(evaluator, backend) -> bool:
+    """Whether ``evaluator`` runs batches of units as vectorised episodes: it says so (``vectorises = True``) and
+    ``backend.num_envs`` > 1."""
+    return bool(getattr(evaluator, "vectorises", False)) and getattr(backend, "num_envs", 1) > 1
+
+
+def units_per_call(evaluator, backend) -> int:
+    """Units a backend hands one :meth:`SubjectRunner.run`: ``backend.batch_size`` where the evaluator batches, at
+    least ``UNITS_PER_ENV x num_envs`` where it vectorises episodes, else 1."""
+    if vectorised(evaluator, backend):
+        return max(backend.batch_size, UNITS_PER_ENV * backend.num_envs)
+    return backend.batch_size if evaluator.batches else 1
+
+
 def with_video_dir(spec, run_dir: str | os.PathLike):
     """``spec`` with ``video_dir`` made absolute (default ``<run dir>/videos``) for the workers, checked writable
     (a one-line ConfigError otherwise); ``spec`` itself when it records no videos. Never stored: the run keeps the
@@ -206,7 +231,14 @@ class SubjectRunner:
             self._setup_error = f"subject {self.subject.id!r} setup failed: {format_error(exc)}"
 
     def _reset_after_timeout(self) -> None:
-        # the hung call still holds the old state: drop it and set the subject up again
+        # the hung call still holds the old state: drop it and set the subject up again; an evaluator may free what
+        # the hung call does not need (``abandon(state)``: e.g. stop its environment workers, which ends that call)
+        abandon = getattr(self.evaluator, "abandon", None)
+        if callable(abandon) and self._state is not None:
+            try:
+                abandon(self._state)
+            except Exception:  # noqa: BLE001, S110 - best effort: the state is dropped either way
+                pass
         self._state, self._ready = None, False
 
     def run(self, units: Sequence[Unit]) -> list[UnitResult]:
@@ -216,7 +248,7 @@ class SubjectRunner:
             now = time.time()
             return [UnitResult("failed", error=self._setup_error, started=now, finished=now, worker=self.worker) for _ in units]
         seeds = [u.unit_seed(self.spec.evaluator) for u in units]
-        if len(units) > 1 and self.evaluator.batches:
+        if len(units) > 1 and (self.evaluator.batches or vectorised(self.evaluator, self.spec.backend)):
             started = time.time()
             try:
                 timeout = None if self.timeout_s is None else self.timeout_s * len(units)

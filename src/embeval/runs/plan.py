@@ -57,6 +57,9 @@ def plan_run(spec: RunSpec) -> Plan:
     if spec.record_video != "none" and not getattr(evaluator, "records_video", False):
         raise ConfigError(f"spec.record_video: evaluator {spec.evaluator!r} runs no episodes to record; remove record_video "
                           "(the evaluators sim-iqa and policy-decision record unit videos)")
+    if spec.backend.num_envs > 1 and not getattr(evaluator, "vectorises", False):
+        raise ConfigError(f"spec.backend.num_envs: evaluator {spec.evaluator!r} runs no vectorised episodes; remove "
+                          "num_envs (the evaluator sim-iqa steps num_envs environments together)")
     check_size(spec, evaluator, subjects)
     units = evaluator.units(spec)
     if not units:

@@ -248,11 +248,17 @@ def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int
                   reference: EpisodeRun | None = None) -> tuple[EpisodeScore, EpisodeRun, EpisodeRun]:
     """Decision and Execution of one seeded episode under ``distortion`` (see module docstring).
     Pass ``reference`` to reuse the clean run across distortions."""
-    from embeval.scoring.decision import DecisionConfig, decision_score
-
     ref = reference or run_episode(env, policy, seed, None)
     dis = run_episode(env, policy, seed, distortion) if distortion else ref
+    return score_runs(ref, dis), ref, dis
+
+
+def score_runs(ref, dis) -> EpisodeScore:
+    """Decision and Execution of the distorted run ``dis`` against its clean reference ``ref`` (anything with an
+    :class:`EpisodeRun`'s ``first_action`` and ``outcome``, e.g. what an environment worker sent back)."""
+    from embeval.scoring.decision import DecisionConfig, decision_score
+
     # Decision on the first frame: each episode's first action, taken right after policy.reset on the
     # clean resp. distorted first frame (the same policy state for both)
     d = decision_score([ref.first_action], [dis.first_action], DecisionConfig(normalisation="per_pair"))
-    return EpisodeScore(d.total, d.position, d.rotation, d.state, execution_score(ref.outcome, dis.outcome)), ref, dis
+    return EpisodeScore(d.total, d.position, d.rotation, d.state, execution_score(ref.outcome, dis.outcome))

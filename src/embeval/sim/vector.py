@@ -338,34 +338,55 @@ def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: in
     its environments. ``groups``: 1 (default) steps all environments in lockstep, one call per step for all; 2 splits
     them into two halves that alternate (the policy answers one half while the workers step the other: the model's
     time hides behind the environments' and back, at half the batch). Stops the workers when the caller stops
-    iterating, on errors and on Ctrl-C."""
-    import multiprocessing as mp
-    from multiprocessing.connection import wait
-
-    num_envs = check_num_envs(num_envs)
-    if start_method not in START_METHODS:
-        raise ConfigError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_ENVS):
-        raise ConfigError(f"workers must be a whole number in 1..{MAX_ENVS} (worker processes) or None (one per CPU, "
-                          f"at most num_envs), got {workers!r}"[:200])
-    if groups not in (1, 2) or isinstance(groups, bool):
-        raise ConfigError(f"groups must be 1 (lockstep) or 2 (two alternating halves), got {groups!r}")
+    iterating, on errors and on Ctrl-C. :class:`VectorPool` keeps the workers for several runs."""
     units = list(units)
-    if not units:
-        return
-    n_slots = min(num_envs, len(units))
-    n_workers = max(1, min(n_slots, workers or os.cpu_count() or 1))
-    ctx = mp.get_context(start_method)
-    if start_method == "forkserver":  # the server (started once per process) imports the task's module for every fork
-        ctx.set_forkserver_preload([type(task).__module__])
-    pid = str(getattr(policy, "id", "")) if policy is not None else ""
-    spec = getattr(policy, "action_spec", None) if policy is not None else None
-    prof = profile
-    if prof is not None:
-        prof.num_envs, prof.workers = n_slots, n_workers
-    t_start = time.perf_counter()
-    pool: list[_Worker] = []
+    pool = VectorPool(task, check_num_envs(num_envs), workers, start_method, startup_timeout_s)
+    pool.num_envs = max(1, min(pool.num_envs, len(units)))
     try:
+        yield from pool.run(policy, units, profile, groups)
+    finally:
+        pool.close()
+
+
+class VectorPool:
+    """:func:`run_vectorised`'s environment workers, kept between runs: ``run(policy, units)`` starts them on its first
+    call (``num_envs`` environments in ``min(num_envs, workers or CPU count)`` processes) and leaves them ready for the
+    next call when every unit finished; a run that fails or is stopped early closes them (the next run starts fresh
+    ones). ``option``: the setting named in errors that tell the user to change the number of environments
+    (``--num-envs``, ``spec.backend.num_envs``). Call :meth:`close` when done (also safe from another thread: a run
+    blocked on the workers then ends with an error)."""
+
+    def __init__(self, task: EpisodeTask, num_envs: int, workers: int | None = None, start_method: str = "spawn",
+                 startup_timeout_s: float = 600.0, option: str = "--num-envs"):
+        self.num_envs = check_num_envs(num_envs, option)
+        if start_method not in START_METHODS:
+            raise ConfigError(f"start_method must be one of {', '.join(START_METHODS)}, got {start_method!r}")
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_ENVS):
+            raise ConfigError(f"workers must be a whole number in 1..{MAX_ENVS} (worker processes) or None (one per CPU, "
+                              f"at most num_envs), got {workers!r}"[:200])
+        self.task, self.workers, self.start_method = task, workers, start_method
+        self.startup_timeout_s, self.option = startup_timeout_s, option
+        self._pool: list[_Worker] = []
+        self._policy_key: tuple[str, Any] | None = None
+        self.starts = 0  # times the workers were started (a run after a failed one starts them again)
+
+    @property
+    def running(self) -> bool:
+        """Whether worker processes are up (kept from an earlier run)."""
+        return bool(self._pool)
+
+    def _start(self, policy, prof: VectorProfile | None) -> None:
+        import multiprocessing as mp
+
+        task, n_slots = self.task, self.num_envs
+        n_workers = max(1, min(n_slots, self.workers or os.cpu_count() or 1))
+        ctx = mp.get_context(self.start_method)
+        if self.start_method == "forkserver":  # the server (started once per process) imports the task's module for every fork
+            ctx.set_forkserver_preload([type(task).__module__])
+        pid = str(getattr(policy, "id", "")) if policy is not None else ""
+        spec = getattr(policy, "action_spec", None) if policy is not None else None
+        self._policy_key = (pid, spec)
+        self.starts += 1
         for w in range(n_workers):
             mine = list(range(w, n_slots, n_workers))
             parent, child = ctx.Pipe(duplex=True)
@@ -378,9 +399,41 @@ def run_vectorised(policy, units: Sequence[Any], task: EpisodeTask, num_envs: in
                                   "task and its backend must pickle: use a registered backend name, or num_envs 1"
                                   ) from None
             child.close()
-            pool.append(_Worker(proc, parent, mine))
-        yield from _drive(policy, units, task, pool, n_slots, groups, prof, startup_timeout_s, t_start, wait)
-    finally:
+            self._pool.append(_Worker(proc, parent, mine))
+
+    def run(self, policy, units: Sequence[Any], profile: VectorProfile | None = None,
+            groups: int = 1) -> Iterator[tuple[int, Any]]:
+        """Every unit of ``units`` on the pool's environments, as :func:`run_vectorised` (same arguments); yields
+        ``(index, record)`` in unit order. A policy with another id or action spec than the workers were started
+        for restarts them (the workers' stand-in policies carry both)."""
+        from multiprocessing.connection import wait
+
+        if groups not in (1, 2) or isinstance(groups, bool):
+            raise ConfigError(f"groups must be 1 (lockstep) or 2 (two alternating halves), got {groups!r}")
+        units = list(units)
+        if not units:
+            return
+        key = (str(getattr(policy, "id", "")) if policy is not None else "",
+               getattr(policy, "action_spec", None) if policy is not None else None)
+        if self._pool and key != self._policy_key:
+            self.close()
+        t_start = time.perf_counter()
+        ok = False
+        try:
+            if not self._pool:
+                self._start(policy, profile)
+            if profile is not None:
+                profile.num_envs, profile.workers = self.num_envs, len(self._pool)
+            yield from _drive(policy, units, self.task, self._pool, self.num_envs, groups, profile,
+                              self.startup_timeout_s, t_start, wait, self.option)
+            ok = True
+        finally:
+            if not ok:  # a failed or abandoned run may leave episodes running in the workers: start afresh next time
+                self.close()
+
+    def close(self) -> None:
+        """Stop the workers (ours, by pid); the next :meth:`run` starts new ones."""
+        pool, self._pool = self._pool, []
         _shutdown(pool)
 
 
@@ -409,7 +462,7 @@ def _shutdown(pool: list[_Worker]) -> None:
 
 
 def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, prof: VectorProfile | None,
-           startup_timeout_s: float, t_start: float, wait) -> Iterator[tuple[int, Any]]:
+           startup_timeout_s: float, t_start: float, wait, option: str = "--num-envs") -> Iterator[tuple[int, Any]]:
     """The calling process's loop: start the workers, hand out units, one batched policy call per step."""
     import pickle
 
@@ -439,7 +492,7 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, 
             busy = [describe(running[s]) for s in w.slots if s in running]
             raise EmbevalError(f"environment worker {pool.index(w)} (pid {w.pid or w.process.pid}) exited (code "
                                f"{w.process.exitcode})" + (f" while running {', '.join(busy[:3])}" if busy else "")
-                               + "; rerun with --num-envs 1 to see the error in this process") from None
+                               + f"; rerun with {option} 1 to see the error in this process") from None
         t0 = time.thread_time()
         msgs, pickling, w.cpu = pickle.loads(data)
         transport += time.thread_time() - t0
@@ -473,12 +526,14 @@ def _drive(policy, units, task, pool: list[_Worker], n_slots: int, groups: int, 
         if left <= 0:
             late = [str(i) for i, w in enumerate(pool) if not w.ready]
             raise EmbevalError(f"environment worker(s) {', '.join(late)} not ready after {startup_timeout_s:.0f} s "
-                               "(building the environments); use fewer environments (--num-envs)")
+                               f"(building the environments); use fewer environments ({option})")
         for c in wait([w.conn for w in pool if not w.ready] + [w.process.sentinel for w in pool if not w.ready],
                       timeout=min(left, 1.0)):
             w = by_conn.get(c) or next(x for x in pool if x.process.sentinel == c)
             msg = recv(w)[0]  # ("ready", -1, -1, pid, None)
             w.ready, w.pid, w.cpu0 = True, msg[3], w.cpu
+    for w in pool:  # CPU seconds of this run only (a kept pool ran earlier ones)
+        w.cpu0 = w.cpu
     t0, c0 = time.perf_counter(), time.process_time()
     if prof is not None:
         prof.startup_s = t0 - t_start

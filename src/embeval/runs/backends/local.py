@@ -4,7 +4,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Sequence
 
-from embeval.runs.execute import SubjectRunner
+from embeval.runs.execute import SubjectRunner, units_per_call
 from embeval.runs.units import Unit, batches
 
 
@@ -13,7 +13,7 @@ class LocalBackend:
 
     def execute(self, plan, units: Sequence[Unit], on_results) -> None:
         spec = plan.spec
-        size = spec.backend.batch_size if plan.evaluator.batches else 1
+        size = units_per_call(plan.evaluator, spec.backend)  # batch_size; with num_envs > 1 a vectorised batch
         rank = {sid: i for i, sid in enumerate(plan.subjects)}
         ordered = sorted(units, key=lambda u: rank[u.subject])  # stable: plan order within a subject
         for subject_id, group in groupby(ordered, key=lambda u: u.subject):

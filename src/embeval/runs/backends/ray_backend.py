@@ -169,9 +169,10 @@ class RayBackend:
 
     def _execute(self, ray, plan, units, on_results) -> None:
         from embeval.runs.backends.model_actor import ModelActors
+        from embeval.runs.execute import units_per_call
 
         spec, b = plan.spec, plan.spec.backend
-        size = b.batch_size if plan.evaluator.batches else 1
+        size = units_per_call(plan.evaluator, b)  # batch_size; with num_envs > 1 a vectorised batch per actor call
         queues: dict[str, deque] = {sid: deque() for sid in plan.subjects}
         for batch in batches(list(units), size):
             queues[batch[0].subject].append(batch)
