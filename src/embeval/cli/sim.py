@@ -19,16 +19,19 @@ def register(sub) -> None:
                      epilog="examples:\n  embeval sim render --task Place --seed 3 --camera third_person --out place3.png\n"
                             "  embeval sim render --backend maniskill --task PickCube-v1 --out x.png   # ManiSkill3, CPU\n"
                             "  embeval sim render --backend maniskill --task PutCarrotOnPlateInScene-v1 --out b.png   "
-                            "# SimplerEnv Bridge scene (needs ManiSkill's asset download)")
-    p.add_argument("--backend", choices=["pybullet", "maniskill"], default="pybullet",
-                   help="simulator: the UR5 cell (pybullet, default) or ManiSkill3 (CPU, software Vulkan)")
+                            "# SimplerEnv Bridge scene (needs ManiSkill's asset download)\n"
+                            "  embeval sim render --backend libero --task libero_spatial:0 --out l.png   "
+                            "# LIBERO (scripts/install_libero.sh)")
+    p.add_argument("--backend", choices=["pybullet", "maniskill", "libero"], default="pybullet",
+                   help="simulator: the UR5 cell (pybullet, default), ManiSkill3 (CPU, software Vulkan) or LIBERO / "
+                        "LIBERO-PRO (its own interpreter .venv-libero)")
     p.add_argument("--task", help=f"task: a verb of the UR5 cell ({_VERBS}; default Pick) or a ManiSkill env id "
                                   "(default PickCube-v1; a Bridge id such as PutCarrotOnPlateInScene-v1 renders the "
-                                  "WidowX scene from 3rd_view_camera)")
-    p.add_argument("--seed", type=seed, default=0, help="scene seed (default 0)")
+                                  "WidowX scene from 3rd_view_camera) or LIBERO SUITE:TASK_ID (default libero_spatial:0)")
+    p.add_argument("--seed", type=seed, default=0, help="scene seed (default 0; LIBERO: its initial state index)")
     p.add_argument("--scene", type=Path, help="scene spec YAML instead of a generated scene (pybullet)")
     p.add_argument("--camera", help="camera name: third_person or wrist (pybullet, default third_person); ManiSkill: "
-                                    "an env camera (default its first, e.g. base_camera)")
+                                    "an env camera (default its first, e.g. base_camera); LIBERO: agentview (default) or wrist")
     p.add_argument("--width", type=image_side, default=640, help="image width in pixels, 1..4096 (default 640)")
     p.add_argument("--height", type=image_side, default=480, help="image height in pixels, 1..4096 (default 480)")
     p.add_argument("--out", type=Path, default=Path("scene.png"),
@@ -85,9 +88,12 @@ def register(sub) -> None:
                                  "one: Decision (first frame, 0..1) and Execution (0..100).",
                      epilog="examples:\n  embeval sim episodes --backend maniskill --task PickCube-v1 --episodes 5\n"
                             "  embeval sim episodes --backend maniskill --task PushCube-v1 --subject tiny_vla.yaml "
-                            "--distortion white_noise --level 3 --sheet sheet.png")
-    p.add_argument("--backend", choices=["pybullet", "maniskill"], default="maniskill", help="simulator (default maniskill)")
-    p.add_argument("--task", help="ManiSkill env id (default PickCube-v1) or a UR5 cell verb (default Pick)")
+                            "--distortion white_noise --level 3 --sheet sheet.png\n"
+                            "  embeval sim episodes --backend libero --task libero_10_swap:0 --episodes 2 --distortion jpeg")
+    p.add_argument("--backend", choices=["pybullet", "maniskill", "libero"], default="maniskill",
+                   help="simulator (default maniskill)")
+    p.add_argument("--task", help="ManiSkill env id (default PickCube-v1), a UR5 cell verb (default Pick) or LIBERO "
+                                  "SUITE:TASK_ID (default libero_spatial:0; seeds are its initial states 0..49)")
     p.add_argument("--subject", help="policy subject YAML (embeval.subjects); default the backend's scripted expert")
     p.add_argument("--episodes", type=positive_int, default=5, help="episodes, seeds --seed .. (default 5)")
     p.add_argument("--seed", type=seed, default=0, help="first episode seed (default 0; ManiSkill: seeds up to 2**32-1)")
@@ -98,6 +104,7 @@ def register(sub) -> None:
     p.add_argument("--alias", action="append", default=[], metavar="KEY=CAMERA",
                    help="also give camera CAMERA under image key KEY (e.g. third_person=base_camera); repeatable")
     p.add_argument("--state-only", action="store_true", help="no cameras (fast; only for policies that read no image)")
+    p.add_argument("--max-steps", type=positive_int, help="policy steps per episode (default the task's own limit)")
     p.add_argument("--sheet", type=Path, help="write a contact sheet PNG of the first frames (clean | distorted)")
     p.add_argument("--json", type=Path, help="write per-episode results as JSON")
     add_video_args(p, "videos/")
@@ -151,6 +158,10 @@ def _render(args) -> int:
     check_image_path(args.out, "--out")  # before the (slow) render
     if args.backend == "maniskill":
         return _render_maniskill(args)
+    if args.backend == "libero":
+        from embeval.sim.libero.render import render_cli
+
+        return render_cli(args)
     args.task = args.task or "Pick"
     args.camera = args.camera or "third_person"
     scene = _load_scene(args)
@@ -201,7 +212,7 @@ def _episodes(args) -> int:
     from embeval.recording.video import maybe_episode, recorder_from_args
     from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
 
-    task = args.task or ("PickCube-v1" if args.backend == "maniskill" else "Pick")
+    task = args.task or {"maniskill": "PickCube-v1", "libero": "libero_spatial:0"}.get(args.backend, "Pick")
     if args.backend == "pybullet":
         task = _verb(task)
     aliases = parse_aliases(args.alias)
@@ -233,13 +244,16 @@ def _episodes(args) -> int:
     if videos is not None and args.state_only:
         raise ConfigError("--record-video records the camera images; drop --state-only")
     spec = SimSpec(backend=args.backend, env=task, width=args.width, height=args.height, aliases=aliases,
-                   render=not args.state_only)
+                   render=not args.state_only, max_steps=args.max_steps)
     env = make_episode_env(spec)
     try:
         if args.subject:
             from embeval.subjects.registry import load_subject
 
             policy = load_subject(args.subject)
+        elif hasattr(env, "default_policy"):  # a backend without a scripted expert (LIBERO): its stated default
+            policy = env.default_policy()
+            print(f"no --subject: {args.backend} has no scripted expert; policy '{policy.id}': {policy.summary}")
         else:
             from embeval.runs.evaluators.sim_iqa import _Expert
 

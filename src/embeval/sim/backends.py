@@ -40,7 +40,7 @@ from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, executi
 @dataclass(frozen=True)
 class SimSpec:
     backend: str = "maniskill"  # see BACKENDS
-    env: str = "PickCube-v1"  # ManiSkill env id, or a pybullet verb (Pick, Push, ...)
+    env: str = "PickCube-v1"  # ManiSkill env id, a pybullet verb (Pick, Push, ...) or LIBERO SUITE:TASK_ID
     width: int = 64  # camera image size, pixels
     height: int = 64
     aliases: dict[str, str] = field(default_factory=dict)  # extra image key -> camera name
@@ -125,7 +125,31 @@ class ManiSkillEpisodes(EpisodeEnv):
         self.env.close()
 
 
-class PybulletEpisodes(EpisodeEnv):
+class DistortedCameras:
+    """For an :class:`EpisodeEnv` whose simulator returns clean images: ``(name, level, seed)`` distorts every
+    frame of every camera in ``self.cameras`` (seeded per camera and frame), keeps the clean ones in
+    ``clean_images``, and adds ``spec.aliases``."""
+
+    cameras: tuple[str, ...] = ()
+    spec: SimSpec
+
+    def _start_distortion(self, distortion: tuple[str, int, int] | None) -> None:
+        from embeval.distortion import FrameDistorter
+
+        self._distorters = ({c: FrameDistorter(distortion[0], distortion[1], seed=distortion[2], stream=c) for c in self.cameras}
+                            if distortion else {})
+
+    def _wrap(self, obs: Observation) -> Observation:
+        self.clean_images = dict(obs.images)
+        imgs = {c: self._distorters[c](im) if c in self._distorters else im for c, im in obs.images.items()}
+        for alias, cam in self.spec.aliases.items():
+            if cam not in imgs:
+                raise ConfigError(f"sim.aliases: {alias}={cam}: no camera {cam!r}; cameras: {', '.join(imgs) or 'none'}")
+            imgs[alias] = imgs[cam]
+        return Observation(imgs, obs.instruction, obs.state, obs.timestamp)
+
+
+class PybulletEpisodes(DistortedCameras, EpisodeEnv):
     """The UR5 cell (:class:`embeval.sim.SimEnv`); ``env`` is a verb. Distortion per camera frame as above."""
 
     def __init__(self, spec: SimSpec):
@@ -138,18 +162,8 @@ class PybulletEpisodes(EpisodeEnv):
         self._distorters: dict[str, Any] = {}
         self.clean_images: dict[str, np.ndarray] = {}
 
-    def _wrap(self, obs: Observation) -> Observation:
-        self.clean_images = dict(obs.images)
-        imgs = {c: self._distorters[c](im) if c in self._distorters else im for c, im in obs.images.items()}
-        for alias, cam in self.spec.aliases.items():
-            imgs[alias] = imgs[cam]
-        return Observation(imgs, obs.instruction, obs.state, obs.timestamp)
-
     def reset(self, seed, distortion=None):
-        from embeval.distortion import FrameDistorter
-
-        self._distorters = ({c: FrameDistorter(distortion[0], distortion[1], seed=distortion[2], stream=c) for c in self.cameras}
-                            if distortion else {})
+        self._start_distortion(distortion)
         obs = self.env.reset(seed=seed, task=self.verb)
         self.instruction = self.env.task.instruction
         return self._wrap(obs)
@@ -172,8 +186,16 @@ class PybulletEpisodes(EpisodeEnv):
         self.env.close()
 
 
+def _libero(spec: SimSpec) -> EpisodeEnv:
+    """LIBERO / LIBERO-PRO in its own interpreter (embeval.sim.libero; ``env``: SUITE:TASK_ID)."""
+    from embeval.sim.libero.episodes import LiberoEpisodes
+
+    return LiberoEpisodes(spec)
+
+
 #: backend name -> EpisodeEnv class
-BACKENDS: dict[str, Callable[[SimSpec], EpisodeEnv]] = {"maniskill": ManiSkillEpisodes, "pybullet": PybulletEpisodes}
+BACKENDS: dict[str, Callable[[SimSpec], EpisodeEnv]] = {"maniskill": ManiSkillEpisodes, "pybullet": PybulletEpisodes,
+                                                        "libero": _libero}
 
 
 def make_episode_env(spec: SimSpec | dict) -> EpisodeEnv:

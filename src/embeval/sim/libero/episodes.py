@@ -1,0 +1,164 @@
+"""LIBERO / LIBERO-PRO episodes behind embeval's :class:`~embeval.sim.backends.EpisodeEnv` (conventions: the
+package docstring of :mod:`embeval.sim.libero`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from embeval.action import Action, Observation
+from embeval.errors import ConfigError
+from embeval.rotations import quat_to_rotvec
+from embeval.scoring.execution import ExecutionOutcome
+from embeval.sim.backends import DistortedCameras, EpisodeEnv, SimSpec
+from embeval.sim.libero import (
+    CAMERAS,
+    ORIENTATIONS,
+    SETTLE_STEPS,
+    parse_task,
+    step_limit,
+    to_libero,
+)
+
+
+@dataclass
+class StepResult:
+    observation: Observation
+    success: bool
+    done: bool
+
+
+class LiberoTask:
+    """One LIBERO task in a worker process: reset to an initial state, step LIBERO actions, the raw state."""
+
+    def __init__(self, task: str, width: int = 128, height: int = 128, cameras=tuple(CAMERAS), orientation: str = "policy",
+                 max_steps: int | None = None):
+        from embeval.sim.libero.client import LiberoWorker
+
+        self.suite, self.task_id = parse_task(task)
+        if orientation not in ORIENTATIONS:
+            raise ConfigError(f"LIBERO image orientation {orientation!r}: choose from {', '.join(ORIENTATIONS)}")
+        bad = [c for c in cameras if c not in CAMERAS]
+        if bad:
+            raise ConfigError(f"LIBERO camera {bad[0]!r}: choose from {', '.join(CAMERAS)}")
+        self.cameras, self.orient = tuple(cameras), ORIENTATIONS[orientation]
+        self.worker = LiberoWorker()
+        try:
+            self.info, _ = self.worker.call("make", suite=self.suite, task_id=self.task_id, width=width, height=height,
+                                            cameras=[CAMERAS[c] for c in self.cameras])
+            self.max_steps = max_steps if max_steps is not None else step_limit(self.suite)
+        except BaseException:
+            self.worker.close()
+            raise
+        self.instruction = self.info["instruction"]
+        self.control_dt = 1.0 / self.info["control_freq"]  # seconds per control step
+        self.steps, self.success, self.reason = 0, False, ""
+        self.last: dict[str, np.ndarray] = {}
+
+    def observation(self, arrays: dict[str, np.ndarray]) -> Observation:
+        self.last = arrays
+        images = {c: self.orient(arrays[CAMERAS[c]]) for c in self.cameras}
+        pos, quat = arrays["robot0_eef_pos"], arrays["robot0_eef_quat"]  # quaternion xyzw (robosuite)
+        grip = arrays["robot0_gripper_qpos"]
+        state = {"joint_positions": arrays["robot0_joint_pos"], "tcp_pose": np.concatenate([pos, quat]),
+                 "gripper_qpos": grip,
+                 # the 8 numbers OpenVLA-OFT and openpi feed their LIBERO policies: eef xyz, axis-angle, fingers
+                 "libero_state": np.concatenate([pos, quat_to_rotvec(quat), grip])}
+        return Observation(images, self.instruction, state, self.steps * self.control_dt)
+
+    def reset(self, init_index: int, settle_steps: int = SETTLE_STEPS) -> Observation:
+        n = self.info["n_init_states"]
+        if not 0 <= init_index < n:
+            raise ConfigError(f"LIBERO {self.suite}:{self.task_id} has initial states 0..{n - 1} (episode seeds); "
+                              f"got {init_index}")
+        head, arrays = self.worker.call("reset", init_index=int(init_index), settle_steps=int(settle_steps))
+        self.steps, self.success, self.reason = 0, bool(head["success"]), ""
+        return self.observation(arrays)
+
+    def step_libero(self, vec) -> StepResult:
+        """One control step of a LIBERO-convention 7-vector (see :func:`embeval.sim.libero.to_libero`)."""
+        head, arrays = self.worker.call("step", {"action": np.asarray(vec, dtype=np.float64)})
+        self.steps += 1
+        self.success = bool(head["success"])
+        self.reason = "success" if self.success else ("max_steps" if self.steps >= self.max_steps else "")
+        return StepResult(self.observation(arrays), self.success, self.done)
+
+    @property
+    def done(self) -> bool:
+        return self.success or self.steps >= self.max_steps
+
+    def get_state(self) -> np.ndarray:
+        """MuJoCo's flattened state (time, qpos, qvel), as LIBERO's initial-state files store it."""
+        return self.worker.call("get_state")[1]["state"]
+
+    def set_state(self, state) -> tuple[Observation, bool]:
+        """Set the flattened state; ``(observation, LIBERO's success check there)``."""
+        head, arrays = self.worker.call("set_state", {"state": np.asarray(state, dtype=np.float64)})
+        return self.observation(arrays), bool(head["success"])
+
+    def body_pose(self, body: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """World position (m), quaternion wxyz (MuJoCo) and free-joint qpos address (-1: none) of ``body``."""
+        head, arrays = self.worker.call("body_pose", body=body)
+        return arrays["pos"], arrays["quat"], head["qpos_address"]
+
+    def tcp_pose6(self) -> tuple[float, ...]:
+        """The last observation's end-effector pose ``[x, y, z, rx, ry, rz]`` (m, rotation vector), world = base axes."""
+        return tuple(np.concatenate([self.last["robot0_eef_pos"], quat_to_rotvec(self.last["robot0_eef_quat"])]))
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+class HoldPolicy:
+    """The default policy where LIBERO has no scripted expert: hold still, gripper open (runs to the step limit)."""
+
+    id = "hold"
+    summary = "holds still with the gripper open, so every episode runs to LIBERO's step limit"
+
+    def reset(self, instruction: str) -> None:
+        pass
+
+    def act(self, obs) -> Action:
+        return Action.hold()
+
+
+class LiberoEpisodes(DistortedCameras, EpisodeEnv):
+    """``sim: {backend: libero, env: SUITE:TASK_ID}``; episode seed = LIBERO initial-state index. A distortion
+    ``(name, level, seed)`` distorts every camera frame (seeded per camera and frame, as the other backends)."""
+
+    def __init__(self, spec: SimSpec):
+        self.spec = spec
+        self.env = LiberoTask(spec.env, spec.width, spec.height, tuple(CAMERAS) if spec.render else (),
+                              max_steps=spec.max_steps)
+        self.cameras = self.env.cameras
+        self.instruction = self.env.instruction
+        self._distorters: dict[str, Any] = {}
+        self.clean_images: dict[str, np.ndarray] = {}
+
+    def reset(self, seed, distortion=None):
+        self._start_distortion(distortion)
+        return self._wrap(self.env.reset(int(seed)))
+
+    def step(self, action: Action) -> StepResult:
+        r = self.env.step_libero(to_libero(action))
+        r.observation = self._wrap(r.observation)
+        return r
+
+    @property
+    def done(self) -> bool:
+        return self.env.done
+
+    def default_policy(self) -> HoldPolicy:
+        return HoldPolicy()
+
+    def outcome(self, n_actions: int) -> ExecutionOutcome:
+        e = self.env
+        return ExecutionOutcome(final_tcp_pose=e.tcp_pose6(), success=e.success, stopped=False, n_actions=n_actions,
+                                duration=e.steps * e.control_dt,
+                                final_joint_positions=tuple(e.last["robot0_joint_pos"].tolist()),
+                                extra={"task": self.spec.env, "libero_task": e.info["task"], "control_steps": e.steps,
+                                       "max_steps": e.max_steps, "goal": e.info["goal"]})
+
+    def close(self) -> None:
+        self.env.close()

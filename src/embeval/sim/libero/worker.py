@@ -1,0 +1,239 @@
+"""The LIBERO environment worker: runs in LIBERO's own interpreter (``.venv-libero/bin/python worker.py``).
+
+Self-contained on purpose: it imports only the standard library, numpy and (lazily) LIBERO, so embeval itself
+need not be installed beside LIBERO's pins (numpy 1.26, mujoco 2.3.7, opencv-python<5). The embeval side
+(:mod:`embeval.sim.libero.client`) imports the frame codec below, so both ends share one protocol.
+
+Protocol: one request, one reply, over the worker's stdin / its original stdout (LIBERO's own prints are sent
+to stderr). A frame is ``<II`` (header bytes, array bytes), a JSON header, then the arrays' raw bytes; the header
+names each array as ``[dtype, shape, offset]`` under ``"arrays"``. Frames are bounded (:data:`MAX_HEADER`,
+:data:`MAX_ARRAYS`): a larger one is refused before it is read. Requests are ``{"op": ...}`` (see ``OPS``);
+replies are ``{"ok": true, ...}`` or ``{"ok": false, "error": "...", "kind": "config" | "internal"}``.
+
+The worker dies with its parent: PR_SET_PDEATHSIG (Linux), and it exits at end of input.
+
+Images are sent as LIBERO renders them (``IMAGE_CONVENTION = "opengl"``: rows bottom-up); the embeval side
+turns them (:data:`embeval.sim.libero.ORIENTATIONS`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+MAX_HEADER = 1 << 20  # bytes of JSON per frame
+MAX_ARRAYS = 64 << 20  # bytes of array data per frame
+_PREFIX = struct.Struct("<II")
+#: LIBERO camera name -> the key its image has in an observation
+CAMERAS = {"agentview": "agentview_image", "robot0_eye_in_hand": "robot0_eye_in_hand_image"}
+#: LIBERO's "do nothing" action (OSC delta 0, gripper -1 = open): what its evaluations step while objects settle
+DUMMY_ACTION = [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0]
+
+
+class ProtocolError(RuntimeError):
+    pass
+
+
+def _read_exact(stream, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = stream.read(n - len(buf))
+        if not chunk:
+            raise EOFError("the other end closed the pipe")
+        buf += chunk
+    return bytes(buf)
+
+
+def write_frame(stream, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
+    """Write one frame: ``header`` (JSON-able) and ``arrays`` (name -> numpy array)."""
+    blobs, meta, offset = [], {}, 0
+    for name, a in (arrays or {}).items():
+        a = np.ascontiguousarray(a)
+        meta[name] = [a.dtype.str, list(a.shape), offset]
+        blobs.append(a.tobytes())
+        offset += a.nbytes
+    head = json.dumps({**header, "arrays": meta}).encode()
+    if len(head) > MAX_HEADER or offset > MAX_ARRAYS:
+        raise ProtocolError(f"frame too large: {len(head)} header bytes (max {MAX_HEADER}), "
+                            f"{offset} array bytes (max {MAX_ARRAYS}); use smaller images")
+    stream.write(_PREFIX.pack(len(head), offset) + head + b"".join(blobs))
+    stream.flush()
+
+
+def read_frame(stream) -> tuple[dict, dict[str, np.ndarray]]:
+    """Read one frame written by :func:`write_frame`: ``(header, arrays)``; oversize frames are refused unread."""
+    n_head, n_arr = _PREFIX.unpack(_read_exact(stream, _PREFIX.size))
+    if n_head > MAX_HEADER or n_arr > MAX_ARRAYS:
+        raise ProtocolError(f"refused a frame of {n_head} header + {n_arr} array bytes "
+                            f"(limits {MAX_HEADER} + {MAX_ARRAYS})")
+    header = json.loads(_read_exact(stream, n_head))
+    data = _read_exact(stream, n_arr)
+    arrays = {}
+    for name, (dtype, shape, off) in header.pop("arrays", {}).items():
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise ProtocolError(f"array {name!r}: object dtype refused")
+        count = int(np.prod(shape, dtype=np.int64))
+        if off < 0 or off + count * dt.itemsize > n_arr:
+            raise ProtocolError(f"array {name!r} lies outside its frame")
+        arrays[name] = np.frombuffer(data, dt, count, off).reshape(shape).copy()
+    return header, arrays
+
+
+class ConfigProblem(ValueError):
+    """A request the caller can fix (unknown suite, task id out of range, ...)."""
+
+
+class Worker:
+    """One LIBERO task environment (``OffScreenRenderEnv``) and its initial states."""
+
+    def __init__(self):
+        self.env = None
+        self.init_states = None
+
+    # ---- ops -------------------------------------------------------------------------------------------------
+    def op_make(self, req, _arrays):
+        from libero.libero import benchmark, get_libero_path
+        from libero.libero.envs import OffScreenRenderEnv
+
+        suites = benchmark.get_benchmark_dict()
+        suite_name, task_id = req["suite"], int(req["task_id"])
+        if suite_name not in suites:
+            raise ConfigProblem(f"unknown LIBERO suite {suite_name!r}; choose from {', '.join(sorted(suites))}")
+        suite = suites[suite_name]()
+        if not 0 <= task_id < suite.n_tasks:
+            raise ConfigProblem(f"suite {suite_name} has tasks 0..{suite.n_tasks - 1}, got task id {task_id}")
+        cams = list(req["cameras"])
+        for c in cams:
+            if c not in CAMERAS:
+                raise ConfigProblem(f"unknown LIBERO camera {c!r}; choose from {', '.join(CAMERAS)}")
+        task = suite.get_task(task_id)
+        self.init_states = np.asarray(suite.get_task_init_states(task_id))
+        bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
+        self.close()
+        kw = {"bddl_file_name": bddl, "camera_heights": int(req["height"]), "camera_widths": int(req["width"])}
+        if cams:
+            kw["camera_names"] = cams
+        else:  # no cameras: physics only (ControlEnv without an offscreen renderer)
+            from libero.libero.envs import ControlEnv
+
+            self.env = ControlEnv(**kw, has_offscreen_renderer=False, use_camera_obs=False)
+        if self.env is None:
+            self.env = OffScreenRenderEnv(**kw)
+        self.env.seed(int(req.get("seed", 0)))
+        self.cameras = cams
+        inner = self.env.env
+        return {"instruction": task.language, "bddl_instruction": self.env.language_instruction, "task": task.name,
+                "n_tasks": suite.n_tasks, "n_init_states": len(self.init_states),
+                "control_freq": float(inner.control_freq), "action_dim": int(inner.action_dim),
+                "goal": inner.parsed_problem["goal_state"]}, {}
+
+    def _need_env(self):
+        if self.env is None:
+            raise ConfigProblem("no environment: send op 'make' first")
+        return self.env
+
+    def _obs(self, obs):
+        out = {c: obs[CAMERAS[c]] for c in self.cameras}
+        for k in ("robot0_joint_pos", "robot0_eef_pos", "robot0_eef_quat", "robot0_gripper_qpos"):
+            out[k] = np.asarray(obs[k], dtype=np.float64)
+        return out
+
+    def op_reset(self, req, _arrays):
+        env = self._need_env()
+        i = int(req["init_index"])
+        if not 0 <= i < len(self.init_states):
+            raise ConfigProblem(f"this task has initial states 0..{len(self.init_states) - 1}, got {i}")
+        env.reset()
+        obs = env.set_init_state(self.init_states[i])
+        for _ in range(int(req.get("settle_steps", 0))):
+            obs, _r, _done, _info = env.step(DUMMY_ACTION)
+        return {"success": bool(env.check_success())}, self._obs(obs)
+
+    def op_step(self, _req, arrays):
+        env = self._need_env()
+        a = np.asarray(arrays["action"], dtype=np.float64).reshape(-1)
+        if a.shape != (7,) or not np.all(np.isfinite(a)):
+            raise ConfigProblem(f"a LIBERO action is 7 finite numbers, got shape {a.shape}")
+        obs, _r, done, _info = env.step(a)
+        return {"success": bool(done)}, self._obs(obs)
+
+    def op_get_state(self, _req, _arrays):
+        return {}, {"state": self._need_env().get_sim_state()}
+
+    def op_set_state(self, _req, arrays):
+        env = self._need_env()
+        obs = env.regenerate_obs_from_state(np.asarray(arrays["state"], dtype=np.float64))
+        return {"success": bool(env.check_success())}, self._obs(obs)
+
+    def op_body_pose(self, req, _arrays):
+        """World position and quaternion (wxyz) of a MuJoCo body, and its free joint's qpos address if it has one."""
+        sim = self._need_env().sim
+        try:
+            bid = sim.model.body_name2id(req["body"])
+        except ValueError:
+            raise ConfigProblem(f"no body {req['body']!r}") from None
+        jnt = sim.model.body_jntadr[bid]
+        qadr = int(sim.model.jnt_qposadr[jnt]) if jnt >= 0 and sim.model.jnt_type[jnt] == 0 else -1
+        return {"qpos_address": qadr}, {"pos": sim.data.body_xpos[bid].copy(), "quat": sim.data.body_xquat[bid].copy()}
+
+    def op_close(self, _req, _arrays):
+        self.close()
+        return {}, {}
+
+    def close(self):
+        if self.env is not None:
+            try:
+                self.env.close()
+            finally:
+                self.env = None
+
+
+def _die_with_parent() -> None:
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def main() -> int:
+    _die_with_parent()
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])
+    # the protocol keeps the original stdout; everything printed later (LIBERO, robosuite) goes to stderr
+    proto_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    proto_in = sys.stdin.buffer
+    worker = Worker()
+    write_frame(proto_out, {"ok": True, "ready": True, "pid": os.getpid()})
+    while True:
+        try:
+            req, arrays = read_frame(proto_in)
+        except EOFError:
+            break
+        op = req.get("op")
+        fn = getattr(worker, f"op_{op}", None) if isinstance(op, str) else None
+        try:
+            if fn is None:
+                raise ConfigProblem(f"unknown op {op!r}")
+            header, out = fn(req, arrays)
+            write_frame(proto_out, {"ok": True, **header}, out)
+        except ConfigProblem as exc:
+            write_frame(proto_out, {"ok": False, "kind": "config", "error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 -- reported to the caller, who raises it there
+            write_frame(proto_out, {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"})
+        if op == "close":
+            break
+    worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
