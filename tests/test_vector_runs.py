@@ -163,6 +163,32 @@ def test_watchdog_stops_the_workers_and_reruns_the_units_one_by_one(tmp_path, mo
     assert seen == [2] and _no_workers_left()  # the woken call's workers are gone: it ends with an error
 
 
+def test_ray_workers_run_vectorised_batches(tmp_path, monkeypatch):
+    """On the Ray backend each actor runs its batches as vectorised episodes (the spy plugin logs the actor's pid);
+    the units equal the local sequential run's."""
+    import os
+    from pathlib import Path
+
+    ray = pytest.importorskip("ray")
+    plugins = Path(__file__).parent / "ray_plugins"
+    log = tmp_path / "pool_runs.txt"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("EMBEVAL_TEST_VECTOR_LOG", str(log))
+    monkeypatch.setenv("RAY_USAGE_STATS_ENABLED", "0")
+    monkeypatch.syspath_prepend(str(plugins))
+    spec = {**_spec(), "items": {"source": "synthetic", "count": 2}, "plugins": ["embeval_test_vector_spy"]}
+    _, seq = _run(spec, tmp_path / "seq")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    try:
+        _, out = _run({**spec, "backend": {"progress": False, "name": "ray", "num_workers": 1, "num_envs": 2}},
+                      tmp_path / "ray")
+    finally:
+        ray.shutdown()
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert out == seq and len(seq) == 6
+    assert [c[1:] for c in calls] == [["6", "0"]] and int(calls[0][0]) != os.getpid()  # 2 references + 4 distorted
+
+
 @pytest.mark.parametrize("backend, message", [
     ({"num_envs": 0}, "spec.backend.num_envs must be a whole number in 1..64 (environments stepped together), got 0"),
     ({"num_envs": 65}, "spec.backend.num_envs must be a whole number in 1..64"),
