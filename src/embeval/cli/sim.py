@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from embeval.cli._util import add_group, add_video_args, finite, image_side, parse_aliases, positive_int, seed
+from embeval.cli.perturb import add_perturb_arg
 
 _VERBS = "`embeval sim tasks` lists them"  # the registry is read on use, not when the parser is built
 
@@ -36,6 +37,7 @@ def register(sub) -> None:
     p.add_argument("--height", type=image_side, default=480, help="image height in pixels, 1..4096 (default 480)")
     p.add_argument("--out", type=Path, default=Path("scene.png"),
                    help="output image: .png (default scene.png), .jpg, .jpeg, .bmp, .tif, .tiff or .webp")
+    add_perturb_arg(p)
     p.set_defaults(func=_render)
 
     p = g.add_parser("tasks", help="list the tabletop tasks (verb, difficulty, success, expert)", formatter_class=fmt,
@@ -79,6 +81,7 @@ def register(sub) -> None:
     p.add_argument("--mode", choices=["physics", "kinematic"], default="physics", help="simulation mode (default physics)")
     p.add_argument("--json", type=Path, help="write per-task results as JSON")
     add_video_args(p, "videos/")
+    add_perturb_arg(p)
     p.set_defaults(func=_expert)
 
     p = g.add_parser("episodes", help="run policy episodes (default the scripted expert), optionally under a distortion",
@@ -108,6 +111,7 @@ def register(sub) -> None:
     p.add_argument("--sheet", type=Path, help="write a contact sheet PNG of the first frames (clean | distorted)")
     p.add_argument("--json", type=Path, help="write per-episode results as JSON")
     add_video_args(p, "videos/")
+    add_perturb_arg(p)
     p.set_defaults(func=_episodes)
 
     p = g.add_parser("execute", help="Execution score of a reference vs a distorted action", formatter_class=fmt,
@@ -152,10 +156,12 @@ def _tasks(args) -> int:
 
 
 def _render(args) -> int:
+    from embeval.cli.perturb import load_perturbed, perturb_for
     from embeval.image_io import check_image_path, save_image
     from embeval.sim.workcell import Workcell
 
     check_image_path(args.out, "--out")  # before the (slow) render
+    perturb = perturb_for(args)
     if args.backend == "maniskill":
         return _render_maniskill(args)
     if args.backend == "libero":
@@ -166,7 +172,7 @@ def _render(args) -> int:
     args.camera = args.camera or "third_person"
     scene = _load_scene(args)
     with Workcell() as cell:
-        cell.load(scene)
+        load_perturbed(cell, scene, args, perturb)
         img = cell.render(args.camera, args.width, args.height)
     save_image(args.out, img, "--out")
     print(f"wrote {args.out} ({img.shape[1]}x{img.shape[0]}, scene {scene.name}, camera {args.camera})")
@@ -210,6 +216,7 @@ def _episodes(args) -> int:
 
     from embeval.errors import ConfigError
     from embeval.recording.video import maybe_episode, recorder_from_args
+    from embeval.cli.perturb import attach, episode_record, perturb_for
     from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
 
     task = args.task or {"maniskill": "PickCube-v1", "libero": "libero_spatial:0"}.get(args.backend, "Pick")
@@ -245,8 +252,10 @@ def _episodes(args) -> int:
         raise ConfigError("--record-video records the camera images; drop --state-only")
     spec = SimSpec(backend=args.backend, env=task, width=args.width, height=args.height, aliases=aliases,
                    render=not args.state_only, max_steps=args.max_steps)
+    perturb = perturb_for(args)
     env = make_episode_env(spec)
     try:
+        attach(env, perturb)
         if args.subject:
             from embeval.subjects.registry import load_subject
 
@@ -282,7 +291,7 @@ def _episodes(args) -> int:
                 print(f"{s:>4} {str(ref.outcome.success):>7} {ref.outcome.n_actions:>5}  {row['ended']}")
                 first = (ref.first_clean_images, {})
                 note = "success" if ref.outcome.success else "failure"
-            rows.append(row)
+            rows.append({**row, **episode_record(env, perturb)})
             cam = next(iter(first[0]), None)
             if cam is not None:  # one sheet row per episode: its first frame, clean | distorted
                 sheet.append(([first[0][cam]] + ([first[1][cam]] if cam in first[1] else []), s, note))
@@ -364,6 +373,7 @@ def _expert(args) -> int:
     import json
 
     from embeval.recording.video import recorder_from_args
+    from embeval.cli.perturb import perturb_for
     from embeval.sim.bench_util import expert_success
     from embeval.sim.expert import PLANNERS
     from embeval.sim.workcell import SimConfig
@@ -374,7 +384,7 @@ def _expert(args) -> int:
     print(f"{'task':<7} {'success':>9} {'rate':>6} {'steps/ep':>9} {'s/ep':>7}  failures (seed: reason)")
     for v in verbs:
         r = expert_success(v, args.episodes, seed0=args.seed, config=SimConfig(render=args.render, mode=args.mode),
-                           videos=videos)
+                           videos=videos, perturb=perturb_for(args))
         rows.append(r)
         fails = ", ".join(f"{s}: {why}" for s, why in r["failures"][:4])
         print(f"{v:<7} {r['successes']:>4}/{r['episodes']:<4} {r['rate']:>6.1%} {r['steps_per_episode']:>9.1f} "

@@ -31,14 +31,15 @@ def run_expert_episode(env: SimEnv, verb: str, seed: int, render: bool | None = 
 
 
 def expert_success(verb: str, episodes: int, seed0: int = 0, config: SimConfig | None = None,
-                   videos=None) -> dict[str, Any]:
+                   videos=None, perturb=None) -> dict[str, Any]:
     """Success rate of the scripted expert on ``episodes`` seeded episodes (seeds seed0 .. seed0+episodes-1);
-    ``videos``: an :class:`~embeval.recording.video.EpisodeRecorder` (one ``<verb>_seed<s>.mp4`` per episode it keeps)."""
+    ``videos``: an :class:`~embeval.recording.video.EpisodeRecorder` (one ``<verb>_seed<s>.mp4`` per episode it keeps);
+    ``perturb``: scene-level perturbations applied at each reset (:class:`embeval.perturb.Perturbations`)."""
     from embeval.recording.video import maybe_episode
 
     ok, steps, substeps, failures = 0, 0, 0, []
     t0 = time.perf_counter()
-    with SimEnv(config or SimConfig(render=False)) as env:
+    with SimEnv(config or SimConfig(render=False), perturb=perturb) as env:
         for s in range(seed0, seed0 + episodes):
             with maybe_episode(videos, f"{verb}_seed{s:04d}") as video:
                 r = run_expert_episode(env, verb, s)

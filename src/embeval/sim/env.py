@@ -66,7 +66,8 @@ class ClosingEnv:
 class SimEnv(ClosingEnv):
     """One episode at a time on a :class:`Workcell`. Deterministic: same seed and actions -> same result."""
 
-    def __init__(self, config: SimConfig | None = None, limits: SafetyLimits | None = None, action_frame: str = "base"):
+    def __init__(self, config: SimConfig | None = None, limits: SafetyLimits | None = None, action_frame: str = "base",
+                 perturb=None):
         if action_frame not in ("base", "tool0"):
             raise ConfigError(f"action_frame must be 'base' or 'tool0', got {action_frame!r}")
         #: what step() expects: 7-DoF deltas in ``action_frame`` (the scripted expert emits frame base)
@@ -79,6 +80,10 @@ class SimEnv(ClosingEnv):
         self.n_steps = 0
         self.done = False
         self.reason = ""
+        #: scene-level perturbations applied at every reset (:class:`embeval.perturb.Perturbations`; None: none)
+        self.perturb = perturb
+        #: what each perturbation axis drew for the current episode (``{axis: {"level", params...}}``)
+        self.perturbation: dict[str, Any] = {}
 
     def close(self) -> None:
         self.cell.close()
@@ -93,8 +98,14 @@ class SimEnv(ClosingEnv):
             scene, task = make_task(task, seed)
         elif scene is None:
             raise ConfigError("a TaskSpec needs its scene: reset(seed, task=TaskSpec(...), scene=SceneSpec(...))")
+        prep = self.perturb.prepare(scene, task, seed) if self.perturb else None
+        if prep is not None:  # seeded from the episode seed; refused in one line when the task becomes unsolvable
+            scene, task = prep.scene, prep.task
         self.scene, self.task, self.seed = scene, task, int(seed)
         self.cell.load(scene)
+        if prep is not None:
+            prep.after_load(self.cell)
+        self.perturbation = prep.record() if prep is not None else {}
         self.n_steps, self.done, self.reason = 0, False, ""
         return self.observe(render)
 

@@ -1,0 +1,149 @@
+"""``embeval perturb``: scene-level perturbations of the UR5 cell (camera pose, field of view, light, textures,
+distractors, initial joints, instruction wording): list the axes, draw an axis x level contact sheet.
+Also the ``--perturb AXIS:LEVEL`` option of ``embeval sim render / episodes / expert``."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from embeval.cli._util import add_group, image_side, seed
+
+PERTURB_HELP = ("scene-level perturbation AXIS:LEVEL (level 1..5), applied at reset from the episode seed; repeatable or "
+                "comma-separated, e.g. --perturb camera_pose:3 --perturb distractors:2 (`embeval perturb list`)")
+
+
+def add_perturb_arg(parser) -> None:
+    """Add ``--perturb AXIS:LEVEL`` (repeatable) to a sub-command's parser."""
+    parser.add_argument("--perturb", action="append", default=[], metavar="AXIS:LEVEL", help=PERTURB_HELP)
+
+
+def from_args(args):
+    """The :class:`~embeval.perturb.Perturbations` of ``--perturb`` (None when not given); one-line errors."""
+    words = getattr(args, "perturb", None)
+    if not words:
+        return None
+    from embeval.perturb import Perturbations
+
+    return Perturbations.parse(words)
+
+
+def perturb_for(args):
+    """``--perturb`` of a ``sim`` sub-command, checked before anything runs: None when not given; refused in one
+    line for a backend other than the UR5 cell (ManiSkill and LIBERO axes are not implemented)."""
+    perturb = from_args(args)
+    backend = getattr(args, "backend", "pybullet")
+    if perturb and backend != "pybullet":
+        from embeval.errors import ConfigError
+
+        raise ConfigError(f"--perturb works with the UR5 cell (--backend pybullet), not {backend}: ManiSkill and "
+                          "LIBERO scene perturbations are not implemented")
+    return perturb
+
+
+def load_perturbed(cell, scene, args, perturb) -> None:
+    """Load ``scene`` into ``cell``, under ``perturb`` when given (the task of ``--task``/``--seed``, or none for
+    ``--scene``), seeded from ``--seed``."""
+    if not perturb:
+        cell.load(scene)
+        return
+    from embeval.perturb import load
+    from embeval.sim.tasks import make_task, resolve_verb
+
+    task = None if getattr(args, "scene", None) else make_task(resolve_verb(args.task), args.seed)[1]
+    load(cell, scene, task, args.seed, perturb)
+
+
+def attach(env, perturb) -> None:
+    """Apply ``perturb`` at every reset of an episode env of the UR5 cell (its :class:`~embeval.sim.SimEnv`)."""
+    if perturb:
+        env.env.perturb = perturb
+
+
+def episode_record(env, perturb) -> dict:
+    """``{"perturbation": what each axis drew}`` for an episode's JSON row (empty without ``--perturb``)."""
+    return {"perturbation": dict(env.env.perturbation)} if perturb else {}
+
+
+def register(sub) -> None:
+    g = add_group(sub, "perturb", "scene-level perturbations of the UR5 cell (camera, light, textures, distractors, "
+                                  "initial state, instruction)")
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = g.add_parser("list", help="list the perturbation axes, their units and five levels", formatter_class=fmt,
+                     description="Every perturbation axis: what it changes (image, state, instruction), its unit and "
+                                 "the range of each of its five levels.",
+                     epilog="examples:\n  embeval perturb list\n  embeval perturb list --json\n  embeval perturb list --markdown")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the axes as JSON")
+    out.add_argument("--markdown", action="store_true", help="print the docs/sim.md axes table")
+    p.set_defaults(func=_list)
+
+    p = g.add_parser("grid", help="contact sheet: rendered scenes, one row per axis, columns clean and levels 1..5",
+                     formatter_class=fmt,
+                     description="Render one seeded task scene under every axis at every level (columns: unperturbed, "
+                                 "levels 1..5; the note on each cell: what the seed drew) into one labelled PNG.",
+                     epilog="example:\n  embeval perturb grid --task Pick --seed 3 --out perturb_grid.png")
+    p.add_argument("--task", default="Pick", help="task verb (`embeval sim tasks`); default Pick")
+    p.add_argument("--seed", type=seed, default=3, help="episode seed (default 3)")
+    p.add_argument("--camera", default="third_person", help="camera: third_person (default) or wrist")
+    p.add_argument("--axes", nargs="+", help="axes to show (default all)")
+    p.add_argument("--width", type=image_side, default=192, help="cell width in pixels (default 192)")
+    p.add_argument("--height", type=image_side, default=144, help="cell height in pixels (default 144)")
+    p.add_argument("--out", type=Path, required=True, help="output PNG")
+    p.set_defaults(func=_grid)
+
+
+def _list(args) -> int:
+    import json
+
+    from embeval.perturb import LEVELS, axes, markdown_table, table
+
+    if args.json:
+        print(json.dumps(table(), indent=1))
+        return 0
+    if args.markdown:
+        print(markdown_table())
+        return 0
+    for a in axes():
+        print(f"{a.name} ({a.changes}): {a.description}")
+        print(f"  unit: {a.unit}; grows with the level: {a.direction}")
+        for lv in LEVELS:
+            print(f"  level {lv}: {a.level_text(lv)}")
+    return 0
+
+
+def _grid(args) -> int:
+    from embeval.contact_sheet import save_labelled_grid
+    from embeval.image_io import check_image_path
+    from embeval.perturb import LEVELS, Perturbation, Perturbations, get_axis, load
+    from embeval.perturb.axis import AXES
+    from embeval.sim.tasks import make_task, resolve_verb
+    from embeval.sim.workcell import SimConfig, Workcell
+
+    check_image_path(args.out, "--out")
+    names = args.axes or AXES.names()
+    axes_ = [get_axis(n) for n in names]
+    scene, task = make_task(resolve_verb(args.task), args.seed)
+    rows, notes = [], {}
+    with Workcell(SimConfig(mode="kinematic")) as cell:
+        load(cell, scene, task, args.seed, None)
+        clean = cell.render(args.camera, args.width, args.height)
+        for r, axis in enumerate(axes_):
+            row = [clean]
+            notes[(r, 0)] = task.instruction if axis.changes == "instruction" else "unperturbed"
+            for lv in LEVELS:
+                prep = load(cell, scene, task, args.seed, Perturbations([Perturbation(axis.name, lv)]))
+                row.append(cell.render(args.camera, args.width, args.height))
+                notes[(r, lv)] = _wrap(axis.summary(prep.applied[0][2]), args.width)
+            rows.append(row)
+    save_labelled_grid(args.out, rows, [f"{a.name}\n{a.unit}" for a in axes_], ["unperturbed"] + [f"level {lv}" for lv in LEVELS],
+                       title=f"{task.verb} seed {args.seed}, {args.camera} {args.width}x{args.height} px: scene-level "
+                             "perturbations (notes: what the seed drew)", notes=notes)
+    print(f"wrote {args.out} ({len(rows)} axes x unperturbed + levels 1..5)")
+    return 0
+
+
+def _wrap(text: str, width_px: int, char_px: int = 6) -> str:
+    """``text`` broken into lines of at most ``width_px / char_px`` characters (cell notes)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, max(8, width_px // char_px - 1))) or text
