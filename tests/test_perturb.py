@@ -9,7 +9,16 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from embeval.errors import ConfigError
-from embeval.perturb import AXES, LEVELS, Perturbation, Perturbations, axes, get_axis, load, markdown_table
+from embeval.perturb import (
+    AXES,
+    LEVELS,
+    Perturbation,
+    Perturbations,
+    axes,
+    get_axis,
+    load,
+    markdown_table,
+)
 from embeval.sim import SimConfig, SimEnv
 from embeval.sim.tasks import make_task, tasks
 from embeval.sim.workcell import Workcell, intrinsics_projection
@@ -192,7 +201,7 @@ def test_table_texture_contrast_in_percent_and_table_pixel_spread(cell):
     from embeval.perturb.table_texture import table_mean_rgb
 
     seed = 3
-    scene, task = make_task("Pick", seed)
+    scene, _ = make_task("Pick", seed)
     assert scene.table_texture is None
     clean, _ = render(cell, "Pick", seed, w=160, h=120)
     spread = [clean[80:, 40:120].std()]  # the table in front of the camera
@@ -223,7 +232,7 @@ def test_distractors_count_placement_and_prefix_across_levels():
 
     prev = []
     for level in LEVELS:
-        p, prep, scene, task = params("distractors", level, verb="Place", seed=2)
+        p, prep, scene, _ = params("distractors", level, verb="Place", seed=2)
         lo, hi = get_axis("distractors").quantities[0].range(level)
         assert lo <= p["count"] <= hi and len(prep.scene.objects) == len(scene.objects) + p["count"]
         assert p["objects"][:len(prev)] == prev  # a higher level adds to the lower one's
@@ -263,7 +272,13 @@ def test_initial_state_offsets_joints_by_the_sampled_degrees(cell):
 
 
 def test_instruction_bank_keeps_verb_and_objects_for_every_task():
-    from embeval.perturb.instruction import BANK, added_words, keeps_task, paraphrase, words
+    from embeval.perturb.instruction import (
+        BANK,
+        added_words,
+        keeps_task,
+        paraphrase,
+        words,
+    )
 
     for level, templates in BANK.items():
         lo, hi = get_axis("instruction").quantities[0].range(level)
@@ -387,3 +402,17 @@ def test_cli_expert_and_episodes_take_perturb(tmp_path, capsys):
                  "--perturb", "light_intensity:2", "--json", str(out)]) == 0
     row = json.loads(out.read_text())[0]
     assert row["perturbation"]["light_intensity"]["level"] == 2 and row["success"]
+
+
+def test_cli_score_table_and_records(tmp_path, capsys):
+    from embeval.cli import main
+
+    out = tmp_path / "s.json"
+    assert main(["perturb", "score", "--task", "Pick", "--episodes", "1", "--seed", "3", "--axes", "fov",
+                 "initial_state", "--levels", "5", "--json", str(out)]) == 0
+    rows = {r["axis"]: r for r in json.loads(out.read_text())}
+    assert rows["fov"]["decision"] == 1.0 and rows["fov"]["execution"] == 100.0  # the expert reads no pixels
+    assert rows["initial_state"]["decision"] < 1.0  # another start pose: another first action
+    assert rows["initial_state"]["perturbation"]["initial_state"]["level"] == 5
+    assert "initial_state" in capsys.readouterr().out
+    assert main(["perturb", "score", "--axes", "fov", "--levels", "6"]) == 2

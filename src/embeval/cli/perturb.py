@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, image_side, seed
+from embeval.cli._util import add_group, image_side, positive_int, seed
 
 PERTURB_HELP = ("scene-level perturbation AXIS:LEVEL (level 1..5), applied at reset from the episode seed; repeatable or "
                 "comma-separated, e.g. --perturb camera_pose:3 --perturb distractors:2 (`embeval perturb list`)")
@@ -91,6 +91,26 @@ def register(sub) -> None:
     p.add_argument("--out", type=Path, required=True, help="output PNG")
     p.set_defaults(func=_grid)
 
+    p = g.add_parser("score", help="per-axis sensitivity: Decision and Execution of a policy under each axis and level",
+                     formatter_class=fmt,
+                     description="Closed-loop episodes of a policy in the UR5 cell, each seed run unperturbed (the "
+                                 "reference) and under every AXIS:LEVEL; scored as `sim episodes --distortion` scores a "
+                                 "distortion: Decision (first action, per pair, 0..1) and Execution (0..100, final TCP "
+                                 "vs the reference's). Prints one row per axis, one column per level.",
+                     epilog="examples:\n  embeval perturb score --task Pick --episodes 3 --levels 1 5\n"
+                            "  embeval perturb score --task Pick --subject config/subjects/tiny_vla.yaml --episodes 2 "
+                            "--json sens.json")
+    p.add_argument("--task", default="Pick", help="task verb (default Pick)")
+    p.add_argument("--subject", help="policy subject YAML (default the scripted expert)")
+    p.add_argument("--episodes", type=positive_int, default=3, help="seeds --seed .. per axis and level (default 3)")
+    p.add_argument("--seed", type=seed, default=0, help="first seed (default 0)")
+    p.add_argument("--axes", nargs="+", help="axes (default all)")
+    p.add_argument("--levels", nargs="+", type=int, default=[1, 3, 5], help="levels (default 1 3 5)")
+    p.add_argument("--width", type=image_side, default=64, help="camera width in pixels (default 64)")
+    p.add_argument("--height", type=image_side, default=64, help="camera height in pixels (default 64)")
+    p.add_argument("--json", type=Path, help="write one record per (axis, level, seed) as JSON")
+    p.set_defaults(func=_score)
+
 
 def _list(args) -> int:
     import json
@@ -139,6 +159,62 @@ def _grid(args) -> int:
                        title=f"{task.verb} seed {args.seed}, {args.camera} {args.width}x{args.height} px: scene-level "
                              "perturbations (notes: what the seed drew)", notes=notes)
     print(f"wrote {args.out} ({len(rows)} axes x unperturbed + levels 1..5)")
+    return 0
+
+
+def _score(args) -> int:
+    import json
+
+    import numpy as np
+
+    from embeval.perturb import Perturbation, Perturbations
+    from embeval.perturb.axis import AXES
+    from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_runs
+    from embeval.sim.tasks import resolve_verb
+
+    verb = resolve_verb(args.task)
+    names = args.axes or AXES.names()
+    cells = [Perturbations([Perturbation(a, lv)]) for a in names for lv in args.levels]  # refused before any episode
+    if args.json:
+        from embeval.errors import check_out_file
+
+        check_out_file(args.json, "--json")
+    env = make_episode_env(SimSpec(backend="pybullet", env=verb, width=args.width, height=args.height))
+    rows = []
+    try:
+        if args.subject:
+            from embeval.subjects.registry import load_subject
+
+            policy = load_subject(args.subject)
+        else:
+            from embeval.runs.evaluators.sim_iqa import _Expert
+
+            policy = _Expert(env)
+        for s in range(args.seed, args.seed + args.episodes):
+            env.env.perturb = None
+            ref = run_episode(env, policy, s)
+            for pert in cells:
+                env.env.perturb = pert
+                dis = run_episode(env, policy, s)
+                sc = score_runs(ref, dis)
+                rows.append({"axis": pert[0].axis, "level": pert[0].level, "seed": s, "decision": sc.decision,
+                             "execution": sc.execution.score, "reference_success": ref.outcome.success,
+                             "success": dis.outcome.success, "perturbation": dict(env.env.perturbation)})
+    finally:
+        env.close()
+    who = args.subject or "scripted expert"
+    print(f"{verb}, {who}, {args.episodes} seed(s) from {args.seed}: mean Decision / mean Execution / success rate")
+    print(f"{'axis':<20}" + "".join(f"{'level ' + str(lv):>22}" for lv in args.levels))
+    for a in names:
+        line = f"{a:<20}"
+        for lv in args.levels:
+            rs = [r for r in rows if r["axis"] == a and r["level"] == lv]
+            line += f"{np.mean([r['decision'] for r in rs]):>8.2f} {np.mean([r['execution'] for r in rs]):>6.1f} " \
+                    f"{np.mean([r['success'] for r in rs]):>6.0%}"
+        print(line)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+        print(f"wrote {args.json}")
     return 0
 
 

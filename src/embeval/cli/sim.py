@@ -214,9 +214,9 @@ def _episodes(args) -> int:
 
     import numpy as np
 
+    from embeval.cli.perturb import attach, episode_record, perturb_for
     from embeval.errors import ConfigError
     from embeval.recording.video import maybe_episode, recorder_from_args
-    from embeval.cli.perturb import attach, episode_record, perturb_for
     from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
 
     task = args.task or {"maniskill": "PickCube-v1", "libero": "libero_spatial:0"}.get(args.backend, "Pick")

@@ -65,7 +65,7 @@ def sample(rng, level, scene, task):
 
     n_max = int(COUNT.range(len(COUNT.ranges))[1])
     u = rng.uniform()
-    n = int(round(COUNT.magnitude(level, u)))
+    n = round(COUNT.magnitude(level, u))
     clear = _keep_clear(scene, task)
     used = {o.color_name for o in scene.objects if o.color_name}
     placed: list[dict] = []
