@@ -185,3 +185,47 @@ def one_error_line(capsys) -> str:
     lines = [ln for ln in err.splitlines() if ln.startswith("embeval: error:")]
     assert len(lines) == 1, err
     return lines[0]
+
+
+def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
+    """Run a LeRobot subject spec through embeval as a user would: load it, read its hidden states, score one
+    policy-decision unit (one synthetic image, darkened) and run one Act2Answer episode in the pybullet cell
+    (``a2a_steps`` policy steps at most; 0: none). Returns ``{"subject", "hidden", "decision", "episode"}``."""
+    import math
+
+    import numpy as np
+
+    from embeval.act2answer.episode import run_items
+    from embeval.act2answer.generator import generate_items
+    from embeval.act2answer.scene import EpisodeSpec
+    from embeval.action import Observation
+    from embeval.runs import ResultsStore, parse_spec, run
+    from embeval.subjects import load_subject
+
+    subject = load_subject(spec)
+    rng = np.random.default_rng(0)
+    obs = Observation(images={"third_person": rng.integers(0, 256, (96, 128, 3), dtype=np.uint8),
+                              "wrist": rng.integers(0, 256, (96, 128, 3), dtype=np.uint8)},
+                      instruction="pick up the cube", state={"tcp_pose": rng.normal(size=7), "gripper": np.ones(1),
+                                                             "joint_positions": rng.normal(size=6)})
+    hidden = subject.hidden_states(obs)
+    assert hidden and all(np.all(np.isfinite(v)) and v.size > 0 for v in hidden.values())
+    # the decision evaluator shows one camera ("third_person", a synthetic image): every image input reads it
+    one_cam = {**spec, "id": "lerobot", "params": {**spec.get("params", {}), "camera_map": {
+        k: "third_person" for k in subject.config.image_features}}}
+    rs = parse_spec({"evaluator": "policy-decision", "subjects": [one_cam], "distortions": ["darken"], "levels": [3],
+                     "items": {"source": "synthetic", "count": 1, "params": {"size": [128, 96]}},
+                     "params": {"tasks": ["pick up the block"], "state": {k: np.asarray(v).tolist() for k, v in obs.state.items()}},
+                     "backend": {"progress": False}}, base_dir=tmp_path)
+    s = run(rs, tmp_path / "decision")
+    with ResultsStore(tmp_path / "decision" / "results.sqlite") as st:
+        rows = st.rows(s.run_id)
+    assert s.failed == 0 and rows, [r.get("error") for r in rows]
+    decision = rows[-1]["outputs"]["decision"]
+    assert math.isfinite(decision)
+    if not a2a_steps:  # the caller runs its Act2Answer episodes itself
+        return {"subject": subject, "hidden": hidden, "decision": decision, "episode": None}
+    items = generate_items(tmp_path / "a2a", ["shape"], per_category=1, seed=3)
+    (episode,) = run_items(subject, items[:1], EpisodeSpec(max_steps=a2a_steps), layouts=("original",))
+    assert 1 <= episode.steps <= a2a_steps and len(episode.actions) == episode.steps
+    return {"subject": subject, "hidden": hidden, "decision": decision, "episode": episode}

@@ -36,7 +36,7 @@ def test_demos_are_lerobot_and_replay_the_expert(demos):
         for a in d.frames["action"][ep0]:
             r = env.step(a.astype(np.float64), render=False)
         assert r.success
-    geo = d.frames["observation.environment_state"][ep0]
+    geo = d.frames["privileged.task_geometry"][ep0]
     assert np.allclose(geo[0, 3:5], geo[0, :2])  # Pick: the goal is above the target
 
 

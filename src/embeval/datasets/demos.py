@@ -7,13 +7,17 @@ the executed action is the expert's plus Gaussian noise proportional to the step
 the *recorded* action stays the expert's clean correction: the data then show how to recover
 from small deviations, which a cloned policy needs in closed loop.
 
-Features: ``observation.images.<camera>`` (H, W, 3) uint8, ``observation.state`` (8,) =
-TCP pose ``[x, y, z, qx, qy, qz, qw]`` (frame base, metres) + gripper opening (1 = open),
-``action`` (7,) ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (frame base), and
-``observation.environment_state`` (6,) = privileged task geometry: the target object's position
-and the goal position (the receptacle for Place, 16 cm above the target for Pick), metres, frame
-base, measured at the frame (used as auxiliary supervision, never as a policy input), and
-``expert.waypoint`` (6,) the TCP pose ``[x, y, z, rx, ry, rz]`` (rotation vector) the expert is
+Features: ``observation.images.<camera>`` (H, W, 3) uint8, ``observation.state`` (8,) = the
+observation's state entries :data:`STATE_KEYS` concatenated in that order: ``tcp_pose`` ``[x, y, z,
+qx, qy, qz, qw]`` (frame base, metres) + ``gripper`` opening (1 = open) (a LeRobot subject spec
+feeds the same with ``state_key: [tcp_pose, gripper]``; ``meta/embeval.json`` records the list),
+``action`` (7,) ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (frame base), and the privileged
+fields, outside ``observation.*`` so that ``lerobot-train`` never makes them policy inputs (LeRobot
+turns ``observation.environment_state`` into one, and any other ``observation.*`` into state):
+:data:`TASK_GEOMETRY` (6,) = the target object's position and the goal position (the receptacle
+for Place, 16 cm above the target for Pick), metres, frame base, measured at the frame (auxiliary
+supervision of the embedded VLA; datasets recorded before it was renamed carry it as
+:data:`LEGACY_TASK_GEOMETRY`), ``expert.waypoint`` (6,) the TCP pose ``[x, y, z, rx, ry, rz]`` (rotation vector) the expert is
 heading for at this frame (its current stage target; the TCP pose itself once it has finished),
 and ``expert.phase`` (1,) the index of that stage's name in :data:`PHASES` (``done`` once finished).
 
@@ -35,7 +39,13 @@ from embeval.datasets.lerobot_format import Feature, LeRobotWriter
 from embeval.errors import ConfigError
 from embeval.provenance import code_version, derive_seed
 
+#: the Observation.state entries that make up ``observation.state``, in order (7 + 1 values)
+STATE_KEYS = ("tcp_pose", "gripper")
 STATE_NAMES = ["x", "y", "z", "qx", "qy", "qz", "qw", "gripper"]
+#: the privileged task geometry's feature name (never a policy input: not under ``observation.``)
+TASK_GEOMETRY = "privileged.task_geometry"
+#: its name in datasets recorded before (LeRobot made it a policy input: ``observation.environment_state``)
+LEGACY_TASK_GEOMETRY = "observation.environment_state"
 ACTION_NAMES = ["dx", "dy", "dz", "droll", "dpitch", "dyaw", "gripper"]
 ENV_NAMES = ["target_x", "target_y", "target_z", "goal_x", "goal_y", "goal_z"]
 WAYPOINT_NAMES = ["x", "y", "z", "rx", "ry", "rz"]
@@ -134,7 +144,7 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
              for c in cfg.cameras}
     feats["observation.state"] = Feature("float32", (8,), STATE_NAMES)
     feats["action"] = Feature("float32", (7,), ACTION_NAMES)
-    feats["observation.environment_state"] = Feature("float32", (6,), ENV_NAMES)
+    feats[TASK_GEOMETRY] = Feature("float32", (6,), ENV_NAMES)
     feats["expert.waypoint"] = Feature("float32", (6,), WAYPOINT_NAMES)
     feats["expert.phase"] = Feature("float32", (1,), ["phase"])
     writer = LeRobotWriter(out, fps=cfg.fps, features=feats, robot_type="ur5_2f_gripper", overwrite=overwrite)
@@ -158,9 +168,9 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
                         obs = env.observe(render=True)
                     for c in cfg.cameras:
                         rec[f"observation.images.{c}"].append(obs.images[c])
-                    rec["observation.state"].append(np.r_[obs.state["tcp_pose"], obs.state["gripper"]])
+                    rec["observation.state"].append(np.concatenate([np.ravel(obs.state[k]) for k in STATE_KEYS]))
                     rec["action"].append(a)
-                    rec["observation.environment_state"].append(task_geometry(env))
+                    rec[TASK_GEOMETRY].append(task_geometry(env))
                     rec["expert.waypoint"].append(expert.waypoint)
                     rec["expert.phase"].append([float(expert_phase(expert))])
                 ex = a.copy()
@@ -191,6 +201,7 @@ def record_demos(out: str | Path, cfg: DemoConfig, overwrite: bool = False,
     meta = Path(out) / "meta" / "embeval.json"
     import json
 
-    meta.write_text(json.dumps({"demo_config": asdict(cfg), "code_version": code_version()}, indent=1))
+    meta.write_text(json.dumps({"demo_config": asdict(cfg), "state_keys": list(STATE_KEYS),
+                                 "code_version": code_version()}, indent=1))
     return DemoReport(str(out), cfg.episodes - (0 if cfg.keep_failures else failures), frames, failures,
                       time.perf_counter() - t0)

@@ -4,7 +4,8 @@ the format of lerobot 0.4), without the hub and without importing lerobot.
 Layout under ``root`` (what :class:`LeRobotWriter` produces)::
 
     meta/info.json                       fps, features (dtype/shape/names), path templates, totals
-    meta/stats.json                      per-feature min/max/mean/std/count
+    meta/stats.json                      per-feature min/max/mean/std/count and quantiles q01/q10/q50/q90/q99
+                                         (lerobot 0.4.4's set, :data:`STAT_NAMES`); per episode in meta/episodes
     meta/tasks.parquet                   task string (index) -> task_index
     meta/episodes/chunk-000/file-000.parquet   one row per episode: length, tasks, frame range
     data/chunk-000/file-000.parquet      one row per frame: features + timestamp, frame_index,
@@ -53,39 +54,65 @@ def _unpng(b: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(b)).convert("RGB"))
 
 
+#: quantile statistics lerobot 0.4.4 keeps per feature (``lerobot.datasets.compute_stats.DEFAULT_QUANTILES``; its
+#: QUANTILES / QUANTILE10 normalisations and pi0.5 read q01/q99 and q10/q90)
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+#: the statistics every feature gets in ``meta/stats.json`` and per episode in ``meta/episodes`` (``stats/<feature>/<stat>``)
+STAT_NAMES = ("min", "max", "mean", "std", "count", *QUANTILES)
+
+
+def histogram_quantiles(hist: np.ndarray) -> dict[str, np.ndarray]:
+    """:data:`QUANTILES` of uint8 values given their counts ``hist`` (C, 256) per channel: for each q the smallest
+    value whose empirical CDF reaches q (numpy's ``method="inverted_cdf"``; lerobot's definition, which lerobot
+    approximates with a 5000-bin histogram of floats)."""
+    cum = np.cumsum(np.asarray(hist, dtype=np.int64), axis=1)  # cum[c, v] = values <= v
+    n = cum[:, -1].astype(np.float64)
+    return {name: np.array([np.searchsorted(cum[c], q * n[c], side="left") for c in range(len(cum))], dtype=np.float64)
+            for name, q in QUANTILES.items()}
+
+
 def _stats(x: np.ndarray, image: bool) -> dict[str, Any]:
+    """lerobot's statistics of one feature over frames ``x`` (N, ...): :data:`STAT_NAMES`. Images (N, H, W, 3) uint8:
+    per channel in [0, 1], shape (3, 1, 1) as lerobot stores them, ``count`` = frames (as lerobot counts images)."""
+    if image:  # the same numbers as the streaming _image_stats (quantiles from the uint8 histogram)
+        return _image_stats([np.asarray(x, dtype=np.uint8)])
     x = np.asarray(x, dtype=np.float64)
-    if image:  # (N, H, W, 3) uint8 -> per-channel stats in [0, 1], shape (3, 1, 1) as lerobot stores them
-        x = x.reshape(-1, 3) / 255.0
-        f = lambda a: a.reshape(3, 1, 1).tolist()  # noqa: E731
-    else:
-        x = x.reshape(len(x), -1)
-        f = lambda a: a.tolist()  # noqa: E731
-    return {"min": f(x.min(0)), "max": f(x.max(0)), "mean": f(x.mean(0)), "std": f(x.std(0)), "count": [int(len(x))]}
+    x = x.reshape(len(x), -1)
+    f = lambda a: np.asarray(a).tolist()  # noqa: E731
+    out = {"min": f(x.min(0)), "max": f(x.max(0)), "mean": f(x.mean(0)), "std": f(x.std(0)), "count": [int(len(x))]}
+    qs = np.quantile(x, list(QUANTILES.values()), axis=0, method="inverted_cdf")  # lerobot's definition
+    return {**out, **{name: f(v) for name, v in zip(QUANTILES, qs)}}
 
 
 def _image_stats(episodes: Sequence[np.ndarray]) -> dict[str, Any]:
-    """``_stats(np.concatenate(episodes), image=True)`` one episode at a time (the float64 copy of all
-    frames at once took 8 bytes per pixel and channel: 17 GB for 24k frames of 2 cameras). numpy sums a
-    (pixels, 3) array along axis 0 in row order, so carrying the running sum from episode to episode
-    gives the same bits."""
+    """:func:`_stats` of the concatenated image ``episodes`` (each (n, H, W, 3) uint8), one episode at a time (the
+    float64 copy of all frames at once took 8 bytes per pixel and channel: 17 GB for 24k frames of 2 cameras). numpy
+    sums a (pixels, 3) array along axis 0 in row order, so carrying the running sum from episode to episode gives the
+    same bits as one sum over all pixels; the quantiles come exactly from a per-channel histogram of the 256 values."""
     total = np.zeros(3)
-    n = 0
-    lo, hi = np.full(3, 255, np.uint8), np.zeros(3, np.uint8)
+    n = frames = 0
+    hist = np.zeros((3, 256), np.int64)
     for ep in episodes:
-        px = np.asarray(ep, dtype=np.uint8).reshape(-1, 3)
+        ep = np.asarray(ep, dtype=np.uint8)
+        px = ep.reshape(-1, 3)
         if len(px) == 0:
             continue
-        lo, hi = np.minimum(lo, px.min(0)), np.maximum(hi, px.max(0))
+        for c in range(3):
+            hist[c] += np.bincount(px[:, c], minlength=256)
         total = np.sum(np.concatenate([total[None], px / 255.0]), axis=0)
         n += len(px)
+        frames += len(ep)
     mean = total / n
     sq = np.zeros(3)
     for ep in episodes:
         d = np.asarray(ep, dtype=np.uint8).reshape(-1, 3) / 255.0 - mean
         sq = np.sum(np.concatenate([sq[None], d * d]), axis=0)
     f = lambda a: np.asarray(a, dtype=np.float64).reshape(3, 1, 1).tolist()  # noqa: E731
-    return {"min": f(lo / 255.0), "max": f(hi / 255.0), "mean": f(mean), "std": f(np.sqrt(sq / n)), "count": [int(n)]}
+    present = hist > 0
+    lo = np.argmax(present, axis=1).astype(np.float64)
+    hi = 255.0 - np.argmax(present[:, ::-1], axis=1)
+    out = {"min": f(lo / 255.0), "max": f(hi / 255.0), "mean": f(mean), "std": f(np.sqrt(sq / n)), "count": [int(frames)]}
+    return {**out, **{name: f(v / 255.0) for name, v in histogram_quantiles(hist).items()}}
 
 
 @dataclass
@@ -156,6 +183,12 @@ class LeRobotWriter:
         self._extra.append(dict(extra or {}))
         return len(self._episodes) - 1
 
+    def _episode_stats(self, ep: Mapping[str, np.ndarray], defaults: Mapping[str, np.ndarray]) -> dict[str, dict]:
+        """One episode's statistics per feature (lerobot keeps them in ``meta/episodes`` as ``stats/<feature>/<stat>``;
+        its dataset tools (lerobot-edit-dataset: delete, split, merge) aggregate them into the new stats.json)."""
+        out = {k: _stats(ep[k], f.dtype == "image") for k, f in self.features.items()}
+        return {**out, **{k: _stats(v.reshape(-1, 1), False) for k, v in defaults.items()}}
+
     def finalize(self) -> Path:
         import pandas as pd
         import pyarrow as pa
@@ -183,6 +216,8 @@ class LeRobotWriter:
                    "dataset_from_index": start, "dataset_to_index": start + n,
                    "meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0}
             row.update({f"embeval/{k}": json.dumps(v) for k, v in self._extra[e].items()})
+            for k, st in self._episode_stats(ep, {d: np.asarray(cols[d][start:start + n]) for d in DEFAULT_FEATURES}).items():
+                row.update({f"stats/{k}/{name}": v for name, v in st.items()})
             ep_rows.append(row)
             start += n
         arrays, fields = [], []

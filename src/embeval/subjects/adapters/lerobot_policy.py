@@ -8,9 +8,18 @@ Observation -> LeRobot batch:
 - images: each of the policy's image features (``observation.images.*``) takes the camera named in
   ``camera_map`` (feature -> our camera name), default: our cameras in order; uint8 HWC becomes
   float CHW in [0, 1], resized to the feature's shape;
-- state: ``observation.state`` from ``observation.state[state_key]`` (default ``joint_positions``),
-  zero-padded/cut to the feature's size only when ``pad_state`` is set;
+- state: ``observation.state`` = the observation's state entries named by ``state_key`` (one name, or a
+  list concatenated in the declared order; default ``joint_positions``; ``[tcp_pose, gripper]`` for a policy
+  trained on ``embeval train demos``), zero-padded/cut to the feature's size only when ``pad_state`` is set
+  (with a warning naming what is padded);
+- ``observation.environment_state`` (privileged simulator state, which LeRobot makes a policy input when a
+  dataset has it): refused at load unless ``env_state_key`` names the observation's state entries to feed;
 - ``task``: the instruction (language-conditioned policies: SmolVLA, pi0).
+
+A camera image of another size than the policy's input is resized (bilinear, antialiased) with a warning, a
+louder one when its aspect ratio differs (the image is then stretched). The spec's params are checked when the
+subject is loaded (:class:`LeRobotParams`): unknown image features in ``camera_map``, wrong types, an unknown
+frame or gripper convention are one :class:`~embeval.errors.ConfigError` naming the field.
 
 Action -> embeval: the policy's action vector (after un-normalisation), ``action_indices`` picks
 the 7 entries ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (default the first 7); a two-arm policy
@@ -32,10 +41,12 @@ from __future__ import annotations
 
 import collections
 import copy
+import math
 import threading
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -46,6 +57,93 @@ from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import LoopSlots, Slot, check_slots, fork_policy, started_slots
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+#: frames the policy's translation/rotation may be in (``params.frame``; :class:`embeval.action.ActionSpec`)
+FRAMES = ("base", "tool0")
+#: relative aspect-ratio difference above which a resized camera image counts as stretched
+ASPECT_TOLERANCE = 0.01
+
+
+def _names(value: Any, field_name: str) -> tuple[str, ...]:
+    """A state-key param (one name or a list of names) as a tuple; :class:`ConfigError` naming ``field_name``."""
+    names = [value] if isinstance(value, str) else value
+    if (not isinstance(names, (list, tuple)) or not names or any(not isinstance(n, str) or not n.strip() for n in names)
+            or len(set(names)) != len(names)):
+        raise ConfigError(f"field 'params.{field_name}' must be a state entry name or a list of distinct names "
+                          f"(e.g. [tcp_pose, gripper]), got {value!r}")
+    return tuple(names)
+
+
+@dataclass(frozen=True)
+class LeRobotParams:
+    """The spec's ``params`` for :class:`LeRobotPolicy`, checked on construction (see module docstring)."""
+
+    camera_map: dict[str, str]
+    state_key: tuple[str, ...]
+    pad_state: bool
+    env_state_key: tuple[str, ...] | None
+    action_indices: tuple[int, ...] | None
+    action_scale: np.ndarray  # (7,)
+    gripper: str
+    frame: str
+    absolute: bool
+    device: str
+    seed: int
+    arms: int
+
+    @classmethod
+    def check(cls, camera_map, state_key, pad_state, env_state_key, action_indices, action_scale, gripper, frame,
+              absolute, device, seed, arms) -> "LeRobotParams":
+        cmap = {} if camera_map is None else camera_map
+        if not isinstance(cmap, dict) or any(not isinstance(k, str) or not isinstance(v, str) or not v for k, v in cmap.items()):
+            raise ConfigError("field 'params.camera_map' must map policy image features to camera names, e.g. "
+                              f"{{observation.images.top: third_person}}, got {camera_map!r}")
+        for name, v in (("pad_state", pad_state), ("absolute", absolute)):
+            if not isinstance(v, bool):
+                raise ConfigError(f"field 'params.{name}' must be true or false, got {v!r}")
+        for name, v in (("seed", seed), ("arms", arms)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "arms" else 0):
+                raise ConfigError(f"field 'params.{name}' must be a whole number >= {1 if name == 'arms' else 0}, got {v!r}")
+        if action_indices is not None and (not isinstance(action_indices, (list, tuple))
+                                           or any(isinstance(i, bool) or not isinstance(i, int) for i in action_indices)):
+            raise ConfigError(f"field 'params.action_indices' must list 7 whole numbers, got {action_indices!r}")
+        try:
+            scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float64), (7,)).copy()
+        except (TypeError, ValueError):
+            scale = None
+        if scale is None or isinstance(action_scale, bool) or not np.all(np.isfinite(scale)):
+            raise ConfigError(f"field 'params.action_scale' must be one finite number or 7, got {action_scale!r}")
+        if frame not in FRAMES:
+            raise ConfigError(f"field 'params.frame' must be one of {', '.join(FRAMES)}, got {frame!r}")
+        if not isinstance(device, str) or not device:
+            raise ConfigError(f"field 'params.device' must be a torch device name (cpu, cuda, cuda:0, mps), got {device!r}")
+        return cls(dict(cmap), _names(state_key, "state_key"), pad_state,
+                   None if env_state_key is None else _names(env_state_key, "env_state_key"),
+                   None if action_indices is None else tuple(action_indices), scale, check_gripper(gripper), frame,
+                   absolute, device, seed, arms)
+
+
+def assemble_state(state: Mapping[str, Any], keys: Sequence[str], size: int, feature: str, param: str,
+                   pad: bool = False) -> tuple[np.ndarray, str]:
+    """The entries ``keys`` of an observation's ``state`` flattened and concatenated in order, as float32 (``size``,);
+    with ``pad``, zero-padded/cut to ``size`` and a note saying so (else ""). :class:`InvalidInputError` naming the
+    missing entry, or the sizes, and the fix (``params.<param>``)."""
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise InvalidInputError(f"policy input {feature!r} needs observation.state[{missing[0]!r}] (params.{param}: "
+                                f"{list(keys)}); the observation has {sorted(state)}")
+    parts = [np.asarray(state[k], dtype=np.float32).reshape(-1) for k in keys]
+    s = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    if s.size == size:
+        return s, ""
+    sizes = " + ".join(f"{k} ({p.size})" for k, p in zip(keys, parts))
+    if not pad:
+        raise InvalidInputError(f"{feature}: observation.state {sizes} = {s.size} values, the policy expects {size}; "
+                                f"list the entries it was trained on in params.{param} (a policy trained on "
+                                "`embeval train demos`: [tcp_pose, gripper]), or set params.pad_state: true to zero-pad/cut")
+    note = (f"{feature}: observation.state {sizes} = {s.size} values "
+            + (f"zero-padded with {size - s.size} zeros" if s.size < size else f"cut to the first {size}")
+            + f" to the policy's {size} (params.pad_state); a padded slot the policy reads (a gripper, say) gets 0")
+    return np.concatenate([s, np.zeros(max(0, size - s.size), np.float32)])[:size], note
 
 #: policy types whose ``select_action`` is "pop the queue; when it is empty, refill it with the first
 #: ``n_action_steps`` of ``predict_action_chunk(batch)``" with no other episode state, given the config:
@@ -53,6 +151,16 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 CHUNK_BATCHED: dict[str, Callable[[Any], bool]] = {
     "act": lambda cfg: getattr(cfg, "temporal_ensemble_coeff", None) is None,
 }
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """What the policy reads, for callers that render observations for it (:func:`embeval.act2answer.episode.
+    obs_size_for` / ``obs_cameras_for``): its image input size [H, W] when all its image inputs share one, and the
+    cameras it reads when ``camera_map`` names one for every image input (else None: any)."""
+
+    image_size: tuple[int, int] | None
+    cameras: tuple[str, ...] | None
 
 
 @dataclass
@@ -148,36 +256,63 @@ class LeRobotPolicy(HiddenStateMixin):
         return self.SEQ_AXIS.get(self.config.type, 1)
 
     def __init__(self, id: str = "lerobot-policy", path: str = "", camera_map: dict[str, str] | None = None,
-                 state_key: str = "joint_positions", pad_state: bool = False, action_indices: Sequence[int] | None = None,
+                 state_key: str | Sequence[str] = "joint_positions", pad_state: bool = False,
+                 env_state_key: str | Sequence[str] | None = None, action_indices: Sequence[int] | None = None,
                  action_scale: float | Sequence[float] = 1.0, gripper: str = "open1", frame: str = "base",
                  absolute: bool = False, device: str = "cpu", seed: int = 0, arms: int = 1):
         self.id = id
+        p = LeRobotParams.check(camera_map, state_key, pad_state, env_state_key, action_indices, action_scale, gripper,
+                                frame, absolute, device, seed, arms)
+        self.params = p
         self.path = check_checkpoint(path)
-        self.camera_map = dict(camera_map or {})
-        self.state_key = state_key
-        self.pad_state = bool(pad_state)
-        self.gripper = check_gripper(gripper)
-        self.device = device
-        self.seed = int(seed)
+        self.camera_map, self.state_key, self.pad_state = p.camera_map, p.state_key, p.pad_state
+        self.gripper, self.device, self.seed = p.gripper, p.device, p.seed
         self._lock = threading.Lock()
+        self._warned: set = set()
         self._load()
+        self._check_inputs()
         adim = int(self.config.output_features["action"].shape[0])
-        if isinstance(arms, bool) or not isinstance(arms, int) or arms < 1 or (arms > 1 and adim != 7 * arms):
+        if arms > 1 and adim != 7 * arms:
             raise ConfigError(f"field 'params.arms' must be the number of 7-value arm blocks in the policy's {adim}-dim "
                               f"action (1, or {adim // 7} when it is one [dx dy dz droll dpitch dyaw gripper] per arm), got {arms!r}")
         self.arms = 1 if action_indices is not None else arms
-        idx = list(range(7)) if action_indices is None else [int(i) for i in action_indices]
+        idx = list(range(7)) if action_indices is None else list(p.action_indices)
         if len(idx) != 7 or any(not 0 <= i < adim for i in idx):
             raise ConfigError(f"field 'params.action_indices' must list 7 indices into the policy's {adim}-dim action "
                               f"(dx, dy, dz, droll, dpitch, dyaw, gripper), got {action_indices}")
         self.action_indices = idx
-        scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float64), (7,)).copy()
-        self.action_scale = scale
+        self.action_scale = p.action_scale
         self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
                                       chunk_size=int(getattr(self.config, "n_action_steps", 1) or 1), absolute=bool(absolute))
         self.instruction = ""
         self._episodes: dict[Slot, _Episode] = {}
         self._loop: LoopSlots | None = None
+        feats = self.config.image_features
+        sizes = {tuple(int(x) for x in f.shape[1:]) for f in feats.values()}
+        self.cfg = InputSpec(next(iter(sizes)) if len(sizes) == 1 else None,
+                             tuple(self.camera_map[k] for k in feats) if feats and set(feats) <= set(self.camera_map) else None)
+
+    def _check_inputs(self) -> None:
+        """The spec against the checkpoint's inputs: camera_map names only its image features; a policy that reads
+        ``observation.environment_state`` needs ``env_state_key``."""
+        feats = list(self.config.image_features)
+        unknown = sorted(set(self.camera_map) - set(feats))
+        if unknown:
+            raise ConfigError(f"field 'params.camera_map': {unknown} are not image inputs of {self.path}; its image "
+                              f"inputs are {feats}")
+        env = self.config.env_state_feature
+        if env is not None and self.params.env_state_key is None:
+            raise ConfigError(
+                f"{self.path} takes observation.environment_state ({env.shape[0]} values) as an input: LeRobot adds it "
+                "whenever the training dataset has that feature (privileged simulator state in demos recorded before "
+                "embeval 'privileged.task_geometry'). Re-record with `embeval train demos` (it keeps privileged fields "
+                "out of observation.*) and retrain, or name the observation's state entries that hold it in "
+                "params.env_state_key")
+
+    def _warn_once(self, key: Any, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(f"{self.id}: {message}", stacklevel=3)
 
     @property
     def chunk_batched(self) -> bool:
@@ -226,24 +361,38 @@ class LeRobotPolicy(HiddenStateMixin):
             if cam is None or cam not in observation.images:
                 raise InvalidInputError(f"policy input {key!r} needs a camera image: set params.camera_map {{{key}: CAMERA}}; "
                                         f"the observation has {cams}")
-            out[key] = image_to_tensor(check_image(observation.images[cam], f"images[{cam!r}]"), feat.shape)
+            img = check_image(observation.images[cam], f"images[{cam!r}]")
+            self._check_size(key, cam, img.shape[:2], tuple(feat.shape[1:]))
+            out[key] = image_to_tensor(img, feat.shape)
         state_feat = self.config.robot_state_feature
         if state_feat is not None:
-            if self.state_key not in observation.state:
-                raise InvalidInputError(f"policy input 'observation.state' needs observation.state[{self.state_key!r}] "
-                                        f"(params.state_key); the observation has {sorted(observation.state)}")
-            s = np.asarray(observation.state[self.state_key], dtype=np.float32).reshape(-1)
-            n = int(state_feat.shape[0])
-            if s.size != n:
-                if not self.pad_state:
-                    raise InvalidInputError(f"observation.state[{self.state_key!r}] has {s.size} values, the policy expects {n}; "
-                                            "set params.pad_state: true to zero-pad/cut")
-                s = np.concatenate([s, np.zeros(max(0, n - s.size), np.float32)])[:n]
+            s, note = assemble_state(observation.state, self.state_key, int(state_feat.shape[0]), "observation.state",
+                                     "state_key", self.pad_state)
+            if note:
+                self._warn_once(("pad", s.size), note)
             out["observation.state"] = torch.from_numpy(s)
-        if self.config.env_state_feature is not None:
-            raise InvalidInputError("policies that need observation.environment_state are not supported by this adapter")
+        env = self.config.env_state_feature
+        if env is not None:
+            s, _ = assemble_state(observation.state, self.params.env_state_key, int(env.shape[0]),
+                                  "observation.environment_state", "env_state_key")
+            out["observation.environment_state"] = torch.from_numpy(s)
         out["task"] = observation.instruction or (self.instruction if instruction is None else instruction)
         return out
+
+    def _check_size(self, key: str, cam: str, got: tuple[int, int], want: tuple[int, int]) -> None:
+        """Warn (once per camera and size) when camera ``cam``'s (H, W) is not the policy input's: resized, and
+        stretched when the aspect ratio differs too."""
+        if got == want:
+            return
+        ratio = (got[1] / got[0]) / (want[1] / want[0])
+        what = (f"camera {cam!r} gives {got[1]}x{got[0]} px images, policy input {key!r} was trained on {want[1]}x{want[0]}"
+                " (W x H)")
+        if abs(math.log(ratio)) > ASPECT_TOLERANCE:
+            self._warn_once(("size", key, got), f"{what}: another aspect ratio ({got[1] / got[0]:.3f} vs {want[1] / want[0]:.3f}), "
+                            "so the image is stretched as well as resized; render the cameras at the training size "
+                            "(e.g. `--width/--height`) or crop them to its aspect ratio")
+        else:
+            self._warn_once(("size", key, got), f"{what}: resized to it (same aspect ratio)")
 
     def act(self, observation: Observation) -> Action:
         import torch

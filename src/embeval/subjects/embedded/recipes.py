@@ -22,6 +22,7 @@ def demo_arrays(root: str | Path, image_size, cameras, episodes: np.ndarray | No
     """Load a LeRobot demonstration folder (see :mod:`embeval.datasets.demos`) for a VLA of input size
     ``image_size``; state = TCP position (3) + gripper (1)."""
     from embeval.datasets import read_lerobot, validate_layout
+    from embeval.datasets.demos import LEGACY_TASK_GEOMETRY, TASK_GEOMETRY
 
     have = sorted(k.split(".")[-1] for k, f in validate_layout(root)["features"].items() if f["dtype"] == "image")
     for cam in cameras:
@@ -34,7 +35,7 @@ def demo_arrays(root: str | Path, image_size, cameras, episodes: np.ndarray | No
               for cam in cameras}
     st = d.frames["observation.state"][keep]
     state = np.concatenate([st[:, :3], st[:, 7:8]], axis=1).astype(np.float32)
-    aux = d.frames.get("observation.environment_state")
+    aux = d.frames.get(TASK_GEOMETRY, d.frames.get(LEGACY_TASK_GEOMETRY))
     wp = d.frames.get("expert.waypoint")
     ph = d.frames.get("expert.phase")
     return DemoArrays(images, state, d.frames["action"][keep].astype(np.float64), d.task_index[keep], d.tasks,
