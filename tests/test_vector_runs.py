@@ -230,3 +230,67 @@ def test_units_per_call():
     assert units_per_call(sim, BackendSpec(num_envs=4)) == UNITS_PER_ENV * 4 == 16
     assert units_per_call(sim, BackendSpec(num_envs=4, batch_size=100)) == 100
     assert units_per_call(pd, BackendSpec(batch_size=8)) == 8
+
+
+# ------------------------------------------------------------------ embeval iqa build: closed-loop Execution runs
+@pytest.fixture(scope="module")
+def iqa_db(tmp_path_factory):
+    """A small simulated IQA database (2 references x darken, white_noise at level 5; a scripted VLA), no
+    Execution yet."""
+    from embeval_analysis.iqa.database import BuildConfig, build_database
+
+    out = tmp_path_factory.mktemp("iqa_vec")
+    subjects = [{"id": "stats-b", "kind": "policy", "adapter": "image_stats", "params": {"scale": 0.2}}]
+    cfg = BuildConfig(source="sim", source_params={"n": 2, "size": [64, 48]}, distortions=["darken", "white_noise"],
+                      levels=[5], subjects=subjects, execution_images=0)
+    build_database(cfg, out, log=None)
+    return out
+
+
+def test_iqa_build_execution_runs_vectorised_equal_the_sequential_ones(iqa_db, tmp_path, pool_calls):
+    """``execution_scores(num_envs=3)``: one call with the 2 references beside the 3 distorted runs (with videos:
+    references first, then the distorted runs on the same workers, each video captioned as in the sequential build)."""
+    import pandas as pd
+
+    from embeval.recording.video import EpisodeRecorder
+    from embeval_analysis.iqa.database import execution_scores
+
+    def build(num_envs: int, videos=None, **kw):
+        execution_scores(iqa_db, 3, seed=1, log=None, max_steps=6, num_envs=num_envs, videos=videos, **kw)
+        return pd.read_csv(iqa_db / "execution.csv"), pd.read_csv(iqa_db / "scores.csv")
+
+    seq_rows, seq_scores = build(1)
+    assert len(seq_rows) == 3 and seq_rows["distorted_steps"].gt(0).all() and pool_calls == []
+    vec_rows, vec_scores = build(3)
+    pd.testing.assert_frame_equal(vec_rows, seq_rows)
+    pd.testing.assert_frame_equal(vec_scores, seq_scores)
+    assert pool_calls == [(5, False)]  # 2 references + 3 distorted runs
+    pool_calls.clear()
+    rec_seq, rec_vec = EpisodeRecorder("all", tmp_path / "seq"), EpisodeRecorder("all", tmp_path / "vec")
+    build(1, rec_seq)
+    rows, _ = build(2, rec_vec, exact=True)
+    pd.testing.assert_frame_equal(rows, seq_rows)
+    assert pool_calls == [(2, False), (3, True)] and rec_vec.count == rec_seq.count == 3
+    names = sorted(p.name for p in rec_seq.written)
+    assert names == sorted(p.name for p in rec_vec.written) and len(names) == 3
+    for name in names:
+        assert (tmp_path / "seq" / name).read_bytes() == (tmp_path / "vec" / name).read_bytes(), name
+    assert _no_workers_left()
+
+
+def test_iqa_build_num_envs_is_checked(iqa_db, tmp_path, capsys):
+    from embeval.cli import main
+    from embeval_analysis.iqa.database import execution_scores
+
+    with pytest.raises(SystemExit) as exc:
+        main(["iqa", "build", "--out", str(tmp_path / "db"), "--num-envs", "0"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "--num-envs: must lie in 1..64 (environments stepped together; 1 = one at a time)" in err
+    assert main(["iqa", "build", "--out", str(tmp_path / "db"), "--num-envs", "2"]) == 2  # before building anything
+    err = capsys.readouterr().err.strip()
+    assert "--num-envs 2 vectorises the closed-loop Execution runs, and this build runs none" in err and "\n" not in err
+    assert not (tmp_path / "db").exists()
+    with pytest.raises(ConfigError, match=r"^--num-envs 2: vectorises the closed-loop Execution runs only"):
+        execution_scores(iqa_db, 1, log=None, protocol="all_tasks_one_action", num_envs=2)
+    with pytest.raises(ConfigError, match=r"^--num-envs must be a whole number in 1\.\.64"):
+        execution_scores(iqa_db, 1, log=None, num_envs=65)

@@ -344,7 +344,7 @@ def aggregate(db: str | Path, log: Log | None = print):
 
 def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | None = print,
                      protocol: str = "closed_loop", max_steps: int | None = None, cameras=("third_person", "wrist"),
-                     progress: bool = False, videos=None):
+                     progress: bool = False, videos=None, num_envs: int = 1, exact: bool = False):
     """Execution score (0..100 and below, :mod:`embeval.scoring.execution`) in simulation for ``n_images``
     distorted images of simulated references (chosen with ``seed``), per VLA subject of the database.
 
@@ -367,14 +367,24 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     recorded as ``<subject>_<ref_id>_<distortion><level>_seed<seed>.mp4``, the clean frame beside the distorted one
     the policy saw (a failure: the distorted run did not succeed).
 
+    ``num_envs`` > 1 (closed_loop only; 1..64): each subject's runs (the references not run yet, then or beside them
+    the distorted runs) go to ``num_envs`` environments in worker processes, ONE batched policy call per step
+    (:mod:`embeval.sim.vector`); the same runs, so the same rows for a deterministic policy; ``exact``: ask the policy
+    through its batch-1 path per environment (bit for bit also for policies with their own batched forward).
+
     Adds ``execution`` to ``scores.csv`` and writes ``execution.csv`` (one row per image, subject and task)."""
     import pandas as pd
 
     from embeval.runs.runner import load_run_spec
     from embeval.runs.store import ResultsStore
 
+    from embeval.sim.vector import check_num_envs
+
     if protocol not in EXECUTION_PROTOCOLS:
         raise ConfigError(f"execution protocol {protocol!r}; choose one of {', '.join(EXECUTION_PROTOCOLS)}")
+    if check_num_envs(num_envs, "--num-envs") > 1 and protocol != "closed_loop":
+        raise ConfigError(f"--num-envs {num_envs}: vectorises the closed-loop Execution runs only; use --execution-protocol "
+                          "closed_loop or --num-envs 1")
     db = Path(db)
     man = load_manifest(db)
     refs = {r["ref_id"]: r for r in man["references"]
@@ -391,7 +401,8 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
         if protocol == "closed_loop":
             n_vla = sum(1 for e in spec.subjects if e.kind == "policy")
             with Progress(n_vla * len(pick), "iqa build: execution", "images", mode=None if progress else "off") as bar:
-                rows = _closed_loop_rows(spec, pick, refs, envs, ref_cache, seed, max_steps, list(cameras), bar, videos)
+                rows = _closed_loop_rows(spec, pick, refs, envs, ref_cache, seed, max_steps, list(cameras), bar, videos,
+                                         num_envs, exact)
         else:
             with ResultsStore(db / "run" / "results.sqlite") as st:
                 res = st.results(spec.hash)
@@ -420,9 +431,11 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     return scores
 
 
-def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras, bar=None, videos=None) -> list[dict]:
+def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras, bar=None, videos=None, num_envs: int = 1,
+                      exact: bool = False) -> list[dict]:
     """Rows of the closed-loop protocol (:func:`execution_scores`), one per picked image and VLA subject (each
-    counted on ``bar``, an :class:`embeval.progress.Progress`, when given; each distorted run recorded by ``videos``)."""
+    counted on ``bar``, an :class:`embeval.progress.Progress`, when given; each distorted run recorded by ``videos``;
+    ``num_envs`` > 1: each subject's runs vectorised, :func:`_vector_runs`)."""
     from embeval.recording.video import maybe_episode
     from embeval.scoring.execution import execution_score
     from embeval.subjects.registry import SubjectSpec, load_subject
@@ -433,32 +446,121 @@ def _closed_loop_rows(spec, pick, refs, envs, cache, seed, max_steps, cameras, b
             continue
         policy = load_subject(SubjectSpec.from_mapping(entry.to_subject_mapping(), base_dir=Path(spec.base_dir)))
         try:
-            for im in pick:
-                ref = refs[im["ref_id"]]
-                # each distorted run's frames have their own seed (frame i of camera c: embeval.distortion.frame_seed)
-                dseed = derive_seed("iqa-execution-frames", seed, im["image_id"]) % 2**32
-                key = (entry.id, ref["ref_id"])
-                if key not in cache:
-                    cache[key] = _closed_loop_run(ref, policy, None, envs, max_steps, cameras)
-                ref_run, t, verb = cache[key]
-                name = f"{entry.id}_{ref['ref_id']}_{im['distortion']}{int(im['level'])}_seed{seed}"
-                with maybe_episode(videos, name) as video:
-                    dis_run = _closed_loop_run(ref, policy, (im["distortion"], int(im["level"]), dseed), envs, max_steps,
-                                               cameras)[0]
-                    rec = execution_score(ref_run, dis_run)
-                    if video is not None:
-                        video.finish(dis_run.success, f"Execution {rec.score:.1f}")
+            # each distorted run's frames have their own seed (frame i of camera c: embeval.distortion.frame_seed)
+            runs = [(refs[im["ref_id"]], (im["distortion"], int(im["level"]),
+                                          derive_seed("iqa-execution-frames", seed, im["image_id"]) % 2**32),
+                     f"{entry.id}_{im['ref_id']}_{im['distortion']}{int(im['level'])}_seed{seed}") for im in pick]
+            if num_envs > 1:
+                done = _vector_runs(entry.id, policy, runs, cache, max_steps, cameras, videos, num_envs, exact, bar)
+            else:
+                done = []
+                for ref, dist, name in runs:
+                    key = (entry.id, ref["ref_id"])
+                    if key not in cache:
+                        cache[key] = _closed_loop_run(ref, policy, None, envs, max_steps, cameras)
+                    with maybe_episode(videos, name) as video:
+                        dis_run = _closed_loop_run(ref, policy, dist, envs, max_steps, cameras)[0]
+                        if video is not None:
+                            video.finish(dis_run.success, f"Execution {execution_score(cache[key][0], dis_run).score:.1f}")
+                    done.append(dis_run)
+                    if bar is not None:
+                        bar.update(1)
+            for im, (ref, _, _), dis_run in zip(pick, runs, done):
+                ref_run, t, verb = cache[(entry.id, ref["ref_id"])]
+                rec = execution_score(ref_run, dis_run)
                 rows.append({"image_id": im["image_id"], "subject": entry.id, "task": t, "verb": verb,
                              "execution": rec.score, "reason": rec.reason, "distance_cm": rec.distance_cm,
                              "reference_success": ref_run.success, "reference_steps": ref_run.n_actions,
                              "distorted_steps": dis_run.n_actions})
-                if bar is not None:
-                    bar.update(1)
         finally:
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
     return rows
+
+
+@dataclass(frozen=True)
+class ClosedLoopTask:
+    """The :class:`~embeval.sim.vector.EpisodeTask` of closed-loop Execution runs (pickled to the environment
+    workers): a unit is ``(reference, distortion or None, video name or None, video index, the clean run's
+    outcome or None)``; a worker's environment is the dict of simulators :func:`_closed_loop_run` builds on demand.
+    ``videos``: (VideoPolicy, folder) of the distorted runs' videos (None: none). Returns ``(outcome, task index,
+    verb, the kept video's path or None)``."""
+
+    max_steps: int | None
+    cameras: tuple[str, ...]
+    videos: tuple[Any, str] | None = None
+
+    def make_env(self) -> dict:
+        return {}
+
+    def local_policy(self, env):
+        return None
+
+    def run(self, env: dict, policy, unit):
+        from embeval.recording.video import EpisodeRecorder, maybe_episode
+        from embeval.scoring.execution import execution_score
+
+        ref, dist, name, index, ref_outcome = unit
+        recorder = EpisodeRecorder(*self.videos) if self.videos and name else None
+        with maybe_episode(recorder, name or "", index) as video:
+            out, t, verb = _closed_loop_run(ref, policy, dist, env, self.max_steps, list(self.cameras))
+            path = None
+            if video is not None:
+                path = video.finish(out.success, f"Execution {execution_score(ref_outcome or out, out).score:.1f}")
+        return out, t, verb, path
+
+    def close(self, env: dict) -> None:
+        for e in env.values():
+            e.close()
+
+    def describe(self, unit) -> str:
+        ref, dist = unit[:2]
+        return f"reference {ref['ref_id']} ({f'{dist[0]} level {dist[1]}' if dist else 'clean'})"
+
+
+def _vector_runs(subject: str, policy, runs, cache, max_steps, cameras, videos, num_envs: int, exact: bool,
+                 bar=None) -> list:
+    """The distorted runs' outcomes of ``runs`` ([(reference, distortion, video name)]) for one subject, on
+    ``num_envs`` environments (the references not in ``cache`` run too and are put there). With ``videos`` the
+    references run first: a distorted run's worker captions its video with the run's Execution score."""
+    from embeval.sim.vector import VectorPool
+    from embeval.subjects.protocols import LoopSlots, batched
+
+    index0 = 0
+    if videos is not None:  # the runs' places in the recorder's count, as maybe_episode would number them
+        index0, videos.count = videos.count, videos.count + len(runs)
+    task = ClosedLoopTask(max_steps, tuple(cameras), (videos.policy, str(videos.out_dir)) if videos is not None else None)
+    pool = VectorPool(task, num_envs)
+    slots = LoopSlots(policy) if exact else batched(policy)
+    todo = {r["ref_id"]: (r, None, None, None, None) for r, _, _ in runs if (subject, r["ref_id"]) not in cache}
+    try:
+        def go(units: list) -> list:
+            out = [None] * len(units)
+            for i, res in pool.run(slots, units):
+                out[i] = res
+                if bar is not None and units[i][1] is not None:
+                    bar.update(1)
+            return out
+
+        def distorted(i: int, ref, dist, name):
+            return (ref, dist, name if videos is not None else None, index0 + i,
+                    cache[(subject, ref["ref_id"])][0] if videos is not None else None)
+
+        if videos is None:  # one pass: references and distorted runs side by side
+            done = go(list(todo.values()) + [distorted(i, *r) for i, r in enumerate(runs)])
+        else:
+            done = go(list(todo.values()))
+        for ref_id, (out, t, verb, _) in zip(todo, done):
+            cache[(subject, ref_id)] = (out, t, verb)
+        if videos is not None:
+            done = [None] * len(todo) + go([distorted(i, *r) for i, r in enumerate(runs)])
+    finally:
+        pool.close()
+    dis = done[len(todo):]
+    if videos is not None:
+        videos.written.extend(p for _, _, _, p in dis if p is not None)
+    return [out for out, _, _, _ in dis]
 
 
 def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int | None, cameras: list[str]):
@@ -548,10 +650,12 @@ def _execute_tasks(ref: dict, out: dict, envs: dict, cache: dict, subject: str):
                                          seed=int(ref["sim_seed"]), reference_outcome=cache[key])
 
 
-def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False, videos=None):
+def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, progress: bool = False, videos=None,
+                   num_envs: int = 1, exact: bool = False):
     """materialise -> score_subjects -> aggregate (-> execution_scores); resumable at every step; ``progress``:
     each long stage shows its progress with an ETA on stderr (:mod:`embeval.progress`); ``videos``: an
-    :class:`embeval.recording.video.EpisodeRecorder` of the closed-loop Execution runs. Returns the scores frame."""
+    :class:`embeval.recording.video.EpisodeRecorder` of the closed-loop Execution runs; ``num_envs``, ``exact``: those
+    runs vectorised (:func:`execution_scores`; execution only, the scores stay the same). Returns the scores frame."""
     cfg.validate()
     resolve_subjects(cfg.subjects)  # fail before rendering anything when subjects are missing
     materialise(cfg, db, log, progress=progress)
@@ -564,7 +668,7 @@ def build_database(cfg: BuildConfig, db: str | Path, log: Log | None = print, pr
     scores = aggregate(db, log)[0]
     if cfg.execution_images > 0:
         scores = execution_scores(db, cfg.execution_images, cfg.seed, log, cfg.execution_protocol, cfg.execution_max_steps,
-                                  cfg.cameras, progress=progress, videos=videos)
+                                  cfg.cameras, progress=progress, videos=videos, num_envs=num_envs, exact=exact)
         if scores is None:
             import pandas as pd
 

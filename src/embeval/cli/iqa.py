@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group, add_video_args, seed
+from embeval.cli._util import add_group, add_video_args, int_in, seed
+from embeval.sim.vector import MAX_ENVS
 
 
 def register(sub) -> None:
@@ -40,6 +41,14 @@ def register(sub) -> None:
                    help="closed_loop (default, the paper's): the reference's easiest task run closed loop on the camera "
                    "stream, distorted for the distorted image; all_tasks_one_action: every task's stored action, open loop")
     p.add_argument("--execution-max-steps", type=int, help="closed_loop: step limit per run (default: the task's own budget)")
+    p.add_argument("--num-envs", type=int_in(1, MAX_ENVS, "environments stepped together; 1 = one at a time"),
+                   default=1, metavar="N",
+                   help="closed_loop: run each VLA's Execution runs on N environments in worker processes (1..64, "
+                        "default 1), ONE batched policy call per step; the same runs and scores (see --exact); "
+                        "docs/scale.md")
+    p.add_argument("--exact", action="store_true",
+                   help="with --num-envs > 1: ask the policy one run at a time (its batch-1 path per environment), so "
+                        "every run equals the --num-envs 1 run's bit for bit")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
                    help="progress with an ETA on stderr while distorting, scoring and executing: a bar on a terminal, "
                         "a line every 10 s otherwise (default: on; --no-progress: none)")
@@ -162,7 +171,13 @@ def _build(args) -> int:
     if args.execution_max_steps is not None:
         cfg.execution_max_steps = args.execution_max_steps
     videos = _execution_videos(args, cfg)
-    scores = build_database(cfg, args.out, progress=args.progress, videos=videos)
+    if args.num_envs > 1 and (cfg.execution_images <= 0 or cfg.execution_protocol != "closed_loop"):
+        from embeval.errors import ConfigError
+
+        raise ConfigError(f"--num-envs {args.num_envs} vectorises the closed-loop Execution runs, and this build runs "
+                          "none: add --execution-images N (with --execution-protocol closed_loop, the default) or drop "
+                          "--num-envs")
+    scores = build_database(cfg, args.out, progress=args.progress, videos=videos, num_envs=args.num_envs, exact=args.exact)
     if videos is not None:
         print(f"videos: {len(videos.written)} closed-loop Execution run(s) kept ({videos.policy}) in {videos.out_dir}/")
     cols = [c for c in ("decision", "cognition", "execution") if c in scores]
