@@ -152,10 +152,11 @@ def folder_iqa_database(tmp_path_factory, n_images: int, first_seed: int, **conf
 
 
 def tiny_act_checkpoint(folder, state: int, action: int, action_std: float, dim_model: int = 32, encoder_layers: int = 1,
-                        chunk: int = 1):
+                        chunk: int = 1, env: int = 0):
     """A LeRobot ACT policy with random weights (torch seed 0) on one 32x32 camera ``observation.images.top`` and a
-    ``state``-dim state, ``action``-dim actions normalised by std ``action_std``, saved with its processors in
-    ``folder``. Returns ``(policy, preprocessor, postprocessor)``."""
+    ``state``-dim state (plus an ``env``-dim ``observation.environment_state`` when ``env`` > 0), ``action``-dim
+    actions normalised by std ``action_std``, saved with its processors in ``folder``. Returns ``(policy,
+    preprocessor, postprocessor)``."""
     import torch
     from lerobot.configs.types import FeatureType, PolicyFeature
     from lerobot.policies.act.configuration_act import ACTConfig
@@ -165,12 +166,15 @@ def tiny_act_checkpoint(folder, state: int, action: int, action_std: float, dim_
     cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=dim_model, n_heads=2, dim_feedforward=2 * dim_model,
                     n_encoder_layers=encoder_layers, n_decoder_layers=1, use_vae=False, chunk_size=chunk, n_action_steps=chunk,
                     input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
-                                    "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state,))},
+                                    "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state,)),
+                                    **({"observation.environment_state": PolicyFeature(type=FeatureType.ENV, shape=(env,))}
+                                       if env else {})},
                     output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(action,))})
     torch.manual_seed(0)
     policy = ACTPolicy(cfg).eval()
     stats = {"observation.images.top": {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25)},
              "observation.state": {"mean": torch.zeros(state), "std": torch.ones(state)},
+             "observation.environment_state": {"mean": torch.zeros(env), "std": torch.ones(env)},
              "action": {"mean": torch.zeros(action), "std": torch.full((action,), float(action_std))}}
     pre, post = make_pre_post_processors(cfg, dataset_stats=stats)
     for x in (policy, pre, post):

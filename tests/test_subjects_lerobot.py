@@ -216,3 +216,67 @@ def test_act_slots_with_temporal_ensembling_use_one_copy_per_slot(act_checkpoint
     assert not subject.chunk_batched
     assert _run_schedule(subject, SCHEDULE, load_subject(_spec(d)).fork) == 0.0
     assert subject._loop.copies == 3  # at most three episodes ran at once; ended slots' copies are reused
+
+
+# --------------------------------------------------------------------------- spec checks, state, image sizes
+def test_state_from_named_entries_in_declared_order(act_checkpoint, tmp_path):
+    """state_key [a, b]: the entries concatenated in that order; a wrong total names each entry's size and the fix;
+    pad_state pads with a warning that says what it padded."""
+    tiny_act_checkpoint(tmp_path, state=8, action=7, action_std=0.1)
+    spec = {"kind": "policy", "adapter": "lerobot", "path": str(tmp_path), "params": {"state_key": ["tcp_pose", "gripper"]}}
+    subject = load_subject(spec)
+    st = {"tcp_pose": np.arange(7.0), "gripper": np.array([1.0]), "joint_positions": np.full(6, 9.0)}
+    obs = Observation(images={"third_person": np.zeros((32, 32, 3), np.uint8)}, state=st)
+    np.testing.assert_array_equal(subject.batch(obs)["observation.state"].numpy(), [0, 1, 2, 3, 4, 5, 6, 1])
+    swapped = load_subject(spec, state_key=["gripper", "tcp_pose"])
+    np.testing.assert_array_equal(swapped.batch(obs)["observation.state"].numpy(), [1, 0, 1, 2, 3, 4, 5, 6])
+    with pytest.raises(InvalidInputError, match=r"joint_positions \(6\) = 6 values, the policy expects 8.*tcp_pose, gripper"):
+        load_subject(spec, state_key="joint_positions").batch(obs)
+    padded = load_subject(spec, state_key="joint_positions", pad_state=True)
+    with pytest.warns(UserWarning, match="zero-padded with 2 zeros to the policy's 8"):
+        np.testing.assert_array_equal(padded.batch(obs)["observation.state"].numpy(), [9] * 6 + [0, 0])
+
+
+def test_spec_params_are_checked_at_load(act_checkpoint):
+    d = act_checkpoint[0]
+    for params, field in (({"camera_map": {"observation.images.wrist": "wrist"}}, "camera_map.*observation.images.top"),
+                          ({"camera_map": ["top"]}, "params.camera_map"), ({"state_key": []}, "params.state_key"),
+                          ({"state_key": ["a", "a"]}, "params.state_key"), ({"pad_state": "yes"}, "params.pad_state"),
+                          ({"frame": "world"}, "params.frame.*base, tool0"), ({"action_scale": [1, 2]}, "params.action_scale"),
+                          ({"action_scale": float("nan")}, "params.action_scale|NaN"), ({"seed": -1}, "params.seed"),
+                          ({"gripper": "halfopen"}, "gripper"), ({"action_indices": [0, 1, 2, 3, 4, 5, 6.5]}, "action_indices")):
+        with pytest.raises(ConfigError, match=field):
+            load_subject(_spec(d, **params))
+
+
+def test_environment_state_policy_is_refused_unless_opted_in(tmp_path):
+    """A policy trained with observation.environment_state (LeRobot adds it whenever the dataset has it) is refused
+    at load with the fix; env_state_key feeds it from named observation state entries."""
+    tiny_act_checkpoint(tmp_path, state=6, action=7, action_std=0.1, env=3)
+    spec = {"kind": "policy", "adapter": "lerobot", "path": str(tmp_path)}
+    with pytest.raises(ConfigError, match=r"environment_state \(3 values\).*embeval train demos.*params.env_state_key"):
+        load_subject(spec)
+    subject = load_subject(spec, env_state_key="object_xyz")
+    obs = _obs(0)
+    obs.state["object_xyz"] = np.array([0.4, 0.1, 0.02])
+    np.testing.assert_allclose(subject.batch(obs)["observation.environment_state"].numpy(), [0.4, 0.1, 0.02])
+    subject.reset("x")
+    assert isinstance(subject.act(obs), Action)
+
+
+def test_image_of_another_size_or_aspect_is_warned_about_once(act_checkpoint):
+    subject = load_subject(_spec(act_checkpoint[0]))  # trained on 32x32
+    state = {"joint_positions": np.zeros(6)}
+    with pytest.warns(UserWarning) as rec:
+        for _ in range(2):
+            subject.batch(Observation(images={"third_person": np.zeros((64, 64, 3), np.uint8)}, state=state))
+            subject.batch(Observation(images={"third_person": np.zeros((48, 64, 3), np.uint8)}, state=state))
+    msgs = [str(w.message) for w in rec if "px images" in str(w.message)]
+    assert len(msgs) == 2  # once per size
+    assert "64x64 px images, policy input 'observation.images.top' was trained on 32x32" in msgs[0] and "same aspect" in msgs[0]
+    assert "another aspect ratio (1.333 vs 1.000)" in msgs[1] and "stretched" in msgs[1]
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        subject.batch(Observation(images={"third_person": np.zeros((32, 32, 3), np.uint8)}, state=state))
