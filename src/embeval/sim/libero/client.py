@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, EmbevalError
 from embeval.sim.libero import check_installed
 from embeval.sim.libero.worker import read_frame, write_frame
 
 WORKER = Path(__file__).with_name("worker.py")
 
 
-class LiberoWorkerError(RuntimeError):
+class LiberoWorkerError(EmbevalError, RuntimeError):
     """The worker failed (crashed, or LIBERO raised); the message carries the tail of its log."""
 
 

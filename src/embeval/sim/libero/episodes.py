@@ -97,10 +97,11 @@ class LiberoTask:
         head, arrays = self.worker.call("set_state", {"state": np.asarray(state, dtype=np.float64)})
         return self.observation(arrays), bool(head["success"])
 
-    def body_pose(self, body: str) -> tuple[np.ndarray, np.ndarray, int]:
-        """World position (m), quaternion wxyz (MuJoCo) and free-joint qpos address (-1: none) of ``body``."""
-        head, arrays = self.worker.call("body_pose", body=body)
-        return arrays["pos"], arrays["quat"], head["qpos_address"]
+    def object_pose(self, name: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """World position (m), quaternion wxyz (MuJoCo) of LIBERO object ``name`` (e.g. akita_black_bowl_1), and
+        where its free joint's xyz starts in :meth:`get_state` (-1: no free joint)."""
+        head, arrays = self.worker.call("object_pose", name=name)
+        return arrays["pos"], arrays["quat"], head["state_index"]
 
     def tcp_pose6(self) -> tuple[float, ...]:
         """The last observation's end-effector pose ``[x, y, z, rx, ry, rz]`` (m, rotation vector), world = base axes."""

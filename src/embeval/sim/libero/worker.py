@@ -114,7 +114,8 @@ class Worker:
         self.init_states = np.asarray(suite.get_task_init_states(task_id))
         bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
         self.close()
-        kw = {"bddl_file_name": bddl, "camera_heights": int(req["height"]), "camera_widths": int(req["width"])}
+        kw = {"bddl_file_name": bddl, "camera_heights": int(req["height"]), "camera_widths": int(req["width"]),
+              "hard_reset": bool(req.get("hard_reset", True))}
         if cams:
             kw["camera_names"] = cams
         else:  # no cameras: physics only (ControlEnv without an offscreen renderer)
@@ -123,7 +124,7 @@ class Worker:
             self.env = ControlEnv(**kw, has_offscreen_renderer=False, use_camera_obs=False)
         if self.env is None:
             self.env = OffScreenRenderEnv(**kw)
-        self.env.seed(int(req.get("seed", 0)))
+        self.seed = int(req.get("seed", 0))
         self.cameras = cams
         inner = self.env.env
         return {"instruction": task.language, "bddl_instruction": self.env.language_instruction, "task": task.name,
@@ -147,6 +148,9 @@ class Worker:
         i = int(req["init_index"])
         if not 0 <= i < len(self.init_states):
             raise ConfigProblem(f"this task has initial states 0..{len(self.init_states) - 1}, got {i}")
+        # re-seeded before every reset: a hard reset rebuilds the model, drawing from numpy's global generator
+        # (the textures of a reset after the first differ otherwise), so every episode starts the same
+        env.seed(self.seed)
         env.reset()
         obs = env.set_init_state(self.init_states[i])
         for _ in range(int(req.get("settle_steps", 0))):
@@ -169,16 +173,19 @@ class Worker:
         obs = env.regenerate_obs_from_state(np.asarray(arrays["state"], dtype=np.float64))
         return {"success": bool(env.check_success())}, self._obs(obs)
 
-    def op_body_pose(self, req, _arrays):
-        """World position and quaternion (wxyz) of a MuJoCo body, and its free joint's qpos address if it has one."""
-        sim = self._need_env().sim
-        try:
-            bid = sim.model.body_name2id(req["body"])
-        except ValueError:
-            raise ConfigProblem(f"no body {req['body']!r}") from None
+    def op_object_pose(self, req, _arrays):
+        """World position (m) and quaternion (wxyz) of LIBERO object ``name``, and the index of its free joint's
+        first qpos entry in the flattened state (1 + qpos address: the state is [time, qpos, qvel]; -1: none)."""
+        inner = self._need_env().env
+        name = req["name"]
+        if name not in inner.obj_body_id:
+            raise ConfigProblem(f"no LIBERO object {name!r}; objects: {', '.join(sorted(inner.obj_body_id))}")
+        bid = inner.obj_body_id[name]
+        sim = inner.sim
         jnt = sim.model.body_jntadr[bid]
-        qadr = int(sim.model.jnt_qposadr[jnt]) if jnt >= 0 and sim.model.jnt_type[jnt] == 0 else -1
-        return {"qpos_address": qadr}, {"pos": sim.data.body_xpos[bid].copy(), "quat": sim.data.body_xquat[bid].copy()}
+        free = jnt >= 0 and sim.model.jnt_type[jnt] == 0  # mjJNT_FREE
+        index = 1 + int(sim.model.jnt_qposadr[jnt]) if free else -1
+        return {"state_index": index}, {"pos": sim.data.body_xpos[bid].copy(), "quat": sim.data.body_xquat[bid].copy()}
 
     def op_close(self, _req, _arrays):
         self.close()
