@@ -60,6 +60,10 @@ def test_ten_axes_with_units_and_five_rising_levels():
             assert all(q.ranges[i][1] <= q.ranges[i + 1][0] for i in range(4)), (a.name, q.ranges)
     md = markdown_table().splitlines()
     assert len(md) == 2 + len(names) and md[0].count("| level") == 5
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "sim.md").read_text()
+    assert markdown_table() in doc  # docs/sim.md's axes table is what `embeval perturb list --markdown` prints
 
 
 def test_cli_list_json_and_markdown(capsys):
