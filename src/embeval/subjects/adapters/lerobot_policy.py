@@ -63,6 +63,56 @@ FRAMES = ("base", "tool0")
 ASPECT_TOLERANCE = 0.01
 
 
+#: policy type -> the Hugging Face hub repos it loads beyond the checkpoint folder, each with what it is, read from
+#: the policy's config (lerobot 0.4.4): these types cannot be built offline until the repos are in the local cache
+HUB_NEEDS: dict[str, Callable[[Any], list[tuple[str, str]]]] = {
+    "pi0": lambda c: [("google/paligemma-3b-pt-224", "the PaliGemma tokenizer its preprocessor loads")],
+    "pi05": lambda c: [("google/paligemma-3b-pt-224", "the PaliGemma tokenizer its preprocessor loads")],
+    "pi0_fast": lambda c: [(c.text_tokenizer_name, "the PaliGemma text tokenizer"),
+                           (c.action_tokenizer_name, "the FAST action tokenizer")],
+    "smolvla": lambda c: [(c.vlm_model_name, "the SmolVLM config and processor its backbone is built from")],
+    "groot": lambda c: [(c.base_model_path, "the GR00T N1.5 backbone"),
+                        (c.tokenizer_assets_repo, "the Eagle tokenizer (vocab.json, merges.txt)")],
+    "xvla": lambda c: [(c.tokenizer_name, "the BART tokenizer its preprocessor loads")],
+    "wall_x": lambda c: [(c.pretrained_name_or_path, "the Qwen2.5-VL processor")]
+    + ([(c.action_tokenizer_path, "the FAST action tokenizer")] if c.action_tokenizer_path else []),
+}
+
+
+def _hub_offline() -> bool:
+    import os
+
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def missing_hub_files(cfg: Any) -> list[tuple[str, str]]:
+    """``(repo, what)`` of :data:`HUB_NEEDS` for ``cfg.type`` that are neither a local folder nor in the local
+    Hugging Face cache (nothing is downloaded)."""
+    needs = HUB_NEEDS.get(cfg.type)
+    if needs is None:
+        return []
+    from huggingface_hub import snapshot_download
+
+    out = []
+    for repo, what in needs(cfg):
+        if Path(repo).expanduser().is_dir():
+            continue
+        try:
+            snapshot_download(repo, local_files_only=True)
+        except Exception:  # LocalEntryNotFoundError, or a name the hub would refuse
+            out.append((repo, what))
+    return out
+
+
+def hub_error(path: Path, cfg: Any, missing: list[tuple[str, str]]) -> MissingWeightsError:
+    """The one-line error for a checkpoint of a type that needs hub files not on this machine (names them)."""
+    names = "; ".join(f"{repo} ({what})" for repo, what in missing)
+    fetch = " && ".join(f"hf download {repo}" for repo, _ in missing)
+    return MissingWeightsError(f"{path}: LeRobot policy type {cfg.type!r} is built from Hugging Face hub files that are "
+                               f"not in the local cache: {names}; fetch them once where the hub is reachable "
+                               f"({fetch}; HF_HOME picks the cache) and load again")
+
+
 def _names(value: Any, field_name: str) -> tuple[str, ...]:
     """A state-key param (one name or a list of names) as a tuple; :class:`ConfigError` naming ``field_name``."""
     names = [value] if isinstance(value, str) else value
@@ -335,15 +385,24 @@ class LeRobotPolicy(HiddenStateMixin):
         cfg.device = self.device
         if hasattr(cfg, "pretrained_backbone_weights"):
             cfg.pretrained_backbone_weights = None  # the checkpoint holds the trained backbone; never download
+        missing = missing_hub_files(cfg)
+        if missing and _hub_offline():  # before building a model of billions of parameters that cannot finish
+            raise hub_error(self.path, cfg, missing)
         torch.manual_seed(self.seed)
-        policy = _checkpoint_call(self.path, "checkpoint", lambda: get_policy_class(cfg.type).from_pretrained(str(self.path), config=cfg))
-        policy.eval()
+        try:
+            policy = _checkpoint_call(self.path, "checkpoint",
+                                      lambda: get_policy_class(cfg.type).from_pretrained(str(self.path), config=cfg))
+            policy.eval()
+            pretrained = (self.path / "policy_preprocessor.json").is_file()
+            self.pre, self.post = _checkpoint_call(self.path, "checkpoint", lambda: make_pre_post_processors(
+                cfg, pretrained_path=str(self.path)) if pretrained else make_pre_post_processors(cfg, dataset_stats=None))
+        except ConfigError:
+            missing = missing_hub_files(cfg)  # a download that failed (no network): name what it needed
+            if missing:
+                raise hub_error(self.path, cfg, missing) from None
+            raise
         self.config = cfg
         self.policy = policy
-        if (self.path / "policy_preprocessor.json").is_file():
-            self.pre, self.post = make_pre_post_processors(cfg, pretrained_path=str(self.path))
-        else:
-            self.pre, self.post = make_pre_post_processors(cfg, dataset_stats=None)
 
     def reset(self, instruction: str) -> None:
         self.instruction = instruction

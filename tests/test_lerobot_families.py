@@ -1,0 +1,133 @@
+"""issue 26 item 1 (LeRobot): every VLA-style policy type lerobot 0.4.4 ships. The ones that build offline (ACT,
+Diffusion) are built tiny from the library's config classes, saved in LeRobot's ``pretrained_model/`` layout with
+their normalisation stats, loaded by path through the adapter with a camera map, and run through one
+policy-decision unit and one Act2Answer episode with hidden states. The others are built from hub files (a
+PaliGemma / SmolVLM / Florence / Qwen backbone or tokenizer): without them the adapter refuses at load, before
+building anything, naming each repo to fetch."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("lerobot")
+
+from conftest import exercise_lerobot_subject  # noqa: E402
+
+from embeval.errors import MissingWeightsError  # noqa: E402
+from embeval.subjects import load_subject  # noqa: E402
+
+#: what issue 26 lists as lerobot 0.4.4's VLA-style policy types (lerobot/policies/)
+VLA_TYPES = ("act", "diffusion", "pi0", "pi05", "pi0_fast", "smolvla", "groot", "xvla", "wall_x")
+#: built and run offline here
+OFFLINE = ("act", "diffusion")
+#: repos each hub type needs, as written in lerobot 0.4.4's configs/processors (an independent copy of the table)
+HUB_REPOS = {
+    "pi0": ["google/paligemma-3b-pt-224"], "pi05": ["google/paligemma-3b-pt-224"],
+    "pi0_fast": ["google/paligemma-3b-pt-224", "physical-intelligence/fast"],
+    "smolvla": ["HuggingFaceTB/SmolVLM2-500M-Video-Instruct"],
+    "groot": ["nvidia/GR00T-N1.5-3B", "lerobot/eagle2hg-processor-groot-n1p5"], "xvla": ["facebook/bart-large"],
+    "wall_x": ["x-square-robot/wall-oss-flow"],  # its default prediction_mode "diffusion" loads no FAST tokenizer
+}
+CAMS = {"observation.images.top": "third_person", "observation.images.wrist": "wrist"}
+
+
+def _features(state: int = 8, action: int = 7):
+    from lerobot.configs.types import FeatureType, PolicyFeature
+
+    return ({**{k: PolicyFeature(type=FeatureType.VISUAL, shape=(3, 48, 64)) for k in CAMS},
+             "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(state,))},
+            {"action": PolicyFeature(type=FeatureType.ACTION, shape=(action,))})
+
+
+def _stats(cfg):
+    """Dataset stats of every kind the policy's normalisation reads (mean/std, min/max, quantiles)."""
+    lim = torch.tensor([0.02, 0.02, 0.02, 0.1, 0.1, 0.1, 1.0])
+    vec = lambda lo, hi: {"mean": (lo + hi) / 2, "std": (hi - lo) / 4, "min": lo, "max": hi,  # noqa: E731
+                          "q01": lo, "q99": hi, "q10": lo / 2, "q90": hi / 2}
+    img = {"mean": torch.full((3, 1, 1), 0.5), "std": torch.full((3, 1, 1), 0.25), "min": torch.zeros(3, 1, 1),
+           "max": torch.ones(3, 1, 1), "q01": torch.zeros(3, 1, 1), "q99": torch.ones(3, 1, 1)}
+    return {**{k: img for k in CAMS}, "observation.state": vec(-torch.ones(8), torch.ones(8)),
+            "action": vec(torch.cat([-lim[:6], torch.zeros(1)]), lim)}
+
+
+def _build(kind: str, folder):
+    """A tiny policy of ``kind`` from lerobot's config classes (random weights, torch seed 0), saved with its
+    processors in ``folder`` (the layout of lerobot-train's checkpoints/<step>/pretrained_model)."""
+    from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+    inputs, outputs = _features()
+    if kind == "act":
+        from lerobot.policies.act.configuration_act import ACTConfig
+
+        cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=16, n_heads=2, dim_feedforward=32,
+                        n_encoder_layers=1, n_decoder_layers=1, use_vae=False, chunk_size=3, n_action_steps=3,
+                        input_features=inputs, output_features=outputs)
+    else:
+        from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
+
+        cfg = DiffusionConfig(device="cpu", pretrained_backbone_weights=None, n_obs_steps=2, horizon=8, n_action_steps=4,
+                              num_inference_steps=2, down_dims=(16, 32), diffusion_step_embed_dim=16, crop_shape=None,
+                              spatial_softmax_num_keypoints=8, input_features=inputs, output_features=outputs)
+    torch.manual_seed(0)
+    policy = get_policy_class(kind)(cfg).eval()
+    pre, post = make_pre_post_processors(cfg, dataset_stats=_stats(cfg))
+    for obj in (policy, pre, post):
+        obj.save_pretrained(folder)
+    return cfg
+
+
+def test_the_family_list_is_lerobots():
+    import lerobot.policies  # noqa: F401  (registers the config choices)
+    from lerobot.configs.policies import PreTrainedConfig
+
+    from embeval.subjects.adapters.lerobot_policy import HUB_NEEDS
+
+    shipped = set(PreTrainedConfig.get_known_choices())
+    assert set(VLA_TYPES) <= shipped, set(VLA_TYPES) - shipped
+    assert set(HUB_NEEDS) | set(OFFLINE) == set(VLA_TYPES) and set(HUB_REPOS) == set(HUB_NEEDS)
+
+
+@pytest.mark.parametrize("kind", OFFLINE)
+def test_offline_family_runs_decision_and_act2answer(kind, tmp_path):
+    cfg = _build(kind, tmp_path / "pretrained_model")
+    spec = {"kind": "policy", "adapter": "lerobot", "path": str(tmp_path / "pretrained_model"),
+            "params": {"camera_map": CAMS, "state_key": ["tcp_pose", "gripper"], "seed": 0}}
+    got = exercise_lerobot_subject(spec, tmp_path, a2a_steps=3)
+    subject = got["subject"]
+    assert subject.config.type == kind and subject.action_spec.chunk_size == cfg.n_action_steps
+    assert subject.cfg.image_size == (48, 64) and subject.cfg.cameras == ("third_person", "wrist")
+    layer = {"act": "model.encoder.layers.0", "diffusion": "diffusion.unet.mid_modules.0"}[kind]
+    assert layer in got["hidden"]
+    acts = np.asarray(got["episode"].actions)
+    assert acts.shape == (got["episode"].steps, 7) and np.all((acts[:, 6] >= 0) & (acts[:, 6] <= 1))
+    # un-normalised by the saved stats: a translation step within the action's range (|dx| <= 0.02 m at 4 std / clip)
+    assert np.abs(acts[:, :3]).max() < 0.1
+
+
+@pytest.mark.parametrize("kind", sorted(HUB_REPOS))
+def test_hub_family_without_its_hub_files_names_them(kind, tmp_path, monkeypatch):
+    """Built from the library's config class and saved as a checkpoint folder; with an empty hub cache and
+    HF_HUB_OFFLINE the adapter refuses at load (before building the model) naming every repo it needs."""
+    import huggingface_hub.constants as hc
+    import lerobot.policies  # noqa: F401
+    from lerobot.configs.policies import PreTrainedConfig
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hc, "HF_HUB_CACHE", str(tmp_path / "empty_cache"))
+    inputs, outputs = _features()
+    cfg = PreTrainedConfig.get_choice_class(kind)(device="cpu", input_features=inputs, output_features=outputs)
+    folder = tmp_path / "pretrained_model"
+    folder.mkdir()
+    cfg._save_pretrained(folder)
+    (folder / "model.safetensors").write_bytes(b"")
+    built = []
+    from lerobot.policies import factory
+
+    monkeypatch.setattr(factory, "get_policy_class", lambda name: built.append(name))
+    with pytest.raises(MissingWeightsError) as err:
+        load_subject({"kind": "policy", "adapter": "lerobot", "path": str(folder), "params": {"camera_map": CAMS}})
+    msg = str(err.value)
+    assert f"policy type {kind!r}" in msg and "\n" not in msg and not built
+    for repo in HUB_REPOS[kind]:
+        assert f"{repo} (" in msg and f"hf download {repo}" in msg
