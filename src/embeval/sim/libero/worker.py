@@ -119,7 +119,7 @@ class Worker:
         if cams:
             kw["camera_names"] = cams
         else:  # no cameras: physics only (ControlEnv without an offscreen renderer)
-            from libero.libero.envs import ControlEnv
+            from libero.libero.envs.env_wrapper import ControlEnv
 
             self.env = ControlEnv(**kw, has_offscreen_renderer=False, use_camera_obs=False)
         if self.env is None:
