@@ -131,3 +131,15 @@ def test_hub_family_without_its_hub_files_names_them(kind, tmp_path, monkeypatch
     assert f"policy type {kind!r}" in msg and "\n" not in msg and not built
     for repo in HUB_REPOS[kind]:
         assert f"{repo} (" in msg and f"hf download {repo}" in msg
+
+
+def test_docs_table_names_every_type_and_its_hub_files():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "subjects.md").read_text()
+    table = doc[doc.index("#### LeRobot families, tested offline"):]
+    table = table[:table.index("\n\n", table.index("| type |"))]
+    for kind in VLA_TYPES:
+        row = next(line for line in table.splitlines() if line.startswith(f"| `{kind}` |"))
+        assert all(f"`{repo}`" in row for repo in HUB_REPOS.get(kind, [])), kind
+        assert (kind in OFFLINE) == ("| none" in row), kind
