@@ -58,7 +58,27 @@ wait_chromium() {
   CHROMIUM_PID=""
 }
 
-KEY=$( { cat "$0" pyproject.toml scripts/constraints.txt; "$PYTHON" --version; } | sha256sum | cut -c1-16)
+# LIBERO / LIBERO-PRO (the `libero` simulator backend) live in their own interpreter, .venv-libero (LIBERO pins
+# numpy 1.26.4, mujoco 2.3.7 and opencv-python<5, which embeval's .venv cannot share): scripts/install_libero.sh,
+# ~780 MB of wheels, run in the background beside steps 1-4 and waited for before step 5. EMBEVAL_LIBERO=0 skips it
+# (the LIBERO tests then skip, naming the script).
+LIBERO_PID=""
+start_libero() {
+  [ "${EMBEVAL_LIBERO:-1}" = 0 ] && { echo "[install] EMBEVAL_LIBERO=0: LIBERO backend not installed"; return 0; }
+  mkdir -p "$VENV"
+  bash scripts/install_libero.sh > "$VENV/.libero-install.log" 2>&1 &
+  LIBERO_PID=$!
+}
+wait_libero() {
+  [ -n "$LIBERO_PID" ] || return 0
+  if ! wait "$LIBERO_PID"; then
+    echo "[install] WARNING: scripts/install_libero.sh failed (log: $VENV/.libero-install.log); the LIBERO backend and its tests are unavailable" >&2
+    tail -n 5 "$VENV/.libero-install.log" >&2
+  fi
+  LIBERO_PID=""
+}
+
+KEY=$( { cat "$0" scripts/install_libero.sh pyproject.toml scripts/constraints.txt; "$PYTHON" --version; } | sha256sum | cut -c1-16)
 STAMP="$VENV/.embeval-install-$KEY"
 if [ -f "$STAMP" ]; then
   exit 0
@@ -67,6 +87,7 @@ fi
 echo "[install] preparing $VENV (install key $KEY); first run takes several minutes"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 start_chromium
+start_libero
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # An up-to-date pip: pip 23's resolver crashes on the ROS wheels' egg-info metadata.
 "${PIP[@]}" install -q --upgrade "pip>=25"
@@ -159,6 +180,7 @@ if ! "$VENV/bin/python" -c "import cv2, sys; sys.exit(cv2.__version__ != '${CV_P
   "${PIP[@]}" install -q --force-reinstall --no-deps "opencv-python==$CV_PIN"
 fi
 
+wait_libero
 echo "[install] 5/5 checking the environment (${SECONDS} s since start)"
 "$VENV/bin/python" - <<'PY'
 import importlib
