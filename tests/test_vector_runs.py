@@ -74,9 +74,9 @@ def test_num_envs_gives_the_sequential_units_and_hash(sequential, tmp_path, pool
     for n in (2, 4):
         run_id, vec = _run(_spec(num_envs=n), tmp_path / f"n{n}")
         assert run_id == seq_id and vec == seq  # same run, every output identical (actions, TCP poses, scores)
-    # num_envs 2: 8 units of seeds 0..2 (3 references + 5 distorted), then 4 units of seeds 2, 3 (2 + 3) on the
-    # same workers; num_envs 4: 4 references + 8 distorted in one call
-    assert pool_calls == [(8, False), (5, True), (12, False)]
+    # num_envs 2: 8 units of seeds 0..2 (3 references + 5 distorted), then 4 units of seeds 2, 3 on the same
+    # workers (seed 2's reference kept from the first batch: 1 + 3); num_envs 4: 4 references + 8 distorted at once
+    assert pool_calls == [(8, False), (4, True), (12, False)]
     assert _no_workers_left()
 
 

@@ -272,15 +272,16 @@ class SimIQAEvaluator(Evaluator):
         if recorder is not None:  # each unit's place on this runner, as unit_episode would count it
             videos = [(unit_video_name(u), recorder.count + i) for i, u in enumerate(units)]
             recorder.count += len(units)
-        clean_video = {s: v for s, d, v in zip(seeds, dists, videos) if d is None}  # a "none" unit records its reference
-        refs = [_Episode(s, None, clean_video.get(s)) for s in dict.fromkeys(seeds)]
+        clean_video = {s: v for s, d, v in zip(seeds, dists, videos) if d is None and v}  # a "none" unit's own episode
+        ref_of = {s: r for s, r in state["refs"].items() if s in seeds and s not in clean_video}  # the previous batch's
+        refs = [_Episode(s, None, clean_video.get(s)) for s in dict.fromkeys(seeds) if s not in ref_of]
         distorted = [(i, _Episode(s, d, videos[i])) for i, (s, d) in enumerate(zip(seeds, dists)) if d is not None]
         if recorder is None:  # one pass: references and distorted episodes side by side
             runs = self._episodes(spec, state, recorder, refs + [e for _, e in distorted])
-            ref_of = dict(zip((e.seed for e in refs), runs))
+            ref_of.update(zip((e.seed for e in refs), runs))
             dis_of = dict(zip((i for i, _ in distorted), runs[len(refs):]))
         else:  # references first: a distorted episode's worker captions its video with the unit's scores
-            ref_of = dict(zip((e.seed for e in refs), self._episodes(spec, state, recorder, refs)))
+            ref_of.update(zip((e.seed for e in refs), self._episodes(spec, state, recorder, refs)))
             dis_eps = [(i, _Episode(e.seed, e.distortion, e.video, ref_of[e.seed])) for i, e in distorted]
             dis_of = dict(zip((i for i, _ in dis_eps), self._episodes(spec, state, recorder, [e for _, e in dis_eps])))
         state["refs"] = {seeds[-1]: ref_of[seeds[-1]]}  # as after the sequential run of these units
