@@ -130,7 +130,7 @@ def labelled_grid(cells: Sequence[Sequence[np.ndarray | None]], row_labels: Sequ
         x = x0[c] + (col_w[c] - cw) // 2
         y = title_h + col_h + pad + r * (ch + pad) + ch
         draw.rectangle((x, y - nh - 5, x + min(nw + 6, cw), y), fill=_NOTE_BG)
-        draw.text((x + 3, y - nh - 4), note, fill=_PAPER, font=note_font)
+        draw.multiline_text((x + 3, y - nh - 4), note, fill=_PAPER, font=note_font, spacing=2)  # as measured
     return np.asarray(pil)
 
 
