@@ -77,7 +77,7 @@ def register(sub) -> None:
                      epilog="examples:\n  embeval iqa bench --db runs/iqa/db --out runs/iqa/bench\n"
                             "  embeval iqa bench --db db --out b --splits 10 --cnniqa-splits 3 --epochs 12 --save-predictor b/predictor\n"
                             "  embeval iqa bench --db db --out b --init-weights ~/w/CNNIQA_koniq10k-e6f14c91.pth\n"
-                            "  embeval iqa bench --db db --out b/seeds --seeds 0 1 2 --cnniqa-splits 3   # what holds on every seed")
+                            "  embeval iqa bench --db db --out b/seeds --seeds 0 1 2 --cnniqa-splits 2   # what holds on every seed")
     p.add_argument("--db", type=Path, required=True, help="database folder")
     p.add_argument("--out", type=Path, required=True, help="folder for bench_summary.csv / bench_per_split.csv")
     p.add_argument("--splits", type=int, default=10, help="repeated 8:2 splits (default 10)")
