@@ -51,7 +51,8 @@ def old_demo_arrays(root, image_size, cameras, episodes=None):
     ph = frames.get("expert.phase")
     return DemoArrays(images, np.concatenate([st[:, :3], st[:, 7:8]], axis=1).astype(np.float32),
                       frames["action"][keep].astype(np.float64), ti[keep], tasks, ep[keep],
-                      get("observation.environment_state", np.float64), get("expert.waypoint", np.float64),
+                      get("privileged.task_geometry", np.float64) if "privileged.task_geometry" in frames
+                      else get("observation.environment_state", np.float64), get("expert.waypoint", np.float64),
                       None if ph is None else ph[keep, 0].astype(np.int64))
 
 
@@ -67,7 +68,7 @@ def write_dataset(root: Path, frames: int) -> Path:
     feats = {f"observation.images.{c}": Feature("image", (96, 128, 3), ["height", "width", "channels"]) for c in cams}
     feats["observation.state"] = Feature("float32", (8,), [f"s{i}" for i in range(8)])
     feats["action"] = Feature("float32", (7,), [f"a{i}" for i in range(7)])
-    feats["observation.environment_state"] = Feature("float32", (6,), [f"e{i}" for i in range(6)])
+    feats["privileged.task_geometry"] = Feature("float32", (6,), [f"e{i}" for i in range(6)])
     feats["expert.waypoint"] = Feature("float32", (6,), [f"w{i}" for i in range(6)])
     feats["expert.phase"] = Feature("float32", (1,), ["phase"])
     w = LeRobotWriter(root, fps=10, features=feats, overwrite=True)

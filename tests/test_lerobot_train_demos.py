@@ -37,6 +37,12 @@ def demos(tmp_path_factory):
     return root
 
 
+def test_demos_command_points_at_the_recipe(tmp_path, capsys):
+    assert main(["train", "demos", "--episodes", "1", "--noise", "0", "--out", str(tmp_path / "d")]) == 0
+    out = capsys.readouterr().out
+    assert f"--dataset.root={(tmp_path / 'd').resolve()}" in out and "state_key: [tcp_pose, gripper]" in out
+
+
 def test_demos_carry_lerobots_stats_and_no_privileged_input(demos):
     from lerobot.datasets.compute_stats import DEFAULT_QUANTILES
     from lerobot.datasets.utils import dataset_to_policy_features

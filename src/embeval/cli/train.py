@@ -120,6 +120,9 @@ def _demos(args) -> int:
         raise DatasetExistsError(exc.root, "choose another --out or pass --overwrite") from None
     print(f"wrote {rep.episodes} episodes ({rep.frames} frames; {rep.failures} expert failures skipped) to {rep.root} "
           f"in {rep.seconds:.0f} s")
+    print(f"train a LeRobot policy on it: OMP_NUM_THREADS=1 lerobot-train --dataset.repo_id=local/{Path(rep.root).name} "
+          f"--dataset.root={Path(rep.root).resolve()} --policy.type=act --policy.pretrained_backbone_weights=null ... "
+          "(docs/subjects.md, 'Training a LeRobot policy on embeval's demonstrations'); its spec: state_key: [tcp_pose, gripper]")
     return 0
 
 
