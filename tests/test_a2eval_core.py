@@ -236,3 +236,18 @@ def test_roles_over_an_openai_compatible_endpoint_with_call_cache(tmp_path, smal
     assert calls == 2 * len(first.rounds) and Counting.n == calls  # second run: all from the cache
     assert [d.name for d in again.dimensions] == [d.name for d in first.dimensions]
     assert {d.name for d in first.dimensions} >= {"counting", "spatial", "affordance"}
+
+
+def test_rank_agreement_float_noise_is_a_tie():
+    """Two models both at 4/9, one summed item by item (0.4444444444444445), are tied: the rank agreement with a
+    reference that ties them is perfect, as scipy gives on the exact fractions."""
+    from scipy import stats
+
+    from embeval_analysis.a2eval.fidelity import rank_agreement
+
+    summed = sum([1 / 9] * 8) / 2
+    assert summed != 4 / 9  # the float noise this is about (0.44444444444444453)
+    ref = [0.2, 4 / 9, 4 / 9, 0.9]
+    got = rank_agreement(ref, [0.2, 4 / 9, summed, 0.9], n_boot=50)
+    assert got.spearman.value == pytest.approx(stats.spearmanr(ref, ref)[0]) == pytest.approx(1.0)
+    assert got.kendall.value == pytest.approx(1.0) and got.discordant == []

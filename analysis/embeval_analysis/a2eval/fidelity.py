@@ -29,6 +29,10 @@ from embeval.errors import InvalidInputError
 from embeval.scoring.stats import corr
 
 
+#: scores are rounded to this many decimals before ranking, so float noise never breaks a tie
+TIE_DECIMALS = 12
+
+
 def _corrs(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     """(rho, tau-b, r) by :func:`embeval.scoring.stats.corr`; undefined (a constant vector) is NaN here, so the
     model-resampling bootstrap drops such resamples instead of counting them as zero agreement."""
@@ -93,6 +97,8 @@ def rank_agreement(reference: Sequence[float], other: Sequence[float], names: Se
         raise InvalidInputError(f"rank_agreement needs two equal-length score vectors of >= 3 models, got {a.shape} and {b.shape}")
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         raise InvalidInputError("rank_agreement: scores contain NaN or inf")
+    # equal scores reached by different float sums (4/9 as 0.4444444444444444 and ...45) are one tie, not an order
+    a, b = np.round(a, TIE_DECIMALS), np.round(b, TIE_DECIMALS)
     rho, tau, r = _corrs(a, b)
     ivs = []
     for stat, value in (("srcc", rho), ("krcc", tau), ("plcc", r)):
