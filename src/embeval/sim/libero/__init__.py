@@ -22,6 +22,7 @@ Conventions, in one place:
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,12 +30,6 @@ import numpy as np
 
 from embeval.action import Action
 from embeval.errors import ConfigError
-from embeval.rotations import (
-    matrix_to_rotvec,
-    matrix_to_rpy,
-    rotvec_to_matrix,
-    rpy_to_matrix,
-)
 
 #: robosuite's OSC_POSE controller (robosuite/controllers/config/osc_pose.json, LIBERO's default controller):
 #: a normalised action in [-1, 1] scales to at most this set-point offset per control step
@@ -42,6 +37,9 @@ OSC_MAX_TRANSLATION = 0.05  # metres
 OSC_MAX_ROTATION = 0.5  # radians (axis-angle, base frame)
 #: LIBERO's gripper: -1 open, +1 close (embeval's registered convention of that name)
 GRIPPER_CONVENTION = "signed_close_positive"
+#: the registered action convention of LIBERO's OSC_POSE actions (embeval.subjects.conventions.CONVENTIONS
+#: names it lazily: ``libero_osc`` -> :func:`osc_convention`)
+CONVENTION = "libero_osc"
 #: "do nothing" steps after an initial state is set, while objects settle (OpenVLA's num_steps_wait)
 SETTLE_STEPS = 10
 #: max policy steps per episode by base suite (OpenVLA's run_libero_eval.py; the longest training demos
@@ -58,7 +56,8 @@ ORIENTATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 
 def to_libero(action: Action) -> np.ndarray:
-    """embeval's 7-DoF action -> LIBERO's (robosuite OSC_POSE, delta, base frame) 7-vector.
+    """embeval's 7-DoF action -> LIBERO's (robosuite OSC_POSE, delta, base frame) 7-vector: convention
+    :data:`CONVENTION` through :func:`embeval.subjects.conventions.from_embeval`.
 
     Translation (m) / :data:`OSC_MAX_TRANSLATION` and the rotation as an axis-angle vector (rad; embeval's
     extrinsic roll-pitch-yaw delta ``R' = R_delta R`` is the same left-multiplied base-frame rotation robosuite
@@ -67,24 +66,31 @@ def to_libero(action: Action) -> np.ndarray:
     so embeval's frame ``base`` is LIBERO's. The numbers are controller set-point offsets: the OSC gain moves
     the hand only part of the way in one 50 ms step.
     """
-    from embeval.subjects.conventions import gripper_from_embeval
+    from embeval.subjects.conventions import from_embeval
 
-    v = action.vector
-    rot = matrix_to_rotvec(rpy_to_matrix(v[3:6]))
-    out = np.concatenate([v[:3] / OSC_MAX_TRANSLATION, rot / OSC_MAX_ROTATION])
-    return np.concatenate([np.clip(out, -1.0, 1.0), [gripper_from_embeval(v[6], GRIPPER_CONVENTION)]])
+    return from_embeval(action, CONVENTION)
 
 
 def from_libero(vec) -> Action:
     """LIBERO's 7-vector (what a LIBERO-trained policy emits after its gripper conversion) -> embeval's
     :class:`Action`; the inverse of :func:`to_libero` inside [-1, 1] (values outside are clipped first)."""
-    from embeval.subjects.conventions import gripper_to_embeval
+    from embeval.subjects.conventions import to_embeval
 
-    v = np.clip(np.asarray(vec, dtype=np.float64).reshape(-1), -1.0, 1.0)
+    v = np.asarray(vec, dtype=np.float64).reshape(-1)
     if v.shape != (7,):
         raise ConfigError(f"a LIBERO action is 7 numbers [x y z ax ay az gripper], got {v.shape[0]}")
-    rpy = matrix_to_rpy(rotvec_to_matrix(v[3:6] * OSC_MAX_ROTATION))
-    return Action(np.concatenate([v[:3] * OSC_MAX_TRANSLATION, rpy, [gripper_to_embeval(v[6], GRIPPER_CONVENTION)]]))
+    return to_embeval(v, CONVENTION)
+
+
+def osc_convention():
+    """LIBERO / robosuite OSC_POSE as an :class:`embeval.subjects.conventions.ActionConvention`: [-1, 1] times
+    :data:`OSC_MAX_TRANSLATION` m and :data:`OSC_MAX_ROTATION` rad (axis-angle, base frame), gripper -1 open .. +1 close."""
+    from embeval.subjects.conventions import ActionConvention
+
+    return ActionConvention(CONVENTION, rotation="rotvec", scale=(OSC_MAX_TRANSLATION,) * 3 + (OSC_MAX_ROTATION,) * 3 + (1.0,),
+                            clip=1.0, gripper=GRIPPER_CONVENTION, image_size=(256,), cameras=tuple(CAMERAS),
+                            doc=f"LIBERO / robosuite OSC_POSE: [-1, 1] times {OSC_MAX_TRANSLATION:g} m and {OSC_MAX_ROTATION:g} rad "
+                                "(axis-angle, base frame), gripper -1 open .. +1 close").check(f"convention {CONVENTION}")
 
 
 def parse_task(text: str) -> tuple[str, int]:
@@ -120,3 +126,13 @@ def check_installed() -> Path:
         raise ConfigError(f"the LIBERO backend needs its own interpreter {py}, which is missing: run "
                           "scripts/install_libero.sh (or set EMBEVAL_LIBERO_PYTHON)")
     return py
+
+#: :func:`osc_convention`, registered lazily as ``libero_osc``
+LIBERO_OSC_CONVENTION = osc_convention()
+#: OpenVLA's LIBERO fine-tunes (``predict_action`` with a libero ``unnorm_key``, before their deploy script's gripper
+#: normalise-and-invert): LIBERO's OSC scale, gripper [0, 1] 1 = open, one 224 px image centre-cropped to 90 % area;
+#: registered lazily as ``openvla_libero``
+OPENVLA_LIBERO_CONVENTION = replace(LIBERO_OSC_CONVENTION, name="openvla_libero", gripper="open1", image_size=(224,),
+                                    crop=0.9, cameras=("agentview",),
+                                    doc="OpenVLA's LIBERO fine-tunes before their deploy's gripper invert: LIBERO's OSC "
+                                        "scale, gripper [0, 1] 1 = open, 224 px, 90 % centre crop")
