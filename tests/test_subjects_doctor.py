@@ -304,3 +304,21 @@ def test_run_with_doctor_refuses_a_failing_policy(tmp_path, capsys, monkeypatch)
     assert code == 1
     assert "constant" in cap.out and "nothing was run" in cap.err
     assert not (tmp_path / "out").exists()
+
+
+def test_act2answer_run_with_doctor_refuses_a_failing_policy(tmp_path, capsys):
+    """`embeval act2answer run --doctor`: a policy spec that fails the doctor (a constant action) stops the run before
+    any episode: exit 1, the diagnosis printed, no results file."""
+    from embeval.cli import main
+
+    spec = tmp_path / "const.yaml"
+    spec.write_text("kind: policy\nadapter: scripted\nparams: {vector: [0.01, 0, 0, 0, 0, 0.1, 1]}\n")
+    items = tmp_path / "suite"
+    assert main(["act2answer", "items", "generate", "--out", str(items), "--per-category", "1", "--categories", "color"]) == 0
+    capsys.readouterr()
+    code = main(["act2answer", "run", "--items", str(items / "items.jsonl"), "--policy", str(spec), "--out",
+                 str(tmp_path / "res"), "--doctor"])
+    cap = capsys.readouterr()
+    assert code == 1, cap.out + cap.err
+    assert "constant" in cap.out and "no episode was run" in cap.err
+    assert not (tmp_path / "res").exists() or not any((tmp_path / "res").rglob("*.jsonl"))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from embeval.cli._util import add_group, add_video_args, int_in, parse_aliases, positive_int, seed
@@ -75,6 +76,9 @@ def register(sub) -> None:
                         "and episode). N > 1: N environments in worker processes (min(N, CPUs) of them), ONE batched "
                         "policy call per step for all, an environment takes the next episode as soon as its own ends; "
                         "same seeds and records (see --exact); docs/scale.md")
+    p.add_argument("--doctor", action="store_true",
+                   help="first run `embeval subjects doctor` on every policy (not the expert); exit 1, no episode run, "
+                        "if one fails (docs/subjects.md, Doctor)")
     p.add_argument("--exact", action="store_true",
                    help="with --num-envs > 1: ask the policy one episode at a time (its batch-1 path per environment), "
                         "so every record equals the --num-envs 1 run's bit for bit; without it a policy with its own "
@@ -232,6 +236,13 @@ def _run(args) -> int:
     policies = [BackendExpert(spec) if ref == EXPERT else _load_policy(ref) for ref in refs]
     for policy in policies:  # every policy's cameras on this backend, before the first episode
         check_cameras(policy, backend, aliases)
+    if args.doctor:
+        from embeval.subjects.doctor import gate
+
+        if code := gate([p for p, ref in zip(policies, refs) if ref != EXPERT]):
+            print("act2answer run: a policy failed the doctor (above); no episode was run. Fix its subject spec, or "
+                  "run without --doctor to evaluate it as it is", file=sys.stderr)
+            return code
     vlms = [_load_vlm(ref) for ref in args.vlm or []]
     from embeval.act2answer.items import LAYOUTS
     from embeval.progress import track
