@@ -109,6 +109,16 @@ def register(sub) -> None:
     p.add_argument("--width", type=image_side, default=64, help="camera width in pixels (default 64)")
     p.add_argument("--height", type=image_side, default=64, help="camera height in pixels (default 64)")
     p.add_argument("--json", type=Path, help="write one record per (axis, level, seed) as JSON")
+    p.add_argument("--out", type=Path, help="folder for the sensitivity table (sensitivity.csv/.md: success with Wilson "
+                                           "95%% intervals, paired change vs the unperturbed seed) and its plot "
+                                           "(sensitivity.png)")
+    p.add_argument("--distortions", nargs="+", default=[], metavar="NAME",
+                   help="image distortions (`embeval distort list`) scored at the same levels and seeds, beside the axes")
+    p.add_argument("--iqa", action="store_true",
+                   help="IQA vs scene: PSNR, SSIM and PIQE on (unperturbed, perturbed) first frames of the image axes "
+                        "and of --distortions (default gaussian_blur jpeg white_noise darken), Spearman rho with "
+                        "Decision and Execution per group; needs --out")
+    p.add_argument("--camera", default="third_person", help="camera whose first frame --iqa measures (default third_person)")
     p.set_defaults(func=_score)
 
 
@@ -162,25 +172,49 @@ def _grid(args) -> int:
     return 0
 
 
+#: --iqa without --distortions: one blur, one compression, one noise, one exposure distortion
+IQA_DISTORTIONS = ("gaussian_blur", "jpeg", "white_noise", "darken")
+
+
 def _score(args) -> int:
     import json
 
     import numpy as np
 
-    from embeval.perturb import Perturbation, Perturbations
+    from embeval.errors import ConfigError
+    from embeval.perturb import LEVELS, Perturbation, Perturbations, get_axis
     from embeval.perturb.axis import AXES
-    from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_runs
+    from embeval.perturb.score import score_grid
+    from embeval.sim.backends import SimSpec, make_episode_env
     from embeval.sim.tasks import resolve_verb
 
     verb = resolve_verb(args.task)
     names = args.axes or AXES.names()
+    if args.iqa:
+        if args.out is None:
+            raise ConfigError("--iqa writes its table into --out DIR; add --out")
+        names = [n for n in names if get_axis(n).changes == "image"]  # IQA needs an image change
+        if not names:
+            raise ConfigError("--iqa needs an image axis (light_*, *_texture, camera_pose, fov) in --axes")
+    for lv in args.levels:
+        if lv not in LEVELS:
+            raise ConfigError(f"--levels: levels are 1..5, got {lv}")
     cells = [Perturbations([Perturbation(a, lv)]) for a in names for lv in args.levels]  # refused before any episode
+    dists = list(args.distortions or (IQA_DISTORTIONS if args.iqa else ()))
+    if dists:
+        from embeval import distortion as dist_mod
+
+        for d in dists:
+            dist_mod.get(d)
     if args.json:
         from embeval.errors import check_out_file
 
         check_out_file(args.json, "--json")
+    if args.out is not None:
+        from embeval.errors import check_out_dir
+
+        check_out_dir(args.out, "--out")
     env = make_episode_env(SimSpec(backend="pybullet", env=verb, width=args.width, height=args.height))
-    rows = []
     try:
         if args.subject:
             from embeval.subjects.registry import load_subject
@@ -190,30 +224,41 @@ def _score(args) -> int:
             from embeval.runs.evaluators.sim_iqa import _Expert
 
             policy = _Expert(env)
-        for s in range(args.seed, args.seed + args.episodes):
-            env.env.perturb = None
-            ref = run_episode(env, policy, s)
-            for pert in cells:
-                env.env.perturb = pert
-                dis = run_episode(env, policy, s)
-                sc = score_runs(ref, dis)
-                rows.append({"axis": pert[0].axis, "level": pert[0].level, "seed": s, "decision": sc.decision,
-                             "execution": sc.execution.score, "reference_success": ref.outcome.success,
-                             "success": dis.outcome.success, "perturbation": dict(env.env.perturbation)})
+        rows = score_grid(env, policy, range(args.seed, args.seed + args.episodes), cells,
+                          [(d, lv) for d in dists for lv in args.levels], keep_frames=args.iqa,
+                          camera=args.camera if args.iqa else None)
     finally:
         env.close()
     who = args.subject or "scripted expert"
     print(f"{verb}, {who}, {args.episodes} seed(s) from {args.seed}: mean Decision / mean Execution / success rate")
     print(f"{'axis':<20}" + "".join(f"{'level ' + str(lv):>22}" for lv in args.levels))
-    for a in names:
+    for a in names + dists:
         line = f"{a:<20}"
         for lv in args.levels:
             rs = [r for r in rows if r["axis"] == a and r["level"] == lv]
             line += f"{np.mean([r['decision'] for r in rs]):>8.2f} {np.mean([r['execution'] for r in rs]):>6.1f} " \
                     f"{np.mean([r['success'] for r in rs]):>6.0%}"
         print(line)
+    if args.out is not None:
+        from embeval_analysis import perturb as pa
+
+        sens = pa.sensitivity(rows)
+        corrs = None
+        if args.iqa:
+            missing = pa.measure_iqa(rows)
+            for m, why in missing.items():
+                print(f"IQA metric {m} skipped: {why}")
+            corrs = pa.iqa_correlations(rows, [m for m in pa.IQA_METRICS if m not in missing])
+        outs = pa.write_outputs(args.out, sens, corrs, title=f"{verb}, {who}, {args.episodes} seed(s), "
+                                                             f"{args.width}x{args.height} px")
+        print("\n" + pa.sensitivity_markdown(sens))
+        if corrs is not None:
+            print("\nIQA vs scene (Spearman rho over episodes; camera_pose/fov references are not pixel-aligned):")
+            print(pa.iqa_markdown(corrs))
+        print("wrote " + ", ".join(str(p) for p in outs.paths()))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        keep = [{k: v for k, v in r.items() if k not in ("frame", "reference_frame")} for r in rows]
+        args.json.write_text(json.dumps(keep, indent=1))
         print(f"wrote {args.json}")
     return 0
 
