@@ -24,6 +24,7 @@ STAGES: Registry = Registry("demo stage", group="embeval.demo_stages", entries={
     "kinematics": "embeval.demo.kinematics:run",
     "workcell": "embeval.demo.workcell:run",
     "maniskill": "embeval.demo.maniskill:run",
+    "libero": "embeval.demo.libero:run",
     "distortion": "embeval.demo.distortion:run",
     "subjects": "embeval.demo.subjects:run",
     "embedded": "embeval.demo.embedded:run",
@@ -31,6 +32,7 @@ STAGES: Registry = Registry("demo stage", group="embeval.demo_stages", entries={
     "iqa": "embeval.demo.iqa:run",
     "act2answer": "embeval.demo.act2answer:run",
     "a2eval": "embeval.demo.a2eval:run",
+    "perturbations": "embeval.demo.perturbations:run",
     "ros": "embeval.demo.ros:run",
     "report": "embeval.demo.report:run",  # last: the report shows every stage's episode videos
 })

@@ -46,6 +46,7 @@ class SimSpec:
     aliases: dict[str, str] = field(default_factory=dict)  # extra image key -> camera name
     max_steps: int | None = None  # None: the task's own limit
     render: bool = True
+    options: dict[str, Any] = field(default_factory=dict)  # backend-specific (libero: {render_mode: fast})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> SimSpec:
