@@ -33,7 +33,6 @@ STAGES: Registry = Registry("demo stage", group="embeval.demo_stages", entries={
     "act2answer": "embeval.demo.act2answer:run",
     "a2eval": "embeval.demo.a2eval:run",
     "perturbations": "embeval.demo.perturbations:run",
-    "perturbations": "embeval.demo.perturbations:run",
     "ros": "embeval.demo.ros:run",
     "report": "embeval.demo.report:run",  # last: the report shows every stage's episode videos
 })
