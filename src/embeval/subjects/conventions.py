@@ -127,6 +127,13 @@ class ActionConvention:
         """Numbers in one raw action."""
         return 3 + ROTATIONS[self.rotation] + 1
 
+    def action_spec(self):
+        """The :class:`embeval.action.ActionSpec` of the actions :func:`to_embeval` makes under this convention."""
+        from embeval.action import ActionSpec
+
+        return ActionSpec(frame=self.frame, gripper_open_is_one=self.gripper in ("open1", "signed_open_positive"),
+                          chunk_size=int(self.chunk_size), absolute=bool(self.absolute))
+
     def check(self, where: str = "params.convention") -> "ActionConvention":
         """This convention, or a one-line :class:`ConfigError` naming the field and the choices."""
         def bad(field: str, why: str):
@@ -284,8 +291,10 @@ def _scale(conv: ActionConvention) -> np.ndarray:
 
 def to_embeval(raw, conv: ActionConvention | str, tcp_pose=None):
     """A model's raw action (``conv.size`` numbers, see :class:`ActionConvention`) -> embeval's :class:`Action`
-    (m, rad extrinsic xyz delta in ``conv.frame``, gripper [0, 1] 1 = open, clipped). ``tcp_pose``: the current
-    ``[x y z rx ry rz]`` (m, rotation vector, frame base), needed when ``conv.absolute``."""
+    (m, rad extrinsic xyz delta in ``conv.frame``, gripper [0, 1] 1 = open, clipped). ``conv.absolute``: with
+    ``tcp_pose`` (the current ``[x y z rx ry rz]``, m, rotation vector, frame base) the target pose becomes that
+    delta; without, the Action holds the absolute pose ``[x y z roll pitch yaw]`` (an adapter whose
+    ``ActionSpec.absolute`` says so, left to the consumer, e.g. the doctor)."""
     from embeval.action import Action, as_pose6, matrix_to_rpy
     from embeval.rotations import rotvec_to_matrix
 
@@ -303,13 +312,11 @@ def to_embeval(raw, conv: ActionConvention | str, tcp_pose=None):
     r = v[3:-1].copy()
     if conv.rotation in ("euler", "rotvec"):
         r = r * ROTATION_UNITS[conv.rotation_units]
-    if conv.rotation == "euler" and conv.order == "xyz" and not conv.absolute:  # embeval's own rpy: exact, unwrapped
+    relative = not conv.absolute or tcp_pose is None
+    if conv.rotation == "euler" and conv.order == "xyz" and relative:  # embeval's own rpy: exact, unwrapped
         return Action(np.concatenate([t, r, [gripper_to_embeval(v[-1], conv.gripper)]]))
     R = _rotation_matrix(r, conv)
-    if conv.absolute:
-        if tcp_pose is None:
-            raise InvalidInputError(f"convention {conv.name!r} is absolute: converting needs the current TCP pose "
-                                    "(observation.state tcp_pose); pass tcp_pose")
+    if not relative:
         p = as_pose6(tcp_pose, "tcp_pose")
         Rc = rotvec_to_matrix(p[3:])
         if conv.frame == "base":
@@ -322,19 +329,19 @@ def to_embeval(raw, conv: ActionConvention | str, tcp_pose=None):
 
 def from_embeval(action, conv: ActionConvention | str, tcp_pose=None) -> np.ndarray:
     """embeval's :class:`Action` (or 7 numbers) -> the raw vector of ``conv`` (the inverse of :func:`to_embeval`
-    inside the clip range; values beyond ``conv.clip`` are clipped). ``tcp_pose`` as for :func:`to_embeval`."""
+    inside the clip range; values beyond ``conv.clip`` are clipped). ``tcp_pose`` as for :func:`to_embeval`: with it,
+    an absolute convention's target is the delta applied to it; without, the action is taken as the absolute pose."""
     from embeval.action import Action, apply_delta, rpy_to_matrix
     from embeval.rotations import rotvec_to_matrix
 
     conv = CONVENTIONS.get(conv, "field 'params.convention'") if isinstance(conv, str) else conv
     a = action.vector if isinstance(action, Action) else Action(action).vector
     t, R = a[:3], rpy_to_matrix(a[3:6])
-    if conv.absolute:
-        if tcp_pose is None:
-            raise InvalidInputError(f"convention {conv.name!r} is absolute: converting needs the current TCP pose; pass tcp_pose")
+    relative = not conv.absolute or tcp_pose is None
+    if not relative:
         target = apply_delta(tcp_pose, a[:6], conv.frame)
         t, R = target[:3], rotvec_to_matrix(target[3:])
-    r = a[3:6] if conv.rotation == "euler" and conv.order == "xyz" and not conv.absolute else _rotation_numbers(R, conv)
+    r = a[3:6] if conv.rotation == "euler" and conv.order == "xyz" and relative else _rotation_numbers(R, conv)
     if conv.rotation in ("euler", "rotvec"):
         r = r / ROTATION_UNITS[conv.rotation_units]
     out = np.concatenate([t / TRANSLATION_UNITS[conv.translation_units], r, [gripper_from_embeval(a[6], conv.gripper)]])

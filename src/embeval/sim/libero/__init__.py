@@ -22,8 +22,8 @@ Conventions, in one place:
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

@@ -44,17 +44,24 @@ import copy
 import math
 import threading
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from embeval.action import Action, ActionSpec, Observation, check_image
+from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
-from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.conventions import check_gripper, to_embeval
+from embeval.subjects.conventions import convention as resolve_convention
 from embeval.subjects.hidden import HiddenStateMixin
-from embeval.subjects.protocols import LoopSlots, Slot, check_slots, fork_policy, started_slots
+from embeval.subjects.protocols import (
+    LoopSlots,
+    Slot,
+    check_slots,
+    fork_policy,
+    started_slots,
+)
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 #: frames the policy's translation/rotation may be in (``params.frame``; :class:`embeval.action.ActionSpec`)
@@ -132,10 +139,10 @@ class LeRobotParams:
     pad_state: bool
     env_state_key: tuple[str, ...] | None
     action_indices: tuple[int, ...] | None
-    action_scale: np.ndarray  # (7,)
-    gripper: str
-    frame: str
-    absolute: bool
+    action_scale: np.ndarray | None  # (7,); None: the convention's scale
+    gripper: str | None  # None: the convention's
+    frame: str | None  # None: the convention's
+    absolute: bool | None  # None: the convention's
     device: str
     seed: int
     arms: int
@@ -148,7 +155,7 @@ class LeRobotParams:
             raise ConfigError("field 'params.camera_map' must map policy image features to camera names, e.g. "
                               f"{{observation.images.top: third_person}}, got {camera_map!r}")
         for name, v in (("pad_state", pad_state), ("absolute", absolute)):
-            if not isinstance(v, bool):
+            if not isinstance(v, bool) and not (name == "absolute" and v is None):
                 raise ConfigError(f"field 'params.{name}' must be true or false, got {v!r}")
         for name, v in (("seed", seed), ("arms", arms)):
             if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "arms" else 0):
@@ -157,18 +164,19 @@ class LeRobotParams:
                                            or any(isinstance(i, bool) or not isinstance(i, int) for i in action_indices)):
             raise ConfigError(f"field 'params.action_indices' must list 7 whole numbers, got {action_indices!r}")
         try:
-            scale = np.broadcast_to(np.asarray(action_scale, dtype=np.float64), (7,)).copy()
+            scale = None if action_scale is None else np.broadcast_to(np.asarray(action_scale, dtype=np.float64), (7,)).copy()
         except (TypeError, ValueError):
-            scale = None
-        if scale is None or isinstance(action_scale, bool) or not np.all(np.isfinite(scale)):
+            scale = False
+        if scale is False or isinstance(action_scale, bool) or (scale is not None and not np.all(np.isfinite(scale))):
             raise ConfigError(f"field 'params.action_scale' must be one finite number or 7, got {action_scale!r}")
-        if frame not in FRAMES:
+        if frame is not None and frame not in FRAMES:
             raise ConfigError(f"field 'params.frame' must be one of {', '.join(FRAMES)}, got {frame!r}")
         if not isinstance(device, str) or not device:
             raise ConfigError(f"field 'params.device' must be a torch device name (cpu, cuda, cuda:0, mps), got {device!r}")
         return cls(dict(cmap), _names(state_key, "state_key"), pad_state,
                    None if env_state_key is None else _names(env_state_key, "env_state_key"),
-                   None if action_indices is None else tuple(action_indices), scale, check_gripper(gripper), frame,
+                   None if action_indices is None else tuple(action_indices), scale,
+                   None if gripper is None else check_gripper(gripper), frame,
                    absolute, device, seed, arms)
 
 
@@ -308,15 +316,17 @@ class LeRobotPolicy(HiddenStateMixin):
     def __init__(self, id: str = "lerobot-policy", path: str = "", camera_map: dict[str, str] | None = None,
                  state_key: str | Sequence[str] = "joint_positions", pad_state: bool = False,
                  env_state_key: str | Sequence[str] | None = None, action_indices: Sequence[int] | None = None,
-                 action_scale: float | Sequence[float] = 1.0, gripper: str = "open1", frame: str = "base",
-                 absolute: bool = False, device: str = "cpu", seed: int = 0, arms: int = 1):
+                 action_scale: float | Sequence[float] | None = None, gripper: str | None = None, frame: str | None = None,
+                 absolute: bool | None = None, device: str = "cpu", seed: int = 0, arms: int = 1, convention: Any = None):
         self.id = id
         p = LeRobotParams.check(camera_map, state_key, pad_state, env_state_key, action_indices, action_scale, gripper,
                                 frame, absolute, device, seed, arms)
         self.params = p
+        self.convention = resolve_convention(convention, gripper=p.gripper, frame=p.frame, absolute=p.absolute,
+                                             scale=None if p.action_scale is None else p.action_scale.tolist())
         self.path = check_checkpoint(path)
         self.camera_map, self.state_key, self.pad_state = p.camera_map, p.state_key, p.pad_state
-        self.gripper, self.device, self.seed = p.gripper, p.device, p.seed
+        self.gripper, self.device, self.seed = self.convention.gripper, p.device, p.seed
         self._lock = threading.Lock()
         self._warned: set = set()
         self._load()
@@ -331,9 +341,9 @@ class LeRobotPolicy(HiddenStateMixin):
             raise ConfigError(f"field 'params.action_indices' must list 7 indices into the policy's {adim}-dim action "
                               f"(dx, dy, dz, droll, dpitch, dyaw, gripper), got {action_indices}")
         self.action_indices = idx
-        self.action_scale = p.action_scale
-        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
-                                      chunk_size=int(getattr(self.config, "n_action_steps", 1) or 1), absolute=bool(absolute))
+        self.convention = replace(self.convention, chunk_size=int(getattr(self.config, "n_action_steps", 1) or 1))
+        self.action_scale = np.broadcast_to(np.asarray(self.convention.scale, dtype=np.float64), (self.convention.size,))
+        self.action_spec = self.convention.action_spec()
         self.instruction = ""
         self._episodes: dict[Slot, _Episode] = {}
         self._loop: LoopSlots | None = None
@@ -470,11 +480,10 @@ class LeRobotPolicy(HiddenStateMixin):
             from embeval.action import arm_of_larger_motion
 
             arm = arm_of_larger_motion(a.reshape(self.arms, 7) * self.action_scale)
-            v = a[7 * arm:7 * arm + 7] * self.action_scale
+            v = a[7 * arm:7 * arm + 7]
         else:
-            v = a[self.action_indices] * self.action_scale
-        v[6] = gripper_to_embeval(v[6], self.gripper)
-        return Action(v)
+            v = a[self.action_indices]
+        return to_embeval(v, self.convention)
 
     # -- batched episodes (BatchedPolicy) ---------------------------------------------------
     def fork(self) -> "LeRobotPolicy":

@@ -22,12 +22,13 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from embeval.action import Action, ActionSpec, Observation
+from embeval.action import Action, Observation
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.resize import resize
 from embeval.subjects.adapters.hf_vlm import load_auto, model_inputs, tokenizer_of
 from embeval.subjects.adapters.local_weights import require_hf_dir
-from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
+from embeval.subjects.conventions import camera_image, to_embeval
+from embeval.subjects.conventions import convention as resolve_convention
 from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import Slot, check_slots, started_slots
 
@@ -68,15 +69,15 @@ class OpenVLAHFPolicy(HiddenStateMixin):
 
     def __init__(self, id: str = "openvla-hf", path: str | None = None, unnorm_key: str | None = "bridge_orig",
                  camera: str | None = None, image_size: int | None = 224, dtype: str = "float32", device: str = "cpu",
-                 gripper: str = "open1", frame: str = "base", prompt_template: str = OPENVLA_PROMPT,
+                 gripper: str | None = None, frame: str | None = None, prompt_template: str = OPENVLA_PROMPT,
                  trust_remote_code: bool = True, model_class: str = "auto", n_bins: int = 256,
                  vocab_size: int | None = None, cache: str = "dynamic", compile: bool | None = None,
-                 warmup: int | None = None):
+                 warmup: int | None = None, convention: Any = None):
         path = require_hf_dir(path, "OpenVLA checkpoint")
         processor, model = load_auto(path, model_class, dtype, device, trust_remote_code)
         self._configure(processor, model, id=id, path=path, unnorm_key=unnorm_key, camera=camera, image_size=image_size,
                         device=device, gripper=gripper, frame=frame, prompt_template=prompt_template, n_bins=n_bins,
-                        vocab_size=vocab_size, cache=cache, compile=compile, warmup=warmup)
+                        vocab_size=vocab_size, cache=cache, compile=compile, warmup=warmup, convention=convention)
 
     @classmethod
     def from_loaded(cls, processor, model, device: str = "cpu", **params) -> "OpenVLAHFPolicy":
@@ -87,10 +88,10 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         return self
 
     def _configure(self, processor, model, id: str = "openvla-hf", path: Any = None, unnorm_key: str | None = "bridge_orig",
-                   camera: str | None = None, image_size: int | None = 224, device: str = "cpu", gripper: str = "open1",
-                   frame: str = "base", prompt_template: str = OPENVLA_PROMPT, n_bins: int = 256,
+                   camera: str | None = None, image_size: int | None = 224, device: str = "cpu", gripper: str | None = None,
+                   frame: str | None = None, prompt_template: str = OPENVLA_PROMPT, n_bins: int = 256,
                    vocab_size: int | None = None, cache: str = "dynamic", compile: bool | None = None,
-                   warmup: int | None = None) -> None:
+                   warmup: int | None = None, convention: Any = None) -> None:
         self.id = id
         self.path = path
         self.processor, self.model = processor, model
@@ -98,7 +99,8 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         self.camera = camera
         self.image_size = image_size
         self.device = device
-        self.gripper = check_gripper(gripper)
+        self.convention = resolve_convention(convention, gripper=gripper, frame=frame)
+        self.gripper = self.convention.gripper
         self.prompt_template = prompt_template
         self.n_bins = int(n_bins)
         self._lock = threading.Lock()
@@ -116,7 +118,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         if self.unnorm_key and self.norm_stats and self.unnorm_key not in self.norm_stats:
             raise ConfigError(f"field 'params.unnorm_key': {self.unnorm_key!r} is not in the checkpoint's norm_stats; "
                               f"choose from {', '.join(sorted(self.norm_stats))}")
-        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"))
+        self.action_spec = self.convention.action_spec()
         self.instruction = ""
         self._slots: dict[Slot, str] = {}
         n = (2 if cache == "static" else 0) if warmup is None else warmup
@@ -197,15 +199,15 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         return [decode_action_tokens(row, self.vocab_size, stats, self.n_bins) for row in tokens]
 
     def to_action(self, raw: np.ndarray) -> Action:
-        """An embeval :class:`Action` from the model's raw action (first 7 values, gripper converted)."""
+        """An embeval :class:`Action` from the model's raw action (its first ``convention.size`` values, converted by
+        :func:`embeval.subjects.conventions.to_embeval`)."""
         a = np.asarray(raw).reshape(-1)
-        if a.shape[0] < 7:
-            raise InvalidInputError(f"{self.id} produced {a.shape[0]} action values; expected 7")
+        n = self.convention.size
+        if a.shape[0] < n:
+            raise InvalidInputError(f"{self.id} produced {a.shape[0]} action values; expected {n}")
         if not np.all(np.isfinite(a)):
             raise InvalidInputError(f"{self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
-        v = a[:7].copy()
-        v[6] = gripper_to_embeval(v[6], self.gripper)
-        return Action(v)
+        return to_embeval(a[:n], self.convention)
 
     def act(self, observation: Observation) -> Action:
         return self.to_action(self.raw_action(observation))

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from embeval.action import Action, ActionSpec, Observation, check_image
+from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.resize import resize
 from embeval.subjects.adapters.http_client import (
@@ -25,7 +25,8 @@ from embeval.subjects.adapters.http_client import (
     RetryPolicy,
 )
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
-from embeval.subjects.conventions import camera_image, check_gripper, gripper_to_embeval
+from embeval.subjects.conventions import camera_image, to_embeval
+from embeval.subjects.conventions import convention as resolve_convention
 
 
 def resize_image(img: np.ndarray, size: int | Sequence[int] | None) -> np.ndarray:
@@ -62,11 +63,11 @@ class OpenVLARestPolicy:
     """A policy served over OpenVLA's REST protocol (see module docstring)."""
 
     def __init__(self, id: str = "openvla-rest", url: str = "http://127.0.0.1:8000", unnorm_key: str | None = "bridge_orig",
-                 camera: str | None = None, image_size: int | list[int] | None = None, gripper: str = "open1",
-                 encoded: bool = False, frame: str = "base", chunk_size: int = 1, timeout: float = 30.0,
+                 camera: str | None = None, image_size: int | list[int] | None = None, gripper: str | None = None,
+                 encoded: bool = False, frame: str | None = None, chunk_size: int | None = None, timeout: float = 30.0,
                  max_retries: int = 2, backoff: float = 0.5, extra_fields: dict[str, Any] | None = None,
                  image_key: str = "image", extra_cameras: dict[str, str] | None = None,
-                 state_fields: dict[str, str] | None = None):
+                 state_fields: dict[str, str] | None = None, convention: Any = None):
         if not url:
             raise ConfigError("field 'url' is required: the OpenVLA server's address, e.g. http://127.0.0.1:8000")
         self.id = id
@@ -76,7 +77,8 @@ class OpenVLARestPolicy:
         self.unnorm_key = unnorm_key
         self.camera = camera
         self.image_size = image_size
-        self.gripper = check_gripper(gripper)
+        self.convention = resolve_convention(convention, gripper=gripper, frame=frame, chunk_size=chunk_size)
+        self.gripper = self.convention.gripper
         self.encoded = bool(encoded)
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
@@ -86,8 +88,7 @@ class OpenVLARestPolicy:
         self.image_key = image_key
         self.extra_cameras = dict(extra_cameras or {})
         self.state_fields = dict(state_fields or {})
-        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
-                                      chunk_size=int(chunk_size))
+        self.action_spec = self.convention.action_spec()
         self.instruction = ""
         self._queue: collections.deque[np.ndarray] = collections.deque()
 
@@ -137,9 +138,7 @@ class OpenVLARestPolicy:
         if not self._queue:
             for row in self.request(observation):
                 self._queue.append(row)
-        v = self._queue.popleft().copy()
-        v[6] = gripper_to_embeval(v[6], self.gripper)
-        return Action(v)
+        return to_embeval(self._queue.popleft(), self.convention)
 
     def close(self) -> None:
         self.http.close()

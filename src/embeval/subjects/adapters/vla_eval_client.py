@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from embeval.action import Action, ActionSpec, Observation, check_image
+from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.subjects.adapters.openvla_rest import parse_action_reply, resize_image
 from embeval.subjects.adapters.vla_eval_protocol import (
@@ -45,7 +45,8 @@ from embeval.subjects.adapters.vla_eval_protocol import (
     pack,
     unpack,
 )
-from embeval.subjects.conventions import check_gripper, gripper_to_embeval
+from embeval.subjects.conventions import convention as resolve_convention
+from embeval.subjects.conventions import to_embeval
 from embeval.subjects.protocols import check_slots, no_episode
 
 #: error codes of a server that is busy, not of a bad observation (embeval's servers send them)
@@ -57,9 +58,9 @@ class VlaEvalPolicy:
 
     def __init__(self, id: str = "vla-eval", url: str = "ws://127.0.0.1:8000", cameras: Mapping[str, str] | None = None,
                  state_keys: Sequence[str] | None = None, state_field: str = "state", image_format: str = "raw",
-                 image_size: int | list[int] | None = None, gripper: str = "open1", frame: str = "base",
-                 chunk_size: int = 1, timeout: float = 30.0, connect_retries: int = 2, backoff: float = 0.5,
-                 max_message_mb: float = 16.0, task: Mapping[str, Any] | None = None):
+                 image_size: int | list[int] | None = None, gripper: str | None = None, frame: str | None = None,
+                 chunk_size: int | None = None, timeout: float = 30.0, connect_retries: int = 2, backoff: float = 0.5,
+                 max_message_mb: float = 16.0, task: Mapping[str, Any] | None = None, convention: Any = None):
         if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
             raise ConfigError(f"field 'url' must be a WebSocket address ws://host:port of a vla-eval model server, "
                               f"got {url!r}")
@@ -74,12 +75,12 @@ class VlaEvalPolicy:
         self.cameras = dict(cameras) if cameras is not None else None
         self.state_keys = list(state_keys) if state_keys is not None else None
         self.state_field, self.image_format, self.image_size = state_field, image_format, image_size
-        self.gripper = check_gripper(gripper)
+        self.convention = resolve_convention(convention, gripper=gripper, frame=frame, chunk_size=chunk_size)
+        self.gripper = self.convention.gripper
         self.timeout, self.connect_retries, self.backoff = float(timeout), connect_retries, float(backoff)
         self.max_message_bytes = int(max_message_mb * 2 ** 20)
         self.task = dict(task or {})
-        self.action_spec = ActionSpec(frame=frame, gripper_open_is_one=gripper in ("open1", "signed_open_positive"),
-                                      chunk_size=int(chunk_size))
+        self.action_spec = self.convention.action_spec()
         self.instruction = ""
         self.server_info: dict[str, Any] = {}
         self._queue: collections.deque[np.ndarray] = collections.deque()
@@ -249,9 +250,7 @@ class VlaEvalPolicy:
         return self.receive_action(self.send_observation(observation))
 
     def _next(self) -> Action:
-        v = self._queue.popleft().copy()
-        v[6] = gripper_to_embeval(v[6], self.gripper)
-        return Action(v)
+        return to_embeval(self._queue.popleft(), self.convention)
 
     # -- batched episodes (BatchedPolicy): one connection per slot, all observations sent before any answer is read
     def reset_slots(self, slots: Sequence[Any], instructions: Sequence[str]) -> None:
