@@ -420,3 +420,94 @@ def test_cli_score_table_and_records(tmp_path, capsys):
     assert rows["initial_state"]["perturbation"]["initial_state"]["level"] == 5
     assert "initial_state" in capsys.readouterr().out
     assert main(["perturb", "score", "--axes", "fov", "--levels", "6"]) == 2
+
+
+# --------------------------------------------------------------------------- sensitivity and IQA-vs-scene (analysis)
+def _sens_rows():
+    """Constructed rows: axis a level 1 (4 seeds, 3 successes, drops 0, 0, 10, 100; references all succeed)."""
+    base = dict(kind="scene", axis="a", level=1, decision=0.5, reference_success=True)
+    return [dict(base, seed=i, execution=e, success=s)
+            for i, (e, s) in enumerate([(100.0, True), (100.0, True), (90.0, True), (0.0, False)])]
+
+
+def test_sensitivity_wilson_and_paired_statistics_match_scipy():
+    from scipy.stats import binomtest
+
+    from embeval_analysis.perturb import sensitivity, sign_test
+
+    (r,) = sensitivity(_sens_rows(), n_resamples=500, seed=1)
+    ci = binomtest(3, 4).proportion_ci(0.95, method="wilson")
+    assert (r.n, r.success_rate) == (4, 0.75)
+    assert r.success_lo == pytest.approx(ci.low, abs=1e-12) and r.success_hi == pytest.approx(ci.high, abs=1e-12)
+    assert r.success_change == -0.25
+    assert r.success_p == pytest.approx(binomtest(0, 1, 0.5).pvalue)  # one discordant seed: exact McNemar p 1.0
+    assert r.execution_drop == pytest.approx(27.5) and r.execution == pytest.approx(72.5)
+    assert r.drop_p == pytest.approx(binomtest(2, 2, 0.5).pvalue) == pytest.approx(0.5)  # zeros dropped
+    assert sign_test([1, 2, 3, 4, 5, 6, -1]) == pytest.approx(binomtest(6, 7, 0.5).pvalue)
+    assert 0.0 <= r.drop_lo <= r.execution_drop <= r.drop_hi <= 100.0
+
+
+def test_bootstrap_mean_interval_agrees_with_scipy_percentile_bootstrap():
+    from scipy.stats import bootstrap
+
+    from embeval_analysis.perturb import bootstrap_mean
+
+    x = np.random.default_rng(0).normal(10.0, 2.0, 40)
+    lo, hi = bootstrap_mean(x, n_resamples=20000, seed=3)
+    ref = bootstrap((x,), np.mean, n_resamples=20000, method="percentile", random_state=3).confidence_interval
+    assert lo == pytest.approx(ref.low, abs=0.05) and hi == pytest.approx(ref.high, abs=0.05)
+    assert bootstrap_mean([5.0, 5.0]) == (5.0, 5.0)
+
+
+def test_sensitivity_refuses_rows_without_the_paired_fields():
+    from embeval.errors import InvalidInputError
+    from embeval_analysis.perturb import sensitivity
+
+    with pytest.raises(InvalidInputError, match="reference_success"):
+        sensitivity([{"axis": "a", "level": 1, "decision": 1.0, "execution": 100.0, "success": True}])
+
+
+def test_iqa_correlations_match_a_hand_computed_spearman():
+    from embeval_analysis.perturb import iqa_correlations
+
+    # scene, aligned: psnr 10, 20, 30, 40 vs decision 0.1, 0.3, 0.2, 0.4 -> ranks 1 2 3 4 vs 1 3 2 4
+    # rho = 1 - 6 * sum(d^2) / (n (n^2 - 1)) = 1 - 6 * 2 / 60 = 0.8; execution constant -> undefined (nan)
+    rows = [dict(kind="scene", axis="light_intensity", psnr=p, decision=d, execution=100.0)
+            for p, d in zip([10, 20, 30, 40], [0.1, 0.3, 0.2, 0.4])]
+    # distortion: psnr falls as decision rises -> rho -1
+    rows += [dict(kind="distortion", axis="jpeg", psnr=p, decision=d, execution=e)
+             for p, d, e in zip([5, 6, 7], [0.9, 0.8, 0.7], [100.0, 50.0, 0.0])]
+    rows += [dict(kind="scene", axis="camera_pose", psnr=1.0, decision=0.5, execution=100.0)]  # n < 3: nan
+    out = {c["group"]: c for c in iqa_correlations(rows, ["psnr"])}
+    assert list(out) == ["scene, aligned", "scene, camera moved", "scene, all", "distortion"]
+    assert out["scene, aligned"]["rho_decision"] == pytest.approx(0.8)
+    assert np.isnan(out["scene, aligned"]["rho_execution"]) and np.isnan(out["scene, camera moved"]["rho_decision"])
+    assert out["scene, all"]["n"] == 5
+    assert out["distortion"]["rho_decision"] == pytest.approx(-1.0)
+    assert out["distortion"]["rho_execution"] == pytest.approx(-1.0)
+
+
+def test_write_outputs_writes_tables_and_plot(tmp_path):
+    from embeval_analysis.perturb import iqa_correlations, sensitivity, write_outputs
+
+    rows = _sens_rows() + [dict(r, level=5, execution=0.0, success=False) for r in _sens_rows()]
+    outs = write_outputs(tmp_path, sensitivity(rows, n_resamples=100), iqa_correlations([], ["psnr"]))
+    assert [p.name for p in outs.paths()] == ["sensitivity.csv", "sensitivity.md", "sensitivity.png",
+                                             "iqa_vs_scene.csv", "iqa_vs_scene.md"]
+    assert "| scene | a | 5 | 4 |" in outs.sensitivity_md.read_text()
+    assert outs.plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_perturbations_demo_stage_runs_at_quick_size(tmp_path, monkeypatch):
+    """The stage end to end at a reduced size: one seed, one axis, one distortion, one level."""
+    from embeval.demo import DemoContext
+    from embeval.demo import perturbations as stage
+
+    monkeypatch.setattr(stage, "AXES", ("light_intensity",))
+    monkeypatch.setattr(stage, "DISTORTIONS", ("jpeg",))
+    monkeypatch.setattr(stage, "LEVELS", (5,))
+    monkeypatch.setattr(stage, "size", lambda quick: stage.StageSize(seeds=1, width=32, height=32))
+    out = stage.run(DemoContext(tmp_path, quick=True))
+    assert [(r.axis, r.level, r.n) for r in out["sensitivity"]] == [("light_intensity", 5, 1), ("jpeg", 5, 1)]
+    assert (tmp_path / "perturb_grid.png").exists() and (tmp_path / "perturb" / "sensitivity.png").exists()
+    assert {c["metric"] for c in out["iqa"]} <= {"psnr", "ssim", "piqe"}
