@@ -153,3 +153,53 @@ def test_image_orientation_is_the_published_checkpoints(task):
     assert bottom > 20 and top < 10, (top, bottom)
     raw_warm = raw.astype(float)[..., 0] - raw.astype(float)[..., 2]
     assert raw_warm[:12].mean() > 20  # the raw image is upside down
+
+
+# ---- render modes, sim.options, run specs ---------------------------------------------------------------------------
+def test_unknown_sim_option_is_refused_before_libero_starts():
+    from embeval.sim.backends import SimSpec
+    from embeval.sim.libero.episodes import LiberoEpisodes
+
+    with pytest.raises(ConfigError, match="sim.options.shadows: the LIBERO backend takes render_mode"):
+        LiberoEpisodes(SimSpec("libero", "libero_spatial:0", options={"shadows": False}))
+
+
+@needs_libero
+def test_fast_render_mode_changes_pixels_not_physics(task):
+    """``render_mode: fast`` (no multisampling, no reflections) renders the same scene: the same state, images
+    close to the default ones (mean absolute difference a few levels) but not identical; an unknown mode is refused."""
+    from embeval.sim.libero.episodes import LiberoTask
+
+    ref = task.reset(0)
+    ref_state = task.get_state()
+    fast = LiberoTask("libero_spatial:0", 64, 64, render_mode="fast", max_steps=1)
+    try:
+        obs = fast.reset(0)
+        assert np.array_equal(fast.get_state(), ref_state)
+        for c in ("agentview", "wrist"):
+            d = np.abs(obs.images[c].astype(int) - ref.images[c].astype(int))
+            assert d.max() > 0 and d.mean() < 12, (c, d.mean())
+    finally:
+        fast.close()
+    with pytest.raises(ConfigError, match="unknown render mode 'ugly'"):
+        LiberoTask("libero_spatial:0", 32, 32, cameras=(), render_mode="ugly")
+
+
+@needs_libero
+def test_run_spec_units_run_on_libero(tmp_path):
+    """``sim: {backend: libero}`` in a sim-iqa run spec: a clean and a distorted unit of 3 control steps each."""
+    from embeval.runs import ResultsStore, parse_spec, run
+
+    spec = {"evaluator": "sim-iqa",
+            "sim": {"backend": "libero", "env": "libero_spatial:0", "width": 32, "height": 32, "max_steps": 3,
+                    "options": {"render_mode": "fast"}},
+            "subjects": [{"id": "stats", "kind": "policy", "adapter": "image_stats", "params": {"scale": 0.2}}],
+            "items": {"source": "synthetic", "count": 1}, "distortions": ["none", "white_noise"], "levels": [4],
+            "backend": {"progress": False}}
+    s = run(parse_spec(spec, base_dir=tmp_path), tmp_path / "run")
+    assert (s.done, s.failed, s.total) == (2, 0, 2)
+    with ResultsStore(tmp_path / "run" / "results.sqlite") as st:
+        rows = {r["distortion"]: r["outputs"] for r in st.rows(s.run_id)}
+    assert set(rows) == {"none", "white_noise"}
+    assert rows["none"]["decision"] == 1.0 and rows["none"]["execution"] == 100.0
+    assert 0.0 <= rows["white_noise"]["decision"] <= 1.0 and 0.0 <= rows["white_noise"]["execution"] <= 100.0
