@@ -9,8 +9,16 @@ import pytest
 
 from embeval.action import Action
 from embeval.errors import ConfigError
-from embeval.sim.libero import (OSC_MAX_ROTATION, OSC_MAX_TRANSLATION, STEP_LIMITS, from_libero, libero_python,
-                                parse_task, step_limit, to_libero)
+from embeval.sim.libero import (
+    OSC_MAX_ROTATION,
+    OSC_MAX_TRANSLATION,
+    STEP_LIMITS,
+    from_libero,
+    libero_python,
+    parse_task,
+    step_limit,
+    to_libero,
+)
 from embeval.sim.libero.worker import MAX_ARRAYS, ProtocolError, read_frame, write_frame
 
 needs_libero = pytest.mark.skipif(not libero_python().is_file(),

@@ -41,7 +41,12 @@ def run(ctx) -> None:
         return
     from embeval.image_io import save_image
     from embeval.recording.video import EpisodeRecorder, maybe_episode
-    from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
+    from embeval.sim.backends import (
+        SimSpec,
+        make_episode_env,
+        run_episode,
+        score_episode,
+    )
 
     out = Path(ctx.out_dir) / "libero"
     out.mkdir(parents=True, exist_ok=True)
