@@ -396,8 +396,10 @@ def _gripper_polarity(ev: Evidence):
     if bal >= 0.25:
         return "pass", bal, detail, ""
     now = ev.gripper
-    fix = (f"set params.gripper: {_INVERSE_GRIPPER[now]} (now {now})" if now in _INVERSE_GRIPPER
-           else "set params.gripper: close1 (or signed_close_positive for a [-1, 1] model)")
+    fix = (f"set params.gripper: {_INVERSE_GRIPPER[now]} (now {now}) or params.convention: "
+           f"{{gripper: {_INVERSE_GRIPPER[now]}}}" if now in _INVERSE_GRIPPER
+           else "set params.gripper: close1 (or signed_close_positive for a [-1, 1] model; or params.convention: "
+                "{gripper: close1})")
     return ("fail", bal, detail, f"gripper looks inverted: the policy opens when the expert closes in {wrong_open}/"
             f"{e_closed.sum()} probes and closes when it opens in {wrong_close}/{e_open.sum()}; {fix}")
 
@@ -492,7 +494,7 @@ def _translation_axes(ev: Evidence):
     other = "tool0" if ev.frame == "base" else "base"
     alt = np.stack([_reframe(P[k], ev.probes.probes[k].tcp_pose, ev.frame) for k in np.flatnonzero(m)])
     if not _axis_problems(_cosines(alt, E[m]), axes):
-        hint = f"the deltas match the expert when read in frame {other}: set params.frame: {other}"
+        hint = f"the deltas match the expert when read in frame {other}: set params.frame: {other} (or params.convention: {{frame: {other}}})"
     swapped = {(min(a, b), max(a, b)) for a in range(3) for b in axes
                if a != b and int(np.argmax(C[:, b])) == a and C[a, b] >= 0.5}
     inverted = [_AXES[j] for j in axes if C[j, j] <= -0.5 and not any(j in pair for pair in swapped)]
