@@ -169,7 +169,10 @@ def test_ray_workers_run_vectorised_batches(tmp_path, monkeypatch):
     import os
     from pathlib import Path
 
+    from embeval.sim.vector import VectorPool
+
     ray = pytest.importorskip("ray")
+    monkeypatch.setattr(VectorPool, "run", VectorPool.run)  # the plugin wraps it in this process too: restored after
     plugins = Path(__file__).parent / "ray_plugins"
     log = tmp_path / "pool_runs.txt"
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(plugins), os.environ.get("PYTHONPATH")])))
