@@ -17,7 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TREES = {"embeval": ROOT / "src" / "embeval", "embeval_analysis": ROOT / "analysis" / "embeval_analysis"}
 #: the foundations: nothing here may import from HIGHER
-LOWER = ("kinematics", "scoring", "distortion", "camera", "robot", "sim", "action", "errors", "config", "registry")
+LOWER = ("kinematics", "scoring", "distortion", "camera", "robot", "sim", "action", "conventions", "rotations", "resize",
+         "errors", "config", "registry")
 #: the evaluation layers built on the foundations
 HIGHER = ("subjects", "runs", "act2answer", "serving")
 #: top layers (entry points) exempt from the rules: they may import anything

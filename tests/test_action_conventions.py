@@ -9,7 +9,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, apply_delta
 from embeval.errors import ConfigError, InvalidInputError
-from embeval.subjects.conventions import (
+from embeval.conventions import (
     CONVENTIONS,
     ActionConvention,
     convention,
@@ -150,4 +150,4 @@ def test_adapter_spec_names_a_convention():
 def test_docs_table_matches_registry():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "subjects.md").read_text()
     m = re.search(r"<!-- conventions-table:start -->\n(.*?)\n<!-- conventions-table:end -->", doc, re.S)
-    assert m and m.group(1) == conventions_table(), "regenerate with embeval.subjects.conventions.conventions_table()"
+    assert m and m.group(1) == conventions_table(), "regenerate with embeval.conventions.conventions_table()"

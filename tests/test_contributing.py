@@ -204,7 +204,7 @@ def test_distortion_registry_refuses_a_twin_and_bad_records(vignette):
 def test_gripper_conventions_and_object_kinds_are_registries():
     from embeval.registry import Registry
     from embeval.sim.objects import BUILDERS
-    from embeval.subjects.conventions import GRIPPERS, gripper_to_embeval, register_gripper
+    from embeval.conventions import GRIPPERS, gripper_to_embeval, register_gripper
 
     assert isinstance(GRIPPERS, Registry) and isinstance(BUILDERS, Registry)
     assert {"box", "bowl", "drawer", "knob", "peg", "hole"} <= set(BUILDERS.names())

@@ -97,7 +97,7 @@ def _post_all(url: str, bodies: list[dict], path: str = "/act") -> list[httpx.Re
 def test_tiny_vla_batched_answers_equal_batch1():
     """12 concurrent clients, 3 steps each, 3 instructions: every answer equals the batch-1 policy's within 1e-5,
     and the server did answer in batches (largest batch > 1)."""
-    from embeval.subjects.conventions import gripper_from_embeval
+    from embeval.conventions import gripper_from_embeval
     from embeval.subjects.registry import load_subject
 
     policy = load_subject(TINY_VLA)

@@ -15,7 +15,7 @@ from embeval.serving.runner import serve_in_thread
 from embeval.subjects import load_subject
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
 from embeval.subjects.adapters.openvla_rest import OpenVLARestPolicy
-from embeval.subjects.conventions import gripper_from_embeval, gripper_to_embeval
+from embeval.conventions import gripper_from_embeval, gripper_to_embeval
 from embeval.subjects.scripted import ImageStatsPolicy
 
 

@@ -48,7 +48,7 @@ from embeval.serving.limits import (
     read_json,
 )
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
-from embeval.subjects.conventions import check_gripper, gripper_from_embeval
+from embeval.conventions import check_gripper, gripper_from_embeval
 
 MAX_STATE_VALUES = 4096  # numbers in one proprioception field
 

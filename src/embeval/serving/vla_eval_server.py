@@ -67,7 +67,7 @@ from embeval.subjects.adapters.vla_eval_protocol import (
     pack,
     unpack,
 )
-from embeval.subjects.conventions import check_gripper, gripper_from_embeval
+from embeval.conventions import check_gripper, gripper_from_embeval
 
 log = logging.getLogger("embeval.serving.vla_eval")
 MAX_STATE_VALUES = 4096  # numbers in one proprioception array

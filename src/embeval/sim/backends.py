@@ -35,6 +35,7 @@ from embeval.config import check_keys
 from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
+from embeval.sim.episode_env import DistortedCameras, EpisodeEnv
 
 
 @dataclass(frozen=True)
@@ -61,29 +62,6 @@ class SimSpec:
         if not isinstance(d.get("aliases", {}), dict):
             raise ConfigError(f"{where}.aliases: a mapping of image key -> camera name")
         return cls(**d)
-
-
-class EpisodeEnv:
-    """The common episode interface (see module docstring)."""
-
-    cameras: tuple[str, ...] = ()
-    instruction: str = ""
-
-    def reset(self, seed: int, distortion: tuple[str, int, int] | None = None) -> Observation:
-        raise NotImplementedError
-
-    def step(self, action: Action):
-        raise NotImplementedError
-
-    @property
-    def done(self) -> bool:
-        raise NotImplementedError
-
-    def outcome(self, n_actions: int) -> ExecutionOutcome:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
 
 
 class ManiSkillEpisodes(EpisodeEnv):
@@ -124,30 +102,6 @@ class ManiSkillEpisodes(EpisodeEnv):
 
     def close(self):
         self.env.close()
-
-
-class DistortedCameras:
-    """For an :class:`EpisodeEnv` whose simulator returns clean images: ``(name, level, seed)`` distorts every
-    frame of every camera in ``self.cameras`` (seeded per camera and frame), keeps the clean ones in
-    ``clean_images``, and adds ``spec.aliases``."""
-
-    cameras: tuple[str, ...] = ()
-    spec: SimSpec
-
-    def _start_distortion(self, distortion: tuple[str, int, int] | None) -> None:
-        from embeval.distortion import FrameDistorter
-
-        self._distorters = ({c: FrameDistorter(distortion[0], distortion[1], seed=distortion[2], stream=c) for c in self.cameras}
-                            if distortion else {})
-
-    def _wrap(self, obs: Observation) -> Observation:
-        self.clean_images = dict(obs.images)
-        imgs = {c: self._distorters[c](im) if c in self._distorters else im for c, im in obs.images.items()}
-        for alias, cam in self.spec.aliases.items():
-            if cam not in imgs:
-                raise ConfigError(f"sim.aliases: {alias}={cam}: no camera {cam!r}; cameras: {', '.join(imgs) or 'none'}")
-            imgs[alias] = imgs[cam]
-        return Observation(imgs, obs.instruction, obs.state, obs.timestamp)
 
 
 class PybulletEpisodes(DistortedCameras, EpisodeEnv):

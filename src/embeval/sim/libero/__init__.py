@@ -37,7 +37,7 @@ OSC_MAX_TRANSLATION = 0.05  # metres
 OSC_MAX_ROTATION = 0.5  # radians (axis-angle, base frame)
 #: LIBERO's gripper: -1 open, +1 close (embeval's registered convention of that name)
 GRIPPER_CONVENTION = "signed_close_positive"
-#: the registered action convention of LIBERO's OSC_POSE actions (embeval.subjects.conventions.CONVENTIONS
+#: the registered action convention of LIBERO's OSC_POSE actions (embeval.conventions.CONVENTIONS
 #: names it lazily: ``libero_osc`` -> :func:`osc_convention`)
 CONVENTION = "libero_osc"
 #: "do nothing" steps after an initial state is set, while objects settle (OpenVLA's num_steps_wait)
@@ -57,7 +57,7 @@ ORIENTATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 
 def to_libero(action: Action) -> np.ndarray:
     """embeval's 7-DoF action -> LIBERO's (robosuite OSC_POSE, delta, base frame) 7-vector: convention
-    :data:`CONVENTION` through :func:`embeval.subjects.conventions.from_embeval`.
+    :data:`CONVENTION` through :func:`embeval.conventions.from_embeval`.
 
     Translation (m) / :data:`OSC_MAX_TRANSLATION` and the rotation as an axis-angle vector (rad; embeval's
     extrinsic roll-pitch-yaw delta ``R' = R_delta R`` is the same left-multiplied base-frame rotation robosuite
@@ -66,7 +66,7 @@ def to_libero(action: Action) -> np.ndarray:
     so embeval's frame ``base`` is LIBERO's. The numbers are controller set-point offsets: the OSC gain moves
     the hand only part of the way in one 50 ms step.
     """
-    from embeval.subjects.conventions import from_embeval
+    from embeval.conventions import from_embeval
 
     return from_embeval(action, CONVENTION)
 
@@ -74,7 +74,7 @@ def to_libero(action: Action) -> np.ndarray:
 def from_libero(vec) -> Action:
     """LIBERO's 7-vector (what a LIBERO-trained policy emits after its gripper conversion) -> embeval's
     :class:`Action`; the inverse of :func:`to_libero` inside [-1, 1] (values outside are clipped first)."""
-    from embeval.subjects.conventions import to_embeval
+    from embeval.conventions import to_embeval
 
     v = np.asarray(vec, dtype=np.float64).reshape(-1)
     if v.shape != (7,):
@@ -83,9 +83,9 @@ def from_libero(vec) -> Action:
 
 
 def osc_convention():
-    """LIBERO / robosuite OSC_POSE as an :class:`embeval.subjects.conventions.ActionConvention`: [-1, 1] times
+    """LIBERO / robosuite OSC_POSE as an :class:`embeval.conventions.ActionConvention`: [-1, 1] times
     :data:`OSC_MAX_TRANSLATION` m and :data:`OSC_MAX_ROTATION` rad (axis-angle, base frame), gripper -1 open .. +1 close."""
-    from embeval.subjects.conventions import ActionConvention
+    from embeval.conventions import ActionConvention
 
     return ActionConvention(CONVENTION, rotation="rotvec", scale=(OSC_MAX_TRANSLATION,) * 3 + (OSC_MAX_ROTATION,) * 3 + (1.0,),
                             clip=1.0, gripper=GRIPPER_CONVENTION, image_size=(256,), cameras=tuple(CAMERAS),

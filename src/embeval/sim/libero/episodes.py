@@ -3,7 +3,7 @@ package docstring of :mod:`embeval.sim.libero`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from embeval.action import Action, Observation
 from embeval.errors import ConfigError
 from embeval.rotations import quat_to_rotvec
 from embeval.scoring.execution import ExecutionOutcome
-from embeval.sim.backends import DistortedCameras, EpisodeEnv, SimSpec
+from embeval.sim.episode_env import DistortedCameras, EpisodeEnv
 from embeval.sim.libero import (
     CAMERAS,
     ORIENTATIONS,
@@ -20,6 +20,9 @@ from embeval.sim.libero import (
     step_limit,
     to_libero,
 )
+
+if TYPE_CHECKING:
+    from embeval.sim.backends import SimSpec
 
 
 @dataclass

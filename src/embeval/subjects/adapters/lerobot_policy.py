@@ -27,7 +27,7 @@ whose output is one such 7-vector per arm declares ``arms: 2`` and, unless ``act
 given, each step takes the arm with the larger motion (:func:`embeval.action.arm_of_larger_motion`);
 
 ``action_scale`` multiplies them (e.g. 0.001 for millimetres), and the gripper is converted from
-``gripper`` (see :mod:`embeval.subjects.conventions`). Declare what the numbers mean with
+``gripper`` (see :mod:`embeval.conventions`). Declare what the numbers mean with
 ``frame`` and ``absolute``; the policy's own chunking (``n_action_steps``) is kept.
 
 Batched episodes (:meth:`LeRobotPolicy.act_slots`): for the policy types in :data:`CHUNK_BATCHED` (ACT
@@ -52,8 +52,8 @@ import numpy as np
 
 from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
-from embeval.subjects.conventions import check_gripper, to_embeval
-from embeval.subjects.conventions import convention as resolve_convention
+from embeval.conventions import check_gripper, to_embeval
+from embeval.conventions import convention as resolve_convention
 from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import (
     LoopSlots,

@@ -27,8 +27,8 @@ from embeval.errors import ConfigError, InvalidInputError
 from embeval.resize import resize
 from embeval.subjects.adapters.hf_vlm import load_auto, model_inputs, tokenizer_of
 from embeval.subjects.adapters.local_weights import require_hf_dir
-from embeval.subjects.conventions import camera_image, to_embeval
-from embeval.subjects.conventions import convention as resolve_convention
+from embeval.conventions import camera_image, to_embeval
+from embeval.conventions import convention as resolve_convention
 from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import Slot, check_slots, started_slots
 
@@ -200,7 +200,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
 
     def to_action(self, raw: np.ndarray) -> Action:
         """An embeval :class:`Action` from the model's raw action (its first ``convention.size`` values, converted by
-        :func:`embeval.subjects.conventions.to_embeval`)."""
+        :func:`embeval.conventions.to_embeval`)."""
         a = np.asarray(raw).reshape(-1)
         n = self.convention.size
         if a.shape[0] < n:

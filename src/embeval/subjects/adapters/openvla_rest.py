@@ -6,7 +6,7 @@ str, "unnorm_key": str}`` (``image_key`` renames ``image``, e.g. ``full_image`` 
 under the single key ``"encoded"``, for servers that expect that). Reply: the action as a
 json_numpy array, a plain list, or ``{"action": ...}``; shape (7,) or an action chunk (N, 7),
 which is queued and returned one action per :meth:`act`. The reply's gripper is converted from the
-server's convention (``gripper``, see :mod:`embeval.subjects.conventions`) to embeval's.
+server's convention (``gripper``, see :mod:`embeval.conventions`) to embeval's.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from embeval.subjects.adapters.http_client import (
     RetryPolicy,
 )
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
-from embeval.subjects.conventions import camera_image, to_embeval
-from embeval.subjects.conventions import convention as resolve_convention
+from embeval.conventions import camera_image, to_embeval
+from embeval.conventions import convention as resolve_convention
 
 
 def resize_image(img: np.ndarray, size: int | Sequence[int] | None) -> np.ndarray:

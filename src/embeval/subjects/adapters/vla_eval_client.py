@@ -45,8 +45,8 @@ from embeval.subjects.adapters.vla_eval_protocol import (
     pack,
     unpack,
 )
-from embeval.subjects.conventions import convention as resolve_convention
-from embeval.subjects.conventions import to_embeval
+from embeval.conventions import convention as resolve_convention
+from embeval.conventions import to_embeval
 from embeval.subjects.protocols import check_slots, no_episode
 
 #: error codes of a server that is busy, not of a bad observation (embeval's servers send them)

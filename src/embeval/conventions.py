@@ -29,7 +29,7 @@ class GripperConvention:
 
 GRIPPERS: Registry[GripperConvention] = Registry(
     "gripper convention", group="embeval.gripper_conventions",
-    hint="add one with embeval.subjects.conventions.register_gripper(name, to_embeval, from_embeval, doc)")
+    hint="add one with embeval.conventions.register_gripper(name, to_embeval, from_embeval, doc)")
 
 
 def register_gripper(name: str, to_embeval: Callable[[float], float], from_embeval: Callable[[float], float], doc: str) -> None:
@@ -186,7 +186,7 @@ def _numbers(x) -> bool:
 
 CONVENTIONS: Registry[ActionConvention] = Registry(
     "action convention", group="embeval.action_conventions",
-    hint="add one with embeval.subjects.conventions.register_convention(ActionConvention(name=..., ...))")
+    hint="add one with embeval.conventions.register_convention(ActionConvention(name=..., ...))")
 
 
 def register_convention(conv: ActionConvention) -> ActionConvention:
