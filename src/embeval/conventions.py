@@ -69,16 +69,17 @@ def gripper_from_embeval(value: float, convention: str) -> float:
     return float(_get(convention).from_embeval(float(np.clip(value, 0.0, 1.0))))
 
 
-def camera_image(observation, camera: str | None, model: str) -> tuple[str, np.ndarray]:
+def camera_image(observation, camera: str | None, model: str, where: str = "params.camera") -> tuple[str, np.ndarray]:
     """``(name, RGB uint8 image)`` of the camera a one-camera ``model`` reads: ``camera`` (the adapter's
-    ``params.camera``), else the observation's first image; errors name the parameter and the cameras there."""
+    ``params.camera``, or its convention's first camera: ``where`` names the field), else the observation's first
+    image; errors name the field and the cameras there."""
     from embeval.action import check_image
 
     if not observation.images:
         raise InvalidInputError(f"the observation has no camera image; {model} needs one RGB image")
     name = camera or next(iter(observation.images))
     if name not in observation.images:
-        raise ConfigError(f"field 'params.camera': camera {name!r} not in the observation (has {sorted(observation.images)})")
+        raise ConfigError(f"field '{where}': camera {name!r} not in the observation (has {sorted(observation.images)})")
     return name, check_image(observation.images[name], f"images[{name!r}]")
 
 
@@ -347,6 +348,67 @@ def from_embeval(action, conv: ActionConvention | str, tcp_pose=None) -> np.ndar
     out = np.concatenate([t / TRANSLATION_UNITS[conv.translation_units], r, [gripper_from_embeval(a[6], conv.gripper)]])
     out = out / _scale(conv)
     return np.clip(out, -conv.clip, conv.clip) if conv.clip is not None else out
+
+
+def main_camera(camera: str | None, conv: ActionConvention) -> tuple[str | None, str]:
+    """The camera a one-camera adapter reads and the field that chose it: ``camera`` (``params.camera``) when set,
+    else the convention's first camera (``params.convention.cameras``), else None (the observation's first image)."""
+    if camera:
+        return camera, "params.camera"
+    return (conv.cameras[0] if conv.cameras else None), "params.convention.cameras"
+
+
+def camera_names(cameras, conv: ActionConvention) -> dict[str, str] | None:
+    """A multi-camera adapter's ``policy camera -> wire name`` map: ``cameras`` (its ``params.cameras``) when set,
+    else the convention's cameras under their own names, else None (every observation camera as is)."""
+    if cameras is not None:
+        return dict(cameras)
+    return {c: c for c in conv.cameras} if conv.cameras else None
+
+
+def input_size(image_size, conv: ActionConvention, fallback=None) -> tuple[int, int] | None:
+    """The ``(H, W)`` pixels a model reads: ``image_size`` (the adapter's ``params.image_size``: a side or
+    ``[H, W]``) when set, else the convention's ``image_size``, else ``fallback``; None = keep the camera's size."""
+    size = next((s for s in (image_size, conv.image_size, fallback) if s is not None), None)
+    if size is None:
+        return None
+    side = np.asarray(size).reshape(-1).tolist() if not isinstance(size, (int, np.integer)) else [size]
+    if len(side) not in (1, 2) or any(isinstance(x, bool) or not float(x).is_integer() or x < 1 for x in side):
+        raise ConfigError(f"field 'params.image_size' must be a side or [H, W] in pixels, got {size!r}")
+    return (int(side[0]), int(side[-1]))
+
+
+def model_image(img: np.ndarray, conv: ActionConvention, size: tuple[int, int] | None,
+                method: str = "pil_lanczos") -> np.ndarray:
+    """``img`` (RGB uint8) as the model reads it: centre-cropped to ``conv.crop`` of its area (each side
+    ``sqrt(crop)``, OpenVLA's centre-crop augmentation at test time), then resized to ``size`` ``(H, W)`` with
+    :func:`embeval.resize.resize` (``method``; OpenVLA's preprocessing uses Lanczos); None = no resize."""
+    from embeval.resize import resize
+
+    if conv.crop < 1:
+        h, w = img.shape[:2]
+        ch, cw = max(1, int(round(h * float(np.sqrt(conv.crop))))), max(1, int(round(w * float(np.sqrt(conv.crop)))))
+        top, left = (h - ch) // 2, (w - cw) // 2
+        img = img[top:top + ch, left:left + cw]
+    return img if size is None else resize(img, size[0], size[1], method)
+
+
+def tcp_pose_of(observation) -> np.ndarray | None:
+    """The current TCP pose ``[x y z rx ry rz]`` (m, rotation vector, frame base) from ``observation.state['tcp_pose']``
+    (7 numbers xyz + quaternion xyzw, as the simulators give it, or 6 with a rotation vector); None when absent.
+    What :func:`to_embeval` needs for an absolute convention."""
+    from embeval.rotations import quat_to_rotvec
+
+    state = getattr(observation, "state", None) or {}
+    if "tcp_pose" not in state:
+        return None
+    p = np.asarray(state["tcp_pose"], dtype=np.float64).reshape(-1)
+    if p.shape[0] == 7 and np.all(np.isfinite(p)):
+        return np.concatenate([p[:3], quat_to_rotvec(p[3:])])
+    if p.shape[0] == 6 and np.all(np.isfinite(p)):
+        return p
+    raise InvalidInputError(f"observation.state['tcp_pose'] must be 7 finite numbers (x y z + quaternion xyzw) or 6 "
+                            f"(x y z + rotation vector), got {p.shape[0]}")
 
 
 def conventions_table() -> str:

@@ -8,7 +8,9 @@ over [-1, 1]; un-normalised with the dataset's q01/q99 where the mask is set).
 
 OpenVLA's prompt: ``"In: What action should the robot take to {instruction}?\\nOut:"`` (instruction
 lower-cased). Its gripper is [0, 1] with 1 = open (``gripper: open1``), deltas in the robot's base
-frame for BridgeData V2 (``unnorm_key: bridge_orig``).
+frame for BridgeData V2 (``unnorm_key: bridge_orig``). The image is the camera ``camera``, else the
+convention's first camera, else the observation's first; centre-cropped to the convention's ``crop`` and
+resized (Lanczos) to ``image_size``, else the convention's ``image_size``, else 224 px (:data:`IMAGE_SIZE`).
 
 Batched episodes (:meth:`OpenVLAHFPolicy.act_slots`): each slot keeps its instruction; on the generic path
 all slots' prompts are left-padded into one ``generate`` call and each row's ``action_dim`` tokens are
@@ -24,10 +26,16 @@ import numpy as np
 
 from embeval.action import Action, Observation
 from embeval.errors import ConfigError, InvalidInputError
-from embeval.resize import resize
 from embeval.subjects.adapters.hf_vlm import load_auto, model_inputs, tokenizer_of
 from embeval.subjects.adapters.local_weights import require_hf_dir
-from embeval.conventions import camera_image, to_embeval
+from embeval.conventions import (
+    camera_image,
+    input_size,
+    main_camera,
+    model_image,
+    tcp_pose_of,
+    to_embeval,
+)
 from embeval.conventions import convention as resolve_convention
 from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import Slot, check_slots, started_slots
@@ -39,6 +47,8 @@ OPENVLA_PROMPT = "In: What action should the robot take to {instruction}?\nOut:"
 CACHES = ("dynamic", "static")
 #: the most warm-up calls ``params.warmup`` may ask for at load
 MAX_WARMUP = 16
+#: pixels (side) OpenVLA's vision backbone reads, when neither params.image_size nor the convention names a size
+IMAGE_SIZE = 224
 
 
 def decode_action_tokens(token_ids: Sequence[int], vocab_size: int, stats: Mapping[str, Any] | None = None,
@@ -68,7 +78,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
     """A local OpenVLA checkpoint as an embeval Policy (see module docstring)."""
 
     def __init__(self, id: str = "openvla-hf", path: str | None = None, unnorm_key: str | None = "bridge_orig",
-                 camera: str | None = None, image_size: int | None = 224, dtype: str = "float32", device: str = "cpu",
+                 camera: str | None = None, image_size: int | list[int] | None = None, dtype: str = "float32", device: str = "cpu",
                  gripper: str | None = None, frame: str | None = None, prompt_template: str = OPENVLA_PROMPT,
                  trust_remote_code: bool = True, model_class: str = "auto", n_bins: int = 256,
                  vocab_size: int | None = None, cache: str = "dynamic", compile: bool | None = None,
@@ -88,7 +98,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         return self
 
     def _configure(self, processor, model, id: str = "openvla-hf", path: Any = None, unnorm_key: str | None = "bridge_orig",
-                   camera: str | None = None, image_size: int | None = 224, device: str = "cpu", gripper: str | None = None,
+                   camera: str | None = None, image_size: int | list[int] | None = None, device: str = "cpu", gripper: str | None = None,
                    frame: str | None = None, prompt_template: str = OPENVLA_PROMPT, n_bins: int = 256,
                    vocab_size: int | None = None, cache: str = "dynamic", compile: bool | None = None,
                    warmup: int | None = None, convention: Any = None) -> None:
@@ -96,10 +106,10 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         self.path = path
         self.processor, self.model = processor, model
         self.unnorm_key = unnorm_key
-        self.camera = camera
-        self.image_size = image_size
         self.device = device
         self.convention = resolve_convention(convention, gripper=gripper, frame=frame)
+        self.camera, self._camera_field = main_camera(camera, self.convention)
+        self.image_size = input_size(image_size, self.convention, fallback=IMAGE_SIZE)
         self.gripper = self.convention.gripper
         self.prompt_template = prompt_template
         self.n_bins = int(n_bins)
@@ -132,7 +142,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         import time
 
         t0 = time.perf_counter()
-        frame = Observation(images={self.camera or "camera": np.full((self.image_size or 224,) * 2 + (3,), 128, np.uint8)},
+        frame = Observation(images={self.camera or "camera": np.full(self.image_size + (3,), 128, np.uint8)},
                             instruction="pick up the cube")
         for _ in range(calls):
             self.raw_actions([frame], [""])
@@ -165,9 +175,8 @@ class OpenVLAHFPolicy(HiddenStateMixin):
 
         texts, images = [], []
         for observation, instruction in zip(observations, instructions):
-            arr = camera_image(observation, self.camera, "OpenVLA")[1]
-            if self.image_size:
-                arr = resize(arr, self.image_size, self.image_size, "pil_lanczos")
+            arr = model_image(camera_image(observation, self.camera, "OpenVLA", self._camera_field)[1], self.convention,
+                              self.image_size)
             images.append(Image.fromarray(arr))
             texts.append(self.prompt_template.format(instruction=(observation.instruction or instruction).lower()))
         return model_inputs(self.processor, self.model, self.device, texts, images)
@@ -198,19 +207,19 @@ class OpenVLAHFPolicy(HiddenStateMixin):
             tokens = out[:, batch["input_ids"].shape[1]:].cpu().numpy()
         return [decode_action_tokens(row, self.vocab_size, stats, self.n_bins) for row in tokens]
 
-    def to_action(self, raw: np.ndarray) -> Action:
+    def to_action(self, raw: np.ndarray, tcp_pose=None) -> Action:
         """An embeval :class:`Action` from the model's raw action (its first ``convention.size`` values, converted by
-        :func:`embeval.conventions.to_embeval`)."""
+        :func:`embeval.conventions.to_embeval`; an absolute convention against ``tcp_pose``)."""
         a = np.asarray(raw).reshape(-1)
         n = self.convention.size
         if a.shape[0] < n:
             raise InvalidInputError(f"{self.id} produced {a.shape[0]} action values; expected {n}")
         if not np.all(np.isfinite(a)):
             raise InvalidInputError(f"{self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
-        return to_embeval(a[:n], self.convention)
+        return to_embeval(a[:n], self.convention, tcp_pose)
 
     def act(self, observation: Observation) -> Action:
-        return self.to_action(self.raw_action(observation))
+        return self.to_action(self.raw_action(observation), tcp_pose_of(observation))
 
     # -- batched episodes (BatchedPolicy) ---------------------------------------------------
     def reset_slots(self, slots: Sequence[Slot], instructions: Sequence[str]) -> None:
@@ -223,7 +232,8 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         slots = started_slots(self.id, slots, observations, self._slots)
         if not slots:
             return []
-        return [self.to_action(r) for r in self.raw_actions(list(observations), [self._slots[s] for s in slots])]
+        return [self.to_action(r, tcp_pose_of(ob)) for r, ob in
+                zip(self.raw_actions(list(observations), [self._slots[s] for s in slots]), observations)]
 
     def end_slots(self, slots: Sequence[Slot]) -> None:
         for s in slots:

@@ -4,9 +4,15 @@ Request: ``POST {url}/act`` with JSON ``{"image": <uint8 HxWx3 in json_numpy for
 str, "unnorm_key": str}`` (``image_key`` renames ``image``, e.g. ``full_image`` for OpenVLA-OFT's server;
 ``extra_cameras`` and ``state_fields`` add more images / proprioception) (or, with ``encoded: true``, the same payload JSON-encoded as a string
 under the single key ``"encoded"``, for servers that expect that). Reply: the action as a
-json_numpy array, a plain list, or ``{"action": ...}``; shape (7,) or an action chunk (N, 7),
-which is queued and returned one action per :meth:`act`. The reply's gripper is converted from the
-server's convention (``gripper``, see :mod:`embeval.conventions`) to embeval's.
+json_numpy array, a plain list, or ``{"action": ...}``; shape (K,) or an action chunk (N, K), K the
+convention's raw size (7 for Euler angles or a rotation vector, 8 for a quaternion), which is queued and
+returned one action per :meth:`act`. Each action is converted from the server's convention (``convention``
+and the older ``gripper`` / ``frame``, see :mod:`embeval.conventions`) to embeval's, an absolute one
+against the observation's ``state['tcp_pose']`` at the step it is used.
+
+Images: the camera is ``camera``, else the convention's first camera, else the observation's first; it is
+centre-cropped to the convention's ``crop`` and resized (Lanczos) to ``image_size``, else the convention's
+``image_size`` (else sent at the camera's size).
 """
 from __future__ import annotations
 
@@ -25,7 +31,14 @@ from embeval.subjects.adapters.http_client import (
     RetryPolicy,
 )
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
-from embeval.conventions import camera_image, to_embeval
+from embeval.conventions import (
+    camera_image,
+    input_size,
+    main_camera,
+    model_image,
+    tcp_pose_of,
+    to_embeval,
+)
 from embeval.conventions import convention as resolve_convention
 
 
@@ -38,8 +51,9 @@ def resize_image(img: np.ndarray, size: int | Sequence[int] | None) -> np.ndarra
     return resize(img, h, w, "pil_lanczos")
 
 
-def parse_action_reply(data: Any, source: str) -> np.ndarray:
-    """The (N, 7) float array in an /act reply (json_numpy, list, or {"action": ...})."""
+def parse_action_reply(data: Any, source: str, width: int = 7) -> np.ndarray:
+    """The (N, ``width``) float array in an /act reply (json_numpy, list, or {"action": ...}); ``width``: the
+    convention's raw size."""
     if isinstance(data, str):
         raise ServerUnavailableError(f"{source} answered {data[:200]!r} instead of an action; see the server's log")
     if isinstance(data, dict) and "__numpy__" not in data:
@@ -52,8 +66,9 @@ def parse_action_reply(data: Any, source: str) -> np.ndarray:
     arr = np.asarray(decode_array(data), dtype=np.float64)
     if arr.ndim == 1:
         arr = arr[None, :]
-    if arr.ndim != 2 or arr.shape[1] != 7 or arr.shape[0] == 0:
-        raise InvalidInputError(f"{source} returned an action of shape {arr.shape}; expected (7,) or (N, 7)")
+    if arr.ndim != 2 or arr.shape[1] != width or arr.shape[0] == 0:
+        raise InvalidInputError(f"{source} returned an action of shape {arr.shape}; expected ({width},) or (N, {width}) "
+                                "(the convention's raw size; set params.convention to the server's)")
     if not np.all(np.isfinite(arr)):
         raise InvalidInputError(f"{source} returned a NaN or inf action {arr.tolist()[:2]}; the policy output is invalid")
     return arr
@@ -75,9 +90,9 @@ class OpenVLARestPolicy:
         if self.url.endswith("/act"):
             self.url = self.url[: -len("/act")]
         self.unnorm_key = unnorm_key
-        self.camera = camera
-        self.image_size = image_size
         self.convention = resolve_convention(convention, gripper=gripper, frame=frame, chunk_size=chunk_size)
+        self.camera, self._camera_field = main_camera(camera, self.convention)
+        self.image_size = input_size(image_size, self.convention)
         self.gripper = self.convention.gripper
         self.encoded = bool(encoded)
         self.timeout = float(timeout)
@@ -98,12 +113,14 @@ class OpenVLARestPolicy:
 
     def payload(self, observation: Observation) -> dict[str, Any]:
         """The JSON body for ``observation`` (what OpenVLA's deploy.py clients send)."""
-        img = resize_image(camera_image(observation, self.camera, "OpenVLA")[1], self.image_size)
+        img = model_image(camera_image(observation, self.camera, "OpenVLA", self._camera_field)[1], self.convention,
+                          self.image_size)
         body: dict[str, Any] = {self.image_key: encode_array(img), "instruction": observation.instruction or self.instruction}
         for key, cam in self.extra_cameras.items():  # e.g. OpenVLA-OFT: wrist_image
             if cam not in observation.images:
                 raise InvalidInputError(f"params.extra_cameras wants camera {cam!r} for {key!r}; the observation has {sorted(observation.images)}")
-            body[key] = encode_array(resize_image(check_image(observation.images[cam], f"images[{cam!r}]"), self.image_size))
+            body[key] = encode_array(model_image(check_image(observation.images[cam], f"images[{cam!r}]"), self.convention,
+                                                 self.image_size))
         for key, name in self.state_fields.items():  # e.g. OpenVLA-OFT: state <- joint_positions
             if name not in observation.state:
                 raise InvalidInputError(f"params.state_fields wants observation.state[{name!r}] for {key!r}; it has {sorted(observation.state)}")
@@ -116,7 +133,7 @@ class OpenVLARestPolicy:
         return body
 
     def request(self, observation: Observation) -> np.ndarray:
-        """One round trip: the raw (N, 7) action array in the server's convention."""
+        """One round trip: the raw (N, K) action array in the server's convention."""
         endpoint = f"{self.url}/act"
         body = self.payload(observation)
         try:
@@ -132,13 +149,13 @@ class OpenVLARestPolicy:
             data = r.json()
         except ValueError:
             raise InvalidInputError(f"{endpoint} answered non-JSON: {r.text[:200]!r}") from None
-        return parse_action_reply(data, endpoint)
+        return parse_action_reply(data, endpoint, self.convention.size)
 
     def act(self, observation: Observation) -> Action:
         if not self._queue:
             for row in self.request(observation):
                 self._queue.append(row)
-        return to_embeval(self._queue.popleft(), self.convention)
+        return to_embeval(self._queue.popleft(), self.convention, tcp_pose_of(observation))
 
     def close(self) -> None:
         self.http.close()

@@ -15,10 +15,14 @@ run's episodes in one batch. :meth:`reset` sends ``episode_end`` for the running
 episode and ``episode_start`` (``{"task": {"name": instruction}}``); :meth:`act` sends ``observation``
 ``{"images": camera -> HWC uint8, "task_description": instruction, "state": ...}`` and waits at most
 ``timeout`` seconds for the ``action`` with the same ``seq``. ``cameras`` renames cameras (the policy's
-name -> the server's), ``state_keys`` sends the named ``Observation.state`` entries concatenated as one
+name -> the server's; default: the convention's ``cameras`` under their own names, else every camera), each image
+centre-cropped to the convention's ``crop`` and resized (Lanczos) to ``image_size``, else the convention's, else
+sent as is; ``state_keys`` sends the named ``Observation.state`` entries concatenated as one
 vector under ``state_field`` (LIBERO-style servers read ``states``; default: the state map as is). The
-reply ``{"actions": (7,) or (N, 7)}`` is converted from the server's gripper convention (``gripper``); a
-chunk is queued and returned one action per :meth:`act`.
+reply ``{"actions": (K,) or (N, K)}`` (K: the convention's raw size, 7 for Euler angles) is converted from the
+server's convention (``convention``, with the older ``gripper`` / ``frame`` overriding it), an absolute one against
+the observation's ``state['tcp_pose']`` at the step it is used; a chunk is queued and returned one action per
+:meth:`act`.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ import numpy as np
 
 from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
-from embeval.subjects.adapters.openvla_rest import parse_action_reply, resize_image
+from embeval.subjects.adapters.openvla_rest import parse_action_reply
 from embeval.subjects.adapters.vla_eval_protocol import (
     ACTION,
     EPISODE_END,
@@ -46,7 +50,7 @@ from embeval.subjects.adapters.vla_eval_protocol import (
     unpack,
 )
 from embeval.conventions import convention as resolve_convention
-from embeval.conventions import to_embeval
+from embeval.conventions import camera_names, input_size, model_image, tcp_pose_of, to_embeval
 from embeval.subjects.protocols import check_slots, no_episode
 
 #: error codes of a server that is busy, not of a bad observation (embeval's servers send them)
@@ -72,10 +76,11 @@ class VlaEvalPolicy:
         if isinstance(connect_retries, bool) or not isinstance(connect_retries, int) or connect_retries < 0:
             raise ConfigError(f"field 'params.connect_retries' must be a whole number >= 0, got {connect_retries!r}")
         self.id, self.url = id, url.rstrip("/")
-        self.cameras = dict(cameras) if cameras is not None else None
         self.state_keys = list(state_keys) if state_keys is not None else None
-        self.state_field, self.image_format, self.image_size = state_field, image_format, image_size
+        self.state_field, self.image_format = state_field, image_format
         self.convention = resolve_convention(convention, gripper=gripper, frame=frame, chunk_size=chunk_size)
+        self.cameras = camera_names(cameras, self.convention)
+        self.image_size = input_size(image_size, self.convention)
         self.gripper = self.convention.gripper
         self.timeout, self.connect_retries, self.backoff = float(timeout), connect_retries, float(backoff)
         self.max_message_bytes = int(max_message_mb * 2 ** 20)
@@ -210,8 +215,9 @@ class VlaEvalPolicy:
         images = {}
         for cam, wire in names.items():
             if cam not in observation.images:
-                raise InvalidInputError(f"params.cameras wants camera {cam!r}; the observation has {sorted(observation.images)}")
-            images[wire] = resize_image(check_image(observation.images[cam], f"images[{cam!r}]"), self.image_size)
+                raise InvalidInputError(f"params.cameras (default: params.convention.cameras) wants camera {cam!r}; the observation has {sorted(observation.images)}")
+            images[wire] = model_image(check_image(observation.images[cam], f"images[{cam!r}]"), self.convention,
+                                       self.image_size)
         body: dict[str, Any] = {"images": images, "task_description": observation.instruction or self.instruction}
         if self.state_keys is not None:
             missing = [k for k in self.state_keys if k not in observation.state]
@@ -231,7 +237,7 @@ class VlaEvalPolicy:
         return self._send(OBSERVATION, self.payload(observation))
 
     def receive_action(self, seq: int) -> np.ndarray:
-        """The raw (N, 7) action array answering observation ``seq`` (answers to earlier ones are skipped)."""
+        """The raw (N, K) action array answering observation ``seq`` (answers to earlier ones are skipped)."""
         while True:
             reply = self._recv("action")
             if reply.seq < seq and reply.type in (ACTION, ERROR):
@@ -241,16 +247,17 @@ class VlaEvalPolicy:
                 err = ServerUnavailableError if code in _BUSY else InvalidInputError
                 raise err(f"vla-eval model server at {self.url} refused the observation: {str(text)[:400]}")
             if reply.type == ACTION and reply.seq == seq:
-                return parse_action_reply(reply.payload, f"vla-eval model server at {self.url}")
+                return parse_action_reply(reply.payload, f"vla-eval model server at {self.url}", self.convention.size)
             raise InvalidInputError(f"vla-eval model server at {self.url} answered observation #{seq} with "
                                     f"{reply.type!r} #{reply.seq}")
 
     def request(self, observation: Observation) -> np.ndarray:
-        """One observation -> the raw (N, 7) action array in the server's convention."""
+        """One observation -> the raw (N, K) action array in the server's convention."""
         return self.receive_action(self.send_observation(observation))
 
-    def _next(self) -> Action:
-        return to_embeval(self._queue.popleft(), self.convention)
+    def _next(self, observation: Observation | None = None) -> Action:
+        """The next queued raw action in embeval's convention (an absolute one against ``observation``'s TCP pose)."""
+        return to_embeval(self._queue.popleft(), self.convention, tcp_pose_of(observation))
 
     # -- batched episodes (BatchedPolicy): one connection per slot, all observations sent before any answer is read
     def reset_slots(self, slots: Sequence[Any], instructions: Sequence[str]) -> None:
@@ -272,10 +279,10 @@ class VlaEvalPolicy:
         pols = [self._slots[s] for s in slots]
         seqs = [None if pol._queue else pol.send_observation(ob) for pol, ob in zip(pols, observations)]
         out = []
-        for pol, seq in zip(pols, seqs):
+        for pol, seq, ob in zip(pols, seqs, observations):
             if seq is not None:
                 pol._queue.extend(pol.receive_action(seq))
-            out.append(pol._next())
+            out.append(pol._next(ob))
         return out
 
     def end_slots(self, slots: Sequence[Any]) -> None:
@@ -299,4 +306,4 @@ class VlaEvalPolicy:
     def act(self, observation: Observation) -> Action:
         if not self._queue:
             self._queue.extend(self.request(observation))
-        return self._next()
+        return self._next(observation)
