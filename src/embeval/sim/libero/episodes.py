@@ -36,9 +36,12 @@ class LiberoTask:
     """One LIBERO task in a worker process: reset to an initial state, step LIBERO actions, the raw state."""
 
     def __init__(self, task: str, width: int = 128, height: int = 128, cameras=tuple(CAMERAS), orientation: str = "policy",
-                 max_steps: int | None = None, render_mode: str = "default"):
+                 max_steps: int | None = None, render_mode: str = "default", perturb=None):
         """``render_mode``: ``default`` (robosuite's rendering, what published checkpoints saw) or ``fast``
-        (no multisampling, no reflections: about 4x faster renders, different pixels; see docs/sim.md)."""
+        (no multisampling, no reflections: about 4x faster renders, different pixels; see docs/sim.md).
+        ``perturb``: scene perturbations (:class:`embeval.perturb.Perturbations`, LIBERO's axes:
+        :func:`embeval.perturb.backends.supported`) applied at every reset, drawn from the initial-state index."""
+        from embeval.perturb.backends import check
         from embeval.sim.libero.client import LiberoWorker
 
         self.suite, self.task_id = parse_task(task)
@@ -48,6 +51,10 @@ class LiberoTask:
         if bad:
             raise ConfigError(f"LIBERO camera {bad[0]!r}: choose from {', '.join(CAMERAS)}")
         self.cameras, self.orient = tuple(cameras), ORIENTATIONS[orientation]
+        #: scene perturbations applied at every reset (None: none); settable between episodes
+        self.perturb = check(perturb, "libero")
+        #: what each axis drew for the current episode (``{axis: {"level", params...}}``)
+        self.perturbation: dict[str, Any] = {}
         self.worker = LiberoWorker()
         try:
             self.info, _ = self.worker.call("make", suite=self.suite, task_id=self.task_id, width=width, height=height,
@@ -77,9 +84,32 @@ class LiberoTask:
         if not 0 <= init_index < n:
             raise ConfigError(f"LIBERO {self.suite}:{self.task_id} has initial states 0..{n - 1} (episode seeds); "
                               f"got {init_index}")
-        head, arrays = self.worker.call("reset", init_index=int(init_index), settle_steps=int(settle_steps))
+        draws = self.draw(init_index)
+        head, arrays = self.worker.call("reset", init_index=int(init_index), settle_steps=int(settle_steps),
+                                        perturb=draws)
+        from embeval.perturb.backends import record
+
+        self.perturbation = record(draws)
         self.steps, self.success, self.reason = 0, bool(head["success"]), ""
         return self.observation(arrays)
+
+    def draw(self, seed: int) -> list[dict[str, Any]]:
+        """What :attr:`perturb` draws for episode ``seed`` (the axes' own seeded samplers; [] without)."""
+        from embeval.perturb.backends import CameraRef, LightingRef, SceneView, check, draw
+
+        if not check(self.perturb, "libero"):
+            return []
+        view = SceneView(f"{self.suite}:{self.task_id}", tuple(CameraRef(c) for c in self.info["world_cameras"]
+                                                                if c in CAMERAS.values()),
+                         LightingRef(tuple(self.info["key_light_direction"])))
+        return draw(self.perturb, int(seed), "libero", view)
+
+    def scene_params(self) -> dict[str, Any]:
+        """The MuJoCo model's camera and light arrays now (``cam_pos``, ``cam_quat`` wxyz, ``cam_fovy`` deg,
+        ``light_dir``, ``light_ambient``, ``light_diffuse``, ``light_specular``), ``cameras`` (names in model
+        order) and ``aspect`` (render width / height)."""
+        head, arrays = self.worker.call("scene_params")
+        return {**head, **arrays}
 
     def step_libero(self, vec) -> StepResult:
         """One control step of a LIBERO-convention 7-vector (see :func:`embeval.sim.libero.to_libero`)."""
@@ -130,7 +160,9 @@ class HoldPolicy:
 
 
 #: ``sim.options`` of the LIBERO backend -> what it sets
-OPTIONS = {"render_mode": "default (robosuite's rendering, as published checkpoints saw) or fast (see docs/sim.md)"}
+OPTIONS = {"render_mode": "default (robosuite's rendering, as published checkpoints saw) or fast (see docs/sim.md)",
+           "perturb": "scene perturbations AXIS:LEVEL applied at reset, e.g. [camera_pose:3] (LIBERO applies "
+                      "camera_pose, fov, light_*; docs/sim.md)"}
 
 
 class LiberoEpisodes(DistortedCameras, EpisodeEnv):
@@ -142,8 +174,11 @@ class LiberoEpisodes(DistortedCameras, EpisodeEnv):
         bad = sorted(set(spec.options) - set(OPTIONS))
         if bad:
             raise ConfigError(f"sim.options.{bad[0]}: the LIBERO backend takes {', '.join(OPTIONS)}")
+        from embeval.perturb.backends import parse_option
+
         self.env = LiberoTask(spec.env, spec.width, spec.height, tuple(CAMERAS) if spec.render else (),
-                              max_steps=spec.max_steps, render_mode=spec.options.get("render_mode", "default"))
+                              max_steps=spec.max_steps, render_mode=spec.options.get("render_mode", "default"),
+                              perturb=parse_option(spec.options.get("perturb"), "libero"))
         self.cameras = self.env.cameras
         self.instruction = self.env.instruction
         self._distorters: dict[str, Any] = {}
@@ -171,7 +206,8 @@ class LiberoEpisodes(DistortedCameras, EpisodeEnv):
                                 duration=e.steps * e.control_dt,
                                 final_joint_positions=tuple(e.last["robot0_joint_pos"].tolist()),
                                 extra={"task": self.spec.env, "libero_task": e.info["task"], "control_steps": e.steps,
-                                       "max_steps": e.max_steps, "goal": e.info["goal"]})
+                                       "max_steps": e.max_steps, "goal": e.info["goal"],
+                                       "perturbation": dict(e.perturbation)})
 
     def close(self) -> None:
         self.env.close()

@@ -91,12 +91,112 @@ class ConfigProblem(ValueError):
     """A request the caller can fix (unknown suite, task id out of range, ...)."""
 
 
+# ---- scene perturbations (embeval.perturb draws the parameters; they are applied here to the MuJoCo model) ------
+#: model arrays a perturbation may change, restored from the freshly built model before each episode
+_PERTURBED = ("cam_pos", "cam_quat", "cam_fovy", "light_dir", "light_ambient", "light_diffuse", "light_specular")
+_LIGHT_COLOURS = ("light_ambient", "light_diffuse", "light_specular")
+
+
+def _rotation(axis, degrees: float) -> np.ndarray:
+    """3x3 rotation about unit ``axis`` by ``degrees`` (Rodrigues)."""
+    k = np.asarray(axis, dtype=np.float64)
+    k = k / np.linalg.norm(k)
+    K = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    t = np.radians(degrees)
+    return np.eye(3) + np.sin(t) * K + (1 - np.cos(t)) * K @ K
+
+
+def _quat_to_matrix(q) -> np.ndarray:
+    w, x, y, z = np.asarray(q, dtype=np.float64) / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def _matrix_to_quat(R) -> np.ndarray:
+    """3x3 rotation -> unit quaternion wxyz (MuJoCo's order), w >= 0."""
+    m = np.asarray(R)
+    w = np.sqrt(max(0.0, 1 + m[0, 0] + m[1, 1] + m[2, 2])) / 2
+    x = np.copysign(np.sqrt(max(0.0, 1 + m[0, 0] - m[1, 1] - m[2, 2])) / 2, m[2, 1] - m[1, 2])
+    y = np.copysign(np.sqrt(max(0.0, 1 - m[0, 0] + m[1, 1] - m[2, 2])) / 2, m[0, 2] - m[2, 0])
+    z = np.copysign(np.sqrt(max(0.0, 1 - m[0, 0] - m[1, 1] + m[2, 2])) / 2, m[1, 0] - m[0, 1])
+    q = np.array([w, x, y, z])
+    return q / np.linalg.norm(q)
+
+
+def _camera_ids(model, names) -> list[int]:
+    import mujoco
+
+    ids = []
+    for n in names:
+        i = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, n)
+        if i < 0:
+            raise ConfigProblem(f"perturb: LIBERO has no camera {n!r}")
+        ids.append(i)
+    return ids
+
+
+def _body_rotation(data, body: int) -> np.ndarray:
+    return np.asarray(data.xmat[body]).reshape(3, 3)
+
+
+def _camera_pose(model, data, p, aspect):
+    """Move each named camera by ``translation_cm`` along world ``direction`` and turn it by ``rotation_deg``
+    about world ``axis`` through its own position (cam_pos / cam_quat are in the parent body's frame)."""
+    R_d = _rotation(p["axis"], p["rotation_deg"])
+    t = np.asarray(p["direction"], dtype=np.float64) * p["translation_cm"] / 100.0
+    for i in _camera_ids(model, p["cameras"]):
+        Rb = _body_rotation(data, model.cam_bodyid[i])
+        model.cam_pos[i] = model.cam_pos[i] + Rb.T @ t
+        model.cam_quat[i] = _matrix_to_quat(Rb.T @ R_d @ Rb @ _quat_to_matrix(model.cam_quat[i]))
+
+
+def horizontal_fov_deg(fovy_deg: float, aspect: float) -> float:
+    """Horizontal field of view (deg) of a MuJoCo camera of vertical ``fovy_deg`` rendering ``aspect`` = w / h."""
+    return float(np.degrees(2 * np.arctan(aspect * np.tan(np.radians(fovy_deg) / 2))))
+
+
+def _fov(model, data, p, aspect):
+    """Change each named camera's horizontal field of view by ``fov_change_deg`` (MuJoCo stores the vertical one)."""
+    for i in _camera_ids(model, p["cameras"]):
+        h = np.radians(horizontal_fov_deg(model.cam_fovy[i], aspect) + p["fov_change_deg"])
+        model.cam_fovy[i] = np.degrees(2 * np.arctan(np.tan(h / 2) / aspect))
+
+
+def _light_intensity(model, data, p, aspect):
+    """Scale every light's ambient, diffuse and specular colour by ``1 + intensity_change_pct / 100``."""
+    k = 1.0 + p["intensity_change_pct"] / 100.0
+    for name in _LIGHT_COLOURS:
+        getattr(model, name)[:] = getattr(model, name) * k
+
+
+def _light_color(model, data, p, aspect):
+    """Multiply every light's colours by ``rgb_gain`` (the drawn temperature relative to 6500 K)."""
+    g = np.asarray(p["rgb_gain"], dtype=np.float64)
+    for name in _LIGHT_COLOURS:
+        getattr(model, name)[:] = getattr(model, name) * g
+
+
+def _light_direction(model, data, p, aspect):
+    """Turn every light's direction by ``direction_change_deg`` about world ``axis`` (the same rotation for all)."""
+    R_d = _rotation(p["axis"], p["direction_change_deg"])
+    for i in range(model.nlight):
+        Rb = _body_rotation(data, model.light_bodyid[i])
+        model.light_dir[i] = Rb.T @ R_d @ Rb @ model.light_dir[i]
+
+
+#: axis name -> ``apply(mujoco model, data, params, aspect)`` (the embeval axes of the same names)
+PERTURB_APPLY = {"camera_pose": _camera_pose, "fov": _fov, "light_intensity": _light_intensity,
+                 "light_color": _light_color, "light_direction": _light_direction}
+
+
 class Worker:
     """One LIBERO task environment (``OffScreenRenderEnv``) and its initial states."""
 
     def __init__(self):
         self.env = None
         self.init_states = None
+        self._base = None  # the unperturbed model arrays (_PERTURBED)
 
     # ---- ops -------------------------------------------------------------------------------------------------
     def op_make(self, req, _arrays):
@@ -134,11 +234,20 @@ class Worker:
         if mode not in RENDER_MODES:
             raise ConfigProblem(f"unknown render mode {mode!r}; choose from {', '.join(RENDER_MODES)}")
         self.render_mode = RENDER_MODES[mode]
+        self.aspect = int(req["width"]) / int(req["height"])
+        self.hard_reset = kw["hard_reset"]
+        self._base = None
         inner = self.env.env
+        m = inner.sim.model._model
+        import mujoco
+
+        world_cams = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(m.ncam)
+                      if m.cam_bodyid[i] == 0]
         return {"instruction": task.language, "bddl_instruction": self.env.language_instruction, "task": task.name,
                 "n_tasks": suite.n_tasks, "n_init_states": len(self.init_states),
                 "control_freq": float(inner.control_freq), "action_dim": int(inner.action_dim),
-                "goal": inner.parsed_problem["goal_state"]}, {}
+                "goal": inner.parsed_problem["goal_state"], "world_cameras": world_cams,
+                "key_light_direction": (np.asarray(m.light_dir[0]).tolist() if m.nlight else [0.0, 0.0, -1.0])}, {}
 
     def _need_env(self):
         if self.env is None:
@@ -158,13 +267,40 @@ class Worker:
             raise ConfigProblem(f"this task has initial states 0..{len(self.init_states) - 1}, got {i}")
         # re-seeded before every reset: a hard reset rebuilds the model, drawing from numpy's global generator
         # (the textures of a reset after the first differ otherwise), so every episode starts the same
+        draws = list(req.get("perturb") or [])
+        bad = [d.get("axis") if isinstance(d, dict) else d for d in draws
+               if not isinstance(d, dict) or d.get("axis") not in PERTURB_APPLY or not isinstance(d.get("params"), dict)]
+        if bad:
+            raise ConfigProblem(f"perturb axis {bad[0]!r} is not implemented on LIBERO; it applies {', '.join(PERTURB_APPLY)}")
         env.seed(self.seed)
         env.reset()
         self._apply_render_mode()
+        self._perturb(draws)
         obs = env.set_init_state(self.init_states[i])
         for _ in range(int(req.get("settle_steps", 0))):
             obs, _r, _done, _info = env.step(DUMMY_ACTION)
         return {"success": bool(env.check_success())}, self._obs(obs)
+
+    def _perturb(self, draws):
+        """Restore the model's camera and light arrays to the fresh model's, then apply ``draws`` (embeval's
+        seeded parameters, ``[{"axis", "level", "params"}]``) in order; the next ``set_init_state`` renders them."""
+        sim = self.env.env.sim
+        m, d = sim.model._model, sim.data._data
+        if self._base is None or self.hard_reset:  # a hard reset rebuilt the model: its arrays are the base
+            self._base = {k: np.array(getattr(m, k)) for k in _PERTURBED}
+        else:
+            for k, v in self._base.items():
+                getattr(m, k)[:] = v
+        for p in draws:
+            PERTURB_APPLY[p["axis"]](m, d, p["params"], self.aspect)
+
+    def op_scene_params(self, _req, _arrays):
+        """The model's camera and light arrays now (:data:`_PERTURBED`), camera names in model order."""
+        import mujoco
+
+        m = self._need_env().env.sim.model._model
+        names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(m.ncam)]
+        return {"cameras": names, "aspect": self.aspect}, {k: np.array(getattr(m, k)) for k in _PERTURBED}
 
     def _apply_render_mode(self):
         """Apply :data:`RENDER_MODES` to the current render context (a hard reset makes a new one; the MuJoCo
