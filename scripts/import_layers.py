@@ -1,9 +1,23 @@
-"""Package-level import graph of ``src/embeval`` and ``analysis/embeval_analysis``, read from the AST.
+"""Floor-by-floor import graph of every Python tree of the project, read from the AST.
+
+The trees: the core library ``src/embeval``, the analysis layer ``analysis/embeval_analysis``, the ROS 2 package
+``src/embeval_ros``, the command line ``src/embeval_cli``, the demo ``src/embeval_demo`` and the benchmarks ``bench``.
+Every package of every tree stands on one floor, lowest first:
+
+    foundations  embeval.{kinematics, scoring, sim, robot, camera, distortion, ...}   (FOUNDATIONS)
+    evaluation   embeval.{subjects, runs, act2answer, serving, control}              (EVALUATION)
+    analysis     embeval_analysis
+    ROS          embeval_ros                    (the only floor, with those above, that may import rclpy & co.)
+    top          embeval_cli, embeval_demo, bench   (entry points)
+
+Rules, none with exemptions: nothing imports from a floor above its own, not even lazily inside a function or by a
+``"module:attr"`` registry string; ``rclpy``, ``launch`` and ``launch_ros`` are imported only at the ROS floor and
+above; every package is classified; no two packages import each other, directly or round a loop; no module cycle.
 
 Every ``import`` / ``from ... import`` counts, including those inside functions (a lazy import is still a
-dependency), except those under ``if TYPE_CHECKING:`` (annotations only, never run). A module's package is its first two dotted parts (``embeval.sim.tasks`` -> ``embeval.sim``;
-a top-level module such as ``embeval.action`` is its own package). Prints package cycles, module cycles
-and imports that run from a lower layer up into a higher one; exits 1 when any are found.
+dependency), except those under ``if TYPE_CHECKING:`` (annotations only, never run). A module's package is its first
+two dotted parts (``embeval.sim.tasks`` -> ``embeval.sim``; a top-level module such as ``embeval.action`` or
+``embeval_ros.graph`` is its own package). Prints what breaks a rule; exits 1 when anything does.
 
     .venv/bin/python scripts/import_layers.py
 """
@@ -15,16 +29,31 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TREES = {"embeval": ROOT / "src" / "embeval", "embeval_analysis": ROOT / "analysis" / "embeval_analysis"}
-#: the foundations: nothing here may import from HIGHER
-LOWER = ("kinematics", "scoring", "distortion", "camera", "robot", "sim", "action", "conventions", "rotations", "resize",
-         "errors", "config", "registry")
-#: the evaluation layers built on the foundations
-HIGHER = ("subjects", "runs", "act2answer", "serving")
-#: top layers (entry points) exempt from the rules: they may import anything
-TOP = ("embeval.demo", "embeval.cli")
-#: transitional aliases left at an old path for callers outside the core, exempt until removed
-ALIASES: tuple[str, ...] = ()  # transitional re-export modules exempt from the layering rule (none today)
+#: top-level package name -> its folder
+TREES = {
+    "embeval": ROOT / "src" / "embeval",
+    "embeval_analysis": ROOT / "analysis" / "embeval_analysis",
+    "embeval_ros": ROOT / "src" / "embeval_ros" / "embeval_ros",
+    "embeval_cli": ROOT / "src" / "embeval_cli",
+    "embeval_demo": ROOT / "src" / "embeval_demo",
+    "bench": ROOT / "bench",
+}
+#: the core's foundations (sub-packages of ``embeval``; ``""`` is ``embeval/__init__`` itself)
+FOUNDATIONS = ("", "kinematics", "scoring", "distortion", "camera", "robot", "sim", "action", "conventions", "rotations",
+               "resize", "errors", "config", "registry", "contact_sheet", "datasets", "env", "image_io", "iqa",
+               "perturb", "progress", "provenance", "recording", "safe_yaml")
+#: the core's evaluation layers, built on the foundations
+EVALUATION = ("subjects", "runs", "act2answer", "serving", "control")
+#: the floors, lowest first: (name, the packages on it: ``embeval.<sub>`` for the core, else a top-level package)
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundations", tuple(f"embeval.{s}" if s else "embeval" for s in FOUNDATIONS)),
+    ("evaluation", tuple(f"embeval.{s}" for s in EVALUATION)),
+    ("analysis", ("embeval_analysis",)),
+    ("ROS", ("embeval_ros",)),
+    ("top", ("embeval_cli", "embeval_demo", "bench")),
+)
+#: outside modules a floor needs before it may import them: ROS 2 only at the ROS floor and above
+FOREIGN_FLOOR = {"rclpy": "ROS", "launch": "ROS", "launch_ros": "ROS"}
 
 
 def module_name(pkg: str, path: Path) -> str:
@@ -88,10 +117,14 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
 
 
 def named_modules(path: Path, known: set[str]) -> set[str]:
-    """Modules of ``known`` named by a ``"module:attr"`` or dotted string constant (registry entries import them)."""
+    """Modules of ``known`` named by a ``"module:attr"`` or dotted string constant (registry entries import them).
+
+    A bare top-level name (``"embeval_cli"``: the ``-m`` target of a child process, a folder name) names no module to
+    import in this process and is not counted."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("embeval"):
+        v = node.value if isinstance(node, ast.Constant) else None
+        if isinstance(v, str) and v.startswith(tuple(TREES)) and ("." in v or ":" in v):
             t = node.value.partition(":")[0].strip()
             while t and t not in known:
                 t = t.rpartition(".")[0]
@@ -104,19 +137,28 @@ def package(mod: str) -> str:
     return ".".join(mod.split(".")[:2])
 
 
-def layer(pkg: str) -> str | None:
-    top, _, sub = pkg.partition(".")
-    if top == "embeval_analysis":
-        return "higher"
-    if sub in LOWER:
-        return "lower"
-    if sub in HIGHER:
-        return "higher"
+def floor(pkg: str) -> int | None:
+    """Index in :data:`FLOORS` of package ``pkg`` (``embeval.sim``, ``embeval_ros.graph``, ``bench``); None: unclassified."""
+    core = ".".join(pkg.split(".")[:2]) if pkg.startswith("embeval.") else pkg.split(".")[0]
+    for i, (_, members) in enumerate(FLOORS):
+        if core in members:
+            return i
     return None
 
 
-def exempt(mod: str) -> bool:
-    return mod in ALIASES or any(mod == t or mod.startswith(t + ".") for t in TOP)
+def floor_index(name: str) -> int:
+    return [n for n, _ in FLOORS].index(name)
+
+
+def foreign_imports(path: Path) -> set[str]:
+    """Top-level names of the absolute imports of a module (anywhere in its body, ``TYPE_CHECKING`` aside)."""
+    found: set[str] = set()
+    for node in _walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -162,27 +204,33 @@ def analyse() -> dict[str, list]:
     # a package's own __init__ importing its submodules is not a cycle worth naming; parents are implicit
     pkg_graph: dict[str, set[str]] = defaultdict(set)
     edges: dict[tuple[str, str], list[str]] = defaultdict(list)
-    upward = []
+    upward, foreign = [], []
+    unclassified = sorted({package(m) for m in mods if floor(package(m)) is None})
     for m, deps in mod_graph.items():
-        if exempt(m):
-            continue
+        fm = floor(package(m))
         for d in deps:
             pm, pd = package(m), package(d)
-            if pm != pd and not exempt(d):
+            if pm != pd:
                 pkg_graph[pm].add(pd)
                 edges[pm, pd].append(f"{m} -> {d}")
-            if layer(pm) == "lower" and layer(pd) == "higher":
+            fd = floor(pd)
+            if fm is not None and fd is not None and fd > fm:
                 upward.append(f"{m} -> {d}")
         for d in named_modules(mods[m], known):
-            if layer(package(m)) == "lower" and layer(package(d)) == "higher":
+            fd = floor(package(d))
+            if fm is not None and fd is not None and fd > fm:
                 upward.append(f"{m} -> {d} (by name)")
+        for name in foreign_imports(mods[m]) & set(FOREIGN_FLOOR):
+            if fm is not None and fm < floor_index(FOREIGN_FLOOR[name]):
+                foreign.append(f"{m} -> {name} (below the {FOREIGN_FLOOR[name]} floor)")
     pkg_cycles = []
     for comp in cycles(pkg_graph):
         via = [e for a in comp for b in comp if (a, b) in edges for e in edges[a, b]]
         pkg_cycles.append((comp, via))
     mod_graph_nodes = {m: {d for d in deps if d != m and mods[d].name != "__init__.py"} for m, deps in mod_graph.items()}
     mod_cycles = cycles(mod_graph_nodes)
-    return {"package_cycles": pkg_cycles, "module_cycles": mod_cycles, "upward": sorted(upward)}
+    return {"package_cycles": pkg_cycles, "module_cycles": mod_cycles, "upward": sorted(upward),
+            "foreign": sorted(foreign), "unclassified": unclassified}
 
 
 def main() -> int:
@@ -195,6 +243,10 @@ def main() -> int:
         print("module cycle:", " <-> ".join(comp))
     for e in res["upward"]:
         print("upward import:", e)
+    for e in res["foreign"]:
+        print("import below its floor:", e)
+    for p in res["unclassified"]:
+        print("unclassified package (add it to a floor in FLOORS):", p)
     return 1 if any(res.values()) else 0
 
 

@@ -190,7 +190,7 @@ def test_video_items_yield_frames(tmp_path):
 
 
 def test_cli_pool_and_config_errors(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
     from embeval_analysis.a2eval import pipeline as P
 
     assert main(["a2eval", "pool", "--procedural", "30", "--out", str(tmp_path / "p.jsonl")]) == 0

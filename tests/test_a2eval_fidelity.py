@@ -216,7 +216,7 @@ def test_eval_agent_feeds_errors_back_and_exports_lmms_task(curated, tmp_path):
 
 
 def test_ranking_table_cli(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     csv = tmp_path / "t.csv"
     csv.write_text("model,original,a2eval\nm1,50,40\nm2,60,55\nm3,70,52\nm4,80,70\n")

@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval_analysis.a2eval import fidelity as F
 from embeval_analysis.a2eval import headline as H
 from embeval_analysis.a2eval import pipeline as P

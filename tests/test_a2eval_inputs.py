@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError, MissingWeightsError
 from embeval_analysis.a2eval import pipeline as P
 

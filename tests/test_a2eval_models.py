@@ -161,7 +161,7 @@ def test_fidelity_report_runs_on_the_models(shipped, held_out):
 
 def test_train_population_includes_the_a2eval_members(capsys, tmp_path):
     """`embeval train population` lists (and rebuilds) the A2Eval model subjects; an unknown name is refused."""
-    from embeval.cli import main
+    from embeval_cli import main
     from embeval_analysis.a2eval.models import RECIPES
 
     assert main(["train", "population", "--list"]) == 0

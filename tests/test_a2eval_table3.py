@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from embeval.cli import main
+from embeval_cli import main
 
 TABLE = Path(__file__).resolve().parents[1] / "src" / "embeval" / "data" / "reference" / "a2eval_table3.csv"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "a2eval_table3.csv"

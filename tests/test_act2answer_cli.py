@@ -3,7 +3,7 @@ import json
 
 import yaml
 
-from embeval.cli import main
+from embeval_cli import main
 
 
 def test_cli_end_to_end(tmp_path, capsys):

@@ -28,7 +28,7 @@ def test_the_demo_uses_the_shipped_finetune_of_its_own_recipe(tmp_path, capsys):
     import types
 
     from embeval.act2answer.scene import EpisodeSpec
-    from embeval.demo import act2answer as demo
+    from embeval_demo import act2answer as demo
     from embeval.subjects.embedded.zoo import MODELS_DIR
 
     ctx = types.SimpleNamespace(quick=False, seed=0)

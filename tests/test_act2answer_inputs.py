@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from embeval.act2answer.episode import check_cameras
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 
 

@@ -69,7 +69,7 @@ def test_sharded_run_resume_and_table(suite, tmp_path):
              "choice": None} for _, r in df.iterrows()]
     assert category_rates(recs)[-1].n_episodes == 8 and category_rates(recs)[-1].rate == 0.0
     from embeval.act2answer.evaluator import frame_records
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert list(frame_records(df)) == ["hold"] and len(frame_records(df)["hold"]) == 8
     assert main(["act2answer", "report", str(tmp_path / "r.parquet")]) == 0

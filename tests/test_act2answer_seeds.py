@@ -53,7 +53,7 @@ def test_reports_of_the_shipped_seed_are_reused_without_training(tmp_path):
 
 
 def test_the_command_refuses_fewer_than_three_seeds_and_unknown_recipes(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     for args, msg in ((["--seeds", "0", "1"], "at least 3 distinct seeds"),
                       (["--seeds", "0", "0", "1"], "at least 3 distinct seeds"),

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from conftest import wait_for
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]

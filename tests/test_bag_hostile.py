@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import InvalidInputError
 from embeval.recording import read_bag
 

@@ -164,7 +164,7 @@ def test_policy_acts_roundtrips_and_names_its_layers(demos, vlm, tmp_path):
 
 
 def test_recipe_and_cli_refuse_bad_options(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     with pytest.raises(ConfigError, match="frozen"):
         ChoiceVLARecipe(mode="thawed")

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from embeval.cli import main
+from embeval_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_an_empty_or_huge_spec_file(tmp_path, capsys):
 
 def test_an_unguarded_unicode_error_is_still_one_line(monkeypatch, capsys):
     """The safety net in main(): a UnicodeDecodeError from a reader not using read_text is one line, exit 2."""
-    import embeval.cli.distort as distort
+    import embeval_cli.distort as distort
 
     def boom(args):
         b"\xc3(".decode("utf-8")
@@ -169,7 +169,7 @@ def test_sim_execute_says_a_value_is_not_finite(capsys, value, shown):
 
 
 def test_negative_numbers_in_any_spelling_are_values_not_options(capsys):
-    from embeval.cli import build_parser
+    from embeval_cli import build_parser
 
     args = build_parser().parse_args(["sim", "execute", "--reference", "-1e-3", "-.5", "-2.", "-0", "0", "0", "1",
                                       "--distorted", "-INF", "-nan", "0", "0", "0", "0", "1"])
@@ -473,7 +473,7 @@ def test_the_real_process_prints_exactly_one_line(tmp_path):
          "embeval: error: --distorted: -inf is not a finite number (value 1 of 7); give finite numbers"),
     ]
     for argv, line in cases:
-        p = subprocess.run([sys.executable, "-m", "embeval.cli", *argv], capture_output=True, text=True, env=env, timeout=120)
+        p = subprocess.run([sys.executable, "-m", "embeval_cli", *argv], capture_output=True, text=True, env=env, timeout=120)
         assert (p.returncode, p.stderr) == (2, line + "\n"), (argv, p.stderr)
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from conftest import one_error_line
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError, InvalidInputError
 
 ROOT = Path(__file__).resolve().parents[1]

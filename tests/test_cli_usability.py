@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from embeval.cli import main
+from embeval_cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +45,7 @@ def test_output_folders_are_created(tmp_path, capsys):
 
 def test_output_piped_into_head_ends_quietly():
     """The reader of a pipe went away (`embeval ... | head`): no BrokenPipeError traceback."""
-    p = subprocess.Popen([sys.executable, "-m", "embeval.cli", "distort", "list"], stdout=subprocess.PIPE,
+    p = subprocess.Popen([sys.executable, "-m", "embeval_cli", "distort", "list"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     p.stdout.close()  # closed before the command writes anything: its first print hits a broken pipe
     err = p.stderr.read()
@@ -115,7 +115,7 @@ def test_subjects_check_rejects_a_corrupt_image_before_loading(tmp_path, capsys)
 def test_graph_parameter_mistakes_are_named(tmp_path, capsys):
     from embeval_ros.graph import load_params
 
-    from embeval.cli.graph import apply_overrides
+    from embeval_cli.graph import apply_overrides
     from embeval.errors import ConfigError
 
     bad = tmp_path / "bad.yaml"
@@ -141,7 +141,7 @@ def test_graph_rejects_a_parameter_the_node_does_not_declare(capsys):
 def test_every_command_has_a_description_and_an_example():
     import argparse
 
-    from embeval.cli import build_parser
+    from embeval_cli import build_parser
 
     missing = []
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "contributing.md"

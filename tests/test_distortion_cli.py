@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.distortion import distort
 from embeval.distortion.samples import synthetic_tabletop
 from embeval.provenance import derive_seed
@@ -101,8 +101,8 @@ def test_frame_distorter_seeds_per_frame():
 
 
 def test_demo_stage_quick(tmp_path, capsys):
-    from embeval.demo import DemoContext
-    from embeval.demo.distortion import run
+    from embeval_demo import DemoContext
+    from embeval_demo.distortion import run
 
     ctx = DemoContext(out_dir=tmp_path, seed=0, quick=True)
     run(ctx)

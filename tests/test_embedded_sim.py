@@ -122,7 +122,7 @@ def test_shipped_vlm_answers_depend_on_the_image():
 
 
 def test_cli_train_demos_and_errors(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["train", "demos", "--episodes", "1", "--out", str(tmp_path / "d"), "--noise", "0"]) == 0
     assert "wrote 1 episodes" in capsys.readouterr().out

@@ -21,7 +21,7 @@ def _run(code: str, env: dict) -> list[str]:
 
 
 def test_import_sets_nothing():
-    code = ("import os, embeval, embeval.cli, embeval.subjects, embeval.sim, embeval.sim.maniskill, embeval_ros.runtime; "
+    code = ("import os, embeval, embeval_cli, embeval.subjects, embeval.sim, embeval.sim.maniskill, embeval_ros.runtime; "
             f"print(*[os.environ.get(k) for k in {_VARS!r}])")
     assert _run(code, _clean_env()) == ["None"] * len(_VARS)
 
@@ -36,7 +36,7 @@ def test_configure_sets_defaults_and_keeps_user_choices():
 
 
 def test_cli_configures_its_process():
-    code = ("import os, sys; from embeval.cli import main; sys.argv=['embeval']; "
+    code = ("import os, sys; from embeval_cli import main; sys.argv=['embeval']; "
             "import contextlib, io; f=io.StringIO();\nwith contextlib.redirect_stdout(f): main([])\n"
             "print(os.environ.get('HF_HUB_OFFLINE'), os.environ.get('ROS_AUTOMATIC_DISCOVERY_RANGE'))")
     assert _run(code, _clean_env()) == ["1", "LOCALHOST"]

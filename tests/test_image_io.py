@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from conftest import one_error_line
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 from embeval.image_io import IMAGE_EXTENSIONS, MAX_IMAGE_SIDE, check_image_path, save_image
 

@@ -7,7 +7,7 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.distortion.samples import synthetic_tabletop
 
 

@@ -21,7 +21,7 @@ def db(tmp_path_factory):
 
 @pytest.mark.slow  # ~20 s of CPU, 45 s wall on a busy 2-core machine
 def test_finetune_two_architectures_through_pyiqa_training(db, tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     out = tmp_path / "ft"
     rc = main(["iqa", "bench", "--db", str(db), "--out", str(out), "--splits", "2", "--test-size", "0.34",

@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 from embeval.iqa.features import nr_features
 from embeval.iqa.predictor import FeatureSVRPredictor, load_predictor

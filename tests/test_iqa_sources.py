@@ -12,7 +12,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.distortion.samples import synthetic_tabletop
 
 W, H = 40, 32

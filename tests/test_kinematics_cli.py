@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.kinematics import UR5, matrix_to_pose
 
 

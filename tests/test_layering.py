@@ -1,9 +1,11 @@
-"""The import layering of src/embeval and the analysis package, checked from the AST (scripts/import_layers.py).
+"""The floors of the project's imports, checked from the AST over every tree (scripts/import_layers.py).
 
-Lower layers (kinematics, scoring, distortion, camera, robot, sim, action, errors, config, registry) never import
-from the higher ones (subjects, runs, act2answer, serving, embeval_analysis), not even lazily inside a function or
-by a ``"module:attr"`` registry string; no two packages import each other, directly or round a loop; no module
-cycle. ``embeval.demo`` and ``embeval.cli`` are the top layers and exempt.
+Floors, lowest first: the core's foundations (kinematics, scoring, distortion, camera, robot, sim, action, ...),
+its evaluation layers (subjects, runs, act2answer, serving, control), the analysis layer (embeval_analysis), the ROS
+package (embeval_ros), and the top: the command line (embeval_cli), the demo (embeval_demo) and the benchmarks
+(bench). Nothing imports from a floor above its own, not even lazily inside a function or by a ``"module:attr"``
+registry string; ``rclpy`` (and ``launch``, ``launch_ros``) only at the ROS floor and above; every package stands on
+a floor; no two packages import each other, directly or round a loop; no module cycle. No exemptions.
 """
 from __future__ import annotations
 
@@ -42,32 +44,61 @@ def test_no_import_from_a_lower_layer_into_a_higher_one(result):
     assert result["upward"] == []
 
 
+def test_ros_only_at_the_ros_floor_and_above(result):
+    assert result["foreign"] == []
+
+
+def test_every_package_of_every_tree_is_on_a_floor(layers, result):
+    assert result["unclassified"] == []
+    # the trees are all there: the check sees the ROS package, the CLI, the demo and the benchmarks
+    pkgs = {layers.package(m) for m in layers.modules()}
+    for pkg, name in [("embeval_ros.graph", "ROS"), ("embeval_cli.runs", "top"), ("embeval_demo.kinematics", "top"),
+                      ("bench.bench_sim", "top"), ("embeval_analysis.iqa", "analysis"), ("embeval.control", "evaluation"),
+                      ("embeval.sim", "foundations")]:
+        assert pkg in pkgs
+        assert layers.FLOORS[layers.floor(pkg)][0] == name, pkg
+    # no trace of the old exempt top layers inside the core
+    assert not any(m.startswith(("embeval.cli", "embeval.demo")) for m in layers.modules())
+
+
 def test_the_check_sees_what_it_forbids(layers, tmp_path, monkeypatch):
-    """A planted lazy upward import, a registry string naming a higher layer, a two-package cycle and a lazy module
-    cycle are all found."""
-    src = tmp_path / "embeval"
+    """A planted lazy upward import, a registry string naming a higher floor, a two-package cycle, a lazy module
+    cycle, rclpy below the ROS floor, an import from the analysis floor into ROS and from ROS into the CLI, and a
+    package on no floor are all found; rclpy at the ROS floor and above, and a bare ``-m`` target, are not."""
+    trees = {name: tmp_path / name for name in ("embeval", "embeval_analysis", "embeval_ros", "embeval_cli")}
     for rel, text in {
-        "__init__.py": "",
-        "sim/__init__.py": "from embeval.robot import base\n",
-        "sim/x.py": "def f():\n    from embeval.subjects import y\n",
-        "robot/__init__.py": "",
-        "robot/base.py": "from embeval.sim import x\nREG = {'a': 'embeval.runs.z:Thing'}\n",
-        "subjects/__init__.py": "", "subjects/y.py": "",
-        "runs/__init__.py": "", "runs/z.py": "",
-        "demo/__init__.py": "from embeval.subjects import y\n",
-        "typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from embeval.typed2 import T\n",
-        "typed2.py": "from embeval import typed\n",
-        "sim/p.py": "from embeval.sim import q\n",
-        "sim/q.py": "def g():\n    from embeval.sim.p import h\n",
+        "embeval/__init__.py": "",
+        "embeval/sim/__init__.py": "from embeval.robot import base\n",
+        "embeval/sim/x.py": "def f():\n    from embeval.subjects import y\n",
+        "embeval/robot/__init__.py": "",
+        "embeval/robot/base.py": "from embeval.sim import x\nREG = {'a': 'embeval.runs.z:Thing'}\n",
+        "embeval/robot/spawn.py": "import sys\nCMD = [sys.executable, '-m', 'embeval_cli', 'serve']\n",
+        "embeval/subjects/__init__.py": "", "embeval/subjects/y.py": "",
+        "embeval/runs/__init__.py": "", "embeval/runs/z.py": "def g():\n    import rclpy.node\n",
+        "embeval/demo/__init__.py": "from embeval.subjects import y\n",
+        "embeval/sim/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from embeval.sim.typed2 import T\n",
+        "embeval/sim/typed2.py": "from embeval.sim import typed\n",
+        "embeval/sim/p.py": "from embeval.sim import q\n",
+        "embeval/sim/q.py": "def g():\n    from embeval.sim.p import h\n",
+        "embeval/camera/__init__.py": "from launch_ros.actions import Node\n",
+        "embeval_analysis/__init__.py": "def f():\n    from embeval_ros import node\n",
+        "embeval_ros/__init__.py": "", "embeval_ros/node.py": "import rclpy\nfrom embeval.subjects import y\n",
+        "embeval_ros/cmd.py": "HANDLER = 'embeval_cli.runs:main'\n",
+        "embeval_cli/__init__.py": "import rclpy\nfrom embeval_ros import node\n", "embeval_cli/runs.py": "",
     }.items():
-        (src / rel).parent.mkdir(parents=True, exist_ok=True)
-        (src / rel).write_text(textwrap.dedent(text))
-    (tmp_path / "embeval_analysis").mkdir()
-    (tmp_path / "embeval_analysis" / "__init__.py").write_text("")
-    monkeypatch.setattr(layers, "TREES", {"embeval": src, "embeval_analysis": tmp_path / "embeval_analysis"})
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    monkeypatch.setattr(layers, "TREES", trees)
     res = layers.analyse()
     assert [comp for comp, _ in res["package_cycles"]] == [["embeval.robot", "embeval.sim"]]
     assert set(res["upward"]) == {"embeval.robot.base -> embeval.runs.z (by name)", "embeval.sim.x -> embeval.subjects",
-                                  "embeval.sim.x -> embeval.subjects.y"}
+                                  "embeval.sim.x -> embeval.subjects.y", "embeval_analysis -> embeval_ros",
+                                  "embeval_analysis -> embeval_ros.node",
+                                  "embeval_ros.cmd -> embeval_cli.runs (by name)"}
+    # rclpy / launch_ros below the ROS floor, even lazily; embeval_ros and embeval_cli may import rclpy
+    assert res["foreign"] == ["embeval.camera -> launch_ros (below the ROS floor)",
+                              "embeval.runs.z -> rclpy (below the ROS floor)"]
+    assert res["unclassified"] == ["embeval.demo"]
     # the lazy import counts; the TYPE_CHECKING-only one (typed <-> typed2) does not
     assert res["module_cycles"] == [["embeval.sim.p", "embeval.sim.q"]]

@@ -18,7 +18,7 @@ pytest.importorskip("lerobot")
 
 from conftest import exercise_lerobot_subject  # noqa: E402
 
-from embeval.cli import main  # noqa: E402
+from embeval_cli import main  # noqa: E402
 
 #: lerobot-train for a few steps on the CPU, offline, tiny ACT (11 M parameters, almost all its ResNet-18)
 TRAIN_ARGS = ["--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",

@@ -82,7 +82,7 @@ def test_frame_codec_round_trip_and_bounds():
 
 
 def test_cli_names_a_malformed_task(capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["sim", "render", "--backend", "libero", "--task", "libero_spatial", "--out", "x.png"]) == 2
     assert "SUITE:TASK_ID" in capsys.readouterr().err

@@ -274,7 +274,7 @@ def test_embedded_tiny_vla_acts_in_maniskill(cam_env):
 def test_demo_stage_writes_a_contact_sheet(tmp_path, capsys):
     from PIL import Image
 
-    from embeval.demo import DemoContext, run
+    from embeval_demo import DemoContext, run
 
     run(DemoContext(tmp_path, quick=True), only=["maniskill"])
     out = capsys.readouterr().out

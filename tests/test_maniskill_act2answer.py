@@ -87,7 +87,7 @@ def test_cli_run_on_maniskill_backend(tmp_path, capsys):
     import yaml
 
     from embeval.act2answer.items import read_items
-    from embeval.cli import main
+    from embeval_cli import main
 
     suite = tmp_path / "suite"
     assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "2"]) == 0
@@ -113,7 +113,7 @@ def test_cli_run_on_maniskill_backend(tmp_path, capsys):
 
 
 def test_unknown_backend_is_a_one_line_error(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     (tmp_path / "items.jsonl").write_text("")
     rc = main(["act2answer", "run", "--items", str(tmp_path / "items.jsonl"), "--policy", "expert", "--backend", "maniskil"])

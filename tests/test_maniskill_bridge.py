@@ -236,7 +236,7 @@ def test_partial_asset_folder_is_detected(tmp_path):
         b.mkdir(parents=True)
         (b / "info_bridge_custom_v0.json").write_text("{{}}")
         out["partial"] = W.asset_problems("PutCarrotOnPlateInScene-v1")
-        from embeval.cli import main
+        from embeval_cli import main
         out["rc"] = main(["act2answer", "run", "--items", {str(items)!r}, "--policy", "expert",
                           "--backend", "maniskill-bridge", "--out", {str(tmp_path / 'res')!r}])
         for f in W.required_files("PutCarrotOnPlateInScene-v1")["bridge_v2_real2sim"]:
@@ -272,7 +272,7 @@ def test_partial_asset_folder_is_detected(tmp_path):
 def test_cli_without_assets_names_the_download_command(tmp_path, capsys):
     if not _offline():
         pytest.skip("the Bridge assets are downloaded here")
-    from embeval.cli import main
+    from embeval_cli import main
 
     rc = main(["sim", "render", "--backend", "maniskill", "--task", "PutCarrotOnPlateInScene-v1", "--out", str(tmp_path / "b.png")])
     err = capsys.readouterr().err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 from embeval.sim.maniskill.runtime import MAX_SEED, check_seed, episode_seed
 

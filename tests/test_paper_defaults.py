@@ -340,7 +340,7 @@ def test_jnd_thirds_over_all_images_by_default_per_split_as_option(scene_db, bot
 def test_export_writes_the_papers_random_splits_and_the_scene_splits(scene_db, tmp_path):
     import pickle
 
-    from embeval.cli import main
+    from embeval_cli import main
 
     out, scores = scene_db
     assert main(["iqa", "export", "--db", str(out), "--out", str(tmp_path / "x"), "--splits", "3"]) == 0
@@ -489,7 +489,7 @@ def test_deviation_tables_name_the_choices(doc, needles):
 
 
 def test_new_options_refuse_bad_values_in_one_line(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     out = tmp_path / "db"
     assert main(["iqa", "build", "--out", str(out), "--execution-max-steps", "0"]) == 2

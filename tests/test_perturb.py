@@ -67,7 +67,7 @@ def test_ten_axes_with_units_and_five_rising_levels():
 
 
 def test_cli_list_json_and_markdown(capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["perturb", "list", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -90,7 +90,7 @@ def test_refusals_are_one_line(words, message, capsys):
     with pytest.raises(ConfigError, match=message) as e:
         P(words)
     assert "\n" not in str(e.value)
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["sim", "render", "--task", "Pick", "--perturb", words, "--out", "/tmp/never.png"]) == 2
     err = capsys.readouterr().err.strip()
@@ -379,7 +379,7 @@ def test_perturbation_composes_with_image_distortion():
 
 # ---------------------------------------------------------------- command line
 def test_cli_render_perturbed_differs_and_grid(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
     from embeval.image_io import read_image
 
     a, b = tmp_path / "a.png", tmp_path / "b.png"
@@ -396,7 +396,7 @@ def test_cli_render_perturbed_differs_and_grid(tmp_path, capsys):
 
 
 def test_cli_expert_and_episodes_take_perturb(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["sim", "expert", "--task", "Pick", "--episodes", "2", "--mode", "kinematic",
                  "--perturb", "distractors:2", "--perturb", "initial_state:2"]) == 0
@@ -409,7 +409,7 @@ def test_cli_expert_and_episodes_take_perturb(tmp_path, capsys):
 
 
 def test_cli_score_table_and_records(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     out = tmp_path / "s.json"
     assert main(["perturb", "score", "--task", "Pick", "--episodes", "1", "--seed", "3", "--axes", "fov",
@@ -500,8 +500,8 @@ def test_write_outputs_writes_tables_and_plot(tmp_path):
 
 def test_perturbations_demo_stage_runs_at_quick_size(tmp_path, monkeypatch):
     """The stage end to end at a reduced size: one seed, one axis, one distortion, one level."""
-    from embeval.demo import DemoContext
-    from embeval.demo import perturbations as stage
+    from embeval_demo import DemoContext
+    from embeval_demo import perturbations as stage
 
     monkeypatch.setattr(stage, "AXES", ("light_intensity",))
     monkeypatch.setattr(stage, "DISTORTIONS", ("jpeg",))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 from embeval.progress import Progress, format_duration, progress_line, resolve_mode, track
 from test_cli_hostile import _run

@@ -5,7 +5,7 @@ import argparse
 import re
 from pathlib import Path
 
-from embeval.cli import build_parser
+from embeval_cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 

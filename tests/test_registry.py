@@ -43,7 +43,7 @@ def test_unknown_name_says_did_you_mean_and_lists():
 
 def test_project_registries_use_it():
     from embeval.camera import SOURCES
-    from embeval.demo import STAGES
+    from embeval_demo import STAGES
     from embeval.runs.backends import BACKENDS
     from embeval.runs.registry import EVALUATORS
 

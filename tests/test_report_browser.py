@@ -205,7 +205,7 @@ def test_media_captions_limits_and_problems(run_dir, tmp_path):
 
 
 def test_report_cli_embed_limit(run_dir, tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     write_mp4(run_dir / "videos/a/item00000/none-L1-seed0.mp4", 64, 64, 10, 10)
     out = tmp_path / "r.html"

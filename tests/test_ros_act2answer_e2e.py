@@ -75,7 +75,7 @@ def test_act2answer_episodes_through_the_graph_match_in_process(tmp_path, scenes
 
     from embeval.act2answer.episode import read_results, run_items
     from embeval.act2answer.reference_policies import ScriptedPlacer
-    from embeval.cli import main as cli
+    from embeval_cli import main as cli
     from embeval.runs.store import ResultsStore
 
     items, scenes_dir = scenes

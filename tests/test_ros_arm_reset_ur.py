@@ -65,7 +65,7 @@ def test_reset_moves_home_only_when_dry_run_is_off_and_never_out_of_the_box(ur_r
 
 
 def test_graph_exits_1_when_the_arm_loses_its_controller(capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     target = start_ur_emulator()
     try:
@@ -84,8 +84,8 @@ def test_graph_exit_status_names_a_stop_during_the_run(ur_emulator, capsys):
     """A quiet run exits 0 without the line; a stop that a reset cleared still fails the run, naming the first cause."""
     from types import SimpleNamespace
 
-    from embeval.cli import main
-    from embeval.cli.graph import arm_fault
+    from embeval_cli import main
+    from embeval_cli.graph import arm_fault
     from embeval.robot.ur_rtde_backend import URRtdeArm
 
     rc = main(["graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"), "--nodes", "embeval_arm",
@@ -108,7 +108,7 @@ def test_arm_fault_names_a_state_that_cannot_be_read_even_after_a_lost_link():
     """A hardware backend whose state() raises (lost link or not) is a fault line, never a traceback at the end."""
     from types import SimpleNamespace
 
-    from embeval.cli.graph import arm_fault
+    from embeval_cli.graph import arm_fault
 
     class Gone:
         hardware, link_lost = True, True
@@ -137,7 +137,7 @@ def test_ctrl_c_of_the_graph_halts_a_move_in_progress(tmp_path):
     r = rtde_receive.RTDEReceiveInterface(target.ip)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "embeval.cli", "graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"),
+        [sys.executable, "-m", "embeval_cli", "graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml"),
          "--set", f"embeval_arm.robot_ip={target.ip}", "--set", "embeval_camera.source=sim",
          "--set", "embeval_policy.dry_run=false", "--set", "embeval_arm.tcp_speed=0.005",
          "--set", "embeval_arm.control_hz=0.5", "--set", "embeval_policy.rate_hz=0.5", "--duration", "90"],

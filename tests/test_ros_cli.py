@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError, MissingFileError
 
 
 def test_graph_overrides_parse_yaml_values():
-    from embeval.cli.graph import apply_overrides
+    from embeval_cli.graph import apply_overrides
 
     p = apply_overrides({"embeval_policy": {"dry_run": True}},
                         ["embeval_policy.dry_run=false", "embeval_arm.workspace_lower=[0.1, -0.2, 0.0]", "embeval_camera.rate_hz=15"])
@@ -85,7 +85,7 @@ def test_act2answer_scenes_prints_the_next_command(tmp_path, capsys, monkeypatch
 
 
 def test_graph_prints_one_line_per_act2answer_unit(tmp_path):
-    from embeval.cli.graph import act2answer_lines
+    from embeval_cli.graph import act2answer_lines
 
     recs = [{"item": "color-0000", "layout": "original", "zone": "correct", "choice": "right", "end_reason": "released",
              "steps": 18, "cube_source": "sim"},

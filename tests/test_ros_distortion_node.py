@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.distortion.samples import synthetic_tabletop
 
 rclpy = pytest.importorskip("rclpy", reason="the ROS 2 wheels (ros-rclpy) are not installed: run scripts/install.sh")

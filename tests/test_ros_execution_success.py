@@ -198,7 +198,7 @@ def test_operator_cli_without_a_conductor_says_so():
 
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(root / p) for p in ("src", "analysis", "src/embeval_ros"))}
-    r = subprocess.run([sys.executable, "-m", "embeval.cli", "operator", "--timeout", "0.5"], input="x\ny\nq\n", check=False,
+    r = subprocess.run([sys.executable, "-m", "embeval_cli", "operator", "--timeout", "0.5"], input="x\ny\nq\n", check=False,
                        capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 2, r.stderr  # not delivered: a script can tell
     lines = r.stdout.splitlines()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 
 CONFIG = Path(__file__).resolve().parents[1] / "config"
 pytestmark = pytest.mark.ros

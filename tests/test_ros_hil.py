@@ -164,7 +164,7 @@ def test_ur5_execution_params_through_the_graph_runner(ur_robot, tmp_path):
     recv = rtde_receive.RTDEReceiveInterface(ur_robot.ip)
     try:
         before = np.array(recv.getActualTCPPose())
-        cmd = [sys.executable, "-m", "embeval.cli", "graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml")]
+        cmd = [sys.executable, "-m", "embeval_cli", "graph", "--params", str(ROOT / "config" / "embeval_ur5.yaml")]
         for o in _ur5_overrides(ur_robot, tmp_path):
             cmd += ["--set", o]
         r = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=180, cwd=tmp_path)

@@ -278,7 +278,7 @@ def test_act2answer_launch_runs_with_no_params_file(monkeypatch, tmp_path):
 
     from embeval.act2answer.episode import read_results
     from embeval.act2answer.generator import generate_items
-    from embeval.cli import main as cli
+    from embeval_cli import main as cli
 
     cell = tmp_path / "cell"
     items = generate_items(tmp_path / "suite", ["color"], per_category=1, seed=0)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.ros
 
 @pytest.mark.parametrize("value", ["nan", "-1", "0", "1e9"])
 def test_timeout_must_be_finite_and_positive(capsys, value):
-    from embeval.cli import main
+    from embeval_cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["operator", "--timeout", value])

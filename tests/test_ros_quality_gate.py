@@ -15,7 +15,7 @@ import time
 import numpy as np
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.distortion import FrameDistorter
 from embeval.distortion.samples import synthetic_tabletop
 

@@ -1,4 +1,4 @@
-"""Hostile run specs, round 3 (issue 24, finding 7), each run as a user runs it: `python -m embeval.cli` in its own
+"""Hostile run specs, round 3 (issue 24, finding 7), each run as a user runs it: `python -m embeval_cli` in its own
 process, with a time bound, its peak memory measured (wait4) and the whole folder tree around it compared before and
 after. A 423-byte YAML alias bomb, a name or output_dir that leaves the output root, a NUL byte in a name or path,
 seeds, counts, levels and timeouts far out of range, a 5000-digit integer, 1000-deep nesting: each ends in exactly one
@@ -45,14 +45,14 @@ BOMB_LINE = ("is refused (line 9, column 6: its aliases expand to more than 1000
 GOOD = "evaluator: synthetic\nitems: {source: synthetic, count: 2}\nbackend: {progress: false}\n"
 
 
-#: `python -m embeval.cli ARGV` with its address space limited first: a runaway child cannot take the machine down.
+#: `python -m embeval_cli ARGV` with its address space limited first: a runaway child cannot take the machine down.
 #: At exit it writes its own peak RSS (VmHWM of its own address space) to $EMBEVAL_TEST_HWM: wait4's ru_maxrss is no
 #: measure here, since Linux carries the forking parent's high-water mark (the whole test process, GBs with torch
 #: loaded) across exec into the child's
 LIMITED_CLI = ("import atexit, os, resource, runpy, sys; resource.setrlimit(resource.RLIMIT_AS, ({0}, {0})); "
                "atexit.register(lambda: open(os.environ['EMBEVAL_TEST_HWM'], 'w').write("
                "next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1])); "
-               "sys.argv[0] = 'embeval'; runpy.run_module('embeval.cli', run_name='__main__', alter_sys=True)")
+               "sys.argv[0] = 'embeval'; runpy.run_module('embeval_cli', run_name='__main__', alter_sys=True)")
 
 
 def _cli(cwd: Path, *argv) -> tuple[int, str, str, float, float]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from embeval.cli import main
+from embeval_cli import main
 from test_cli_hostile import _error_line, _run
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.provenance import weights_fingerprint
 from embeval.runs.lock import RunLock, RunLockedError, process_start, shards_overlap
 from embeval.runs.runner import run
@@ -140,7 +140,7 @@ def _has_session(d: Path) -> bool:
 def test_two_real_embeval_runs_on_one_folder(tmp_path, capsys):
     spec = _spec(tmp_path, sleep_ms=300)  # 3.6 s of units: time enough for the second process to be refused
     d = tmp_path / "run"
-    child = subprocess.Popen([sys.executable, "-m", "embeval.cli", "run", str(spec), "--out", str(d), "--no-progress"],
+    child = subprocess.Popen([sys.executable, "-m", "embeval_cli", "run", str(spec), "--out", str(d), "--no-progress"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
     try:
         lock = d / "locks" / "shard-0-of-1.lock"

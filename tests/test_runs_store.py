@@ -174,7 +174,7 @@ def test_export_parquet_and_report(tmp_path):
 
 
 def test_cli_run_status_resume_export_report(tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
 
     spec_file = write_spec(tmp_path, params={"fail_items": ["item00000"], "fail_flag": "flag"})
     (tmp_path / "flag").write_text("")

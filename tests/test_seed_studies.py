@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import folder_iqa_database, one_error_line
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 from embeval_analysis.seed_claims import Claim, check_seeds, claim_verdicts, format_claims, format_rows, row_stats
 

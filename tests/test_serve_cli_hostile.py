@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 from embeval.serving.limits import MiB, ServerLimits
 from embeval.serving.runner import app_from_spec

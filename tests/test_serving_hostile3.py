@@ -170,7 +170,7 @@ def test_decoded_pixels_held_at_once_are_bounded():
 def test_serve_flags_for_the_image_limits(tmp_path, capsys, monkeypatch):
     """``--max-images`` and ``--max-request-mpixels`` set the limits (a smaller pixel limit also lowers the
     per-image one; a larger one raises what all requests may hold); bad values exit 2 naming the flag."""
-    from embeval.cli import main
+    from embeval_cli import main
     from embeval.errors import ConfigError
     from embeval.serving.runner import app_from_spec
 

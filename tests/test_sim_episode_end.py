@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 
 
 @pytest.mark.parametrize("vector, success, ended", [
@@ -28,7 +28,7 @@ def test_episode_rows_name_the_end(tmp_path, capsys, vector, success, ended):
 
 def test_end_reason_without_a_backend_reason():
     """A backend env with no ``reason`` of its own: the outcome decides (stop reason, success, else "done")."""
-    from embeval.cli.sim import end_reason
+    from embeval_cli.sim import end_reason
     from embeval.scoring.execution import ExecutionOutcome
 
     pose = (0.4, 0, 0.3, 0, 0, 0)

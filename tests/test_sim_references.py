@@ -9,7 +9,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.errors import ConfigError
 from embeval.sim.references import generate_references, load_manifest
 from embeval.sim.scene import VERBS, SceneSpec

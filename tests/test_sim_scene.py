@@ -36,7 +36,7 @@ def test_scene_round_trips_through_yaml_and_dict(tmp_path):
 
 def test_the_file_sim_scene_writes_loads_as_a_scene(tmp_path):
     """`embeval sim scene --out F` writes {scene, task}; `embeval sim render --scene F` must read it back."""
-    from embeval.cli import main
+    from embeval_cli import main
 
     out = tmp_path / "sub" / "push1.yaml"  # the parent folder does not exist yet
     assert main(["sim", "scene", "--task", "Push", "--seed", "1", "--out", str(out)]) == 0

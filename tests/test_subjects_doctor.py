@@ -172,7 +172,7 @@ def test_gripper_fix_names_the_inverse_convention(probes):
 
 def test_tiny_vla_passes_on_the_cli(capsys):
     """The issue's Done-when: `embeval subjects doctor config/subjects/tiny_vla.yaml` exits 0 (default probes)."""
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["subjects", "doctor", "config/subjects/tiny_vla.yaml", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -206,7 +206,7 @@ def openvla_url():
 def test_tiny_vla_with_a_planted_mistake_fails_on_the_cli(tmp_path, capsys, openvla_url):
     """A real spec with a wrong convention: the tiny VLA served over OpenVLA REST, the client told the server's
     gripper is close1 (it is open1): exit 1 and the diagnosis names the fix."""
-    from embeval.cli import main
+    from embeval_cli import main
 
     spec = _rest_spec(tmp_path, openvla_url, gripper="close1")
     code = main(["subjects", "doctor", str(spec), "--episodes", "3", "--checks", "gripper_polarity,finite"])
@@ -236,7 +236,7 @@ def test_tiny_vla_over_openvla_rest_passes(tmp_path, probes, openvla_url):
 
 
 def test_usage_errors_exit_2(tmp_path, capsys, probes):
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["subjects", "doctor", "config/subjects/openai_vlm.yaml"]) == 2  # a VLM: no action conventions
     assert "the doctor checks policies" in capsys.readouterr().err
@@ -278,7 +278,7 @@ def test_a_policy_that_raises_and_an_unreachable_server(probes, tmp_path, capsys
     assert [c.name for c in report.failed] == ["responds"] and report.calls == len(probes.probes)
     assert "RuntimeError: CUDA out of memory" in report.result("responds").diagnosis
     assert {c.status for c in report.checks if c.name not in ("responds", "finite")} == {"skip"}
-    from embeval.cli import main
+    from embeval_cli import main
     from embeval.serving.runner import free_local_port
 
     spec = tmp_path / "gone.yaml"
@@ -291,7 +291,7 @@ def test_a_policy_that_raises_and_an_unreachable_server(probes, tmp_path, capsys
 def test_run_with_doctor_refuses_a_failing_policy(tmp_path, capsys, monkeypatch):
     """`embeval run SPEC --doctor`: a policy subject that fails the doctor (a constant action) stops the run before
     any unit: exit 1, the diagnosis and the reason printed, no run folder written."""
-    from embeval.cli import main
+    from embeval_cli import main
 
     monkeypatch.chdir(tmp_path)
     spec = tmp_path / "run.yaml"
@@ -309,7 +309,7 @@ def test_run_with_doctor_refuses_a_failing_policy(tmp_path, capsys, monkeypatch)
 def test_act2answer_run_with_doctor_refuses_a_failing_policy(tmp_path, capsys):
     """`embeval act2answer run --doctor`: a policy spec that fails the doctor (a constant action) stops the run before
     any episode: exit 1, the diagnosis printed, no results file."""
-    from embeval.cli import main
+    from embeval_cli import main
 
     spec = tmp_path / "const.yaml"
     spec.write_text("kind: policy\nadapter: scripted\nparams: {vector: [0.01, 0, 0, 0, 0, 0.1, 1]}\n")

@@ -256,7 +256,7 @@ def test_cached_vlm_keys_images_and_spec_cache(tmp_path):
 def test_cli_subjects_list_and_check(capsys):
     from pathlib import Path
 
-    from embeval.cli import main
+    from embeval_cli import main
 
     assert main(["subjects", "list", "--kind", "policy"]) == 0
     out = capsys.readouterr().out

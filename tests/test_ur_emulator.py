@@ -423,13 +423,13 @@ def test_second_control_interface_gets_in_use(emu, robot):
 def test_cli_takes_the_box_from_the_arm_parameters(tmp_path):
     bad = tmp_path / "p.yaml"
     bad.write_text("embeval_arm:\n  ros__parameters:\n    workspace_lower: [0.5, 0, 0]\n    workspace_upper: [0.4, 1, 1]\n")
-    out = subprocess.run([sys.executable, "-m", "embeval.cli", "ur-emulator", "--params", str(bad)],
+    out = subprocess.run([sys.executable, "-m", "embeval_cli", "ur-emulator", "--params", str(bad)],
                          check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "workspace_lower" in out.stderr  # the box is validated by SafetyLimits
 
 
 def test_cli_rejects_a_bad_version():
-    out = subprocess.run([sys.executable, "-m", "embeval.cli", "ur-emulator", "--version", "9.1"],
+    out = subprocess.run([sys.executable, "-m", "embeval_cli", "ur-emulator", "--version", "9.1"],
                          check=False, capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "must be major.minor.bugfix.build" in out.stderr

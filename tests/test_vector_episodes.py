@@ -288,7 +288,7 @@ def test_an_unpicklable_task_is_one_line():
 def test_cli_num_envs_writes_the_same_episodes(tmp_path, capsys):
     import yaml
 
-    from embeval.cli import main
+    from embeval_cli import main
 
     suite = tmp_path / "suite"
     assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "3"]) == 0
@@ -341,14 +341,14 @@ def test_ctrl_c_stops_the_run_and_its_workers(tmp_path):
     import psutil
     import yaml
 
-    from embeval.cli import main
+    from embeval_cli import main
 
     suite = tmp_path / "suite"
     assert main(["act2answer", "items", "generate", "--out", str(suite), "--categories", "color", "--per-category", "30"]) == 0
     pol = tmp_path / "hold.yaml"
     pol.write_text(yaml.safe_dump({"id": "hold", "kind": "policy", "adapter": "scripted",
                                    "params": {"vector": [0, 0, 0, 0, 0, 0, 1]}}))
-    cmd = [sys.executable, "-m", "embeval.cli", "act2answer", "run", "--items", str(suite / "items.jsonl"),
+    cmd = [sys.executable, "-m", "embeval_cli", "act2answer", "run", "--items", str(suite / "items.jsonl"),
            "--policy", str(pol), "--num-envs", "3", "--out", str(tmp_path / "res")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # noqa: PLW1509 - a shell's & ignores it

@@ -201,7 +201,7 @@ def test_ray_workers_run_vectorised_batches(tmp_path, monkeypatch):
     ({"exact": "yes", "num_envs": 2}, "spec.backend.exact: must be true or false"),
 ])
 def test_bad_values_are_refused_at_check_in_one_line(tmp_path, capsys, backend, message):
-    from embeval.cli import main
+    from embeval_cli import main
 
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(_spec(**backend)))
@@ -282,7 +282,7 @@ def test_iqa_build_execution_runs_vectorised_equal_the_sequential_ones(iqa_db, t
 
 
 def test_iqa_build_num_envs_is_checked(iqa_db, tmp_path, capsys):
-    from embeval.cli import main
+    from embeval_cli import main
     from embeval_analysis.iqa.database import execution_scores
 
     with pytest.raises(SystemExit) as exc:

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from embeval.cli import main
+from embeval_cli import main
 from embeval.recording import video
 
 

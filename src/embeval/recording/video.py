@@ -406,7 +406,7 @@ def safe_name(name: str) -> str:
 
 
 def recorder_from_args(args, default_dir: str | Path) -> EpisodeRecorder | None:
-    """The recorder of the ``--record-video`` / ``--video-dir`` options (:func:`embeval.cli._util.add_video_args`),
+    """The recorder of the ``--record-video`` / ``--video-dir`` options (:func:`embeval_cli._util.add_video_args`),
     or None when recording is off; a folder that cannot be written is a one-line ConfigError before any episode."""
     from embeval.errors import check_out_dir
 

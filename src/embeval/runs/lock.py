@@ -86,12 +86,12 @@ def describe(holder: dict[str, Any]) -> str:
 
 
 def _command() -> str:
-    """This process's command line, short: ``embeval run spec.yaml --out runs/x`` (also for ``python -m embeval.cli``)."""
+    """This process's command line, short: ``embeval run spec.yaml --out runs/x`` (also for ``python -m embeval_cli``)."""
     if not sys.argv:
         return ""
     prog = Path(sys.argv[0]).name
     if prog == "__main__.py":
-        prog = "embeval" if Path(sys.argv[0]).parent.name == "cli" else f"python -m {Path(sys.argv[0]).parent.name}"
+        prog = "embeval" if Path(sys.argv[0]).parent.name == "embeval_cli" else f"python -m {Path(sys.argv[0]).parent.name}"
     elif prog == "-c":
         prog = "python -c"
     text = " ".join([prog, *sys.argv[1:]])

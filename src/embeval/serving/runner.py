@@ -124,7 +124,7 @@ def start_serve_process(args: list[str], port: int | None = None, env: Mapping[s
 
     port = free_local_port() if port is None else port
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "serve", *args, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "embeval_cli", "serve", *args, "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=dict(os.environ if env is None else env))
     proc.log = log

@@ -50,7 +50,7 @@ class EmulatorProcess:
     def __init__(self, *args: str, host: str | None = None, timeout: float = 30.0):
         self.host = host or free_loopback_host()
         self.lines: list[str] = []
-        self.proc = subprocess.Popen([sys.executable, "-m", "embeval.cli", "ur-emulator", "--host", self.host, *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "embeval_cli", "ur-emulator", "--host", self.host, *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
         ready = threading.Event()
 

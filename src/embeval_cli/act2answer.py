@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group, add_video_args, int_in, parse_aliases, positive_int, seed
+from embeval_cli._util import add_group, add_video_args, int_in, parse_aliases, positive_int, seed
 from embeval.sim.vector import MAX_ENVS
 
 _FMT = argparse.RawDescriptionHelpFormatter

@@ -5,7 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import float_in, positive_int
+from embeval_cli._util import float_in, positive_int
 
 _RAW = argparse.RawDescriptionHelpFormatter
 
@@ -99,7 +99,7 @@ def _overrides(args) -> dict:
     if args.no_progress:
         kw["progress"] = False
     if args.unit_timeout is not None:
-        from embeval.cli._util import finite
+        from embeval_cli._util import finite
         from embeval.errors import ConfigError
 
         from embeval.runs.spec import MAX_UNIT_TIMEOUT_S

@@ -4,11 +4,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import seed
+from embeval_cli._util import seed
 
 
 def register(sub) -> None:
-    from embeval.demo import STAGES
+    from embeval_demo import STAGES
 
     p = sub.add_parser(
         "demo",
@@ -27,7 +27,7 @@ def register(sub) -> None:
 
 
 def _run(args) -> int:
-    from embeval.demo import DemoContext, run
+    from embeval_demo import DemoContext, run
 
     timings = run(DemoContext(out_dir=args.out, seed=args.seed, quick=args.quick), args.only, args.skip)
     print("\nDemo finished: " + ", ".join(f"{k} {v:.1f}s" for k, v in timings.items()))

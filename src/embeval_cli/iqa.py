@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group, add_video_args, int_in, seed
+from embeval_cli._util import add_group, add_video_args, int_in, seed
 from embeval.sim.vector import MAX_ENVS
 
 
@@ -313,7 +313,7 @@ def _gate(args) -> int:
 
     import numpy as np
 
-    from embeval.cli._util import finite
+    from embeval_cli._util import finite
     from embeval.distortion.batch import read_rgb
     from embeval.errors import InvalidInputError
     from embeval.iqa.gate import QualityGate, threshold_for_rate

@@ -1,6 +1,6 @@
 """The ``embeval`` command.
 
-Sub-commands are discovered, not listed: every module ``embeval/cli/<name>.py``
+Sub-commands are discovered, not listed: every module ``embeval_cli/<name>.py``
 (not starting with ``_``) defines ``register(subparsers)`` and adds its parser
 with ``set_defaults(func=handler)``. Handlers import heavy dependencies lazily so
 ``embeval --help`` stays fast. Handlers return an exit code (or None for 0) and

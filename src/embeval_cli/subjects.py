@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, body_mb, float_in, int_in, port, positive_int, seed
+from embeval_cli._util import add_group, body_mb, float_in, int_in, port, positive_int, seed
 
 
 def register(sub) -> None:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embeval.cli._util import add_group, float_in, positive_int, seed
+from embeval_cli._util import add_group, float_in, positive_int, seed
 from embeval.errors import ConfigError
 
 

@@ -30,7 +30,7 @@ def size(quick: bool) -> StageSize:
 def run(ctx) -> dict:
     """Write ``perturb_grid.png`` and ``perturb/`` (sensitivity.csv/.md/.png, iqa_vs_scene.csv/.md) under
     ``ctx.out_dir``, print both tables; returns {"sensitivity": rows, "iqa": correlations}."""
-    from embeval.cli.perturb import _grid
+    from embeval_cli.perturb import _grid
     from embeval.perturb import Perturbation, Perturbations
     from embeval.perturb.score import score_grid
     from embeval.sim.backends import SimSpec, make_episode_env

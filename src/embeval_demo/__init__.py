@@ -4,7 +4,7 @@ Stages run in registration order; each is ``"module:function"`` taking a :class:
 and printing what it shows. Add a stage by appending one line to ``STAGES`` (a package of your own
 can add one through the entry-point group ``embeval.demo_stages``; it runs after the built-ins).
 
-Layering: ``embeval.demo`` is a top layer, like ``embeval.cli``. Its stages (one module each in this
+Layering: ``embeval_demo`` is a top layer, like ``embeval_cli``. Its stages (one module each in this
 package) tour the whole suite, so they may import anything: the core layers, the analysis package
 (``embeval_analysis``) and the ROS adapters (``embeval_ros``). Nothing in the library imports this
 package, which keeps the layering rule (tests/test_layering.py) free to forbid imports that run from
@@ -21,20 +21,20 @@ from embeval.registry import Registry
 
 #: name -> "module:function", in run order.
 STAGES: Registry = Registry("demo stage", group="embeval.demo_stages", entries={
-    "kinematics": "embeval.demo.kinematics:run",
-    "workcell": "embeval.demo.workcell:run",
-    "maniskill": "embeval.demo.maniskill:run",
-    "libero": "embeval.demo.libero:run",
-    "distortion": "embeval.demo.distortion:run",
-    "subjects": "embeval.demo.subjects:run",
-    "embedded": "embeval.demo.embedded:run",
-    "runs": "embeval.demo.runs:run",
-    "iqa": "embeval.demo.iqa:run",
-    "act2answer": "embeval.demo.act2answer:run",
-    "a2eval": "embeval.demo.a2eval:run",
-    "perturbations": "embeval.demo.perturbations:run",
-    "ros": "embeval.demo.ros:run",
-    "report": "embeval.demo.report:run",  # last: the report shows every stage's episode videos
+    "kinematics": "embeval_demo.kinematics:run",
+    "workcell": "embeval_demo.workcell:run",
+    "maniskill": "embeval_demo.maniskill:run",
+    "libero": "embeval_demo.libero:run",
+    "distortion": "embeval_demo.distortion:run",
+    "subjects": "embeval_demo.subjects:run",
+    "embedded": "embeval_demo.embedded:run",
+    "runs": "embeval_demo.runs:run",
+    "iqa": "embeval_demo.iqa:run",
+    "act2answer": "embeval_demo.act2answer:run",
+    "a2eval": "embeval_demo.a2eval:run",
+    "perturbations": "embeval_demo.perturbations:run",
+    "ros": "embeval_demo.ros:run",
+    "report": "embeval_demo.report:run",  # last: the report shows every stage's episode videos
 })
 
 

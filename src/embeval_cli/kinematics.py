@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from embeval.cli._util import add_group
+from embeval_cli._util import add_group
 
 _EPILOG_FK = """example:
   embeval kinematics fk 0 -1.57 1.57 0 0 0
@@ -123,7 +123,7 @@ def _ik(args) -> int:
 
     from embeval.kinematics import BRANCHES, pose_error, pose_to_matrix
 
-    from embeval.cli._util import finite
+    from embeval_cli._util import finite
 
     finite(args.q6, "--q6")
     if args.near is not None:

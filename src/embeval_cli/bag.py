@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    from embeval.cli._util import add_group, int_in
+    from embeval_cli._util import add_group, int_in
 
     g = add_group(sub, "bag", "inspect and recover rosbag2 (MCAP) bags (embeval bag info runs/bags/embeval_...)")
     p = g.add_parser("info", help="topics, types, message counts and duration of a bag",

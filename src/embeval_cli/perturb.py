@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, image_side, positive_int, seed
+from embeval_cli._util import add_group, image_side, positive_int, seed
 
 PERTURB_HELP = ("scene-level perturbation AXIS:LEVEL (level 1..5), applied at reset from the episode seed; repeatable or "
                 "comma-separated, e.g. --perturb camera_pose:3 --perturb distractors:2 (`embeval perturb list`)")

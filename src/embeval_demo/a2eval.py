@@ -185,7 +185,7 @@ def _table3() -> None:
     from pathlib import Path
 
     import embeval
-    from embeval.cli import main as cli
+    from embeval_cli import main as cli
 
     table = Path(embeval.__file__).parent / "data" / "reference" / "a2eval_table3.csv"
     print(f"\nThe A2Eval paper's Table 3 (arXiv 2602.01640), recomputed: embeval a2eval ranks {table.name} "

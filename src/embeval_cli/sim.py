@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, add_video_args, finite, image_side, parse_aliases, positive_int, seed
-from embeval.cli.perturb import add_perturb_arg
+from embeval_cli._util import add_group, add_video_args, finite, image_side, parse_aliases, positive_int, seed
+from embeval_cli.perturb import add_perturb_arg
 
 _VERBS = "`embeval sim tasks` lists them"  # the registry is read on use, not when the parser is built
 
@@ -156,7 +156,7 @@ def _tasks(args) -> int:
 
 
 def _render(args) -> int:
-    from embeval.cli.perturb import load_perturbed, perturb_for
+    from embeval_cli.perturb import load_perturbed, perturb_for
     from embeval.image_io import check_image_path, save_image
     from embeval.sim.workcell import Workcell
 
@@ -214,7 +214,7 @@ def _episodes(args) -> int:
 
     import numpy as np
 
-    from embeval.cli.perturb import attach, episode_record, perturb_for
+    from embeval_cli.perturb import attach, episode_record, perturb_for
     from embeval.errors import ConfigError
     from embeval.recording.video import maybe_episode, recorder_from_args
     from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
@@ -373,7 +373,7 @@ def _expert(args) -> int:
     import json
 
     from embeval.recording.video import recorder_from_args
-    from embeval.cli.perturb import perturb_for
+    from embeval_cli.perturb import perturb_for
     from embeval.sim.bench_util import expert_success
     from embeval.sim.expert import PLANNERS
     from embeval.sim.workcell import SimConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval.cli._util import add_group, seed
+from embeval_cli._util import add_group, seed
 
 _CFG_HELP = "A2Eval config YAML (default: config/a2eval/default.yaml; config/a2eval/ci.yaml is small and rule-based)"
 
@@ -339,7 +339,7 @@ def _seeds(args) -> int:
     if args.models:
         import torch
 
-        torch.set_num_threads(1)  # tiny models: one thread is fastest (see embeval.demo.a2eval)
+        torch.set_num_threads(1)  # tiny models: one thread is fastest (see embeval_demo.a2eval)
     res = run_a2eval_seed_study(cfg, args.seeds, args.out, models=args.models)
     print(format_study(res["table"], res["labels"]))
     print(f"wrote {args.out / 'seeds.md'} and {args.out / 'seeds.json'}")

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from embeval.cli._util import add_group, seed
+from embeval_cli._util import add_group, seed
 
 _IMAGE_TOPIC = "/camera/camera/color/image_raw"
 

@@ -1,5 +1,5 @@
 import sys
 
-from embeval.cli import main
+from embeval_cli import main
 
 sys.exit(main())
