@@ -118,3 +118,34 @@ def test_libero_axes_compose_and_clean_reset_restores_the_model(libero):
     again = task.reset(0, settle_steps=0).images["agentview"]
     np.testing.assert_array_equal(again, clean)
     assert task.perturbation == {}
+
+
+# ---------------------------------------------------------------------------------------------------- ManiSkill
+def test_maniskill_axes_change_camera_and_lights_by_the_drawn_amounts():
+    pytest.importorskip("mani_skill")
+    from scipy.spatial.transform import Rotation
+
+    from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
+
+    with ManiSkillEnv(ManiSkillConfig("PickCube-v1", width=64, height=64)) as env:
+        clean = env.reset(0).images["base_camera"]
+        base = env.scene_params()
+        env.perturb = Perturbations.parse("camera_pose:3,fov:2,light_color:3,light_direction:3,light_intensity:2")
+        img = env.reset(0).images["base_camera"]
+        now, drew = env.scene_params(), dict(env.perturbation)
+        c0, c1 = base["cameras"]["base_camera"], now["cameras"]["base_camera"]
+        p = drew["camera_pose"]
+        assert np.linalg.norm(np.subtract(c1["pose"][:3], c0["pose"][:3])) * 100 == pytest.approx(p["translation_cm"], abs=1e-4)
+        turn = Rotation.from_quat(np.roll(c1["pose"][3:], -1)) * Rotation.from_quat(np.roll(c0["pose"][3:], -1)).inv()
+        assert np.degrees(turn.magnitude()) == pytest.approx(p["rotation_deg"], abs=1e-3)
+        assert c1["fovx"] - c0["fovx"] == pytest.approx(drew["fov"]["fov_change_deg"], abs=1e-3)
+        k = (1 + drew["light_intensity"]["intensity_change_pct"] / 100) * np.asarray(drew["light_color"]["rgb_gain"])
+        np.testing.assert_allclose(now["ambient"], np.asarray(base["ambient"]) * k, rtol=1e-5)
+        np.testing.assert_allclose(now["lights"][0]["color"], np.asarray(base["lights"][0]["color"]) * k, rtol=1e-5)
+        assert _angle_deg(now["lights"][0]["direction"], base["lights"][0]["direction"]) == pytest.approx(
+            drew["light_direction"]["direction_change_deg"], abs=1e-3)
+        assert np.abs(img.astype(int) - clean.astype(int)).mean() > 2
+        np.testing.assert_array_equal(env.reset(0).images["base_camera"], img)  # same seed, same image
+        env.perturb = None
+        np.testing.assert_array_equal(env.reset(0).images["base_camera"], clean)  # restored
+        assert env.perturbation == {}

@@ -68,8 +68,11 @@ class ManiSkillEpisodes(EpisodeEnv):
     def __init__(self, spec: SimSpec):
         from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
 
+        from embeval.perturb.backends import parse_option
+
         self.env = ManiSkillEnv(ManiSkillConfig(spec.env, render=spec.render, width=spec.width, height=spec.height,
-                                                aliases=dict(spec.aliases), max_steps=spec.max_steps))
+                                                aliases=dict(spec.aliases), max_steps=spec.max_steps),
+                                perturb=parse_option(spec.options.get("perturb"), "maniskill"))
         self.cameras = self.env.cameras
 
     def reset(self, seed, distortion=None):

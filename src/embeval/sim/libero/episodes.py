@@ -95,7 +95,13 @@ class LiberoTask:
 
     def draw(self, seed: int) -> list[dict[str, Any]]:
         """What :attr:`perturb` draws for episode ``seed`` (the axes' own seeded samplers; [] without)."""
-        from embeval.perturb.backends import CameraRef, LightingRef, SceneView, check, draw
+        from embeval.perturb.backends import (
+            CameraRef,
+            LightingRef,
+            SceneView,
+            check,
+            draw,
+        )
 
         if not check(self.perturb, "libero"):
             return []

@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
+from embeval.action import (
+    Action,
+    ActionSpec,
+    Observation,
+    gripper_closed,
+    gripper_command,
+    rpy_to_matrix,
+)
 from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.sim.env import ClosingEnv, StepResult, as_action
@@ -157,7 +164,17 @@ class ManiSkillEnv(ClosingEnv):
         print(r.success, env.control_steps)
     """
 
-    def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None):
+    def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None,
+                 perturb=None):
+        """``perturb``: scene perturbations (:class:`embeval.perturb.Perturbations`; ManiSkill applies camera_pose,
+        fov and the light axes, :func:`embeval.perturb.backends.supported`) drawn from the episode seed at every reset."""
+        from embeval.perturb.backends import check
+
+        #: scene perturbations applied at every reset (None: none); settable between episodes
+        self.perturb = check(perturb, "maniskill")
+        #: what each axis drew for the current episode (``{axis: {"level", params...}}``)
+        self.perturbation: dict[str, Any] = {}
+        self._scene_base: dict[str, Any] | None = None
         self.config = config or ManiSkillConfig()
         self.action_spec = ActionSpec(frame="base")
         self.distortion = distortion  # (name, level, seed) applied to every camera frame, or None
@@ -244,6 +261,8 @@ class ManiSkillEnv(ClosingEnv):
         if task is not None and task != self.config.env_id:
             raise ConfigError(f"this env runs {self.config.env_id}; build another ManiSkillEnv for {task}")
         self._raw_obs = self.env.reset(seed=check_seed(seed))[0]
+        if self._perturb_scene(int(seed)):
+            self._raw_obs = self.env.unwrapped.get_obs()  # the sensors again, through the perturbed cameras and lights
         self.seed = int(seed)
         self.instruction = instruction if instruction is not None else default_instruction(self.config.env_id)
         self.n_steps = self.control_steps = 0
@@ -291,6 +310,77 @@ class ManiSkillEnv(ClosingEnv):
 
     def success(self) -> bool:
         return bool(_np(self.env.unwrapped.evaluate()["success"]))
+
+    # ------------------------------------------------------------------ scene perturbations
+    def scene_params(self) -> dict[str, Any]:
+        """The SAPIEN cameras and lights now: ``cameras`` {uid: {"pose": [x y z qw qx qy qz] (world, m), "fovx",
+        "fovy" (deg), "mounted"}}, ``lights`` [{"direction" (3,), "color" (3,)}] (directional lights, scene order),
+        ``ambient`` (3,)."""
+        from embeval.sim.maniskill.runtime import import_sapien
+
+        sapien = import_sapien()
+        u = self.unwrapped
+        cams = {}
+        for uid, sensor in u._sensors.items():
+            comp = sensor.camera._render_cameras[0]
+            p = comp.get_local_pose() if hasattr(comp, "get_local_pose") else comp.local_pose
+            cams[uid] = {"pose": [*map(float, p.p), *map(float, p.q)], "fovx": math.degrees(comp.fovx),
+                         "fovy": math.degrees(comp.fovy), "mounted": sensor.config.mount is not None
+                         or getattr(sensor, "entity", None) is not None}
+        lights = []
+        for light in self._lights(sapien):
+            R = light.pose.to_transformation_matrix()[:3, :3]
+            lights.append({"direction": (R @ np.array([1.0, 0.0, 0.0])).tolist(), "color": list(map(float, light.color))})
+        return {"cameras": cams, "lights": lights, "ambient": list(map(float, u.scene.ambient_light))}
+
+    def _lights(self, sapien) -> list:
+        comps = []
+        for e in self.unwrapped.scene.sub_scenes[0].entities:
+            c = e.find_component_by_type(sapien.render.RenderDirectionalLightComponent)
+            if c is not None:
+                comps.append(c)
+        return comps
+
+    def _perturb_scene(self, seed: int) -> bool:
+        """Restore the cameras and lights the env built, then apply :attr:`perturb` drawn for ``seed``; True when
+        something was applied (the observation must be rendered again)."""
+        from embeval.perturb.backends import (
+            CameraRef,
+            LightingRef,
+            SceneView,
+            draw,
+            record,
+        )
+        from embeval.sim.maniskill.runtime import import_sapien
+
+        sapien = import_sapien()
+        u = self.unwrapped
+        comps = {uid: s.camera._render_cameras[0] for uid, s in u._sensors.items()}
+        lights = self._lights(sapien)
+        base, restored = self._scene_base, False
+        if base is None or any(base["cameras"].get(k, (None,))[0] is not c for k, c in comps.items()):
+            base = self._scene_base = {  # built (or rebuilt by a reconfigure): these are the unperturbed values
+                "cameras": {k: (c, c.local_pose, c.fovy) for k, c in comps.items()},
+                "lights": [(li, li.pose, np.array(li.color)) for li in lights], "ambient": np.array(u.scene.ambient_light)}
+        elif self.perturbation:
+            for c, pose, fovy in base["cameras"].values():
+                c.local_pose = pose
+                c.set_fovy(fovy, compute_x=True)
+            for li, pose, color in base["lights"]:
+                li.pose, li.color = pose, color.tolist()
+            u.scene.ambient_light = base["ambient"].tolist()
+            restored = True
+        self.perturbation = {}
+        if not self.perturb:
+            return restored
+        world = tuple(CameraRef(uid) for uid, s in u._sensors.items()
+                      if getattr(s, "entity", None) is None and s.config.mount is None)
+        key = self.scene_params()["lights"][0]["direction"] if lights else [0.0, 0.0, -1.0]
+        draws = draw(self.perturb, seed, "maniskill", SceneView(self.config.env_id, world, LightingRef(tuple(key))))
+        for d in draws:
+            _MS_APPLY[d["axis"]](self, comps, lights, d["params"], sapien)
+        self.perturbation = record(draws)
+        return True
 
     # ------------------------------------------------------------------ state
     def base_matrix(self) -> np.ndarray:
@@ -357,6 +447,55 @@ class ManiSkillEnv(ClosingEnv):
             T = self.to_base(_np(actor.pose.raw_pose))
             out[name] = {"position": T[:3, 3].tolist(), "orientation_xyzw": Rotation.from_matrix(T[:3, :3]).as_quat().tolist()}
         return out
+
+
+def _ms_camera_pose(env, comps, lights, p, sapien) -> None:
+    """Move each world camera by ``translation_cm`` along ``direction`` and turn it by ``rotation_deg`` about
+    world ``axis`` through its own position."""
+    R_d = Rotation.from_rotvec(math.radians(p["rotation_deg"]) * np.asarray(p["axis"]))
+    for uid in p["cameras"]:
+        c = comps[uid]
+        pose = c.local_pose
+        R = R_d * Rotation.from_quat(np.roll(pose.q, -1))  # SAPIEN wxyz -> scipy xyzw
+        c.local_pose = sapien.Pose(np.asarray(pose.p) + np.asarray(p["direction"]) * p["translation_cm"] / 100.0,
+                                   np.roll(R.as_quat(), 1))
+
+
+def _ms_fov(env, comps, lights, p, sapien) -> None:
+    """Change each world camera's horizontal field of view by ``fov_change_deg`` (square pixels kept)."""
+    for uid in p["cameras"]:
+        c = comps[uid]
+        fovx = c.fovx + math.radians(p["fov_change_deg"])
+        c.set_fovy(2 * math.atan(math.tan(fovx / 2) * c.height / c.width), compute_x=True)
+
+
+def _ms_light_intensity(env, comps, lights, p, sapien) -> None:
+    """Scale every directional light's colour and the ambient light by ``1 + intensity_change_pct / 100``."""
+    k = 1.0 + p["intensity_change_pct"] / 100.0
+    for li in lights:
+        li.color = (np.asarray(li.color) * k).tolist()
+    env.unwrapped.scene.ambient_light = (np.asarray(env.unwrapped.scene.ambient_light) * k).tolist()
+
+
+def _ms_light_color(env, comps, lights, p, sapien) -> None:
+    """Multiply every light's colour and the ambient light by ``rgb_gain``."""
+    g = np.asarray(p["rgb_gain"])
+    for li in lights:
+        li.color = (np.asarray(li.color) * g).tolist()
+    env.unwrapped.scene.ambient_light = (np.asarray(env.unwrapped.scene.ambient_light) * g).tolist()
+
+
+def _ms_light_direction(env, comps, lights, p, sapien) -> None:
+    """Turn every directional light by ``direction_change_deg`` about world ``axis`` (the same rotation for all)."""
+    R_d = Rotation.from_rotvec(math.radians(p["direction_change_deg"]) * np.asarray(p["axis"]))
+    for li in lights:
+        pose = li.pose
+        li.pose = sapien.Pose(pose.p, np.roll((R_d * Rotation.from_quat(np.roll(pose.q, -1))).as_quat(), 1))
+
+
+#: axis name -> ``apply(env, cameras, lights, params, sapien)`` on the live SAPIEN scene
+_MS_APPLY = {"camera_pose": _ms_camera_pose, "fov": _ms_fov, "light_intensity": _ms_light_intensity,
+             "light_color": _ms_light_color, "light_direction": _ms_light_direction}
 
 
 #: language instructions for the covered tasks (ManiSkill tasks carry none)
