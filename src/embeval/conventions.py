@@ -387,7 +387,8 @@ def model_image(img: np.ndarray, conv: ActionConvention, size: tuple[int, int] |
 
     if conv.crop < 1:
         h, w = img.shape[:2]
-        ch, cw = max(1, int(round(h * float(np.sqrt(conv.crop))))), max(1, int(round(w * float(np.sqrt(conv.crop)))))
+        side = float(np.sqrt(conv.crop))
+        ch, cw = max(1, round(h * side)), max(1, round(w * side))
         top, left = (h - ch) // 2, (w - cw) // 2
         img = img[top:top + ch, left:left + cw]
     return img if size is None else resize(img, size[0], size[1], method)
@@ -402,7 +403,7 @@ def tcp_pose_of(observation) -> np.ndarray | None:
     state = getattr(observation, "state", None) or {}
     if "tcp_pose" not in state:
         return None
-    p = np.asarray(state["tcp_pose"], dtype=np.float64).reshape(-1)
+    p = np.array(state["tcp_pose"], dtype=np.float64).reshape(-1)  # a copy: decoded payloads are read-only
     if p.shape[0] == 7 and np.all(np.isfinite(p)):
         return np.concatenate([p[:3], quat_to_rotvec(p[3:])])
     if p.shape[0] == 6 and np.all(np.isfinite(p)):

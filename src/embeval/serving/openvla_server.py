@@ -2,9 +2,12 @@
 
 ``POST /act``: JSON ``{"image": uint8 HxWx3 (json_numpy dict or nested list), "instruction": str,
 "unnorm_key": str (accepted, ignored: our policies act in embeval units)}`` or ``{"encoded": "<that
-JSON as a string>"}``. Reply: the 7-DoF action as a json_numpy float32 array (as OpenVLA's
-deploy.py answers), in embeval's convention converted to ``gripper`` (default ``open1``, which is
-also OpenVLA's raw convention). The policy is reset whenever the instruction changes, and by
+JSON as a string>"}``. Reply: the action as a json_numpy float32 array (as OpenVLA's
+deploy.py answers), embeval's action converted to ``convention`` (the subject spec's ``serve.convention``: a
+name or ``{base: NAME, FIELD: value}``, see :mod:`embeval.conventions`; default ``embeval``, 7 numbers, gripper
+``open1``, which is also OpenVLA's raw convention) by :func:`~embeval.conventions.from_embeval`, with ``gripper``
+(``serve.gripper`` / ``--gripper``) overriding its gripper; an absolute convention answers the target pose from
+the payload's ``tcp_pose`` state (a ``serve.state`` field mapped to ``tcp_pose``). The policy is reset whenever the instruction changes, and by
 ``POST /reset {"instruction": ...}``.
 
 Cameras and proprioception (:class:`CameraMapping`): payload fields map to the policy's camera names
@@ -48,7 +51,8 @@ from embeval.serving.limits import (
     read_json,
 )
 from embeval.subjects.adapters.numpy_json import decode_array, encode_array
-from embeval.conventions import check_gripper, gripper_from_embeval
+from embeval.conventions import convention as resolve_convention
+from embeval.conventions import from_embeval, tcp_pose_of
 
 MAX_STATE_VALUES = 4096  # numbers in one proprioception field
 
@@ -224,11 +228,25 @@ async def _reset_body(request: Any, limits: ServerLimits, limiter: Any) -> tuple
     return body, instruction
 
 
-def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1",
+def server_convention(convention: Any = None, gripper: str | None = None):
+    """The :class:`~embeval.conventions.ActionConvention` a server answers in: ``convention`` (``serve.convention``;
+    None = ``embeval``) with ``gripper`` (``serve.gripper`` / ``--gripper``; None = the convention's) overriding its
+    gripper. One-line :class:`ConfigError` naming the field."""
+    return resolve_convention(convention, "serve.convention", gripper=gripper)
+
+
+def wire_action(action: Any, conv: Any, obs: Observation | None = None) -> np.ndarray:
+    """An embeval Action as the reply's float32 vector in ``conv`` (an absolute convention against ``obs``'s
+    ``state['tcp_pose']``; without it the Action is taken as the absolute pose)."""
+    return from_embeval(action, conv, tcp_pose_of(obs)).astype(np.float32)
+
+
+def create_app(policy: Any, camera: str = "third_person", gripper: str | None = None,
                cameras: Mapping[str, str] | None = None, state: Mapping[str, str] | None = None,
                limits: ServerLimits | None = None, max_batch_size: int = 1, max_wait_ms: float = 5.0,
-               max_episodes: int = 256):
-    """A FastAPI app serving ``policy`` (an embeval Policy) under the OpenVLA REST protocol.
+               max_episodes: int = 256, convention: Any = None):
+    """A FastAPI app serving ``policy`` (an embeval Policy) under the OpenVLA REST protocol, its replies in
+    :func:`server_convention` ``(convention, gripper)``.
 
     ``max_batch_size`` > 1: concurrent /act requests are answered in batches of up to that many by one
     batched policy call (:func:`~embeval.subjects.protocols.batched`), the batch waiting at most
@@ -239,7 +257,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
     from fastapi import FastAPI, Request
     from fastapi.responses import JSONResponse
 
-    check_gripper(gripper)
+    conv = server_convention(convention, gripper)
     limits = limits or ServerLimits()
     mapping = CameraMapping.build(camera, cameras, state)
     from embeval.serving.batching import check_batching
@@ -249,7 +267,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
         if isinstance(max_episodes, bool) or not isinstance(max_episodes, int) or max_episodes < max_batch_size:
             raise ConfigError(f"serve.max_episodes must be a whole number >= --max-batch-size ({max_batch_size}), "
                               f"got {max_episodes!r}")
-        return _batching_app(policy, gripper, mapping, limits, max_batch_size, max_wait_ms, max_episodes)
+        return _batching_app(policy, conv, mapping, limits, max_batch_size, max_wait_ms, max_episodes)
     queue = ModelQueue(limits.queue_size, name="openvla")
     pixels = PixelBudget(limits.max_inflight_pixels)
     limiter = parse_limiter(limits)
@@ -285,9 +303,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
                 raise ApiError(500, str(exc), type="server_error", code="invalid_policy_output") from None
             raise
         current["calls"] += 1
-        v = np.asarray(action.vector, dtype=np.float64).copy()
-        v[6] = gripper_from_embeval(v[6], gripper)
-        return v.astype(np.float32)
+        return wire_action(action, conv, obs)
 
     def step_and_release(obs: Observation, held) -> np.ndarray:
         try:
@@ -319,7 +335,7 @@ def create_app(policy: Any, camera: str = "third_person", gripper: str = "open1"
     return app
 
 
-def _batching_app(policy: Any, gripper: str, mapping: CameraMapping, limits: ServerLimits, max_batch_size: int,
+def _batching_app(policy: Any, conv: Any, mapping: CameraMapping, limits: ServerLimits, max_batch_size: int,
                   max_wait_ms: float, max_episodes: int):
     """The OpenVLA-protocol app of :func:`create_app` with ``max_batch_size`` > 1."""
     import collections
@@ -334,11 +350,6 @@ def _batching_app(policy: Any, gripper: str, mapping: CameraMapping, limits: Ser
     bp = batched(policy)
     live: collections.OrderedDict = collections.OrderedDict()  # episode key -> its instruction, least recent first
     calls = {"n": 0}
-
-    def to_reply(action) -> np.ndarray:
-        v = np.asarray(action.vector, dtype=np.float64).copy()
-        v[6] = gripper_from_embeval(v[6], gripper)
-        return v.astype(np.float32)
 
     def start(keys: list, observations: list) -> None:
         """Start (or restart, for a changed instruction) the episodes ``keys`` that need it; end the least
@@ -377,14 +388,14 @@ def _batching_app(policy: Any, gripper: str, mapping: CameraMapping, limits: Ser
                     except Exception as exc:  # noqa: BLE001
                         actions.append(exc)
             out: list = []
-            for a in actions:
+            for a, ob in zip(actions, observations):
                 if isinstance(a, Exception):
                     if isinstance(a, InvalidInputError) and "policy output" in str(a):
                         a = ApiError(500, str(a), type="server_error", code="invalid_policy_output")
                     out.append(a)
                     continue
                 try:
-                    out.append(to_reply(a))
+                    out.append(wire_action(a, conv, ob))
                     calls["n"] += 1
                 except Exception as exc:  # noqa: BLE001
                     out.append(exc)

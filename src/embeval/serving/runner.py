@@ -156,9 +156,10 @@ def wait_healthy(proc, url: str, timeout: float = 60.0) -> None:
 
 
 #: keys of a subject spec's ``serve`` mapping, per protocol
-SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "limits", "max_batch_size", "max_wait_ms",
+SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "convention", "limits", "max_batch_size", "max_wait_ms",
                          "max_episodes"), "openai": ("model_name", "limits"),
-              "vla-eval": ("vla_eval", "gripper", "limits", "max_batch_size", "max_wait_ms", "max_connections")}
+              "vla-eval": ("vla_eval", "gripper", "convention", "limits", "max_batch_size", "max_wait_ms",
+                           "max_connections")}
 #: keys of ``serve`` that configure another policy protocol: accepted in the spec, left out when serving this one
 OTHER_KEYS = {"openvla": ("vla_eval", "max_connections"), "vla-eval": ("camera", "cameras", "state", "max_episodes")}
 #: protocol -> "module:attribute" of the factory ``(subject, limits=..., **serve options)``
@@ -169,7 +170,8 @@ FACTORIES = {"openvla": "embeval.serving.openvla_server:create_app", "openai": "
 def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
     """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai" | "vla-eval": a
     :class:`~embeval.serving.vla_eval_server.VlaEvalServer`, not an ASGI app), set up
-    from the spec's ``serve`` mapping; ``overrides`` (``None`` values ignored) win over it (for openvla also
+    from the spec's ``serve`` mapping (policies: ``convention``, the :mod:`embeval.conventions` action convention of
+    the replies, and ``gripper`` overriding its gripper); ``overrides`` (``None`` values ignored) win over it (for openvla also
     ``max_batch_size`` and ``max_wait_ms``: batching, see :func:`embeval.serving.openvla_server.create_app`). The limit
     overrides are ``max_body_mb``, ``queue_size``, ``max_images`` and ``max_request_mpixels``. ``subject``: an
     already loaded subject."""

@@ -18,7 +18,10 @@ Cameras and state (:class:`VlaEvalMapping`, the spec's ``serve.vla_eval``): imag
 unless ``cameras`` maps them (wire name -> the policy's camera; then only mapped cameras are used and
 each is required); a state *map* (name -> array) becomes ``Observation.state`` as is, a flat state
 *vector* is cut into named pieces by ``state`` (name -> [start, stop]) or kept whole as ``state``.
-The reply's gripper is converted from embeval's convention to ``gripper`` (default ``open1``).
+The reply is embeval's action converted to the spec's ``serve.convention`` (a name or ``{base: NAME, FIELD:
+value}``, see :mod:`embeval.conventions`; default ``embeval``: 7 numbers, gripper ``open1``) with ``gripper``
+(``serve.gripper`` / ``--gripper``) overriding its gripper; an absolute convention answers the target pose from
+the observation's ``tcp_pose`` state. ``hello`` describes the convention's layout.
 
 Hostile input (limits from :class:`~embeval.serving.limits.ServerLimits`): a frame over
 ``max_body_bytes`` is refused by the WebSocket layer (close code 1009 naming the limit); a frame that is
@@ -67,7 +70,8 @@ from embeval.subjects.adapters.vla_eval_protocol import (
     pack,
     unpack,
 )
-from embeval.conventions import check_gripper, gripper_from_embeval
+from embeval.conventions import ROTATIONS
+from embeval.serving.openvla_server import server_convention, wire_action
 
 log = logging.getLogger("embeval.serving.vla_eval")
 MAX_STATE_VALUES = 4096  # numbers in one proprioception array
@@ -193,12 +197,13 @@ class VlaEvalServer:
     """A policy behind the vla-eval protocol (see the module docstring). Start it with :meth:`serve` (in a
     running event loop), :func:`serve_in_thread` or :func:`serve_forever`."""
 
-    def __init__(self, policy: Any, gripper: str = "open1", vla_eval: Mapping[str, Any] | None = None,
+    def __init__(self, policy: Any, gripper: str | None = None, vla_eval: Mapping[str, Any] | None = None,
                  limits: ServerLimits | None = None, max_batch_size: int = 1, max_wait_ms: float = 5.0,
-                 max_connections: int = 64):
+                 max_connections: int = 64, convention: Any = None):
         from embeval.subjects.protocols import batched
 
-        self.gripper = check_gripper(gripper)
+        self.convention = server_convention(convention, gripper)
+        self.gripper = self.convention.gripper
         self.limits = limits or ServerLimits()
         self.mapping = VlaEvalMapping.from_mapping(vla_eval)
         check_batching(max_batch_size, max_wait_ms, self.limits.queue_size)
@@ -238,11 +243,9 @@ class VlaEvalServer:
             for s in slots:
                 del self._live[s]
 
-    def _reply(self, action: Any) -> np.ndarray:
-        """An embeval Action as the reply's float32 vector in the server's gripper convention."""
-        v = np.asarray(action.vector, dtype=np.float64).copy()
-        v[6::7] = [gripper_from_embeval(g, self.gripper) for g in v[6::7]]
-        return v.astype(np.float32)
+    def _reply(self, action: Any, observation: Observation | None = None) -> np.ndarray:
+        """An embeval Action as the reply's float32 vector in the server's convention (:func:`wire_action`)."""
+        return wire_action(action, self.convention, observation)
 
     def _step_batch(self, args: list) -> list:
         """BatchQueue's batch function: ``args`` are ``(slot, observation, held pixels)``."""
@@ -262,9 +265,9 @@ class VlaEvalServer:
                     except Exception as exc:
                         actions.append(exc)
             out: list = []
-            for a in actions:
+            for a, ob in zip(actions, observations):
                 try:
-                    out.append(a if isinstance(a, Exception) else self._reply(a))
+                    out.append(a if isinstance(a, Exception) else self._reply(a, ob))
                 except Exception as exc:  # not an Action
                     out.append(exc)
             return out
@@ -303,10 +306,20 @@ class VlaEvalServer:
 
         spec = getattr(self.policy, "action_spec", None)
         frame = getattr(spec, "frame", "base")
+        c = self.convention
+        frame = frame if c.frame == "base" else c.frame  # a convention in the tool frame answers in it
+        units = {"m": "metres", "cm": "centimetres", "mm": "millimetres"}[c.translation_units]
+        kind = "target" if c.absolute else "delta"
+        scaled = "" if all(x == 1 for x in c.scale) else f", divided by scale {' '.join(f'{x:g}' for x in c.scale)}"
+        rot_format = {"euler": f"euler_{c.order}", "quaternion": "quaternion_xyzw"}.get(c.rotation, c.rotation)
+        rot_text = ("radians, roll-pitch-yaw delta, extrinsic x-y-z" if (c.rotation, c.order, c.rotation_units, c.absolute)
+                    == ("euler", "xyz", "rad", False) else f"{c.rotation} {kind}"
+                    + (f" ({c.rotation_units}, axes {c.order})" if c.rotation == "euler" else
+                       f" ({c.rotation_units})" if c.rotation == "rotvec" else "") + f", convention {c.name}")
         action_spec = {
-            "position": {"name": "position", "dims": 3, "format": "delta_xyz", "description": f"metres, frame {frame}"},
-            "rotation": {"name": "rotation", "dims": 3, "format": "euler_xyz",
-                         "description": "radians, roll-pitch-yaw delta, extrinsic x-y-z"},
+            "position": {"name": "position", "dims": 3, "format": f"{'absolute' if c.absolute else 'delta'}_xyz",
+                         "description": f"{units}, frame {'base' if c.absolute else frame}{scaled}"},
+            "rotation": {"name": "rotation", "dims": ROTATIONS[c.rotation], "format": rot_format, "description": rot_text},
             "gripper": {"name": "gripper", "dims": 1, "format": GRIPPER_FORMATS.get(self.gripper, "raw"),
                         "description": f"embeval gripper convention {self.gripper}"},
         }

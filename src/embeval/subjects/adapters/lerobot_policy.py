@@ -21,10 +21,16 @@ louder one when its aspect ratio differs (the image is then stretched). The spec
 subject is loaded (:class:`LeRobotParams`): unknown image features in ``camera_map``, wrong types, an unknown
 frame or gripper convention are one :class:`~embeval.errors.ConfigError` naming the field.
 
-Action -> embeval: the policy's action vector (after un-normalisation), ``action_indices`` picks
-the 7 entries ``[dx, dy, dz, droll, dpitch, dyaw, gripper]`` (default the first 7); a two-arm policy
-whose output is one such 7-vector per arm declares ``arms: 2`` and, unless ``action_indices`` is
-given, each step takes the arm with the larger motion (:func:`embeval.action.arm_of_larger_motion`);
+Action -> embeval: the policy's action vector (after un-normalisation), ``action_indices`` picks the
+K = ``convention.size`` entries ``[translation 3, rotation, gripper]`` (7 for Euler angles or a rotation
+vector, 8 for a quaternion, 10 for rot6d; default the first K); a two-arm policy whose output is one such
+K-vector per arm declares ``arms: 2`` and, unless ``action_indices`` is given, each step takes the arm with
+the larger motion (:func:`embeval.action.arm_of_larger_motion`, judged on the arms' converted actions);
+an absolute convention is converted against the observation's ``state['tcp_pose']``.
+
+Cameras from the convention: without ``camera_map``, the convention's ``cameras`` feed the image features in
+order; its ``crop`` centre-crops each image before the resize; its ``image_size``, when set, must equal the
+checkpoint's image input size (the checkpoint decides; a different one is refused at load).
 
 ``action_scale`` multiplies them (e.g. 0.001 for millimetres), and the gripper is converted from
 ``gripper`` (see :mod:`embeval.conventions`). Declare what the numbers mean with
@@ -52,7 +58,7 @@ import numpy as np
 
 from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
-from embeval.conventions import check_gripper, to_embeval
+from embeval.conventions import check_gripper, input_size, model_image, tcp_pose_of, to_embeval
 from embeval.conventions import convention as resolve_convention
 from embeval.subjects.hidden import HiddenStateMixin
 from embeval.subjects.protocols import (
@@ -162,13 +168,15 @@ class LeRobotParams:
                 raise ConfigError(f"field 'params.{name}' must be a whole number >= {1 if name == 'arms' else 0}, got {v!r}")
         if action_indices is not None and (not isinstance(action_indices, (list, tuple))
                                            or any(isinstance(i, bool) or not isinstance(i, int) for i in action_indices)):
-            raise ConfigError(f"field 'params.action_indices' must list 7 whole numbers, got {action_indices!r}")
+            raise ConfigError(f"field 'params.action_indices' must list whole numbers, got {action_indices!r}")
         try:
-            scale = None if action_scale is None else np.broadcast_to(np.asarray(action_scale, dtype=np.float64), (7,)).copy()
+            scale = None if action_scale is None else np.asarray(action_scale, dtype=np.float64).reshape(-1).copy()
         except (TypeError, ValueError):
             scale = False
-        if scale is False or isinstance(action_scale, bool) or (scale is not None and not np.all(np.isfinite(scale))):
-            raise ConfigError(f"field 'params.action_scale' must be one finite number or 7, got {action_scale!r}")
+        if scale is False or isinstance(action_scale, bool) or (scale is not None and (
+                scale.size == 0 or not np.all(np.isfinite(scale)))):
+            raise ConfigError(f"field 'params.action_scale' must be one finite number or one per raw action number (7 for "
+                              f"Euler angles; the convention's size), got {action_scale!r}")
         if frame is not None and frame not in FRAMES:
             raise ConfigError(f"field 'params.frame' must be one of {', '.join(FRAMES)}, got {frame!r}")
         if not isinstance(device, str) or not device:
@@ -322,33 +330,46 @@ class LeRobotPolicy(HiddenStateMixin):
         p = LeRobotParams.check(camera_map, state_key, pad_state, env_state_key, action_indices, action_scale, gripper,
                                 frame, absolute, device, seed, arms)
         self.params = p
-        self.convention = resolve_convention(convention, gripper=p.gripper, frame=p.frame, absolute=p.absolute,
-                                             scale=None if p.action_scale is None else p.action_scale.tolist())
+        self.convention = resolve_convention(convention, gripper=p.gripper, frame=p.frame, absolute=p.absolute)
+        if p.action_scale is not None:
+            if p.action_scale.size not in (1, self.convention.size):
+                raise ConfigError(f"field 'params.action_scale' must be one number or {self.convention.size} (one per raw "
+                                  f"number of convention {self.convention.name!r}), got {p.action_scale.size}")
+            self.convention = resolve_convention(self.convention, scale=p.action_scale.tolist())
         self.path = check_checkpoint(path)
         self.camera_map, self.state_key, self.pad_state = p.camera_map, p.state_key, p.pad_state
         self.gripper, self.device, self.seed = self.convention.gripper, p.device, p.seed
         self._lock = threading.Lock()
         self._warned: set = set()
         self._load()
+        conv = self.convention
+        if camera_map is None and conv.cameras:  # the convention's cameras feed the image inputs in order
+            self.camera_map = dict(zip(self.config.image_features, conv.cameras))
         self._check_inputs()
         adim = int(self.config.output_features["action"].shape[0])
-        if arms > 1 and adim != 7 * arms:
-            raise ConfigError(f"field 'params.arms' must be the number of 7-value arm blocks in the policy's {adim}-dim "
-                              f"action (1, or {adim // 7} when it is one [dx dy dz droll dpitch dyaw gripper] per arm), got {arms!r}")
+        k, rot = self.convention.size, self.convention.rotation
+        layout = f"[translation 3, {rot} rotation {k - 4}, gripper 1]"
+        if arms > 1 and adim != k * arms:
+            raise ConfigError(f"field 'params.arms' must be the number of {k}-value arm blocks {layout} in the policy's "
+                              f"{adim}-dim action (1, or {adim // k} when it is one per arm), got {arms!r}")
         self.arms = 1 if action_indices is not None else arms
-        idx = list(range(7)) if action_indices is None else list(p.action_indices)
-        if len(idx) != 7 or any(not 0 <= i < adim for i in idx):
-            raise ConfigError(f"field 'params.action_indices' must list 7 indices into the policy's {adim}-dim action "
-                              f"(dx, dy, dz, droll, dpitch, dyaw, gripper), got {action_indices}")
+        idx = list(range(k)) if action_indices is None else list(p.action_indices)
+        if len(idx) != k or any(not 0 <= i < adim for i in idx):
+            raise ConfigError(f"field 'params.action_indices' must list {k} indices {layout} (the convention's raw size) "
+                              f"into the policy's {adim}-dim action, got {action_indices if action_indices is not None else idx}")
         self.action_indices = idx
         self.convention = replace(self.convention, chunk_size=int(getattr(self.config, "n_action_steps", 1) or 1))
-        self.action_scale = np.broadcast_to(np.asarray(self.convention.scale, dtype=np.float64), (self.convention.size,))
         self.action_spec = self.convention.action_spec()
         self.instruction = ""
         self._episodes: dict[Slot, _Episode] = {}
         self._loop: LoopSlots | None = None
         feats = self.config.image_features
         sizes = {tuple(int(x) for x in f.shape[1:]) for f in feats.values()}
+        want = input_size(None, self.convention)
+        if want is not None and sizes and sizes != {want}:
+            raise ConfigError(f"field 'params.convention.image_size': {want[0]}x{want[1]} (H x W) is not the checkpoint's image "
+                              f"input size {' / '.join(f'{h}x{w}' for h, w in sorted(sizes))}; {self.path} decides it: "
+                              "leave image_size out of the convention or set it to that")
         self.cfg = InputSpec(next(iter(sizes)) if len(sizes) == 1 else None,
                              tuple(self.camera_map[k] for k in feats) if feats and set(feats) <= set(self.camera_map) else None)
 
@@ -431,6 +452,7 @@ class LeRobotPolicy(HiddenStateMixin):
                 raise InvalidInputError(f"policy input {key!r} needs a camera image: set params.camera_map {{{key}: CAMERA}}; "
                                         f"the observation has {cams}")
             img = check_image(observation.images[cam], f"images[{cam!r}]")
+            img = model_image(img, self.convention, None)  # the convention's centre crop (resized below)
             self._check_size(key, cam, img.shape[:2], tuple(feat.shape[1:]))
             out[key] = image_to_tensor(img, feat.shape)
         state_feat = self.config.robot_state_feature
@@ -469,21 +491,20 @@ class LeRobotPolicy(HiddenStateMixin):
         with self._lock, torch.no_grad():
             batch = self.pre(self.batch(observation))
             raw = self.post(self.policy.select_action(batch))
-        return self.to_action(raw.detach().cpu().numpy())
+        return self.to_action(raw.detach().cpu().numpy(), tcp_pose_of(observation))
 
-    def to_action(self, raw: np.ndarray) -> Action:
-        """An embeval :class:`Action` from one un-normalised policy action (see module docstring)."""
+    def to_action(self, raw: np.ndarray, tcp_pose=None) -> Action:
+        """An embeval :class:`Action` from one un-normalised policy action (see module docstring); an absolute
+        convention is converted against ``tcp_pose`` (``[x y z rx ry rz]``, m, rotation vector)."""
         a = np.asarray(raw, dtype=np.float64).reshape(-1)
         if not np.all(np.isfinite(a)):
             raise InvalidInputError(f"policy {self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
-        if self.arms > 1:  # the arm with the larger motion (Embodied-IQA), judged on the scaled vector
+        if self.arms > 1:  # the arm with the larger motion (Embodied-IQA), judged on the arms' converted actions
             from embeval.action import arm_of_larger_motion
 
-            arm = arm_of_larger_motion(a.reshape(self.arms, 7) * self.action_scale)
-            v = a[7 * arm:7 * arm + 7]
-        else:
-            v = a[self.action_indices]
-        return to_embeval(v, self.convention)
+            per_arm = [to_embeval(block, self.convention, tcp_pose) for block in a.reshape(self.arms, -1)]
+            return per_arm[arm_of_larger_motion(np.concatenate([x.vector for x in per_arm]))]
+        return to_embeval(a[self.action_indices], self.convention, tcp_pose)
 
     # -- batched episodes (BatchedPolicy) ---------------------------------------------------
     def fork(self) -> "LeRobotPolicy":
@@ -523,7 +544,7 @@ class LeRobotPolicy(HiddenStateMixin):
                 for row, k in enumerate(need):
                     eps[k].queue.extend(chunks[row])
             raw = self.post(torch.stack([ep.queue.popleft() for ep in eps])).detach().cpu().numpy()
-        return [self.to_action(r) for r in raw]
+        return [self.to_action(r, tcp_pose_of(ob)) for r, ob in zip(raw, observations)]
 
     def end_slots(self, slots: Sequence[Slot]) -> None:
         if self._loop is not None:
