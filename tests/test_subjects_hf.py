@@ -322,3 +322,32 @@ def test_openvla_hf_static_cache_same_actions(tiny):
                         ({"compile": "yes"}, "field 'params.compile': must be true, false or null")]:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d), "params": {**base, **params}})
+
+
+def test_openvla_hf_reads_the_conventions_image_fields(tiny):
+    """The convention's cameras, crop and image_size choose and shape the image; params.camera / image_size override."""
+    from PIL import Image
+
+    from embeval.resize import resize
+
+    d, model, proc = tiny
+    base = {"unnorm_key": "tiny_ds", "prompt_template": "USER: <image> {instruction} ASSISTANT:"}
+    conv = {"cameras": ["wrist"], "image_size": 32, "crop": 0.64}
+    obs = Observation(images={"third_person": _img(0), "wrist": _img(1)}, instruction="pick up the red cube")
+    text = ["USER: <image> pick up the red cube ASSISTANT:"]
+
+    def pixels(policy):
+        return policy.batch_inputs([obs], [""])["pixel_values"].numpy()
+
+    def want(img, side):  # 40 x 50 -> centre 32 x 40 (0.64 of the area) -> side x side, Lanczos
+        return proc(images=[Image.fromarray(resize(img[4:36, 5:45], side, side, "pil_lanczos"))], text=text,
+                    return_tensors="pt")["pixel_values"].numpy()
+
+    policy = load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d), "params": {**base, "convention": conv}})
+    assert policy.image_size == (32, 32) and policy.camera == "wrist"
+    np.testing.assert_array_equal(pixels(policy), want(obs.images["wrist"], 32))
+    over = load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d),
+                         "params": {**base, "convention": conv, "camera": "third_person", "image_size": 16}})
+    np.testing.assert_array_equal(pixels(over), want(obs.images["third_person"], 16))
+    plain = load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d), "params": base})
+    assert plain.image_size == (224, 224) and plain.camera is None  # OpenVLA's input size, the first camera
