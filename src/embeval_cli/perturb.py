@@ -28,15 +28,14 @@ def from_args(args):
 
 
 def perturb_for(args):
-    """``--perturb`` of a ``sim`` sub-command, checked before anything runs: None when not given; refused in one
-    line for a backend other than the UR5 cell (ManiSkill and LIBERO axes are not implemented)."""
+    """``--perturb`` of a ``sim`` sub-command, checked before anything runs: None when not given; an axis the
+    backend does not implement (ManiSkill and LIBERO: the camera and light axes) refused in one line."""
     perturb = from_args(args)
     backend = getattr(args, "backend", "pybullet")
     if perturb and backend != "pybullet":
-        from embeval.errors import ConfigError
+        from embeval.perturb.backends import check
 
-        raise ConfigError(f"--perturb works with the UR5 cell (--backend pybullet), not {backend}: ManiSkill and "
-                          "LIBERO scene perturbations are not implemented")
+        check(perturb, backend)
     return perturb
 
 

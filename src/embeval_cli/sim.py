@@ -163,11 +163,11 @@ def _render(args) -> int:
     check_image_path(args.out, "--out")  # before the (slow) render
     perturb = perturb_for(args)
     if args.backend == "maniskill":
-        return _render_maniskill(args)
+        return _render_maniskill(args, perturb)
     if args.backend == "libero":
         from embeval.sim.libero.render import render_cli
 
-        return render_cli(args)
+        return render_cli(args, perturb)
     args.task = args.task or "Pick"
     args.camera = args.camera or "third_person"
     scene = _load_scene(args)
@@ -179,7 +179,7 @@ def _render(args) -> int:
     return 0
 
 
-def _render_maniskill(args) -> int:
+def _render_maniskill(args, perturb=None) -> int:
     from embeval.errors import ConfigError
     from embeval.image_io import save_image
     from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
@@ -196,7 +196,7 @@ def _render_maniskill(args) -> int:
         env = bridge.BridgeEnv(bridge.BridgeConfig(task, obs_size=(args.width, args.height)))
         cameras = [bridge.CAMERA]
     else:
-        env = ManiSkillEnv(ManiSkillConfig(task, width=args.width, height=args.height))
+        env = ManiSkillEnv(ManiSkillConfig(task, width=args.width, height=args.height), perturb=perturb)
         cameras = list(env.cameras)
     with env:
         obs = env.reset(seed=args.seed)
