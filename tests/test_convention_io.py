@@ -10,7 +10,7 @@ from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, apply_delta
 from embeval.conventions import convention, from_embeval, model_image
-from embeval.errors import ConfigError, InvalidInputError
+from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.resize import resize
 
 DELTA = np.array([0.02, -0.01, 0.03, 0.1, -0.05, 0.2, 0.25])
@@ -121,8 +121,18 @@ def test_openvla_rest_absolute_convention_round_trip():
             assert np.allclose(a.vector, DELTA, atol=1e-5)
             # the same delta from the 6-number rotation-vector form of the pose
             assert np.allclose(client.act(_obs(tcp_pose=TCP6)).vector, DELTA, atol=1e-5)
+            assert not client.action_spec.absolute  # deltas: the doctor must not convert them again
+            client._queue.append(np.r_[TCP6, 1.0])  # a queued target, and an observation without the pose
+            with pytest.raises(InvalidInputError, match=r"'tcp_abs_rotvec' is absolute: observation.state needs 'tcp_pose'"):
+                client.act(_obs())
         finally:
             client.close()
+        blind = OpenVLARestPolicy(url=srv.url, unnorm_key=None, convention="tcp_abs_rotvec")  # sends no pose
+        try:
+            with pytest.raises(ServerUnavailableError, match=r"HTTP 400.*is absolute.*tcp_pose"):
+                blind.act(_obs(tcp_pose=TCP7))
+        finally:
+            blind.close()
 
 
 def test_vla_eval_absolute_and_quaternion_conventions_round_trip():
@@ -142,6 +152,9 @@ def test_vla_eval_absolute_and_quaternion_conventions_round_trip():
                     assert raw.shape == (8,)
                     assert np.allclose(Rotation.from_quat(raw[3:7]).as_euler("xyz"), DELTA[3:6], atol=1e-5)
                 assert np.allclose(client.act(_obs(tcp_pose=TCP7)).vector, DELTA, atol=1e-5)
+                if conv == "tcp_abs_rotvec":  # the server cannot answer a target without the current pose
+                    with pytest.raises(InvalidInputError, match=r"refused the observation.*is absolute.*tcp_pose"):
+                        client.act(_obs())
             finally:
                 client.close()
     # a 7-number client against the 8-number server names the width and the fix

@@ -129,11 +129,13 @@ class ActionConvention:
         return 3 + ROTATIONS[self.rotation] + 1
 
     def action_spec(self):
-        """The :class:`embeval.action.ActionSpec` of the actions :func:`to_embeval` makes under this convention."""
+        """The :class:`embeval.action.ActionSpec` of the actions an adapter makes under this convention: deltas in
+        ``frame``, also for an absolute convention, whose targets the adapters turn into deltas against the
+        observation's TCP pose (:func:`tcp_pose_of` refuses an observation without one)."""
         from embeval.action import ActionSpec
 
         return ActionSpec(frame=self.frame, gripper_open_is_one=self.gripper in ("open1", "signed_open_positive"),
-                          chunk_size=int(self.chunk_size), absolute=bool(self.absolute))
+                          chunk_size=int(self.chunk_size), absolute=False)
 
     def check(self, where: str = "params.convention") -> "ActionConvention":
         """This convention, or a one-line :class:`ConfigError` naming the field and the choices."""
@@ -294,8 +296,8 @@ def to_embeval(raw, conv: ActionConvention | str, tcp_pose=None):
     """A model's raw action (``conv.size`` numbers, see :class:`ActionConvention`) -> embeval's :class:`Action`
     (m, rad extrinsic xyz delta in ``conv.frame``, gripper [0, 1] 1 = open, clipped). ``conv.absolute``: with
     ``tcp_pose`` (the current ``[x y z rx ry rz]``, m, rotation vector, frame base) the target pose becomes that
-    delta; without, the Action holds the absolute pose ``[x y z roll pitch yaw]`` (an adapter whose
-    ``ActionSpec.absolute`` says so, left to the consumer, e.g. the doctor)."""
+    delta; without, the Action holds the absolute pose ``[x y z roll pitch yaw]`` (for a caller that declares
+    ``ActionSpec.absolute`` itself; the adapters pass :func:`tcp_pose_of` the observation, which refuses that case)."""
     from embeval.action import Action, as_pose6, matrix_to_rpy
     from embeval.rotations import rotvec_to_matrix
 
@@ -394,14 +396,18 @@ def model_image(img: np.ndarray, conv: ActionConvention, size: tuple[int, int] |
     return img if size is None else resize(img, size[0], size[1], method)
 
 
-def tcp_pose_of(observation) -> np.ndarray | None:
+def tcp_pose_of(observation, conv: ActionConvention | None = None) -> np.ndarray | None:
     """The current TCP pose ``[x y z rx ry rz]`` (m, rotation vector, frame base) from ``observation.state['tcp_pose']``
-    (7 numbers xyz + quaternion xyzw, as the simulators give it, or 6 with a rotation vector); None when absent.
-    What :func:`to_embeval` needs for an absolute convention."""
+    (7 numbers xyz + quaternion xyzw, as the simulators give it, or 6 with a rotation vector); None when absent,
+    unless ``conv`` is absolute (it needs the pose to turn its targets into deltas: :class:`InvalidInputError`)."""
     from embeval.rotations import quat_to_rotvec
 
     state = getattr(observation, "state", None) or {}
     if "tcp_pose" not in state:
+        if conv is not None and conv.absolute:
+            raise InvalidInputError(f"convention {conv.name!r} is absolute: observation.state needs 'tcp_pose' (x y z + "
+                                    f"quaternion xyzw, or + rotation vector) to turn its target poses into deltas; it has "
+                                    f"{sorted(state)[:8]}")
         return None
     p = np.array(state["tcp_pose"], dtype=np.float64).reshape(-1)  # a copy: decoded payloads are read-only
     if p.shape[0] == 7 and np.all(np.isfinite(p)):

@@ -236,9 +236,9 @@ def server_convention(convention: Any = None, gripper: str | None = None):
 
 
 def wire_action(action: Any, conv: Any, obs: Observation | None = None) -> np.ndarray:
-    """An embeval Action as the reply's float32 vector in ``conv`` (an absolute convention against ``obs``'s
-    ``state['tcp_pose']``; without it the Action is taken as the absolute pose)."""
-    return from_embeval(action, conv, tcp_pose_of(obs)).astype(np.float32)
+    """An embeval Action as the reply's float32 vector in ``conv`` (an absolute convention: the target pose the delta
+    reaches from ``obs``'s ``state['tcp_pose']``; an observation without it is refused, 400)."""
+    return from_embeval(action, conv, tcp_pose_of(obs, conv)).astype(np.float32)
 
 
 def create_app(policy: Any, camera: str = "third_person", gripper: str | None = None,

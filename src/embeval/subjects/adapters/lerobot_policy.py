@@ -491,7 +491,7 @@ class LeRobotPolicy(HiddenStateMixin):
         with self._lock, torch.no_grad():
             batch = self.pre(self.batch(observation))
             raw = self.post(self.policy.select_action(batch))
-        return self.to_action(raw.detach().cpu().numpy(), tcp_pose_of(observation))
+        return self.to_action(raw.detach().cpu().numpy(), tcp_pose_of(observation, self.convention))
 
     def to_action(self, raw: np.ndarray, tcp_pose=None) -> Action:
         """An embeval :class:`Action` from one un-normalised policy action (see module docstring); an absolute
@@ -544,7 +544,7 @@ class LeRobotPolicy(HiddenStateMixin):
                 for row, k in enumerate(need):
                     eps[k].queue.extend(chunks[row])
             raw = self.post(torch.stack([ep.queue.popleft() for ep in eps])).detach().cpu().numpy()
-        return [self.to_action(r, tcp_pose_of(ob)) for r, ob in zip(raw, observations)]
+        return [self.to_action(r, tcp_pose_of(ob, self.convention)) for r, ob in zip(raw, observations)]
 
     def end_slots(self, slots: Sequence[Slot]) -> None:
         if self._loop is not None:

@@ -219,7 +219,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         return to_embeval(a[:n], self.convention, tcp_pose)
 
     def act(self, observation: Observation) -> Action:
-        return self.to_action(self.raw_action(observation), tcp_pose_of(observation))
+        return self.to_action(self.raw_action(observation), tcp_pose_of(observation, self.convention))
 
     # -- batched episodes (BatchedPolicy) ---------------------------------------------------
     def reset_slots(self, slots: Sequence[Slot], instructions: Sequence[str]) -> None:
@@ -232,7 +232,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         slots = started_slots(self.id, slots, observations, self._slots)
         if not slots:
             return []
-        return [self.to_action(r, tcp_pose_of(ob)) for r, ob in
+        return [self.to_action(r, tcp_pose_of(ob, self.convention)) for r, ob in
                 zip(self.raw_actions(list(observations), [self._slots[s] for s in slots]), observations)]
 
     def end_slots(self, slots: Sequence[Slot]) -> None:

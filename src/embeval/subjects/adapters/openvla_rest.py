@@ -155,7 +155,7 @@ class OpenVLARestPolicy:
         if not self._queue:
             for row in self.request(observation):
                 self._queue.append(row)
-        return to_embeval(self._queue.popleft(), self.convention, tcp_pose_of(observation))
+        return to_embeval(self._queue.popleft(), self.convention, tcp_pose_of(observation, self.convention))
 
     def close(self) -> None:
         self.http.close()

@@ -257,7 +257,7 @@ class VlaEvalPolicy:
 
     def _next(self, observation: Observation | None = None) -> Action:
         """The next queued raw action in embeval's convention (an absolute one against ``observation``'s TCP pose)."""
-        return to_embeval(self._queue.popleft(), self.convention, tcp_pose_of(observation))
+        return to_embeval(self._queue.popleft(), self.convention, tcp_pose_of(observation, self.convention))
 
     # -- batched episodes (BatchedPolicy): one connection per slot, all observations sent before any answer is read
     def reset_slots(self, slots: Sequence[Any], instructions: Sequence[str]) -> None:
