@@ -43,7 +43,10 @@ def libero():
         pytest.skip("LIBERO is not installed (.venv-libero): run scripts/install_libero.sh")
     from embeval.sim.libero.episodes import LiberoTask
 
-    task = LiberoTask("libero_spatial:0", 64, 64, cameras=("agentview",), max_steps=0, render_mode="fast")
+    # soft resets (the model built once): the worker restores the perturbed arrays itself, which the clean reset
+    # of test_libero_axes_compose_and_clean_reset_restores_the_model checks (a hard reset rebuilds them, ~7 s each)
+    task = LiberoTask("libero_spatial:0", 64, 64, cameras=("agentview",), max_steps=0, render_mode="fast",
+                      hard_reset=False)
     task.perturb = None
     clean = task.reset(0, settle_steps=0).images["agentview"]
     yield task, clean, task.scene_params()

@@ -36,11 +36,13 @@ class LiberoTask:
     """One LIBERO task in a worker process: reset to an initial state, step LIBERO actions, the raw state."""
 
     def __init__(self, task: str, width: int = 128, height: int = 128, cameras=tuple(CAMERAS), orientation: str = "policy",
-                 max_steps: int | None = None, render_mode: str = "default", perturb=None):
+                 max_steps: int | None = None, render_mode: str = "default", perturb=None, hard_reset: bool = True):
         """``render_mode``: ``default`` (robosuite's rendering, what published checkpoints saw) or ``fast``
         (no multisampling, no reflections: about 4x faster renders, different pixels; see docs/sim.md).
         ``perturb``: scene perturbations (:class:`embeval.perturb.Perturbations`, LIBERO's axes:
-        :func:`embeval.perturb.backends.supported`) applied at every reset, drawn from the initial-state index."""
+        :func:`embeval.perturb.backends.supported`) applied at every reset, drawn from the initial-state index.
+        ``hard_reset``: rebuild the MuJoCo model at every reset (robosuite's default, several seconds each); False
+        keeps the model built once (the worker restores the perturbed camera and light arrays itself)."""
         from embeval.perturb.backends import check
         from embeval.sim.libero.client import LiberoWorker
 
@@ -58,7 +60,8 @@ class LiberoTask:
         self.worker = LiberoWorker()
         try:
             self.info, _ = self.worker.call("make", suite=self.suite, task_id=self.task_id, width=width, height=height,
-                                            cameras=[CAMERAS[c] for c in self.cameras], render_mode=render_mode)
+                                            cameras=[CAMERAS[c] for c in self.cameras], render_mode=render_mode,
+                                            hard_reset=bool(hard_reset))
             self.max_steps = max_steps if max_steps is not None else step_limit(self.suite)
         except BaseException:
             self.worker.close()
