@@ -1,4 +1,4 @@
-"""Scene-level perturbations of the UR5 cell (embeval.perturb): each axis is applied in its stated unit, seeded,
+"""Scene-level perturbations of the UR5 cell (embeval.sim.perturb): each axis is applied in its stated unit, seeded,
 monotone in level where it has a direction, keeps the task solvable; refusals are one line."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from embeval.errors import ConfigError
-from embeval.perturb import (
+from embeval.sim.perturb import (
     AXES,
     LEVELS,
     Perturbation,
@@ -136,7 +136,7 @@ def _target_pixels(cell, task) -> int:
 
 
 def test_fov_changes_by_the_sampled_degrees_and_apparent_object_size(cell):
-    from embeval.perturb.fov import hfov_deg
+    from embeval.sim.perturb.fov import hfov_deg
 
     for seed in (3, 6):  # one seed narrows, the other widens
         scene, task = make_task("Pick", seed)
@@ -182,7 +182,7 @@ def test_light_direction_turns_by_the_sampled_degrees():
 
 
 def test_light_color_temperature_shifts_red_blue_balance(cell):
-    from embeval.perturb.light_color import planckian_xy, tint
+    from embeval.sim.perturb.light_color import planckian_xy, tint
 
     assert np.allclose(tint(6500), 1.0)
     assert planckian_xy(6500) == pytest.approx((0.3135, 0.3236), abs=2e-3)  # the Planckian locus at 6500 K
@@ -202,7 +202,7 @@ def test_light_color_temperature_shifts_red_blue_balance(cell):
 
 def test_table_texture_contrast_in_percent_and_table_pixel_spread(cell):
     from embeval.image_io import read_image
-    from embeval.perturb.table_texture import table_mean_rgb
+    from embeval.sim.perturb.table_texture import table_mean_rgb
 
     seed = 3
     scene, _ = make_task("Pick", seed)
@@ -232,7 +232,7 @@ def test_background_texture_retextures_the_walls(cell):
 
 
 def test_distractors_count_placement_and_prefix_across_levels():
-    from embeval.perturb.distractors import RADIUS, footprint
+    from embeval.sim.perturb.distractors import RADIUS, footprint
 
     prev = []
     for level in LEVELS:
@@ -250,7 +250,7 @@ def test_distractors_count_placement_and_prefix_across_levels():
 
 
 def test_distractors_without_room_are_refused(monkeypatch):
-    import embeval.perturb.distractors as mod
+    import embeval.sim.perturb.distractors as mod
 
     monkeypatch.setattr(mod, "AREA", ((0.50, 0.52), (0.0, 0.02)))
     scene, task = make_task("Pick", 3)
@@ -276,7 +276,7 @@ def test_initial_state_offsets_joints_by_the_sampled_degrees(cell):
 
 
 def test_instruction_bank_keeps_verb_and_objects_for_every_task():
-    from embeval.perturb.instruction import (
+    from embeval.sim.perturb.instruction import (
         BANK,
         added_words,
         keeps_task,

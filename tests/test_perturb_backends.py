@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from embeval.errors import ConfigError
-from embeval.perturb import Perturbations
-from embeval.perturb.backends import UNSUPPORTED, check, parse_option, supported
+from embeval.sim.perturb import Perturbations
+from embeval.sim.perturb.backends import UNSUPPORTED, check, parse_option, supported
 
 
 def _angle_deg(a, b) -> float:

@@ -1,6 +1,6 @@
 """Scene-perturbation sensitivity and the IQA-vs-scene question (issue #30 item 4).
 
-Input: the rows of :func:`embeval.perturb.score.score_grid` (one per seed x axis-or-distortion x level, each paired
+Input: the rows of :func:`embeval.sim.perturb.score.score_grid` (one per seed x axis-or-distortion x level, each paired
 with the unperturbed episode of the same seed).
 
 * :func:`sensitivity`: per (axis, level) the success rate with a Wilson interval, the paired change in success

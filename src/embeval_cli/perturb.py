@@ -18,11 +18,11 @@ def add_perturb_arg(parser) -> None:
 
 
 def from_args(args):
-    """The :class:`~embeval.perturb.Perturbations` of ``--perturb`` (None when not given); one-line errors."""
+    """The :class:`~embeval.sim.perturb.Perturbations` of ``--perturb`` (None when not given); one-line errors."""
     words = getattr(args, "perturb", None)
     if not words:
         return None
-    from embeval.perturb import Perturbations
+    from embeval.sim.perturb import Perturbations
 
     return Perturbations.parse(words)
 
@@ -33,7 +33,7 @@ def perturb_for(args):
     perturb = from_args(args)
     backend = getattr(args, "backend", "pybullet")
     if perturb and backend != "pybullet":
-        from embeval.perturb.backends import check
+        from embeval.sim.perturb.backends import check
 
         check(perturb, backend)
     return perturb
@@ -45,7 +45,7 @@ def load_perturbed(cell, scene, args, perturb) -> None:
     if not perturb:
         cell.load(scene)
         return
-    from embeval.perturb import load
+    from embeval.sim.perturb import load
     from embeval.sim.tasks import make_task, resolve_verb
 
     task = None if getattr(args, "scene", None) else make_task(resolve_verb(args.task), args.seed)[1]
@@ -124,7 +124,7 @@ def register(sub) -> None:
 def _list(args) -> int:
     import json
 
-    from embeval.perturb import LEVELS, axes, markdown_table, table
+    from embeval.sim.perturb import LEVELS, axes, markdown_table, table
 
     if args.json:
         print(json.dumps(table(), indent=1))
@@ -143,8 +143,8 @@ def _list(args) -> int:
 def _grid(args) -> int:
     from embeval.contact_sheet import save_labelled_grid
     from embeval.image_io import check_image_path
-    from embeval.perturb import LEVELS, Perturbation, Perturbations, get_axis, load
-    from embeval.perturb.axis import AXES
+    from embeval.sim.perturb import LEVELS, Perturbation, Perturbations, get_axis, load
+    from embeval.sim.perturb.axis import AXES
     from embeval.sim.tasks import make_task, resolve_verb
     from embeval.sim.workcell import SimConfig, Workcell
 
@@ -181,9 +181,9 @@ def _score(args) -> int:
     import numpy as np
 
     from embeval.errors import ConfigError
-    from embeval.perturb import LEVELS, Perturbation, Perturbations, get_axis
-    from embeval.perturb.axis import AXES
-    from embeval.perturb.score import score_grid
+    from embeval.sim.perturb import LEVELS, Perturbation, Perturbations, get_axis
+    from embeval.sim.perturb.axis import AXES
+    from embeval.sim.perturb.score import score_grid
     from embeval.sim.backends import SimSpec, make_episode_env
     from embeval.sim.tasks import resolve_verb
 

@@ -31,8 +31,8 @@ def run(ctx) -> dict:
     """Write ``perturb_grid.png`` and ``perturb/`` (sensitivity.csv/.md/.png, iqa_vs_scene.csv/.md) under
     ``ctx.out_dir``, print both tables; returns {"sensitivity": rows, "iqa": correlations}."""
     from embeval_cli.perturb import _grid
-    from embeval.perturb import Perturbation, Perturbations
-    from embeval.perturb.score import score_grid
+    from embeval.sim.perturb import Perturbation, Perturbations
+    from embeval.sim.perturb.score import score_grid
     from embeval.sim.backends import SimSpec, make_episode_env
     from embeval.subjects.embedded import zoo
     from embeval_analysis import perturb as pa

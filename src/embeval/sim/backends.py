@@ -68,7 +68,7 @@ class ManiSkillEpisodes(EpisodeEnv):
     def __init__(self, spec: SimSpec):
         from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
 
-        from embeval.perturb.backends import parse_option
+        from embeval.sim.perturb.backends import parse_option
 
         self.env = ManiSkillEnv(ManiSkillConfig(spec.env, render=spec.render, width=spec.width, height=spec.height,
                                                 aliases=dict(spec.aliases), max_steps=spec.max_steps),

@@ -34,7 +34,7 @@ def expert_success(verb: str, episodes: int, seed0: int = 0, config: SimConfig |
                    videos=None, perturb=None) -> dict[str, Any]:
     """Success rate of the scripted expert on ``episodes`` seeded episodes (seeds seed0 .. seed0+episodes-1);
     ``videos``: an :class:`~embeval.recording.video.EpisodeRecorder` (one ``<verb>_seed<s>.mp4`` per episode it keeps);
-    ``perturb``: scene-level perturbations applied at each reset (:class:`embeval.perturb.Perturbations`)."""
+    ``perturb``: scene-level perturbations applied at each reset (:class:`embeval.sim.perturb.Perturbations`)."""
     from embeval.recording.video import maybe_episode
 
     ok, steps, substeps, failures = 0, 0, 0, []

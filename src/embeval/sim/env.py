@@ -80,7 +80,7 @@ class SimEnv(ClosingEnv):
         self.n_steps = 0
         self.done = False
         self.reason = ""
-        #: scene-level perturbations applied at every reset (:class:`embeval.perturb.Perturbations`; None: none)
+        #: scene-level perturbations applied at every reset (:class:`embeval.sim.perturb.Perturbations`; None: none)
         self.perturb = perturb
         #: what each perturbation axis drew for the current episode (``{axis: {"level", params...}}``)
         self.perturbation: dict[str, Any] = {}

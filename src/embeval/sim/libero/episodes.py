@@ -39,11 +39,11 @@ class LiberoTask:
                  max_steps: int | None = None, render_mode: str = "default", perturb=None, hard_reset: bool = True):
         """``render_mode``: ``default`` (robosuite's rendering, what published checkpoints saw) or ``fast``
         (no multisampling, no reflections: about 4x faster renders, different pixels; see docs/sim.md).
-        ``perturb``: scene perturbations (:class:`embeval.perturb.Perturbations`, LIBERO's axes:
-        :func:`embeval.perturb.backends.supported`) applied at every reset, drawn from the initial-state index.
+        ``perturb``: scene perturbations (:class:`embeval.sim.perturb.Perturbations`, LIBERO's axes:
+        :func:`embeval.sim.perturb.backends.supported`) applied at every reset, drawn from the initial-state index.
         ``hard_reset``: rebuild the MuJoCo model at every reset (robosuite's default, several seconds each); False
         keeps the model built once (the worker restores the perturbed camera and light arrays itself)."""
-        from embeval.perturb.backends import check
+        from embeval.sim.perturb.backends import check
         from embeval.sim.libero.client import LiberoWorker
 
         self.suite, self.task_id = parse_task(task)
@@ -90,7 +90,7 @@ class LiberoTask:
         draws = self.draw(init_index)
         head, arrays = self.worker.call("reset", init_index=int(init_index), settle_steps=int(settle_steps),
                                         perturb=draws)
-        from embeval.perturb.backends import record
+        from embeval.sim.perturb.backends import record
 
         self.perturbation = record(draws)
         self.steps, self.success, self.reason = 0, bool(head["success"]), ""
@@ -98,7 +98,7 @@ class LiberoTask:
 
     def draw(self, seed: int) -> list[dict[str, Any]]:
         """What :attr:`perturb` draws for episode ``seed`` (the axes' own seeded samplers; [] without)."""
-        from embeval.perturb.backends import (
+        from embeval.sim.perturb.backends import (
             CameraRef,
             LightingRef,
             SceneView,
@@ -183,7 +183,7 @@ class LiberoEpisodes(DistortedCameras, EpisodeEnv):
         bad = sorted(set(spec.options) - set(OPTIONS))
         if bad:
             raise ConfigError(f"sim.options.{bad[0]}: the LIBERO backend takes {', '.join(OPTIONS)}")
-        from embeval.perturb.backends import parse_option
+        from embeval.sim.perturb.backends import parse_option
 
         self.env = LiberoTask(spec.env, spec.width, spec.height, tuple(CAMERAS) if spec.render else (),
                               max_steps=spec.max_steps, render_mode=spec.options.get("render_mode", "default"),

@@ -166,9 +166,9 @@ class ManiSkillEnv(ClosingEnv):
 
     def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None,
                  perturb=None):
-        """``perturb``: scene perturbations (:class:`embeval.perturb.Perturbations`; ManiSkill applies camera_pose,
-        fov and the light axes, :func:`embeval.perturb.backends.supported`) drawn from the episode seed at every reset."""
-        from embeval.perturb.backends import check
+        """``perturb``: scene perturbations (:class:`embeval.sim.perturb.Perturbations`; ManiSkill applies camera_pose,
+        fov and the light axes, :func:`embeval.sim.perturb.backends.supported`) drawn from the episode seed at every reset."""
+        from embeval.sim.perturb.backends import check
 
         #: scene perturbations applied at every reset (None: none); settable between episodes
         self.perturb = check(perturb, "maniskill")
@@ -344,7 +344,7 @@ class ManiSkillEnv(ClosingEnv):
     def _perturb_scene(self, seed: int) -> bool:
         """Restore the cameras and lights the env built, then apply :attr:`perturb` drawn for ``seed``; True when
         something was applied (the observation must be rendered again)."""
-        from embeval.perturb.backends import (
+        from embeval.sim.perturb.backends import (
             CameraRef,
             LightingRef,
             SceneView,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from embeval.perturb._util import sign
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb._util import sign
+from embeval.sim.perturb.axis import Axis, Quantity
 
 CHANGE = Quantity("intensity change", "%", ((10, 20), (20, 35), (35, 50), (50, 65), (65, 80)), signed=True)
 

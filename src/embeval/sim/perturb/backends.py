@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from embeval.errors import ConfigError
-from embeval.perturb.axis import get_axis
-from embeval.perturb.compose import Perturbations
+from embeval.sim.perturb.axis import get_axis
+from embeval.sim.perturb.compose import Perturbations
 
 #: the image axes LIBERO and ManiSkill apply to their own cameras and lights
 IMAGE_AXES = ("camera_pose", "fov", "light_color", "light_direction", "light_intensity")
@@ -93,7 +93,7 @@ def draw(perturb: Perturbations | None, seed: int, backend: str, view: SceneView
         axis = get_axis(p.axis)
         params = axis.sample(axis.rng(seed), p.level, view, None)
         if p.axis == "light_color":  # the backends multiply their light colours by this gain
-            from embeval.perturb.light_color import tint
+            from embeval.sim.perturb.light_color import tint
 
             params["rgb_gain"] = tint(params["temperature_k"]).tolist()
         out.append({"axis": p.axis, "level": p.level, "params": params})

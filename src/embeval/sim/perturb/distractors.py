@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from embeval.errors import ConfigError
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb.axis import Axis, Quantity
 
 COUNT = Quantity("extra objects", "objects", ((1, 1), (2, 2), (3, 3), (4, 5), (6, 7)))
 #: where distractors go (m, frame base): the task area, a little wider, in view of the third-person camera

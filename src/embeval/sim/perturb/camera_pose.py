@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from embeval.perturb._util import rotate, unit_vector, with_cameras, world_cameras
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb._util import rotate, unit_vector, with_cameras, world_cameras
+from embeval.sim.perturb.axis import Axis, Quantity
 
 TRANSLATION = Quantity("translation", "cm", ((1, 2), (2, 4), (4, 7), (7, 11), (11, 16)))
 ROTATION = Quantity("rotation", "deg", ((1, 2), (2, 4), (4, 7), (7, 11), (11, 16)))

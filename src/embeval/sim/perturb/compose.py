@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from embeval.errors import ConfigError
-from embeval.perturb.axis import AXES, LEVELS, Axis, Params, get_axis
+from embeval.sim.perturb.axis import AXES, LEVELS, Axis, Params, get_axis
 
 if TYPE_CHECKING:
     from embeval.sim.predicates import TaskSpec

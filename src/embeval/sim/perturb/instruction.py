@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 
 from embeval.errors import ConfigError
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb.axis import Axis, Quantity
 
 WORDS = Quantity("words added", "words", ((1, 2), (3, 5), (6, 9), (10, 14), (15, 22)))
 

@@ -2,8 +2,8 @@
 pattern (seeded) of the level's RMS contrast around the wall colour."""
 from __future__ import annotations
 
-from embeval.perturb import _texture
-from embeval.perturb.axis import Axis
+from embeval.sim.perturb import _texture
+from embeval.sim.perturb.axis import Axis
 
 
 def sample(rng, level, scene, task):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from embeval.errors import ConfigError
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb.axis import Axis, Quantity
 
 OFFSET = Quantity("joint offset", "deg", ((1, 2), (2, 4), (4, 7), (7, 10), (10, 14)))
 MIN_TCP_Z = 0.10  # m above the table

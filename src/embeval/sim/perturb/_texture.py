@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embeval.perturb.axis import Quantity
+from embeval.sim.perturb.axis import Quantity
 
 #: RMS contrast of the pattern, % of full scale (0..255)
 CONTRAST = Quantity("texture RMS contrast", "%", ((3, 6), (6, 10), (10, 15), (15, 22), (22, 30)))

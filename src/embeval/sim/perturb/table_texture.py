@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from embeval.perturb import _texture
-from embeval.perturb.axis import Axis
+from embeval.sim.perturb import _texture
+from embeval.sim.perturb.axis import Axis
 
 
 def table_mean_rgb(scene) -> np.ndarray:

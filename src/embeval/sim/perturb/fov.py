@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from embeval.perturb._util import sign, with_cameras, world_cameras
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb._util import sign, with_cameras, world_cameras
+from embeval.sim.perturb.axis import Axis, Quantity
 
 CHANGE = Quantity("horizontal FOV change", "deg", ((2, 4), (4, 8), (8, 13), (13, 19), (19, 26)), signed=True)
 

@@ -122,14 +122,14 @@ class Axis:
 
 
 AXES: Registry[Axis] = Registry(
-    "perturbation axis", group="embeval.perturbations", builtins="embeval.perturb.builtin",
-    hint="`embeval perturb list` lists them; add one with a file defining AXIS = Axis(...) in embeval/perturb/")
+    "perturbation axis", group="embeval.perturbations", builtins="embeval.sim.perturb.builtin",
+    hint="`embeval perturb list` lists them; add one with a file defining AXIS = Axis(...) in embeval/sim/perturb/")
 
 
 def get_axis(name: str) -> Axis:
     axis = AXES.get(name, "--perturb")
     if not isinstance(axis, Axis):
-        raise ConfigError(f"perturbation axis {name!r} is a {type(axis).__name__}, not an embeval.perturb.Axis")
+        raise ConfigError(f"perturbation axis {name!r} is a {type(axis).__name__}, not an embeval.sim.perturb.Axis")
     return axis
 
 

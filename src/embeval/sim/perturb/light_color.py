@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from embeval.perturb._util import sign
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb._util import sign
+from embeval.sim.perturb.axis import Axis, Quantity
 
 DAYLIGHT_K = 6500.0
 CHANGE = Quantity("colour temperature change", "K", ((300, 700), (700, 1500), (1500, 2500), (2500, 3500), (3500, 4500)),

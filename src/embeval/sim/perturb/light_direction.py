@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from embeval.perturb._util import rotate, unit_vector
-from embeval.perturb.axis import Axis, Quantity
+from embeval.sim.perturb._util import rotate, unit_vector
+from embeval.sim.perturb.axis import Axis, Quantity
 
 TURN = Quantity("direction change", "deg", ((10, 20), (20, 35), (35, 50), (50, 65), (65, 80)))
 

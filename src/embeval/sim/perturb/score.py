@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from embeval.errors import ConfigError
-from embeval.perturb.compose import Perturbations
+from embeval.sim.perturb.compose import Perturbations
 
 #: row ``kind``: a scene-level axis, or one of the 30 image distortions
 SCENE, IMAGE = "scene", "distortion"

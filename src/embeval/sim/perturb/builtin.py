@@ -1,12 +1,12 @@
-"""Registers the built-in axes: every module of :mod:`embeval.perturb` that defines ``AXIS = Axis(...)``, image
+"""Registers the built-in axes: every module of :mod:`embeval.sim.perturb` that defines ``AXIS = Axis(...)``, image
 axes first, then start-state axes, then the instruction (alphabetical within each)."""
 from __future__ import annotations
 
 import importlib
 import pkgutil
 
-import embeval.perturb as _pkg
-from embeval.perturb.axis import AXES, Axis
+import embeval.sim.perturb as _pkg
+from embeval.sim.perturb.axis import AXES, Axis
 
 _KINDS = ("image", "state", "instruction")
 

@@ -5,12 +5,12 @@ quantities in physical units (cm, deg, %, K, objects, words), five severity leve
 seeded sampler; :class:`Perturbations` composes them and applies them at reset
 (``SimEnv(perturb=Perturbations.parse("camera_pose:3"))``, or ``embeval sim render --perturb camera_pose:3``),
 reproducible from the episode seed, composable with each other and with the 30 image distortions.
-ManiSkill and LIBERO apply the camera and light axes (:mod:`embeval.perturb.backends`).
+ManiSkill and LIBERO apply the camera and light axes (:mod:`embeval.sim.perturb.backends`).
 """
 from __future__ import annotations
 
-from embeval.perturb.axis import AXES, LEVELS, Axis, Quantity, axes, get_axis
-from embeval.perturb.compose import Perturbation, Perturbations, Prepared, load
+from embeval.sim.perturb.axis import AXES, LEVELS, Axis, Quantity, axes, get_axis
+from embeval.sim.perturb.compose import Perturbation, Perturbations, Prepared, load
 
 __all__ = ["AXES", "LEVELS", "Axis", "Perturbation", "Perturbations", "Prepared", "Quantity", "axes", "get_axis", "load",
            "markdown_table", "table"]
