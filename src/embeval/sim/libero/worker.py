@@ -214,6 +214,9 @@ class Worker:
         for c in cams:
             if c not in CAMERAS:
                 raise ConfigProblem(f"unknown LIBERO camera {c!r}; choose from {', '.join(CAMERAS)}")
+        mode = req.get("render_mode", "default")  # refused before the model is built (seconds)
+        if mode not in RENDER_MODES:
+            raise ConfigProblem(f"unknown render mode {mode!r}; choose from {', '.join(RENDER_MODES)}")
         task = suite.get_task(task_id)
         self.init_states = np.asarray(suite.get_task_init_states(task_id))
         bddl = os.path.join(get_libero_path("bddl_files"), task.problem_folder, task.bddl_file)
@@ -230,9 +233,6 @@ class Worker:
             self.env = OffScreenRenderEnv(**kw)
         self.seed = int(req.get("seed", 0))
         self.cameras = cams
-        mode = req.get("render_mode", "default")
-        if mode not in RENDER_MODES:
-            raise ConfigProblem(f"unknown render mode {mode!r}; choose from {', '.join(RENDER_MODES)}")
         self.render_mode = RENDER_MODES[mode]
         self.aspect = int(req["width"]) / int(req["height"])
         self.hard_reset = kw["hard_reset"]
