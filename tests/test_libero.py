@@ -106,6 +106,18 @@ def first(task):
     return obs, task.get_state(), dict(task.last)
 
 
+@pytest.fixture(scope="module")
+def fast():
+    """The same task rendered ``render_mode="fast"`` with soft resets (the model built once, ~1-3 s a reset instead of
+    a hard reset's ~7 s), and its first reset(0): the scene of the model built at make, the same as a hard reset's."""
+    from embeval.sim.libero.episodes import LiberoTask
+
+    t = LiberoTask("libero_spatial:0", 64, 64, render_mode="fast", hard_reset=False)
+    obs = t.reset(0)
+    yield t, obs, t.get_state()
+    t.close()
+
+
 MOVE = [Action(np.array([0.02, -0.01, 0.01, 0, 0, 0.05, 1.0]))] * 3 + [Action(np.array([0, 0, 0, 0, 0, 0, 0.0]))]
 
 
@@ -133,9 +145,11 @@ def test_replay_from_an_initial_state_is_identical(task):
 
 
 @needs_libero
-def test_libero_success_fires_when_the_goal_holds(task):
+def test_libero_success_fires_when_the_goal_holds(fast):
     """The goal of libero_spatial:0 is (On akita_black_bowl_1 plate_1): the bowl is put 2 cm above the plate's
-    centre in MuJoCo's state, then LIBERO steps with the gripper open until it rests there (contact)."""
+    centre in MuJoCo's state, then LIBERO steps with the gripper open until it rests there (contact). Physics, not
+    pixels: on the fast-rendering, soft-resetting task."""
+    task = fast[0]
     assert task.info["goal"] == [["on", "akita_black_bowl_1", "plate_1"]]
     task.reset(0)
     assert not task.success
@@ -181,22 +195,17 @@ def test_unknown_sim_option_is_refused_before_libero_starts():
 
 
 @needs_libero
-def test_fast_render_mode_changes_pixels_not_physics(first):
+def test_fast_render_mode_changes_pixels_not_physics(first, fast):
     """``render_mode: fast`` (no multisampling, no reflections) renders the same scene: the same state, images
     close to the default ones (mean absolute difference a few levels) but not identical; an unknown mode is refused."""
     from embeval.sim.libero.episodes import LiberoTask
 
     ref, ref_state, _ = first
-    # a soft reset: the first reset of a task renders the model built at make, the same scene as a hard reset's
-    fast = LiberoTask("libero_spatial:0", 64, 64, render_mode="fast", max_steps=1, hard_reset=False)
-    try:
-        obs = fast.reset(0)
-        assert np.array_equal(fast.get_state(), ref_state)
-        for c in ("agentview", "wrist"):
-            d = np.abs(obs.images[c].astype(int) - ref.images[c].astype(int))
-            assert d.max() > 0 and d.mean() < 12, (c, d.mean())
-    finally:
-        fast.close()
+    _, obs, state = fast
+    assert np.array_equal(state, ref_state)
+    for c in ("agentview", "wrist"):
+        d = np.abs(obs.images[c].astype(int) - ref.images[c].astype(int))
+        assert d.max() > 0 and d.mean() < 12, (c, d.mean())
     with pytest.raises(ConfigError, match="unknown render mode 'ugly'"):
         LiberoTask("libero_spatial:0", 32, 32, cameras=(), render_mode="ugly")
 
