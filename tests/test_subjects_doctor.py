@@ -209,7 +209,7 @@ def test_tiny_vla_with_a_planted_mistake_fails_on_the_cli(tmp_path, capsys, open
     from embeval_cli import main
 
     spec = _rest_spec(tmp_path, openvla_url, gripper="close1")
-    code = main(["subjects", "doctor", str(spec), "--episodes", "3", "--checks", "gripper_polarity,finite"])
+    code = main(["subjects", "doctor", str(spec), "--episodes", "2", "--checks", "gripper_polarity,finite"])
     out = capsys.readouterr().out
     assert code == 1, out
     assert "gripper looks inverted" in out and "set params.gripper: open1 (now close1)" in out
