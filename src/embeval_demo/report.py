@@ -9,6 +9,7 @@ from pathlib import Path
 FAMILIES = (
     ("Workcell episode videos (scripted expert, pybullet)", "workcell/videos"),
     ("ManiSkill episode videos (clean, and reference | distorted)", "maniskill/videos"),
+    ("LIBERO episode videos (scripted reach, clean and distorted)", "libero/videos"),
     ("IQA Execution runs (closed loop, reference | distorted)", "iqa/videos"),
     ("Act2Answer episode videos", "act2answer/videos"),
 )
