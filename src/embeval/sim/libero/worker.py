@@ -91,7 +91,7 @@ class ConfigProblem(ValueError):
     """A request the caller can fix (unknown suite, task id out of range, ...)."""
 
 
-# ---- scene perturbations (embeval.perturb draws the parameters; they are applied here to the MuJoCo model) ------
+# ---- scene perturbations (embeval.sim.perturb draws the parameters; they are applied here to the MuJoCo model) ------
 #: model arrays a perturbation may change, restored from the freshly built model before each episode
 _PERTURBED = ("cam_pos", "cam_quat", "cam_fovy", "light_dir", "light_ambient", "light_diffuse", "light_specular")
 _LIGHT_COLOURS = ("light_ambient", "light_diffuse", "light_specular")
