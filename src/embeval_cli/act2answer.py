@@ -302,7 +302,7 @@ def next_commands(scenes: Path | str) -> list[str]:
 
     params = Path(SIM_TO_REAL_PARAMS)
     if not params.exists():  # outside the repository root: the repository's copy when there is one
-        repo = Path(__file__).resolve().parents[3] / SIM_TO_REAL_PARAMS
+        repo = Path(__file__).resolve().parents[2] / SIM_TO_REAL_PARAMS
         params = repo if repo.exists() else params
     default = Path(scenes).resolve() == Path(DEFAULT_SCENES).resolve()
     folder = shlex.quote(str(scenes))
