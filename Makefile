@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 # Localhost-only DDS, offline hubs and Agg plots are set by the programs themselves (embeval.env.configure():
 # the embeval CLI, the ROS nodes, the benchmarks and the tests' conftest). Opt out: see README, "Real robot network".
 PYTEST_ARGS ?=
-# Test worker processes (pytest-xdist; a file's tests stay in one worker): 2 halves the suite's wall time on the
-# 2-core CI machine (16 min -> 10 min measured). PYTEST_WORKERS=0 runs in this process, one test at a time.
+# Test worker processes (pytest-xdist; a file's tests stay in one worker; the real-time tests run alone after them:
+# scripts/test.sh). PYTEST_WORKERS=0 runs in this process, one test at a time.
 PYTEST_WORKERS ?= 2
 
 .PHONY: install demo test bench clean help
@@ -24,7 +24,7 @@ demo: install
 	$(VENV)/bin/embeval demo
 
 test: install
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	PYTEST_WORKERS=$(PYTEST_WORKERS) VENV=$(VENV) bash scripts/test.sh $(PYTEST_ARGS)
 
 bench: install
 	$(PY) -m bench

@@ -233,3 +233,19 @@ def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
     (episode,) = run_items(subject, items[:1], EpisodeSpec(max_steps=a2a_steps), layouts=("original",))
     assert 1 <= episode.steps <= a2a_steps and len(episode.actions) == episode.steps
     return {"subject": subject, "hidden": hidden, "decision": decision, "episode": episode}
+
+
+#: test files that drive a real-time loop (the UR controller emulator's 500 Hz RTDE link and its watchdog, the ROS
+#: graph on it, a server's /health latency while batches run): marked `serial`, so `make test` (scripts/test.sh)
+#: runs them alone after the parallel part; two workers sharing the 2 cores stalled the emulator's watchdog
+SERIAL_FILES = frozenset({
+    "test_ros_hil.py", "test_ur_emulator.py", "test_ros_arm_reset_ur.py", "test_arm_one_meaning.py",
+    "test_arm_hostile3.py", "test_ros_execution_success.py", "test_ros_safety.py", "test_serving_hostile3.py",
+    "test_serving_batching.py",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.name in SERIAL_FILES:
+            item.add_marker(pytest.mark.serial)
