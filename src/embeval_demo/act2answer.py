@@ -76,25 +76,6 @@ def _finetuned(out, ctx, spec):
     return pol
 
 
-#: environments the demo's Act2Answer episodes run on: worker processes, one per core up to 2, each policy asked
-#: through its batch-1 path (``exact``), so every record equals the one-environment run's bit for bit (docs/scale.md)
-DEMO_ENVS = 2
-
-
-def _episodes(policy, items, spec, seed: int, env=None, videos=None):
-    """The records of ``items`` (both layouts): on :data:`DEMO_ENVS` vectorised environments with ``exact`` batching
-    where the machine has the cores, else sequentially in ``env``; the same records either way."""
-    import os
-
-    from embeval.act2answer.episode import run_items
-
-    if DEMO_ENVS > 1 and (os.cpu_count() or 1) >= 2:
-        from embeval.act2answer.vector import run_items_vector
-
-        return run_items_vector(policy, items, spec, seed=seed, num_envs=DEMO_ENVS, exact=True, videos=videos)
-    return run_items(policy, items, spec, seed=seed, env=env, videos=videos)
-
-
 def run(ctx) -> None:
     import torch
 
@@ -140,7 +121,7 @@ def run(ctx) -> None:
         with SimEnv(sim_config(*obs_size_for(policy))) as env:
             t0 = time.perf_counter()
             videos = EpisodeRecorder("1", out / "videos") if policy is a2a else None  # its first episode's video
-            eps = list(track(_episodes(policy, its, spec, ctx.seed, env, videos), f"act2answer {policy.id}",
+            eps = list(track(run_items(policy, its, spec, seed=ctx.seed, env=env, videos=videos), f"act2answer {policy.id}",
                              "episodes", total=len(LAYOUTS) * len(its)))
             dt = time.perf_counter() - t0
             if policy is a2a:  # control ceiling: the privileged scripted expert on the subset
@@ -160,7 +141,7 @@ def run(ctx) -> None:
     vla_results = {}
     for vla in vlas:
         t0 = time.perf_counter()
-        eps = list(track(_episodes(vla, vla_items, spec, ctx.seed), f"act2answer {vla.id}", "episodes",
+        eps = list(track(run_items(vla, vla_items, spec, seed=ctx.seed), f"act2answer {vla.id}", "episodes",
                          total=len(LAYOUTS) * len(vla_items)))  # renders only its third-person camera, 320x240
         dt = time.perf_counter() - t0
         print(f"{vla.id}: {len(eps)} episodes (10 categories x {n_vla} items) in {dt:.0f} s ({len(eps) / dt:.2f} episodes/s)")
