@@ -85,6 +85,20 @@ class Registry(Generic[T]):
         self._load_builtins()
         del self._entries[name]
 
+    def remove(self, name: str) -> None:
+        """Remove a registered ``name``; :class:`ConfigError` naming the choices when absent (the ``unregister_*``
+        of the record registries: tasks, IQA metrics, ROS nodes)."""
+        if name not in self:
+            raise self.unknown(name)
+        self.unregister(name)
+
+    def get_record(self, name: str, cls: type, field: str = "") -> Any:
+        """:meth:`get` of a registry of typed records: the entry, checked to be a ``cls``."""
+        obj = self.get(name, field)
+        if not isinstance(obj, cls):
+            raise ConfigError(f"{self.what} {name!r} is a {type(obj).__name__}, not a {cls.__module__}.{cls.__name__} record")
+        return obj
+
     def _load_builtins(self) -> None:
         if self._builtins is not None:
             module, self._builtins = self._builtins, None  # cleared first: the import registers into self

@@ -149,17 +149,12 @@ def register_metric(metric: Metric) -> Metric:
 
 def unregister_metric(name: str) -> None:
     """Remove the metric ``name`` (:class:`ConfigError` naming the metrics when absent)."""
-    if name not in METRICS:
-        raise METRICS.unknown(name)
-    METRICS.unregister(name)
+    METRICS.remove(name)
 
 
 def get_metric(name: str, field: str = "") -> Metric:
     """The metric registered as ``name``; :class:`ConfigError` (did you mean, the choices) otherwise."""
-    metric = METRICS.get(name, field)
-    if not isinstance(metric, Metric):
-        raise ConfigError(f"IQA metric {name!r} is a {type(metric).__name__}, not an embeval_analysis.iqa Metric")
-    return metric
+    return METRICS.get_record(name, Metric, field)
 
 
 def metrics() -> list[Metric]:

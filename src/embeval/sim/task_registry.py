@@ -98,17 +98,12 @@ def register_task(task: Task) -> Task:
 
 def unregister_task(verb: str) -> None:
     """Remove the task ``verb`` (:class:`ConfigError` naming the tasks when absent)."""
-    if verb not in TASKS:
-        raise TASKS.unknown(verb)
-    TASKS.unregister(verb)
+    TASKS.remove(verb)
 
 
 def get_task(verb: str, field: str = "") -> Task:
     """The task registered as ``verb``; :class:`ConfigError` (did you mean, the choices) otherwise."""
-    task = TASKS.get(verb, field)
-    if not isinstance(task, Task):
-        raise ConfigError(f"tabletop task {verb!r} is a {type(task).__name__}, not an embeval.sim.tasks.Task")
-    return task
+    return TASKS.get_record(verb, Task, field)
 
 
 def tasks() -> list[Task]:

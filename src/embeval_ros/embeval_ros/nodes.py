@@ -43,17 +43,12 @@ def register_node(node: RosNode) -> RosNode:
 
 def unregister_node(name: str) -> None:
     """Remove the node ``name`` (:class:`ConfigError` naming the nodes when absent)."""
-    if name not in NODES:
-        raise NODES.unknown(name)
-    NODES.unregister(name)
+    NODES.remove(name)
 
 
 def get_node(name: str, field: str = "") -> RosNode:
     """The node registered as ``name``; :class:`ConfigError` (did you mean, the choices) otherwise."""
-    node = NODES.get(name, field)
-    if not isinstance(node, RosNode):
-        raise ConfigError(f"ROS node {name!r} is a {type(node).__name__}, not an embeval_ros RosNode record")
-    return node
+    return NODES.get_record(name, RosNode, field)
 
 
 def nodes() -> list[RosNode]:
