@@ -209,11 +209,16 @@ def test_a_vlm_cannot_be_the_subject_of_decision_or_act2answer_episodes(tmp_path
 
 
 # ------------------------------------------------------------------------------------ what cannot load, said so
-def test_smolvlm_without_num2words_names_the_package(folders):
+def test_smolvlm_without_num2words_names_the_package(folders, monkeypatch):
+    """Where num2words is missing (here: hidden from transformers' SmolVLM processor, which looks it up at import),
+    loading a SmolVLM checkpoint names the package and the fix."""
+    d = folders("smolvlm")
     if smolvlm_processor_available():
-        pytest.skip("num2words is installed: the SmolVLM family runs through every test above")
+        import transformers.models.smolvlm.processing_smolvlm as proc
+
+        monkeypatch.setattr(proc, "num2words", None)
     with pytest.raises(ConfigError, match=r"smolvlm: its processor cannot be loaded here: .*num2words.*pip install num2words"):
-        load_subject({"kind": "vlm", "adapter": "hf", "path": str(folders("smolvlm"))})
+        load_subject({"kind": "vlm", "adapter": "hf", "path": str(d)})
 
 
 def _copy(folders, name, tmp_path):
