@@ -134,6 +134,8 @@ def test_tensorboard_and_wandb_hold_the_run_results_offline(tmp_path, monkeypatc
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg_cache"))  # where wandb-core would log by default
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg_config"))
     out = tmp_path / "run"
     first = _write_video(out / "videos" / "ep0.mp4")  # an episode video another stage left in the run folder
     spec = load_spec(_spec(tmp_path, trackers=["tensorboard", "wandb"]))
@@ -190,6 +192,8 @@ def test_tensorboard_and_wandb_hold_the_run_results_offline(tmp_path, monkeypatc
     assert ea.Tags()["images"] == ["video/videos/ep0.mp4"]
     assert "warning" not in capsys.readouterr().err
     assert no_network.connections == 0
+    # wandb's logs, cache and settings stay in the run's tracker folder, never in the user's cache or config
+    assert not (tmp_path / "xdg_cache" / "wandb").exists() and not (tmp_path / "xdg_config" / "wandb").exists()
 
 
 def test_a_spec_without_trackers_writes_no_tracker_file(tmp_path, monkeypatch):

@@ -186,7 +186,10 @@ class WandbTracker(Tracker):
             raise ValueError(f"W&B mode {cfg.mode!r}: embeval logs offline only")
         root.mkdir(parents=True, exist_ok=True)
         forced = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true",
-                  "WANDB_DISABLE_CODE": "true", "WANDB_ERROR_REPORTING": "false"}  # no crash reports to Sentry either
+                  "WANDB_DISABLE_CODE": "true", "WANDB_ERROR_REPORTING": "false",  # no crash reports to Sentry either
+                  # wandb-core's debug logs, artifact cache and settings go under the tracker folder, not ~/.cache
+                  "WANDB_CACHE_DIR": str(root / ".wandb_cache"), "WANDB_DATA_DIR": str(root / ".wandb_data"),
+                  "WANDB_CONFIG_DIR": str(root / ".wandb_config")}
         saved = {k: os.environ.get(k) for k in forced}
         os.environ.update(forced)
         try:
