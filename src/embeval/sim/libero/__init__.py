@@ -40,6 +40,8 @@ GRIPPER_CONVENTION = "signed_close_positive"
 #: the registered action convention of LIBERO's OSC_POSE actions (embeval.conventions.CONVENTIONS
 #: names it lazily: ``libero_osc`` -> :func:`osc_convention`)
 CONVENTION = "libero_osc"
+#: the Panda hand's finger joint range (m per finger, 0 closed): ``gripper`` opening = finger gap / (2 x this)
+PANDA_FINGER_MAX = 0.04
 #: "do nothing" steps after an initial state is set, while objects settle (OpenVLA's num_steps_wait)
 SETTLE_STEPS = 10
 #: max policy steps per episode by base suite (OpenVLA's run_libero_eval.py; the longest training demos

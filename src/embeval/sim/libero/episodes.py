@@ -15,6 +15,7 @@ from embeval.sim.episode_env import DistortedCameras, EpisodeEnv
 from embeval.sim.libero import (
     CAMERAS,
     ORIENTATIONS,
+    PANDA_FINGER_MAX,
     SETTLE_STEPS,
     parse_task,
     step_limit,
@@ -30,6 +31,13 @@ class StepResult:
     observation: Observation
     success: bool
     done: bool
+
+
+def gripper_opening(gripper_qpos) -> float:
+    """The Panda fingers' joint positions (m; LIBERO's ``robot0_gripper_qpos``, the second finger negative) ->
+    embeval's gripper opening in [0, 1], 1 = open (the finger gap over its maximum, 2 x :data:`PANDA_FINGER_MAX`)."""
+    q = np.asarray(gripper_qpos, dtype=np.float64).reshape(-1)
+    return float(np.clip((q[0] - q[-1]) / (2 * PANDA_FINGER_MAX), 0.0, 1.0))
 
 
 class LiberoTask:
@@ -77,7 +85,7 @@ class LiberoTask:
         pos, quat = arrays["robot0_eef_pos"], arrays["robot0_eef_quat"]  # quaternion xyzw (robosuite)
         grip = arrays["robot0_gripper_qpos"]
         state = {"joint_positions": arrays["robot0_joint_pos"], "tcp_pose": np.concatenate([pos, quat]),
-                 "gripper_qpos": grip,
+                 "gripper_qpos": grip, "gripper": np.array([gripper_opening(grip)]),
                  # the 8 numbers OpenVLA-OFT and openpi feed their LIBERO policies: eef xyz, axis-angle, fingers
                  "libero_state": np.concatenate([pos, quat_to_rotvec(quat), grip])}
         return Observation(images, self.instruction, state, self.steps * self.control_dt)
@@ -171,7 +179,15 @@ class HoldPolicy:
 #: ``sim.options`` of the LIBERO backend -> what it sets
 OPTIONS = {"render_mode": "default (robosuite's rendering, as published checkpoints saw) or fast (see docs/sim.md)",
            "perturb": "scene perturbations AXIS:LEVEL applied at reset, e.g. [camera_pose:3] (LIBERO applies "
-                      "camera_pose, fov, light_*; docs/sim.md)"}
+                      "camera_pose, fov, light_*; docs/sim.md)",
+           "hard_reset": "true (default, robosuite's: the model rebuilt at every reset, 5-10 s) or false (built once; "
+                         "resets take well under a second)"}
+
+
+def _flag(value, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise ConfigError(f"{where}: true or false, got {value!r}")
+    return value
 
 
 class LiberoEpisodes(DistortedCameras, EpisodeEnv):
@@ -187,7 +203,8 @@ class LiberoEpisodes(DistortedCameras, EpisodeEnv):
 
         self.env = LiberoTask(spec.env, spec.width, spec.height, tuple(CAMERAS) if spec.render else (),
                               max_steps=spec.max_steps, render_mode=spec.options.get("render_mode", "default"),
-                              perturb=parse_option(spec.options.get("perturb"), "libero"))
+                              perturb=parse_option(spec.options.get("perturb"), "libero"),
+                              hard_reset=_flag(spec.options.get("hard_reset", True), "sim.options.hard_reset"))
         self.cameras = self.env.cameras
         self.instruction = self.env.instruction
         self._distorters: dict[str, Any] = {}
