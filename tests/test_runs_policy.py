@@ -124,6 +124,30 @@ def test_batched_policies_give_the_same_results(tmp_path):
         assert a.results(one.run_id) == b.results(eight.run_id) and len(a.results(one.run_id)) == 10
 
 
+def test_a_failing_batch_is_said_once_and_rerun_unit_by_unit(tmp_path, capsys):
+    """A batched call that raises is not silent: one warning line naming the subject and the error, then the
+    units run one at a time and give the unbatched results."""
+    from embeval.subjects import register_adapter
+    from embeval.subjects.scripted import ImageStatsPolicy
+
+    class BrokenBatch(ImageStatsPolicy):
+        def act_batch(self, observations):
+            raise RuntimeError("CUDA out of memory (planted)")
+
+    register_adapter("_broken_batch", "policy", BrokenBatch)
+    subj = [{"id": "broken", "kind": "policy", "adapter": "_broken_batch", "params": {"scale": 0.2}}]
+    one = run(parse_spec(dict(SPEC, subjects=subj), base_dir=tmp_path), tmp_path / "one")
+    capsys.readouterr()
+    batched = run(parse_spec(dict(SPEC, subjects=subj, backend={"progress": False, "batch_size": 4}), base_dir=tmp_path),
+                  tmp_path / "batched")
+    err = capsys.readouterr().err
+    assert batched.done == 10 and batched.failed == 0
+    assert err.count("warning: a batch of 4 units of subject 'broken' failed (RuntimeError: CUDA out of memory "
+                     "(planted)); running them one at a time") == 1, err
+    with ResultsStore(tmp_path / "one" / "results.sqlite") as a, ResultsStore(tmp_path / "batched" / "results.sqlite") as b:
+        assert a.results(one.run_id) == b.results(batched.run_id)
+
+
 def test_policies_that_read_several_cameras_and_a_state(tmp_path):
     """`camera: [third_person, wrist]` hands the one image under both keys and `state` the proprioception,
     as the embedded tiny VLA needs; both paths (unit by unit and batched) see the same observation."""

@@ -19,6 +19,7 @@ import contextvars
 import os
 import queue
 import socket
+import sys
 import threading
 import time
 import traceback
@@ -205,6 +206,7 @@ class SubjectRunner:
         self.timeout_s = timeout_s
         self.worker = worker or worker_name()
         self.watchdog = Watchdog()
+        self._batch_fallbacks = 0  # batches that raised and were rerun one unit at a time
         self._state: Any = None
         self._ready = False
         self._setup_error: str | None = None
@@ -262,8 +264,13 @@ class SubjectRunner:
             except UnitTimeout:
                 self._reset_after_timeout()
                 self._ensure_setup()
-            except Exception:  # noqa: BLE001 - fall back to one by one, so each error lands on its unit
-                pass
+            except Exception as exc:  # noqa: BLE001 - fall back to one by one, so each error lands on its unit
+                self._batch_fallbacks += 1
+                if self._batch_fallbacks == 1:  # said once per runner: a batch that keeps failing would flood the log
+                    first = (str(exc).strip().splitlines() or [""])[0][:200]
+                    print(f"warning: a batch of {len(units)} units of subject {self.subject.id!r} failed "
+                          f"({type(exc).__name__}: {first}); running them one at a time (later batch failures of "
+                          "this subject are not repeated here)", file=sys.stderr, flush=True)
         return [self.run_one(u, s) for u, s in zip(units, seeds)]
 
     def run_one(self, unit: Unit, unit_seed: int) -> UnitResult:
