@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
@@ -24,7 +24,7 @@ from embeval.errors import ConfigError
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "RegistryView", "load_target"]
+__all__ = ["RecordKind", "Registry", "RegistryView", "load_target"]
 
 
 def load_target(target: str) -> Any:
@@ -36,6 +36,29 @@ def load_target(target: str) -> Any:
     for part in attr.split("."):
         obj = getattr(obj, part)
     return obj
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """What a registry of typed records holds (tasks, IQA metrics, ROS nodes, perturbation axes).
+
+    ``cls``: the record type (every entry is one); ``key``: its attribute naming it; ``about``: its attribute
+    describing it (listings); ``home``: the public module that exports ``cls``, for messages (default: where it is
+    defined); ``adder``: the function users register with, for messages; ``check``: further checks of a record
+    before it is registered (raises :class:`ConfigError`), after the type check.
+    """
+
+    cls: type
+    key: str = "name"
+    about: str = "description"
+    home: str = ""
+    adder: str = "register_record"
+    check: Callable[[Any], None] | None = None
+
+    @property
+    def path(self) -> str:
+        """``cls`` as users import it ("embeval.sim.tasks.Task")."""
+        return f"{self.home or self.cls.__module__}.{self.cls.__name__}"
 
 
 @dataclass
@@ -53,12 +76,13 @@ class Registry(Generic[T]):
     the same name: the built-in wins and the plugin is reported by :meth:`conflicts`); ``hint`` is
     appended to the unknown-name error (how to add one); ``builtins`` names a module imported once,
     before the first lookup, listing or registration, whose import registers the built-in entries
-    (one file per entry, discovered there, instead of a list of names here).
+    (one file per entry, discovered there, instead of a list of names here). ``record``: a registry of typed
+    records (:meth:`register_record`, :meth:`get_record`, :meth:`records`, :meth:`remove`).
     """
 
     def __init__(self, what: str, group: str | None = None, hint: str = "",
-                 entries: dict[str, Any] | None = None, builtins: str | None = None):
-        self.what, self.group, self.hint = what, group, hint
+                 entries: dict[str, Any] | None = None, builtins: str | None = None, record: RecordKind | None = None):
+        self.what, self.group, self.hint, self.record = what, group, hint, record
         self._builtins = builtins  # module to import before first use (None once imported)
         self._entries: dict[str, _Entry] = {}
         self._scanned = group is None
@@ -85,19 +109,42 @@ class Registry(Generic[T]):
         self._load_builtins()
         del self._entries[name]
 
+    # -- registries of typed records ---------------------------------------------------------------
+    def _kind(self) -> RecordKind:
+        if self.record is None:
+            raise TypeError(f"the {self.what} registry holds no typed records (give Registry(record=RecordKind(...)))")
+        return self.record
+
+    def register_record(self, rec: Any) -> Any:
+        """Register the record ``rec`` under its key attribute, described by its ``about`` attribute (replacing
+        one of the same name); returns it. :class:`ConfigError` when ``rec`` is not a record of this registry."""
+        kind = self._kind()
+        if not isinstance(rec, kind.cls):
+            raise ConfigError(f"{kind.adder} takes an {kind.path}, got {type(rec).__name__}")
+        if kind.check is not None:
+            kind.check(rec)
+        self.register(getattr(rec, kind.key), rec, description=getattr(rec, kind.about))
+        return rec
+
     def remove(self, name: str) -> None:
         """Remove a registered ``name``; :class:`ConfigError` naming the choices when absent (the ``unregister_*``
-        of the record registries: tasks, IQA metrics, ROS nodes)."""
+        of the record registries)."""
         if name not in self:
             raise self.unknown(name)
         self.unregister(name)
 
-    def get_record(self, name: str, cls: type, field: str = "") -> Any:
-        """:meth:`get` of a registry of typed records: the entry, checked to be a ``cls``."""
+    def get_record(self, name: str, field: str = "") -> Any:
+        """:meth:`get` of a registry of typed records: the entry, checked to be a record (a plugin's entry point
+        may name anything)."""
+        kind = self._kind()
         obj = self.get(name, field)
-        if not isinstance(obj, cls):
-            raise ConfigError(f"{self.what} {name!r} is a {type(obj).__name__}, not a {cls.__module__}.{cls.__name__} record")
+        if not isinstance(obj, kind.cls):
+            raise ConfigError(f"{self.what} {name!r} is a {type(obj).__name__}, not an {kind.path} record")
         return obj
+
+    def records(self) -> list[Any]:
+        """Every record, in registration order (built-ins, then registered, then plugins)."""
+        return [self.get_record(n) for n in self.names()]
 
     def _load_builtins(self) -> None:
         if self._builtins is not None:

@@ -22,7 +22,7 @@ import numpy as np
 
 from embeval.errors import ConfigError
 from embeval.iqa.features import FEATURE_SETS
-from embeval.registry import Registry
+from embeval.registry import RecordKind, Registry
 
 MODES = ("FR", "NR")  # full reference (needs the clean frame) / no reference
 KINDS = ("zero-shot", "trained")  # used as is / fitted on each split's training part
@@ -135,31 +135,17 @@ class Metric:
 
 METRICS: Registry[Metric] = Registry(
     "IQA metric", group="embeval.iqa_metrics", builtins="embeval_analysis.iqa.builtin_metrics",
+    record=RecordKind(Metric, adder="register_metric"),
     hint="add one with register_metric(Metric(...)) from embeval_analysis.iqa.metric_registry; docs/contributing.md")
 
-
-def register_metric(metric: Metric) -> Metric:
-    """Register ``metric`` under its name (replacing one of the same name); returns it."""
-    if not isinstance(metric, Metric):
-        raise ConfigError(f"register_metric takes an embeval_analysis.iqa.metric_registry.Metric, got "
-                          f"{type(metric).__name__}")
-    METRICS.register(metric.name, metric, description=metric.description)
-    return metric
-
-
-def unregister_metric(name: str) -> None:
-    """Remove the metric ``name`` (:class:`ConfigError` naming the metrics when absent)."""
-    METRICS.remove(name)
-
-
-def get_metric(name: str, field: str = "") -> Metric:
-    """The metric registered as ``name``; :class:`ConfigError` (did you mean, the choices) otherwise."""
-    return METRICS.get_record(name, Metric, field)
-
-
-def metrics() -> list[Metric]:
-    """Every registered metric, in registry order (built-ins, then registered, then plugins)."""
-    return [get_metric(n) for n in METRICS.names()]
+#: ``register_metric(metric) -> metric``: register under its name (replacing one of the same name)
+register_metric = METRICS.register_record
+#: ``unregister_metric(name)``: remove it (:class:`ConfigError` naming the metrics when absent)
+unregister_metric = METRICS.remove
+#: ``get_metric(name, field="") -> Metric``: :class:`ConfigError` (did you mean, the choices) when unknown
+get_metric = METRICS.get_record
+#: ``metrics() -> list[Metric]``: in registry order (built-ins, then registered, then plugins)
+metrics = METRICS.records
 
 
 def zero_shot_record(name: str) -> Metric | None:

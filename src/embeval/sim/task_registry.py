@@ -16,11 +16,11 @@ This module imports nothing of :mod:`embeval.sim` (the scene, predicate and expe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from embeval.errors import ConfigError
-from embeval.registry import Registry
+from embeval.registry import RecordKind, Registry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,7 +46,7 @@ Planner = Callable[["ScriptedExpert"], "list[Stage]"]
 class Task:
     """Everything embeval knows about one tabletop task verb.
 
-    ``verb`` is the capitalised name used in task specs and on the CLI (``--task`` is case-insensitive).
+    ``verb`` (the only positional field) is the capitalised name used in task specs and on the CLI (``--task`` is case-insensitive).
     ``difficulty`` (1..5) is the default of its task specs and its level in reference scenes.
     ``make`` builds a seeded scene; ``success`` (None: not implemented, episodes report no success)
     and ``plan`` (None: the scripted expert cannot solve it) are optional. ``motion`` and
@@ -56,6 +56,7 @@ class Task:
     """
 
     verb: str
+    _: KW_ONLY  # the rest by name: Task("Stack", difficulty=3, make=..., motion=...)
     difficulty: int
     make: SceneMaker = field(repr=False)
     success: Predicate | None = field(default=None, repr=False)
@@ -85,30 +86,17 @@ class Task:
 
 TASKS: Registry[Task] = Registry(
     "tabletop task", group="embeval.tasks", builtins="embeval.sim.tasks",
+    record=RecordKind(Task, key="verb", about="summary", home="embeval.sim.tasks", adder="register_task"),
     hint="add one with a file defining TASK = Task(...) in embeval/sim/tasks/, or register_task(); docs/contributing.md")
 
-
-def register_task(task: Task) -> Task:
-    """Register ``task`` under its verb (replacing a task of the same verb); returns it."""
-    if not isinstance(task, Task):
-        raise ConfigError(f"register_task takes an embeval.sim.tasks.Task, got {type(task).__name__}")
-    TASKS.register(task.verb, task, description=task.summary)
-    return task
-
-
-def unregister_task(verb: str) -> None:
-    """Remove the task ``verb`` (:class:`ConfigError` naming the tasks when absent)."""
-    TASKS.remove(verb)
-
-
-def get_task(verb: str, field: str = "") -> Task:
-    """The task registered as ``verb``; :class:`ConfigError` (did you mean, the choices) otherwise."""
-    return TASKS.get_record(verb, Task, field)
-
-
-def tasks() -> list[Task]:
-    """Every registered task, in registry order (built-ins easiest first, then registered, then plugins)."""
-    return [get_task(v) for v in TASKS.names()]
+#: ``register_task(task) -> task``: register under its verb (replacing a task of the same verb)
+register_task = TASKS.register_record
+#: ``unregister_task(verb)``: remove it (:class:`ConfigError` naming the tasks when absent)
+unregister_task = TASKS.remove
+#: ``get_task(verb, field="") -> Task``: :class:`ConfigError` (did you mean, the choices) when unknown
+get_task = TASKS.get_record
+#: ``tasks() -> list[Task]``: in registry order (built-ins easiest first, then registered, then plugins)
+tasks = TASKS.records
 
 
 def resolve_verb(name: str) -> str:

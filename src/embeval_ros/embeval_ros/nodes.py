@@ -10,11 +10,14 @@ docs (:func:`markdown_table`). Adding a node is one new module here with a ``NOD
 """
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any
 
 from embeval.errors import ConfigError
-from embeval.registry import Registry
+from embeval.registry import RecordKind, Registry
 from embeval_ros.node_spec import (
+    PACKAGE,
     Param,
     RosNode,
     console_scripts,
@@ -23,38 +26,31 @@ from embeval_ros.node_spec import (
     topics,
 )
 
-__all__ = ["NODES", "Param", "RosNode", "console_scripts", "discover", "get_node", "graph_nodes", "launch_nodes",
+__all__ = ["NODES", "SHARED_LAUNCH_ARGS", "LaunchArg", "Param", "RosNode", "console_scripts", "discover", "get_node", "graph_launch", "graph_nodes", "launch_nodes",
            "markdown_table", "nodes", "parameters", "register_node", "topics", "unregister_node"]
+
+
+def _has_module(node: RosNode) -> None:
+    if not node.module:
+        raise ConfigError(f"ROS node {node.name}: give module, the Python module holding {node.cls} and main()")
+
 
 NODES: Registry[RosNode] = Registry(
     "ROS node", group="embeval.ros_nodes", entries={n.name: n for n in discover()},
+    record=RecordKind(RosNode, adder="register_node", check=_has_module),
     hint="add one with a module in embeval_ros/ declaring NODE = RosNode(...), or register_node(); docs/contributing.md")
 
-
-def register_node(node: RosNode) -> RosNode:
-    """Register ``node`` under its name (replacing a node of the same name); returns it."""
-    if not isinstance(node, RosNode):
-        raise ConfigError(f"register_node takes an embeval_ros.node_spec.RosNode, got {type(node).__name__}")
-    if not node.module:
-        raise ConfigError(f"ROS node {node.name}: give module, the Python module holding {node.cls} and main()")
-    NODES.register(node.name, node, description=node.description)
-    return node
-
-
-def unregister_node(name: str) -> None:
-    """Remove the node ``name`` (:class:`ConfigError` naming the nodes when absent)."""
-    NODES.remove(name)
-
-
-def get_node(name: str, field: str = "") -> RosNode:
-    """The node registered as ``name``; :class:`ConfigError` (did you mean, the choices) otherwise."""
-    return NODES.get_record(name, RosNode, field)
+#: ``register_node(node) -> node``: register under its name (replacing a node of the same name)
+register_node = NODES.register_record
+#: ``unregister_node(name)``: remove it (:class:`ConfigError` naming the nodes when absent)
+unregister_node = NODES.remove
+#: ``get_node(name, field="") -> RosNode``: :class:`ConfigError` (did you mean, the choices) when unknown
+get_node = NODES.get_record
 
 
 def nodes() -> list[RosNode]:
     """Every registered node in start order (then registry order)."""
-    recs = [get_node(n) for n in NODES.names()]
-    return sorted(recs, key=lambda n: n.start)  # stable: ties keep registry order
+    return sorted(NODES.records(), key=lambda n: n.start)  # stable: ties keep registry order
 
 
 def graph_nodes() -> list[RosNode]:
@@ -84,6 +80,62 @@ def launch_nodes(params: Any, overrides: dict[str, dict[str, Any]] | None = None
         extra = [overrides[n.name]] if n.name in overrides else []
         out.append(Node(package=n.package, executable=n.executable, name=n.name, parameters=[params, *extra], **kw))
     return out
+
+
+@dataclass(frozen=True)
+class LaunchArg:
+    """A launch argument several launch files declare, and what it sets: ``param`` (node, parameter) takes its
+    value; ``runs`` names the node started only when it is true; ``env`` names an environment variable set to it."""
+
+    default: str
+    description: str
+    param: tuple[str, str] | None = None
+    runs: str = ""
+    env: str = ""
+
+
+#: the launch arguments the launch files share (:func:`graph_launch`'s ``shared``)
+SHARED_LAUNCH_ARGS: dict[str, LaunchArg] = {
+    "robot_ip": LaunchArg("192.168.1.102", "UR controller IP (arm backend ur_rtde)", param=("embeval_arm", "robot_ip")),
+    "record": LaunchArg("true", "record the topics to an MCAP bag", runs="embeval_recorder"),
+    "bag_dir": LaunchArg("", "bag folder (empty: runs/bags/embeval_<time>)", param=("embeval_recorder", "bag_dir")),
+    "dds_localhost": LaunchArg("1", "1: DDS on loopback only; 0: robot network", env="EMBEVAL_DDS_LOCALHOST"),
+}
+
+
+def graph_launch(config: str, args: dict[str, tuple[Any, str]], overrides: dict[str, dict[str, Any]] | None = None,
+                 *, shared: tuple[str, ...] = ("bag_dir",), **node_kw: Any) -> Any:
+    """The ``LaunchDescription`` of a launch file that starts the evaluation graph: its own ``args`` (name ->
+    (default, description); a default may be a substitution), the ``shared`` ones of :data:`SHARED_LAUNCH_ARGS`
+    (each wired to what it sets), ``params_file`` (default: the installed package's ``config/<config>``), then
+    :func:`launch_nodes` with ``overrides`` (merged with the shared arguments' parameters) and ``node_kw``."""
+    from ament_index_python.packages import get_package_share_directory
+    from launch.actions import DeclareLaunchArgument, SetEnvironmentVariable
+    from launch.conditions import IfCondition
+    from launch.substitutions import LaunchConfiguration
+
+    from launch import LaunchDescription
+
+    unknown = sorted(set(shared) - set(SHARED_LAUNCH_ARGS))
+    if unknown:
+        raise ConfigError(f"graph_launch: unknown shared launch argument(s) {unknown}; choose from "
+                          f"{', '.join(SHARED_LAUNCH_ARGS)} (or declare them in args)")
+    default = os.path.join(get_package_share_directory(PACKAGE), "config", config)
+    table = {**args, **{n: (SHARED_LAUNCH_ARGS[n].default, SHARED_LAUNCH_ARGS[n].description) for n in shared},
+             "params_file": (default, f"ROS 2 parameter file for the embeval nodes (default: the package's config/{config})")}
+    actions = [DeclareLaunchArgument(n, default_value=d, description=text) for n, (d, text) in table.items()]
+    merged = {node: dict(values) for node, values in (overrides or {}).items()}
+    conditions = {}
+    for name in shared:
+        arg, value = SHARED_LAUNCH_ARGS[name], LaunchConfiguration(name)
+        if arg.param:
+            merged.setdefault(arg.param[0], {})[arg.param[1]] = value
+        if arg.runs:
+            conditions[arg.runs] = IfCondition(value)
+        if arg.env:
+            actions.append(SetEnvironmentVariable(arg.env, value))
+    nodes = launch_nodes(LaunchConfiguration("params_file"), merged, conditions, **node_kw)
+    return LaunchDescription(actions + nodes)
 
 
 def markdown_table() -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from embeval.errors import ConfigError
-from embeval.registry import Registry
+from embeval.registry import RecordKind, Registry
 
 if TYPE_CHECKING:
     from embeval.sim.predicates import TaskSpec
@@ -123,16 +123,13 @@ class Axis:
 
 AXES: Registry[Axis] = Registry(
     "perturbation axis", group="embeval.perturbations", builtins="embeval.sim.perturb.builtin",
+    record=RecordKind(Axis, home="embeval.sim.perturb"),
     hint="`embeval perturb list` lists them; add one with a file defining AXIS = Axis(...) in embeval/sim/perturb/")
+
+#: ``axes() -> list[Axis]``: every registered axis, in registry order
+axes = AXES.records
 
 
 def get_axis(name: str) -> Axis:
-    axis = AXES.get(name, "--perturb")
-    if not isinstance(axis, Axis):
-        raise ConfigError(f"perturbation axis {name!r} is a {type(axis).__name__}, not an embeval.sim.perturb.Axis")
-    return axis
-
-
-def axes() -> list[Axis]:
-    """Every registered axis, in registry order."""
-    return [get_axis(n) for n in AXES.names()]
+    """The axis registered as ``name``; :class:`ConfigError` naming ``--perturb`` (did you mean, the choices) otherwise."""
+    return AXES.get_record(name, "--perturb")
