@@ -388,7 +388,7 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     db = Path(db)
     man = load_manifest(db)
     refs = {r["ref_id"]: r for r in man["references"]
-            if r.get("sim_seed") is not None or (r.get("sim") or {}).get("backend") == "maniskill"}
+            if r.get("sim_seed") is not None or _episode_backend(r)}
     images = [im for im in man["images"] if im["ref_id"] in refs]
     if n_images <= 0 or not images:
         return None
@@ -563,6 +563,15 @@ def _vector_runs(subject: str, policy, runs, cache, max_steps, cameras, videos, 
     return [out for out, _, _, _ in dis]
 
 
+def _episode_backend(ref: dict) -> str | None:
+    """The episode backend (:data:`embeval.sim.backends.BACKENDS`: maniskill, libero) that replays reference ``ref``
+    from its ``sim`` record, or None (a pybullet scene seed, or no simulator)."""
+    from embeval.sim.backends import BACKENDS
+
+    backend = (ref.get("sim") or {}).get("backend")
+    return backend if backend in BACKENDS and backend != "pybullet" else None
+
+
 def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int | None, cameras: list[str]):
     """One closed-loop run of ``policy`` on reference ``ref``'s easiest task: (ExecutionOutcome, task index, verb).
     ``distortion``: ``(name, level, seed)`` applied to every frame, or None (clean frames)."""
@@ -570,16 +579,15 @@ def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int |
     from embeval.recording.video import video_last, video_step
 
     sim = ref.get("sim") or {}
-    if sim.get("backend") == "maniskill":
+    if _episode_backend(ref):  # ManiSkill, LIBERO: the env's own task from the reference's seed
         from embeval.sim.backends import make_episode_env, run_episode
+        from embeval_analysis.iqa.libero_source import episode_spec
 
-        cam = sim.get("camera", "base_camera")
-        k = ("maniskill-loop", sim["env"], int(ref["width"]), int(ref["height"]), max_steps)
+        spec = episode_spec(dict(ref, sim={"camera": "base_camera", **sim}), cameras, max_steps)
+        k = (f"{sim['backend']}-loop", json.dumps(spec, sort_keys=True))
         env = envs.get(k)
         if env is None:
-            env = envs[k] = make_episode_env({"backend": "maniskill", "env": sim["env"], "width": int(ref["width"]),
-                                              "height": int(ref["height"]), "max_steps": max_steps,
-                                              "aliases": {c: cam for c in cameras if c != cam}})
+            env = envs[k] = make_episode_env(spec)
         return run_episode(env, policy, int(sim["seed"]), distortion).outcome, 0, sim["env"]
     from embeval.distortion import FrameDistorter
     from embeval.sim import SimConfig, SimEnv
@@ -620,12 +628,15 @@ def _execute_tasks(ref: dict, out: dict, envs: dict, cache: dict, subject: str):
     from embeval.scoring.execution import execution_score
 
     sim = ref.get("sim") or {}
-    if sim.get("backend") == "maniskill":
+    if _episode_backend(ref):  # ManiSkill, LIBERO: the first task's action from the reference's seed
         from embeval.sim.backends import execute_actions, make_episode_env
+        from embeval_analysis.iqa.libero_source import episode_spec
 
-        env = envs.get(("maniskill", sim["env"]))
+        spec = episode_spec(ref, [], None, render=False)
+        k = (sim["backend"], json.dumps(spec, sort_keys=True))
+        env = envs.get(k)
         if env is None:
-            env = envs[("maniskill", sim["env"])] = make_episode_env({"backend": "maniskill", "env": sim["env"], "render": False})
+            env = envs[k] = make_episode_env(spec)
         key = (subject, ref["ref_id"], 0)
         if key not in cache:
             cache[key] = execute_actions(env, int(sim["seed"]), [out["reference_actions"][0]])

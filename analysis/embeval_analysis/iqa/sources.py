@@ -15,6 +15,8 @@ state a policy needs). Sources are registered in :data:`SOURCES` by name:
   cycling through ``envs`` (default the six covered tasks); the env's instruction is the first task,
   state = the observed TCP pose in the robot's base frame, gripper open. ``sim`` records the env and
   seed, so Execution can replay actions there.
+- ``libero``: LIBERO's agent-view renders at its own initial states of a suite's tasks or a task list
+  (:mod:`embeval_analysis.iqa.libero_source`); ``sim`` records the task and initial state for Execution.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import numpy as np
 
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError, load_yaml
 from embeval.scoring.decision import DEFAULT_TASKS
+from embeval_analysis.iqa.libero_source import libero_source
 
 #: default robot state (tcp_pose: x y z [m] + quaternion xyzw, frame base; gripper 1 = open)
 DEFAULT_STATE = {"tcp_pose": [0.5, 0.0, 0.33, 1.0, 0.0, 0.0, 0.0], "gripper": [1.0]}
@@ -77,8 +80,7 @@ def sim_source(n: int, seed: int = 0, size: tuple[int, int] = (128, 96), work_di
     """``n`` images from ceil(n / len(views)) simulated scenes (both views of a scene)."""
     import tempfile
 
-    from scipy.spatial.transform import Rotation
-
+    from embeval.rotations import rotvec_to_quat
     from embeval.sim.references import generate_references
     from embeval.sim.scene import SceneSpec
 
@@ -89,7 +91,7 @@ def sim_source(n: int, seed: int = 0, size: tuple[int, int] = (128, 96), work_di
     for r in recs[:n]:
         scene = SceneSpec.from_yaml(work / "scenes" / f"{r.scene_id}.yaml")
         home = list(scene.home_tcp)
-        quat = Rotation.from_rotvec(home[3:6]).as_quat().tolist()  # home_tcp rotation is a rotation vector
+        quat = rotvec_to_quat(home[3:6], canonical=False).tolist()  # home_tcp rotation is a rotation vector
         out.append(IQAReference(r.image_id, _read_rgb(work / r.path), [t["instruction"] for t in r.tasks][:5], r.scene_id,
                                 r.view, "simulated", {"tcp_pose": home[:3] + quat, "gripper": [1.0]}, sim_seed=int(r.seed)))
     return out
@@ -208,14 +210,13 @@ def _joint_state(msg) -> dict[str, list[float]]:
     pos = dict(zip(list(msg.name), np.asarray(msg.position, dtype=float).tolist()))
     out: dict[str, list[float]] = {}
     if all(j in pos for j in UR_JOINTS):
-        from scipy.spatial.transform import Rotation
-
         from embeval.kinematics.ur import UR5
+        from embeval.rotations import matrix_to_quat
 
         q = [pos[j] for j in UR_JOINTS]
         out["joint_positions"] = q
         T = UR5().fk(np.asarray(q), frame="base")
-        out["tcp_pose"] = T[:3, 3].tolist() + Rotation.from_matrix(T[:3, :3]).as_quat().tolist()
+        out["tcp_pose"] = T[:3, 3].tolist() + matrix_to_quat(T[:3, :3], canonical=False).tolist()
     else:
         out["joint_positions"] = np.asarray(msg.position, dtype=float).tolist()
     if "gripper_opening" in pos:
@@ -364,6 +365,7 @@ SOURCES: dict[str, Callable[..., list[IQAReference]]] = {
     "lerobot": lerobot_source,
     "rosbag": rosbag_source,
     "maniskill": maniskill_source,
+    "libero": libero_source,
 }
 
 
