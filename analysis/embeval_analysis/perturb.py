@@ -84,7 +84,7 @@ class SensitivityRow:
 def sensitivity(rows: Iterable[Mapping[str, Any]], confidence: float = 0.95, n_resamples: int = 2000,
                 seed: int = 0) -> list[SensitivityRow]:
     """Per (kind, axis, level), in first-seen order: see the module docstring."""
-    from embeval.act2answer.aggregate import mcnemar, wilson_interval
+    from embeval.scoring.stats import mcnemar, wilson_interval
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for r in rows:

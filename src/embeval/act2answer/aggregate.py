@@ -6,21 +6,21 @@ Records are :class:`~embeval.act2answer.episode.EpisodeResult` objects or dicts 
 
 - soft success rate (SR) per category = mean success over all its episodes, i.e. the average of
   the original-layout and swapped-layout rates when every item ran in both (swap-averaged);
-- Wilson score interval of SR over the episodes (:func:`wilson_interval`);
+- Wilson score interval of SR over the episodes (:func:`embeval.scoring.stats.wilson_interval`);
 - regime against chance 0.5 with margin ``delta``: ``failure`` (SR < 0.5 - delta),
   ``no usable knowledge`` (within), ``usable knowledge`` (SR > 0.5 + delta);
 - swap consistency per item (the same *image* chosen in both layouts), the position-bias index
   (n_left - n_right) / (n_left + n_right) over episodes with a choice, and McNemar's test of the
-  paired original/swapped outcomes.
+  paired original/swapped outcomes (:func:`embeval.scoring.stats.mcnemar`).
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from embeval.errors import ConfigError, InvalidInputError
+from embeval.scoring.stats import mcnemar, wilson_interval
 
 REGIMES = ("failure", "no usable knowledge", "usable knowledge")
 
@@ -39,25 +39,7 @@ def rows(records: Iterable[Any]) -> list[Mapping[str, Any]]:
     return [_row(r) for r in records]
 
 
-# --------------------------------------------------------------------------- intervals, regimes
-def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a binomial proportion ``successes / n``; (0, 1) when n == 0."""
-    if n < 0 or successes < 0 or successes > n:
-        raise InvalidInputError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
-    if not 0 < confidence < 1:
-        raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
-    if n == 0:
-        return (0.0, 1.0)
-    from scipy.stats import norm
-
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p = successes / n
-    den = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / den
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
-    return (max(0.0, centre - half), min(1.0, centre + half))
-
-
+# --------------------------------------------------------------------------- regimes
 def regime(rate: float, delta: float = 0.1, chance: float = 0.5) -> str:
     """``failure`` / ``no usable knowledge`` / ``usable knowledge`` for a rate against chance +- delta."""
     if not 0 <= delta < chance:
@@ -170,19 +152,6 @@ def position_bias_index(records: Iterable[Any]) -> float:
     nl = sum(1 for r in rs if r.get("choice") == "left")
     nr = sum(1 for r in rs if r.get("choice") == "right")
     return 0.0 if nl + nr == 0 else (nl - nr) / (nl + nr)
-
-
-def mcnemar(b: int, c: int) -> tuple[float, float, float]:
-    """McNemar's test on the discordant counts: (chi2 with continuity correction, exact p, chi2 p)."""
-    from scipy.stats import binomtest, chi2
-
-    if b < 0 or c < 0:
-        raise InvalidInputError(f"discordant counts must be >= 0, got b={b}, c={c}")
-    if b + c == 0:
-        return 0.0, 1.0, 1.0
-    stat = (abs(b - c) - 1) ** 2 / (b + c)
-    p_exact = float(binomtest(min(b, c), b + c, 0.5).pvalue)
-    return float(stat), min(1.0, p_exact), float(chi2.sf(stat, 1))
 
 
 def swap_stats(records: Iterable[Any]) -> SwapStats:

@@ -10,12 +10,15 @@
   ``higher_is_better=False``; predictions are negated first so a good metric correlates positively.
 - Percentile bootstrap confidence intervals with an explicit seed (paired resampling of items).
 - Rank agreement (Spearman, Kendall) between two rankings of the same models.
+- Binomial success rates: the Wilson score interval of a proportion, and McNemar's test of paired outcomes
+  (Act2Answer's swap pairs, a perturbation level against the clean episodes).
 """
 from __future__ import annotations
 
+import math
 import warnings
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
 from scipy import optimize, stats
@@ -261,3 +264,32 @@ def rank_agreement(a: Mapping[Hashable, float] | Sequence[float], b: Mapping[Has
     s = stats.spearmanr(xa, xb)
     k = stats.kendalltau(xa, xb)
     return RankAgreement(int(xa.size), float(s[0]), float(s[1]), float(k[0]), float(k[1]), items)
+
+
+# --------------------------------------------------------------------------- binomial success rates
+def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``successes / n``; (0, 1) when n == 0."""
+    if n < 0 or successes < 0 or successes > n:
+        raise InvalidInputError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
+    if not 0 < confidence < 1:
+        raise ConfigError(f"confidence must lie in (0, 1), got {confidence}")
+    if n == 0:
+        return (0.0, 1.0)
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    p = successes / n
+    den = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def mcnemar(b: int, c: int) -> tuple[float, float, float]:
+    """McNemar's test on the discordant counts ``b`` (first only) and ``c`` (second only) of paired binary
+    outcomes: (chi2 with continuity correction, exact two-sided p, chi2 p)."""
+    if b < 0 or c < 0:
+        raise InvalidInputError(f"discordant counts must be >= 0, got b={b}, c={c}")
+    if b + c == 0:
+        return 0.0, 1.0, 1.0
+    stat = (abs(b - c) - 1) ** 2 / (b + c)
+    p_exact = float(stats.binomtest(min(b, c), b + c, 0.5).pvalue)
+    return float(stat), min(1.0, p_exact), float(stats.chi2.sf(stat, 1))
