@@ -149,3 +149,122 @@ def test_callers_use_the_one_home():
     R = Rotation.from_euler("xyz", d[3:]).as_matrix() @ Rotation.from_rotvec(p[3:]).as_matrix()
     np.testing.assert_array_equal(out, np.concatenate([p[:3] + d[:3], Rotation.from_matrix(R).as_rotvec()]))
     np.testing.assert_allclose(action.pose_delta(p, out), d, atol=1e-12)
+
+
+# ------------------------------------------------------------------ products, rotated vectors, interpolation
+RV = R_RANDOM.as_rotvec()
+RV2 = Rotation.random(64, random_state=4).as_rotvec()
+
+
+def test_compose_equals_scipy_products_to_the_bit():
+    T = rot.Turn
+    for i in range(16):  # single rotations, the way the sim calls them
+        a, b = RV[i], RV2[i]
+        yaw = float(RV[i, 2])
+        ra, rb = Rotation.from_rotvec(a), Rotation.from_rotvec(b)
+        np.testing.assert_array_equal(rot.compose(T.rotvec(a), T.rotvec(b)), (ra * rb).as_rotvec())
+        assert rot.compose(T.rotvec(a), T.rotvec(b).inv(), to="angle") == (ra * rb.inv()).magnitude()
+        assert rot.compose(T.rotvec(a).inv(), T.rotvec(b), to="angle") == (ra.inv() * rb).magnitude()
+        np.testing.assert_array_equal(rot.compose(T.euler("z", yaw), T.euler("x", math.pi)),
+                                      (Rotation.from_euler("z", yaw) * Rotation.from_euler("x", math.pi)).as_rotvec())
+        np.testing.assert_array_equal(rot.compose(T.euler("x", -yaw), T.rotvec(b)),
+                                      (Rotation.from_euler("x", -yaw) * rb).as_rotvec())
+        q = R_RANDOM[i].as_quat()
+        for canonical in (True, False):
+            np.testing.assert_array_equal(rot.compose(T.rotvec(a), T.quat(q), to="quat", canonical=canonical),
+                                          (ra * Rotation.from_quat(q)).as_quat(canonical=canonical))
+        np.testing.assert_array_equal(rot.compose(T.matrix(ra.as_matrix()), to="XYZ"), Rotation.from_matrix(ra.as_matrix()).as_euler("XYZ"))
+        np.testing.assert_array_equal(rot.rotvec_to_euler(a, "ZYX"), ra.as_euler("ZYX"))
+        np.testing.assert_array_equal(rot.quat_to_euler(q, "xyz"), Rotation.from_quat(q).as_euler("xyz"))
+        np.testing.assert_array_equal(rot.euler_to_rotvec(a, "xyz"), Rotation.from_euler("xyz", a).as_rotvec())
+        np.testing.assert_array_equal(rot.euler_to_matrix(yaw, "z"), Rotation.from_euler("z", yaw).as_matrix())
+    # batches, and one rotation against a batch
+    e1, e2 = R_RANDOM.as_euler("xyz"), Rotation.from_rotvec(RV2).as_euler("xyz")
+    got = rot.compose(T.euler("xyz", e1).inv(), T.euler("xyz", e2), to="angle")
+    assert got.shape == (64,)
+    np.testing.assert_array_equal(got, (Rotation.from_euler("xyz", e1).inv() * Rotation.from_euler("xyz", e2)).magnitude())
+    np.testing.assert_array_equal(rot.compose(T.rotvec(RV[0]), T.rotvec(RV2.reshape(8, 8, 3)), to="matrix"),
+                                  (Rotation.from_rotvec(RV[0]) * Rotation.from_rotvec(RV2)).as_matrix().reshape(8, 8, 3, 3))
+    # order: the last turn acts first, Rz(yaw) @ Rx(pi)
+    np.testing.assert_allclose(rot.compose(T.euler("z", 0.4), T.euler("x", math.pi), to="matrix"), _rz(0.4) @ _rx(math.pi), atol=1e-15)
+
+
+def test_canonical_false_keeps_scipys_sign():
+    big = np.array([0.0, 0.0, 1.5 * math.pi])  # angle beyond pi: scipy's quaternion has w < 0
+    assert rot.rotvec_to_quat(big, canonical=False)[3] < 0 < rot.rotvec_to_quat(big)[3]
+    np.testing.assert_array_equal(rot.rotvec_to_quat(RV * 1.7, canonical=False), Rotation.from_rotvec(RV * 1.7).as_quat())
+    R = R_RANDOM.as_matrix()
+    np.testing.assert_array_equal(rot.matrix_to_quat(R, canonical=False), Rotation.from_matrix(R).as_quat())
+    # the sign differs for some of them, so the option matters
+    assert np.any(rot.matrix_to_quat(R, canonical=False)[:, 3] < 0) or np.any(rot.rotvec_to_quat(RV * 1.7, canonical=False)[:, 3] < 0)
+
+
+def test_apply_and_slerp_equal_scipy():
+    T = rot.Turn
+    v = np.array([0.3, -1.2, 0.7])
+    for i in range(8):
+        np.testing.assert_array_equal(rot.apply(T.rotvec(RV[i]), v), Rotation.from_rotvec(RV[i]).apply(v))
+        q = R_RANDOM[i].as_quat()
+        np.testing.assert_array_equal(rot.apply(T.quat(q), [0.0, 0.0, 1.0]), Rotation.from_quat(q).apply([0.0, 0.0, 1.0]))
+        np.testing.assert_array_equal(rot.apply(T.euler("z", RV[i, 0]), [1.0, 0.0, 0.0]),
+                                      Rotation.from_euler("z", RV[i, 0]).apply([1.0, 0.0, 0.0]))
+    np.testing.assert_array_equal(rot.apply(T.rotvec(RV), RV2), Rotation.from_rotvec(RV).apply(RV2))
+    np.testing.assert_allclose(rot.apply(T.euler("z", math.pi / 2), [1.0, 0.0, 0.0]), [0.0, 1.0, 0.0], atol=1e-15)
+    from scipy.spatial.transform import Slerp
+
+    n = 7
+    ref = Slerp([0.0, 1.0], Rotation.from_rotvec(np.stack([RV[0], RV2[0]])))
+    got = rot.slerp(T.rotvec(RV[0]), T.rotvec(RV2[0]), [i / n for i in range(1, n + 1)])
+    assert got.shape == (n, 3, 3)
+    for i in range(1, n + 1):  # the workcell asks one fraction at a time; the batch gives the same bits
+        np.testing.assert_array_equal(got[i - 1], ref([i / n]).as_matrix()[0])
+    np.testing.assert_allclose(rot.slerp(T.rotvec([0, 0, 0]), T.rotvec([0, 0, 1.0]), [0.0, 0.25, 1.0], to="rotvec"),
+                               [[0, 0, 0], [0, 0, 0.25], [0, 0, 1.0]], atol=1e-15)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: rot.Turn.euler("zz", [0, 0]), "Euler sequence"),
+    (lambda: rot.Turn.euler("xyzx", [0, 0, 0, 0]), "1 to 3 axes"),
+    (lambda: rot.Turn.euler("z", [0.1, 0.2]), "last dimension 1"),
+    (lambda: rot.Turn.quat([0, 0, 0, 0]), "zero quaternion"),
+    (lambda: rot.Turn.rotvec([np.inf, 0, 0]), "NaN or inf"),
+    (lambda: rot.compose(rot.Turn.rotvec(np.zeros((2, 3))), rot.Turn.rotvec(np.zeros((3, 3)))), "batches of different shapes"),
+    (lambda: rot.compose(rot.Turn.rotvec([0, 0, 1]), to="euler"), "rotation output 'euler'"),
+    (lambda: rot.compose(rot.Turn.rotvec([0, 0, 1]), to="xy"), "rotation output 'xy'"),
+    (lambda: rot.compose(), "one or more rotations"),
+    (lambda: rot.compose([0, 0, 1]), "one or more rotations"),
+    (lambda: rot.apply(rot.Turn.rotvec(np.zeros((2, 3))), np.zeros((3, 3))), "batches of different shapes"),
+    (lambda: rot.slerp(rot.Turn.rotvec([0, 0, 0]), rot.Turn.rotvec([0, 0, 1]), [1.5]), r"in \[0, 1\]"),
+    (lambda: rot.slerp(rot.Turn.rotvec(np.zeros((2, 3))), rot.Turn.rotvec([0, 0, 1]), [0.5]), "single start and end"),
+])
+def test_hostile_products_are_named(call, match):
+    with pytest.raises(InvalidInputError, match=match):
+        call()
+
+
+def test_only_this_module_imports_scipy_spatial_transform():
+    """Every rotation in src/, analysis/ and bench/ goes through embeval.rotations: no other module imports
+    scipy.spatial.transform (nor scipy.spatial's Rotation/Slerp), not even lazily inside a function."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    home = root / "src" / "embeval" / "rotations.py"
+    offenders = []
+    for tree in ("src", "analysis", "bench"):
+        for path in sorted((root / tree).rglob("*.py")):
+            if path == home:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                elif isinstance(node, ast.Attribute) and node.attr == "transform":
+                    names = [ast.unparse(node)]
+                if any(n.startswith("scipy.spatial.transform") or n in ("scipy.spatial.Rotation", "scipy.spatial.Slerp")
+                       for n in names):
+                    offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == [], "use embeval.rotations instead of scipy.spatial.transform in: " + ", ".join(offenders)
+    assert len(list((root / "src").rglob("*.py"))) > 100  # the walk saw the tree

@@ -222,7 +222,7 @@ _SEGMENTS = ("shoulder", "upper_arm", "forearm", "wrist_1", "wrist_2", "wrist_3"
 
 def _from_urdf_origins(kin: Mapping[str, Any], name: str, limits: JointLimits | None) -> DHParams:
     """Joint origins ``Tx(a_{i-1}) Rx(alpha_{i-1}) Tz(d_i) Rz(theta_offset_i)`` -> D-H (ur_description layout)."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import rpy_to_matrix
 
     if not isinstance(kin, Mapping) or any(s not in kin for s in _SEGMENTS):
         raise ConfigError(f"'kinematics' must contain the segments {', '.join(_SEGMENTS)} with x, y, z, roll, pitch, yaw")
@@ -238,7 +238,7 @@ def _from_urdf_origins(kin: Mapping[str, Any], name: str, limits: JointLimits | 
             rpy = [float(o[k]) for k in ("roll", "pitch", "yaw")]
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigError(f"kinematics segment {seg!r} needs numeric x, y, z, roll, pitch, yaw") from exc
-        R = Rotation.from_euler("xyz", rpy).as_matrix()  # URDF rpy: R = Rz(yaw) Ry(pitch) Rx(roll)
+        R = rpy_to_matrix(rpy)  # URDF rpy: R = Rz(yaw) Ry(pitch) Rx(roll)
         al = np.arctan2(-R[1, 2], R[2, 2])
         t = np.arctan2(-R[0, 1], R[0, 0])
         dd = -np.sin(al) * y + np.cos(al) * z

@@ -11,10 +11,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from scipy.spatial.transform import Rotation
-
 from embeval.errors import MissingFileError
 from embeval.kinematics.dh import JOINT_NAMES, DHParams, preset
+from embeval.rotations import Turn, compose, euler_to_matrix
 
 __all__ = ["GRIPPER_STROKE", "GRIPPER_TCP_Z", "LINK_NAMES", "table_urdf", "ur_urdf", "urdf_dir", "urdf_path"]
 
@@ -78,13 +77,13 @@ def _frame_link(name: str) -> str:
     return f'  <link name="{name}">\n' + _inertial(1e-4, (1e-8, 1e-8, 1e-8)) + "  </link>\n"
 
 
-def _rpy(R: Rotation) -> tuple[float, ...]:
-    """URDF roll-pitch-yaw (extrinsic x-y-z) of a rotation; any valid triple at gimbal lock."""
+def _rpy(*turns: Turn) -> tuple[float, ...]:
+    """URDF roll-pitch-yaw (extrinsic x-y-z) of the product of ``turns``; any valid triple at gimbal lock."""
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        return tuple(float(v) for v in R.as_euler("xyz"))
+        return tuple(float(v) for v in compose(*turns, to="xyz"))
 
 
 def _cyl_inertia(m: float, r: float, length: float) -> tuple[float, float, float]:
@@ -138,11 +137,10 @@ def _joint_origins(p: DHParams) -> list[tuple[tuple, tuple]]:
         al_prev = p.alpha[i - 1] if i else 0.0
         ca, sa = math.cos(al_prev), math.sin(al_prev)
         xyz = (a_prev, -sa * p.d[i], ca * p.d[i])
-        R = Rotation.from_euler("x", al_prev).as_matrix() @ Rotation.from_euler("z", p.theta_offset[i]).as_matrix()
-        rpy = _rpy(Rotation.from_matrix(R)) if (al_prev or p.theta_offset[i]) else (0.0, 0.0, 0.0)
+        R = euler_to_matrix(al_prev, "x") @ euler_to_matrix(p.theta_offset[i], "z")
+        rpy = _rpy(Turn.matrix(R)) if (al_prev or p.theta_offset[i]) else (0.0, 0.0, 0.0)
         if i == 0:  # shoulder_pan is attached to base_link: include base_link -> base = Rz(pi)
-            R0 = Rotation.from_euler("z", math.pi).as_matrix() @ R
-            rpy = _rpy(Rotation.from_matrix(R0))
+            rpy = _rpy(Turn.matrix(euler_to_matrix(math.pi, "z") @ R))
         out.append((xyz, rpy))
     return out
 
@@ -184,9 +182,8 @@ def ur_urdf(params: DHParams | str = "ur5", gripper: bool = False, name: str | N
         )
     s += _frame_link("flange")
     # flange/tool0 as in ur_description (the two rotations cancel); Tx(a6) Rx(alpha6) of D-H row 6 goes here
-    R_fl = Rotation.from_euler("x", p.alpha[5]) * Rotation.from_euler("xyz", (0, -hp, -hp))
     s += _joint("wrist_3-flange", "fixed", "wrist_3_link", "flange", (p.a[5], 0, 0),
-                _rpy(R_fl) if p.alpha[5] else (0, -hp, -hp))
+                _rpy(Turn.euler("x", p.alpha[5]), Turn.euler("xyz", (0, -hp, -hp))) if p.alpha[5] else (0, -hp, -hp))
     s += _frame_link("tool0")
     s += _joint("flange-tool0", "fixed", "flange", "tool0", (0, 0, 0), (hp, 0, hp))
     if gripper:

@@ -188,10 +188,9 @@ def _distances(a: np.ndarray, b: np.ndarray, cfg: "DecisionConfig") -> tuple[np.
     if cfg.rotation != "angle":
         raise ConfigError(f"unknown Decision rotation {cfg.rotation!r}; choose one of {', '.join(ROTATIONS)}")
     if cfg.rotation_direction == "rotvec":
-        from scipy.spatial.transform import Rotation
+        from embeval.rotations import Turn, compose
 
-        ra, rb = Rotation.from_euler("xyz", a[:, 3:6]), Rotation.from_euler("xyz", b[:, 3:6])
-        dr = (ra.inv() * rb).magnitude()
+        dr = compose(Turn.euler("xyz", a[:, 3:6]).inv(), Turn.euler("xyz", b[:, 3:6]), to="angle")
     elif cfg.rotation_direction == "rpy":
         dr = np.linalg.norm(a[:, 3:6] - b[:, 3:6], axis=1)
     else:
@@ -213,9 +212,9 @@ def _directions(rpy: np.ndarray, mode: str) -> np.ndarray:
     if mode == "rpy":
         return rpy
     if mode == "rotvec":
-        from scipy.spatial.transform import Rotation
+        from embeval.rotations import euler_to_rotvec
 
-        return Rotation.from_euler("xyz", rpy).as_rotvec()
+        return euler_to_rotvec(rpy, "xyz")
     raise ConfigError(f"unknown rotation_direction {mode!r}; choose 'rotvec' or 'rpy'")
 
 

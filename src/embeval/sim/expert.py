@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, pose_delta
 from embeval.errors import ConfigError
+from embeval.rotations import Turn, compose, quat_to_euler
 from embeval.sim.task_registry import Planner, TaskTable
 
 OPEN, CLOSED = 1.0, 0.0
@@ -26,8 +26,7 @@ OPEN, CLOSED = 1.0, 0.0
 
 def topdown(xyz, yaw: float = 0.0) -> np.ndarray:
     """TCP pose ``[x,y,z,rx,ry,rz]`` pointing straight down, rotated by ``yaw`` about z."""
-    R = Rotation.from_euler("z", yaw) * Rotation.from_euler("x", math.pi)
-    return np.concatenate([np.asarray(xyz, dtype=float), R.as_rotvec()])
+    return np.concatenate([np.asarray(xyz, dtype=float), compose(Turn.euler("z", yaw), Turn.euler("x", math.pi))])
 
 
 def fold_yaw(yaw: float, period: float = math.pi / 2) -> float:
@@ -134,7 +133,7 @@ class ScriptedExpert:
     # helpers for planners ----------------------------------------------------------------
     def obj(self, name: str):
         pos, orn = self.env.cell.object_pose(name)
-        yaw = Rotation.from_quat(orn).as_euler("xyz")[2]
+        yaw = quat_to_euler(orn, "xyz")[2]
         return pos, yaw
 
     def top(self, name: str) -> float:

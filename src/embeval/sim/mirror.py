@@ -24,10 +24,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from embeval.robot.base import ArmState
 from embeval.robot.safety import SafetyLimits
+from embeval.rotations import Turn, compose
 from embeval.sim.arm_backend import actuate_gripper
 from embeval.sim.scene import SceneSpec
 from embeval.sim.tasks import TaskSpec
@@ -56,7 +56,7 @@ class MirrorCell:
             return
         target = np.asarray(state.tcp_pose, dtype=np.float64)
         here = c.tcp_pose()
-        turn = (Rotation.from_rotvec(target[3:]) * Rotation.from_rotvec(here[3:]).inv()).magnitude()
+        turn = compose(Turn.rotvec(target[3:]), Turn.rotvec(here[3:]).inv(), to="angle")
         if np.linalg.norm(target[:3] - here[:3]) > FOLLOW_TOLERANCE or turn > FOLLOW_TOLERANCE:
             c.move_tcp(target, speed=self.speed)
         if c.safety.status.ok:

@@ -86,6 +86,6 @@ def xy_distance(a: np.ndarray, b) -> float:
 
 def up_axis(orientation_xyzw) -> np.ndarray:
     """The object's local +z axis in the world frame (orientation as a quaternion x, y, z, w)."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import Turn, apply
 
-    return Rotation.from_quat(orientation_xyzw).apply([0.0, 0.0, 1.0])
+    return apply(Turn.quat(orientation_xyzw), [0.0, 0.0, 1.0])

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
 
 from embeval.action import as_pose6, gripper_closed
 from embeval.errors import ConfigError
@@ -38,6 +37,7 @@ from embeval.robot.safety import (
     check_command,
     check_joint_limits,
 )
+from embeval.rotations import Turn, compose, matrix_to_rotvec, quat_to_matrix, slerp
 from embeval.sim.objects import PB, Body, build
 from embeval.sim.scene import CameraSpec, SceneSpec
 from embeval.sim.tasks import ObjectState, WorldState
@@ -239,7 +239,7 @@ class Workcell:
         key = self.q.tobytes()
         if self._fk_cache[0] != key:
             T = self.kin.fk(self.q, frame="base")
-            self._fk_cache = (key, T, np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_rotvec()]))
+            self._fk_cache = (key, T, np.concatenate([T[:3, 3], matrix_to_rotvec(T[:3, :3])]))
         return self._fk_cache[1].copy()
 
     def tcp_pose(self) -> np.ndarray:
@@ -291,7 +291,7 @@ class Workcell:
         b = self._body(name)
         if b.grasp_link >= 0:
             st = self.p.getLinkState(b.body_id, b.grasp_link, computeForwardKinematics=True, physicsClientId=self.client)
-            R = Rotation.from_quat(st[5]).as_matrix()
+            R = quat_to_matrix(st[5])
             return np.array(st[4]) + R @ np.asarray(b.grasp_offset)
         return self.object_pose(name)[0]
 
@@ -348,7 +348,7 @@ class Workcell:
             lo, hi = b.joint_range
             T = self.tcp_matrix()
             if g.revolute:  # the TCP's rotation since the grasp, about the joint axis
-                s = float(np.dot(Rotation.from_matrix(T[:3, :3] @ g.R0.T).as_rotvec(), g.axis_world))
+                s = float(np.dot(matrix_to_rotvec(T[:3, :3] @ g.R0.T), g.axis_world))
             else:  # the TCP's translation since the grasp, along the joint axis
                 s = float(np.dot(T[:3, 3] - g.tcp0, g.axis_world))
             p.resetJointState(b.body_id, b.joint, float(np.clip(g.joint0 + s, lo, hi)), physicsClientId=c)
@@ -388,15 +388,15 @@ class Workcell:
         target = as_pose6(target, "target TCP pose")
         start = self.tcp_pose()
         dist = float(np.linalg.norm(target[:3] - start[:3]))
-        rots = Rotation.from_rotvec(np.stack([start[3:], target[3:]]))
-        ang = float((rots[1] * rots[0].inv()).magnitude())
+        r0, r1 = Turn.rotvec(start[3:]), Turn.rotvec(target[3:])
+        ang = float(compose(r1, r0.inv(), to="angle"))
         n = max(1, math.ceil(max(dist / self.config.segment, ang / 0.1)))
-        slerp = Slerp([0.0, 1.0], rots)
+        turns = slerp(r0, r1, [i / n for i in range(1, n + 1)])
         qs, q = [], self.q
         for i in range(1, n + 1):
             s = i / n
             T = np.eye(4)
-            T[:3, :3] = slerp([s]).as_matrix()[0]
+            T[:3, :3] = turns[i - 1]
             T[:3, 3] = start[:3] + s * (target[:3] - start[:3])
             qn = self.kin.ik_closest(T, q, frame="base")
             if qn is None:
@@ -514,7 +514,7 @@ class Workcell:
         """Extent (m) of an object along a world direction: oriented box / cylinder diameter / AABB fallback."""
         size = b.spec.size if b.spec is not None else ()
         if b.kind in ("box", "card", "peg") and len(size) == 3:
-            Ro = Rotation.from_quat(self.object_pose(b.name)[1]).as_matrix()
+            Ro = quat_to_matrix(self.object_pose(b.name)[1])
             return float(np.sum(np.abs(Ro.T @ axis) * np.asarray(size)))
         if b.kind in ("cylinder", "plate", "bowl", "cup") and size:
             return 2.0 * float(size[0])
@@ -532,7 +532,7 @@ class Workcell:
         if b.joint >= 0:
             info = self.p.getJointInfo(b.body_id, b.joint, physicsClientId=self.client)
             axis_local = np.array(info[13])
-            g.axis_world = Rotation.from_quat(orn).as_matrix() @ axis_local
+            g.axis_world = quat_to_matrix(orn) @ axis_local
             g.joint0 = self.joint_value(b.name) or 0.0
             g.revolute = info[2] == p.JOINT_REVOLUTE
             g.R0 = T[:3, :3].copy()

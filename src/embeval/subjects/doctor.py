@@ -172,15 +172,15 @@ def _vector(action: Any) -> np.ndarray:
 
 def _to_base(v: np.ndarray, tcp: np.ndarray, spec) -> np.ndarray:
     """The policy's action as a frame-base delta (see the module docstring)."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import euler_to_rotvec, matrix_to_rpy, rotvec_to_matrix
 
     out = v.copy()
-    R = Rotation.from_rotvec(tcp[3:6]).as_matrix()
+    R = rotvec_to_matrix(tcp[3:6])
     if getattr(spec, "absolute", False):
-        out[:6] = pose_delta(tcp, np.concatenate([v[:3], Rotation.from_euler("xyz", v[3:6]).as_rotvec()]))
+        out[:6] = pose_delta(tcp, np.concatenate([v[:3], euler_to_rotvec(v[3:6], "xyz")]))
     elif getattr(spec, "frame", "base") == "tool0":
         out[:3] = R @ v[:3]
-        out[3:6] = Rotation.from_matrix(R @ rpy_to_matrix(v[3:6]) @ R.T).as_euler("xyz")
+        out[3:6] = matrix_to_rpy(R @ rpy_to_matrix(v[3:6]) @ R.T)
     return out
 
 
@@ -508,9 +508,9 @@ def _translation_axes(ev: Evidence):
 
 def _reframe(base_delta: np.ndarray, tcp: np.ndarray, declared: str) -> np.ndarray:
     """A translation (frame base after reading it in the ``declared`` frame) read in the other frame instead."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import rotvec_to_matrix
 
-    R = Rotation.from_rotvec(tcp[3:6]).as_matrix()
+    R = rotvec_to_matrix(tcp[3:6])
     return R @ base_delta if declared == "base" else R.T @ base_delta
 
 

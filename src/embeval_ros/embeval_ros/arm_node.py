@@ -370,9 +370,9 @@ class ArmNode(EmbevalNode):
         cube = self._cube_position()
         if cube is not None:
             import numpy as np
-            from scipy.spatial.transform import Rotation
+            from embeval.rotations import quat_to_rotvec
 
-            self.cube_pub.publish(pose_msg(np.concatenate([cube[0], Rotation.from_quat(cube[1]).as_rotvec()]), now, "base"))
+            self.cube_pub.publish(pose_msg(np.concatenate([cube[0], quat_to_rotvec(cube[1])]), now, "base"))
 
     def close(self) -> None:
         if self.mirror is not None:

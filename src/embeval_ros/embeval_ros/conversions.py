@@ -128,11 +128,11 @@ def pose_msg(pose6, stamp_ns: int, frame_id: str = "base"):
 
 def msg_to_pose6(msg) -> np.ndarray:
     """Inverse of :func:`pose_msg` (accepts PoseStamped or Pose)."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import quat_to_rotvec
 
     pose = getattr(msg, "pose", msg)
     o = pose.orientation
-    rv = Rotation.from_quat([o.x, o.y, o.z, o.w]).as_rotvec()
+    rv = quat_to_rotvec([o.x, o.y, o.z, o.w])
     return np.array([pose.position.x, pose.position.y, pose.position.z, *rv], dtype=np.float64)
 
 

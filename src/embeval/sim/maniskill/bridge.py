@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from embeval.action import Action, ActionSpec, Observation, gripper_closed, gripper_command, rpy_to_matrix
 from embeval.errors import ConfigError, EmbevalError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.resize import resize
+from embeval.rotations import matrix_to_quat, matrix_to_rotvec, rotvec_to_euler
 from embeval.sim.env import ClosingEnv, StepResult, as_action
 from embeval.sim.maniskill.runtime import check_seed, raw_pose_matrix
 
@@ -132,11 +132,11 @@ def widowx_commands(action: Action | Sequence[float], gripper: float, limits: Wi
     """
     a = as_action(action)
     clipped = False
-    rotvec = Rotation.from_matrix(rpy_to_matrix(a.rotation)).as_rotvec()
+    rotvec = matrix_to_rotvec(rpy_to_matrix(a.rotation))
     angle = float(np.linalg.norm(rotvec))
     if angle > limits.rot_upper:
         rotvec, clipped = rotvec * (limits.rot_upper / angle), True
-    euler = Rotation.from_rotvec(rotvec).as_euler("XYZ")
+    euler = rotvec_to_euler(rotvec, "XYZ")
     e = np.clip(euler, limits.rot_lower, limits.rot_upper)
     d = np.clip(a.translation, limits.pos_lower, limits.pos_upper)
     clipped = clipped or bool(np.any(e != euler) or np.any(d != a.translation))
@@ -386,7 +386,7 @@ class BridgeEnv(ClosingEnv):
         images = {CAMERA: img, **{a: img for a, cam in self.config.aliases.items() if cam == CAMERA}}
         T = self.tcp_matrix()
         q = _np(self.env.agent.robot.get_qpos()).astype(np.float64)
-        state = {"tcp_pose": np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_quat()]),
+        state = {"tcp_pose": np.concatenate([T[:3, 3], matrix_to_quat(T[:3, :3], canonical=False)]),
                  "joint_positions": q[:6].copy(), "gripper": np.array([self.gripper]), "finger_positions": q[6:8].copy()}
         return Observation(images=images, instruction=self.instruction, state=state,
                            timestamp=self.control_steps * float(self.env.control_timestep))

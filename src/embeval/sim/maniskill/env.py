@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from embeval.action import (
     Action,
@@ -43,6 +42,7 @@ from embeval.action import (
 )
 from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
+from embeval.rotations import Turn, compose, matrix_to_euler, matrix_to_quat, matrix_to_rotvec, rotvec_to_euler
 from embeval.sim.env import ClosingEnv, StepResult, as_action
 from embeval.sim.maniskill.runtime import (
     VulkanUnavailableError,
@@ -99,7 +99,7 @@ def to_controller_action(delta: Sequence[float], pos_bound: float = 0.1, rot_bou
     controller code). Both parts must lie within the bounds (:func:`split_delta` makes them).
     """
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
-    euler = Rotation.from_matrix(rpy_to_matrix(d[3:6])).as_euler("XYZ")
+    euler = matrix_to_euler(rpy_to_matrix(d[3:6]), "XYZ")
     return np.concatenate([np.clip(d[:3] / pos_bound, -1.0, 1.0), -euler / rot_bound])
 
 
@@ -113,13 +113,13 @@ def split_delta(delta: Sequence[float], pos_bound: float = 0.1, rot_bound: float
     full bound may then be turned up to 1 % less (ManiSkill rescales it).
     """
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]
-    rotvec = Rotation.from_matrix(rpy_to_matrix(d[3:6])).as_rotvec()
+    rotvec = matrix_to_rotvec(rpy_to_matrix(d[3:6]))
     need = max(np.max(np.abs(d[:3])) / pos_bound, np.linalg.norm(rotvec) / rot_bound)
     n = max(1, math.ceil(need - 1e-9))
     clipped = n > max_parts
     scale = max_parts / need if clipped else 1.0
     n = min(n, max_parts)
-    part_rpy = Rotation.from_rotvec(rotvec * scale / n).as_euler("xyz")
+    part_rpy = rotvec_to_euler(rotvec * scale / n, "xyz")
     return [np.concatenate([d[:3] * scale / n, part_rpy]) for _ in range(n)], clipped
 
 
@@ -397,7 +397,7 @@ class ManiSkillEnv(ClosingEnv):
     def tcp_pose(self) -> np.ndarray:
         """``[x, y, z, rx, ry, rz]`` of the TCP in frame base (m, rotation vector), like the UR controller's."""
         T = self.tcp_matrix()
-        return np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_rotvec()])
+        return np.concatenate([T[:3, 3], matrix_to_rotvec(T[:3, :3])])
 
     def final_tcp_pose(self) -> np.ndarray:
         return self.tcp_pose()
@@ -424,7 +424,7 @@ class ManiSkillEnv(ClosingEnv):
         q = _np(u.agent.robot.get_qpos()).astype(np.float64)
         state = {
             "joint_positions": q[:7].copy(),
-            "tcp_pose": np.concatenate([T[:3, 3], Rotation.from_matrix(T[:3, :3]).as_quat()]),
+            "tcp_pose": np.concatenate([T[:3, 3], matrix_to_quat(T[:3, :3], canonical=False)]),
             "gripper": np.array([self.gripper]),
             "gripper_width": np.array([self.gripper_width()]),
         }
@@ -445,20 +445,20 @@ class ManiSkillEnv(ClosingEnv):
             if actor is None or not hasattr(actor, "pose"):
                 continue
             T = self.to_base(_np(actor.pose.raw_pose))
-            out[name] = {"position": T[:3, 3].tolist(), "orientation_xyzw": Rotation.from_matrix(T[:3, :3]).as_quat().tolist()}
+            out[name] = {"position": T[:3, 3].tolist(), "orientation_xyzw": matrix_to_quat(T[:3, :3], canonical=False).tolist()}
         return out
 
 
 def _ms_camera_pose(env, comps, lights, p, sapien) -> None:
     """Move each world camera by ``translation_cm`` along ``direction`` and turn it by ``rotation_deg`` about
     world ``axis`` through its own position."""
-    R_d = Rotation.from_rotvec(math.radians(p["rotation_deg"]) * np.asarray(p["axis"]))
+    R_d = Turn.rotvec(math.radians(p["rotation_deg"]) * np.asarray(p["axis"]))
     for uid in p["cameras"]:
         c = comps[uid]
         pose = c.local_pose
-        R = R_d * Rotation.from_quat(np.roll(pose.q, -1))  # SAPIEN wxyz -> scipy xyzw
+        q = compose(R_d, Turn.quat(np.roll(pose.q, -1)), to="quat", canonical=False)  # SAPIEN wxyz <-> xyzw
         c.local_pose = sapien.Pose(np.asarray(pose.p) + np.asarray(p["direction"]) * p["translation_cm"] / 100.0,
-                                   np.roll(R.as_quat(), 1))
+                                   np.roll(q, 1))
 
 
 def _ms_fov(env, comps, lights, p, sapien) -> None:
@@ -487,10 +487,10 @@ def _ms_light_color(env, comps, lights, p, sapien) -> None:
 
 def _ms_light_direction(env, comps, lights, p, sapien) -> None:
     """Turn every directional light by ``direction_change_deg`` about world ``axis`` (the same rotation for all)."""
-    R_d = Rotation.from_rotvec(math.radians(p["direction_change_deg"]) * np.asarray(p["axis"]))
+    R_d = Turn.rotvec(math.radians(p["direction_change_deg"]) * np.asarray(p["axis"]))
     for li in lights:
         pose = li.pose
-        li.pose = sapien.Pose(pose.p, np.roll((R_d * Rotation.from_quat(np.roll(pose.q, -1))).as_quat(), 1))
+        li.pose = sapien.Pose(pose.p, np.roll(compose(R_d, Turn.quat(np.roll(pose.q, -1)), to="quat", canonical=False), 1))
 
 
 #: axis name -> ``apply(env, cameras, lights, params, sapien)`` on the live SAPIEN scene

@@ -19,10 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scipy.spatial.transform import Rotation
-
 from embeval.action import Action, ActionSpec
 from embeval.errors import ConfigError
+from embeval.rotations import matrix_to_rotvec, rotvec_to_euler
 
 Target = Callable[[], np.ndarray]  # -> 4x4 TCP target in frame base
 
@@ -104,7 +103,7 @@ class PhaseExpert:
             ph = self.phases[min(self.i, len(self.phases) - 1)]
             tgt = ph.target()
             e = tgt[:3, 3] - T[:3, 3]
-            rv = Rotation.from_matrix(tgt[:3, :3] @ T[:3, :3].T).as_rotvec()
+            rv = matrix_to_rotvec(tgt[:3, :3] @ T[:3, :3].T)
             last = self.i >= len(self.phases) - 1
             if not last and ((np.linalg.norm(e) < ph.tol and np.linalg.norm(rv) < ph.rot_tol and self.k >= ph.min_steps)
                              or self.k >= ph.max_steps):
@@ -122,7 +121,7 @@ class PhaseExpert:
         n = np.linalg.norm(rv)
         if n > self.env.rot_bound:
             rv *= self.env.rot_bound / n
-        rpy = Rotation.from_rotvec(rv).as_euler("xyz")
+        rpy = rotvec_to_euler(rv, "xyz")
         return Action(np.concatenate([d, rpy, [ph.gripper]]))
 
 

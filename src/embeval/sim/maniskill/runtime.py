@@ -180,11 +180,11 @@ def _np(x) -> np.ndarray:
 
 def raw_pose_matrix(raw_pose) -> np.ndarray:
     """A SAPIEN / ManiSkill raw pose ``[x, y, z, qw, qx, qy, qz]`` (array or tensor, batch of one allowed) -> 4x4 matrix."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import quat_to_matrix
 
     p = _np(raw_pose).astype(np.float64).reshape(-1)
     T = np.eye(4)
-    T[:3, :3] = Rotation.from_quat([p[4], p[5], p[6], p[3]]).as_matrix()
+    T[:3, :3] = quat_to_matrix([p[4], p[5], p[6], p[3]])
     T[:3, 3] = p[:3]
     return T
 

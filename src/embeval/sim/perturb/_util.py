@@ -37,6 +37,6 @@ def with_cameras(scene: SceneSpec, names: list[str], change) -> SceneSpec:
 
 def rotate(v, axis, degrees: float) -> np.ndarray:
     """``v`` rotated about unit ``axis`` by ``degrees``."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import Turn, apply
 
-    return Rotation.from_rotvec(np.radians(degrees) * np.asarray(axis, float)).apply(np.asarray(v, float))
+    return apply(Turn.rotvec(np.radians(degrees) * np.asarray(axis, float)), np.asarray(v, float))

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
+from embeval.rotations import rotvec_to_euler
 from embeval.sim.expert import CLOSED, OPEN, ScriptedExpert, Stage, fold_yaw, grasp_stages, lift, topdown, vertical
 from embeval.sim.predicates import TaskSpec, object_state, xy_distance
 from embeval.sim.scene import COLORS, ObjectSpec, SceneSpec
@@ -37,7 +37,7 @@ def plan(e: ScriptedExpert) -> list[Stage]:
 
     def align():  # turn the held peg so its faces line up with the hole's
         p = cell.tcp_pose()
-        yaw = Rotation.from_rotvec(p[3:]).as_euler("ZYX")[0]
+        yaw = rotvec_to_euler(p[3:], "ZYX")[0]
         d = fold_yaw(e.obj(t.reference)[1] - e.obj(t.target)[1])
         return topdown([p[0], p[1], z_carry], yaw + d)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
+from embeval.rotations import Turn, compose
 from embeval.sim.expert import CLOSED, ScriptedExpert, Stage, grasp_stages, lift
 from embeval.sim.predicates import TaskSpec, object_state, up_axis, xy_distance
 from embeval.sim.scene import COLORS, ObjectSpec, SceneSpec
@@ -58,8 +58,7 @@ def plan(e: ScriptedExpert) -> list[Stage]:
     def tip():
         p = cell.tcp_pose()
         _, side = geometry()
-        R = Rotation.from_euler("x", -side * tilt) * Rotation.from_rotvec(p[3:])
-        return np.concatenate([p[:3], R.as_rotvec()])
+        return np.concatenate([p[:3], compose(Turn.euler("x", -side * tilt), Turn.rotvec(p[3:]))])
 
     return [*grasp_stages(e, t.target), lift(e, z_pour), Stage("above_bowl", above_bowl, CLOSED),
             Stage("tip", tip, CLOSED, wait=1)]

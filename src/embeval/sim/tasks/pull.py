@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
 from embeval.errors import ConfigError
+from embeval.rotations import Turn, apply
 from embeval.sim.expert import CLOSED, OPEN, ScriptedExpert, Stage, topdown, vertical
 from embeval.sim.predicates import TaskSpec, object_state
 from embeval.sim.scene import COLORS, ObjectSpec, SceneSpec
@@ -51,7 +51,7 @@ def plan(e: ScriptedExpert) -> list[Stage]:
 
     def pull():
         p = cell.tcp_pose()
-        axis = Rotation.from_euler("z", yaw).apply([1.0, 0.0, 0.0])
+        axis = apply(Turn.euler("z", yaw), [1.0, 0.0, 0.0])
         xy = p[:2] - axis[:2] * (t.threshold or 0.08) * 1.4
         return np.concatenate([[xy[0], xy[1], p[2]], p[3:]])
 

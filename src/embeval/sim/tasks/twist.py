@@ -4,8 +4,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.spatial.transform import Rotation
 
+from embeval.rotations import rotvec_to_euler
 from embeval.sim.expert import CLOSED, OPEN, ScriptedExpert, Stage, fold_yaw, topdown, vertical
 from embeval.sim.predicates import TaskSpec, object_state
 from embeval.sim.scene import COLORS, ObjectSpec, SceneSpec
@@ -47,7 +47,7 @@ def plan(e: ScriptedExpert) -> list[Stage]:
 
     def twist():
         p = cell.tcp_pose()
-        yaw = Rotation.from_rotvec(p[3:]).as_euler("ZYX")[0]
+        yaw = rotvec_to_euler(p[3:], "ZYX")[0]
         return topdown(p[:3], yaw + (turn if yaw < 0 else -turn))  # turn towards the wrist's centre
 
     return [Stage("above", above, OPEN), Stage("descend", grasp, OPEN), Stage("close", None, CLOSED),

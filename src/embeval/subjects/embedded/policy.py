@@ -167,20 +167,19 @@ class TinyVLAPolicy(HiddenStateMixin):
         return act
 
     def _toward(self, reg: np.ndarray, ob: Observation) -> np.ndarray:
-        from scipy.spatial.transform import Rotation
-
         from embeval.action import pose_delta
+        from embeval.rotations import matrix_to_rotvec, quat_to_rotvec
 
         a, b = reg[3:6], reg[6:9]
         c0 = a / max(np.linalg.norm(a), 1e-9)
         b = b - (c0 @ b) * c0
         c1 = b / max(np.linalg.norm(b), 1e-9)
         R = np.stack([c0, c1, np.cross(c0, c1)], axis=1)
-        target = np.concatenate([reg[:3], Rotation.from_matrix(R).as_rotvec()])
+        target = np.concatenate([reg[:3], matrix_to_rotvec(R)])
         if "tcp_pose" not in ob.state:
             raise InvalidInputError(f"{self.id} needs observation.state['tcp_pose'] (x, y, z + quaternion xyzw or rotation vector)")
         tcp = np.asarray(ob.state["tcp_pose"], dtype=np.float64).reshape(-1)
-        cur = np.concatenate([tcp[:3], Rotation.from_quat(tcp[3:7]).as_rotvec()]) if tcp.size == 7 else tcp[:6]
+        cur = np.concatenate([tcp[:3], quat_to_rotvec(tcp[3:7])]) if tcp.size == 7 else tcp[:6]
         d = pose_delta(cur, target)
         n, r = np.linalg.norm(d[:3]), np.linalg.norm(d[3:])
         if n > self.cfg.max_step:

@@ -126,9 +126,9 @@ def action_stats(action: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def rot6d(rotvec: np.ndarray) -> np.ndarray:
     """(N, 3) rotation vectors -> (N, 6): the first two columns of each rotation matrix."""
-    from scipy.spatial.transform import Rotation
+    from embeval.rotations import rotvec_to_matrix
 
-    m = Rotation.from_rotvec(np.asarray(rotvec, dtype=np.float64).reshape(-1, 3)).as_matrix()
+    m = rotvec_to_matrix(np.asarray(rotvec, dtype=np.float64).reshape(-1, 3))
     return np.concatenate([m[:, :, 0], m[:, :, 1]], axis=1)
 
 
