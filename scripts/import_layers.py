@@ -40,8 +40,8 @@ TREES = {
 }
 #: the core's foundations (sub-packages of ``embeval``; ``""`` is ``embeval/__init__`` itself)
 FOUNDATIONS = ("", "kinematics", "scoring", "distortion", "camera", "robot", "sim", "action", "conventions", "rotations",
-               "resize", "errors", "config", "registry", "contact_sheet", "datasets", "env", "image_io", "iqa",
-               "progress", "provenance", "recording", "safe_yaml")
+               "resize", "errors", "config", "registry", "entry", "checks", "contact_sheet", "datasets", "env",
+               "image_io", "iqa", "progress", "provenance", "recording", "safe_yaml")
 #: the core's evaluation layers, built on the foundations
 EVALUATION = ("subjects", "runs", "act2answer", "serving", "control")
 #: the floors, lowest first: (name, the packages on it: ``embeval.<sub>`` for the core, else a top-level package)

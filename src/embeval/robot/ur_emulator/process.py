@@ -1,4 +1,5 @@
-"""Run ``embeval ur-emulator`` in a subprocess (what tests, benchmarks and HIL runs need).
+"""Run the UR emulator in a subprocess (what tests, benchmarks and HIL runs need): ``python -m
+embeval.robot.ur_emulator``, which takes the arguments of ``embeval ur-emulator``.
 
 ur_rtde's C++ calls hold the Python GIL while they wait for the controller, so an emulator in the
 same process as the client would starve; a subprocess does not. ``EmulatorProcess()`` picks a free
@@ -45,12 +46,12 @@ def free_loopback_host(tries: int = 50) -> str:
 
 
 class EmulatorProcess:
-    """``embeval ur-emulator --host HOST ARGS...`` as a child process; ``close()`` (or ``with``) stops it."""
+    """``python -m embeval.robot.ur_emulator --host HOST ARGS...`` as a child process; ``close()`` (or ``with``) stops it."""
 
     def __init__(self, *args: str, host: str | None = None, timeout: float = 30.0):
         self.host = host or free_loopback_host()
         self.lines: list[str] = []
-        self.proc = subprocess.Popen([sys.executable, "-m", "embeval_cli", "ur-emulator", "--host", self.host, *args],
+        self.proc = subprocess.Popen([sys.executable, "-m", "embeval.robot.ur_emulator", "--host", self.host, *args],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=dict(os.environ))
         ready = threading.Event()
 
@@ -65,7 +66,7 @@ class EmulatorProcess:
         self._drain.start()
         if not ready.wait(timeout) or self.proc.poll() is not None:
             self.close()
-            raise ServerUnavailableError("embeval ur-emulator did not start: " + " | ".join(self.lines[-5:]))
+            raise ServerUnavailableError("the UR emulator (python -m embeval.robot.ur_emulator) did not start: " + " | ".join(self.lines[-5:]))
 
     def log(self) -> str:
         """Everything the emulator printed so far."""
