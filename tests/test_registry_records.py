@@ -84,8 +84,6 @@ def test_project_record_registries_share_it():
         register_node("embeval_x")
     with pytest.raises(ConfigError, match=r"register_task takes an embeval\.sim\.tasks\.Task, got type"):
         register_task(get_metric("psnr").__class__)  # a class, not a record
-    with pytest.raises(TypeError):  # only the verb is positional
-        Task("Stack", 1, get_task("Pick").make, motion="stack")
 
 
 def test_graph_launch_wires_the_shared_arguments(monkeypatch, tmp_path):

@@ -16,7 +16,7 @@ This module imports nothing of :mod:`embeval.sim` (the scene, predicate and expe
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import KW_ONLY, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from embeval.errors import ConfigError
@@ -46,7 +46,7 @@ Planner = Callable[["ScriptedExpert"], "list[Stage]"]
 class Task:
     """Everything embeval knows about one tabletop task verb.
 
-    ``verb`` (the only positional field) is the capitalised name used in task specs and on the CLI (``--task`` is case-insensitive).
+    ``verb`` is the capitalised name used in task specs and on the CLI (``--task`` is case-insensitive).
     ``difficulty`` (1..5) is the default of its task specs and its level in reference scenes.
     ``make`` builds a seeded scene; ``success`` (None: not implemented, episodes report no success)
     and ``plan`` (None: the scripted expert cannot solve it) are optional. ``motion`` and
@@ -56,7 +56,6 @@ class Task:
     """
 
     verb: str
-    _: KW_ONLY  # the rest by name: Task("Stack", difficulty=3, make=..., motion=...)
     difficulty: int
     make: SceneMaker = field(repr=False)
     success: Predicate | None = field(default=None, repr=False)
