@@ -39,24 +39,24 @@ def _err_line(capsys) -> str:
 
 
 @pytest.mark.parametrize("section,value,expect", [
-    ("pool", {"procedural": {"n_items": 0}}, "pool.procedural.n_items: must be 1..100000, got 0"),
-    ("pool", {"procedural": {"n_items": -10}}, "pool.procedural.n_items: must be 1..100000, got -10"),
-    ("pool", {"procedural": {"n_items": 10 ** 12}}, "pool.procedural.n_items: must be 1..100000"),
+    ("pool", {"procedural": {"n_items": 0}}, "pool.procedural.n_items: must lie in 1..100000, got 0"),
+    ("pool", {"procedural": {"n_items": -10}}, "pool.procedural.n_items: must lie in 1..100000, got -10"),
+    ("pool", {"procedural": {"n_items": 10 ** 12}}, "pool.procedural.n_items: must lie in 1..100000"),
     ("pool", {"procedural": {"n_items": "many"}}, "pool.procedural.n_items: must be an integer"),
     ("pool", {"procedural": {"shares": {"countng": 1}}}, "did you mean 'counting'"),
     ("data_agent", {"k_per_dim": "lots"}, "data_agent.k_per_dim must be an integer in 1..100000"),
     ("data_agent", {"k_per_dim": 0}, "got 0"),
     ("data_agent", {"k_per_dim": -3}, "got -3"),
     ("data_agent", {"k_per_dim": {"counting": 0}}, "data_agent.k_per_dim.counting must be an integer"),
-    ("data_agent", {"max_rounds": 0}, "data_agent.max_rounds: must be 1..100"),
+    ("data_agent", {"max_rounds": 0}, "data_agent.max_rounds: must lie in 1..100"),
     ("data_agent", {"voters": [{"kind": "llm", "variant": -1}]}, "data_agent.voters[0].variant: must be >= 0"),
-    ("subjects", {"population": {"n": -1}}, "subjects.population.n: must be 0..1000, got -1"),
+    ("subjects", {"population": {"n": -1}}, "subjects.population.n: must lie in 0..1000, got -1"),
     ("subjects", {"specs": "notalist"}, "subjects.specs: must be a list, got str"),
     ("subjects", {"specs": [3]}, "subjects.specs[0]: a subject spec is a YAML path or a mapping"),
     ("report", {"bogus": 1}, "report.bogus: unknown field"),
-    ("report", {"n_random": 3}, "report.n_random: must be 20..10000"),
+    ("report", {"n_random": 3}, "report.n_random: must lie in 20..10000"),
     ("eval_agent", {"memory_mb": "x"}, "eval_agent.memory_mb: must be an integer"),
-    ("embedding", {"text_weight": 2}, "embedding.text_weight: must be 0..1"),
+    ("embedding", {"text_weight": 2}, "embedding.text_weight: must lie in 0..1"),
     ("data_agnt", {}, "data_agnt: unknown section; did you mean 'data_agent'?"),
 ])
 @pytest.mark.parametrize("command", ["curate", "evaluate"])
@@ -90,7 +90,7 @@ def test_population_zero_means_no_synthetic_subjects():
     assert embedded_population(0) == []
     assert [s.id for s in embedded_population(1)] == ["blind-prior"]
     assert len(embedded_population(4)) == 4
-    with pytest.raises(ConfigError, match="n: must be 0..1000"):
+    with pytest.raises(ConfigError, match="n: must lie in 0..1000"):
         embedded_population(-1)
     specs = [{"kind": "vlm", "adapter": "embedded", "path": f"a2eval/a2eval-{m}"} for m in ("wide", "base", "motion")]
     subs = P.make_subjects({"subjects": {"population": {"n": 0}, "specs": specs}})
@@ -103,7 +103,7 @@ def test_population_zero_means_no_synthetic_subjects():
 def test_procedural_pool_bounds_in_the_api():
     from embeval_analysis.a2eval.procedural import procedural_pool
 
-    with pytest.raises(ConfigError, match="n_items: must be 1..100000, got 0"):
+    with pytest.raises(ConfigError, match="n_items: must lie in 1..100000, got 0"):
         procedural_pool(n_items=0)
     assert len(procedural_pool(n_items=1, seed=0)) == 1
 
@@ -172,8 +172,8 @@ def test_damaged_memory_file_is_one_line(tmp_path):
     assert Memory(f).last("proposal") == {"kind": "proposal"}
 
 
-@pytest.mark.parametrize("argv,expect", [(["--procedural", "0"], "--procedural: must be 1..100000, got 0"),
-                                         (["--procedural", "1000000000000"], "--procedural: must be 1..100000"),
+@pytest.mark.parametrize("argv,expect", [(["--procedural", "0"], "--procedural: must lie in 1..100000, got 0"),
+                                         (["--procedural", "1000000000000"], "--procedural: must lie in 1..100000"),
                                          (["--procedural", "5", "--seed", "-1"], "--seed: must be >= 0")])
 def test_pool_command_bounds(capsys, argv, expect):
     assert main(["a2eval", "pool", *argv]) == 2

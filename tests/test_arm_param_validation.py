@@ -37,10 +37,10 @@ def test_a_doubtful_dry_run_is_refused_not_read_as_false(capsys, value):
     pytest.importorskip("rclpy")
     rc, line = _graph(capsys, "--params", UR5, "--nodes", "embeval_policy", "--set", f"embeval_policy.dry_run={value}")
     assert rc == 2
-    assert "embeval_policy.dry_run must be true or false" in line, line
+    assert "embeval_policy.dry_run: must be true or false" in line, line
 
 
-@pytest.mark.parametrize("setting,msg", [("rate_hz=.nan", "rate_hz must lie in"), ("max_step_rotation=.inf", "max_step_rotation"),
+@pytest.mark.parametrize("setting,msg", [("rate_hz=.nan", "rate_hz: must be a finite number, got nan"), ("max_step_rotation=.inf", "max_step_rotation"),
                                          ("max_step_translation=0", "max_step_translation"), ("max_steps=-1", "max_steps")])
 def test_policy_limits_are_finite_and_in_range(capsys, setting, msg):
     pytest.importorskip("rclpy")
@@ -53,7 +53,7 @@ def test_dry_run_empty_in_the_params_file_is_refused(tmp_path, capsys):
     f = tmp_path / "p.yaml"
     f.write_text("embeval_policy:\n  ros__parameters:\n    subject: image_stats\n    dry_run:\n")
     rc, line = _graph(capsys, "--params", str(f))
-    assert rc == 2 and "embeval_policy.dry_run must be true or false, got None" in line, line
+    assert rc == 2 and "embeval_policy.dry_run: must be true or false, got None" in line, line
 
 
 @pytest.mark.parametrize("node,param", [
@@ -68,7 +68,7 @@ def test_every_boolean_parameter_is_strict(node, param):
     from embeval_ros.graph import Graph
 
     params = {node: {param: None, **({"backend": "mock"} if node == "embeval_arm" else {})}}
-    with pytest.raises(ConfigError, match=rf"parameter {node}\.{param} must be true or false, got None"), \
+    with pytest.raises(ConfigError, match=rf"parameter {node}\.{param}: must be true or false, got None"), \
             Graph(params, nodes=[node]):
         pass
 
@@ -81,9 +81,11 @@ def test_typed_reads_each_kind():
     assert typed("n.i", 4.0, 0) == 4 and isinstance(typed("n.i", 4.0, 0), int)
     assert typed("n.l", "a,b", [""]) == "a,b"  # a string list as ros2 launch passes it
     assert typed("n.q", [0, 1.5, 2], [0.0]) == [0.0, 1.5, 2.0]
-    for value, default, msg in [(1, True, "true or false"), ("0.5", 1.0, "must be a number"), (None, 1.0, "must be a number"),
-                                (True, 1.0, "must be a number"), (2.5, 0, "whole number"), (12345, "", "must be a string"),
-                                ("home", [0.0], "must be a list"), ([0.0, "x"], [0.0], r"n\.x\[1\] must be a number")]:
+    for value, default, msg in [(1, True, "true or false"), ("0.5", 1.0, "must be a finite number"),
+                                (None, 1.0, "must be a finite number"), (True, 1.0, "must be a finite number"),
+                                (float("nan"), 1.0, "must be a finite number, got nan"),
+                                (2.5, 0, "must be an integer, got 2.5"), (12345, "", "must be a string"),
+                                ("home", [0.0], "must be a list"), ([0.0, "x"], [0.0], r"n\.x\[1\]: must be a finite number")]:
         with pytest.raises(ConfigError, match=msg):
             typed("n.x", value, default)
     from embeval.control import StepperConfig
@@ -239,7 +241,7 @@ def test_bad_speed_reason_names_the_value():
 def test_ur_arm_refuses_a_bad_acceleration_before_connecting(acceleration):
     from embeval.robot.ur_rtde_backend import URRtdeArm
 
-    with pytest.raises(ConfigError, match="acceleration must be a finite number"):
+    with pytest.raises(ConfigError, match="safety limit acceleration: must (lie in|be a finite number in) "):
         URRtdeArm("127.0.0.1", acceleration=acceleration, modules=("never", "used", "here", "!"))
-    with pytest.raises(ConfigError, match="control_hz must be a finite number"):
+    with pytest.raises(ConfigError, match="safety limit control_hz: must be a finite number"):
         URRtdeArm("127.0.0.1", control_hz=math.inf, modules=("never", "used", "here", "!"))

@@ -86,7 +86,7 @@ def test_strict_checks_types_and_options_naming_the_field():
     bad = [({}, "spec.name: must be a non-empty string, got None"),
            ({"name": ""}, "spec.name: must be a non-empty string, got ''"),
            ({"name": "x", "leaf": {"n": 0}}, "spec.leaf.n: must be >= 1, got 0"),
-           ({"name": "x", "leaf": {"n": True}}, "spec.leaf.n: must be an integer, got True"),
+           ({"name": "x", "leaf": {"n": True}}, "spec.leaf.n: must be an integer >= 1, got True"),
            ({"name": "x", "leaf": {"rate": float("inf")}}, "spec.leaf.rate: must be a finite number >= 0, got inf"),
            ({"name": "x", "leaf": {"tags": ["a", "a"]}}, "spec.leaf.tags: duplicate entry 'a'"),
            ({"name": "x", "leaf": {"tags": {"a": 1}}}, "spec.leaf.tags: must be a list, got dict"),

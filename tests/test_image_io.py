@@ -61,8 +61,9 @@ def test_commands_that_write_an_image_refuse_a_bad_out_before_working(tmp_path, 
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("value, problem", [("100000", f"at most {MAX_IMAGE_SIDE} pixels per side, got 100000"),
-                                            ("0", "must be >= 1, got 0"), ("-3", "must be >= 1, got -3")])
+@pytest.mark.parametrize("value, problem", [("100000", f"must lie in 1..{MAX_IMAGE_SIDE}, got 100000 (pixels per side)"),
+                                            ("0", f"must lie in 1..{MAX_IMAGE_SIDE}, got 0 (pixels per side)"),
+                                            ("-3", f"must lie in 1..{MAX_IMAGE_SIDE}, got -3 (pixels per side)")])
 @pytest.mark.parametrize("command", [["sim", "render"], ["sim", "references"], ["sim", "episodes"]])
 def test_render_sizes_are_bounded_on_the_command_line(tmp_path, capsys, command, value, problem):
     with pytest.raises(SystemExit) as e:

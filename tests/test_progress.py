@@ -156,10 +156,10 @@ def test_status_watch_follows_a_run_until_it_ends(tmp_path, capsys):
         f"no process runs it now: continue with `embeval resume {d2}`"]
 
 
-@pytest.mark.parametrize(("every", "problem"), [("0", "must be a finite number in 0.1..3600, got 0"),
+@pytest.mark.parametrize(("every", "problem"), [("0", "must lie in 0.1..3600, got 0.0"),
                                                ("nan", "must be a finite number in 0.1..3600, got nan"),
-                                               ("1e9", "must be a finite number in 0.1..3600, got 1e9"),
-                                               ("x", "expected a number in 0.1..3600, got 'x'")])
+                                               ("1e9", "must lie in 0.1..3600, got 1000000000.0"),
+                                               ("x", "must be a finite number in 0.1..3600, got 'x'")])
 def test_watch_interval_is_bounded(tmp_path, capsys, every, problem):
     with pytest.raises(SystemExit) as exc:
         main(["status", str(tmp_path), "--watch", "--every", every])

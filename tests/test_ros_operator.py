@@ -19,8 +19,9 @@ def test_timeout_must_be_finite_and_positive(capsys, value):
     with pytest.raises(SystemExit) as exc:
         main(["operator", "--timeout", value])
     assert exc.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == (
-        f"embeval operator: error: argument --timeout: must be a number of seconds in (0, 3600], got {value!r}")
+    problem = (f"must be a finite number in (0, 3600] s, got {value}" if value == "nan"
+               else f"must lie in (0, 3600] s, got {float(value)!r}")  # embeval.checks' wording
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"embeval operator: error: argument --timeout: {problem}"
 
 
 @pytest.fixture

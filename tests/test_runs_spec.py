@@ -65,7 +65,7 @@ def test_round_trip_through_run_folder_keeps_hash(tmp_path):
     ({"items": {"source": "synthetic"}}, "spec.items.count: is required"),
     ({"items": {"source": "web", "count": 2}}, "spec.items.source: unknown item source 'web'"),
     ({"backend": {"name": "slurm"}}, "spec.backend.name: unknown backend 'slurm'"),
-    ({"backend": {"batch_size": 0}}, "spec.backend.batch_size: must be >= 1"),
+    ({"backend": {"batch_size": 0}}, "spec.backend.batch_size: must lie in 1..10000"),
     ({"params": {"wrk_ms": 1}}, "spec.params.wrk_ms: unknown parameter"),
     ({"plugins": ["no_such_module_xyz"]}, r"spec.plugins\[0\]: cannot import module 'no_such_module_xyz'"),
 ])

@@ -240,7 +240,8 @@ def test_batching_flags_are_checked():
     with pytest.raises(ConfigError, match="max_episodes"):
         create_app(CountingPolicy(), max_batch_size=4, max_episodes=2)
     exe = str(Path(sys.executable).with_name("embeval"))
-    for flags, word in ((["--max-batch-size", "0"], "--max-batch-size"), (["--max-batch-size", "5000"], "at most 1024"),
+    for flags, word in ((["--max-batch-size", "0"], "--max-batch-size"),
+                        (["--max-batch-size", "5000"], "must lie in 1..1024, got 5000"),
                         (["--max-wait-ms", "nan"], "--max-wait-ms"), (["--max-wait-ms", "-1"], "--max-wait-ms")):
         p = subprocess.run([exe, "serve", "openvla", "--subject", str(POLICY_SPEC), *flags], check=False, capture_output=True,
                            text=True, timeout=60)

@@ -563,7 +563,7 @@ def test_serve_spec_errors_are_config_errors(tmp_path):
         app_from_spec(spec("{colour: red}"), "openvla")
     with pytest.raises(ConfigError, match="serve.cameras must map"):
         app_from_spec(spec("{cameras: [wrist]}"), "openvla")
-    with pytest.raises(ConfigError, match=r"serve\.limits\.max_body_mb must be a number of MiB in \(0, 1024\], got 0"):
+    with pytest.raises(ConfigError, match=r"serve\.limits\.max_body_mb: must lie in \(0, 1024\] MiB, got 0"):
         app_from_spec(spec("{limits: {max_body_mb: 0}}"), "openvla")
     with pytest.raises(ConfigError, match="unknown limit"):
         app_from_spec(spec("{limits: {max_body: 3}}"), "openvla")

@@ -318,7 +318,7 @@ def test_openvla_hf_static_cache_same_actions(tiny):
         fast.reset("pick up the red cube")
         np.testing.assert_allclose(fast.act(ob).vector, dyn.act(ob).vector, atol=1e-6)
     for params, msg in [({"cache": "paged"}, "field 'params.cache': 'paged' is not a cache; choose from dynamic, static"),
-                        ({"warmup": 99}, "field 'params.warmup': must be a whole number of calls in 0..16"),
+                        ({"warmup": 99}, "field 'params.warmup': must lie in 0..16, got 99 (calls)"),
                         ({"compile": "yes"}, "field 'params.compile': must be true, false or null")]:
         with pytest.raises(ConfigError, match=re.escape(msg)):
             load_subject({"kind": "policy", "adapter": "openvla_hf", "path": str(d), "params": {**base, **params}})

@@ -304,7 +304,7 @@ def test_cli_num_envs_writes_the_same_episodes(tmp_path, capsys):
     assert "drift: 6 episodes -> " in out and "episodes/s, 3 environments)" in out
     one = (tmp_path / "one" / "episodes_drift.jsonl").read_text()
     assert one == (tmp_path / "three" / "episodes_drift.jsonl").read_text() and len(one.splitlines()) == 6
-    for bad, why in (("0", "must lie in 1..64"), ("65", "must lie in 1..64"), ("two", "expected a whole number")):
+    for bad, why in (("0", "must lie in 1..64"), ("65", "must lie in 1..64"), ("two", "must be an integer in 1..64")):
         with pytest.raises(SystemExit) as ex:  # argparse: usage and one error line, exit 2
             main(base + ["--out", str(tmp_path / "bad"), "--num-envs", bad])
         assert ex.value.code == 2

@@ -288,7 +288,7 @@ def test_iqa_build_num_envs_is_checked(iqa_db, tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["iqa", "build", "--out", str(tmp_path / "db"), "--num-envs", "0"])
     err = capsys.readouterr().err
-    assert exc.value.code == 2 and "--num-envs: must lie in 1..64 (environments stepped together; 1 = one at a time)" in err
+    assert exc.value.code == 2 and "--num-envs: must lie in 1..64, got 0 (environments stepped together; 1 = one at a time)" in err
     assert main(["iqa", "build", "--out", str(tmp_path / "db"), "--num-envs", "2"]) == 2  # before building anything
     err = capsys.readouterr().err.strip()
     assert "--num-envs 2 vectorises the closed-loop Execution runs, and this build runs none" in err and "\n" not in err

@@ -29,6 +29,7 @@ import typing
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
+from embeval import checks
 from embeval.errors import ConfigError
 
 T = TypeVar("T")
@@ -80,10 +81,8 @@ def _err(where: str, msg: str) -> ConfigError:
 
 
 def non_empty_str(x: Any, where: str) -> str:
-    """``x`` if it is a non-empty string, else a ConfigError naming ``where``."""
-    if not isinstance(x, str) or not x.strip():
-        raise _err(where, f"must be a non-empty string, got {x!r}")
-    return x
+    """``x`` if it is a non-empty string, else a ConfigError naming ``where`` (:func:`embeval.checks.string`)."""
+    return checks.string(x, where)
 
 
 def mapping(x: Any, where: str) -> Mapping:
@@ -95,38 +94,10 @@ def mapping(x: Any, where: str) -> Mapping:
     return x
 
 
-def _short(x: Any) -> str:
-    """``repr(x)``, a huge integer as its number of digits (``1180591620717411303424`` reads as a 22-digit integer)."""
-    text = repr(x)
-    return f"a {len(text)}-digit integer" if isinstance(x, int) and len(text) > 24 else text
-
-
-def _bound(x: float) -> str:
-    """A bound as written: 4294967295 and 604800 (not 4.29497e+09 and 604800.0), 0.5 as 0.5."""
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
-
-
-def _int(x: Any, where: str, minimum: float | None, maximum: float | None = None, why: str = "") -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise _err(where, f"must be an integer, got {x!r}")
-    if minimum is not None and x < minimum:
-        raise _err(where, f"must be >= {minimum}, got {_short(x)}")
-    if maximum is not None and x > maximum:
-        rng = f"in {_bound(minimum)}..{_bound(maximum)}" if minimum is not None else f"<= {_bound(maximum)}"
-        raise _err(where, f"must be an integer {rng}, got {_short(x)}{f' ({why})' if why else ''}")
-    return x
-
-
 def number(x: Any, where: str, minimum: float | None = None, maximum: float | None = None, why: str = "") -> float:
     """``x`` as a float if it is a finite number (not a bool) ``>= minimum`` and ``<= maximum``, else a ConfigError
-    (naming ``why`` the bound is there, when given)."""
-    ok = not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
-    if not ok or (minimum is not None and x < minimum):
-        raise _err(where, f"must be a finite number{f' >= {minimum:g}' if minimum is not None else ''}, got {_short(x)}")
-    if maximum is not None and x > maximum:
-        rng = f" in {_bound(minimum)}..{_bound(maximum)}" if minimum is not None else f" <= {_bound(maximum)}"
-        raise _err(where, f"must be a finite number{rng}, got {_short(x)}{f' ({why})' if why else ''}")
-    return float(x)
+    (naming ``why`` the bound is there, when given): :func:`embeval.checks.number`."""
+    return checks.number(x, where, minimum, maximum, why=why)
 
 
 def no_nul(value: Any, where: str) -> Any:
@@ -152,10 +123,10 @@ def no_nul(value: Any, where: str) -> Any:
 
 def in_range(x: Any, where: str, lo: float | None = None, hi: float | None = None, why: str = "") -> Any:
     """``x`` unchanged when ``lo <= x <= hi`` (either bound may be None), else a ConfigError naming ``where``,
-    the allowed range and ``why`` (e.g. what one unit costs). For ``check_config`` bounds of typed fields."""
-    if (isinstance(x, float) and x != x) or (lo is not None and x < lo) or (hi is not None and x > hi):  # NaN too
-        rng = f"{lo:g}..{hi:g}" if lo is not None and hi is not None else (f">= {lo:g}" if lo is not None else f"<= {hi:g}")
-        raise _err(where, f"must be {rng}, got {x!r}{f' ({why})' if why else ''}")
+    the allowed range and ``why`` (e.g. what one unit costs). For ``check_config`` bounds of typed fields
+    (an int is checked by :func:`embeval.checks.integer`, anything else by :func:`embeval.checks.number`)."""
+    exact = isinstance(x, int) and not isinstance(x, bool)
+    (checks.integer if exact else checks.number)(x, where, lo, hi, why=why)
     return x
 
 
@@ -190,14 +161,7 @@ def _checked(value: Any, tp: Any, where: str, o: Mapping[str, Any]) -> Any:
     if value is None and optional:
         return None
     if o["choices"] is not None:
-        choices = o["choices"]() if callable(o["choices"]) else o["choices"]
-        try:
-            known = value in choices
-        except TypeError:  # unhashable (a list where a name belongs)
-            known = False
-        if not known:
-            raise _err(where, f"unknown {o['noun'] or 'value'} {value!r}; choose from {', '.join(map(str, choices))}")
-        return value
+        return checks.choice(value, where, o["choices"], o["noun"] or "value")
     origin = typing.get_origin(tp) or tp
     if dataclasses.is_dataclass(tp):
         return from_mapping(tp, mapping(value, where), where, strict=True)
@@ -208,13 +172,11 @@ def _checked(value: Any, tp: Any, where: str, o: Mapping[str, Any]) -> Any:
     if tp is str:
         return non_empty_str(value, where)
     if tp is bool:
-        if not isinstance(value, bool):
-            raise _err(where, f"must be true or false, got {value!r}")
-        return value
+        return checks.flag(value, where)
     if tp is int:
-        return _int(value, where, o["min"], o["max"], o["why"])
+        return checks.integer(value, where, o["min"], o["max"], why=o["why"])
     if tp is float:
-        return number(value, where, o["min"], o["max"], o["why"])
+        return checks.number(value, where, o["min"], o["max"], why=o["why"])
     return value  # Any and other annotations: as given
 
 

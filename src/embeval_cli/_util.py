@@ -12,101 +12,78 @@ def add_group(sub, name: str, help: str) -> argparse._SubParsersAction:
     return parser.add_subparsers(dest=f"{name}_command", metavar="SUBCOMMAND")
 
 
-def positive_int(text: str) -> int:
-    """argparse ``type=`` for counts and sizes: an integer >= 1 (argparse prints the usage line on error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _adapt(check, parse=int):
+    """An argparse ``type=`` from a shared check of :mod:`embeval.checks`: parse the text with ``parse`` (text that
+    does not parse is checked as the text itself, so the message names what was expected), run ``check(value,
+    where)`` and turn its ConfigError into :class:`argparse.ArgumentTypeError` without the ``where`` (argparse
+    names the option and prints the usage line, exit 2)."""
+    from embeval.errors import ConfigError
+
+    def parse_text(text: str):
+        try:
+            value = parse(text)
+        except ValueError:
+            value = text
+        try:
+            return check(value, _WHERE)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{_WHERE}: ")) from None
+
+    return parse_text
+
+
+#: the placeholder ``where`` of a check run for argparse (argparse itself names the option)
+_WHERE = "value"
+
+
+def int_in(lo: int | None, hi: int | None = None, meaning: str = ""):
+    """argparse ``type=`` factory: a whole number in ``lo .. hi`` (:func:`embeval.checks.integer`; either bound may
+    be None); ``meaning`` (e.g. "environments stepped together") is named in the errors."""
+    from embeval import checks
+
+    return _adapt(lambda v, where: checks.integer(v, where, lo, hi, why=meaning))
+
+
+def float_in(lo: float | None, hi: float | None, unit: str = "", lo_open: bool = False):
+    """argparse ``type=`` factory: a finite number in ``lo .. hi`` (``lo < x`` with ``lo_open``; NaN and infinities
+    refused; :func:`embeval.checks.number`)."""
+    from embeval import checks
+
+    return _adapt(lambda v, where: checks.number(v, where, lo, hi, unit=unit, lo_open=lo_open), float)
+
+
+#: argparse ``type=`` for counts and sizes: an integer >= 1
+positive_int = int_in(1, None)
 
 
 def image_side(text: str) -> int:
     """argparse ``type=`` for an image width or height: an integer in 1 .. :data:`embeval.image_io.MAX_IMAGE_SIDE`."""
     from embeval.image_io import MAX_IMAGE_SIDE
 
-    value = positive_int(text)
-    if value > MAX_IMAGE_SIDE:
-        raise argparse.ArgumentTypeError(f"at most {MAX_IMAGE_SIDE} pixels per side, got {value}")
-    return value
-
-
-def int_in(lo: int, hi: int, meaning: str = ""):
-    """argparse ``type=`` factory: a whole number in ``lo .. hi``; ``meaning`` (e.g. "environments stepped
-    together") is named in the errors."""
-    what = f" ({meaning})" if meaning else ""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number in {lo}..{hi}{what}, got {text!r}") from None
-        if not lo <= value <= hi:
-            bound = f"at least {lo}" if value < lo else f"at most {hi}"
-            raise argparse.ArgumentTypeError(f"must lie in {lo}..{hi}{what}: {bound}, got {value}")
-        return value
-
-    return parse
-
-
-def float_in(lo: float, hi: float):
-    """argparse ``type=`` factory: a finite number in ``lo .. hi`` (NaN and infinities refused)."""
-    import math
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number in {lo:g}..{hi:g}, got {text!r}") from None
-        if not math.isfinite(value) or not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"must be a finite number in {lo:g}..{hi:g}, got {text}")
-        return value
-
-    return parse
-
-
-#: seeds are whole numbers 0 .. 2**63 - 1 (numpy's generators refuse negative ones, torch's larger ones)
-MAX_SEED = 2**63 - 1
+    return int_in(1, MAX_IMAGE_SIDE, "pixels per side")(text)
 
 
 def seed(text: str) -> int:
-    """argparse ``type=`` for seeds: an integer in 0 .. :data:`MAX_SEED`."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise argparse.ArgumentTypeError(f"must lie in 0..2**63-1, got {value}")
-    return value
+    """argparse ``type=`` for seeds: an integer in 0 .. :data:`embeval.checks.MAX_SEED` (2**63-1)."""
+    from embeval import checks
+
+    return _adapt(checks.seed)(text)
 
 
 def port(text: str) -> int:
-    """argparse ``type=`` for a TCP port to listen on: a whole number 1..65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number 1..65535, got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a TCP port lies in 1..65535, got {value}")
-    return value
+    """argparse ``type=`` for a TCP port to listen on: a whole number 1..65535 (:func:`embeval.checks.port`)."""
+    from embeval import checks
+
+    return _adapt(checks.port)(text)
 
 
 def body_mb(text: str) -> float:
     """argparse ``type=`` for a request-body limit in MiB: a finite number > 0 and at most
     :data:`embeval.serving.limits.MAX_BODY_MB`."""
-    import math
-
+    from embeval import checks
     from embeval.serving.limits import MAX_BODY_MB
 
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of MiB, got {text!r}") from None
-    if not math.isfinite(value) or not 0 < value <= MAX_BODY_MB:
-        raise argparse.ArgumentTypeError(f"must be a number of MiB in (0, {MAX_BODY_MB}], got {text!r}")
-    return value
+    return _adapt(lambda v, where: checks.mib(v, where, MAX_BODY_MB), float)(text)
 
 
 def finite(values, name: str):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from embeval_cli._util import float_in
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -15,22 +17,9 @@ def register(sub) -> None:
                "delivered\n(no conductor within --timeout, no reply, an unknown key) or the conductor refused it "
                "(nothing awaited it).",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--timeout", type=_seconds, default=5.0,
+    p.add_argument("--timeout", type=float_in(0, 3600, "s", lo_open=True), default=5.0,
                    help="seconds to wait for the conductor's service, in (0, 3600] (default 5)")
     p.set_defaults(func=_run)
-
-
-def _seconds(text: str) -> float:
-    """argparse ``type=`` for ``--timeout``: a finite number of seconds in (0, 3600] (rclpy waits forever on < 0)."""
-    import math
-
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not math.isfinite(value) or not 0 < value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be a number of seconds in (0, 3600], got {text!r}")
-    return value
 
 
 def _run(args) -> int:

@@ -116,14 +116,9 @@ def register(sub) -> None:
 
 def _mpixels(text: str) -> float:
     """argparse ``type=`` for ``--max-request-mpixels``: megapixels, finite, in (0, MAX_REQUEST_MPIXELS]."""
-    from embeval.errors import ConfigError
-    from embeval.serving.limits import mpixels_to_pixels
+    from embeval.serving.limits import MAX_REQUEST_MPIXELS
 
-    try:
-        mpixels_to_pixels(text, "value")
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc).replace("value must be", "must be")) from None
-    return float(text)
+    return float_in(0, MAX_REQUEST_MPIXELS, "megapixels", lo_open=True)(text)
 
 
 def _list(args) -> int:

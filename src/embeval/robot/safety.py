@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from embeval import checks
 from embeval.config import from_mapping
 from embeval.errors import ConfigError, SafetyError
 from embeval.robot.base import SafetyMode, SafetyStatus
@@ -53,23 +54,17 @@ LIMIT_RANGES: dict[str, tuple[float, float, str]] = {
 
 def check_range(name: str, value: Any, low: float | None = None, high: float | None = None, unit: str = "") -> float:
     """``value`` as a float when it is a finite number with ``low < value <= high`` (defaults from
-    :data:`LIMIT_RANGES`), else a ConfigError naming ``name``, the range and the fix. NaN, inf, booleans,
-    strings and None are refused: a NaN limit compares False and would disable the check it guards."""
+    :data:`LIMIT_RANGES`), else a ConfigError naming ``name``, the range and the fix (:func:`embeval.checks.number`).
+    NaN, inf, booleans, strings and None are refused: a NaN limit compares False and would disable the check it guards."""
     lo, hi, u = LIMIT_RANGES.get(name, (low, high, unit))
     lo, hi, unit = (lo if low is None else low), (hi if high is None else high), (unit or u)
-    ok = not isinstance(value, (bool, np.bool_)) and isinstance(value, (int, float, np.integer, np.floating))
-    v = float(value) if ok else float("nan")
-    if not (ok and np.isfinite(v) and lo < v <= hi):
-        raise ConfigError(f"safety limit {name} must be a finite number in ({lo:g}, {hi:g}] {unit}, got {value!r}; "
-                          f"set {name} to a value in that range")
-    return v
+    x = value.item() if isinstance(value, (np.integer, np.floating)) else value  # numpy scalars as Python numbers
+    return checks.number(x, f"safety limit {name}", lo, hi, unit=unit, lo_open=True,
+                         fix=f"set {name} to a value in that range")
 
 
 def _tuple(v: Any, n: int, name: str) -> tuple[float, ...]:
-    arr = np.asarray(v, dtype=np.float64).reshape(-1)
-    if arr.shape != (n,) or not np.all(np.isfinite(arr)):
-        raise ConfigError(f"safety limit {name!r} must be {n} finite numbers, got {v!r}")
-    return tuple(float(x) for x in arr)
+    return checks.vector(v, f"safety limit {name}", n)
 
 
 @dataclass(frozen=True)

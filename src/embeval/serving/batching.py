@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
+from embeval import checks
 from embeval.errors import ConfigError
 from embeval.serving.limits import ApiError
 
@@ -34,18 +35,11 @@ MAX_WAIT_MS = 10_000.0
 def check_batching(max_batch_size: Any, max_wait_ms: Any, queue_size: int) -> tuple[int, float]:
     """``(max_batch_size, max_wait_ms)`` checked: a whole number in 1..MAX_BATCH_SIZE, at most the queue
     bound, and a finite number of milliseconds in [0, MAX_WAIT_MS]; :class:`ConfigError` naming the flag."""
-    b = max_batch_size
-    if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= MAX_BATCH_SIZE:
-        raise ConfigError(f"--max-batch-size must be a whole number in 1..{MAX_BATCH_SIZE}, got {b!r}")
+    b = checks.integer(max_batch_size, "--max-batch-size", 1, MAX_BATCH_SIZE)
     if b > queue_size:
         raise ConfigError(f"--max-batch-size {b} is larger than the queue bound (--queue-size {queue_size}); a batch is "
                           "taken from the queue: give --queue-size of at least the batch size")
-    try:
-        w = float(max_wait_ms)
-    except (TypeError, ValueError):
-        w = math.nan
-    if isinstance(max_wait_ms, bool) or not 0 <= w <= MAX_WAIT_MS:  # NaN fails the comparison too
-        raise ConfigError(f"--max-wait-ms must be a number of milliseconds in [0, {MAX_WAIT_MS:g}], got {max_wait_ms!r}")
+    w = checks.number(max_wait_ms, "--max-wait-ms", 0, MAX_WAIT_MS, unit="ms")
     return b, w
 
 

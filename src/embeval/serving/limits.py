@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Mapping
 
+from embeval import checks
 from embeval.config import check_keys
 from embeval.errors import (
     ConfigError,
@@ -95,12 +96,11 @@ class ServerLimits:
     max_schema_output: int = MAX_SCHEMA_OUTPUT
 
     def __post_init__(self):
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-                raise ConfigError(f"server limit {f.name!r} must be a positive number, got {v!r}")
-            if f.name in _COUNTS and v != int(v):
-                raise ConfigError(f"server limit {f.name!r} must be a whole number, got {v!r}")
+        for f in fields(self):  # counts are integers >= 1, the others (seconds) finite numbers > 0
+            if f.name in _COUNTS:
+                checks.integer(getattr(self, f.name), f"server limit {f.name}", 1)
+            else:
+                checks.number(getattr(self, f.name), f"server limit {f.name}", 0, lo_open=True)
         for small, big in _AT_ONCE:
             if getattr(self, big) < getattr(self, small):
                 raise ConfigError(f"server limit {big} ({getattr(self, big)}) must be at least {small} "
@@ -124,22 +124,10 @@ class ServerLimits:
         return cls(**data)
 
 
-def _positive_units(value: Any, name: str, unit: str, scale: float, upper: float) -> int:
-    """``value`` ``unit`` as a whole count (``value * scale``, at least 1); :class:`ConfigError` naming ``name``
-    unless it is a finite number in (0, ``upper``]."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        v = math.nan
-    if isinstance(value, bool) or not 0 < v <= upper:  # NaN fails the comparison too
-        raise ConfigError(f"{name} must be a number of {unit} in (0, {upper:g}], got {value!r}")
-    return max(1, int(v * scale))
-
-
 def mib_to_bytes(value: Any, name: str, upper_mib: float = MAX_BODY_MB * 16) -> int:
-    """``value`` MiB as whole bytes; :class:`ConfigError` naming ``name`` unless it is a finite number in
-    (0, ``upper_mib``]."""
-    return _positive_units(value, name, "MiB", MiB, upper_mib)
+    """``value`` MiB as whole bytes (at least 1); :class:`ConfigError` naming ``name`` unless it is a finite number
+    in (0, ``upper_mib``] (:func:`embeval.checks.mib`)."""
+    return max(1, int(checks.mib(value, name, upper_mib) * MiB))
 
 
 #: the largest ``--max-request-mpixels`` (megapixels; 3 GiB of RGB)
@@ -149,7 +137,7 @@ MAX_REQUEST_MPIXELS = 1024
 def mpixels_to_pixels(value: Any, name: str, upper: float = MAX_REQUEST_MPIXELS) -> int:
     """``value`` megapixels (10**6 pixels) as whole pixels; :class:`ConfigError` naming ``name`` unless it is a
     finite number in (0, ``upper``]."""
-    return _positive_units(value, name, "megapixels", 1e6, upper)
+    return max(1, int(checks.number(value, name, 0, upper, unit="megapixels", lo_open=True) * 1e6))
 
 
 class ApiError(Exception):

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
+from embeval import checks
 from embeval.errors import ConfigError, ServerUnavailableError
 
 LOCALHOST = "127.0.0.1"
@@ -43,8 +44,7 @@ def _bind(host: str, port: int) -> socket.socket:
     that is taken or not allowed; each names the flag to change."""
     import errno
 
-    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
-        raise ConfigError(f"port {port!r} is not a TCP port; give --port 1..65535")
+    checks.integer(port, "--port", 0, checks.MAX_PORT, why="a TCP port; 0: any free one")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # accepted connections inherit TCP_NODELAY on Linux: without it, keep-alive requests wait ~40 ms
@@ -203,15 +203,9 @@ def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
         body = mib_to_bytes(limit_over["max_body_mb"], "--max-body-mb", upper_mib=MAX_BODY_MB)
         limits = replace(limits, max_body_bytes=body, max_inflight_bytes=max(body, limits.max_inflight_bytes))
     if limit_over["queue_size"] is not None:
-        q = limit_over["queue_size"]
-        if isinstance(q, bool) or not isinstance(q, int) or q < 1:
-            raise ConfigError(f"--queue-size must be a whole number >= 1, got {q!r}")
-        limits = replace(limits, queue_size=q)
+        limits = replace(limits, queue_size=checks.integer(limit_over["queue_size"], "--queue-size", 1))
     if limit_over["max_images"] is not None:
-        n = limit_over["max_images"]
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ConfigError(f"--max-images must be a whole number >= 1, got {n!r}")
-        limits = replace(limits, max_images=n)
+        limits = replace(limits, max_images=checks.integer(limit_over["max_images"], "--max-images", 1))
     if limit_over["max_request_mpixels"] is not None:  # one image may not pass it; all requests hold at least one
         px = mpixels_to_pixels(limit_over["max_request_mpixels"], "--max-request-mpixels")
         limits = replace(limits, max_request_pixels=px, max_image_pixels=min(limits.max_image_pixels, px),

@@ -42,6 +42,7 @@ from std_msgs.msg import Float64, String, UInt8
 from std_srvs.srv import Trigger
 
 import embeval.sim  # noqa: F401 - the sim layer registers its arm backend ("sim") on ARM_BACKENDS
+from embeval import checks
 from embeval.errors import ConfigError
 from embeval.robot.backends import make_backend
 from embeval.robot.safety import LIMIT_RANGES, SafetyLimits, check_range
@@ -84,14 +85,10 @@ def safety_limits(read: Callable[[str, Any, str], Any]) -> SafetyLimits:
 
 def home_joints(value: list) -> list[float] | None:
     """The ``home_joints`` parameter: 6 finite joint angles (rad), or the default ``[0.0]`` (None: the backend's home)."""
-    import math
-
     if list(value) == [0.0]:
         return None
-    if len(value) != 6 or not all(math.isfinite(v) for v in value):
-        raise ConfigError(f"parameter embeval_arm.home_joints must be 6 finite joint angles in rad (or [0.0] for the "
-                          f"backend's home), got {value!r}")
-    return [float(v) for v in value]
+    return list(checks.vector(value, "parameter embeval_arm.home_joints", 6,
+                              why="joint angles in rad, or [0.0] for the backend's home"))
 
 
 def robot_address(value: str, backend: str) -> str:
@@ -128,21 +125,18 @@ class ArmNode(EmbevalNode):
         self.reset_after_outside_stop = bool(resume)
         dry = self.param("dry_run", True, "true: /embeval/arm/reset clears a stop but never moves home (it answers the move "
                          "it would make); embeval graph and the launch files take it from embeval_policy's dry_run")
-        if not isinstance(dry, bool):
-            raise ConfigError(f"dry_run must be true or false, got {dry!r}")
-        self.dry_run = dry
+        self.dry_run = dry  # a bool: typed() refuses anything else
         sim_task = self.param("sim_task", "Pick", "task verb of the generated sim scene (backend=sim)")
-        sim_seed = int(self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)"))
+        sim_seed = self.param("sim_seed", 0, "seed of the generated sim scene (backend=sim)", lo=0)
         control_hz = check_range("control_hz", self.param(
             "control_hz", 10.0, "action rate (Hz), in (0, 500]: each action lasts at least 1/control_hz s (a short "
             "move is slowed or waits, a zero delta holds that long), as in the simulator"))
-        extra = {"robot_ip": robot_ip, "ur_type": self.ur_type} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend == "sim" else {}
+        extra = {"robot_ip": robot_ip, "ur_type": self.ur_type} if backend == "ur_rtde" else {"task": sim_task, "seed": sim_seed} if backend in ("sim", "libero") else {}
         extra["control_hz"] = control_hz
         judge = str(self.param("success_from_state", "auto", "Execution episodes: judge the task's success from state; auto: "
                                "sim on backend sim, a mirror cell (a simulated copy following the arm) on mock and on "
                                "ur_rtde at a loopback IP (the UR emulator), none on a real robot; or sim/mirror/none"))
-        if judge not in ("auto", "sim", "mirror", "none"):
-            raise ConfigError(f"success_from_state must be auto, sim, mirror or none, got {judge!r}")
+        checks.choice(judge, "parameter embeval_arm.success_from_state", ("auto", "sim", "mirror", "none"), "judge")
         if judge == "auto":
             loopback = robot_ip.startswith("127.") or robot_ip == "localhost"
             judge = "sim" if backend == "sim" else "mirror" if backend == "mock" or loopback else "none"
@@ -362,7 +356,8 @@ class ArmNode(EmbevalNode):
 
         state = state or self.backend.state()
         now = self.now_ns()
-        self.js_pub.publish(joint_state_msg(state.joint_positions, now, state.joint_velocities, gripper=state.gripper))
+        self.js_pub.publish(joint_state_msg(state.joint_positions, now, state.joint_velocities, gripper=state.gripper,
+                                            names=getattr(self.backend, "joint_names", None)))  # LIBERO: the Panda's
         self.pose_pub.publish(pose_msg(state.tcp_pose, now, "base"))
         self.mode_pub.publish(UInt8(data=ur_safety_mode(state.safety)))
         scaling = getattr(self.backend, "speed_scaling_state", None)

@@ -31,10 +31,11 @@ class EmbevalNode(Node):
         self.shared = shared if shared is not None else {}
         self.log = StageLog()
 
-    def param(self, name: str, default, description: str, checked: bool = True):
-        """The parameter's value, of the type of ``default`` (:func:`embeval_ros.runtime.typed`; a wrong type is a
-        ConfigError naming it, which ends the node with one line and exit 2)."""
-        return declare(self, name, default, description, checked)
+    def param(self, name: str, default, description: str, checked: bool = True, lo=None, hi=None):
+        """The parameter's value, of the type of ``default`` and within ``lo .. hi`` for a number
+        (:func:`embeval_ros.runtime.typed`; a wrong one is a ConfigError naming it, which ends the node with one
+        line and exit 2)."""
+        return declare(self, name, default, description, checked, lo, hi)
 
     @staticmethod
     def now_ns() -> int:

@@ -21,15 +21,16 @@ def qos_latched():
                       durability=DurabilityPolicy.TRANSIENT_LOCAL)
 
 
-def declare(node, name: str, default, description: str, checked: bool = True):
+def declare(node, name: str, default, description: str, checked: bool = True, lo=None, hi=None):
     """Declare a parameter with a description (shown by ``ros2 param describe``) and return its value, checked
     against the type of ``default`` (:func:`typed`): a wrong type is a ConfigError naming the parameter
-    (``checked=False``: any type, for a parameter whose node parses several spellings itself)."""
+    (``checked=False``: any type, for a parameter whose node parses several spellings itself); ``lo`` / ``hi``
+    bound a number parameter (inclusive)."""
     from rcl_interfaces.msg import ParameterDescriptor
 
     # dynamic typing: a YAML 30 (int) for a float parameter must not abort the launch; typed() converts it
     value = node.declare_parameter(name, default, ParameterDescriptor(description=description, dynamic_typing=True)).value
-    return typed(f"{node.get_name()}.{name}", value, default) if checked else value
+    return typed(f"{node.get_name()}.{name}", value, default, lo, hi) if checked else value
 
 
 def _kind(default) -> str:
@@ -37,32 +38,29 @@ def _kind(default) -> str:
         "float" if isinstance(default, float) else "str"
 
 
-def _scalar(where: str, value, kind: str):
-    from embeval.errors import ConfigError
+def _scalar(where: str, value, kind: str, lo=None, hi=None):
+    """One parameter value of ``kind`` through the shared checks of :mod:`embeval.checks` (``where`` names it;
+    ``lo`` / ``hi`` bound a number)."""
+    from embeval import checks
 
-    if kind == "bool":
-        if not isinstance(value, bool):  # YAML null, "", "yes", 0, 1: never guessed (dry_run must not turn off)
-            raise ConfigError(f"parameter {where} must be true or false, got {value!r}; write {where.rpartition('.')[2]}: "
-                              "true or false (no quotes, not empty)")
-        return value
-    if kind in ("int", "float"):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"parameter {where} must be a number, got {value!r}; write a plain number (no quotes, not empty)")
-        if kind == "int":
-            if isinstance(value, float) and not value.is_integer():
-                raise ConfigError(f"parameter {where} must be a whole number, got {value!r}")
-            return int(value)
-        return float(value)
-    if not isinstance(value, str):
-        raise ConfigError(f"parameter {where} must be a string, got {value!r}; quote it, e.g. \"{value}\"")
-    return value
+    key = where.rpartition(".")[2]
+    if kind == "bool":  # YAML null, "", "yes", 0, 1: never guessed (dry_run must not turn off)
+        return checks.flag(value, where, fix=f"write {key}: true or false (no quotes, not empty)")
+    if kind == "int":
+        if isinstance(value, float) and value.is_integer():  # a YAML 30.0 for an int parameter
+            value = int(value)
+        return checks.integer(value, where, lo, hi, fix="write a plain whole number (no quotes, not empty)")
+    if kind == "float":
+        return checks.number(value, where, lo, hi, fix="write a plain number (no quotes, not empty)")
+    return checks.string(value, where, empty=True, fix=f'quote it, e.g. "{value}"')
 
 
-def typed(where: str, value, default):
+def typed(where: str, value, default, lo=None, hi=None):
     """``value`` checked against the type of ``default`` (bool, int, float, str, or a list of one of these):
     a bool is only true/false (YAML null, strings and numbers are refused: a doubtful ``dry_run`` must not read
-    as false); an int or float parameter takes a number (an int converts to float, a whole float to int); a string
-    list also takes one string (comma-separated, as ``ros2 launch`` passes substitutions). Ranges are the node's."""
+    as false); an int or float parameter takes a finite number (an int converts to float, a whole float to int); a
+    string list also takes one string (comma-separated, as ``ros2 launch`` passes substitutions). Ranges are the
+    node's, or ``lo`` / ``hi`` (inclusive) for a number or each number of a list. Errors read ``parameter <where>: <problem>; <fix>`` in the wording of :mod:`embeval.checks`."""
     from embeval.errors import ConfigError
 
     if isinstance(default, (list, tuple)):
@@ -70,9 +68,9 @@ def typed(where: str, value, default):
         if kind == "str" and isinstance(value, str):
             return value
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"parameter {where} must be a list of {kind} values, got {value!r}; write it as [a, b, ...]")
-        return [_scalar(f"{where}[{i}]", v, kind) for i, v in enumerate(value)]
-    return _scalar(where, value, _kind(default))
+            raise ConfigError(f"parameter {where}: must be a list of {kind} values, got {value!r}; write it as [a, b, ...]")
+        return [_scalar(f"parameter {where}[{i}]", v, kind, lo, hi) for i, v in enumerate(value)]
+    return _scalar(f"parameter {where}", value, _kind(default), lo, hi)
 
 
 def str_list(value) -> list[str]:

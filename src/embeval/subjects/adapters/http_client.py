@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from embeval import checks
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 
 T = TypeVar("T")
@@ -44,13 +45,10 @@ class RetryPolicy:
     retry_status: frozenset[int] = field(default=RETRY_STATUS)
 
     def __post_init__(self):
-        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int) or not 0 <= self.max_retries <= 100:
-            raise ConfigError(f"field 'params.max_retries' must be a whole number from 0 to 100, got {self.max_retries!r}")
+        checks.integer(self.max_retries, "field 'params.max_retries'", 0, 100)
         for name in ("backoff_s", "backoff_cap_s", "retry_after_cap_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                what = "params.backoff" if name == "backoff_s" else name
-                raise ConfigError(f"field '{what}' must be a finite number of seconds >= 0, got {v!r}")
+            what = "params.backoff" if name == "backoff_s" else name
+            checks.number(getattr(self, name), f"field '{what}'", 0, unit="s")
 
     def delay(self, retry: int, retry_after: str | None = None) -> float:
         """Seconds to wait before retry number ``retry`` (1-based), honouring a ``Retry-After`` header value."""
@@ -115,9 +113,7 @@ class HttpClient:
     def __init__(self, timeout_s: float = 30.0, policy: RetryPolicy | None = None,
                  headers: Mapping[str, str] | None = None, max_body_bytes: int = MAX_BODY_BYTES,
                  sleep: Callable[[float], None] = time.sleep):
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0 or not math.isfinite(timeout_s):
-            raise ConfigError(f"field 'params.timeout' must be a number of seconds > 0, got {timeout_s!r}")
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = checks.number(timeout_s, "field 'params.timeout'", 0, unit="s", lo_open=True)
         self.policy = policy or RetryPolicy()
         self.max_body_bytes = int(max_body_bytes)
         self._headers = dict(headers or {})

@@ -56,6 +56,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from embeval import checks
 from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
 from embeval.conventions import check_gripper, input_size, model_image, tcp_pose_of, to_embeval
@@ -163,9 +164,8 @@ class LeRobotParams:
         for name, v in (("pad_state", pad_state), ("absolute", absolute)):
             if not isinstance(v, bool) and not (name == "absolute" and v is None):
                 raise ConfigError(f"field 'params.{name}' must be true or false, got {v!r}")
-        for name, v in (("seed", seed), ("arms", arms)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < (1 if name == "arms" else 0):
-                raise ConfigError(f"field 'params.{name}' must be a whole number >= {1 if name == 'arms' else 0}, got {v!r}")
+        checks.seed(seed, "field 'params.seed'")
+        checks.integer(arms, "field 'params.arms'", 1)
         if action_indices is not None and (not isinstance(action_indices, (list, tuple))
                                            or any(isinstance(i, bool) or not isinstance(i, int) for i in action_indices)):
             raise ConfigError(f"field 'params.action_indices' must list whole numbers, got {action_indices!r}")

@@ -25,6 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from embeval import checks
 from embeval.action import check_image
 from embeval.errors import ConfigError, EmbevalError, InvalidInputError, ServerUnavailableError
 from embeval.subjects.adapters.http_client import HttpClient, HttpReply, RetriesExhausted, RetryPolicy, RetryReply
@@ -36,10 +37,7 @@ MAX_CONCURRENCY = 64
 
 def check_concurrency(value: Any) -> int:
     """``value`` as the number of requests a client may have in flight (a whole number 1..64); :class:`ConfigError`."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONCURRENCY:
-        raise ConfigError(f"field 'params.max_concurrency' must be a whole number from 1 to {MAX_CONCURRENCY} (requests in "
-                          f"flight at once), got {value!r}")
-    return value
+    return checks.integer(value, "field 'params.max_concurrency'", 1, MAX_CONCURRENCY, why="requests in flight at once")
 
 
 def map_bounded(fn: Callable[..., Any], items: Sequence[tuple], limit: int) -> list[Any]:

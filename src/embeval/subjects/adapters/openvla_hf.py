@@ -24,6 +24,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from embeval import checks
 from embeval.action import Action, Observation
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.subjects.adapters.hf_vlm import load_auto, model_inputs, tokenizer_of
@@ -132,9 +133,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
         self.instruction = ""
         self._slots: dict[Slot, str] = {}
         n = (2 if cache == "static" else 0) if warmup is None else warmup
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_WARMUP:
-            raise ConfigError(f"field 'params.warmup': must be a whole number of calls in 0..{MAX_WARMUP}, got {warmup!r}")
-        self.warm_up(n)
+        self.warm_up(checks.integer(n, "field 'params.warmup'", 0, MAX_WARMUP, why="calls"))
 
     def warm_up(self, calls: int = 2) -> float:
         """Answer ``calls`` batch-1 requests on a grey frame now, so that the first real action does not pay for

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from embeval import checks
 from embeval.action import Action, Observation, check_image
 from embeval.errors import ConfigError, InvalidInputError, ServerUnavailableError
 from embeval.subjects.adapters.openvla_rest import parse_action_reply
@@ -70,11 +71,9 @@ class VlaEvalPolicy:
                               f"got {url!r}")
         if image_format not in IMAGE_FORMATS:
             raise ConfigError(f"field 'params.image_format': {image_format!r} is not one of {', '.join(IMAGE_FORMATS)}")
-        for name, v, lo in (("timeout", timeout, 0.0), ("max_message_mb", max_message_mb, 0.0), ("backoff", backoff, -1e-9)):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo < v < float("inf"):
-                raise ConfigError(f"field 'params.{name}' must be a finite number > {max(lo, 0):g}, got {v!r}")
-        if isinstance(connect_retries, bool) or not isinstance(connect_retries, int) or connect_retries < 0:
-            raise ConfigError(f"field 'params.connect_retries' must be a whole number >= 0, got {connect_retries!r}")
+        for name, v, above in (("timeout", timeout, True), ("max_message_mb", max_message_mb, True), ("backoff", backoff, False)):
+            checks.number(v, f"field 'params.{name}'", 0, lo_open=above)
+        checks.integer(connect_retries, "field 'params.connect_retries'", 0)
         self.id, self.url = id, url.rstrip("/")
         self.state_keys = list(state_keys) if state_keys is not None else None
         self.state_field, self.image_format = state_field, image_format
