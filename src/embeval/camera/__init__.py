@@ -26,6 +26,7 @@ SOURCES: Registry[type[ImageSource]] = Registry("camera source", group="embeval.
     "realsense": "embeval.camera.realsense:RealSenseSource",
     "folder": "embeval.camera.folder:FolderSource",
     "bag": "embeval.camera.bag:BagSource",
+    "libero": "embeval.sim.libero.arm:LiberoCamera",  # LIBERO's agent view (the simulator layer; loaded lazily)
 })
 
 

@@ -19,6 +19,8 @@ from embeval.sim.workcell import SimConfig, Workcell
 
 # the pybullet workcell as an arm backend (embeval.robot.backends; imported on first use)
 ARM_BACKENDS.register("sim", "embeval.sim.arm_backend:SimArmBackend", description="the pybullet workcell (embeval.sim)")
+ARM_BACKENDS.register("libero", "embeval.sim.libero.arm:LiberoArm",
+                      description="a LIBERO task in its own interpreter (embeval.sim.libero.arm)")
 
 __all__ = [
     "VERBS",

@@ -92,13 +92,14 @@ def msg_to_action(msg) -> np.ndarray:
     return np.array([pos[n] for n in ACTION_NAMES], dtype=np.float64)
 
 
-def joint_state_msg(q, stamp_ns: int, velocities=None, gripper: float | None = None):
-    """UR joint positions (rad, :data:`JOINT_NAMES` order) -> ``sensor_msgs/JointState`` as the UR driver publishes."""
+def joint_state_msg(q, stamp_ns: int, velocities=None, gripper: float | None = None, names=None):
+    """UR joint positions (rad, :data:`JOINT_NAMES` order; another arm's: its ``names``) -> ``sensor_msgs/JointState``
+    as the UR driver publishes."""
     from sensor_msgs.msg import JointState
 
     m = JointState()
     ns_to_stamp(stamp_ns, m.header.stamp)
-    m.name = list(JOINT_NAMES)
+    m.name = list(names or JOINT_NAMES)
     m.position = [float(x) for x in q]
     if velocities is not None:
         m.velocity = [float(x) for x in velocities]

@@ -222,6 +222,13 @@ class Graph:
     def _share_sim(self) -> None:
         """With the sim arm composed in this process, the camera renders that same workcell."""
         arm = self.params.get("embeval_arm", {})
+        if "embeval_arm" in self.names and arm.get("backend") == "libero" and "arm" not in self.shared:
+            from embeval.sim.libero.arm import graph_shared  # one LIBERO task: the arm steps it, the camera shows it
+            from embeval_ros.arm_node import safety_limits
+
+            limits = safety_limits(lambda name, default, _description: arm.get(name, default))
+            self.shared.update(graph_shared(arm, self.params.get("embeval_camera", {}), limits))
+            return
         if "embeval_arm" not in self.names or arm.get("backend", "mock") != "sim" or "arm" in self.shared:
             return
         from embeval.robot.safety import check_range
