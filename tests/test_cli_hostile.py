@@ -165,7 +165,7 @@ def test_sim_execute_says_a_value_is_not_finite(capsys, value, shown):
     rc, out, err = _run(capsys, "sim", "execute", "--reference", "0", "0", "0", "0", "0", "0", "1",
                         "--distorted", value, "0", "0", "0", "0", "0", "1")
     assert rc == 2 and out == ""
-    assert _error_line(err) == f"embeval: error: --distorted: {shown} is not a finite number (value 1 of 7); give finite numbers"
+    assert _error_line(err) == f"embeval: error: --distorted: must be a finite number, got {shown} (value 1 of 7)"
 
 
 def test_negative_numbers_in_any_spelling_are_values_not_options(capsys):
@@ -227,7 +227,7 @@ def test_iqa_gate_scores_the_good_images_and_names_the_corrupt_one(tmp_path, cap
 def test_iqa_gate_rejects_non_finite_threshold_and_rate_out_of_range(capsys, predictor):
     pred, files = predictor
     rc, _, err = _run(capsys, "iqa", "gate", "--predictor", pred, "--threshold", "nan", files[0])
-    assert rc == 2 and _error_line(err) == "embeval: error: --threshold: nan is not a finite number; give finite numbers"
+    assert rc == 2 and _error_line(err) == "embeval: error: --threshold: must be a finite number, got nan"
     rc, _, err = _run(capsys, "iqa", "gate", "--predictor", pred, "--rate", "1.5", files[0])
     assert rc == 2
     assert _error_line(err) == "embeval: error: --rate: the share of images to withhold must lie in [0, 1), got 1.5"
@@ -431,7 +431,7 @@ def test_run_options_with_hostile_numbers(tmp_path, capsys):
     import time
 
     d = _synthetic_run(tmp_path, capsys)
-    for value, why in (("nan", "--unit-timeout: nan is not a finite number; give finite numbers"),
+    for value, why in (("nan", "--unit-timeout: must be a finite number, got nan"),
                        ("-1", "--unit-timeout: seconds must be >= 0 (0: no watchdog), got -1.0")):
         rc, _, err = _run(capsys, "resume", d, "--unit-timeout", value)
         assert rc == 2 and _error_line(err) == f"embeval: error: {why}"
@@ -470,7 +470,7 @@ def test_the_real_process_prints_exactly_one_line(tmp_path):
         (["subjects", "check", str(subj)], f"embeval: error: LeRobot config {ck / 'config.json'} is empty; copy it again "
                                            "from the trained checkpoint (policy.save_pretrained writes it)"),
         (["sim", "execute", "--reference", *"0000001", "--distorted", "-inf", *"000001"],
-         "embeval: error: --distorted: -inf is not a finite number (value 1 of 7); give finite numbers"),
+         "embeval: error: --distorted: must be a finite number, got -inf (value 1 of 7)"),
     ]
     for argv, line in cases:
         p = subprocess.run([sys.executable, "-m", "embeval_cli", *argv], capture_output=True, text=True, env=env, timeout=120)

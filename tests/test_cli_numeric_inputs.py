@@ -112,9 +112,9 @@ def test_joint_limits_check_is_the_ik_filter():
         arm.limits.check([0.0] * 5)
 
 
-@pytest.mark.parametrize("extra, problem", [(["--q6", "nan"], "--q6: nan is not a finite number"),
+@pytest.mark.parametrize("extra, problem", [(["--q6", "nan"], "--q6: must be a finite number, got nan"),
                                             (["--near", "0", "inf", "0", "0", "0", "0"],
-                                             "--near: inf is not a finite number (value 2 of 6)")])
+                                             "--near: must be a finite number, got inf (value 2 of 6)")])
 def test_ik_refuses_non_finite_options(capsys, extra, problem):
     assert main(["kinematics", "ik", "0.4", "0.1", "0.3", "3.1416", "0", "0", *extra]) == 2
     assert problem in one_error_line(capsys)
@@ -131,7 +131,8 @@ def test_subjects_check_refuses_a_non_finite_param(tmp_path, capsys, value, wher
     spec.write_text(text.replace("  seed: 0\n", f"  seed: {value}\n"))
     assert main(["subjects", "check", str(spec)]) == 2
     line = one_error_line(capsys)
-    assert f"{spec}: {where} is not a finite number; give a finite number" in line
+    field, shown = where.split(": ")
+    assert f"{spec}: {field}: must be a finite number, got {shown}" in line
 
 
 def test_subject_spec_api_refuses_nan_and_keeps_finite_params():
@@ -139,7 +140,7 @@ def test_subject_spec_api_refuses_nan_and_keeps_finite_params():
 
     ok = SubjectSpec.from_mapping({"kind": "policy", "adapter": "image_stats", "params": {"scale": 0.1, "k": [1, 2.5]}})
     assert ok.params == {"scale": 0.1, "k": [1, 2.5]}
-    with pytest.raises(ConfigError, match=r"params.scale: nan is not a finite number"):
+    with pytest.raises(ConfigError, match=r"params.scale: must be a finite number, got nan"):
         SubjectSpec.from_mapping({"kind": "policy", "adapter": "image_stats", "params": {"scale": float("nan")}})
-    with pytest.raises(ConfigError, match=r"serve.limits.max: inf"):
+    with pytest.raises(ConfigError, match=r"serve.limits.max: must be a finite number, got inf"):
         SubjectSpec.from_mapping({"kind": "policy", "adapter": "image_stats", "serve": {"limits": {"max": float("inf")}}})

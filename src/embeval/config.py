@@ -132,9 +132,10 @@ def in_range(x: Any, where: str, lo: float | None = None, hi: float | None = Non
 
 def finite_numbers(value: Any, where: str) -> Any:
     """``value`` unchanged when no float inside it (nested mappings and lists included) is NaN or infinite, else a
-    ConfigError naming the first such entry as ``where.key[i]`` (free-form arguments, e.g. a subject's ``params``)."""
+    ConfigError naming the first such entry as ``where.key[i]`` (free-form arguments, e.g. a subject's ``params``),
+    in the wording of :func:`embeval.checks.number`."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise _err(where, f"{value} is not a finite number; give a finite number")
+        checks.number(value, where)
     if isinstance(value, Mapping):
         for k, v in value.items():
             finite_numbers(v, f"{where}.{k}")

@@ -87,17 +87,14 @@ def body_mb(text: str) -> float:
 
 
 def finite(values, name: str):
-    """``values`` (a number or a list of numbers from argparse) unchanged, or :class:`InvalidInputError` naming the
-    option and the first value that is NaN or infinite."""
-    import math
-
-    from embeval.errors import InvalidInputError
+    """``values`` (a number or a list of numbers from argparse) unchanged, or a ConfigError naming the option and
+    the first value that is NaN or infinite (:func:`embeval.checks.number`; which one of several, when several)."""
+    from embeval import checks
 
     seq = values if isinstance(values, (list, tuple)) else [values]
     for i, v in enumerate(seq):
-        if v is not None and not math.isfinite(v):
-            at = f" (value {i + 1} of {len(seq)})" if len(seq) > 1 else ""
-            raise InvalidInputError(f"{name}: {v} is not a finite number{at}; give finite numbers")
+        if v is not None:
+            checks.number(v, name, why=f"value {i + 1} of {len(seq)}" if len(seq) > 1 else "")
     return values
 
 
