@@ -101,6 +101,16 @@ def test_a_non_finite_number_reads_the_same_everywhere(bad):
         f"server limit body_timeout_s: must be a finite number > 0, got {shown}"
 
 
+def test_ros_parameters_name_the_fix_for_a_wrong_type_and_the_range_for_a_wrong_value():
+    assert _ros(-1, 0, 0) == "parameter node.x: must be >= 0, got -1"  # the range is the fix
+    assert _ros("3", 0, 0, 9) == ("parameter node.x: must be an integer in 0..9, got '3'; write a plain whole number "
+                                  "(no quotes, not empty)")
+    assert _ros(10**400, 1.0) == ("parameter node.x: must be a finite number, got a 401-digit integer; write a plain "
+                                  "number (no quotes, not empty)")
+    assert typed("node.x", 30.0, 0, 0, 60) == 30 and typed("node.x", [1, 2], [0.0], 0, 2) == [1.0, 2.0]
+    assert _ros([1, 3], [0.0], 0, 2) == "parameter node.x[1]: must lie in 0..2, got 3"
+
+
 def test_safety_limit_ranges_and_vectors():
     with pytest.raises(ConfigError, match=r"^safety limit max_tcp_speed: must lie in \(0, 3\] m/s, got 0; set "):
         SafetyLimits(max_tcp_speed=0)

@@ -24,8 +24,8 @@ from typing import Any
 
 from embeval.errors import ConfigError
 
-__all__ = ["MAX_PORT", "MAX_SEED", "choice", "flag", "integer", "mib", "number", "port", "seed", "shown", "string",
-           "vector"]
+__all__ = ["MAX_PORT", "MAX_SEED", "choice", "flag", "integer", "is_finite_number", "mib", "number", "port", "seed",
+           "shown", "string", "vector"]
 
 #: seeds are whole numbers 0 .. 2**63 - 1 (numpy's generators refuse negative ones, torch's larger ones)
 MAX_SEED = 2**63 - 1
@@ -87,6 +87,11 @@ def _finite(x: Any) -> bool:
         return False
 
 
+def is_finite_number(x: Any) -> bool:
+    """Whether ``x`` is a finite real number that is not a bool (what :func:`number` accepts before its range)."""
+    return _is_number(x) and _finite(x)
+
+
 def integer(x: Any, where: str, lo: int | None = None, hi: int | None = None, why: str = "", fix: str = "",
             unit: str = "") -> int:
     """``x`` as an int when it is an integer (not a bool, not a float: 2.0 is refused) in ``lo .. hi``
@@ -109,7 +114,7 @@ def number(x: Any, where: str, lo: float | None = None, hi: float | None = None,
            unit: str = "", lo_open: bool = False) -> float:
     """``x`` as a float when it is a finite number (not a bool; ints accepted) with ``lo <= x <= hi`` (``lo < x``
     with ``lo_open``), else a ConfigError naming ``where``, the range and ``unit``."""
-    if not _is_number(x) or not _finite(x):
+    if not is_finite_number(x):
         rng = _range(lo, hi, lo_open, unit)
         raise _fail(where, f"must be a finite number{f' {_in(rng)}' if rng else ''}, got {shown(x)}", why, fix)
     v = float(x)
@@ -121,7 +126,7 @@ def vector(x: Any, where: str, n: int, why: str = "", fix: str = "") -> tuple[fl
     """``x`` (a list, tuple or 1-D array) as a tuple of ``n`` finite floats, else a ConfigError naming ``where``."""
     items = x.reshape(-1).tolist() if hasattr(x, "reshape") and hasattr(x, "tolist") else x
     ok = isinstance(items, (list, tuple)) and len(items) == n and all(
-        _is_number(v) and _finite(v) for v in items)
+        is_finite_number(v) for v in items)
     if not ok:
         raise _fail(where, f"must be {n} finite numbers, got {shown(x)}", why, fix)
     return tuple(float(v) for v in items)

@@ -49,9 +49,11 @@ def _scalar(where: str, value, kind: str, lo=None, hi=None):
     if kind == "int":
         if isinstance(value, float) and value.is_integer():  # a YAML 30.0 for an int parameter
             value = int(value)
-        return checks.integer(value, where, lo, hi, fix="write a plain whole number (no quotes, not empty)")
+        ok = isinstance(value, int) and not isinstance(value, bool)  # out of range: the range itself is the fix
+        return checks.integer(value, where, lo, hi, fix="" if ok else "write a plain whole number (no quotes, not empty)")
     if kind == "float":
-        return checks.number(value, where, lo, hi, fix="write a plain number (no quotes, not empty)")
+        ok = checks.is_finite_number(value)
+        return checks.number(value, where, lo, hi, fix="" if ok else "write a plain number (no quotes, not empty)")
     return checks.string(value, where, empty=True, fix=f'quote it, e.g. "{value}"')
 
 
