@@ -76,6 +76,8 @@ class SensitivityRow:
     drop_lo: float
     drop_hi: float
     drop_p: float  # sign test of the drops
+    subject: str = ""  # the policy ("" when the rows name none)
+    family: str = "embeval"  # embeval (axis or distortion) or LIBERO-PRO (a fixed variant suite; level 0: none)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -83,20 +85,22 @@ class SensitivityRow:
 
 def sensitivity(rows: Iterable[Mapping[str, Any]], confidence: float = 0.95, n_resamples: int = 2000,
                 seed: int = 0) -> list[SensitivityRow]:
-    """Per (kind, axis, level), in first-seen order: see the module docstring."""
+    """Per (subject, family, kind, axis, level), in first-seen order: see the module docstring. Rows without
+    ``subject``/``family`` count as one subject ``""`` of family ``embeval``."""
     from embeval.scoring.stats import mcnemar, wilson_interval
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for r in rows:
         try:
-            key = (r.get("kind", "scene"), str(r["axis"]), int(r["level"]))
+            key = (str(r.get("subject", "")), str(r.get("family", "embeval")), r.get("kind", "scene"), str(r["axis"]),
+                   int(r["level"]))
             float(r["decision"]), float(r["execution"]), bool(r["success"]), bool(r["reference_success"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidInputError(f"a sensitivity row needs axis, level, decision, execution, success and "
                                     f"reference_success: {exc!r} in {dict(r)}") from None
         groups.setdefault(key, []).append(r)
     out = []
-    for (kind, axis, level), rs in groups.items():
+    for (subject, family, kind, axis, level), rs in groups.items():
         s = np.array([bool(r["success"]) for r in rs])
         ref = np.array([bool(r["reference_success"]) for r in rs])
         drop = 100.0 - np.array([float(r["execution"]) for r in rs])
@@ -106,7 +110,42 @@ def sensitivity(rows: Iterable[Mapping[str, Any]], confidence: float = 0.95, n_r
         out.append(SensitivityRow(kind, axis, level, len(rs), float(np.mean([float(r["decision"]) for r in rs])),
                                   float(100.0 - drop.mean()), float(s.mean()), lo, hi, float(ref.mean()),
                                   float(np.mean(s.astype(float) - ref.astype(float))), mcnemar(b, c)[1],
-                                  float(drop.mean()), dlo, dhi, sign_test(drop)))
+                                  float(drop.mean()), dlo, dhi, sign_test(drop), subject, family))
+    return out
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values (same order; nan stays nan): the family-wise error stays below alpha when
+    every adjusted p below alpha is called significant."""
+    p = np.asarray(pvalues, dtype=float)
+    ok = np.flatnonzero(np.isfinite(p))
+    adj = np.full(p.shape, np.nan)
+    order = ok[np.argsort(p[ok], kind="stable")]
+    running = 0.0
+    for i, j in enumerate(order):
+        running = max(running, min(1.0, (len(order) - i) * p[j]))
+        adj[j] = running
+    return adj.tolist()
+
+
+def findings(rows: Sequence[SensitivityRow], alpha: float = 0.05) -> list[str]:
+    """The claims the intervals support, one sentence each: cells whose paired success change (McNemar) or
+    Execution drop (sign test) stays significant after Holm's correction over every test in ``rows``, and
+    whose interval (drop) excludes 0. Empty: nothing can be claimed at ``alpha``."""
+    tests = [(r, "success", r.success_p) for r in rows] + [(r, "drop", r.drop_p) for r in rows]
+    adj = holm([t[2] for t in tests])
+    out = []
+    for (r, what, _), q in zip(tests, adj):
+        if not (q < alpha):
+            continue
+        who = f"{r.subject}: " if r.subject else ""
+        cell = r.axis if r.level == 0 else f"{r.axis}:{r.level}"
+        if what == "success":
+            out.append(f"{who}{cell} changes success by {r.success_change:+.2f} ({r.reference_rate:.0%} -> "
+                       f"{r.success_rate:.0%}, n {r.n}; McNemar p {r.success_p:.2g}, Holm {q:.2g})")
+        elif r.drop_lo > 0:
+            out.append(f"{who}{cell} lowers Execution by {r.execution_drop:.1f} points [{r.drop_lo:.1f}, "
+                       f"{r.drop_hi:.1f}] (n {r.n}; sign p {r.drop_p:.2g}, Holm {q:.2g})")
     return out
 
 
@@ -168,8 +207,16 @@ def iqa_correlations(rows: Iterable[Mapping[str, Any]], metrics: Sequence[str] =
 SENS_COLUMNS = ("kind", "axis", "level", "n", "decision", "execution", "success", "success change", "drop")
 
 
-def _fmt_sens(r: SensitivityRow) -> list[str]:
-    return [r.kind, r.axis, str(r.level), str(r.n), f"{r.decision:.2f}", f"{r.execution:.1f}",
+def _extra_columns(rows: Sequence[SensitivityRow]) -> list[str]:
+    """``subject`` when any row names one, ``family`` when any row is not an embeval axis or distortion."""
+    return ([c for c in ("subject",) if any(r.subject for r in rows)]
+            + [c for c in ("family",) if any(r.family != "embeval" for r in rows)])
+
+
+def _fmt_sens(r: SensitivityRow, extra: Sequence[str] = ()) -> list[str]:
+    level = "-" if r.level == 0 else str(r.level)
+    return [str(getattr(r, c)) for c in extra] + [
+            r.kind, r.axis, level, str(r.n), f"{r.decision:.2f}", f"{r.execution:.1f}",
             f"{r.success_rate:.0%} [{r.success_lo:.2f}, {r.success_hi:.2f}]",
             f"{r.success_change:+.2f} (p {r.success_p:.2f})",
             f"{r.execution_drop:.1f} [{r.drop_lo:.1f}, {r.drop_hi:.1f}] (p {r.drop_p:.2f})"]
@@ -182,11 +229,13 @@ def _markdown(header: Sequence[str], body: list[list[str]]) -> str:
 
 def sensitivity_markdown(rows: Sequence[SensitivityRow], confidence: float = 0.95) -> str:
     """The table: success with its Wilson interval, paired success change (McNemar p), Execution drop with its
-    bootstrap interval (sign-test p)."""
+    bootstrap interval (sign-test p). A ``subject`` and a ``family`` column lead where the rows need them; a
+    LIBERO-PRO variant (no level) shows level ``-``."""
     pct = f"{confidence:.0%}"
-    head = ["kind", "axis", "level", "n", "Decision", "Execution", f"success [Wilson {pct}]",
-            "success change vs unperturbed (McNemar p)", f"Execution drop [bootstrap {pct}] (sign p)"]
-    return _markdown(head, [_fmt_sens(r) for r in rows])
+    extra = _extra_columns(rows)
+    head = extra + ["kind", "axis", "level", "n", "Decision", "Execution", f"success [Wilson {pct}]",
+                    "success change vs unperturbed (McNemar p)", f"Execution drop [bootstrap {pct}] (sign p)"]
+    return _markdown(head, [_fmt_sens(r, extra) for r in rows])
 
 
 def iqa_markdown(corrs: Sequence[Mapping[str, Any]], targets: Sequence[str] = TARGETS) -> str:
@@ -208,32 +257,42 @@ def write_csv(path: Path, records: Sequence[Mapping[str, Any]]) -> Path:
 
 
 def plot_sensitivity(rows: Sequence[SensitivityRow], path: Path, title: str = "") -> Path:
-    """Two panels against the level, one line per axis (distortions dashed): success rate with Wilson bars,
-    Execution drop with bootstrap bars."""
+    """Two panels against the level per subject (one panel row each), one line per axis (distortions dashed):
+    success rate with Wilson bars, Execution drop with bootstrap bars. LIBERO-PRO variants (no level) are single
+    points at level 0."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axs = plt.subplots(1, 2, figsize=(12, 4.8))
-    lines: dict[tuple[str, str], list[SensitivityRow]] = {}
-    for r in rows:
-        lines.setdefault((r.kind, r.axis), []).append(r)
+    subjects = list(dict.fromkeys(r.subject for r in rows)) or [""]
+    fig, axs = plt.subplots(len(subjects), 2, figsize=(12, 4.8 * len(subjects)), squeeze=False)
+    keys = list(dict.fromkeys((r.family, r.kind, r.axis) for r in rows))
     cmap = plt.get_cmap("tab20")
-    for i, ((kind, axis), rs) in enumerate(lines.items()):
-        rs = sorted(rs, key=lambda r: r.level)
-        lv = np.array([r.level for r in rs], dtype=float) + (i - len(lines) / 2) * 0.02  # small dodge
-        style = dict(color=cmap(i % 20), ls="--" if kind == "distortion" else "-", marker="o", ms=4, capsize=2, lw=1.2)
-        sr = np.array([r.success_rate for r in rs])
-        axs[0].errorbar(lv, sr, yerr=[sr - [r.success_lo for r in rs], [r.success_hi for r in rs] - sr],
-                        label=axis + (" (distortion)" if kind == "distortion" else ""), **style)
-        d = np.array([r.execution_drop for r in rs])
-        axs[1].errorbar(lv, d, yerr=[d - [r.drop_lo for r in rs], [r.drop_hi for r in rs] - d], **style)
-    axs[0].set(xlabel="level", ylabel="success rate (Wilson 95%)", ylim=(-0.05, 1.05), title="success")
-    axs[1].set(xlabel="level", ylabel="Execution drop, 100 - Execution (bootstrap 95%)", title="paired Execution drop")
-    for a in axs:
-        a.set_xticks(sorted({r.level for r in rows}))
-        a.grid(alpha=0.3)
+    for si, subject in enumerate(subjects):
+        for i, key in enumerate(keys):
+            rs = sorted([r for r in rows if r.subject == subject and (r.family, r.kind, r.axis) == key],
+                        key=lambda r: r.level)
+            if not rs:
+                continue
+            family, kind, axis = key
+            lv = np.array([r.level for r in rs], dtype=float) + (i - len(keys) / 2) * 0.02  # small dodge
+            style = dict(color=cmap(i % 20), ls="--" if kind == "distortion" else "-",
+                         marker="s" if family != "embeval" else "o", ms=4, capsize=2, lw=1.2)
+            label = (axis + (" (distortion)" if kind == "distortion" else "")
+                     + (f" ({family})" if family != "embeval" else "")) if si == 0 else None
+            sr = np.array([r.success_rate for r in rs])
+            axs[si, 0].errorbar(lv, sr, yerr=[sr - [r.success_lo for r in rs], [r.success_hi for r in rs] - sr],
+                                label=label, **style)
+            d = np.array([r.execution_drop for r in rs])
+            axs[si, 1].errorbar(lv, d, yerr=[d - [r.drop_lo for r in rs], [r.drop_hi for r in rs] - d], **style)
+        who = f"{subject}: " if subject else ""
+        axs[si, 0].set(xlabel="level", ylabel="success rate (Wilson 95%)", ylim=(-0.05, 1.05), title=f"{who}success")
+        axs[si, 1].set(xlabel="level", ylabel="Execution drop, 100 - Execution (bootstrap 95%)",
+                       title=f"{who}paired Execution drop")
+        for a in axs[si]:
+            a.set_xticks(sorted({r.level for r in rows}))
+            a.grid(alpha=0.3)
     fig.legend(loc="center right", fontsize=8)
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 0.8, 1))

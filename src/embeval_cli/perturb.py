@@ -95,28 +95,39 @@ def register(sub) -> None:
                      description="Closed-loop episodes of a policy in the UR5 cell, each seed run unperturbed (the "
                                  "reference) and under every AXIS:LEVEL; scored as `sim episodes --distortion` scores a "
                                  "distortion: Decision (first action, per pair, 0..1) and Execution (0..100, final TCP "
-                                 "vs the reference's). Prints one row per axis, one column per level.",
+                                 "vs the reference's). Prints one row per axis, one column per level. With --out the "
+                                 "study is resumable: each finished (subject, seed) goes to DIR/rows.jsonl at once and "
+                                 "a rerun with the same settings skips what is there.",
                      epilog="examples:\n  embeval perturb score --task Pick --episodes 3 --levels 1 5\n"
                             "  embeval perturb score --task Pick --subject config/subjects/tiny_vla.yaml --episodes 2 "
-                            "--json sens.json")
+                            "--json sens.json\n"
+                            "  embeval perturb score --subjects tiny-vla tiny-vla-wrist --seeds 0-99 --levels 1 3 5 "
+                            "--out runs/perturb-study")
     p.add_argument("--task", default="Pick", help="task verb (default Pick)")
-    p.add_argument("--subject", help="policy subject YAML (default the scripted expert)")
+    who = p.add_mutually_exclusive_group()
+    who.add_argument("--subject", help="policy subject YAML (default the scripted expert)")
+    who.add_argument("--subjects", nargs="+", metavar="NAME_OR_YAML",
+                     help="several policies, each a shipped VLA name (tiny-vla, tiny-vla-wide, ...), a subject YAML or "
+                          "'expert' (the scripted expert); one table with a subject column")
     p.add_argument("--episodes", type=positive_int, default=3, help="seeds --seed .. per axis and level (default 3)")
     p.add_argument("--seed", type=seed, default=0, help="first seed (default 0)")
+    p.add_argument("--seeds", metavar="SPEC", help="the episode seeds instead of --seed/--episodes: 0-99, 0,3,7 or "
+                                                   "0-9,20-29")
     p.add_argument("--axes", nargs="+", help="axes (default all)")
     p.add_argument("--levels", nargs="+", type=int, default=[1, 3, 5], help="levels (default 1 3 5)")
     p.add_argument("--width", type=image_side, default=64, help="camera width in pixels (default 64)")
     p.add_argument("--height", type=image_side, default=64, help="camera height in pixels (default 64)")
     p.add_argument("--json", type=Path, help="write one record per (axis, level, seed) as JSON")
     p.add_argument("--out", type=Path, help="folder for the sensitivity table (sensitivity.csv/.md: success with Wilson "
-                                           "95%% intervals, paired change vs the unperturbed seed) and its plot "
-                                           "(sensitivity.png)")
+                                           "95%% intervals, paired change vs the unperturbed seed), its plot "
+                                           "(sensitivity.png), findings.md (what survives Holm's correction) and the "
+                                           "resumable rows (rows.jsonl, study.json)")
     p.add_argument("--distortions", nargs="+", default=[], metavar="NAME",
                    help="image distortions (`embeval distort list`) scored at the same levels and seeds, beside the axes")
     p.add_argument("--iqa", action="store_true",
                    help="IQA vs scene: PSNR, SSIM and PIQE on (unperturbed, perturbed) first frames of the image axes "
                         "and of --distortions (default gaussian_blur jpeg white_noise darken), Spearman rho with "
-                        "Decision and Execution per group; needs --out")
+                        "Decision and Execution per group; needs --out (not resumable: frames stay in memory)")
     p.add_argument("--camera", default="third_person", help="camera whose first frame --iqa measures (default third_person)")
     p.set_defaults(func=_score)
 
@@ -175,15 +186,59 @@ def _grid(args) -> int:
 IQA_DISTORTIONS = ("gaussian_blur", "jpeg", "white_noise", "darken")
 
 
+#: --subjects word for the backend's scripted expert
+EXPERT = "expert"
+
+
+def _check_subject(name: str) -> str:
+    """``name`` when it is 'expert', a subject YAML that exists or a known embedded VLA; a one-line error else."""
+    from embeval.errors import ConfigError
+    from embeval.subjects.embedded import zoo
+
+    if name == EXPERT or Path(name).suffix in (".yaml", ".yml") and Path(name).is_file():
+        return name
+    if Path(name).suffix in (".yaml", ".yml"):
+        raise ConfigError(f"--subjects {name}: no such subject YAML")
+    zoo.resolve_model(name, "vla")  # unknown: "did you mean", the shipped names
+    return name
+
+
+def load_policy(name: str, env):
+    """The policy of a --subject/--subjects word (see :func:`_check_subject`) on episode env ``env``."""
+    if name == EXPERT:
+        from embeval.runs.evaluators.sim_iqa import _Expert
+
+        return _Expert(env)
+    if Path(name).suffix in (".yaml", ".yml"):
+        from embeval.subjects.registry import load_subject
+
+        return load_subject(name)
+    from embeval.subjects.embedded import zoo
+
+    return zoo.load_vla(name)
+
+
+def _print_levels(rows, names, levels, header: str) -> None:
+    import numpy as np
+
+    print(header)
+    print(f"{'axis':<20}" + "".join(f"{'level ' + str(lv):>22}" for lv in levels))
+    for a in names:
+        line = f"{a:<20}"
+        for lv in levels:
+            rs = [r for r in rows if r["axis"] == a and r["level"] == lv]
+            line += f"{np.mean([r['decision'] for r in rs]):>8.2f} {np.mean([r['execution'] for r in rs]):>6.1f} " \
+                    f"{np.mean([r['success'] for r in rs]):>6.0%}"
+        print(line)
+
+
 def _score(args) -> int:
     import json
-
-    import numpy as np
 
     from embeval.errors import ConfigError
     from embeval.sim.perturb import LEVELS, Perturbation, Perturbations, get_axis
     from embeval.sim.perturb.axis import AXES
-    from embeval.sim.perturb.score import score_grid
+    from embeval.sim.perturb.score import StudyConfig, parse_seeds, run_study, score_grid
     from embeval.sim.backends import SimSpec, make_episode_env
     from embeval.sim.tasks import resolve_verb
 
@@ -205,6 +260,8 @@ def _score(args) -> int:
 
         for d in dists:
             dist_mod.get(d)
+    seeds = parse_seeds(args.seeds) if args.seeds else tuple(range(args.seed, args.seed + args.episodes))
+    subjects = [_check_subject(s) for s in (args.subjects or [args.subject or EXPERT])]
     if args.json:
         from embeval.errors import check_out_file
 
@@ -213,48 +270,50 @@ def _score(args) -> int:
         from embeval.errors import check_out_dir
 
         check_out_dir(args.out, "--out")
-    env = make_episode_env(SimSpec(backend="pybullet", env=verb, width=args.width, height=args.height))
-    try:
-        if args.subject:
-            from embeval.subjects.registry import load_subject
-
-            policy = load_subject(args.subject)
-        else:
-            from embeval.runs.evaluators.sim_iqa import _Expert
-
-            policy = _Expert(env)
-        rows = score_grid(env, policy, range(args.seed, args.seed + args.episodes), cells,
-                          [(d, lv) for d in dists for lv in args.levels], keep_frames=args.iqa,
-                          camera=args.camera if args.iqa else None)
-    finally:
-        env.close()
-    who = args.subject or "scripted expert"
-    print(f"{verb}, {who}, {args.episodes} seed(s) from {args.seed}: mean Decision / mean Execution / success rate")
-    print(f"{'axis':<20}" + "".join(f"{'level ' + str(lv):>22}" for lv in args.levels))
-    for a in names + dists:
-        line = f"{a:<20}"
-        for lv in args.levels:
-            rs = [r for r in rows if r["axis"] == a and r["level"] == lv]
-            line += f"{np.mean([r['decision'] for r in rs]):>8.2f} {np.mean([r['execution'] for r in rs]):>6.1f} " \
-                    f"{np.mean([r['success'] for r in rs]):>6.0%}"
-        print(line)
+    size = f"{args.width}x{args.height} px"
+    if args.out is not None and not args.iqa:  # resumable
+        study = StudyConfig(tuple(subjects), seeds, verb, tuple(names), tuple(args.levels), tuple(dists), args.width,
+                            args.height)
+        rows = run_study(study, args.out, load_policy, log=print)
+    else:
+        env = make_episode_env(SimSpec(backend="pybullet", env=verb, width=args.width, height=args.height))
+        rows = []
+        try:
+            for subject in subjects:
+                rows += [{"subject": subject, **r} for r in score_grid(
+                    env, load_policy(subject, env), seeds, cells, [(d, lv) for d in dists for lv in args.levels],
+                    keep_frames=args.iqa, camera=args.camera if args.iqa else None)]
+        finally:
+            env.close()
+    span = f"{len(seeds)} seed(s) from {seeds[0]}" if seeds == tuple(range(seeds[0], seeds[0] + len(seeds))) \
+        else f"{len(seeds)} seed(s)"
+    for subject in subjects:
+        who = "scripted expert" if subject == EXPERT else subject
+        _print_levels([r for r in rows if r["subject"] == subject], names + dists, args.levels,
+                      f"{verb}, {who}, {span}: mean Decision / mean Execution / success rate")
     if args.out is not None:
         from embeval_analysis import perturb as pa
 
-        sens = pa.sensitivity(rows)
+        many = len(subjects) > 1
+        sens = pa.sensitivity([r if many else {k: v for k, v in r.items() if k != "subject"} for r in rows])
         corrs = None
         if args.iqa:
             missing = pa.measure_iqa(rows)
             for m, why in missing.items():
                 print(f"IQA metric {m} skipped: {why}")
             corrs = pa.iqa_correlations(rows, [m for m in pa.IQA_METRICS if m not in missing])
-        outs = pa.write_outputs(args.out, sens, corrs, title=f"{verb}, {who}, {args.episodes} seed(s), "
-                                                             f"{args.width}x{args.height} px")
+        who = ", ".join("scripted expert" if s == EXPERT else s for s in subjects)
+        outs = pa.write_outputs(args.out, sens, corrs, title=f"{verb}, {who}, {span}, {size}")
+        found = pa.findings(sens)
+        (args.out / "findings.md").write_text("\n".join(f"- {f}" for f in found) + "\n" if found else
+                                              "- nothing is significant after Holm's correction at alpha 0.05\n")
         print("\n" + pa.sensitivity_markdown(sens))
+        print(f"\nsupported by the intervals (Holm-corrected over {2 * len(sens)} tests, alpha 0.05):")
+        print("\n".join(f"- {f}" for f in found) or "- nothing")
         if corrs is not None:
             print("\nIQA vs scene (Spearman rho over episodes; camera_pose/fov references are not pixel-aligned):")
             print(pa.iqa_markdown(corrs))
-        print("wrote " + ", ".join(str(p) for p in outs.paths()))
+        print("wrote " + ", ".join(str(p) for p in [*outs.paths(), args.out / "findings.md"]))
     if args.json:
         keep = [{k: v for k, v in r.items() if k not in ("frame", "reference_frame")} for r in rows]
         args.json.write_text(json.dumps(keep, indent=1))

@@ -4,6 +4,10 @@ Sources (``source`` parameter): sim (the shared pybullet workcell when composed,
 tabletop that follows /tcp_pose_broadcaster/pose until the sim arm announces an Act2Answer scene on
 /embeval/act2answer/scene (latched): from then on a :class:`embeval.act2answer.mirror.CellMirror` of
 that scene following /joint_states and /embeval/act2answer/cube_pose), synthetic, realsense, folder, bag.
+
+``perturb`` (e.g. ``["camera_pose:3", "light_intensity:2"]``): source sim renders through the perturbed camera and
+lights drawn from ``seed`` (:class:`embeval.camera.sim.PerturbedRenderer`; the world the arm acts in is unchanged);
+the other sources refuse it in one line (:func:`embeval.camera.sim.check_live_perturb`).
 """
 from __future__ import annotations
 
@@ -35,7 +39,13 @@ class CameraNode(EmbevalNode):
         bag_topic = self.param("bag_topic", T.IMAGE_RAW, "image topic inside the bag (source=bag)")
         serial = self.param("serial", "", "RealSense serial number (source=realsense; empty: first device)")
         loop = self.param("loop", True, "restart finite sources (folder, bag) at the end")
-        seed = self.param("seed", 0, "seed of the synthetic scene")
+        seed = self.param("seed", 0, "episode seed: of the synthetic scene and of what the perturb axes draw")
+        from embeval.camera.sim import check_live_perturb
+
+        self.perturb = check_live_perturb(self.param(
+            "perturb", [""], "source sim: camera-side scene perturbations AXIS:LEVEL (camera_pose, fov, light_*), "
+            "e.g. ['camera_pose:3', 'light_intensity:2']; refused for real and recorded sources"), self.source_kind)
+        self.seed = int(seed)
         self.max_frames = self.param("max_frames", 0, "stop publishing after this many frames (0: never)")
         self.camera_name = self.param("sim_camera", "third_person", "camera name in the simulated workcell")
         self.extra = [c for c in self.param("extra_cameras", [""], "source sim: more scene cameras (e.g. wrist), each "
@@ -59,12 +69,15 @@ class CameraNode(EmbevalNode):
         if kind == "sim":
             renderer = self.shared.get("renderer")
             if renderer is not None:
+                if self.perturb:
+                    renderer = self._perturbed(self.shared.get("arm"), w, h)
                 self._render_extra = lambda camera: renderer(camera)
                 return make_source("sim", renderer=renderer, camera=self.camera_name)
             kind = "synthetic"  # separate process: mirror the arm's TCP into the synthetic tabletop
             self.get_logger().info("source sim without an in-process workcell (separate process): using the synthetic "
                                    "tabletop that follows /tcp_pose_broadcaster/pose until the sim arm announces an "
-                                   "Act2Answer scene; run `embeval graph` to render the arm's own workcell")
+                                   "Act2Answer scene; run `embeval graph` to render the arm's own workcell"
+                                   + (f" (perturb {self.perturb} applies from then on)" if self.perturb else ""))
             from geometry_msgs.msg import PoseStamped
             from sensor_msgs.msg import JointState
             from std_msgs.msg import String
@@ -86,6 +99,21 @@ class CameraNode(EmbevalNode):
             return make_source("bag", path=bag, topic=bag_topic, loop=loop)
         return make_source(kind)  # raises ConfigError listing the choices
 
+    def _perturbed(self, holder, w: int, h: int):
+        """A :class:`~embeval.camera.sim.PerturbedRenderer` of ``holder``'s workcell (the shared sim arm or the
+        mirror: anything with ``cell`` and ``lock``) at ``w`` x ``h`` px."""
+        from embeval.camera.sim import PerturbedRenderer
+        from embeval.errors import ConfigError
+
+        cell = getattr(holder, "cell", None)
+        if cell is None:
+            raise ConfigError(f"perturb {self.perturb}: the shared sim renderer has no workcell to perturb; run the "
+                              "camera with the sim arm (`embeval graph`) or in its own process")
+        r = PerturbedRenderer(cell, self.perturb, self.seed, w, h, lock=getattr(holder, "lock", None))
+        r.view()
+        self.get_logger().info(f"perturb {self.perturb} (seed {self.seed}): {r.drawn}")
+        return r
+
     def _on_scene(self, msg) -> None:
         """The sim arm loaded an Act2Answer scene: render a mirror of that scene from now on."""
         from embeval.act2answer.mirror import CellMirror
@@ -95,8 +123,10 @@ class CameraNode(EmbevalNode):
             self.mirror = CellMirror()
             self.source.close()
             w, h = self.size
-            self.source = make_source("sim", renderer=lambda camera: self.mirror.render(camera, w, h), camera=self.camera_name)
-            self._render_extra = lambda camera: self.mirror.render(camera, w, h)
+            render = self._perturbed(self.mirror, w, h) if self.perturb else \
+                (lambda camera: self.mirror.render(camera, w, h))
+            self.source = make_source("sim", renderer=render, camera=self.camera_name)
+            self._render_extra = render
         self.mirror.load(msg.data)
 
     def _on_joints(self, msg) -> None:
