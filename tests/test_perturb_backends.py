@@ -22,7 +22,10 @@ def _quat_angle_deg(q1, q2) -> float:
 
 @pytest.mark.parametrize("backend", ["libero", "maniskill"])
 def test_unimplemented_axes_refused_in_one_line(backend):
-    assert set(supported(backend)) == {"camera_pose", "fov", "light_color", "light_direction", "light_intensity"}
+    from embeval.sim.perturb import AXES
+
+    assert set(supported(backend)) == set(AXES.names()) - {"distractors"}
+    assert set(UNSUPPORTED[backend]) == {"distractors"}
     for axis in UNSUPPORTED[backend]:
         with pytest.raises(ConfigError, match=f"{axis}:2: not implemented on {backend}") as e:
             check(Perturbations.parse(f"{axis}:2"), backend)

@@ -96,11 +96,14 @@ class LiberoTask:
             raise ConfigError(f"LIBERO {self.suite}:{self.task_id} has initial states 0..{n - 1} (episode seeds); "
                               f"got {init_index}")
         draws = self.draw(init_index)
-        head, arrays = self.worker.call("reset", init_index=int(init_index), settle_steps=int(settle_steps),
-                                        perturb=draws)
+        worker = [d for d in draws if d["axis"] not in _CLIENT_AXES]
+        head, arrays = self.worker.call("reset", _texture_images(worker), init_index=int(init_index),
+                                        settle_steps=int(settle_steps), perturb=worker)
         from embeval.sim.perturb.backends import record
 
-        self.perturbation = record(draws)
+        self.perturbation = record(draws, head.get("applied"))
+        reworded = self.perturbation.get("instruction")
+        self.instruction = reworded["instruction"] if reworded else self.info["instruction"]
         self.steps, self.success, self.reason = 0, bool(head["success"]), ""
         return self.observation(arrays)
 
@@ -118,13 +121,16 @@ class LiberoTask:
             return []
         view = SceneView(f"{self.suite}:{self.task_id}", tuple(CameraRef(c) for c in self.info["world_cameras"]
                                                                 if c in CAMERAS.values()),
-                         LightingRef(tuple(self.info["key_light_direction"])))
+                         LightingRef(tuple(self.info["key_light_direction"])), arm_joints=self.info["arm_joints"],
+                         instruction=self.info["instruction"],
+                         surfaces={k: tuple(v) for k, v in self.info["surfaces"].items()})
         return draw(self.perturb, int(seed), "libero", view)
 
     def scene_params(self) -> dict[str, Any]:
         """The MuJoCo model's camera and light arrays now (``cam_pos``, ``cam_quat`` wxyz, ``cam_fovy`` deg,
         ``light_dir``, ``light_ambient``, ``light_diffuse``, ``light_specular``), ``cameras`` (names in model
-        order) and ``aspect`` (render width / height)."""
+        order), ``aspect`` (render width / height) and the surfaces' textures (``tex_table_0``,
+        ``tex_background_0``, ...: RGB uint8)."""
         head, arrays = self.worker.call("scene_params")
         return {**head, **arrays}
 
@@ -161,6 +167,20 @@ class LiberoTask:
 
     def close(self) -> None:
         self.worker.close()
+
+
+#: axes applied on this side (the worker never sees them): the instruction the policy reads
+_CLIENT_AXES = ("instruction",)
+
+
+def _texture_images(draws) -> dict[str, np.ndarray]:
+    """The texture axes' images (RGB uint8, the drawn pattern at the drawn contrast around the surface's mean
+    colour), under the axis's name: what the worker tiles over the surface's textures."""
+    from embeval.sim.perturb._texture import pattern_image
+    from embeval.sim.perturb.backends import TEXTURE_SURFACES
+
+    return {d["axis"]: pattern_image(d["params"]["mean_rgb"], d["params"]) for d in draws
+            if d["axis"] in TEXTURE_SURFACES}
 
 
 class HoldPolicy:
@@ -206,9 +226,13 @@ class LiberoEpisodes(DistortedCameras, EpisodeEnv):
                               perturb=parse_option(spec.options.get("perturb"), "libero"),
                               hard_reset=_flag(spec.options.get("hard_reset", True), "sim.options.hard_reset"))
         self.cameras = self.env.cameras
-        self.instruction = self.env.instruction
         self._distorters: dict[str, Any] = {}
         self.clean_images: dict[str, np.ndarray] = {}
+
+    @property
+    def instruction(self) -> str:
+        """The instruction of the current episode (LIBERO's, or its rewording under the ``instruction`` axis)."""
+        return self.env.instruction
 
     def reset(self, seed, distortion=None):
         self._start_distortion(distortion)

@@ -188,6 +188,53 @@ def _light_direction(model, data, p, aspect):
 #: axis name -> ``apply(mujoco model, data, params, aspect)`` (the embeval axes of the same names)
 PERTURB_APPLY = {"camera_pose": _camera_pose, "fov": _fov, "light_intensity": _light_intensity,
                  "light_color": _light_color, "light_direction": _light_direction}
+#: axes applied to the robot after LIBERO's initial state is set (``Worker._initial_state``)
+STATE_AXES = ("initial_state",)
+#: texture axis -> the surface whose materials it retextures (the image embeval sends under the axis's name)
+TEXTURE_AXES = {"table_texture": "table", "background_texture": "background"}
+#: robot bodies (robosuite's prefixes): contacts of their geoms decide whether an initial_state offset fits
+_ROBOT_BODIES = ("robot0_", "gripper0_", "mount0_")
+
+
+def _is_surface(name: str, surface: str) -> bool:
+    """Whether geom ``name`` is a visual geom of ``surface``: the table top (``table_visual``, LIBERO's table
+    arenas) or the background (the ``wall*_visual`` geoms: the walls behind the table, as on pybullet)."""
+    if surface == "table":
+        return name == "table_visual" or (name.startswith("table") and name.endswith("_visual") and "leg" not in name)
+    return name.startswith("wall") and name.endswith("_visual")
+
+
+def surfaces(model) -> dict[str, list[int]]:
+    """Surface (``table``, ``background``) -> the textures its visual geoms' materials use (texture ids; empty when
+    the scene has no such textured surface)."""
+    import mujoco
+
+    out: dict[str, list[int]] = {"table": [], "background": []}
+    for g in range(model.ngeom):
+        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or ""
+        mat = model.geom_matid[g]
+        for surface, texs in out.items():
+            if mat >= 0 and model.mat_texid[mat] >= 0 and _is_surface(name, surface) and model.mat_texid[mat] not in texs:
+                texs.append(int(model.mat_texid[mat]))
+    return out
+
+
+def _texture_view(model, tex: int) -> np.ndarray:
+    """Texture ``tex``'s RGB bytes in the model (a writable (height, width, 3) view)."""
+    h, w, adr = int(model.tex_height[tex]), int(model.tex_width[tex]), int(model.tex_adr[tex])
+    return model.tex_rgb[adr:adr + h * w * 3].reshape(h, w, 3)
+
+
+def surface_mean_rgb(model, texs) -> list[float]:
+    """The mean colour (0..1) of textures ``texs`` (pixel-weighted)."""
+    pix = np.concatenate([_texture_view(model, t).reshape(-1, 3) for t in texs]).astype(np.float64)
+    return (pix.mean(axis=0) / 255.0).round(4).tolist()
+
+
+def _tile(image: np.ndarray, h: int, w: int) -> np.ndarray:
+    """``image`` (H, W, 3) repeated to fill (h, w, 3)."""
+    reps = (-(-h // image.shape[0]), -(-w // image.shape[1]), 1)
+    return np.tile(image, reps)[:h, :w]
 
 
 class Worker:
@@ -197,6 +244,7 @@ class Worker:
         self.env = None
         self.init_states = None
         self._base = None  # the unperturbed model arrays (_PERTURBED)
+        self._tex_base: dict[int, np.ndarray] = {}  # texture id -> its unperturbed RGB bytes (changed ones only)
 
     # ---- ops -------------------------------------------------------------------------------------------------
     def op_make(self, req, _arrays):
@@ -237,13 +285,17 @@ class Worker:
         self.aspect = int(req["width"]) / int(req["height"])
         self.hard_reset = kw["hard_reset"]
         self._base = None
+        self._tex_base = {}
         inner = self.env.env
         m = inner.sim.model._model
         import mujoco
 
         world_cams = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(m.ncam)
                       if m.cam_bodyid[i] == 0]
-        return {"instruction": task.language, "bddl_instruction": self.env.language_instruction, "task": task.name,
+        self.surfaces = surfaces(m)
+        return {"surfaces": {k: surface_mean_rgb(m, v) for k, v in self.surfaces.items() if v},
+                "arm_joints": len(inner.robots[0].robot_joints),
+                "instruction": task.language, "bddl_instruction": self.env.language_instruction, "task": task.name,
                 "n_tasks": suite.n_tasks, "n_init_states": len(self.init_states),
                 "control_freq": float(inner.control_freq), "action_dim": int(inner.action_dim),
                 "goal": inner.parsed_problem["goal_state"], "world_cameras": world_cams,
@@ -260,7 +312,9 @@ class Worker:
             out[k] = np.asarray(obs[k], dtype=np.float64)
         return out
 
-    def op_reset(self, req, _arrays):
+    def op_reset(self, req, arrays):
+        """Reset to initial state ``init_index`` with ``perturb`` applied (``arrays``: the table_texture /
+        background_texture images, under the axis's name); ``applied``: what the state axes chose."""
         env = self._need_env()
         i = int(req["init_index"])
         if not 0 <= i < len(self.init_states):
@@ -268,39 +322,131 @@ class Worker:
         # re-seeded before every reset: a hard reset rebuilds the model, drawing from numpy's global generator
         # (the textures of a reset after the first differ otherwise), so every episode starts the same
         draws = list(req.get("perturb") or [])
+        known = (*PERTURB_APPLY, *STATE_AXES, *TEXTURE_AXES)
         bad = [d.get("axis") if isinstance(d, dict) else d for d in draws
-               if not isinstance(d, dict) or d.get("axis") not in PERTURB_APPLY or not isinstance(d.get("params"), dict)]
+               if not isinstance(d, dict) or d.get("axis") not in known or not isinstance(d.get("params"), dict)]
         if bad:
-            raise ConfigProblem(f"perturb axis {bad[0]!r} is not implemented on LIBERO; it applies {', '.join(PERTURB_APPLY)}")
+            raise ConfigProblem(f"perturb axis {bad[0]!r} is not implemented on LIBERO; it applies {', '.join(known)}")
+        for d in draws:
+            if d["axis"] in TEXTURE_AXES:
+                img = arrays.get(d["axis"])
+                if img is None or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
+                    raise ConfigProblem(f"perturb {d['axis']}: send its texture as an RGB uint8 array named {d['axis']!r}")
+                if not self.surfaces[TEXTURE_AXES[d["axis"]]]:
+                    raise ConfigProblem(f"perturb {d['axis']}: this LIBERO scene has no textured "
+                                        f"{TEXTURE_AXES[d['axis']]} surface to retexture")
         env.seed(self.seed)
         env.reset()
         self._apply_render_mode()
-        self._perturb(draws)
+        self._perturb([d for d in draws if d["axis"] in PERTURB_APPLY],
+                      {d["axis"]: arrays[d["axis"]] for d in draws if d["axis"] in TEXTURE_AXES})
         obs = env.set_init_state(self.init_states[i])
+        applied = {}
+        for d in draws:
+            if d["axis"] in STATE_AXES:
+                applied[d["axis"]] = self._initial_state(d["params"], d.get("level"))
+                obs = env.regenerate_obs_from_state(env.get_sim_state())
         for _ in range(int(req.get("settle_steps", 0))):
             obs, _r, _done, _info = env.step(DUMMY_ACTION)
-        return {"success": bool(env.check_success())}, self._obs(obs)
+        return {"success": bool(env.check_success()), "applied": applied}, self._obs(obs)
 
-    def _perturb(self, draws):
-        """Restore the model's camera and light arrays to the fresh model's, then apply ``draws`` (embeval's
-        seeded parameters, ``[{"axis", "level", "params"}]``) in order; the next ``set_init_state`` renders them."""
+    def _perturb(self, draws, textures=None):
+        """Restore the model's camera and light arrays and the surface textures to the fresh model's, then apply
+        ``draws`` (embeval's seeded parameters, ``[{"axis", "level", "params"}]``) in order and write ``textures``
+        (axis -> RGB uint8 image, tiled over the surface's textures); the next ``set_init_state`` renders them."""
         sim = self.env.env.sim
         m, d = sim.model._model, sim.data._data
         if self._base is None or self.hard_reset:  # a hard reset rebuilt the model: its arrays are the base
             self._base = {k: np.array(getattr(m, k)) for k in _PERTURBED}
+            self._tex_base = {}
         else:
             for k, v in self._base.items():
                 getattr(m, k)[:] = v
+        changed = set()
+        for tex, rgb in self._tex_base.items():
+            _texture_view(m, tex)[:] = rgb
+            changed.add(tex)
+        self._tex_base = {}
         for p in draws:
             PERTURB_APPLY[p["axis"]](m, d, p["params"], self.aspect)
+        for axis, img in (textures or {}).items():
+            for tex in self.surfaces[TEXTURE_AXES[axis]]:
+                view = _texture_view(m, tex)
+                self._tex_base[tex] = view.copy()
+                view[:] = _tile(img, *view.shape[:2])
+                changed.add(tex)
+        self._upload_textures(changed)
+
+    def _upload_textures(self, texs) -> None:
+        """Send changed textures to the offscreen render context (MuJoCo keeps its own GPU copy)."""
+        ctx = getattr(self.env.env.sim, "_render_context_offscreen", None)
+        if ctx is None or not texs:
+            return
+        import mujoco
+
+        ctx.gl_ctx.make_current()
+        for tex in sorted(texs):
+            mujoco.mjr_uploadTexture(ctx.model._model, ctx.con, int(tex))
+
+    def _initial_state(self, p, level) -> dict:
+        """Offset the arm's joints from LIBERO's initial state by the first drawn sign pattern (``sign_patterns``
+        times ``magnitudes_deg``, deg) that keeps them inside their ranges, adds no contact of a robot geom the
+        initial state did not have and leaves the TCP (the grip site) no lower than ``min_tcp_z`` above the table
+        (or than its own height, when that is lower); zero joint velocities; the offset posture becomes the OSC
+        controller's nullspace rest posture. Returns ``{"offsets_deg", "pattern"}``."""
+        import mujoco
+
+        sim, robot = self.env.env.sim, self.env.env.robots[0]
+        m, d = sim.model._model, sim.data._data
+        jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in robot.robot_joints]
+        qadr, vadr = m.jnt_qposadr[jids], m.jnt_dofadr[jids]
+        lo, hi = m.jnt_range[jids, 0], m.jnt_range[jids, 1]
+        q0 = d.qpos[qadr].copy()
+        mags = np.asarray(p["magnitudes_deg"], dtype=np.float64)
+        if mags.shape != (len(jids),):
+            raise ConfigProblem(f"perturb initial_state: give {len(jids)} joint magnitudes, got {mags.shape}")
+        robot_geoms = {g for g in range(m.ngeom)
+                       if (mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, m.geom_bodyid[g]) or "").startswith(_ROBOT_BODIES)}
+
+        def contacts() -> set:
+            return {(int(c.geom1), int(c.geom2)) for c in d.contact[:d.ncon]
+                    if (c.geom1 in robot_geoms) != (c.geom2 in robot_geoms)}
+
+        table_z = float(np.asarray(getattr(self.env.env, "table_offset", (0.0, 0.0, 0.0)))[2])
+        before, z0 = contacts(), float(d.site_xpos[robot.eef_site_id][2])
+        floor = min(z0, table_z + float(p["min_tcp_z"]))
+        for k, signs in enumerate(p["sign_patterns"]):
+            off = np.asarray(signs, dtype=np.float64) * mags
+            q = q0 + np.radians(off)
+            if np.any(q < lo) or np.any(q > hi):
+                continue
+            d.qpos[qadr] = q
+            mujoco.mj_forward(m, d)
+            if float(d.site_xpos[robot.eef_site_id][2]) >= floor and contacts() <= before:
+                d.qvel[vadr] = 0.0
+                mujoco.mj_forward(m, d)
+                # the offset posture is the controller's rest posture, as LIBERO's start is unperturbed (OSC's
+                # nullspace torques would otherwise pull the joints back while the hand drifts; the controller is
+                # rebuilt at the next reset)
+                robot.controller.update(force=True)
+                robot.controller.update_initial_joints(q)
+                return {"offsets_deg": [round(float(v), 4) for v in off], "pattern": k}
+        d.qpos[qadr] = q0
+        mujoco.mj_forward(m, d)
+        raise ConfigProblem(f"initial_state:{level}: no seeded joint offset of {mags.max():.1f} deg at most keeps the "
+                            "LIBERO arm inside its joint ranges, clear of new contacts and its TCP high enough; the task "
+                            "would not be solvable (use a lower level)")
 
     def op_scene_params(self, _req, _arrays):
-        """The model's camera and light arrays now (:data:`_PERTURBED`), camera names in model order."""
+        """The model's camera and light arrays now (:data:`_PERTURBED`), camera names in model order, and the
+        surfaces' textures (``tex_table_0``, ``tex_background_0``, ...: RGB bytes, model order)."""
         import mujoco
 
         m = self._need_env().env.sim.model._model
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(m.ncam)]
-        return {"cameras": names, "aspect": self.aspect}, {k: np.array(getattr(m, k)) for k in _PERTURBED}
+        textures = {f"tex_{surface}_{k}": _texture_view(m, t).copy() for surface, texs in self.surfaces.items()
+                    for k, t in enumerate(texs)}
+        return {"cameras": names, "aspect": self.aspect}, {**{k: np.array(getattr(m, k)) for k in _PERTURBED}, **textures}
 
     def _apply_render_mode(self):
         """Apply :data:`RENDER_MODES` to the current render context (a hard reset makes a new one; the MuJoCo

@@ -166,8 +166,8 @@ class ManiSkillEnv(ClosingEnv):
 
     def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None,
                  perturb=None):
-        """``perturb``: scene perturbations (:class:`embeval.sim.perturb.Perturbations`; ManiSkill applies camera_pose,
-        fov and the light axes, :func:`embeval.sim.perturb.backends.supported`) drawn from the episode seed at every reset."""
+        """``perturb``: scene perturbations (:class:`embeval.sim.perturb.Perturbations`; ManiSkill applies every axis but
+        distractors, :func:`embeval.sim.perturb.backends.supported`) drawn from the episode seed at every reset."""
         from embeval.sim.perturb.backends import check
 
         #: scene perturbations applied at every reset (None: none); settable between episodes
@@ -261,10 +261,10 @@ class ManiSkillEnv(ClosingEnv):
         if task is not None and task != self.config.env_id:
             raise ConfigError(f"this env runs {self.config.env_id}; build another ManiSkillEnv for {task}")
         self._raw_obs = self.env.reset(seed=check_seed(seed))[0]
-        if self._perturb_scene(int(seed)):
-            self._raw_obs = self.env.unwrapped.get_obs()  # the sensors again, through the perturbed cameras and lights
-        self.seed = int(seed)
         self.instruction = instruction if instruction is not None else default_instruction(self.config.env_id)
+        if self._perturb_scene(int(seed)):
+            self._raw_obs = self.env.unwrapped.get_obs()  # the sensors again: perturbed cameras, lights, materials, arm
+        self.seed = int(seed)
         self.n_steps = self.control_steps = 0
         self.done, self.reason = False, ""
         self.gripper = 1.0
@@ -341,9 +341,24 @@ class ManiSkillEnv(ClosingEnv):
                 comps.append(c)
         return comps
 
+    def _surface_materials(self, sapien) -> dict[str, list]:
+        """Surface -> its textured render materials: ``table`` (the table builder's table top), ``background`` (its
+        ground, the only thing behind the table in ManiSkill's tabletop scenes); empty lists without a table scene."""
+        out: dict[str, list] = {"table": [], "background": []}
+        builder = getattr(self.unwrapped, "table_scene", None)
+        for surface, actor in (("table", getattr(builder, "table", None)), ("background", getattr(builder, "ground", None))):
+            for entity in getattr(actor, "_objs", ())[:1]:  # sub-scene 0 (embeval runs one environment)
+                body = entity.find_component_by_type(sapien.render.RenderBodyComponent)
+                for shape in body.render_shapes if body is not None else ():
+                    for part in getattr(shape, "parts", ()):
+                        if part.material.base_color_texture is not None and part.material not in out[surface]:
+                            out[surface].append(part.material)
+        return out
+
     def _perturb_scene(self, seed: int) -> bool:
-        """Restore the cameras and lights the env built, then apply :attr:`perturb` drawn for ``seed``; True when
-        something was applied (the observation must be rendered again)."""
+        """Restore the cameras, lights and surface materials the env built, then apply :attr:`perturb` drawn for
+        ``seed`` (the arm's joints after ManiSkill's own seeded start); True when something was applied (the
+        observation must be rendered again)."""
         from embeval.sim.perturb.backends import (
             CameraRef,
             LightingRef,
@@ -361,7 +376,10 @@ class ManiSkillEnv(ClosingEnv):
         if base is None or any(base["cameras"].get(k, (None,))[0] is not c for k, c in comps.items()):
             base = self._scene_base = {  # built (or rebuilt by a reconfigure): these are the unperturbed values
                 "cameras": {k: (c, c.local_pose, c.fovy) for k, c in comps.items()},
-                "lights": [(li, li.pose, np.array(li.color)) for li in lights], "ambient": np.array(u.scene.ambient_light)}
+                "lights": [(li, li.pose, np.array(li.color)) for li in lights], "ambient": np.array(u.scene.ambient_light),
+                "materials": {surface: [(m, m.base_color_texture, list(m.base_color)) for m in mats]
+                              for surface, mats in self._surface_materials(sapien).items()}}
+            base["surfaces"] = {k: _surface_mean_rgb(mats) for k, mats in base["materials"].items() if mats}
         elif self.perturbation:
             for c, pose, fovy in base["cameras"].values():
                 c.local_pose = pose
@@ -369,6 +387,9 @@ class ManiSkillEnv(ClosingEnv):
             for li, pose, color in base["lights"]:
                 li.pose, li.color = pose, color.tolist()
             u.scene.ambient_light = base["ambient"].tolist()
+            for mats in base["materials"].values():
+                for m, tex, color in mats:
+                    m.base_color_texture, m.base_color = tex, color
             restored = True
         self.perturbation = {}
         if not self.perturb:
@@ -376,10 +397,16 @@ class ManiSkillEnv(ClosingEnv):
         world = tuple(CameraRef(uid) for uid, s in u._sensors.items()
                       if getattr(s, "entity", None) is None and s.config.mount is None)
         key = self.scene_params()["lights"][0]["direction"] if lights else [0.0, 0.0, -1.0]
-        draws = draw(self.perturb, seed, "maniskill", SceneView(self.config.env_id, world, LightingRef(tuple(key))))
+        view = SceneView(self.config.env_id, world, LightingRef(tuple(key)),
+                         arm_joints=len(u.agent.controller.controllers["arm"].joints), instruction=self.instruction,
+                         surfaces=base["surfaces"])
+        draws = draw(self.perturb, seed, "maniskill", view)
+        applied = {}
         for d in draws:
-            _MS_APPLY[d["axis"]](self, comps, lights, d["params"], sapien)
-        self.perturbation = record(draws)
+            got = _MS_APPLY[d["axis"]](self, comps, lights, {"level": d["level"], **d["params"]}, sapien)
+            if got:
+                applied[d["axis"]] = got
+        self.perturbation = record(draws, applied)
         return True
 
     # ------------------------------------------------------------------ state
@@ -493,9 +520,77 @@ def _ms_light_direction(env, comps, lights, p, sapien) -> None:
         li.pose = sapien.Pose(pose.p, np.roll(compose(R_d, Turn.quat(np.roll(pose.q, -1)), to="quat", canonical=False), 1))
 
 
-#: axis name -> ``apply(env, cameras, lights, params, sapien)`` on the live SAPIEN scene
+def _ms_initial_state(env, comps, lights, p, sapien) -> dict:
+    """Offset the arm joints (after ManiSkill's own seeded start) by the first drawn sign pattern that stays inside
+    the joint limits with the TCP no lower than ``min_tcp_z`` above the table (z = 0 in ManiSkill's table scenes;
+    or than its unperturbed height, when that is lower); zero joint velocities. Returns what was applied."""
+    from embeval.sim.perturb.initial_state import choose
+
+    robot, tcp = env.unwrapped.agent.robot, env.unwrapped.agent.tcp
+    q0 = _np(robot.get_qpos()).astype(np.float64).reshape(-1)
+    lim = _np(robot.get_qlimits()).astype(np.float64).reshape(-1, 2)
+    n = len(p["magnitudes_deg"])
+    floor = min(float(_np(tcp.pose.raw_pose).reshape(-1)[2]), p["min_tcp_z"])
+
+    def with_offsets(off) -> np.ndarray:
+        q = q0.copy()
+        q[:n] += np.radians(off)
+        return q
+
+    def fits(off) -> bool:
+        q = with_offsets(off)
+        if np.any(q[:n] < lim[:n, 0]) or np.any(q[:n] > lim[:n, 1]):
+            return False
+        robot.set_qpos(q.astype(np.float32))
+        return float(_np(tcp.pose.raw_pose).reshape(-1)[2]) >= floor
+
+    try:
+        chosen = choose(p, fits, env.config.env_id)
+    except ConfigError:
+        robot.set_qpos(q0.astype(np.float32))
+        raise
+    env.unwrapped.agent.reset(with_offsets(chosen["offsets_deg"]).astype(np.float32))  # qpos, zero qvel and forces
+    return chosen
+
+
+def _surface_mean_rgb(materials) -> tuple[float, float, float]:
+    """The mean colour (0..1) of ``(material, texture, base colour)``: base colour times the texture's mean
+    (pixel-weighted over the materials)."""
+    total, n = np.zeros(3), 0
+    for _m, tex, color in materials:
+        img = np.asarray(tex.download())[..., :3].reshape(-1, 3).astype(np.float64)
+        total += img.sum(axis=0) / 255.0 * np.asarray(color[:3])
+        n += len(img)
+    return tuple(round(float(v), 4) for v in total / n)
+
+
+def _ms_texture(surface: str):
+    def apply(env, comps, lights, p, sapien) -> None:
+        """Replace the surface's textures by the drawn pattern at the drawn RMS contrast around its mean colour,
+        tiled at the texture's own size (the pattern keeps its scale), base colour white."""
+        from embeval.sim.perturb._texture import pattern_image
+
+        img = pattern_image(p["mean_rgb"], p)
+        for m, tex, _color in env._scene_base["materials"][surface]:
+            h, w = tex.height, tex.width
+            tiled = np.tile(img, (-(-h // img.shape[0]), -(-w // img.shape[1]), 1))[:h, :w]
+            rgba = np.concatenate([tiled, np.full((h, w, 1), 255, np.uint8)], axis=2)
+            m.base_color_texture = sapien.render.RenderTexture2D(np.ascontiguousarray(rgba), "R8G8B8A8Unorm", srgb=tex.is_srgb)
+            m.base_color = [1.0, 1.0, 1.0, 1.0]
+    apply.__doc__ = apply.__doc__.replace("the surface", f"the {surface}")
+    return apply
+
+
+def _ms_instruction(env, comps, lights, p, sapien) -> None:
+    """The observation's instruction (embeval's for the task, or the caller's) reworded by the paraphrase bank."""
+    env.instruction = p["instruction"]
+
+
+#: axis name -> ``apply(env, cameras, lights, params, sapien)`` on the live SAPIEN scene (returns what it chose, or None)
 _MS_APPLY = {"camera_pose": _ms_camera_pose, "fov": _ms_fov, "light_intensity": _ms_light_intensity,
-             "light_color": _ms_light_color, "light_direction": _ms_light_direction}
+             "light_color": _ms_light_color, "light_direction": _ms_light_direction,
+             "initial_state": _ms_initial_state, "instruction": _ms_instruction,
+             "table_texture": _ms_texture("table"), "background_texture": _ms_texture("background")}
 
 
 #: language instructions for the covered tasks (ManiSkill tasks carry none)

@@ -3,7 +3,9 @@
 The axes' own samplers draw (:meth:`Axis.sample` with :meth:`Axis.rng` of the episode seed, so a seed draws the same
 numbers on every backend); a backend gets the drawn parameters and applies them to its own model at reset
 (LIBERO: the MuJoCo model in its worker, :mod:`embeval.sim.libero.worker`; ManiSkill: the SAPIEN cameras and
-lights, :mod:`embeval.sim.maniskill.env`). An axis a backend does not implement is refused in one line, with why.
+lights, materials and arm, :mod:`embeval.sim.maniskill.env`). Axes whose pybullet sampler needs the pybullet
+scene draw through :data:`BACKEND_SAMPLERS` from what the backend tells (:class:`SceneView`). An axis a backend
+does not implement is refused in one line, with why.
 """
 from __future__ import annotations
 
@@ -14,35 +16,23 @@ from embeval.errors import ConfigError
 from embeval.sim.perturb.axis import get_axis
 from embeval.sim.perturb.compose import Perturbations
 
-#: the image axes LIBERO and ManiSkill apply to their own cameras and lights
-IMAGE_AXES = ("camera_pose", "fov", "light_color", "light_direction", "light_intensity")
 #: backend -> axis -> why it is not implemented there (axes absent here: implemented)
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "libero": {
-        "table_texture": "LIBERO's table and floor materials come from its scene XML per task; swapping them needs "
-                         "per-scene texture names (LIBERO-PRO's _env suites change the environment instead)",
-        "background_texture": "LIBERO's wall materials come from its scene XML per task (LIBERO-PRO's _env suites "
-                              "change the environment instead)",
         "distractors": "adding bodies means rebuilding LIBERO's MJCF from the BDDL (LIBERO-PRO's _object suites "
                        "add or change objects instead)",
-        "initial_state": "LIBERO episodes start from its fixed initial states (the episode seed picks one); "
-                         "LIBERO-PRO's _swap suites move the objects instead",
-        "instruction": "LIBERO's instructions come from the BDDL, not embeval's templates (LIBERO-PRO's _lan suites "
-                       "reword them)",
     },
     "maniskill": {
-        "table_texture": "ManiSkill's table scene builder loads its own textured model; not implemented",
-        "background_texture": "ManiSkill's tabletop scenes have no wall; not implemented",
         "distractors": "adding actors means a ManiSkill scene rebuild (reconfigure) per episode; not implemented",
-        "initial_state": "ManiSkill draws its own seeded initial state per task; not implemented",
-        "instruction": "ManiSkill tasks carry no instruction (embeval's defaults are fixed); not implemented",
     },
 }
 
 
 def supported(backend: str) -> tuple[str, ...]:
-    """The axes ``backend`` (libero, maniskill) applies."""
-    return tuple(a for a in IMAGE_AXES if a not in UNSUPPORTED.get(backend, {}))
+    """The axes ``backend`` (libero, maniskill) applies (registry order)."""
+    from embeval.sim.perturb.axis import AXES
+
+    return tuple(a for a in AXES.names() if a not in UNSUPPORTED.get(backend, {}))
 
 
 def check(perturb: Perturbations | None, backend: str) -> Perturbations | None:
@@ -77,11 +67,47 @@ class LightingRef:
 @dataclass(frozen=True)
 class SceneView:
     """What a backend tells the samplers about its scene: its cameras and key light (the ``scene`` argument of
-    :attr:`Axis.sample`; pybullet passes its full :class:`~embeval.sim.scene.SceneSpec`)."""
+    :attr:`Axis.sample`; pybullet passes its full :class:`~embeval.sim.scene.SceneSpec`), the number of arm joints
+    ``initial_state`` offsets, the ``instruction`` the policy reads, and ``surfaces``: the mean colour (RGB 0..1) of
+    the table top (``"table"``) and of the background (``"background"``) the texture axes keep."""
 
     name: str
     cameras: tuple[CameraRef, ...] = ()
     lighting: LightingRef = field(default_factory=LightingRef)
+    arm_joints: int = 0
+    instruction: str = ""
+    surfaces: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+
+
+def _surface(name: str):
+    def sample(rng, level: int, view: SceneView) -> dict[str, Any]:
+        from embeval.sim.perturb import _texture
+
+        if name not in view.surfaces:
+            raise ConfigError(f"perturb {name}_texture: scene {view.name!r} has no {name} surface to retexture")
+        return {**_texture.sample(rng, level), "mean_rgb": [round(float(v), 4) for v in view.surfaces[name][:3]]}
+    return sample
+
+
+def _initial_state(rng, level: int, view: SceneView) -> dict[str, Any]:
+    from embeval.sim.perturb.initial_state import sample_joints
+
+    return sample_joints(rng, level, view.arm_joints)
+
+
+def _instruction(rng, level: int, view: SceneView) -> dict[str, Any]:
+    from embeval.sim.perturb.instruction import sample_text
+
+    return sample_text(rng, level, view.instruction)
+
+
+#: texture axis -> the surface of :attr:`SceneView.surfaces` it retextures
+TEXTURE_SURFACES = {"table_texture": "table", "background_texture": "background"}
+
+#: axes whose pybullet sampler reads the pybullet scene -> ``sample(rng, level, view)`` from what a backend tells
+#: (:class:`SceneView`); the other axes' own samplers draw unchanged
+BACKEND_SAMPLERS = {"initial_state": _initial_state, "instruction": _instruction,
+                    **{axis: _surface(surface) for axis, surface in TEXTURE_SURFACES.items()}}
 
 
 def draw(perturb: Perturbations | None, seed: int, backend: str, view: SceneView) -> list[dict[str, Any]]:
@@ -91,7 +117,9 @@ def draw(perturb: Perturbations | None, seed: int, backend: str, view: SceneView
     out = []
     for p in perturb or ():
         axis = get_axis(p.axis)
-        params = axis.sample(axis.rng(seed), p.level, view, None)
+        own = BACKEND_SAMPLERS.get(p.axis)
+        params = (own(axis.rng(seed), p.level, view) if own is not None
+                  else axis.sample(axis.rng(seed), p.level, view, None))
         if p.axis == "light_color":  # the backends multiply their light colours by this gain
             from embeval.sim.perturb.light_color import tint
 
@@ -110,6 +138,16 @@ def parse_option(value: Any, backend: str) -> Perturbations | None:
     return check(Perturbations.parse(value) or None, backend)
 
 
-def record(draws: list[dict[str, Any]]) -> dict[str, Any]:
-    """``{axis: {"level", params...}}`` (the shape :meth:`Prepared.record` gives on pybullet)."""
-    return {d["axis"]: {"level": d["level"], **d["params"]} for d in draws}
+#: draw keys a backend replaces by what it applied (the recorded episode keeps the applied values only)
+_CANDIDATE_KEYS = ("sign_patterns",)
+
+
+def record(draws: list[dict[str, Any]], applied: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``{axis: {"level", params...}}`` (the shape :meth:`Prepared.record` gives on pybullet); ``applied``: what the
+    backend chose per axis (``initial_state``: the ``offsets_deg`` that fitted), merged in place of the candidates."""
+    out = {d["axis"]: {"level": d["level"], **d["params"]} for d in draws}
+    for axis, extra in (applied or {}).items():
+        for k in _CANDIDATE_KEYS:
+            out[axis].pop(k, None)
+        out[axis].update(extra)
+    return out

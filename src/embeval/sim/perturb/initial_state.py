@@ -59,6 +59,37 @@ def apply(cell, params):
                           "the task would not be solvable (use a lower level)")
 
 
+def sample_joints(rng, level: int, joints: int) -> dict:
+    """The draw for another simulator's arm of ``joints`` joints (LIBERO's and ManiSkill's Panda: 7): each joint's
+    magnitude (deg) in the level's range and :data:`_TRIES` seeded sign patterns; the backend applies the first
+    pattern that fits its own checks (:func:`choose`) and records ``offsets_deg``."""
+    if joints < 1:
+        raise ConfigError("initial_state: this backend told the sampler of no arm joints to offset")
+    u = rng.uniform(size=joints)
+    signs = np.where(rng.uniform(size=(_TRIES, joints)) < 0.5, -1, 1)
+    return {"magnitudes_deg": [round(OFFSET.magnitude(level, float(v)), 4) for v in u],
+            "sign_patterns": signs.tolist(), "min_tcp_z": MIN_TCP_Z}
+
+
+def candidates(params) -> list[np.ndarray]:
+    """The offsets (deg) of :func:`sample_joints`'s params, one per sign pattern, in the order they are tried."""
+    mags = np.asarray(params["magnitudes_deg"], dtype=np.float64)
+    return [np.asarray(s, dtype=np.float64) * mags for s in params["sign_patterns"]]
+
+
+def choose(params, fits, where: str) -> dict:
+    """``{"offsets_deg", "pattern"}``: the first of :func:`candidates` for which ``fits(offsets_deg)`` is true (the
+    backend's checks: joint limits, the TCP's height, contacts); a one-line :class:`ConfigError` when none does."""
+    for k, off in enumerate(candidates(params)):
+        if fits(off):
+            return {"offsets_deg": [round(float(v), 4) for v in off], "pattern": k}
+    level = params.get("level", "?")
+    raise ConfigError(f"initial_state:{level}: no seeded joint offset of {max(params['magnitudes_deg']):.1f} deg at most "
+                      f"keeps the arm of "
+                      f"{where} inside its joint limits, clear of contact and its TCP high enough; the task would not "
+                      "be solvable (use a lower level)")
+
+
 AXIS = Axis("initial_state", (OFFSET,), sample, cell=apply, changes="state",
             description="robot starts with each joint offset from home (deg, seeded signs)",
             direction="largest joint offset from the home pose",

@@ -85,6 +85,17 @@ def sample(rng, level, scene, task):
     return {"instruction": new, "words_added": len(words(new)) - len(words(task.instruction))}
 
 
+def sample_text(rng, level: int, original: str) -> dict:
+    """The draw for a backend that has an instruction but no embeval task (LIBERO's language, ManiSkill's
+    instruction): ``original`` reworded, its verb and its other words kept (checked)."""
+    if not original or not words(original):
+        raise ConfigError("instruction: this episode has no instruction to reword")
+    new = paraphrase(original, level, rng.uniform())
+    if not keeps_task(new, original):
+        raise ConfigError(f"instruction:{level}: {new!r} drops the verb or an object of {original!r}")
+    return {"instruction": new, "words_added": len(words(new)) - len(words(original))}
+
+
 def apply(scene, task, params):
     return scene, replace(task, instruction=params["instruction"])
 
