@@ -172,3 +172,24 @@ def test_cli_render_maniskill_with_perturb(tmp_path, capsys):
     assert main(base + ["--perturb", "camera_pose:3", "--out", str(c)]) == 0
     ia, ib, ic = read_image(a).astype(int), read_image(b).astype(int), read_image(c).astype(int)
     assert np.abs(ia - ib).mean() > 2 and np.array_equal(ib, ic)
+
+
+def test_docs_support_table_is_the_backends_table():
+    """docs/sim.md's "axis | pybullet | LIBERO | ManiSkill" table says "refused" exactly where UNSUPPORTED does, and
+    names every registered axis once."""
+    from pathlib import Path
+
+    from embeval.sim.perturb import AXES
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "sim.md").read_text()
+    start = doc.index("| axis | pybullet | LIBERO")
+    rows = [r for r in doc[start:].split("\n\n", 1)[0].splitlines()[2:] if r.startswith("|")]
+    seen = []
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        names = [n.strip(" `") for n in cells[0].split(",")]
+        seen += names
+        for name in names:
+            for backend, cell in (("libero", cells[2]), ("maniskill", cells[3])):
+                assert cell.startswith("refused") == (name in UNSUPPORTED[backend]), (name, backend, cell)
+    assert sorted(seen) == sorted(AXES.names())

@@ -199,7 +199,7 @@ class HoldPolicy:
 #: ``sim.options`` of the LIBERO backend -> what it sets
 OPTIONS = {"render_mode": "default (robosuite's rendering, as published checkpoints saw) or fast (see docs/sim.md)",
            "perturb": "scene perturbations AXIS:LEVEL applied at reset, e.g. [camera_pose:3] (LIBERO applies "
-                      "camera_pose, fov, light_*; docs/sim.md)",
+                      "every axis but distractors; docs/sim.md)",
            "hard_reset": "true (default, robosuite's: the model rebuilt at every reset, 5-10 s) or false (built once; "
                          "resets take well under a second)"}
 

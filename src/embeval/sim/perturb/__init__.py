@@ -5,7 +5,7 @@ quantities in physical units (cm, deg, %, K, objects, words), five severity leve
 seeded sampler; :class:`Perturbations` composes them and applies them at reset
 (``SimEnv(perturb=Perturbations.parse("camera_pose:3"))``, or ``embeval sim render --perturb camera_pose:3``),
 reproducible from the episode seed, composable with each other and with the 30 image distortions.
-ManiSkill and LIBERO apply the camera and light axes (:mod:`embeval.sim.perturb.backends`).
+ManiSkill and LIBERO apply every axis but distractors (:mod:`embeval.sim.perturb.backends`).
 """
 from __future__ import annotations
 
