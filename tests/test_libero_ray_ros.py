@@ -119,7 +119,7 @@ def test_arm_backend_is_registered_and_steps_libero_through_the_commander(arm):
         arm.move_joints([0.0] * 7)
 
 
-def test_episode_ends_on_libeross_own_success_check(arm):
+def test_episode_ends_on_libero_own_success_check(arm):
     from embeval.errors import SafetyError
 
     arm.reset_episode(0)
