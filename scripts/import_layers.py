@@ -10,8 +10,9 @@ Every package of every tree stands on one floor, lowest first:
     ROS          embeval_ros                    (the only floor, with those above, that may import rclpy & co.)
     top          embeval_cli, embeval_demo, bench   (entry points)
 
-Rules, none with exemptions: nothing imports from a floor above its own, not even lazily inside a function or by a
-``"module:attr"`` registry string; ``rclpy``, ``launch`` and ``launch_ros`` are imported only at the ROS floor and
+Rules, none with exemptions: nothing imports from a floor above its own, not even lazily inside a function, by a
+``"module:attr"`` registry string or by starting a child process on it (``[sys.executable, "-m", "embeval_cli"]``,
+``"python -m embeval_cli"``); ``rclpy``, ``launch`` and ``launch_ros`` are imported only at the ROS floor and
 above; every package is classified; no two packages import each other, directly or round a loop; no module cycle.
 
 Every ``import`` / ``from ... import`` counts, including those inside functions (a lazy import is still a
@@ -24,6 +25,7 @@ two dotted parts (``embeval.sim.tasks`` -> ``embeval.sim``; a top-level module s
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -40,7 +42,7 @@ TREES = {
 }
 #: the core's foundations (sub-packages of ``embeval``; ``""`` is ``embeval/__init__`` itself)
 FOUNDATIONS = ("", "kinematics", "scoring", "distortion", "camera", "robot", "sim", "action", "conventions", "rotations",
-               "resize", "errors", "config", "registry", "entry", "checks", "contact_sheet", "datasets", "env",
+               "resize", "errors", "config", "registry", "entry", "checks", "argtypes", "contact_sheet", "datasets", "env",
                "image_io", "iqa", "progress", "provenance", "recording", "safe_yaml")
 #: the core's evaluation layers, built on the foundations
 EVALUATION = ("subjects", "runs", "act2answer", "serving", "control")
@@ -116,20 +118,48 @@ def imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found
 
 
-def named_modules(path: Path, known: set[str]) -> set[str]:
-    """Modules of ``known`` named by a ``"module:attr"`` or dotted string constant (registry entries import them).
+def _docstrings(tree: ast.AST) -> set[int]:
+    """``id`` of every string that stands alone as a statement (docstrings: prose, not code)."""
+    return {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
 
-    A bare top-level name (``"embeval_cli"``: the ``-m`` target of a child process, a folder name) names no module to
-    import in this process and is not counted."""
+
+#: ``python -m pkg.mod`` inside a string (a command line)
+_DASH_M = re.compile(r"(?:^|\s)-m\s+([A-Za-z_][\w.]*)")
+
+
+def _dash_m_targets(tree: ast.AST, prose: set[int]) -> set[str]:
+    """The modules a child process is started on: the item after ``"-m"`` in a list or tuple of strings, and the
+    name after ``-m`` in a command-line string (docstrings aside)."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = node.elts
+            found.update(b.value for a, b in zip(items, items[1:])
+                         if isinstance(a, ast.Constant) and a.value == "-m" and isinstance(b, ast.Constant)
+                         and isinstance(b.value, str))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in prose:
+            found.update(_DASH_M.findall(node.value))
+    return found
+
+
+def named_modules(path: Path, known: set[str]) -> set[str]:
+    """Modules of ``known`` named by a ``"module:attr"`` or dotted string constant (registry entries import them),
+    or started as a child process (``"-m", "embeval_cli"``: see :func:`_dash_m_targets`).
+
+    Any other bare top-level name (a folder name, a word in a message) names no module and is not counted."""
+    tree = ast.parse(path.read_text(), str(path))
+    prose = _docstrings(tree)
+    names = _dash_m_targets(tree, prose)
+    for node in ast.walk(tree):
         v = node.value if isinstance(node, ast.Constant) else None
         if isinstance(v, str) and v.startswith(tuple(TREES)) and ("." in v or ":" in v):
-            t = node.value.partition(":")[0].strip()
-            while t and t not in known:
-                t = t.rpartition(".")[0]
-            if t:
-                found.add(t)
+            names.add(v.partition(":")[0].strip())
+    found = set()
+    for t in names:
+        while t and t not in known:
+            t = t.rpartition(".")[0]
+        if t:
+            found.add(t)
     return found
 
 

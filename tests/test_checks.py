@@ -16,6 +16,7 @@ from embeval.config import from_mapping, opts
 from embeval.errors import ConfigError
 from embeval.robot.safety import SafetyLimits
 from embeval.serving.limits import ServerLimits
+from embeval.serving.command import body_mb
 from embeval_cli import _util
 from embeval_ros.runtime import typed
 
@@ -178,7 +179,7 @@ def test_vector_choice_flag_string():
 def test_cli_types_answer_argparse_with_usage_and_exit_2(capsys):
     p = argparse.ArgumentParser(prog="t")
     p.add_argument("--port", type=_util.port)
-    p.add_argument("--mb", type=_util.body_mb)
+    p.add_argument("--mb", type=body_mb)
     assert p.parse_args(["--port", "65535", "--mb", "0.5"]).port == 65535
     for argv, msg in ((["--port", "70000"], "argument --port: must lie in 1..65535, got 70000 (a TCP port)"),
                       (["--mb", "big"], "argument --mb: must be a finite number in (0, 1024] MiB, got 'big'")):
@@ -188,8 +189,8 @@ def test_cli_types_answer_argparse_with_usage_and_exit_2(capsys):
         assert e.value.code == 2 and err.startswith("usage: t") and err.strip().endswith(f"t: error: {msg}")
 
 
-# modules that may hold their own argparse error: the adapter in embeval_cli/_util.py only
-_ARGPARSE_HOME = {SRC / "embeval_cli" / "_util.py"}
+# modules that may hold their own argparse error: the adapters of embeval/argtypes.py only
+_ARGPARSE_HOME = {SRC / "embeval" / "argtypes.py"}
 # a hand-written port or seed range test: a comparison with 65535, MAX_SEED or 2**63 (e.g. ``not 1 <= port <= 65535``)
 _RANGE = re.compile(r"(<|>)=?\s*(65535|MAX_SEED|2\s*\*\*\s*63)\b")
 # comparisons with those numbers that are not a CLI/config port or seed: 16-bit pixel values, an int64 episode id on
@@ -206,5 +207,5 @@ def test_no_module_defines_its_own_port_seed_or_argparse_check():
             argparse_errors.append(str(path.relative_to(SRC)))
         if path != SRC / "embeval" / "checks.py" and path not in _NOT_PORTS and _RANGE.search(text):
             ranges.append(str(path.relative_to(SRC)))
-    assert argparse_errors == [], f"argparse types outside embeval_cli/_util.py: use its adapters ({argparse_errors})"
+    assert argparse_errors == [], f"argparse types outside embeval/argtypes.py: use its adapters ({argparse_errors})"
     assert ranges == [], f"port / seed ranges written outside embeval.checks: use checks.port / checks.seed ({ranges})"

@@ -3,8 +3,8 @@
 Floors, lowest first: the core's foundations (kinematics, scoring, distortion, camera, robot, sim, action, ...),
 its evaluation layers (subjects, runs, act2answer, serving, control), the analysis layer (embeval_analysis), the ROS
 package (embeval_ros), and the top: the command line (embeval_cli), the demo (embeval_demo) and the benchmarks
-(bench). Nothing imports from a floor above its own, not even lazily inside a function or by a ``"module:attr"``
-registry string; ``rclpy`` (and ``launch``, ``launch_ros``) only at the ROS floor and above; every package stands on
+(bench). Nothing imports from a floor above its own, not even lazily inside a function, by a ``"module:attr"``
+registry string or by a child process started on it (``"-m", "embeval_cli"``); ``rclpy`` (and ``launch``, ``launch_ros``) only at the ROS floor and above; every package stands on
 a floor; no two packages import each other, directly or round a loop; no module cycle. No exemptions.
 """
 from __future__ import annotations
@@ -64,7 +64,9 @@ def test_every_package_of_every_tree_is_on_a_floor(layers, result):
 def test_the_check_sees_what_it_forbids(layers, tmp_path, monkeypatch):
     """A planted lazy upward import, a registry string naming a higher floor, a two-package cycle, a lazy module
     cycle, rclpy below the ROS floor, an import from the analysis floor into ROS and from ROS into the CLI, and a
-    package on no floor are all found; rclpy at the ROS floor and above, and a bare ``-m`` target, are not."""
+    package on no floor, and child processes started on the CLI from the core (an argument list ``"-m",
+    "embeval_cli"`` and a command-line string) are all found; rclpy at the ROS floor and above, a ``-m`` target on the
+    same floor, and ``-m embeval_cli`` in a docstring are not."""
     trees = {name: tmp_path / name for name in ("embeval", "embeval_analysis", "embeval_ros", "embeval_cli")}
     for rel, text in {
         "embeval/__init__.py": "",
@@ -73,6 +75,8 @@ def test_the_check_sees_what_it_forbids(layers, tmp_path, monkeypatch):
         "embeval/robot/__init__.py": "",
         "embeval/robot/base.py": "from embeval.sim import x\nREG = {'a': 'embeval.runs.z:Thing'}\n",
         "embeval/robot/spawn.py": "import sys\nCMD = [sys.executable, '-m', 'embeval_cli', 'serve']\n",
+        "embeval/robot/shell.py": "'Run as python -m embeval_cli (a docstring).'\nCMD = f'python -m embeval_cli.runs x'\n",
+        "embeval/robot/own.py": "import sys\nCMD = (sys.executable, '-m', 'embeval.robot.base')\n",
         "embeval/subjects/__init__.py": "", "embeval/subjects/y.py": "",
         "embeval/runs/__init__.py": "", "embeval/runs/z.py": "def g():\n    import rclpy.node\n",
         "embeval/demo/__init__.py": "from embeval.subjects import y\n",
@@ -95,7 +99,9 @@ def test_the_check_sees_what_it_forbids(layers, tmp_path, monkeypatch):
     assert set(res["upward"]) == {"embeval.robot.base -> embeval.runs.z (by name)", "embeval.sim.x -> embeval.subjects",
                                   "embeval.sim.x -> embeval.subjects.y", "embeval_analysis -> embeval_ros",
                                   "embeval_analysis -> embeval_ros.node",
-                                  "embeval_ros.cmd -> embeval_cli.runs (by name)"}
+                                  "embeval_ros.cmd -> embeval_cli.runs (by name)",
+                                  "embeval.robot.spawn -> embeval_cli (by name)",
+                                  "embeval.robot.shell -> embeval_cli.runs (by name)"}
     # rclpy / launch_ros below the ROS floor, even lazily; embeval_ros and embeval_cli may import rclpy
     assert res["foreign"] == ["embeval.camera -> launch_ros (below the ROS floor)",
                               "embeval.runs.z -> rclpy (below the ROS floor)"]

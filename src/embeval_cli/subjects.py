@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval_cli._util import add_group, body_mb, float_in, int_in, port, positive_int, seed
+from embeval.serving.command import HELP, add_protocol_parsers
+from embeval_cli._util import add_group, float_in, int_in, port, positive_int, seed
 
 
 def register(sub) -> None:
@@ -53,72 +54,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_doctor)
 
-    s = add_group(sub, "serve", "serve a subject on 127.0.0.1 under a standard protocol (OpenVLA REST, OpenAI chat, "
-                                "vla-evaluation-harness)")
-    for name, what, example in [
-        ("openvla", "a policy under OpenVLA's REST protocol (POST /act)",
-         "embeval serve openvla --subject config/subjects/image_stats_policy.yaml --port 8000"),
-        ("openai", "an LLM or VLM as an OpenAI-compatible chat endpoint (POST /v1/chat/completions)",
-         "embeval serve openai --subject config/subjects/scripted_llm.yaml --port 8001"),
-        ("vla-eval", "a policy as a vla-evaluation-harness model server (WebSocket + msgpack on ws://HOST:PORT, "
-                     "GET /health on the same port)",
-         "embeval serve vla-eval config/subjects/tiny_vla.yaml --port 8765 --max-batch-size 8"),
-    ]:
-        ws = name == "vla-eval"  # its errors are messages on the socket, not HTTP statuses
-        unit = "message" if ws else "request"
-        p = s.add_parser(name, help=f"serve {what}", description=f"Serve {what}.", epilog=f"example: {example}",
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-        if ws:
-            p.add_argument("spec", type=Path, nargs="?", default=None, help="subject spec YAML of a policy")
-        p.add_argument("--subject", type=Path, required=not ws, help="subject spec YAML")
-        p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; anything else exposes the model on your network)")
-        p.add_argument("--port", type=port, default=8000, help="TCP port, 1..65535 (default 8000)")
-        p.add_argument("--max-body-mb", type=body_mb, default=None,
-                       help=f"largest {unit} in MiB, in (0, 1024]; larger "
-                            f"{'closes the connection with code 1009' if ws else 'gets HTTP 413'} (default: the spec's "
-                            "serve.limits, else 32)")
-        p.add_argument("--queue-size", type=positive_int, default=None,
-                       help=f"model calls that may wait or run; more get {'an error message' if ws else 'HTTP 503 with Retry-After'} "
-                            "(default: spec, else 256)")
-        p.add_argument("--max-images", type=positive_int, default=None,
-                       help=f"images in one {unit}; more get {'an error message' if ws else 'HTTP 400'} (default: the spec's "
-                            "serve.limits, else 16)")
-        p.add_argument("--max-request-mpixels", type=_mpixels, default=None,
-                       help=f"decoded megapixels in all of one {unit}'s images, in (0, 1024], read from the image "
-                            f"headers before decoding; more get {'an error message' if ws else 'HTTP 400'} (default: spec, "
-                            "else 16.8 = 4096x4096)")
-        if name == "openai":
-            p.set_defaults(func=_serve, protocol=name)
-            continue
-        from embeval.serving.batching import MAX_BATCH_SIZE, MAX_WAIT_MS
-
-        if ws:
-            p.add_argument("--max-connections", type=positive_int, default=None,
-                           help="connections served at once; one more gets an error and close code 1013 (default: "
-                                "spec, else 64)")
-        else:
-            p.add_argument("--camera", default=None,
-                           help="camera name the 'image' / 'full_image' field is given as (default third_person; a spec's "
-                                "serve.cameras maps several fields, e.g. {full_image: third_person, wrist_image: wrist})")
-        gripper_default = "open1: [0, 1], 1 = open" if ws else "open1, OpenVLA's"
-        batch_of = ("episodes' observations", ")") if ws else (
-            "/act requests", " = one policy.act per request); each request's episode is its 'episode' field, else its "
-            "instruction")
-        p.add_argument("--gripper", default=None, help=f"gripper convention of the replies (default {gripper_default})")
-        p.add_argument("--max-batch-size", type=int_in(1, MAX_BATCH_SIZE, f"{unit}s per policy call"), default=None,
-                       help=f"answer up to N concurrent {batch_of[0]} with one batched policy call, 1..1024 (default: the "
-                            f"spec's serve.max_batch_size, else 1{batch_of[1]}")
-        p.add_argument("--max-wait-ms", type=float_in(0.0, MAX_WAIT_MS), default=None,
-                       help=f"milliseconds a batch waits for more {unit}s after its first, in [0, 10000] (default: "
-                            "spec, else 5); only with --max-batch-size > 1")
-        p.set_defaults(func=_serve, protocol=name)
-
-
-def _mpixels(text: str) -> float:
-    """argparse ``type=`` for ``--max-request-mpixels``: megapixels, finite, in (0, MAX_REQUEST_MPIXELS]."""
-    from embeval.serving.limits import MAX_REQUEST_MPIXELS
-
-    return float_in(0, MAX_REQUEST_MPIXELS, "megapixels", lo_open=True)(text)
+    s = add_group(sub, "serve", HELP)
+    add_protocol_parsers(s)
 
 
 def _list(args) -> int:
@@ -186,41 +123,3 @@ def _doctor(args) -> int:
     return run_cli(args)
 
 
-def _serve(args) -> int:
-    from embeval.serving.runner import app_from_spec, serve_forever
-    from embeval.subjects.registry import read_spec
-
-    path = getattr(args, "spec", None) or args.subject
-    if path is None or (getattr(args, "spec", None) and args.subject and args.spec != args.subject):
-        from embeval.errors import ConfigError
-
-        raise ConfigError(f"`embeval serve {args.protocol}` needs one subject spec: give SPEC or --subject SPEC")
-    spec = read_spec(path)
-    over = {"max_body_mb": args.max_body_mb, "queue_size": args.queue_size, "max_images": args.max_images,
-            "max_request_mpixels": args.max_request_mpixels}
-    if args.protocol in ("openvla", "vla-eval"):
-        over.update(gripper=args.gripper, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
-    if args.protocol == "openvla":
-        over.update(camera=args.camera)
-    if args.protocol == "vla-eval":
-        from embeval.serving.vla_eval_server import serve_forever as serve_ws
-
-        server = app_from_spec(spec, args.protocol, max_connections=args.max_connections, **over)
-        batch = server.queue.max_batch
-        serve_ws(server, host=args.host, port=args.port, announce=lambda port: print(
-            f"serving policy {spec.id!r} as a vla-eval model server{f' (batches of up to {batch})' if batch > 1 else ''}: "
-            f"ws://{args.host}:{port} (GET http://{args.host}:{port}/health)", flush=True))
-        return 0
-    app = app_from_spec(spec, args.protocol, **over)
-
-    def announce(port: int) -> None:
-        if args.protocol == "openvla":
-            batch = app.state.queue.stats().get("max_batch_size", 1)
-            how = f" (batches of up to {batch})" if batch > 1 else ""
-            print(f"serving policy {spec.id!r} under the OpenVLA protocol{how}: POST http://{args.host}:{port}/act",
-                  flush=True)
-        else:
-            print(f"serving {spec.kind} {spec.id!r}: base_url http://{args.host}:{port}/v1 (model {spec.id!r})", flush=True)
-
-    serve_forever(app, host=args.host, port=args.port, announce=announce)
-    return 0

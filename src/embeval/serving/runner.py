@@ -114,7 +114,7 @@ def free_local_port() -> int:
 
 def start_serve_process(args: list[str], port: int | None = None, env: Mapping[str, str] | None = None,
                         wait: bool = True, timeout: float = 60.0):
-    """``embeval serve ARGS --port PORT`` as its own process on 127.0.0.1 (a free port when ``port`` is None);
+    """``python -m embeval.serving ARGS --port PORT`` (the arguments of ``embeval serve``) as its own process on 127.0.0.1 (a free port when ``port`` is None);
     returns ``(proc, url)``, once ``/health`` answers 200 when ``wait``. Its stdout and stderr go to a temporary
     file (``proc.log``, never a pipe that a chatty server could fill and block on). See :func:`wait_healthy`."""
     import os
@@ -124,7 +124,7 @@ def start_serve_process(args: list[str], port: int | None = None, env: Mapping[s
 
     port = free_local_port() if port is None else port
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "embeval_cli", "serve", *args, "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "embeval.serving", *args, "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                             env=dict(os.environ if env is None else env))
     proc.log = log
