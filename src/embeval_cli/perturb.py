@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval_cli._util import add_group, image_side, positive_int, seed
+from embeval_cli._util import add_group, image_side, parse_aliases, positive_int, seed
 
 PERTURB_HELP = ("scene-level perturbation AXIS:LEVEL (level 1..5), applied at reset from the episode seed; repeatable or "
                 "comma-separated, e.g. --perturb camera_pose:3 --perturb distractors:2 (`embeval perturb list`)")
@@ -102,8 +102,22 @@ def register(sub) -> None:
                             "  embeval perturb score --task Pick --subject config/subjects/tiny_vla.yaml --episodes 2 "
                             "--json sens.json\n"
                             "  embeval perturb score --subjects tiny-vla tiny-vla-wrist --seeds 0-99 --levels 1 3 5 "
-                            "--out runs/perturb-study")
-    p.add_argument("--task", default="Pick", help="task verb (default Pick)")
+                            "--out runs/perturb-study\n"
+                            "  embeval perturb score --backend libero --task libero_goal:0-9 --subject my_vla.yaml "
+                            "--seeds 0-49 --out runs/libero-pro")
+    p.add_argument("--backend", choices=("pybullet", "libero"), default="pybullet",
+                   help="pybullet (the UR5 cell, default) or libero: LIBERO's axes beside LIBERO-PRO's fixed variant "
+                        "suites (--variants), each paired with the base task of the same id and initial state")
+    p.add_argument("--task", help="task verb (default Pick); --backend libero: SUITE:IDS, e.g. libero_goal:0 or "
+                                  "libero_goal:0-9")
+    p.add_argument("--variants", nargs="+", metavar="VARIANT",
+                   help="--backend libero: LIBERO-PRO variants scored beside the axes (default all paired ones: "
+                        "swap object lan env task temp)")
+    p.add_argument("--max-steps", type=positive_int, help="--backend libero: policy steps per episode (default the "
+                                                          "suite's limit)")
+    p.add_argument("--alias", action="append", default=[], metavar="KEY=CAMERA",
+                   help="--backend libero: also give camera CAMERA under image key KEY (third_person=agentview for "
+                        "a policy trained on embeval's camera names); repeatable")
     who = p.add_mutually_exclusive_group()
     who.add_argument("--subject", help="policy subject YAML (default the scripted expert)")
     who.add_argument("--subjects", nargs="+", metavar="NAME_OR_YAML",
@@ -242,7 +256,11 @@ def _score(args) -> int:
     from embeval.sim.backends import SimSpec, make_episode_env
     from embeval.sim.tasks import resolve_verb
 
-    verb = resolve_verb(args.task)
+    if args.backend == "libero":
+        return _score_libero(args)
+    if args.variants or args.max_steps or args.alias:
+        raise ConfigError("--variants, --max-steps and --alias belong to --backend libero")
+    verb = resolve_verb(args.task or "Pick")
     names = args.axes or AXES.names()
     if args.iqa:
         if args.out is None:
@@ -317,6 +335,70 @@ def _score(args) -> int:
     if args.json:
         keep = [{k: v for k, v in r.items() if k not in ("frame", "reference_frame")} for r in rows]
         args.json.write_text(json.dumps(keep, indent=1))
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _score_libero(args) -> int:
+    """``perturb score --backend libero``: the LIBERO-PRO family beside LIBERO's axes (:mod:`embeval.sim.libero.pro`)."""
+    import json
+
+    from embeval.errors import ConfigError
+    from embeval.sim.libero import check_installed, parse_task
+    from embeval.sim.libero.pro import PAIRED_VARIANTS, FamilyStudy, score_family
+    from embeval.sim.perturb.backends import supported
+    from embeval.sim.perturb.score import parse_seeds
+
+    if args.iqa or args.distortions:
+        raise ConfigError("--iqa and --distortions are pybullet-only here; score LIBERO distortions with "
+                          "`embeval sim episodes --backend libero --distortion NAME`")
+    suite, sep, ids = (args.task or "").partition(":")
+    if not sep:
+        parse_task(args.task or "")  # the one-line SUITE:TASK_ID error
+    task_ids = parse_seeds(ids, "--task SUITE:IDS")
+    seeds = parse_seeds(args.seeds) if args.seeds else tuple(range(args.seed, args.seed + args.episodes))
+    study = FamilyStudy(suite, task_ids, seeds, tuple(args.variants or PAIRED_VARIANTS),
+                        tuple(args.axes if args.axes is not None else supported("libero")), tuple(args.levels),
+                        args.width, args.height, args.max_steps, aliases=parse_aliases(args.alias))
+    subjects = args.subjects or [args.subject or "hold"]
+    for s in subjects:
+        if s == EXPERT:
+            raise ConfigError("--subjects expert: LIBERO has no scripted expert; give a policy (the default holds still)")
+        if s != "hold":
+            _check_subject(s)
+    if args.out is not None:
+        from embeval.errors import check_out_dir
+
+        check_out_dir(args.out, "--out")
+    if args.json:
+        from embeval.errors import check_out_file
+
+        check_out_file(args.json, "--json")
+    check_installed()
+
+    def load(name):
+        if name == "hold":
+            from embeval.sim.libero.episodes import HoldPolicy
+
+            return HoldPolicy()
+        return load_policy(name, None)
+
+    from embeval.progress import Progress
+
+    policies = {s: load(s) for s in subjects}
+    with Progress(study.episodes * len(policies), "LIBERO-PRO family", "episodes") as bar:
+        rows = score_family(study, policies, progress=lambda _m: bar.update(1))
+    from embeval_analysis import perturb as pa
+
+    sens = pa.sensitivity(rows)
+    print(f"{args.task}, {', '.join(subjects)}, {len(seeds)} initial state(s); LIBERO-PRO variants paired with the "
+          f"base task of the same id and initial state:")
+    print(pa.sensitivity_markdown(sens))
+    if args.out is not None:
+        outs = pa.write_outputs(args.out, sens, title=f"{args.task}, {', '.join(subjects)}, {len(seeds)} seed(s)")
+        print("wrote " + ", ".join(str(p) for p in outs.paths()))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")
     return 0
 

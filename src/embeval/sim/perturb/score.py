@@ -41,10 +41,10 @@ def _check_grid(env, perturbations, keep_frames, camera) -> str | None:
 
 def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = (),
                distortions: Sequence[tuple[str, int]] = (), keep_frames: bool = False, camera: str | None = None,
-               progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
-    """The rows of one episode ``seed`` (see :func:`score_grid`): its unperturbed reference, then every axis and
-    distortion, each scored against that reference. ``progress`` gets one message per episode, the reference's
-    included."""
+               progress: Callable[[str], None] | None = None, reference=None) -> list[dict[str, Any]]:
+    """The rows of one episode ``seed`` (see :func:`score_grid`): its unperturbed reference (run here unless given
+    as ``reference``, an :class:`~embeval.sim.backends.EpisodeRun` of the same seed), then every axis and
+    distortion, each scored against that reference. ``progress`` gets one message per episode run here."""
     from embeval.sim.backends import run_episode, score_episode, score_runs
 
     camera = _check_grid(env, perturbations, keep_frames, camera)
@@ -56,9 +56,11 @@ def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = 
         return {"reference_frame": ref.first_observation.images[camera], "frame": dis.first_observation.images[camera]}
 
     env.env.perturb = None
-    ref = run_episode(env, policy, seed)
-    if progress:
-        progress(f"seed {seed} unperturbed")
+    ref = reference
+    if ref is None:
+        ref = run_episode(env, policy, seed)
+        if progress:
+            progress(f"seed {seed} unperturbed")
     for pert in perturbations:
         env.env.perturb = pert
         dis = run_episode(env, policy, seed)
@@ -144,8 +146,9 @@ class StudyConfig:
         return json.loads(json.dumps(asdict(self)))  # tuples as lists: what study.json holds
 
 
-def parse_seeds(text: str) -> tuple[int, ...]:
-    """``"0-99"``, ``"0,3,7"`` or ``"0-9,20-29"`` -> the seeds, in order, each once; a one-line ConfigError else."""
+def parse_seeds(text: str, what: str = "--seeds") -> tuple[int, ...]:
+    """``"0-99"``, ``"0,3,7"`` or ``"0-9,20-29"`` -> the seeds (or ids), in order, each once; a one-line
+    ConfigError naming ``what`` else."""
     out: list[int] = []
     for part in str(text).split(","):
         part = part.strip()
@@ -154,12 +157,12 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             a = int(lo)
             b = int(hi) if sep else a
         except ValueError:
-            raise ConfigError(f"--seeds {text!r}: write seeds as 0-99, 0,3,7 or 0-9,20-29 (whole numbers >= 0)") from None
+            raise ConfigError(f"{what} {text!r}: write seeds as 0-99, 0,3,7 or 0-9,20-29 (whole numbers >= 0)") from None
         if a < 0 or b < a:
-            raise ConfigError(f"--seeds {part!r}: a range runs from a whole number >= 0 up to one >= it, e.g. 0-99")
+            raise ConfigError(f"{what} {part!r}: a range runs from a whole number >= 0 up to one >= it, e.g. 0-99")
         out += range(a, b + 1)
         if len(out) > MAX_SEEDS:
-            raise ConfigError(f"--seeds {text!r}: at most {MAX_SEEDS:,} seeds in one study")
+            raise ConfigError(f"{what} {text!r}: at most {MAX_SEEDS:,} seeds in one study")
     return tuple(dict.fromkeys(out))
 
 
