@@ -196,25 +196,29 @@ TEXTURE_AXES = {"table_texture": "table", "background_texture": "background"}
 _ROBOT_BODIES = ("robot0_", "gripper0_", "mount0_")
 
 
-def _is_surface(name: str, surface: str) -> bool:
-    """Whether geom ``name`` is a visual geom of ``surface``: the table top (``table_visual``, LIBERO's table
-    arenas) or the background (the ``wall*_visual`` geoms: the walls behind the table, as on pybullet)."""
+def _is_surface(geom: str, body: str, surface: str) -> bool:
+    """Whether textured geom ``geom`` of body ``body`` belongs to ``surface``: the table (a body named like a table:
+    ``table``'s ``table_visual``, ``living_room_table_col``, ``study_table``; not its legs) or the background (the
+    ``wall*_visual`` geoms: the walls behind the table, as on pybullet)."""
     if surface == "table":
-        return name == "table_visual" or (name.startswith("table") and name.endswith("_visual") and "leg" not in name)
-    return name.startswith("wall") and name.endswith("_visual")
+        return "table" in body and "leg" not in geom
+    return geom.startswith("wall") and geom.endswith("_visual")
 
 
 def surfaces(model) -> dict[str, list[int]]:
-    """Surface (``table``, ``background``) -> the textures its visual geoms' materials use (texture ids; empty when
-    the scene has no such textured surface)."""
+    """Surface (``table``, ``background``) -> the textures its geoms' materials use (texture ids; empty when the
+    scene has no such textured surface)."""
     import mujoco
 
     out: dict[str, list[int]] = {"table": [], "background": []}
     for g in range(model.ngeom):
-        name = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or ""
         mat = model.geom_matid[g]
+        if mat < 0 or model.mat_texid[mat] < 0:
+            continue
+        geom = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, g) or ""
+        body = mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, model.geom_bodyid[g]) or ""
         for surface, texs in out.items():
-            if mat >= 0 and model.mat_texid[mat] >= 0 and _is_surface(name, surface) and model.mat_texid[mat] not in texs:
+            if _is_surface(geom, body, surface) and model.mat_texid[mat] not in texs:
                 texs.append(int(model.mat_texid[mat]))
     return out
 

@@ -355,6 +355,14 @@ class ManiSkillEnv(ClosingEnv):
                             out[surface].append(part.material)
         return out
 
+    def _surface_colours(self, base) -> dict[str, tuple[float, float, float]]:
+        """Surface -> its unperturbed mean colour (0..1), read from the textures once, when a texture axis first asks."""
+        from embeval.sim.perturb.backends import TEXTURE_SURFACES
+
+        if "surfaces" not in base and any(p.axis in TEXTURE_SURFACES for p in self.perturb or ()):
+            base["surfaces"] = {k: _surface_mean_rgb(mats) for k, mats in base["materials"].items() if mats}
+        return base.get("surfaces", {})
+
     def _perturb_scene(self, seed: int) -> bool:
         """Restore the cameras, lights and surface materials the env built, then apply :attr:`perturb` drawn for
         ``seed`` (the arm's joints after ManiSkill's own seeded start); True when something was applied (the
@@ -379,7 +387,6 @@ class ManiSkillEnv(ClosingEnv):
                 "lights": [(li, li.pose, np.array(li.color)) for li in lights], "ambient": np.array(u.scene.ambient_light),
                 "materials": {surface: [(m, m.base_color_texture, list(m.base_color)) for m in mats]
                               for surface, mats in self._surface_materials(sapien).items()}}
-            base["surfaces"] = {k: _surface_mean_rgb(mats) for k, mats in base["materials"].items() if mats}
         elif self.perturbation:
             for c, pose, fovy in base["cameras"].values():
                 c.local_pose = pose
@@ -399,7 +406,7 @@ class ManiSkillEnv(ClosingEnv):
         key = self.scene_params()["lights"][0]["direction"] if lights else [0.0, 0.0, -1.0]
         view = SceneView(self.config.env_id, world, LightingRef(tuple(key)),
                          arm_joints=len(u.agent.controller.controllers["arm"].joints), instruction=self.instruction,
-                         surfaces=base["surfaces"])
+                         surfaces=self._surface_colours(base))
         draws = draw(self.perturb, seed, "maniskill", view)
         applied = {}
         for d in draws:
