@@ -428,4 +428,4 @@ def test_the_node_list_imports_no_ros_and_arm_backends_live_in_robot():
             "assert not [m for m in sys.modules if m.split('.')[0] in ('rclpy', 'launch', 'launch_ros')]; "
             "print(len(n.graph_nodes()), b.ARM_BACKENDS.names()); import embeval.sim; print(b.ARM_BACKENDS.names())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
-    assert out.split("\n")[:2] == ["7 ['mock', 'ur_rtde']", "['mock', 'ur_rtde', 'sim']"]
+    assert out.split("\n")[:2] == ["7 ['mock', 'ur_rtde']", "['mock', 'ur_rtde', 'sim', 'libero']"]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from embeval.camera import make_source
-from embeval.camera.sim import CAMERA_SIDE_AXES, PerturbedRenderer, check_live_perturb
+from embeval.sim.perturb.live import CAMERA_SIDE_AXES, PerturbedRenderer, check_live_perturb
 from embeval.errors import ConfigError
 from embeval.sim.perturb import Perturbations
 

@@ -44,7 +44,7 @@ def libero_source(path: str | list[str], n: int | None = None, seed: int = 0, si
     (recorded in each reference's ``sim`` so Execution runs the same way)."""
     from embeval.sim.libero import CAMERAS, SETTLE_STEPS
     from embeval.sim.libero.episodes import LiberoTask
-    from embeval_analysis.iqa.sources import IQAReference, _tasks5
+    from embeval_analysis.iqa.reference import IQAReference, _tasks5
 
     if camera not in CAMERAS:
         raise ConfigError(f"libero source camera: choose from {', '.join(CAMERAS)}, got {camera!r}")

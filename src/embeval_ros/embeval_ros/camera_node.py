@@ -6,8 +6,8 @@ tabletop that follows /tcp_pose_broadcaster/pose until the sim arm announces an 
 that scene following /joint_states and /embeval/act2answer/cube_pose), synthetic, realsense, folder, bag.
 
 ``perturb`` (e.g. ``["camera_pose:3", "light_intensity:2"]``): source sim renders through the perturbed camera and
-lights drawn from ``seed`` (:class:`embeval.camera.sim.PerturbedRenderer`; the world the arm acts in is unchanged);
-the other sources refuse it in one line (:func:`embeval.camera.sim.check_live_perturb`).
+lights drawn from ``seed`` (:class:`embeval.sim.perturb.live.PerturbedRenderer`; the world the arm acts in is unchanged);
+the other sources refuse it in one line (:func:`embeval.sim.perturb.live.check_live_perturb`).
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class CameraNode(EmbevalNode):
         serial = self.param("serial", "", "RealSense serial number (source=realsense; empty: first device)")
         loop = self.param("loop", True, "restart finite sources (folder, bag) at the end")
         seed = self.param("seed", 0, "episode seed: of the synthetic scene and of what the perturb axes draw")
-        from embeval.camera.sim import check_live_perturb
+        from embeval.sim.perturb.live import check_live_perturb
 
         self.perturb = check_live_perturb(self.param(
             "perturb", [""], "source sim: camera-side scene perturbations AXIS:LEVEL (camera_pose, fov, light_*), "
@@ -100,9 +100,9 @@ class CameraNode(EmbevalNode):
         return make_source(kind)  # raises ConfigError listing the choices
 
     def _perturbed(self, holder, w: int, h: int):
-        """A :class:`~embeval.camera.sim.PerturbedRenderer` of ``holder``'s workcell (the shared sim arm or the
+        """A :class:`~embeval.sim.perturb.live.PerturbedRenderer` of ``holder``'s workcell (the shared sim arm or the
         mirror: anything with ``cell`` and ``lock``) at ``w`` x ``h`` px."""
-        from embeval.camera.sim import PerturbedRenderer
+        from embeval.sim.perturb.live import PerturbedRenderer
         from embeval.errors import ConfigError
 
         cell = getattr(holder, "cell", None)
