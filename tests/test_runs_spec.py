@@ -143,3 +143,15 @@ def test_shipped_example_specs_validate():
                 plan_run(spec)
         else:
             assert len(plan_run(spec).units) > 0, p
+
+
+def test_every_shipped_subject_file_can_be_a_run_subject(tmp_path):
+    """config/subjects/*.yaml are the files users name in runs and `iqa build --subjects`; their `serve:` block
+    (how `embeval serve` exposes them) does not stop a run from reading them."""
+    from pathlib import Path
+
+    subjects = sorted((Path(__file__).resolve().parents[1] / "config" / "subjects").glob("*.yaml"))
+    assert any("serve" in yaml.safe_load(p.read_text()) for p in subjects)  # the case this test is about
+    for p in subjects:
+        spec = parse_spec(spec_of(subjects=[str(p)]), base_dir=tmp_path)
+        assert spec.subjects[0].id == (yaml.safe_load(p.read_text()).get("id") or p.stem), p

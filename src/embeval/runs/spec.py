@@ -439,6 +439,8 @@ def _subject_file(raw: str, where: str, base_dir: Path) -> dict[str, Any]:
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     data = dict(no_nul(mapping(data, where), where))
+    # a subject file's ``serve:`` block says how `embeval serve` exposes it; a run calls the subject in-process
+    data.pop("serve", None)
     data.setdefault("id", p.stem)
     rel = data.get("path")
     if rel and not os.path.isabs(os.path.expanduser(str(rel))) and (p.parent / str(rel)).exists():
