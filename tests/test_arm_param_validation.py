@@ -40,8 +40,9 @@ def test_a_doubtful_dry_run_is_refused_not_read_as_false(capsys, value):
     assert "embeval_policy.dry_run: must be true or false" in line, line
 
 
-@pytest.mark.parametrize("setting,msg", [("rate_hz=.nan", "rate_hz: must be a finite number, got nan"), ("max_step_rotation=.inf", "max_step_rotation"),
-                                         ("max_step_translation=0", "max_step_translation"), ("max_steps=-1", "max_steps")])
+@pytest.mark.parametrize("setting,msg", [("rate_hz=.nan", "rate_hz: must be a finite number in 0..1000, got nan"), ("max_step_rotation=.inf", "max_step_rotation"),
+                                         ("max_step_translation=0", "max_step_translation"), ("max_steps=-1", "max_steps: must be >= 0, got -1"),
+                                         ("rate_hz=2000.0", "rate_hz: must lie in 0..1000, got 2000.0")])
 def test_policy_limits_are_finite_and_in_range(capsys, setting, msg):
     pytest.importorskip("rclpy")
     rc, line = _graph(capsys, "--params", UR5, "--nodes", "embeval_policy", "--set", f"embeval_policy.{setting}")

@@ -431,8 +431,8 @@ def test_run_options_with_hostile_numbers(tmp_path, capsys):
     import time
 
     d = _synthetic_run(tmp_path, capsys)
-    for value, why in (("nan", "--unit-timeout: must be a finite number, got nan"),
-                       ("-1", "--unit-timeout: seconds must be >= 0 (0: no watchdog), got -1.0")):
+    for value, why in (("nan", "--unit-timeout: must be a finite number in 0..604800 s, got nan (at most a week; 0: no watchdog)"),
+                       ("-1", "--unit-timeout: must lie in 0..604800 s, got -1.0 (at most a week; 0: no watchdog)")):
         rc, _, err = _run(capsys, "resume", d, "--unit-timeout", value)
         assert rc == 2 and _error_line(err) == f"embeval: error: {why}"
     # a huge shard count is a valid (if silly) choice; status afterwards stays instant instead of listing 10**9 shards

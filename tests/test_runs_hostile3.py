@@ -279,10 +279,10 @@ def test_numbers_out_of_range_are_one_line_at_check(box, text, problem, extra):
 def test_unit_timeout_option_out_of_range(box, extra):
     """Old: `--unit-timeout 1e308` was taken (the watchdog's wait then failed every unit) and --check never looked."""
     line = _refused(box, GOOD, "--unit-timeout", "1e308", *extra, problem="--unit-timeout")
-    assert line == ("embeval: error: --unit-timeout: seconds must be in 0..604800 (at most a week; 0: no watchdog), "
-                    "got 1e+308")
+    assert line == ("embeval: error: --unit-timeout: must lie in 0..604800 s, got 1e+308 (at most a week; 0: no "
+                    "watchdog)")
     line = _refused(box, GOOD, "--unit-timeout", "-1", *extra, problem="--unit-timeout")
-    assert line == "embeval: error: --unit-timeout: seconds must be >= 0 (0: no watchdog), got -1.0"
+    assert line == "embeval: error: --unit-timeout: must lie in 0..604800 s, got -1.0 (at most a week; 0: no watchdog)"
 
 
 def test_a_grid_over_the_unit_bound_is_refused_before_any_unit_is_made(box):

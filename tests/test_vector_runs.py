@@ -193,10 +193,10 @@ def test_ray_workers_run_vectorised_batches(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("backend, message", [
-    ({"num_envs": 0}, "spec.backend.num_envs must be a whole number in 1..64 (environments stepped together), got 0"),
-    ({"num_envs": 65}, "spec.backend.num_envs must be a whole number in 1..64"),
-    ({"num_envs": "4"}, "spec.backend.num_envs must be a whole number in 1..64 (environments stepped together), got '4'"),
-    ({"num_envs": True}, "spec.backend.num_envs must be a whole number in 1..64"),
+    ({"num_envs": 0}, "spec.backend.num_envs: must lie in 1..64, got 0 (environments stepped together)"),
+    ({"num_envs": 65}, "spec.backend.num_envs: must lie in 1..64, got 65"),
+    ({"num_envs": "4"}, "spec.backend.num_envs: must be an integer in 1..64, got '4' (environments stepped together)"),
+    ({"num_envs": True}, "spec.backend.num_envs: must be an integer in 1..64, got True"),
     ({"exact": True}, "spec.backend.exact: applies to vectorised episodes only; set spec.backend.num_envs to 2..64"),
     ({"exact": "yes", "num_envs": 2}, "spec.backend.exact: must be true or false"),
 ])
@@ -295,5 +295,5 @@ def test_iqa_build_num_envs_is_checked(iqa_db, tmp_path, capsys):
     assert not (tmp_path / "db").exists()
     with pytest.raises(ConfigError, match=r"^--num-envs 2: vectorises the closed-loop Execution runs only"):
         execution_scores(iqa_db, 1, log=None, protocol="all_tasks_one_action", num_envs=2)
-    with pytest.raises(ConfigError, match=r"^--num-envs must be a whole number in 1\.\.64"):
+    with pytest.raises(ConfigError, match=r"^--num-envs: must lie in 1\.\.64"):
         execution_scores(iqa_db, 1, log=None, num_envs=65)

@@ -99,16 +99,11 @@ def _overrides(args) -> dict:
     if args.no_progress:
         kw["progress"] = False
     if args.unit_timeout is not None:
-        from embeval_cli._util import finite
-        from embeval.errors import ConfigError
-
+        from embeval import checks
         from embeval.runs.spec import MAX_UNIT_TIMEOUT_S
 
-        if finite(args.unit_timeout, "--unit-timeout") < 0:
-            raise ConfigError(f"--unit-timeout: seconds must be >= 0 (0: no watchdog), got {args.unit_timeout}")
-        if args.unit_timeout > MAX_UNIT_TIMEOUT_S:
-            raise ConfigError(f"--unit-timeout: seconds must be in 0..{MAX_UNIT_TIMEOUT_S:g} (at most a week; 0: no "
-                              f"watchdog), got {args.unit_timeout:g}")
+        checks.number(args.unit_timeout, "--unit-timeout", 0, MAX_UNIT_TIMEOUT_S, unit="s",
+                      why="at most a week; 0: no watchdog")
         kw["unit_timeout_s"] = args.unit_timeout or None
     return kw
 

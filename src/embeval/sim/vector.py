@@ -63,10 +63,9 @@ class EpisodeTask(Protocol):
 
 def check_num_envs(value: Any, option: str = "num_envs") -> int:
     """``value`` as an int in 1..:data:`MAX_ENVS`; a one-line :class:`ConfigError` naming ``option`` otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ENVS:
-        raise ConfigError(f"{option} must be a whole number in 1..{MAX_ENVS} (environments stepped together), "
-                          f"got {value!r}"[:200])
-    return int(value)
+    from embeval import checks
+
+    return checks.integer(value, option, 1, MAX_ENVS, why="environments stepped together")
 
 
 @dataclass

@@ -76,13 +76,9 @@ class PolicyNode(EmbevalNode):
             dry_run=self.param("dry_run", True, "true: never command the arm, only publish proposed actions (only true "
                                "or false: an empty or quoted value is refused at startup)"),
         )
-        self.rate_hz = self.param("rate_hz", 10.0, "maximum policy rate (Hz), in [0, 1000]; 0: act on every image")
-        self.max_steps = self.param("max_steps", 0, "actions per instruction, then hold (0: unlimited)")
-        if not 0 <= self.rate_hz <= 1000 or self.max_steps < 0:  # NaN fails too
-            from embeval.errors import ConfigError
-
-            raise ConfigError(f"parameter embeval_policy.rate_hz must lie in [0, 1000] Hz and max_steps be >= 0, got "
-                              f"rate_hz {self.rate_hz!r}, max_steps {self.max_steps!r}")
+        self.rate_hz = self.param("rate_hz", 10.0, "maximum policy rate (Hz), in [0, 1000]; 0: act on every image",
+                                  lo=0, hi=1000)
+        self.max_steps = self.param("max_steps", 0, "actions per instruction, then hold (0: unlimited)", lo=0)
         self.sync = bool(self.param("sync_to_arm", False, "step-synchronous: act only on an image captured after the arm "
                                     "reported the previous command (/embeval/arm/status), like the in-process runner"))
         self._pending = None  # (stamp ns, monotonic s) of the command the arm has not reported yet (sync_to_arm)
