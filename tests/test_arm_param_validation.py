@@ -91,7 +91,7 @@ def test_typed_reads_each_kind():
             typed("n.x", value, default)
     from embeval.control import StepperConfig
 
-    with pytest.raises(ConfigError, match="dry_run must be true or false"):
+    with pytest.raises(ConfigError, match="dry_run: must be true or false, got None"):
         StepperConfig(dry_run=None)
 
 

@@ -311,4 +311,5 @@ def test_image_sizes_and_episode_steps_are_bounded(box):
                                            "got [100000, 100000]")
     spec = ("evaluator: sim-iqa\nsubjects: [{id: e, kind: policy, adapter: sim_expert}]\nitems: {source: synthetic, "
             "count: 1}\nsim: {backend: pybullet, env: Pick, max_steps: 1000000000000}\ndistortions: [none]\n")
-    _refused(box, spec, "--check", problem="spec.sim.max_steps: must be an integer in 1..100000")
+    _refused(box, spec, "--check", problem="spec.sim.max_steps: must lie in 1..100000, got 1000000000000 (steps of one "
+                                           "episode); or null for the task's own limit")

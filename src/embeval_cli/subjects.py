@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from embeval.serving.command import HELP, add_protocol_parsers
-from embeval_cli._util import add_group, float_in, int_in, port, positive_int, seed
+from embeval_cli._util import add_group, int_in, seed
 
 
 def register(sub) -> None:

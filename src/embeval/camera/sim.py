@@ -17,7 +17,6 @@ import numpy as np
 
 from embeval.action import check_image, gripper_closed
 from embeval.camera.base import Frame, Intrinsics
-from embeval.errors import ConfigError
 
 class SimSource:
     """Frames from ``renderer.render(camera)`` (or ``renderer(camera)``), stamped with wall time."""

@@ -31,8 +31,10 @@ class StepperConfig:
             object.__setattr__(self, name, check_range(name, getattr(self, name), 0.0, hi, "s"))
         for name in ("max_step_translation", "max_step_rotation"):  # finite, in LIMIT_RANGES (NaN would clip nothing)
             object.__setattr__(self, name, check_range(name, getattr(self, name)))
-        if not isinstance(self.dry_run, (bool, np.bool_)):  # never guessed from None, "", "no", 0
-            raise ConfigError(f"dry_run must be true or false, got {self.dry_run!r}")
+        from embeval import checks
+
+        object.__setattr__(self, "dry_run", checks.flag(bool(self.dry_run) if isinstance(self.dry_run, np.bool_)
+                                                        else self.dry_run, "dry_run"))  # never guessed from None, "", 0
 
 
 @dataclass(frozen=True)

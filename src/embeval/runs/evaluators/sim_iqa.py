@@ -171,9 +171,11 @@ class SimIQAEvaluator(Evaluator):
             raise ConfigError("spec.sim: evaluator 'sim-iqa' needs a simulator, e.g. sim: {backend: maniskill, env: PickCube-v1}")
         SimSpec.from_dict(spec.sim, "spec.sim")
         steps = spec.sim.get("max_steps")
-        if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_EPISODE_STEPS):
-            raise ConfigError(f"spec.sim.max_steps: must be an integer in 1..{MAX_EPISODE_STEPS} (steps of one episode), "
-                              f"or null for the task's own limit; got {steps!r}")
+        if steps is not None:
+            from embeval import checks
+
+            checks.integer(steps, "spec.sim.max_steps", 1, MAX_EPISODE_STEPS, why="steps of one episode",
+                           fix="or null for the task's own limit")
         for k in spec.params:
             if k not in _PARAMS:
                 raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'sim-iqa'; allowed: {', '.join(_PARAMS)}")

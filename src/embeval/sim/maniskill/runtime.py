@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embeval.errors import ConfigError, EmbevalError
+from embeval.errors import EmbevalError
 
 #: ManiSkill seeds numpy's legacy RandomState: it accepts 0 .. 2**32 - 1 (a larger one raises deep in ``reset``)
 MAX_SEED = 2 ** 32 - 1
@@ -32,14 +32,11 @@ MAX_SEED = 2 ** 32 - 1
 def check_seed(seed: int, episodes: int = 1, what: str = "seed") -> int:
     """``seed`` when ``seed .. seed + episodes - 1`` all lie in ManiSkill's 0 .. :data:`MAX_SEED`; a one-line
     :class:`ConfigError` naming ``what`` otherwise (checked before any episode runs, not at episode N)."""
-    seed = int(seed)
-    last = seed + int(episodes) - 1
-    if seed < 0 or last > MAX_SEED:
-        runs = f" with {episodes} episodes runs seeds up to {last}" if episodes > 1 else ""
-        top = MAX_SEED - int(episodes) + 1
-        raise ConfigError(f"{what} {seed}{runs}; ManiSkill accepts seeds 0..{MAX_SEED} (2**32-1): give a {what} in "
-                          f"0..{top}")
-    return seed
+    from embeval import checks
+
+    runs = f"; the {episodes} episodes use {episodes} consecutive seeds from it" if episodes > 1 else ""
+    return checks.seed(seed, what, hi=MAX_SEED - int(episodes) + 1,
+                       why=f"ManiSkill accepts seeds 0..{MAX_SEED} (2**32-1){runs}")
 
 
 def episode_seed(seed: int) -> int:
