@@ -180,3 +180,23 @@ def test_cli_study_two_subjects_resumes_and_writes_findings(tmp_path, capsys):
     again = capsys.readouterr().out
     assert "resuming" in again and "4 of 4 (subject, seed) pairs already scored" in again
     assert again.split("\n", 1)[1] == first  # the same table from the stored rows, no episode run
+
+
+def test_docs_study_commands_parse():
+    """docs/sim.md's study and LIBERO-PRO commands are valid `embeval perturb score` command lines."""
+    import shlex
+
+    from embeval_cli import build_parser
+
+    doc = (REPO / "docs" / "sim.md").read_text()
+    start = doc.index("### Sensitivity study")
+    cmds = []
+    for block in doc[start:doc.index("### IQA vs scene")].split("```bash")[1:2] + \
+            doc[doc.index("**LIBERO-PRO as a family"):].split("```bash")[1:2]:
+        text = block.split("```")[0].replace("\\\n", " ")
+        cmds += [ln.split("embeval ", 1)[1] for ln in text.splitlines() if "embeval perturb score" in ln]
+    assert len(cmds) == 3
+    for c in cmds:
+        args = build_parser().parse_args(shlex.split(c))
+        assert args.func.__name__ == "_score" and (args.seeds or args.episodes)
+    assert build_parser().parse_args(shlex.split(cmds[0])).subjects == ["tiny-vla", "tiny-vla-wrist"]
