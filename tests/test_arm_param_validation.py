@@ -222,7 +222,7 @@ def test_ur_arm_refuses_a_bad_speed_before_sending(ur_arm, command, speed):
     target = s.tcp_pose.copy()
     target[2] += 0.02
     out = arm.move_tcp(target, speed=speed) if command == "move_tcp" else arm.move_joints(s.joint_positions + 0.05, speed=speed)
-    assert out.safety.stopped and f"{command} refused: speed must be a finite number > 0" in out.safety.reason
+    assert out.safety.stopped and f"{command} refused: speed: must be" in out.safety.reason, out.safety.reason
     wait_for(lambda: arm.ur_safety_mode() == 3, 3.0, "the controller's protective stop (as for a workspace refusal)")
     assert np.max(np.abs(arm.state().joint_positions - s.joint_positions)) < 1e-6
     with pytest.raises(SafetyError):  # latched like any other refusal
@@ -234,8 +234,12 @@ def test_bad_speed_reason_names_the_value():
     from embeval.robot.ur_rtde_backend import _bad_speed
 
     assert _bad_speed(None, "move_tcp", "m/s") is None and _bad_speed(0.1, "move_tcp", "m/s") is None
-    for bad in (0.0, -1, math.nan, math.inf, "fast", True):
-        assert "speed must be a finite number > 0" in _bad_speed(bad, "move_tcp", "m/s")
+    for bad, why in ((0.0, "must be > 0 m/s, got 0.0"), (-1, "must be > 0 m/s, got -1"),
+                     (math.nan, "must be a finite number > 0 m/s, got nan"),
+                     (math.inf, "must be a finite number > 0 m/s, got inf"),
+                     ("fast", "must be a finite number > 0 m/s, got 'fast'"),
+                     (True, "must be a finite number > 0 m/s, got True")):
+        assert _bad_speed(bad, "move_tcp", "m/s") == f"move_tcp refused: speed: {why}"
 
 
 @pytest.mark.parametrize("acceleration", [0.0, math.nan, -1.0, 100.0])

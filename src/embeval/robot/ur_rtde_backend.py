@@ -93,12 +93,17 @@ def _import_rtde():
 def _bad_speed(speed, command: str, unit: str) -> str | None:
     """Why a commanded speed is refused (None: fine): it must be None (the default) or a finite number > 0
     (above the limit it is capped). A zero speed would block ur_rtde for good, a NaN reach the controller."""
+    from embeval import checks
+
     if speed is None:
         return None
-    ok = not isinstance(speed, (bool, np.bool_)) and isinstance(speed, (int, float, np.integer, np.floating))
-    if ok and np.isfinite(speed) and speed > 0:
-        return None
-    return f"{command} refused: speed must be a finite number > 0 {unit}, got {speed!r}"
+    if isinstance(speed, (np.integer, np.floating)) and not isinstance(speed, np.bool_):
+        speed = speed.item()
+    try:
+        checks.number(speed, "speed", 0, None, unit=unit, lo_open=True)
+    except ConfigError as exc:
+        return f"{command} refused: {exc}"
+    return None
 
 
 class URRtdeArm:
