@@ -200,3 +200,17 @@ def test_docs_study_commands_parse():
         args = build_parser().parse_args(shlex.split(c))
         assert args.func.__name__ == "_score" and (args.seeds or args.episodes)
     assert build_parser().parse_args(shlex.split(cmds[0])).subjects == ["tiny-vla", "tiny-vla-wrist"]
+
+
+def test_a_shrunk_study_reports_only_its_own_pairs_and_a_bad_manifest_is_refused(tmp_path):
+    from embeval_cli.perturb import load_policy
+
+    cfg = StudyConfig(("expert",), (0, 1), "Pick", ("fov",), (1,), width=32, height=32)
+    run_study(cfg, tmp_path, load_policy, progress_mode="off")
+    said: list[str] = []
+    rows = run_study(StudyConfig(("expert",), (1,), "Pick", ("fov",), (1,), width=32, height=32), tmp_path,
+                     load_policy, progress_mode="off", log=said.append)
+    assert [r["seed"] for r in rows] == [1] and said == [f"resuming {tmp_path}: 1 of 1 (subject, seed) pairs already scored"]
+    (tmp_path / MANIFEST_FILE).write_text("{not json")
+    with pytest.raises(ConfigError, match="not a study's settings.*another --out"):
+        run_study(cfg, tmp_path, load_policy)

@@ -190,7 +190,9 @@ def read_study(out_dir: Path, config: StudyConfig | None = None) -> tuple[StudyC
         for line in rows.read_text().splitlines():
             try:
                 rec = json.loads(line)
-                done[(str(rec["subject"]), int(rec["seed"]))] = list(rec["rows"])
+                if not isinstance(rec["rows"], list):
+                    raise TypeError("rows is not a list")
+                done[(str(rec["subject"]), int(rec["seed"]))] = rec["rows"]
             except (ValueError, KeyError, TypeError):
                 continue  # the last line of an interrupted write
     return old, done
@@ -202,20 +204,20 @@ def run_study(config: StudyConfig, out_dir: Path, load_policy: Callable[[str, An
     """Run (or resume) ``config`` into ``out_dir``; every row of the study (each with ``subject`` and ``family``).
 
     Each finished (subject, seed) is appended to ``rows.jsonl`` at once, so an interrupted study loses at most the
-    seed in progress; a rerun skips the (subject, seed) pairs already there, and may add subjects or seeds. ``load_policy(subject, env)`` builds a
-    policy (called only for a subject with seeds left); ``make_env(config)`` the episode env (default: the pybullet
-    cell of ``config.task`` at ``width`` x ``height``), built once and shared by the subjects. Progress
-    (:mod:`embeval.progress`) counts episodes."""
+    seed in progress; a rerun skips the (subject, seed) pairs already there, and may add subjects or seeds.
+    ``load_policy(subject, env)`` builds a policy (called only for a subject with seeds left); ``make_env(config)``
+    the episode env (default: the pybullet cell of ``config.task`` at ``width`` x ``height``), built once and shared
+    by the subjects. Progress (:mod:`embeval.progress`) counts episodes."""
     from embeval.progress import Progress
 
     out_dir = Path(out_dir)
     _, done = read_study(out_dir, config)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST_FILE).write_text(json.dumps(config.to_dict(), indent=1) + "\n")
-    todo = [(s, seed) for s in config.subjects for seed in config.seeds if (s, seed) not in done]
-    if log and done:
-        log(f"resuming {out_dir}: {len(done)} of {len(config.subjects) * len(config.seeds)} (subject, seed) pairs "
-            f"already scored")
+    pairs = [(s, seed) for s in config.subjects for seed in config.seeds]
+    todo = [p for p in pairs if p not in done]
+    if log and len(todo) < len(pairs):
+        log(f"resuming {out_dir}: {len(pairs) - len(todo)} of {len(pairs)} (subject, seed) pairs already scored")
     perts, dists = config.cells()
     per = config.episodes_per_seed
     total = len(config.subjects) * len(config.seeds) * per
