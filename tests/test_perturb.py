@@ -393,9 +393,9 @@ def test_cli_render_perturbed_differs_and_grid(tmp_path, capsys):
     assert read_image(g).shape[0] > 2 * 48
     capsys.readouterr()
     # other backends: the axes they implement are applied (tests/test_perturb_backends.py), the rest refused in one line
-    assert main(["sim", "render", "--backend", "maniskill", "--perturb", "distractors:1", "--out", str(a)]) == 2
+    assert main(["sim", "render", "--backend", "libero", "--perturb", "distractors:1", "--out", str(a)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "not implemented on maniskill" in err and len(err.splitlines()) == 1
+    assert "not implemented on libero" in err and len(err.splitlines()) == 1
 
 
 def test_cli_expert_and_episodes_take_perturb(tmp_path, capsys):

@@ -1,7 +1,7 @@
 """Scene perturbations on ManiSkill beyond the camera and light axes (issue 30): initial_state (the Panda's joints,
-read back in degrees), instruction (the observation's words) and table/background textures (the SAPIEN render
-materials, read back as the texture's RMS contrast in %), each seeded, monotone in its level, restored when
-unperturbed, and the task still solved by the scripted expert."""
+read back in degrees), instruction (the observation's words), table/background textures (the SAPIEN render
+materials, read back as the texture's RMS contrast in %) and distractors (actors placed on the table, read back),
+each seeded, monotone in its level, restored when unperturbed, and the task still solved by the scripted expert."""
 from __future__ import annotations
 
 import numpy as np
@@ -79,17 +79,22 @@ def test_maniskill_initial_state_refuses_when_no_pattern_fits(ms, monkeypatch):
     np.testing.assert_allclose(env.observe().state["joint_positions"], clean.state["joint_positions"], atol=1e-6)
 
 
-def test_maniskill_expert_solves_pickcube_under_initial_state_5(ms):
+@pytest.mark.parametrize("words_,drawn", [
+    ("initial_state:5", lambda p: max(abs(v) for v in p["initial_state"]["offsets_deg"]) >= 10),
+    ("distractors:5", lambda p: p["distractors"]["count"] >= 6),
+])
+def test_maniskill_expert_solves_pickcube_under_state_axes(ms, words_, drawn):
+    """The scripted expert (privileged state) still solves PickCube at level 5 of each start-state axis."""
     env, _ = ms
-    env.perturb = Perturbations.parse("initial_state:5")
+    env.perturb = Perturbations.parse(words_)
     try:
         for seed in (0, 1):
             obs = env.reset(seed)
-            assert max(abs(v) for v in env.perturbation["initial_state"]["offsets_deg"]) >= 10
+            assert drawn(env.perturbation)
             expert = env.expert()
             while not env.done:
                 obs = env.step(expert.act(obs)).observation
-            assert env.success(), f"seed {seed}: {env.reason}"
+            assert env.success(), f"{words_} seed {seed}: {env.reason}"
     finally:
         env.perturb = None
 
@@ -133,21 +138,59 @@ def test_maniskill_textures_have_the_drawn_contrast_and_restore(ms, axis, surfac
 def test_maniskill_every_axis_composes(ms):
     """All of ManiSkill's axes at once: each is applied as alone (joint offsets, texture contrast, instruction)."""
     env, clean = ms
-    obs, drew = _reset(env, "camera_pose:2,light_intensity:2,table_texture:3,initial_state:3,instruction:3")
+    obs, drew = _reset(env, "camera_pose:2,light_intensity:2,table_texture:3,initial_state:3,instruction:3,distractors:2")
     tex = [np.asarray(m.base_color_texture.download()) for m, _t, _c in env._scene_base["materials"]["table"]]
     alone, drew_alone = _reset(env, "initial_state:3")
     assert drew["initial_state"] == drew_alone["initial_state"]
     np.testing.assert_array_equal(obs.state["joint_positions"], alone.state["joint_positions"])
     assert obs.instruction == drew["instruction"]["instruction"]
-    assert set(drew) == {"camera_pose", "light_intensity", "table_texture", "initial_state", "instruction"}
+    assert set(drew) == {"camera_pose", "light_intensity", "table_texture", "initial_state", "instruction", "distractors"}
     for t in tex:
         check_texture(t, drew["table_texture"])
     np.testing.assert_array_equal(env.reset(0).images["base_camera"], clean.images["base_camera"])
 
 
-def test_maniskill_distractors_refused_in_one_line():
-    from embeval.sim.perturb.backends import check
+def test_maniskill_distractors_placed_clear_of_the_task_and_removed(ms):
+    """distractors: the level's count of blocks and cans on the table top at the recorded places (world frame, the
+    table at z = 0), in the recorded colours (none of the task's), clear of the cube, the goal and the cube's path;
+    one seed keeps its objects as the level rises; an unperturbed reset parks them all (the clean image again)."""
+    from embeval.sim.maniskill.env import _render_shapes
+    from embeval.sim.maniskill.runtime import _np
+    from embeval.sim.perturb.distractors import COUNT, RADIUS, _segment_distance
+    from embeval.sim.scene import COLORS
 
-    with pytest.raises(ConfigError, match="distractors:1: not implemented on maniskill: .*reconfigure") as e:
-        check(Perturbations.parse("distractors:1"), "maniskill")
-    assert "\n" not in str(e.value)
+    env, clean = ms
+    prev = []
+    for level in (1, 3, 5):
+        obs, drew = _reset(env, f"distractors:{level}")
+        objs = drew["distractors"]["objects"]
+        lo, hi = COUNT.range(level)
+        assert lo <= len(objs) == drew["distractors"]["count"] <= hi
+        assert objs[:len(prev)] == prev  # a higher level adds to the lower one's
+        prev = objs
+        view = env._distractor_view()
+        assert "red" in view["colors"]  # PickCube's cube
+        for d, (block, can) in zip(objs, env._distractors):
+            actor = block if d["kind"] == "block" else can
+            xyz = _np(actor.pose.p).reshape(-1)
+            np.testing.assert_allclose(xyz[:2], d["xy"], atol=1e-6)
+            assert 0 < xyz[2] < 0.03  # standing on the table top
+            assert d["color"] not in view["colors"]
+            assert list(_render_shapes(actor)[0].material.base_color) == pytest.approx(list(COLORS[d["color"]]))
+            for ax, ay, bx, by, r in view["keep_clear"]:
+                assert _segment_distance(d["xy"], (ax, ay), (bx, by)) >= r + RADIUS - 1e-4  # xy kept to 0.1 mm
+        assert not np.array_equal(obs.images["base_camera"], clean.images["base_camera"])
+        np.testing.assert_array_equal(obs.state["joint_positions"], clean.state["joint_positions"])
+    again, _ = _reset(env, "distractors:5")
+    np.testing.assert_array_equal(again.images["base_camera"], obs.images["base_camera"])  # same seed, same scene
+    back = env.reset(0)
+    np.testing.assert_array_equal(back.images["base_camera"], clean.images["base_camera"])
+    assert all(np.linalg.norm(_np(a.pose.p).reshape(-1)[:2]) > 5 for pair in env._distractors for a in pair)
+
+
+def test_maniskill_implements_every_axis():
+    from embeval.sim.perturb import AXES
+    from embeval.sim.perturb.backends import check, supported
+
+    assert set(supported("maniskill")) == set(AXES.names())
+    assert check(Perturbations.parse(",".join(f"{a}:1" for a in AXES.names())), "maniskill") is not None

@@ -175,6 +175,7 @@ class ManiSkillEnv(ClosingEnv):
         #: what each axis drew for the current episode (``{axis: {"level", params...}}``)
         self.perturbation: dict[str, Any] = {}
         self._scene_base: dict[str, Any] | None = None
+        self._distractors: list[tuple[Any, Any]] = []  # (block, can) actors per distractor slot, built when first asked
         self.config = config or ManiSkillConfig()
         self.action_spec = ActionSpec(frame="base")
         self.distortion = distortion  # (name, level, seed) applied to every camera frame, or None
@@ -355,6 +356,62 @@ class ManiSkillEnv(ClosingEnv):
                             out[surface].append(part.material)
         return out
 
+    def _distractor_view(self) -> dict[str, Any]:
+        """What the distractors' sampler needs (:class:`~embeval.sim.perturb.backends.SceneView`), in the world frame
+        (ManiSkill's table top is z = 0): :data:`DISTRACTOR_AREA`, the task's objects (their collision footprint plus
+        5 cm; a visual-only goal 4 cm plus 5 cm), the target's straight path to its goal (its footprint plus 6 cm),
+        the robot base (25 cm), and the colour names nearest the task objects' render colours."""
+        from embeval.sim.perturb.distractors import CLEARANCE, PATH_CLEARANCE
+        from embeval.sim.scene import COLORS
+
+        u, clear, found, colors = self.unwrapped, [], {}, set()
+        for name in (*_TARGETS, *_GOALS):
+            actor = getattr(u, name, None)
+            if actor is None or not hasattr(actor, "pose"):
+                continue
+            xy = _np(actor.pose.p).reshape(-1)[:2].astype(float)
+            mesh = actor.get_first_collision_mesh(to_world_frame=True)
+            r = 0.5 * float(np.hypot(*np.ptp(mesh.vertices[:, :2], axis=0))) if mesh is not None else 0.04
+            found[name] = (xy, r)
+            clear.append((*xy, *xy, r + CLEARANCE))
+            for shape in _render_shapes(actor):
+                rgb = np.asarray(shape.material.base_color[:3])
+                colors.add(min(COLORS, key=lambda c: float(np.sum((np.asarray(COLORS[c][:3]) - rgb) ** 2))))
+        target = next((n for n in _TARGETS if n in found), None)
+        for goal in (g for g in _GOALS if g in found and target is not None):
+            clear.append((*found[target][0], *found[goal][0], found[target][1] + PATH_CLEARANCE))
+        base_xy = self.base_matrix()[:2, 3]
+        clear.append((*base_xy, *base_xy, 0.25))
+        return {"table_area": DISTRACTOR_AREA, "keep_clear": tuple(tuple(float(v) for v in c) for c in clear),
+                "colors": tuple(sorted(colors))}
+
+    def _distractor_actors(self, n: int, sapien) -> list[tuple[Any, Any]]:
+        """``n`` (block, can) actor pairs, built into the live scene once (parked: kinematic, far from the table)."""
+        from embeval.sim.perturb.distractors import BLOCK, CAN
+
+        scene = self.unwrapped.scene
+        while len(self._distractors) < n:
+            i, pair = len(self._distractors), []
+            for kind, (add_collision, add_visual, size) in (("block", _BOX), ("can", _CYLINDER)):
+                b = scene.create_actor_builder()
+                dims = BLOCK if kind == "block" else CAN
+                pose = sapien.Pose() if kind == "block" else sapien.Pose(q=[math.sqrt(0.5), 0, math.sqrt(0.5), 0])
+                getattr(b, add_collision)(pose, *size(dims))
+                getattr(b, add_visual)(pose, *size(dims), material=sapien.render.RenderMaterial(base_color=[1, 1, 1, 1]))
+                b.initial_pose = _parked(i, kind, sapien)
+                pair.append(b.build(name=f"perturb_distractor{i}_{kind}"))
+            self._distractors.append(tuple(pair))
+        return self._distractors[:n]
+
+    def _park_distractors(self) -> None:
+        from embeval.sim.maniskill.runtime import import_sapien
+
+        sapien = import_sapien()
+        for i, pair in enumerate(self._distractors):
+            for kind, actor in zip(("block", "can"), pair):
+                _rigid(actor, sapien).kinematic = True
+                actor.set_pose(_parked(i, kind, sapien))
+
     def _surface_colours(self, base) -> dict[str, tuple[float, float, float]]:
         """Surface -> its unperturbed mean colour (0..1), read from the textures once, when a texture axis first asks."""
         from embeval.sim.perturb.backends import TEXTURE_SURFACES
@@ -382,6 +439,7 @@ class ManiSkillEnv(ClosingEnv):
         lights = self._lights(sapien)
         base, restored = self._scene_base, False
         if base is None or any(base["cameras"].get(k, (None,))[0] is not c for k, c in comps.items()):
+            self._distractors = []  # a rebuilt scene has none of the old actors
             base = self._scene_base = {  # built (or rebuilt by a reconfigure): these are the unperturbed values
                 "cameras": {k: (c, c.local_pose, c.fovy) for k, c in comps.items()},
                 "lights": [(li, li.pose, np.array(li.color)) for li in lights], "ambient": np.array(u.scene.ambient_light),
@@ -397,6 +455,7 @@ class ManiSkillEnv(ClosingEnv):
             for mats in base["materials"].values():
                 for m, tex, color in mats:
                     m.base_color_texture, m.base_color = tex, color
+            self._park_distractors()
             restored = True
         self.perturbation = {}
         if not self.perturb:
@@ -406,7 +465,8 @@ class ManiSkillEnv(ClosingEnv):
         key = self.scene_params()["lights"][0]["direction"] if lights else [0.0, 0.0, -1.0]
         view = SceneView(self.config.env_id, world, LightingRef(tuple(key)),
                          arm_joints=len(u.agent.controller.controllers["arm"].joints), instruction=self.instruction,
-                         surfaces=self._surface_colours(base))
+                         surfaces=self._surface_colours(base),
+                         **(self._distractor_view() if any(p.axis == "distractors" for p in self.perturb) else {}))
         draws = draw(self.perturb, seed, "maniskill", view)
         applied = {}
         for d in draws:
@@ -588,6 +648,48 @@ def _ms_texture(surface: str):
     return apply
 
 
+#: task actors (ManiSkill attribute names) a distractor keeps clear of: targets, then goals (the path joins them)
+_TARGETS = ("cube", "cubeA", "obj", "peg")
+_GOALS = ("goal_site", "goal_region", "cubeB", "bin", "box")
+#: where distractors go (m, world = ManiSkill's table frame): the table in front of the robot, in the base camera's view
+DISTRACTOR_AREA = ((-0.2, 0.15), (-0.25, 0.25))
+#: builder methods and their size arguments: a block (box half sizes), a can (cylinder radius, half length)
+_BOX = ("add_box_collision", "add_box_visual", lambda d: ([d[0] / 2, d[1] / 2, d[2] / 2],))
+_CYLINDER = ("add_cylinder_collision", "add_cylinder_visual", lambda d: (d[0], d[1] / 2))
+
+
+def _parked(i: int, kind: str, sapien):
+    """Where an unused distractor waits: kinematic, 10 m from the table, out of every camera's view."""
+    return sapien.Pose(p=[10.0 + 0.3 * i, 10.0 + (0.3 if kind == "can" else 0.0), 1.0])
+
+
+def _rigid(actor, sapien):
+    return actor._objs[0].find_component_by_type(sapien.physx.PhysxRigidDynamicComponent)
+
+
+def _render_shapes(actor) -> list:
+    from embeval.sim.maniskill.runtime import import_sapien
+
+    body = actor._objs[0].find_component_by_type(import_sapien().render.RenderBodyComponent)
+    return list(body.render_shapes) if body is not None else []
+
+
+def _ms_distractors(env, comps, lights, p, sapien) -> None:
+    """Place the drawn blocks and cans (dynamic, on the table top, drawn colour and yaw); the rest stay parked."""
+    from embeval.sim.perturb.distractors import BLOCK, CAN
+    from embeval.sim.scene import COLORS
+
+    env._park_distractors()
+    for (block, can), d in zip(env._distractor_actors(len(p["objects"]), sapien), p["objects"]):
+        actor, half_h = (block, BLOCK[2] / 2) if d["kind"] == "block" else (can, CAN[1] / 2)
+        for shape in _render_shapes(actor):
+            shape.material.base_color = list(COLORS[d["color"]])
+        _rigid(actor, sapien).kinematic = False
+        actor.set_pose(sapien.Pose(p=[*d["xy"], half_h + 1e-3], q=[math.cos(d["yaw"] / 2), 0, 0, math.sin(d["yaw"] / 2)]))
+        actor.set_linear_velocity([0.0, 0.0, 0.0])
+        actor.set_angular_velocity([0.0, 0.0, 0.0])
+
+
 def _ms_instruction(env, comps, lights, p, sapien) -> None:
     """The observation's instruction (embeval's for the task, or the caller's) reworded by the paraphrase bank."""
     env.instruction = p["instruction"]
@@ -596,7 +698,7 @@ def _ms_instruction(env, comps, lights, p, sapien) -> None:
 #: axis name -> ``apply(env, cameras, lights, params, sapien)`` on the live SAPIEN scene (returns what it chose, or None)
 _MS_APPLY = {"camera_pose": _ms_camera_pose, "fov": _ms_fov, "light_intensity": _ms_light_intensity,
              "light_color": _ms_light_color, "light_direction": _ms_light_direction,
-             "initial_state": _ms_initial_state, "instruction": _ms_instruction,
+             "initial_state": _ms_initial_state, "instruction": _ms_instruction, "distractors": _ms_distractors,
              "table_texture": _ms_texture("table"), "background_texture": _ms_texture("background")}
 
 

@@ -22,9 +22,7 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         "distractors": "adding bodies means rebuilding LIBERO's MJCF from the BDDL (LIBERO-PRO's _object suites "
                        "add or change objects instead)",
     },
-    "maniskill": {
-        "distractors": "adding actors means a ManiSkill scene rebuild (reconfigure) per episode; not implemented",
-    },
+    "maniskill": {},
 }
 
 
@@ -68,8 +66,11 @@ class LightingRef:
 class SceneView:
     """What a backend tells the samplers about its scene: its cameras and key light (the ``scene`` argument of
     :attr:`Axis.sample`; pybullet passes its full :class:`~embeval.sim.scene.SceneSpec`), the number of arm joints
-    ``initial_state`` offsets, the ``instruction`` the policy reads, and ``surfaces``: the mean colour (RGB 0..1) of
-    the table top (``"table"``) and of the background (``"background"``) the texture axes keep."""
+    ``initial_state`` offsets, the ``instruction`` the policy reads, ``surfaces``: the mean colour (RGB 0..1) of
+    the table top (``"table"``) and of the background (``"background"``) the texture axes keep, and for
+    ``distractors`` the ``table_area`` ((x0, x1), (y0, y1), m) they go in, the segments ``keep_clear`` of
+    ``(ax, ay, bx, by, radius)`` (m, the same frame: the task's objects, goal and path) and the colour names the
+    task's objects have (``colors``)."""
 
     name: str
     cameras: tuple[CameraRef, ...] = ()
@@ -77,6 +78,9 @@ class SceneView:
     arm_joints: int = 0
     instruction: str = ""
     surfaces: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    table_area: tuple[tuple[float, float], tuple[float, float]] | None = None
+    keep_clear: tuple[tuple[float, float, float, float, float], ...] = ()
+    colors: tuple[str, ...] = ()
 
 
 def _surface(name: str):
@@ -101,12 +105,23 @@ def _instruction(rng, level: int, view: SceneView) -> dict[str, Any]:
     return sample_text(rng, level, view.instruction)
 
 
+def _distractors(rng, level: int, view: SceneView) -> dict[str, Any]:
+    import numpy as np
+
+    from embeval.sim.perturb.distractors import place
+
+    if view.table_area is None:
+        raise ConfigError(f"perturb distractors: scene {view.name!r} told no table area to place distractors in")
+    clear = [(np.array(c[:2]), np.array(c[2:4]), float(c[4])) for c in view.keep_clear]
+    return place(rng, level, clear, set(view.colors), view.table_area, f"scene {view.name!r}")
+
+
 #: texture axis -> the surface of :attr:`SceneView.surfaces` it retextures
 TEXTURE_SURFACES = {"table_texture": "table", "background_texture": "background"}
 
 #: axes whose pybullet sampler reads the pybullet scene -> ``sample(rng, level, view)`` from what a backend tells
 #: (:class:`SceneView`); the other axes' own samplers draw unchanged
-BACKEND_SAMPLERS = {"initial_state": _initial_state, "instruction": _instruction,
+BACKEND_SAMPLERS = {"initial_state": _initial_state, "instruction": _instruction, "distractors": _distractors,
                     **{axis: _surface(surface) for axis, surface in TEXTURE_SURFACES.items()}}
 
 

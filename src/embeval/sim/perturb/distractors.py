@@ -17,6 +17,8 @@ AREA = ((0.32, 0.72), (-0.34, 0.34))
 CLEARANCE = 0.05  # m between a distractor's footprint and any object's (room for the open fingers)
 PATH_CLEARANCE = 0.06  # m between a distractor's footprint and the target's path to its goal
 RADIUS = 0.03  # m, a distractor's footprint radius
+BLOCK = (0.03, 0.05, 0.03)  # m, a block's size (x, y, z)
+CAN = (0.02, 0.05)  # m, a can's radius and height
 #: footprint radius (m) of object kinds whose spec leaves ``size`` empty (their builders' defaults)
 _DEFAULT_RADIUS = {"box": 0.03, "cylinder": 0.022, "plate": 0.06, "bowl": 0.05, "cup": 0.035, "button": 0.06,
                    "drawer": 0.13, "marker": 0.035, "peg": 0.015, "hole": 0.065, "knob": 0.03, "card": 0.05}
@@ -60,16 +62,18 @@ def _keep_clear(scene, task) -> list[tuple[np.ndarray, np.ndarray, float]]:
     return segs
 
 
-def sample(rng, level, scene, task):
+def place(rng, level: int, clear, used: set[str], area=AREA, where: str = "this scene") -> dict:
+    """The level's distractors (kind, colour not in ``used``, place, yaw; seeded) inside ``area`` ((x0, x1), (y0, y1)
+    m) clear of the segments ``clear`` ([(a, b, radius)], m); the same draws at every level. A one-line
+    :class:`ConfigError` when fewer fit than the level asks."""
     from embeval.sim.scene_generators import pick_color
 
     n_max = int(COUNT.range(len(COUNT.ranges))[1])
     u = rng.uniform()
     n = round(COUNT.magnitude(level, u))
-    clear = _keep_clear(scene, task)
-    used = {o.color_name for o in scene.objects if o.color_name}
+    clear, used = list(clear), set(used)
     placed: list[dict] = []
-    (x0, x1), (y0, y1) = AREA
+    (x0, x1), (y0, y1) = area
     for i in range(n_max):  # the same draws at every level: level n keeps the first n
         kind = "block" if rng.uniform() < 0.5 else "can"
         color = pick_color(rng, used) if len(used) < 6 else str(rng.choice(["white", "black"]))
@@ -85,9 +89,14 @@ def sample(rng, level, scene, task):
         clear.append((spot, spot, RADIUS + CLEARANCE))
         placed.append({"kind": kind, "color": color, "xy": [round(float(v), 4) for v in spot], "yaw": round(yaw, 4)})
     if len(placed) < n:
-        raise ConfigError(f"distractors:{level}: scene {scene.name!r} has room for {len(placed)} distractor(s) clear of "
+        raise ConfigError(f"distractors:{level}: {where} has room for {len(placed)} distractor(s) clear of "
                           f"the task's objects and path, not {n}; the task would not stay solvable (use a lower level)")
     return {"count": n, "objects": placed[:n]}
+
+
+def sample(rng, level, scene, task):
+    used = {o.color_name for o in scene.objects if o.color_name}
+    return place(rng, level, _keep_clear(scene, task), used, AREA, f"scene {scene.name!r}")
 
 
 def apply(scene, task, params):
@@ -98,10 +107,10 @@ def apply(scene, task, params):
         c = d["color"]
         if d["kind"] == "block":
             extra.append(ObjectSpec(name=f"perturb_distractor{i}", kind="box", position=tuple(d["xy"]), yaw=d["yaw"],
-                                    size=(0.03, 0.05, 0.03), color=COLORS[c], color_name=c, category="block", mass=0.05))
+                                    size=BLOCK, color=COLORS[c], color_name=c, category="block", mass=0.05))
         else:
             extra.append(ObjectSpec(name=f"perturb_distractor{i}", kind="cylinder", position=tuple(d["xy"]),
-                                    size=(0.02, 0.05), color=COLORS[c], color_name=c, category="can", mass=0.05))
+                                    size=CAN, color=COLORS[c], color_name=c, category="can", mass=0.05))
     return replace(scene, objects=[*scene.objects, *extra]), task
 
 
