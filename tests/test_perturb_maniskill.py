@@ -194,3 +194,22 @@ def test_maniskill_implements_every_axis():
 
     assert set(supported("maniskill")) == set(AXES.names())
     assert check(Perturbations.parse(",".join(f"{a}:1" for a in AXES.names())), "maniskill") is not None
+
+
+def test_maniskill_episode_outcome_records_what_was_drawn(ms):
+    """An episode's outcome carries the perturbation its reset drew (as LIBERO's does), so a run's records say which
+    scene each episode saw."""
+    from embeval.sim.backends import ManiSkillEpisodes
+
+    env, _ = ms
+    episodes = object.__new__(ManiSkillEpisodes)  # the module's env, not a second build
+    episodes.env = env
+    env.perturb = Perturbations.parse(["camera_pose:2", "initial_state:1"])
+    try:
+        env.reset(3)
+        extra = episodes.outcome(0).extra
+    finally:
+        env.perturb = None
+    assert set(extra["perturbation"]) == {"camera_pose", "initial_state"} and extra["perturbation"] == env.perturbation
+    env.reset(3)
+    assert episodes.outcome(0).extra["perturbation"] == {}

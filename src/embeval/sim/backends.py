@@ -101,7 +101,8 @@ class ManiSkillEpisodes(EpisodeEnv):
                                 n_actions=n_actions, duration=e.control_steps * float(e.unwrapped.control_timestep),
                                 final_joint_positions=tuple(_np(e.unwrapped.agent.robot.get_qpos())[:7].tolist()),
                                 extra={"objects": e.object_poses(), "task": e.config.env_id, "seed": e.seed,
-                                       "control_steps": e.control_steps, "evaluate": e.evaluate()})
+                                       "control_steps": e.control_steps, "evaluate": e.evaluate(),
+                                       "perturbation": dict(e.perturbation)})
 
     def close(self):
         self.env.close()
