@@ -127,10 +127,10 @@ def _demos(args) -> int:
 
 
 def _vla(args) -> int:
-    from embeval.subjects.embedded.population import A2A_VLA_RECIPES, vla_recipe
+    from embeval.subjects.embedded.population import a2a_vla_names, vla_recipe
     from embeval.subjects.embedded.recipes import train_vla_recipe
 
-    if args.recipe in {r.name for r in A2A_VLA_RECIPES}:
+    if args.recipe in a2a_vla_names():
         return _a2a_vla(args)
     if args.eval_per_category is not None:
         raise ConfigError(f"--eval-per-category applies to the tiny-vla-a2a-* recipes, not {args.recipe!r}; use --eval-episodes")
@@ -175,9 +175,9 @@ def _a2a_vla(args) -> int:
 
 def _seeds(args) -> int:
     from embeval.act2answer.seeds import holds_on_every_seed, run_seed_study
-    from embeval.subjects.embedded.population import A2A_VLA_RECIPES
+    from embeval.subjects.embedded.population import a2a_vla_names
 
-    names = {r.name for r in A2A_VLA_RECIPES}
+    names = set(a2a_vla_names())
     bad = [r for r in args.recipes if r not in names]
     if bad:
         raise ConfigError(f"--recipes: {bad[0]!r} is not a VLM -> VLA recipe; choose from {sorted(names)}")

@@ -335,6 +335,12 @@ class ChoiceVLARecipe:
     side_items: int = 0
     arch: dict = field(default_factory=dict)  # ChoiceVLAConfig overrides
     train: dict = field(default_factory=lambda: {"steps": 2000, "batch_size": 64, "lr": 1e-3})
+    #: instruction noise on the control pathway (issue 31): on frames of card-cell demonstrations, with probability
+    #: ``control_text_p``, the instruction embedding read by the scene encoder and the action expert (never the VLM
+    #: prefix) gets a random orthogonal direction of norm r ~ U(0, ``control_text_noise``) added (then re-normalised:
+    #: cosine 1 / sqrt(1 + r^2) to the clean one; the embedding has norm 1), so reaching and grasping stop depending on the instruction's wording (0 = off)
+    control_text_noise: float = 0.0
+    control_text_p: float = 0.75
     answer_weight: float = 0.5  # cotrain: weight of the VLM answer loss
     answer_per_category: int = 300  # cotrain: VLM items per category (all categories, the VLM's stream)
     eval_per_category: int = 20  # held-out Act2Answer suite in the cell: items per category (0 = skip)
@@ -343,3 +349,6 @@ class ChoiceVLARecipe:
     def __post_init__(self):
         if self.mode not in ("frozen", "full", "cotrain"):
             raise ConfigError(f"choice VLA recipe mode must be 'frozen', 'full' or 'cotrain', got {self.mode!r}")
+        if not 0.0 <= self.control_text_noise <= 10.0 or not 0.0 <= self.control_text_p <= 1.0:
+            raise ConfigError(f"choice VLA recipe control_text_noise must be in [0, 10] (norm, the embedding's is 1) and "
+                              f"control_text_p in [0, 1], got {self.control_text_noise!r} and {self.control_text_p!r}")

@@ -59,6 +59,14 @@ A2A_VLA_RECIPES: list[ChoiceVLARecipe] = [
     ChoiceVLARecipe("tiny-vla-a2a-full", mode="full", seed=0),
 ]
 
+#: the same two recipes with the control pathway trained on perturbed instruction embeddings (issue 31: the
+#: unseen wording of the never-demonstrated categories stopped the grasp; docs/act2answer.md, "Control robust to
+#: the wording"). Trainable by name (``embeval train vla / seeds``), not population members (nothing ships them).
+A2A_VLA_VARIANTS: list[ChoiceVLARecipe] = [
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-textnoise", mode="frozen", seed=0, control_text_noise=1.5),
+    ChoiceVLARecipe("tiny-vla-a2a-full-textnoise", mode="full", seed=0, control_text_noise=1.5),
+]
+
 
 def _find(recipes, name):
     for r in recipes:
@@ -72,8 +80,13 @@ def vla_recipe(name: str = "tiny-vla") -> VLARecipe:
 
 
 def a2a_vla_recipe(name: str) -> ChoiceVLARecipe:
-    """A choice-VLA recipe (:data:`A2A_VLA_RECIPES`) by name."""
-    return _find(A2A_VLA_RECIPES, name)
+    """A choice-VLA recipe (:data:`A2A_VLA_RECIPES` or :data:`A2A_VLA_VARIANTS`) by name."""
+    return _find(A2A_VLA_RECIPES + A2A_VLA_VARIANTS, name)
+
+
+def a2a_vla_names() -> list[str]:
+    """Names :func:`a2a_vla_recipe` knows (the population's choice VLAs, then the variants)."""
+    return [r.name for r in A2A_VLA_RECIPES + A2A_VLA_VARIANTS]
 
 
 def vlm_recipe(name: str = "tiny-vlm") -> VLMRecipe | ChoiceVLMRecipe:
