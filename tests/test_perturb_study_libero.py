@@ -93,11 +93,15 @@ def test_variants_pair_with_the_base_task_of_the_same_id_and_seed():
     assert "| bright | LIBERO-PRO | suite | libero_goal_swap | - | 4 |" in md
 
 
-def test_family_study_refusals_are_one_line():
+def test_family_study_refusals_are_one_line(monkeypatch):
+    from embeval.sim.perturb import backends
+
+    # an axis LIBERO does not apply is refused with backends.UNSUPPORTED's reason (whichever axes that lists today)
+    monkeypatch.setitem(backends.UNSUPPORTED, "libero", {**backends.UNSUPPORTED["libero"], "distractors": "a reason"})
     for kwargs, msg in [(dict(suite="libero_90"), "not a base suite LIBERO-PRO varies"),
                         (dict(variants=("object_ood",)), "do not map one to one"),
                         (dict(variants=("nope",)), "choose from swap, object, lan, env, task, temp"),
-                        (dict(variants=(), axes=("distractors",)), "not implemented on libero"),
+                        (dict(variants=(), axes=("distractors",)), "not implemented on libero: a reason"),
                         (dict(variants=(), axes=()), "nothing to score")]:
         args = dict(suite="libero_goal", task_ids=(0,), seeds=(0,), **{k: v for k, v in kwargs.items() if k != "suite"})
         args["suite"] = kwargs.get("suite", "libero_goal")
