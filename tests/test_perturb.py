@@ -392,10 +392,10 @@ def test_cli_render_perturbed_differs_and_grid(tmp_path, capsys):
     assert main(["perturb", "grid", "--axes", "fov", "instruction", "--width", "64", "--height", "48", "--out", str(g)]) == 0
     assert read_image(g).shape[0] > 2 * 48
     capsys.readouterr()
-    # other backends: the axes they implement are applied (tests/test_perturb_backends.py), the rest refused in one line
-    assert main(["sim", "render", "--backend", "libero", "--perturb", "distractors:1", "--out", str(a)]) == 2
+    # other backends: the axes are applied there (tests/test_perturb_backends.py), a bad level refused in one line
+    assert main(["sim", "render", "--backend", "libero", "--perturb", "distractors:6", "--out", str(a)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "not implemented on libero" in err and len(err.splitlines()) == 1
+    assert "level must be a whole number 1..5" in err and len(err.splitlines()) == 1
 
 
 def test_cli_expert_and_episodes_take_perturb(tmp_path, capsys):

@@ -25,7 +25,7 @@ def test_unimplemented_axes_refused_in_one_line(backend):
     from embeval.sim.perturb import AXES
 
     assert set(supported(backend)) == set(AXES.names()) - set(UNSUPPORTED[backend])
-    assert set(UNSUPPORTED[backend]) == ({"distractors"} if backend == "libero" else set())
+    assert set(UNSUPPORTED[backend]) == set()  # every axis on both (LIBERO's distractors: tests/test_perturb_libero.py)
     for axis in UNSUPPORTED[backend]:
         with pytest.raises(ConfigError, match=f"{axis}:2: not implemented on {backend}") as e:
             check(Perturbations.parse(f"{axis}:2"), backend)

@@ -1,7 +1,8 @@
 """Scene perturbations on LIBERO beyond the camera and light axes (issue 30): initial_state (the Panda's joints in
 the worker's MuJoCo model, read back in degrees), instruction (LIBERO's language reworded) and table/background
-textures (the model's texture bytes, read back as RMS contrast in %), each seeded, monotone in its level and
-restored when unperturbed. LIBERO has no scripted expert, so solvability is checked as "no new contact, joints in
+textures (the model's texture bytes, read back as RMS contrast in %) and distractors (the task's model built with
+extra blocks and cans, read back on the table top), each seeded, monotone in its level and restored when
+unperturbed. LIBERO has no scripted expert, so solvability is checked as "no new contact, joints in
 range, TCP above the table", not by a solved episode."""
 from __future__ import annotations
 
@@ -135,9 +136,127 @@ def test_libero_axes_compose(libero):
     np.testing.assert_array_equal(back.images["agentview"], clean.images["agentview"])
 
 
-def test_libero_distractors_refused_in_one_line():
-    from embeval.sim.perturb.backends import check
+#: libero_spatial:0's task objects and fixtures (LIBERO's names)
+OBJECTS = ("akita_black_bowl_1", "akita_black_bowl_2", "cookies_1", "glazed_rim_porcelain_ramekin_1", "plate_1",
+           "wooden_cabinet_1", "flat_stove_1")
+TABLE_Z = 0.9  # m, libero_spatial's table top (LIBERO's table_offset)
 
-    with pytest.raises(ConfigError, match="distractors:3: not implemented on libero: .*MJCF") as e:
-        check(Perturbations.parse("distractors:3"), "libero")
+
+def _poses(task):
+    return {n: task.object_pose(n)[0] for n in OBJECTS}
+
+
+def test_libero_distractors_rest_on_the_table_clear_of_the_task(libero):
+    """The drawn blocks and cans stand at their drawn place and yaw on the table top, clear of every task object
+    (footprint + 5 cm), while LIBERO's initial state still sets the task's objects and the arm exactly."""
+    from embeval.sim.perturb.distractors import (
+        BLOCK,
+        CAN,
+        COUNT,
+        RADIUS,
+        _segment_distance,
+    )
+
+    task, clean, _ = libero
+    task.reset(0, settle_steps=0)
+    poses0, n_state = _poses(task), task.get_state().size
+    prev = []
+    for level in (1, 3):
+        obs, drew = _reset(task, f"distractors:{level}")
+        p = drew["distractors"]
+        lo, hi = COUNT.range(level)
+        assert lo <= p["count"] == len(p["objects"]) == len(task.placed) <= hi
+        assert p["objects"][:len(prev)] == prev  # a higher level adds to the lower one's
+        prev = p["objects"]
+        for o, (name, xyz) in zip(p["objects"], task.placed.items()):
+            assert name.endswith(o["kind"])
+            np.testing.assert_allclose(xyz[:2], o["xy"], atol=1e-4)
+            np.testing.assert_allclose(xyz[2], TABLE_Z + (BLOCK[2] if o["kind"] == "block" else CAN[1]) / 2, atol=1e-4)
+            for c in task.distractor_view.keep_clear:
+                assert _segment_distance(o["xy"], c[:2], c[2:4]) >= c[4] + RADIUS - 1e-9
+        assert len(task.distractor_view.keep_clear) >= len(OBJECTS) + 2  # the objects, the goal's path, the robot
+        now = _poses(task)
+        for n in OBJECTS:
+            np.testing.assert_array_equal(now[n], poses0[n])
+        np.testing.assert_array_equal(obs.state["joint_positions"], clean.state["joint_positions"])
+        assert task.get_state().size == n_state + 13 * 2 * 7  # 7 (block, can) pairs' free joints after LIBERO's
+        assert np.abs(obs.images["agentview"].astype(int) - clean.images["agentview"].astype(int)).sum() > 0
+    task.perturb = Perturbations.parse("distractors:2")
+    try:
+        task.reset(0)  # LIBERO's 10 settle steps: they stay put, resting
+    finally:
+        task.perturb = None
+    for o, xyz in zip(task.perturbation["distractors"]["objects"], task.placed.values()):
+        np.testing.assert_allclose(xyz[:2], o["xy"], atol=2e-3)
+        assert abs(xyz[2] - TABLE_Z - (BLOCK[2] if o["kind"] == "block" else CAN[1]) / 2) < 1e-3
+
+
+def test_libero_distractors_seeded_and_restored(libero):
+    task, clean, _ = libero
+    obs, drew = _reset(task, "distractors:2")
+    again, drew2 = _reset(task, "distractors:2")
+    assert drew2 == drew
+    np.testing.assert_array_equal(again.images["agentview"], obs.images["agentview"])  # same seed, same scene
+    _, other = _reset(task, "distractors:2", seed=1)
+    assert other["distractors"]["objects"] != drew["distractors"]["objects"]
+    back = task.reset(0, settle_steps=0)  # LIBERO's own model again: the clean start bit for bit
+    np.testing.assert_array_equal(back.images["agentview"], clean.images["agentview"])
+    np.testing.assert_array_equal(back.state["joint_positions"], clean.state["joint_positions"])
+    assert task.get_state().size == 92 and task.placed == {}
+
+
+def test_libero_distractors_keep_libero_success_check(libero):
+    """LIBERO's own goal check (bowl on the plate) still judges the task's objects among the distractors."""
+    task, _, _ = libero
+    task.perturb = Perturbations.parse("distractors:3")
+    try:
+        task.reset(0, settle_steps=0)
+        assert not task.success
+        state = task.get_state()
+        plate, _, _ = task.object_pose("plate_1")
+        _, _, i = task.object_pose("akita_black_bowl_1")
+        state[i:i + 3] = plate + [0.0, 0.0, 0.02]
+        task.set_state(state)
+        hits = [task.step_libero([0, 0, 0, 0, 0, 0, -1]).success for _ in range(8)]
+    finally:
+        task.perturb = None
+    assert any(hits)
+
+
+def test_libero_distractors_refused_in_one_line_without_room(libero):
+    task, _, _ = libero
+    with pytest.raises(ConfigError, match=r"distractors:5: scene 'libero_spatial:0' has room for \d distractor") as e:
+        _reset(task, "distractors:5")
     assert "\n" not in str(e.value)
+
+
+def test_visible_rect_of_a_camera_looking_down():
+    """A camera 1 m above the table looking straight down (45 deg vertical FOV, square image) sees +-0.414 m
+    around its foot; with a 10 % margin +-0.373 m, on a 2 cm grid."""
+    from embeval.sim.libero.worker import visible_rect
+
+    table = {"x": [-1.0, 1.0], "y": [-0.6, 0.6], "z": 0.9}
+    rect = visible_rect(table, [0.2, 0.0, 1.9], [1.0, 0.0, 0.0, 0.0], 45.0, 1.0)
+    half = np.tan(np.radians(22.5)) * 0.9
+    (x0, x1), (y0, y1) = rect
+    assert x0 >= 0.2 - half and x1 <= 0.2 + half and y0 >= -half and y1 <= half
+    assert x1 - x0 > 2 * half - 0.05 and y1 - y0 > 2 * half - 0.05
+    assert visible_rect(table, [0.0, 0.0, 0.5], [1.0, 0.0, 0.0, 0.0], 45.0, 1.0) is None  # under the table top
+
+
+def test_distractor_scene_view_keeps_the_goal_path_and_robot_clear():
+    from embeval.sim.libero.episodes import TABLE_MARGIN, distractor_scene_view
+    from embeval.sim.perturb.distractors import (
+        CLEARANCE,
+        PATH_CLEARANCE,
+        ROBOT_CLEARANCE,
+    )
+
+    view = {"table": {"x": [-0.5, 0.5], "y": [-0.6, 0.6], "z": 0.9, "visible": [[-0.7, 0.2], [-0.3, 0.3]]},
+            "objects": {"bowl_1": [0.0, 0.1, 0.06], "wooden_cabinet_1": [0.1, -0.3, 0.2]},
+            "colors": {"bowl_1": [0.9, 0.05, 0.05], "wooden_cabinet_1": [0.02, 0.02, 0.02]}, "robot_base": [-0.66, 0.0]}
+    v = distractor_scene_view("t", view, [["in", "bowl_1", "wooden_cabinet_1_top_region"], ["open", "bowl_1"]])
+    assert v.table_area == ((-0.5 + TABLE_MARGIN, 0.2), (-0.3, 0.3))
+    assert v.keep_clear == ((0.0, 0.1, 0.0, 0.1, 0.06 + CLEARANCE), (0.1, -0.3, 0.1, -0.3, 0.2 + CLEARANCE),
+                            (0.0, 0.1, 0.1, -0.3, 0.06 + PATH_CLEARANCE), (-0.66, 0.0, -0.66, 0.0, ROBOT_CLEARANCE))
+    assert v.colors == ("black", "red")

@@ -51,8 +51,8 @@ class LiberoTask:
         :func:`embeval.sim.perturb.backends.supported`) applied at every reset, drawn from the initial-state index.
         ``hard_reset``: rebuild the MuJoCo model at every reset (robosuite's default, several seconds each); False
         keeps the model built once (the worker restores the perturbed camera and light arrays itself)."""
-        from embeval.sim.perturb.backends import check
         from embeval.sim.libero.client import LiberoWorker
+        from embeval.sim.perturb.backends import check
 
         self.suite, self.task_id = parse_task(task)
         if orientation not in ORIENTATIONS:
@@ -78,6 +78,8 @@ class LiberoTask:
         self.control_dt = 1.0 / self.info["control_freq"]  # seconds per control step
         self.steps, self.success, self.reason = 0, False, ""
         self.last: dict[str, np.ndarray] = {}
+        #: the current episode's distractor bodies -> their world position (m) after the settle steps ({}: none)
+        self.placed: dict[str, list[float]] = {}
 
     def observation(self, arrays: dict[str, np.ndarray]) -> Observation:
         self.last = arrays
@@ -97,18 +99,31 @@ class LiberoTask:
                               f"got {init_index}")
         draws = self.draw(init_index)
         worker = [d for d in draws if d["axis"] not in _CLIENT_AXES]
+        extra = next((p for p in self.perturb or () if p.axis == "distractors"), None)
+        # with distractors: the worker starts the episode in the task's model built with the distractor bodies
+        # (parked), tells where they may go, and places what was drawn there before the settle steps
         head, arrays = self.worker.call("reset", _texture_images(worker), init_index=int(init_index),
-                                        settle_steps=int(settle_steps), perturb=worker)
+                                        settle_steps=0 if extra else int(settle_steps), perturb=worker,
+                                        distractors=_distractor_spec() if extra else None)
+        applied, self.placed = head.get("applied"), {}
+        if extra is not None:
+            d = self.draw_distractors(extra, init_index, head["distractor_view"])
+            head, arrays = self.worker.call("distractors", objects=_distractor_objects(d["params"]),
+                                            settle_steps=int(settle_steps))
+            self.placed = head["placed"]
+            draws = _in_axis_order([*draws, d])
         from embeval.sim.perturb.backends import record
 
-        self.perturbation = record(draws, head.get("applied"))
+        self.perturbation = record(draws, applied)
         reworded = self.perturbation.get("instruction")
         self.instruction = reworded["instruction"] if reworded else self.info["instruction"]
         self.steps, self.success, self.reason = 0, bool(head["success"]), ""
         return self.observation(arrays)
 
     def draw(self, seed: int) -> list[dict[str, Any]]:
-        """What :attr:`perturb` draws for episode ``seed`` (the axes' own seeded samplers; [] without)."""
+        """What :attr:`perturb` draws for episode ``seed`` (the axes' own seeded samplers; [] without), but
+        ``distractors``: they draw from the episode's start (:meth:`draw_distractors`)."""
+        from embeval.sim.perturb import Perturbations
         from embeval.sim.perturb.backends import (
             CameraRef,
             LightingRef,
@@ -124,7 +139,16 @@ class LiberoTask:
                          LightingRef(tuple(self.info["key_light_direction"])), arm_joints=self.info["arm_joints"],
                          instruction=self.info["instruction"],
                          surfaces={k: tuple(v) for k, v in self.info["surfaces"].items()})
-        return draw(self.perturb, int(seed), "libero", view)
+        return draw(Perturbations(p for p in self.perturb if p.axis != "distractors"), int(seed), "libero", view)
+
+    def draw_distractors(self, p, seed: int, view: dict[str, Any]) -> dict[str, Any]:
+        """What ``distractors`` (``p``, a :class:`~embeval.sim.perturb.Perturbation`) draws for episode ``seed`` in
+        the start the worker tells (``view``: its ``distractor_view``; :func:`distractor_scene_view`)."""
+        from embeval.sim.perturb import Perturbations
+        from embeval.sim.perturb.backends import draw
+
+        self.distractor_view = distractor_scene_view(f"{self.suite}:{self.task_id}", view, self.info["goal"])
+        return draw(Perturbations([p]), int(seed), "libero", self.distractor_view)[0]
 
     def scene_params(self) -> dict[str, Any]:
         """The MuJoCo model's camera and light arrays now (``cam_pos``, ``cam_quat`` wxyz, ``cam_fovy`` deg,
@@ -171,6 +195,65 @@ class LiberoTask:
 
 #: axes applied on this side (the worker never sees them): the instruction the policy reads
 _CLIENT_AXES = ("instruction",)
+#: m kept between a distractor's centre and the table top's edges (its footprint radius plus a finger's width)
+TABLE_MARGIN = 0.05
+
+
+def _distractor_spec() -> dict[str, Any]:
+    """The distractor bodies the worker builds: embeval's block and can (m) in as many slots as the top level asks."""
+    from embeval.sim.perturb.distractors import BLOCK, CAN, COUNT
+
+    return {"shapes": {"block": list(BLOCK), "can": list(CAN)}, "slots": int(COUNT.range(len(COUNT.ranges))[1])}
+
+
+def _distractor_objects(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The drawn distractors as the worker places them: kind, xy (m), yaw (rad) and the colour's RGBA."""
+    from embeval.sim.scene import COLORS
+
+    return [{"kind": o["kind"], "xy": o["xy"], "yaw": o["yaw"], "rgba": list(COLORS[o["color"]])}
+            for o in params["objects"]]
+
+
+def _in_axis_order(draws: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    from embeval.sim.perturb.axis import AXES
+
+    order = AXES.names()
+    return sorted(draws, key=lambda d: order.index(d["axis"]))
+
+
+def distractor_scene_view(name: str, view: dict[str, Any], goal) -> Any:
+    """The :class:`~embeval.sim.perturb.backends.SceneView` distractors draw from (world frame, m): the worker's
+    table top less :data:`TABLE_MARGIN`, within the part the unperturbed third-person camera sees, kept clear of every task object and fixture (footprint plus
+    ``distractors.CLEARANCE``), of the path from each goal predicate's object to its reference (the object's
+    footprint plus ``PATH_CLEARANCE``; a region site counts as the object it belongs to) and of the robot base
+    (``ROBOT_CLEARANCE``), in colours other than the objects' nearest ones."""
+    from embeval.sim.perturb.backends import SceneView
+    from embeval.sim.perturb.distractors import (
+        CLEARANCE,
+        PATH_CLEARANCE,
+        ROBOT_CLEARANCE,
+        nearest_color,
+    )
+
+    objs = view["objects"]
+    clear = [(x, y, x, y, r + CLEARANCE) for x, y, r in objs.values()]
+
+    def owner(ref: str) -> str | None:  # an object, or the object a region site (object_region) belongs to
+        hits = [n for n in objs if ref == n or ref.startswith(n + "_")]
+        return max(hits, key=len) if hits else None
+
+    for pred in goal:
+        if len(pred) == 3 and pred[1] in objs and owner(pred[2]) not in (None, pred[1]):
+            (ax, ay, ar), (bx, by, _) = objs[pred[1]], objs[owner(pred[2])]
+            clear.append((ax, ay, bx, by, ar + PATH_CLEARANCE))
+    bx, by = view["robot_base"]
+    clear.append((bx, by, bx, by, ROBOT_CLEARANCE))
+    t = view["table"]
+    (x0, x1), (y0, y1) = t.get("visible") or (t["x"], t["y"])
+    area = ((max(x0, t["x"][0] + TABLE_MARGIN), min(x1, t["x"][1] - TABLE_MARGIN)),
+            (max(y0, t["y"][0] + TABLE_MARGIN), min(y1, t["y"][1] - TABLE_MARGIN)))
+    return SceneView(name, table_area=area, keep_clear=tuple(tuple(float(v) for v in c) for c in clear),
+                     colors=tuple(sorted({nearest_color(c) for c in view["colors"].values()})))
 
 
 def _texture_images(draws) -> dict[str, np.ndarray]:
@@ -199,7 +282,7 @@ class HoldPolicy:
 #: ``sim.options`` of the LIBERO backend -> what it sets
 OPTIONS = {"render_mode": "default (robosuite's rendering, as published checkpoints saw) or fast (see docs/sim.md)",
            "perturb": "scene perturbations AXIS:LEVEL applied at reset, e.g. [camera_pose:3] (LIBERO applies "
-                      "every axis but distractors; docs/sim.md)",
+                      "every axis; docs/sim.md)",
            "hard_reset": "true (default, robosuite's: the model rebuilt at every reset, 5-10 s) or false (built once; "
                          "resets take well under a second)"}
 

@@ -241,19 +241,212 @@ def _tile(image: np.ndarray, h: int, w: int) -> np.ndarray:
     return np.tile(image, reps)[:h, :w]
 
 
+# ---- distractors: the task's model built a second time with extra blocks and cans (embeval's distractors axis) ------
+#: a distractor kind -> (robosuite primitive, its size arguments from embeval's shape in m, its resting half height)
+_DISTRACTOR_KINDS = {"block": ("BoxObject", lambda s: [s[0] / 2, s[1] / 2, s[2] / 2], lambda s: s[2] / 2),
+                     "can": ("CylinderObject", lambda s: [s[0], s[1] / 2], lambda s: s[1] / 2)}
+#: where an unused distractor waits (m, world): out of every view, weightless (gravcomp) and collision-free
+_PARK_XYZ = (10.0, 10.0, -5.0)
+#: the geom group an unused distractor's geoms go to: one MuJoCo's default render options do not draw (0-2 are drawn)
+_HIDDEN_GROUP = 5
+#: the fields of :class:`Worker` that belong to one built environment (swapped by ``Worker._activate``)
+_SCENE_FIELDS = ("env", "_base", "_tex_base", "surfaces", "_drefs")
+
+
+def _distractor_name(slot: int, kind: str) -> str:
+    return f"embeval_distractor{slot}_{kind}"
+
+
+def _with_distractors(cls, shapes: dict, slots: int):
+    """LIBERO problem class ``cls`` whose model gets ``slots`` (block, can) pairs of robosuite primitives after the
+    task's own bodies (their free joints come after LIBERO's in the state; same class name: LIBERO's problem check)."""
+    from robosuite.models import objects as primitives
+
+    def _load_model(self):
+        cls._load_model(self)
+        extra = []
+        for slot in range(slots):
+            for kind, (prim, size, _half) in _DISTRACTOR_KINDS.items():
+                extra.append(getattr(primitives, prim)(name=_distractor_name(slot, kind), size=size(shapes[kind]),
+                                                       rgba=[1.0, 1.0, 1.0, 1.0]))
+        self.model.merge_objects(extra)
+
+    return type(cls.__name__, (cls,), {"_load_model": _load_model})
+
+
+def _joint_layout(m) -> dict[str, tuple[int, int, int, int]]:
+    """Joint name -> (qpos address, qpos size, dof address, dof size) of MuJoCo model ``m``."""
+    import mujoco
+
+    sizes = {0: (7, 6), 1: (4, 3), 2: (1, 1), 3: (1, 1)}  # free, ball, slide, hinge
+    out = {}
+    for j in range(m.njnt):
+        nq, nv = sizes[int(m.jnt_type[j])]
+        out[mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j)] = (int(m.jnt_qposadr[j]), nq, int(m.jnt_dofadr[j]), nv)
+    return out
+
+
+def map_state(state, base: dict, base_nq: int, m, parked: dict[str, np.ndarray]) -> np.ndarray:
+    """LIBERO's flattened state ``[time, qpos, qvel]`` of the task's own model (joint layout ``base``, ``base_nq``
+    qpos entries) -> the same state in model ``m`` (the task's bodies plus the distractors), joint by name; the
+    joints only ``m`` has take ``parked`` (joint name -> qpos), at rest."""
+    state = np.asarray(state, dtype=np.float64).reshape(-1)
+    out = np.zeros(1 + m.nq + m.nv)
+    out[0] = state[0]
+    for name, (qa, nq, da, nv) in _joint_layout(m).items():
+        if name in base:
+            bqa, _, bda, _ = base[name]
+            out[1 + qa:1 + qa + nq] = state[1 + bqa:1 + bqa + nq]
+            out[1 + m.nq + da:1 + m.nq + da + nv] = state[1 + base_nq + bda:1 + base_nq + bda + nv]
+        elif name in parked:
+            out[1 + qa:1 + qa + nq] = parked[name]
+        else:
+            raise RuntimeError(f"joint {name!r} is neither LIBERO's nor a distractor's")
+    return out
+
+
+def _owners(m, bodies: dict[str, int]) -> dict[int, str]:
+    """Geom id -> the name of the body of ``bodies`` (name -> body id) whose subtree holds it."""
+    root = {b: n for n, b in bodies.items()}
+    out = {}
+    for g in range(m.ngeom):
+        b = int(m.geom_bodyid[g])
+        while b > 0 and b not in root:
+            b = int(m.body_parentid[b])
+        if b in root:
+            out[g] = root[b]
+    return out
+
+
+def _xy_extent(m, d, g) -> tuple[np.ndarray, np.ndarray]:
+    """Geom ``g``'s bounding box in the world's xy plane: (centre (2,), half sizes (2,)), m."""
+    R = np.asarray(d.geom_xmat[g]).reshape(3, 3)
+    c = np.asarray(d.geom_xpos[g]) + R @ m.geom_aabb[g][:3]
+    return c[:2], np.abs(R[:2]) @ m.geom_aabb[g][3:]
+
+
+#: m around the robot base's axis where distractors may go on a floor (the Panda's reach)
+REACH = 0.9
+
+
+def table_top(m, d, base_xy=(0.0, 0.0)) -> dict | None:
+    """The surface distractors rest on: the widest collision box of a table body (``table``, ``main_table``,
+    ``kitchen_table``, ...; not its legs), else the floor plane in front of the robot base ``base_xy`` (LIBERO's
+    robots face +x) within :data:`REACH` (LIBERO-Object's floor scenes) -> ``{"x": [x0, x1], "y": [y0, y1], "z": top, "body": id}`` (m, world);
+    None when the scene has neither."""
+    import mujoco
+
+    best = None
+    for g in range(m.ngeom):
+        if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_PLANE) and (m.geom_contype[g] or m.geom_conaffinity[g]):
+            x, y = (float(v) for v in base_xy)
+            best = (0.0, {"x": [x, x + REACH], "y": [y - REACH, y + REACH], "z": float(d.geom_xpos[g][2]),
+                          "body": int(m.geom_bodyid[g])})
+    for g in range(m.ngeom):
+        body = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, m.geom_bodyid[g]) or ""
+        geom = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or ""
+        if ("table" not in body or "leg" in geom or int(m.geom_type[g]) != int(mujoco.mjtGeom.mjGEOM_BOX)
+                or not (m.geom_contype[g] or m.geom_conaffinity[g])):
+            continue
+        c, e = _xy_extent(m, d, g)
+        R = np.asarray(d.geom_xmat[g]).reshape(3, 3)
+        top = float(d.geom_xpos[g][2] + np.abs(R[2]) @ m.geom_size[g])
+        if best is None or e[0] * e[1] > best[0]:
+            best = (float(e[0] * e[1]), {"x": [float(c[0] - e[0]), float(c[0] + e[0])],
+                                         "y": [float(c[1] - e[1]), float(c[1] + e[1])], "z": top,
+                                         "body": int(m.geom_bodyid[g])})
+    return None if best is None else best[1]
+
+
+def visible_rect(table: dict, cam_pos, cam_quat, fovy_deg: float, aspect: float, margin: float = 0.1,
+                 step: float = 0.02) -> list[list[float]] | None:
+    """The largest x, y rectangle ([[x0, x1], [y0, y1]], m, world) of ``table``'s top (``{"x", "y", "z"}``) whose
+    points a world camera (``cam_pos``, ``cam_quat`` wxyz, vertical ``fovy_deg``, image ``aspect`` = w / h) sees
+    at least ``margin`` (a fraction of the half image) inside its image's edges, on a ``step`` (m) grid; None when
+    it sees none of the table."""
+    xs = np.arange(table["x"][0], table["x"][1] + 1e-9, step)
+    ys = np.arange(table["y"][0], table["y"][1] + 1e-9, step)
+    X, Y = np.meshgrid(xs, ys, indexing="ij")
+    pts = np.stack([X, Y, np.full_like(X, table["z"])], axis=-1) - np.asarray(cam_pos, dtype=np.float64)
+    c = pts @ _quat_to_matrix(cam_quat)  # camera frame: x right, y up, looking along -z
+    ty = np.tan(np.radians(fovy_deg) / 2) * (1 - margin)
+    depth = -c[..., 2]
+    seen = (depth > 0) & (np.abs(c[..., 0]) < ty * aspect * depth) & (np.abs(c[..., 1]) < ty * depth)
+    best, rect = 0.0, None
+    for i0 in range(len(xs)):  # rows i0..i1 (x), the longest run of columns (y) seen in all of them
+        run_all = np.ones(len(ys), dtype=bool)
+        for i1 in range(i0, len(xs)):
+            run_all &= seen[i1]
+            if not run_all.any():
+                break
+            j = k = 0
+            while j < len(ys):
+                if not run_all[j]:
+                    j += 1
+                    continue
+                k = j
+                while k < len(ys) and run_all[k]:
+                    k += 1
+                area = (xs[i1] - xs[i0]) * (ys[k - 1] - ys[j])
+                if area > best or rect is None:
+                    best, rect = area, [[float(xs[i0]), float(xs[i1])], [float(ys[j]), float(ys[k - 1])]]
+                j = k
+    return rect
+
+
+def _geom_rgb(m, g) -> np.ndarray:
+    """Geom ``g``'s mean colour (0..1): its material's colour times its texture's mean, else its own rgba."""
+    mat = int(m.geom_matid[g])
+    if mat < 0:
+        return np.asarray(m.geom_rgba[g][:3], dtype=np.float64)
+    rgb = np.asarray(m.mat_rgba[mat][:3], dtype=np.float64)
+    tex = int(m.mat_texid[mat])
+    return rgb * np.asarray(surface_mean_rgb(m, [tex])) if tex >= 0 else rgb
+
+
+def object_view(m, d, bodies: dict[str, int], skip=()) -> tuple[dict, dict]:
+    """The task's objects and fixtures (``bodies``: name -> root body id; ``skip``: body ids left out, the table)
+    as ``{name: [x, y, footprint radius]}`` (m, world: the body's place and the farthest reach of its geoms in xy:
+    a mesh's farthest vertex, a primitive's bounding-box corner) and ``{name: mean RGB 0..1}`` of their drawn (visual) geoms."""
+    import mujoco
+
+    owners = _owners(m, {n: b for n, b in bodies.items() if b not in skip})
+    place, colours = {}, {}
+    for g, name in owners.items():
+        xy = np.asarray(d.xpos[bodies[name]][:2])
+        mesh = int(m.geom_dataid[g]) if int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_MESH) else -1
+        if mesh >= 0:  # a mesh: its farthest vertex
+            adr, n = int(m.mesh_vertadr[mesh]), int(m.mesh_vertnum[mesh])
+            R = np.asarray(d.geom_xmat[g]).reshape(3, 3)
+            v = np.asarray(d.geom_xpos[g]) + m.mesh_vert[adr:adr + n] @ R.T
+            r = float(np.linalg.norm(v[:, :2] - xy, axis=1).max())
+        else:  # a primitive: the farthest corner of its xy bounding box
+            c, e = _xy_extent(m, d, g)
+            r = float(np.linalg.norm(np.abs(c - xy) + e))
+        place[name] = [float(xy[0]), float(xy[1]), max(r, place.get(name, [0, 0, 0.0])[2])]
+        if not (m.geom_contype[g] or m.geom_conaffinity[g]) and m.geom_rgba[g][3] > 0:
+            colours.setdefault(name, []).append(_geom_rgb(m, g))
+    return place, {n: np.mean(v, axis=0).round(4).tolist() for n, v in colours.items()}
+
+
 class Worker:
-    """One LIBERO task environment (``OffScreenRenderEnv``) and its initial states."""
+    """One LIBERO task environment (``OffScreenRenderEnv``) and its initial states; with distractors, a second one
+    (the same task with extra bodies), made the active one while an episode has them."""
 
     def __init__(self):
         self.env = None
         self.init_states = None
         self._base = None  # the unperturbed model arrays (_PERTURBED)
         self._tex_base: dict[int, np.ndarray] = {}  # texture id -> its unperturbed RGB bytes (changed ones only)
+        self.surfaces: dict[str, list[int]] = {}
+        self._drefs = None  # the distractor bodies of the active model (distractor environment only)
+        self.active = "base"  # which environment the fields above hold: base (LIBERO's task) or distractors
+        self._scenes: dict[str, dict] = {}  # the inactive environments' fields (_SCENE_FIELDS)
+        self._distractor_key = None  # (shapes, slots) the distractor environment was built with
 
     # ---- ops -------------------------------------------------------------------------------------------------
     def op_make(self, req, _arrays):
         from libero.libero import benchmark, get_libero_path
-        from libero.libero.envs import OffScreenRenderEnv
 
         suites = benchmark.get_benchmark_dict()
         suite_name, task_id = req["suite"], int(req["task_id"])
@@ -275,16 +468,10 @@ class Worker:
         self.close()
         kw = {"bddl_file_name": bddl, "camera_heights": int(req["height"]), "camera_widths": int(req["width"]),
               "hard_reset": bool(req.get("hard_reset", True))}
-        if cams:
-            kw["camera_names"] = cams
-        else:  # no cameras: physics only (ControlEnv without an offscreen renderer)
-            from libero.libero.envs.env_wrapper import ControlEnv
-
-            self.env = ControlEnv(**kw, has_offscreen_renderer=False, use_camera_obs=False)
-        if self.env is None:
-            self.env = OffScreenRenderEnv(**kw)
-        self.seed = int(req.get("seed", 0))
+        self._kw = kw
         self.cameras = cams
+        self.env = self._build(kw)
+        self.seed = int(req.get("seed", 0))
         self.render_mode = RENDER_MODES[mode]
         self.aspect = int(req["width"]) / int(req["height"])
         self.hard_reset = kw["hard_reset"]
@@ -297,6 +484,7 @@ class Worker:
         world_cams = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(m.ncam)
                       if m.cam_bodyid[i] == 0]
         self.surfaces = surfaces(m)
+        self._layout = (_joint_layout(m), int(m.nq), int(m.nv))  # the state layout of LIBERO's initial states
         return {"surfaces": {k: surface_mean_rgb(m, v) for k, v in self.surfaces.items() if v},
                 "arm_joints": len(inner.robots[0].robot_joints),
                 "instruction": task.language, "bddl_instruction": self.env.language_instruction, "task": task.name,
@@ -304,6 +492,89 @@ class Worker:
                 "control_freq": float(inner.control_freq), "action_dim": int(inner.action_dim),
                 "goal": inner.parsed_problem["goal_state"], "world_cameras": world_cams,
                 "key_light_direction": (np.asarray(m.light_dir[0]).tolist() if m.nlight else [0.0, 0.0, -1.0])}, {}
+
+    def _build(self, kw, cls=None):
+        """A LIBERO environment of ``kw`` (no cameras: physics only, ControlEnv without an offscreen renderer);
+        ``cls``: a problem class to build it with instead of LIBERO's (the one of the same BDDL problem name)."""
+        from libero.libero.envs import OffScreenRenderEnv
+        from libero.libero.envs.bddl_base_domain import TASK_MAPPING
+        from libero.libero.envs.bddl_utils import get_problem_info
+        from libero.libero.envs.env_wrapper import ControlEnv
+
+        problem = get_problem_info(kw["bddl_file_name"])["problem_name"]
+        own = TASK_MAPPING[problem]
+        if cls is not None:
+            TASK_MAPPING[problem] = cls(own)  # ControlEnv looks the class up here; put back at once
+        try:
+            if self.cameras:
+                return OffScreenRenderEnv(**kw, camera_names=self.cameras)
+            return ControlEnv(**kw, has_offscreen_renderer=False, use_camera_obs=False)
+        finally:
+            TASK_MAPPING[problem] = own
+
+    def _activate(self, name: str) -> None:
+        """Make environment ``name`` (``base``, ``distractors``) the one the ops use (it must have been built)."""
+        if name == self.active:
+            return
+        self._scenes[self.active] = {k: getattr(self, k) for k in _SCENE_FIELDS}
+        for k, v in self._scenes.pop(name).items():
+            setattr(self, k, v)
+        self.active = name
+
+    def _distractor_env(self, spec) -> None:
+        """Make the distractor environment (built once per ``spec``: ``{"shapes": {"block": [x, y, z], "can":
+        [radius, height]} (m), "slots": n}``) the active one."""
+        shapes, slots = spec.get("shapes"), spec.get("slots")
+        if (not isinstance(shapes, dict) or set(shapes) != set(_DISTRACTOR_KINDS) or not isinstance(slots, int)
+                or not 1 <= slots <= 16 or any(not isinstance(v, list) or not all(isinstance(x, (int, float)) and 0 < x < 0.5
+                                                                             for x in v) for v in shapes.values())):
+            raise ConfigProblem("perturb distractors: send shapes {block: [x, y, z], can: [radius, height]} (m, each "
+                                "under 0.5) and 1..16 slots")
+        key = (json.dumps(shapes, sort_keys=True), slots)
+        if key != self._distractor_key:
+            self._activate("base")
+            old = self._scenes.pop("distractors", None)
+            if old is not None and old["env"] is not None:
+                old["env"].close()
+            self._distractor_key = None
+            env = self._build(self._kw, lambda own: _with_distractors(own, shapes, slots))
+            self._scenes["distractors"] = {"env": env, "_base": None, "_tex_base": {},
+                                           "surfaces": surfaces(env.env.sim.model._model), "_drefs": None}
+            self._distractor_key = key
+        self._activate("distractors")
+
+    def _distractor_refs(self) -> dict[str, tuple]:
+        """Distractor body name -> (body id, joint name, [(geom, contype, conaffinity, group)]) in the active model:
+        read (the compiled values) once per built model, before anything parks them."""
+        import mujoco
+
+        m = self.env.env.sim.model._model
+        if self._drefs is not None and self._drefs[0] is m:
+            return self._drefs[1]
+        refs = {}
+        for slot in range(self._distractor_key[1]):
+            for kind in _DISTRACTOR_KINDS:
+                name = _distractor_name(slot, kind)
+                b = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, name + "_main")
+                jnt = int(m.body_jntadr[b])
+                geoms = [(g, int(m.geom_contype[g]), int(m.geom_conaffinity[g]), int(m.geom_group[g]))
+                         for g in range(m.ngeom) if m.geom_bodyid[g] == b]
+                refs[name] = (b, mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, jnt), geoms)
+        self._drefs = (m, refs)
+        return refs
+
+    def _park_distractors(self) -> dict[str, np.ndarray]:
+        """Park every distractor body (weightless, no contacts, hidden geom group: see :data:`_PARK_XYZ`); returns
+        joint name -> its parked qpos."""
+        m = self.env.env.sim.model._model
+        parked = {}
+        for b, joint, geoms in self._distractor_refs().values():
+            m.body_gravcomp[b] = 1.0
+            for g, *_ in geoms:
+                m.geom_contype[g] = m.geom_conaffinity[g] = 0
+                m.geom_group[g] = _HIDDEN_GROUP
+            parked[joint] = np.array([*_PARK_XYZ, 1.0, 0.0, 0.0, 0.0])
+        return parked
 
     def _need_env(self):
         if self.env is None:
@@ -339,20 +610,110 @@ class Worker:
                 if not self.surfaces[TEXTURE_AXES[d["axis"]]]:
                     raise ConfigProblem(f"perturb {d['axis']}: this LIBERO scene has no textured "
                                         f"{TEXTURE_AXES[d['axis']]} surface to retexture")
+        spec = req.get("distractors")
+        if spec is not None:  # the same task built with the distractor bodies (parked until op distractors)
+            self._distractor_env(spec if isinstance(spec, dict) else {})
+        else:
+            self._activate("base")
+        env = self.env
         env.seed(self.seed)
         env.reset()
         self._apply_render_mode()
         self._perturb([d for d in draws if d["axis"] in PERTURB_APPLY],
                       {d["axis"]: arrays[d["axis"]] for d in draws if d["axis"] in TEXTURE_AXES})
-        obs = env.set_init_state(self.init_states[i])
+        state = self.init_states[i]
+        if spec is not None:
+            m = env.env.sim.model._model
+            state = map_state(state, self._layout[0], self._layout[1], m, self._park_distractors())
+        obs = env.set_init_state(state)
         applied = {}
         for d in draws:
             if d["axis"] in STATE_AXES:
                 applied[d["axis"]] = self._initial_state(d["params"], d.get("level"))
                 obs = env.regenerate_obs_from_state(env.get_sim_state())
-        for _ in range(int(req.get("settle_steps", 0))):
-            obs, _r, _done, _info = env.step(DUMMY_ACTION)
-        return {"success": bool(env.check_success()), "applied": applied}, self._obs(obs)
+        out = {"applied": applied}
+        if spec is not None:
+            out["distractor_view"] = self._distractor_view()
+        obs = self._settle(obs, req.get("settle_steps", 0))
+        return {**out, "success": bool(env.check_success())}, self._obs(obs)
+
+    def _settle(self, obs, steps):
+        """``steps`` of LIBERO's "do nothing" action (objects settle); the last observation."""
+        for _ in range(int(steps)):
+            obs, _r, _done, _info = self.env.step(DUMMY_ACTION)
+        return obs
+
+    def _distractor_view(self) -> dict:
+        """Where distractors may go in this episode's start (m, world): the table top (``table``: x, y ranges and
+        top z), the task's objects and fixtures (``objects``: name -> [x, y, footprint radius]), their mean colours
+        (``colors``: name -> RGB 0..1) and the robot base (``robot_base``: x, y)."""
+        inner = self.env.env
+        m, d = inner.sim.model._model, inner.sim.data._data
+        xy = self._robot_xy()
+        table = table_top(m, d, xy)
+        if table is None:
+            raise ConfigProblem("perturb distractors: this LIBERO scene has no table top (a collision box of a table "
+                                "body) or floor plane to place distractors on; use another axis")
+        place, colours = object_view(m, d, dict(inner.obj_body_id), skip={table.pop("body")})
+        import mujoco
+
+        cam = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_CAMERA, "agentview")
+        if cam >= 0 and m.cam_bodyid[cam] == 0:  # the unperturbed third-person camera's view (camera_pose moves it)
+            table["visible"] = visible_rect(table, self._base["cam_pos"][cam], self._base["cam_quat"][cam],
+                                            float(self._base["cam_fovy"][cam]), self.aspect)
+        return {"table": table, "objects": place, "colors": colours, "robot_base": [float(v) for v in xy]}
+
+    def _robot_xy(self) -> np.ndarray:
+        """The robot base's world x, y (m)."""
+        import mujoco
+
+        inner = self.env.env
+        m, d = inner.sim.model._model, inner.sim.data._data
+        return d.xpos[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, inner.robots[0].robot_model.root_body)][:2]
+
+    def op_distractors(self, req, _arrays):
+        """Place distractors in the episode ``reset`` (with ``distractors``) started: ``objects`` [{"kind", "xy"
+        (m, world), "yaw" (rad), "rgba"}] rest upright on the table top at their place and yaw, in their colour
+        (slot i takes the i-th object; the rest stay parked); then ``settle_steps`` "do nothing" steps. Returns
+        LIBERO's success check and ``placed``: name -> the body's world position (m) after the settle steps."""
+        env = self._need_env()
+        if self.active != "distractors":
+            raise ConfigProblem("op distractors: reset with distractors first (this episode has none)")
+        objs = req.get("objects")
+        refs = self._distractor_refs()
+        slots = self._distractor_key[1]
+        if not isinstance(objs, list) or len(objs) > slots:
+            raise ConfigProblem(f"op distractors: send a list of at most {slots} objects")
+        sim = env.env.sim
+        m, d = sim.model._model, sim.data._data
+        table = table_top(m, d, self._robot_xy())
+        shapes = json.loads(self._distractor_key[0])
+        state = env.get_sim_state()
+        layout = _joint_layout(m)
+        placed = []
+        for slot, o in enumerate(objs):
+            try:
+                kind, (x, y), yaw = o["kind"], (float(v) for v in o["xy"]), float(o["yaw"])
+                rgba = [float(v) for v in o["rgba"]]
+            except (KeyError, TypeError, ValueError):
+                raise ConfigProblem("op distractors: each object is {kind, xy: [x, y], yaw, rgba: [r, g, b, a]}") from None
+            if kind not in _DISTRACTOR_KINDS or len(rgba) != 4 or not np.all(np.isfinite([x, y, yaw, *rgba])):
+                raise ConfigProblem(f"op distractors: kind {kind!r} (choose from {', '.join(_DISTRACTOR_KINDS)}) "
+                                    "with finite xy, yaw and rgba")
+            name = _distractor_name(slot, kind)
+            b, joint, geoms = refs[name]
+            m.body_gravcomp[b] = 0.0
+            for g, contype, conaffinity, group in geoms:
+                m.geom_contype[g], m.geom_conaffinity[g], m.geom_group[g] = contype, conaffinity, group
+                m.geom_rgba[g] = rgba if group != 0 else [*rgba[:3], m.geom_rgba[g][3]]
+            z = table["z"] + _DISTRACTOR_KINDS[kind][2](shapes[kind])
+            qa = layout[joint][0]
+            state[1 + qa:1 + qa + 7] = [x, y, z, np.cos(yaw / 2), 0.0, 0.0, np.sin(yaw / 2)]
+            placed.append(name)
+        obs = env.regenerate_obs_from_state(state)
+        obs = self._settle(obs, req.get("settle_steps", 0))
+        return {"success": bool(env.check_success()),
+                "placed": {n: d.xpos[refs[n][0]].round(5).tolist() for n in placed}}, self._obs(obs)
 
     def _perturb(self, draws, textures=None):
         """Restore the model's camera and light arrays and the surface textures to the fresh model's, then apply
@@ -480,8 +841,16 @@ class Worker:
         return {}, {"state": self._need_env().get_sim_state()}
 
     def op_set_state(self, _req, arrays):
+        """Set the flattened state; in an episode with distractors a state of LIBERO's own layout (an initial-state
+        file's) is mapped onto the bigger model joint by joint, the distractors staying where they are, at rest."""
         env = self._need_env()
-        obs = env.regenerate_obs_from_state(np.asarray(arrays["state"], dtype=np.float64))
+        state = np.asarray(arrays["state"], dtype=np.float64).reshape(-1)
+        base, nq, nv = self._layout
+        if self.active == "distractors" and state.size == 1 + nq + nv:
+            m, now = env.env.sim.model._model, env.get_sim_state()
+            keep = {j: now[1 + qa:1 + qa + n] for j, (qa, n, _, _) in _joint_layout(m).items() if j not in base}
+            state = map_state(state, base, nq, m, keep)
+        obs = env.regenerate_obs_from_state(state)
         return {"success": bool(env.check_success())}, self._obs(obs)
 
     def op_object_pose(self, req, _arrays):
@@ -503,11 +872,11 @@ class Worker:
         return {}, {}
 
     def close(self):
-        if self.env is not None:
-            try:
-                self.env.close()
-            finally:
-                self.env = None
+        envs = [self.env, *(sc["env"] for sc in self._scenes.values())]
+        self.env, self._scenes, self.active, self._distractor_key, self._drefs = None, {}, "base", None, None
+        for env in envs:
+            if env is not None:
+                env.close()
 
 
 def _die_with_parent() -> None:

@@ -18,10 +18,7 @@ from embeval.sim.perturb.compose import Perturbations
 
 #: backend -> axis -> why it is not implemented there (axes absent here: implemented)
 UNSUPPORTED: dict[str, dict[str, str]] = {
-    "libero": {
-        "distractors": "adding bodies means rebuilding LIBERO's MJCF from the BDDL (LIBERO-PRO's _object suites "
-                       "add or change objects instead)",
-    },
+    "libero": {},
     "maniskill": {},
 }
 

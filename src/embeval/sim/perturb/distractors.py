@@ -17,6 +17,7 @@ AREA = ((0.32, 0.72), (-0.34, 0.34))
 CLEARANCE = 0.05  # m between a distractor's footprint and any object's (room for the open fingers)
 PATH_CLEARANCE = 0.06  # m between a distractor's footprint and the target's path to its goal
 RADIUS = 0.03  # m, a distractor's footprint radius
+ROBOT_CLEARANCE = 0.25  # m from the robot base's axis
 BLOCK = (0.03, 0.05, 0.03)  # m, a block's size (x, y, z)
 CAN = (0.02, 0.05)  # m, a can's radius and height
 #: footprint radius (m) of object kinds whose spec leaves ``size`` empty (their builders' defaults)
@@ -58,8 +59,16 @@ def _keep_clear(scene, task) -> list[tuple[np.ndarray, np.ndarray, float]]:
             segs.append((end, end, task.tolerance + CLEARANCE))
             if t is not None:
                 segs.append((np.array(t.xy), end, footprint(t) + PATH_CLEARANCE))
-    segs.append((np.zeros(2), np.zeros(2), 0.25))  # the robot base
+    segs.append((np.zeros(2), np.zeros(2), ROBOT_CLEARANCE))  # the robot base
     return segs
+
+
+def nearest_color(rgb) -> str:
+    """The colour name of :data:`embeval.sim.scene.COLORS` nearest ``rgb`` (0..1; Euclidean in RGB)."""
+    from embeval.sim.scene import COLORS
+
+    c = np.asarray(rgb, dtype=np.float64)[:3]
+    return min(COLORS, key=lambda n: float(np.sum((np.asarray(COLORS[n][:3]) - c) ** 2)))
 
 
 def place(rng, level: int, clear, used: set[str], area=AREA, where: str = "this scene") -> dict:
