@@ -13,7 +13,7 @@ One LIBERO worker is open at a time (each costs a task build, ~15 s here): the b
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
