@@ -1,6 +1,6 @@
-"""Issue 31, control of the VLM -> VLA recipes: the instruction noise on the control pathway (perturbs only
-card-cell rows, bounded, seeded; the frozen recipe's VLM parts stay the VLM's, the prefix reads the clean
-instruction) and the control diagnosis (how off-card episodes end)."""
+"""Issue 31, control of the VLM -> VLA recipes: the gated control pathway (no direct instruction input, the answer
+features read only while the gripper is closed: reaching cannot depend on the question, carrying does; the frozen
+recipe's VLM parts stay the VLM's) and the control diagnosis (how off-card episodes end)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,77 +8,74 @@ import pytest
 
 from test_choice_vla import TINY, demos, vlm  # noqa: F401  (the tiny VLA config and its module fixtures)
 
-from embeval.act2answer.choice_vla_training import control_text_noise, train_choice_vla
+from embeval.act2answer.choice_vla_training import train_choice_vla
 from embeval.errors import ConfigError
-from embeval.subjects.embedded.choice_vla import ChoiceVLARecipe
+from embeval.subjects.embedded.choice_vla import ChoiceVLAConfig, ChoiceVLARecipe
 from embeval.subjects.embedded.training import TrainConfig
 
 
-def _unit_rows(n: int, d: int = 384, seed: int = 0) -> np.ndarray:
-    e = np.random.default_rng(seed).standard_normal((n, d)).astype(np.float32)
-    return e / np.linalg.norm(e, axis=1, keepdims=True)
-
-
-def test_noise_perturbs_only_card_cell_rows_within_its_bound():
-    emb = _unit_rows(400)
-    card = np.arange(400) % 2 == 0  # odd rows: Pick/Place frames, never perturbed
-    out = control_text_noise(emb, card, 1.5, 1.0, np.random.default_rng(3))
-    assert out.shape == emb.shape and out.dtype == emb.dtype
-    np.testing.assert_allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-5)
-    np.testing.assert_array_equal(out[~card], emb[~card])
-    cos = np.sum(out[card] * emb[card], axis=1)
-    # norm r ~ U(0, 1.5) along a random orthogonal direction: cosine 1 / sqrt(1 + r^2) >= 1 / sqrt(1 + 1.5^2) = 0.555,
-    # mean of 1 / sqrt(1 + r^2) over U(0, 1.5) = asinh(1.5) / 1.5 = 0.796
-    assert cos.min() >= 0.5547 and cos.max() < 1.0 and cos.mean() == pytest.approx(np.arcsinh(1.5) / 1.5, abs=0.02)
-    again = control_text_noise(emb, card, 1.5, 1.0, np.random.default_rng(3))
-    np.testing.assert_array_equal(out, again)  # seeded
-    assert control_text_noise(emb, card, 0.0, 1.0, np.random.default_rng(3)) is emb  # off: nothing drawn, nothing changed
-
-
-def test_noise_probability_sets_the_share_of_perturbed_rows():
-    emb = _unit_rows(4000, d=32)
-    out = control_text_noise(emb, np.ones(4000, bool), 1.0, 0.25, np.random.default_rng(0))
-    changed = np.any(out != emb, axis=1).mean()
-    assert 0.22 < changed < 0.28
-
-
-def test_recipe_refuses_bad_noise_and_the_registry_knows_the_variants(tmp_path, capsys):
+def test_the_registry_knows_the_gated_variants(tmp_path, capsys):
     from embeval.subjects.embedded.population import A2A_VLA_RECIPES, a2a_vla_names, a2a_vla_recipe
     from embeval_cli import main
 
-    with pytest.raises(ConfigError, match="control_text_noise"):
-        ChoiceVLARecipe(control_text_noise=-0.1)
-    with pytest.raises(ConfigError, match="control_text_p"):
-        ChoiceVLARecipe(control_text_p=1.5)
-    for name, mode in (("tiny-vla-a2a-frozen-textnoise", "frozen"), ("tiny-vla-a2a-full-textnoise", "full")):
+    for name, mode in (("tiny-vla-a2a-frozen-gated", "frozen"), ("tiny-vla-a2a-full-gated", "full")):
         r = a2a_vla_recipe(name)
-        base = a2a_vla_recipe(name.removesuffix("-textnoise"))
-        assert r.mode == mode and r.control_text_noise == 1.5 and base.control_text_noise == 0.0
-        # the same data and training otherwise: only the control pathway's input noise differs
-        assert {**vars(r), "name": "", "control_text_noise": 0.0} == {**vars(base), "name": ""}
+        base = a2a_vla_recipe(name.removesuffix("-gated"))
+        assert r.mode == mode and r.arch == {"control_text": False, "answer_gate": True} and base.arch == {}
+        # the same data, knowledge path and training otherwise: only the control pathway's architecture differs
+        assert {**vars(r), "name": "", "arch": {}} == {**vars(base), "name": ""}
         assert name in a2a_vla_names() and name not in [x.name for x in A2A_VLA_RECIPES]  # not a population member
     # the CLI takes them as choice-VLA recipes (refusing a Pick/Place option before any work)
-    assert main(["train", "vla", "--recipe", "tiny-vla-a2a-full-textnoise", "--out", str(tmp_path / "x"),
-                 "--episodes", "3"]) == 2
+    assert main(["train", "vla", "--recipe", "tiny-vla-a2a-full-gated", "--out", str(tmp_path / "x"), "--episodes", "3"]) == 2
     assert "--episodes" in capsys.readouterr().err and not (tmp_path / "x").exists()
+    with pytest.raises(ConfigError, match="gripper"):
+        ChoiceVLAConfig(state_keys=["gripper", "ee_pos"], answer_gate=True)
 
 
 def _state(pol) -> dict:
     return {k: v.numpy().copy() for k, v in pol.net.state_dict().items()}
 
 
+def _obs(gripper: float):
+    from embeval.action import Observation
+
+    rng = np.random.default_rng(0)
+    return Observation(images={"third_person": rng.integers(0, 255, (120, 160, 3), dtype=np.uint8)}, instruction="",
+                       state={"tcp_pose": np.array([0.4, 0.0, 0.3, 1.0, 0.0, 0.0, 0.0]), "gripper": np.array([gripper])})
+
+
 @pytest.mark.parametrize("mode", ["frozen", "full"])
-def test_noise_changes_the_control_training_only(demos, vlm, mode):
+def test_gated_control_ignores_the_question_until_the_cube_is_held(demos, vlm, mode, tmp_path):
+    from dataclasses import replace
+
+    from embeval.subjects.embedded.zoo import load_vla
+
     tc = TrainConfig(steps=4, batch_size=8, log_every=2)
-    clean = _state(train_choice_vla(demos, vlm, TINY, ChoiceVLARecipe(name="c", mode=mode), tc)[0])
-    noisy = [_state(train_choice_vla(demos, vlm, TINY, ChoiceVLARecipe(name="n", mode=mode, control_text_noise=1.5), tc)[0])
-             for _ in range(2)]
-    assert all(np.array_equal(noisy[0][k], noisy[1][k]) for k in clean)  # deterministic for a seed
-    moved = [k for k in clean if not np.array_equal(clean[k], noisy[0][k])]
-    assert any(k.startswith("action_expert.") for k in moved)
-    vlm_state = vlm.net.state_dict()
-    if mode == "frozen":  # the knowledge path is the VLM's, noise or not
-        assert all(np.array_equal(noisy[0][k], v.numpy()) for k, v in vlm_state.items())
+    gated = train_choice_vla(demos, vlm, replace(TINY, control_text=False, answer_gate=True), ChoiceVLARecipe(name="g", mode=mode), tc)[0]
+    st = _state(gated)
+    assert not any(k.startswith("encoders.third_person") and ".film" in k for k in st)  # no FiLM on the scene
+    plain = _state(train_choice_vla(demos, vlm, TINY, ChoiceVLARecipe(name="p", mode=mode), tc)[0])
+    assert any(k.startswith("encoders.third_person") and ".film" in k for k in plain)
+    # the expert's input lacks the projected instruction (the width of the VLM's text projection)
+    width = vlm.net.state_dict()["text_proj.0.weight"].shape[0]
+    assert st["action_expert.0.0.weight"].shape[1] == plain["action_expert.0.0.weight"].shape[1] - width
+    if mode == "frozen":  # the knowledge path is the VLM's
+        assert all(np.array_equal(st[k], v.numpy()) for k, v in vlm.net.state_dict().items())
+    gated.save(tmp_path / "g")
+    back = load_vla(tmp_path / "g")
+    assert back.cfg.control_text is False and back.cfg.answer_gate is True
+    texts = ("put the cube on the traffic light that means go", "put the cube on the clock showing 9 o'clock")
+
+    def acts(gripper):
+        out = []
+        for text in texts:
+            back.reset(text)
+            out.append(back.act(_obs(gripper)).vector)
+        return out
+
+    open_, held = acts(1.0), acts(0.47)  # 0.47: the opening with the cube in the fingers
+    np.testing.assert_array_equal(open_[0], open_[1])  # reaching: the question plays no part
+    assert not np.array_equal(held[0], held[1])  # carrying: the answer features decide
 
 
 def test_diagnosis_reports_a_grasp_that_never_happens(tmp_path):
@@ -107,5 +104,6 @@ def test_diagnosis_reports_a_grasp_that_never_happens(tmp_path):
         assert t.offset_xy[0] == pytest.approx(-0.13, abs=0.005) and abs(t.offset_xy[1]) == pytest.approx(0.15, abs=0.005)
         assert t.tcp_to_cube > 0.1  # the TCP never came down to the cube
     s = control_summary(tr, spec.eps)
+    assert s["time"]["success"] == 0.0 and s["time"]["on_card_success"] is None and s["time"]["off_never_lifted"] == 2
     assert s["time"]["off_card"] == 1.0 and s["time"]["end_reasons"] == {"max_steps": 2} and s["time"]["never_lifted"] == 1.0
     assert s["all"]["passed_over_card"] == 0.0 and s["all"]["mean_abs_offset"] == pytest.approx(np.hypot(0.13, 0.15), abs=0.01)

@@ -10,10 +10,10 @@ state and the expert's 7-DoF delta.
 
 Recipes (:class:`~embeval.subjects.embedded.choice_vla.ChoiceVLARecipe` ``mode``): ``frozen``
 (stop-gradient into the VLM parts), ``full`` (every weight trains on the action loss) and
-``cotrain`` (full plus the VLM's answer loss). With ``recipe.control_text_noise`` the control pathway (scene
-encoder and action expert) reads, on card-cell frames, a randomly perturbed instruction embedding while the VLM
-prefix reads the clean one (:func:`control_text_noise`): the unseen wording of the never-demonstrated categories
-had stopped the grasp (docs/act2answer.md, "Control robust to the wording"). Loss: MSE on the normalised deltas + BCE on the
+``cotrain`` (full plus the VLM's answer loss). The gated variants
+(:data:`~embeval.subjects.embedded.population.A2A_VLA_VARIANTS`) train the same way on the same data; only
+their control pathway differs (``arch``: no direct instruction input, answer features read once the cube is held).
+Loss: MSE on the normalised deltas + BCE on the
 gripper (as :func:`embeval.subjects.embedded.training.train_vla`, frames where the gripper command
 switches weighted up). Deterministic for a seed (one torch thread, deterministic algorithms).
 """
@@ -233,7 +233,9 @@ def side_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path) -> Cho
 def recipe_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path, log: Callable[[str], None] | None = None) -> ChoiceDemos:
     """The recipe's demonstrations, cached in ``work`` under a key of everything they depend on."""
     key = {"seed": recipe.seed, "cats": recipe.demo_categories, "items": recipe.demo_items,
-           "pp": recipe.pickplace_episodes, "cfg": {k: v for k, v in cfg.to_dict().items() if k != "vlm"}}
+           "pp": recipe.pickplace_episodes,
+           # architecture-only fields do not change what is recorded (and keep earlier caches' keys)
+           "cfg": {k: v for k, v in cfg.to_dict().items() if k not in ("vlm", "control_text", "answer_gate")}}
     if recipe.side_items:
         key["side"] = recipe.side_items
     key = json.dumps(key, sort_keys=True)
@@ -255,26 +257,6 @@ def recipe_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path, log:
             f"{int((demos.kind == 1).sum())} pick/place, {int((demos.kind == 2).sum())} side-named) in {time.perf_counter() - t0:.0f} s")
     demos.save(path)
     return demos
-
-
-def control_text_noise(emb: np.ndarray, card_cell: np.ndarray, noise: float, p: float,
-                       rng: np.random.Generator) -> np.ndarray:
-    """Instruction embeddings for the control pathway (issue 31): rows of ``emb`` (B, D), L2-normalised, where
-    ``card_cell`` (B,) bool is True get, each with probability ``p``, a random direction orthogonal to the row,
-    of norm r ~ U(0, ``noise``), added and are re-normalised (cosine to the clean row 1 / sqrt(1 + r^2), so
-    >= 1 / sqrt(1 + noise^2)); other rows are returned unchanged. ``noise`` 0 returns ``emb`` itself."""
-    if noise <= 0:
-        return emb
-    b, d = emb.shape
-    u = rng.standard_normal((b, d))
-    u -= np.sum(u * emb, axis=1, keepdims=True) * emb  # orthogonal to the row: the row turns by atan(norm)
-    u /= np.linalg.norm(u, axis=1, keepdims=True)
-    r = rng.uniform(0.0, noise, size=(b, 1)) * ((rng.random(b) < p) & np.asarray(card_cell, dtype=bool))[:, None]
-    out = emb.copy()
-    hit = r[:, 0] > 0
-    moved = emb[hit] + r[hit] * u[hit]
-    out[hit] = moved / np.linalg.norm(moved, axis=1, keepdims=True)
-    return out
 
 
 def train_choice_vla(demos: ChoiceDemos, vlm, cfg: ChoiceVLAConfig, recipe: ChoiceVLARecipe, train_cfg,
@@ -316,7 +298,6 @@ def train_choice_vla(demos: ChoiceDemos, vlm, cfg: ChoiceVLAConfig, recipe: Choi
         scene = torch.from_numpy(demos.scene)
         state = torch.from_numpy(demos.state)
         episode = torch.from_numpy(demos.episode)
-        card_cell = demos.kind != 1  # answer and side-named demonstrations: the cards decide the target, not the wording
         cached = None
         if frozen:  # the VLM parts are constant: their prefix per episode once
             with torch.no_grad():
@@ -346,12 +327,7 @@ def train_choice_vla(demos: ChoiceDemos, vlm, cfg: ChoiceVLAConfig, recipe: Choi
                 p = cached[ep]
             else:
                 p = net.prefix(left[ep].float().div_(255.0), right[ep].float().div_(255.0), t)
-            tc = t
-            if recipe.control_text_noise > 0:  # the control pathway reads a perturbed instruction; the prefix the clean one
-                e = temb[ep_task[ep]]
-                tc = net.text_proj(torch.from_numpy(control_text_noise(
-                    e.numpy(), card_cell[ep.numpy()], recipe.control_text_noise, recipe.control_text_p, rng)))
-            out = net.expert(p, sc, tc, state[ii])
+            out = net.expert(p, sc, t, state[ii])
             loss = F.mse_loss(out[:, :6], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(
                 out[:, 6], grip[ii], weight=grip_w[ii])
             if ans is not None:  # the VLM's own answer loss, both layouts, question or instruction prompts

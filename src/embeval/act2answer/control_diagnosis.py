@@ -113,7 +113,8 @@ def diagnose_control(policy, items: Sequence[BinaryItem], spec: EpisodeSpec | No
 
 
 def control_summary(traces: Sequence[EpisodeTrace], eps: float | None = None) -> dict[str, dict]:
-    """Per category (and ``"all"``): episodes, share off both cards and, among those: end reasons, share never
+    """Per category (and ``"all"``): episodes, success rate, success among on-card endings (None: none), share and
+    number off both cards, how many of those never lifted the cube and, among those off both cards: end reasons, share never
     lifted, share whose lifted cube passed within ``eps`` (m; default the spec's) of a card, mean offset of the
     final cube from the nearer card (dx, dy; m) and mean |offset|, mean TCP drift after its closest approach, mean
     closest approach of the TCP to the cube's start before any lift (m)."""
@@ -122,7 +123,11 @@ def control_summary(traces: Sequence[EpisodeTrace], eps: float | None = None) ->
     for cat in sorted({t.category for t in traces}) + ["all"]:
         sub = [t for t in traces if cat == "all" or t.category == cat]
         off = [t for t in sub if t.zone == "out_of_bounds"]
-        row: dict = {"episodes": len(sub), "off_card": len(off) / len(sub) if sub else 0.0, "off_episodes": len(off)}
+        ok = sum(t.zone == "correct" for t in sub)
+        row: dict = {"episodes": len(sub), "success": ok / len(sub) if sub else 0.0,
+                     "on_card_success": ok / (len(sub) - len(off)) if len(sub) > len(off) else None,
+                     "off_card": len(off) / len(sub) if sub else 0.0, "off_episodes": len(off),
+                     "off_never_lifted": sum(not t.lifted for t in off)}
         if off:
             reasons: dict[str, int] = {}
             for t in off:

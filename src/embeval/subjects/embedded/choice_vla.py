@@ -8,7 +8,9 @@ so the VLM's weights load as they are:
   fusion MLP over [left card, right card, text]: the 128-d "answer features") and ``head`` (the
   VLM's left/right answer logits: used only by co-training, never by the action path);
 * **control pathway**: ``encoders.third_person`` (the tiny VLA's scene CNN on the third-person view
-  at ``scene_size``, FiLM on the text) and the proprioceptive state;
+  at ``scene_size``, FiLM on the text) and the proprioceptive state; with ``control_text`` False no FiLM and no
+  text input to the expert: the instruction reaches the actions only through the VLM prefix; with
+  ``answer_gate`` the expert reads the prefix only while the gripper is closed (reach and grasp see no answer);
 * **action expert** ``action_expert`` (MLP over [answer features, scene features, text, state]) and
   ``action_out`` -> 7 outputs: normalised ``[dx, dy, dz, droll, dpitch, dyaw]`` deltas (frame base,
   metres, radians) and the gripper logit (sigmoid = open).
@@ -71,7 +73,18 @@ class ChoiceVLAConfig:
     state_keys: list[str] = field(default_factory=lambda: ["ee_pos", "gripper"])
     state_dim: int = 4
     expert_dims: list[int] = field(default_factory=lambda: [256, 128])
+    #: the control pathway reads the instruction directly (FiLM in the scene encoder, text input of the action
+    #: expert); False: only through the VLM prefix, as an action expert reading its VLM's features (issue 31)
+    control_text: bool = True
+    #: the action expert reads the answer features only while the gripper is closed (the state's last entry, the
+    #: gripper opening, < 0.5): reaching and grasping cannot depend on the cards or the question (issue 31)
+    answer_gate: bool = False
     cameras: list[str] = field(default_factory=lambda: [SCENE_CAMERA])
+
+    def __post_init__(self):
+        if self.answer_gate and (not self.state_keys or self.state_keys[-1] != "gripper"):
+            raise ConfigError(f"choice VLA config answer_gate reads the gripper as the state's last entry; put 'gripper' "
+                              f"last in state_keys (got {self.state_keys!r})")
 
     @classmethod
     def from_dict(cls, d: dict) -> ChoiceVLAConfig:
@@ -106,8 +119,10 @@ def _torch_net():
             self.encoder = VisionEncoder(VisionConfig(**v.vision), v.text_width)
             self.backbone = _mlp_layers(2 * self.encoder.out_dim + v.text_width, v.backbone_dims)
             self.head = nn.Linear(v.backbone_dims[-1], 2)
-            self.encoders = nn.ModuleDict({SCENE_CAMERA: VisionEncoder(VisionConfig(**cfg.scene_vision), v.text_width)})
-            din = v.backbone_dims[-1] + self.encoders[SCENE_CAMERA].out_dim + v.text_width + cfg.state_dim
+            scene_cfg = {**cfg.scene_vision, "film": cfg.scene_vision.get("film", True) and cfg.control_text}
+            self.encoders = nn.ModuleDict({SCENE_CAMERA: VisionEncoder(VisionConfig(**scene_cfg), v.text_width)})
+            din = (v.backbone_dims[-1] + self.encoders[SCENE_CAMERA].out_dim + (v.text_width if cfg.control_text else 0)
+                   + cfg.state_dim)
             self.action_expert = _mlp_layers(din, cfg.expert_dims)
             self.action_out = nn.Linear(cfg.expert_dims[-1], 7)
 
@@ -125,7 +140,10 @@ def _torch_net():
             return x
 
         def expert(self, prefix: torch.Tensor, scene: torch.Tensor, t: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
-            x = torch.cat([prefix, self.encoders[SCENE_CAMERA](scene, t), t, state], dim=-1)
+            if self.cfg.answer_gate:  # the answer features count once the cube is held
+                prefix = prefix * (state[:, -1:] < GRIPPER_CLOSED_BELOW).to(prefix.dtype)
+            parts = [prefix, self.encoders[SCENE_CAMERA](scene, t)] + ([t] if self.cfg.control_text else []) + [state]
+            x = torch.cat(parts, dim=-1)
             for layer in self.action_expert:
                 x = layer(x)
             return self.action_out(x)
@@ -335,12 +353,6 @@ class ChoiceVLARecipe:
     side_items: int = 0
     arch: dict = field(default_factory=dict)  # ChoiceVLAConfig overrides
     train: dict = field(default_factory=lambda: {"steps": 2000, "batch_size": 64, "lr": 1e-3})
-    #: instruction noise on the control pathway (issue 31): on frames of card-cell demonstrations, with probability
-    #: ``control_text_p``, the instruction embedding read by the scene encoder and the action expert (never the VLM
-    #: prefix) gets a random orthogonal direction of norm r ~ U(0, ``control_text_noise``) added (then re-normalised:
-    #: cosine 1 / sqrt(1 + r^2) to the clean one; the embedding has norm 1), so reaching and grasping stop depending on the instruction's wording (0 = off)
-    control_text_noise: float = 0.0
-    control_text_p: float = 0.75
     answer_weight: float = 0.5  # cotrain: weight of the VLM answer loss
     answer_per_category: int = 300  # cotrain: VLM items per category (all categories, the VLM's stream)
     eval_per_category: int = 20  # held-out Act2Answer suite in the cell: items per category (0 = skip)
@@ -349,6 +361,3 @@ class ChoiceVLARecipe:
     def __post_init__(self):
         if self.mode not in ("frozen", "full", "cotrain"):
             raise ConfigError(f"choice VLA recipe mode must be 'frozen', 'full' or 'cotrain', got {self.mode!r}")
-        if not 0.0 <= self.control_text_noise <= 10.0 or not 0.0 <= self.control_text_p <= 1.0:
-            raise ConfigError(f"choice VLA recipe control_text_noise must be in [0, 10] (norm, the embedding's is 1) and "
-                              f"control_text_p in [0, 1], got {self.control_text_noise!r} and {self.control_text_p!r}")

@@ -59,12 +59,14 @@ A2A_VLA_RECIPES: list[ChoiceVLARecipe] = [
     ChoiceVLARecipe("tiny-vla-a2a-full", mode="full", seed=0),
 ]
 
-#: the same two recipes with the control pathway trained on perturbed instruction embeddings (issue 31: the
-#: unseen wording of the never-demonstrated categories stopped the grasp; docs/act2answer.md, "Control robust to
-#: the wording"). Trainable by name (``embeval train vla / seeds``), not population members (nothing ships them).
+#: the same two recipes with the control pathway made independent of the question until the cube is held (issue 31:
+#: the unseen wording and answer features of the never-demonstrated categories stopped the grasp; docs/act2answer.md,
+#: "Control that does not depend on the question"): the instruction reaches the actions only through the VLM prefix
+#: (``control_text: False``) and the action expert reads the prefix only while the gripper is closed
+#: (``answer_gate: True``). Trainable by name (``embeval train vla / seeds``); not population members.
 A2A_VLA_VARIANTS: list[ChoiceVLARecipe] = [
-    ChoiceVLARecipe("tiny-vla-a2a-frozen-textnoise", mode="frozen", seed=0, control_text_noise=1.5),
-    ChoiceVLARecipe("tiny-vla-a2a-full-textnoise", mode="full", seed=0, control_text_noise=1.5),
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-gated", mode="frozen", seed=0, arch={"control_text": False, "answer_gate": True}),
+    ChoiceVLARecipe("tiny-vla-a2a-full-gated", mode="full", seed=0, arch={"control_text": False, "answer_gate": True}),
 ]
 
 
