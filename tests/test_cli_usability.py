@@ -178,11 +178,14 @@ def test_malformed_yaml_is_one_line_with_its_position(tmp_path, capsys, argv):
 
 
 def test_counts_and_sizes_must_be_positive(capsys):
-    for argv in (["sim", "render", "--width", "0"], ["sim", "expert", "--episodes", "0"], ["sim", "references", "--n", "x"]):
+    for argv, why in ((["sim", "render", "--width", "0"], "argument --width: must lie in 1..4096, got 0 (pixels per side)"),
+                      (["sim", "expert", "--episodes", "0"], "must be >= 1, got 0"),
+                      (["sim", "references", "--n", "x"], "must be an integer >= 1, got 'x'")):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
-        assert ">= 1" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert why in err, err
 
 
 def test_servers_answer_malformed_requests_with_400_and_a_reason():

@@ -11,7 +11,8 @@ from embeval.sim.maniskill.runtime import MAX_SEED, check_seed, episode_seed
 
 def test_check_seed_covers_every_episode():
     assert check_seed(MAX_SEED) == MAX_SEED and check_seed(MAX_SEED - 1, episodes=2) == MAX_SEED - 1
-    with pytest.raises(ConfigError, match=r"--seed 4294967295 with 2 episodes runs seeds up to 4294967296.*0\.\.4294967294"):
+    with pytest.raises(ConfigError, match=r"--seed: must lie in 0\.\.4294967294, got 4294967295 \(ManiSkill accepts seeds 0\.\.4294967295 .*the 2 "
+                                         r"episodes use 2 consecutive seeds from it\)"):
         check_seed(MAX_SEED, episodes=2, what="--seed")
     with pytest.raises(ConfigError, match="0..4294967295"):
         check_seed(2 ** 32)

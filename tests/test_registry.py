@@ -72,7 +72,7 @@ def test_ros_registries_use_it():
     order = list(NODE_CLASSES)
     assert order[0] == "embeval_camera" and order[-1] == "embeval_conductor"  # start order kept
     assert node_class("embeval_conductor").__name__ == "ConductorNode"
-    with pytest.raises(ConfigError, match="backend: unknown arm backend 'mok' \\(did you mean 'mock'\\?\\); choose from mock, sim, ur_rtde"):
+    with pytest.raises(ConfigError, match="backend: unknown arm backend 'mok' \\(did you mean 'mock'\\?\\); choose from libero, mock, sim, ur_rtde"):
         make_backend("mok", None)
 
 
