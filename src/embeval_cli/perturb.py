@@ -29,7 +29,7 @@ def from_args(args):
 
 def perturb_for(args):
     """``--perturb`` of a ``sim`` sub-command, checked before anything runs: None when not given; an axis the
-    backend does not implement (ManiSkill and LIBERO: the camera and light axes) refused in one line."""
+    backend does not implement (:func:`embeval.sim.perturb.backends.supported`) refused in one line."""
     perturb = from_args(args)
     backend = getattr(args, "backend", "pybullet")
     if perturb and backend != "pybullet":
