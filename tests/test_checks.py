@@ -209,3 +209,12 @@ def test_no_module_defines_its_own_port_seed_or_argparse_check():
             ranges.append(str(path.relative_to(SRC)))
     assert argparse_errors == [], f"argparse types outside embeval/argtypes.py: use its adapters ({argparse_errors})"
     assert ranges == [], f"port / seed ranges written outside embeval.checks: use checks.port / checks.seed ({ranges})"
+
+
+def test_numpy_scalars_are_numbers_and_read_as_python_numbers():
+    """Values read from arrays (a numpy speed, a limit from a config built with numpy) are checked like Python numbers
+    and named as such in the message (``nan``, not ``np.float64(nan)``); numpy's bool is not a number."""
+    assert checks.number(np.float32(0.5), "x", 0, 1) == 0.5 and checks.integer(np.int64(3), "n", 1, 5) == 3
+    assert str(_raises(checks.number, np.float64("nan"), "x", 0, 1)) == "x: must be a finite number in 0..1, got nan"
+    assert str(_raises(checks.integer, np.int64(9), "n", 1, 5)) == "n: must lie in 1..5, got 9"
+    assert str(_raises(checks.number, np.bool_(True), "x")) == "x: must be a finite number, got True"

@@ -34,7 +34,10 @@ MAX_PORT = 65535
 
 
 def shown(x: Any) -> str:
-    """``repr(x)``; a huge integer as its number of digits (``1180591620717411303424`` reads as a 22-digit integer)."""
+    """``repr(x)``; a numpy scalar as the Python number it holds (``nan``, not ``np.float64(nan)``); a huge integer as
+    its number of digits (``1180591620717411303424`` reads as a 22-digit integer)."""
+    if type(x).__module__ == "numpy" and hasattr(x, "item") and getattr(x, "shape", None) == ():
+        x = x.item()
     text = repr(x)
     return f"a {len(text)}-digit integer" if isinstance(x, int) and len(text) > 24 else text
 

@@ -58,8 +58,7 @@ def check_range(name: str, value: Any, low: float | None = None, high: float | N
     NaN, inf, booleans, strings and None are refused: a NaN limit compares False and would disable the check it guards."""
     lo, hi, u = LIMIT_RANGES.get(name, (low, high, unit))
     lo, hi, unit = (lo if low is None else low), (hi if high is None else high), (unit or u)
-    x = value.item() if isinstance(value, (np.integer, np.floating)) else value  # numpy scalars as Python numbers
-    return checks.number(x, f"safety limit {name}", lo, hi, unit=unit, lo_open=True,
+    return checks.number(value, f"safety limit {name}", lo, hi, unit=unit, lo_open=True,
                          fix=f"set {name} to a value in that range")
 
 

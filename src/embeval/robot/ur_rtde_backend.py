@@ -97,8 +97,6 @@ def _bad_speed(speed, command: str, unit: str) -> str | None:
 
     if speed is None:
         return None
-    if isinstance(speed, (np.integer, np.floating)) and not isinstance(speed, np.bool_):
-        speed = speed.item()
     try:
         checks.number(speed, "speed", 0, None, unit=unit, lo_open=True)
     except ConfigError as exc:
