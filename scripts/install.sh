@@ -85,6 +85,19 @@ if [ -f "$STAMP" ]; then
 fi
 
 echo "[install] preparing $VENV (install key $KEY); first run takes several minutes"
+# A first install writes about 15 GB (.venv 12 GB, of which PyTorch's CUDA build is 6 GB; .venv-libero 2 GB;
+# chromium; pip's unpacked wheels): refuse at once with the numbers rather than fail minutes later mid-pip with
+# "No space left on device" and a half-written venv. An update of an existing venv writes little: not checked.
+if [ ! -d "$VENV/lib" ] && [ "${EMBEVAL_SKIP_DISK_CHECK:-0}" != 1 ]; then
+  NEED_GB=16
+  FREE_GB=$(df -Pk "$(dirname "$VENV")" 2>/dev/null | awk 'NR == 2 {print int($4 / 1048576)}' || true)
+  if [ -n "$FREE_GB" ] && [ "$FREE_GB" -lt "$NEED_GB" ]; then
+    echo "[install] error: a first install needs about $NEED_GB GB free beside $VENV, and $(dirname "$VENV") has" \
+         "$FREE_GB GB free. Free some space (pip's cache: $PYTHON -m pip cache purge), or set VENV to a folder on a" \
+         "larger disk (make test VENV=/big/disk/.venv); EMBEVAL_SKIP_DISK_CHECK=1 tries anyway" >&2
+    exit 1
+  fi
+fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 start_chromium
 start_libero
