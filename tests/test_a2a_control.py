@@ -14,19 +14,27 @@ from embeval.subjects.embedded.choice_vla import ChoiceVLAConfig, ChoiceVLARecip
 from embeval.subjects.embedded.training import TrainConfig
 
 
-def test_the_registry_knows_the_gated_variants(tmp_path, capsys):
+def test_the_shipped_recipes_are_gated_and_the_old_ones_trainable(tmp_path, capsys):
     from embeval.subjects.embedded.population import A2A_VLA_RECIPES, a2a_vla_names, a2a_vla_recipe
     from embeval_cli import main
 
-    for name, mode in (("tiny-vla-a2a-frozen-gated", "frozen"), ("tiny-vla-a2a-full-gated", "full")):
+    for name, mode in (("tiny-vla-a2a-frozen", "frozen"), ("tiny-vla-a2a-full", "full")):
         r = a2a_vla_recipe(name)
-        base = a2a_vla_recipe(name.removesuffix("-gated"))
-        assert r.mode == mode and r.arch == {"control_text": False, "answer_gate": True} and base.arch == {}
+        old = a2a_vla_recipe(name + "-ungated")
+        assert r.mode == mode and r.arch == {"control_text": False, "answer_gate": True} and old.arch == {}
         # the same data, knowledge path and training otherwise: only the control pathway's architecture differs
-        assert {**vars(r), "name": "", "arch": {}} == {**vars(base), "name": ""}
-        assert name in a2a_vla_names() and name not in [x.name for x in A2A_VLA_RECIPES]  # not a population member
+        assert {**vars(r), "name": "", "arch": {}} == {**vars(old), "name": ""}
+        assert name in [x.name for x in A2A_VLA_RECIPES]  # population members, shipped
+        assert old.name in a2a_vla_names() and old.name not in [x.name for x in A2A_VLA_RECIPES]
+    # the shipped checkpoints are the gated recipes' (their config and their recorded recipe say so)
+    from embeval.subjects.embedded.zoo import load_vla
+
+    for name in ("tiny-vla-a2a-frozen", "tiny-vla-a2a-full"):
+        pol = load_vla(name)
+        assert pol.cfg.control_text is False and pol.cfg.answer_gate is True
+        assert pol.meta["recipe"]["name"] == name and pol.meta["recipe"]["arch"] == a2a_vla_recipe(name).arch
     # the CLI takes them as choice-VLA recipes (refusing a Pick/Place option before any work)
-    assert main(["train", "vla", "--recipe", "tiny-vla-a2a-full-gated", "--out", str(tmp_path / "x"), "--episodes", "3"]) == 2
+    assert main(["train", "vla", "--recipe", "tiny-vla-a2a-full-ungated", "--out", str(tmp_path / "x"), "--episodes", "3"]) == 2
     assert "--episodes" in capsys.readouterr().err and not (tmp_path / "x").exists()
     with pytest.raises(ConfigError, match="gripper"):
         ChoiceVLAConfig(state_keys=["gripper", "ee_pos"], answer_gate=True)
@@ -76,6 +84,19 @@ def test_gated_control_ignores_the_question_until_the_cube_is_held(demos, vlm, m
     open_, held = acts(1.0), acts(0.47)  # 0.47: the opening with the cube in the fingers
     np.testing.assert_array_equal(open_[0], open_[1])  # reaching: the question plays no part
     assert not np.array_equal(held[0], held[1])  # carrying: the answer features decide
+
+    # probing reads the action expert as during the carry, whatever the observation's gripper says
+    def expert_states(gripper, text):
+        back.reset(text)
+        return back.hidden_states(_obs(gripper), layers=["action_expert.0"])["action_expert.0"]
+
+    np.testing.assert_array_equal(expert_states(1.0, texts[0]), expert_states(0.0, texts[0]))
+    assert not np.array_equal(expert_states(1.0, texts[0]), expert_states(1.0, texts[1]))  # the answer is there
+    plain_pol = train_choice_vla(demos, vlm, TINY, ChoiceVLARecipe(name="p", mode=mode), tc)[0]
+    plain_pol.reset(texts[0])
+    h_open = plain_pol.hidden_states(_obs(1.0), layers=["action_expert.0"])["action_expert.0"]
+    plain_pol.reset(texts[0])
+    assert not np.array_equal(h_open, plain_pol.hidden_states(_obs(0.0), layers=["action_expert.0"])["action_expert.0"])
 
 
 def test_diagnosis_reports_a_grasp_that_never_happens(tmp_path):

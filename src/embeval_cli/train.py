@@ -70,8 +70,8 @@ def register(sub) -> None:
                                  "brackets: among episodes that ended on a card, i.e. knowledge apart from control), "
                                  "the range over seeds and which order holds on every seed. Writes OUT/seeds.json and "
                                  "OUT/seeds.md. A seed whose checkpoint is shipped with the same recipe is reused. "
-                                 "Cost per new seed on 2 cores: ~7 min of demonstrations, then ~5 min training and "
-                                 "~13 min evaluation per recipe.",
+                                 "Cost per new seed on 2 cores: ~7 min of demonstrations, then 1-2 min training and "
+                                 "5-13 min evaluation per recipe.",
                      epilog="example: embeval train seeds --seeds 0 1 2 --out runs/a2a-seeds")
     p.add_argument("--recipes", nargs=2, default=["tiny-vla-a2a-frozen", "tiny-vla-a2a-full"], metavar="RECIPE",
                    help="the two recipes to compare (default: tiny-vla-a2a-frozen tiny-vla-a2a-full)")

@@ -58,8 +58,8 @@ def train_or_reuse(recipe_name: str, seed: int, out: Path, eval_per_category: in
                     log(f"{recipe_name} seed {seed}: reusing {cand}")
                 return rep
     if log:
-        log(f"{recipe_name} seed {seed}: training (about 5 min) and evaluating on {r.eval_per_category} items per "
-            "category (about 13 min at 20) ...")
+        log(f"{recipe_name} seed {seed}: training (1-2 min on 2 cores) and evaluating on {r.eval_per_category} items per "
+            "category (5-13 min at 20) ...")
     return train_choice_vla_recipe(r, path, work=out / "work", log=log)
 
 

@@ -27,7 +27,9 @@ the arm) and cached, as VLAs cache their prefix; the action expert runs every st
 
 Hidden states (probing): ``encoder.blocks.<i>`` (two rows: left, right card), ``backbone.<i>``
 (VLM fusion), ``encoders.third_person.blocks.<i>`` and ``action_expert.<i>``, each at the given
-observation (the full forward, prefix included).
+observation (the full forward, prefix included). With ``answer_gate`` the observation is taken with the gripper
+reported closed (opening 0): the action expert reads the answer only while the cube is held, so that is where
+a probe of it asks whether the answer is there (at the open-gripper first step it is absent by construction).
 
 Batched episodes (:meth:`ChoiceVLAPolicy.act_slots`): each slot keeps its instruction and its cached prefix;
 one call computes the prefixes of the slots at their first step together, then the action expert for all.
@@ -304,7 +306,10 @@ class ChoiceVLAPolicy(HiddenStateMixin):
             self.reset(observation.instruction)
         img = self._image(observation)
         left, right = self.card_crops(img)
-        state = torch.from_numpy(state_vector(observation.state, self.cfg.state_keys)[None]).to(self.device)
+        st = dict(observation.state)
+        if self.cfg.answer_gate:  # probed as during the carry, the only phase whose actions read the answer
+            st["gripper"] = np.zeros(1, dtype=np.float32)
+        state = torch.from_numpy(state_vector(st, self.cfg.state_keys)[None]).to(self.device)
         with torch.no_grad():
             return self.net(self._t(left[None]), self._t(right[None]), self._t(self.scene_view(img)[None]),
                             self._ep.temb.to(self.device), state)

@@ -50,23 +50,28 @@ A2A_RECIPES: list[ChoiceVLMRecipe] = [
     ChoiceVLMRecipe("tiny-vlm-a2a-cell", seed=0, instructions=True, augment={"min_px": 14, "p": 0.75, "gain": 0.15}),
 ]
 
+#: the control pathway of the Act2Answer VLAs (issue 31; docs/act2answer.md, "Control that does not depend on the
+#: question"): the instruction reaches the actions only through the VLM prefix (``control_text: False``) and the
+#: action expert reads the prefix only while the gripper is closed (``answer_gate: True``), so reaching and
+#: grasping are the same whatever the question. Before it, the unseen wording of the never-demonstrated categories
+#: stopped the grasp, and which recipe came out ahead changed with the training seed.
+A2A_GATED_ARCH = {"control_text": False, "answer_gate": True}
+
 #: VLAs built on ``tiny-vlm-a2a-cell``'s backbone plus an action expert, fine-tuned on action data only
 #: (answer demonstrations of four categories + Pick/Place), in recipes that differ in what they
 #: preserve. Listed under ``population.json``'s ``"vla_a2a"`` (not ``"vla"``: the VLA agreement and
 #: the Pick/Place evaluation read that list; these act in the Act2Answer cell).
 A2A_VLA_RECIPES: list[ChoiceVLARecipe] = [
-    ChoiceVLARecipe("tiny-vla-a2a-frozen", mode="frozen", seed=0),
-    ChoiceVLARecipe("tiny-vla-a2a-full", mode="full", seed=0),
+    ChoiceVLARecipe("tiny-vla-a2a-frozen", mode="frozen", seed=0, arch=dict(A2A_GATED_ARCH)),
+    ChoiceVLARecipe("tiny-vla-a2a-full", mode="full", seed=0, arch=dict(A2A_GATED_ARCH)),
 ]
 
-#: the same two recipes with the control pathway made independent of the question until the cube is held (issue 31:
-#: the unseen wording and answer features of the never-demonstrated categories stopped the grasp; docs/act2answer.md,
-#: "Control that does not depend on the question"): the instruction reaches the actions only through the VLM prefix
-#: (``control_text: False``) and the action expert reads the prefix only while the gripper is closed
-#: (``answer_gate: True``). Trainable by name (``embeval train vla / seeds``); not population members.
+#: the same two recipes as shipped before issue 31 (the instruction also drives the control pathway directly, and
+#: the answer features reach the action expert from the first step): trainable by name (``embeval train vla /
+#: seeds``) to reproduce the earlier numbers; not population members, not shipped.
 A2A_VLA_VARIANTS: list[ChoiceVLARecipe] = [
-    ChoiceVLARecipe("tiny-vla-a2a-frozen-gated", mode="frozen", seed=0, arch={"control_text": False, "answer_gate": True}),
-    ChoiceVLARecipe("tiny-vla-a2a-full-gated", mode="full", seed=0, arch={"control_text": False, "answer_gate": True}),
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-ungated", mode="frozen", seed=0),
+    ChoiceVLARecipe("tiny-vla-a2a-full-ungated", mode="full", seed=0),
 ]
 
 
@@ -100,7 +105,7 @@ def describe(r) -> str:
     if isinstance(r, ChoiceVLARecipe):
         return (f"{r.vlm} backbone + action expert, {r.mode} fine-tune on answer demos of {', '.join(r.demo_categories)} "
                 f"({r.demo_items} items each, both layouts) + {r.pickplace_episodes} Pick/Place demos, "
-                f"{r.train.get('steps')} steps")
+                f"{r.train.get('steps')} steps" + (f", {r.arch}" if r.arch else ""))
     if isinstance(r, ChoiceVLMRecipe):
         cats = len(r.categories) or "all"
         return (f"two cards + question -> left/right; {cats} procedural categories x {r.per_category} items "
