@@ -128,3 +128,43 @@ def test_diagnosis_reports_a_grasp_that_never_happens(tmp_path):
     assert s["time"]["success"] == 0.0 and s["time"]["on_card_success"] is None and s["time"]["off_never_lifted"] == 2
     assert s["time"]["off_card"] == 1.0 and s["time"]["end_reasons"] == {"max_steps": 2} and s["time"]["never_lifted"] == 1.0
     assert s["all"]["passed_over_card"] == 0.0 and s["all"]["mean_abs_offset"] == pytest.approx(np.hypot(0.13, 0.15), abs=0.01)
+
+
+def test_committed_carry_reads_the_heads_decision_and_trains_straight_through(demos, vlm):  # noqa: F811
+    """``answer_commit``: the expert reads the VLM head's left/right one-hot, so answer features that the head
+    resolves to the same card give the same actions; the action loss still reaches the head (straight-through)."""
+    import torch
+    from dataclasses import replace
+
+    from embeval.subjects.embedded.choice_vla import build_net
+    from embeval.subjects.embedded.population import a2a_vla_recipe
+
+    r = a2a_vla_recipe("tiny-vla-a2a-full-commit")
+    assert r.arch == {"control_text": False, "answer_gate": True, "answer_commit": True} and r.mode == "full"
+    cfg = replace(TINY, vlm=vlm.cfg.to_dict(), control_text=False, answer_gate=True, answer_commit=True)
+    net = build_net(cfg)
+    plain = build_net(replace(cfg, answer_commit=False))
+    width = vlm.cfg.backbone_dims[-1]
+    assert net.action_expert[0][0].weight.shape[1] == plain.action_expert[0][0].weight.shape[1] - width + 2
+    torch.manual_seed(0)
+    h, w = cfg.scene_size
+    scene, state = torch.rand(2, 3, h, w), torch.tensor([[0.5, 0.0, 0.2, 0.0]] * 2)  # gripper closed: carrying
+    t = torch.zeros(2, vlm.cfg.text_width)
+    p = torch.randn(2, width)
+    with torch.no_grad():
+        side = net.head(p).argmax(-1)
+        base = net.expert(p, scene, t, state)
+        # a nudge that leaves the head's decision alone leaves the actions alone
+        nudged = p + 1e-3 * torch.randn(2, width)
+        assert torch.equal(net.head(nudged).argmax(-1), side)
+        torch.testing.assert_close(net.expert(nudged, scene, t, state), base, rtol=0, atol=0)
+        # answer features the head reads as the other card change the carry
+        flip = p - 50.0 * (net.head.weight[side] - net.head.weight[1 - side])
+        assert torch.equal(net.head(flip).argmax(-1), 1 - side)
+        assert not torch.allclose(net.expert(flip, scene, t, state), base)
+    # straight-through: the action loss has a gradient on the head and the backbone
+    p_train = net.prefix(torch.rand(2, 3, *[vlm.cfg.card_size] * 2), torch.rand(2, 3, *[vlm.cfg.card_size] * 2),
+                         net.text_proj(torch.randn(2, vlm.cfg.text_dim)))
+    net.expert(p_train, scene, t, state).pow(2).sum().backward()
+    assert net.head.weight.grad is not None and net.head.weight.grad.abs().sum() > 0
+    assert net.backbone[0][0].weight.grad.abs().sum() > 0

@@ -11,7 +11,8 @@ so the VLM's weights load as they are:
   at ``scene_size``, FiLM on the text) and the proprioceptive state; with ``control_text`` False no FiLM and no
   text input to the expert: the instruction reaches the actions only through the VLM prefix; with
   ``answer_gate`` the expert reads the prefix only while the gripper is closed (reach and grasp see no answer);
-* **action expert** ``action_expert`` (MLP over [answer features, scene features, text, state]) and
+* **action expert** ``action_expert`` (MLP over [answer features, scene features, text, state]; with
+  ``answer_commit`` the head's left/right decision, one-hot, instead of the answer features) and
   ``action_out`` -> 7 outputs: normalised ``[dx, dy, dz, droll, dpitch, dyaw]`` deltas (frame base,
   metres, radians) and the gripper logit (sigmoid = open).
 
@@ -81,6 +82,10 @@ class ChoiceVLAConfig:
     #: the action expert reads the answer features only while the gripper is closed (the state's last entry, the
     #: gripper opening, < 0.5): reaching and grasping cannot depend on the cards or the question (issue 31)
     answer_gate: bool = False
+    #: the action expert reads the VLM head's left/right decision (one-hot) instead of the answer features, so the
+    #: carry goes to one card or the other, never between; trained straight-through (the forward pass uses the
+    #: one-hot, the gradient that of the softmax), so the full recipe still trains every weight on the action loss
+    answer_commit: bool = False
     cameras: list[str] = field(default_factory=lambda: [SCENE_CAMERA])
 
     def __post_init__(self):
@@ -123,8 +128,8 @@ def _torch_net():
             self.head = nn.Linear(v.backbone_dims[-1], 2)
             scene_cfg = {**cfg.scene_vision, "film": cfg.scene_vision.get("film", True) and cfg.control_text}
             self.encoders = nn.ModuleDict({SCENE_CAMERA: VisionEncoder(VisionConfig(**scene_cfg), v.text_width)})
-            din = (v.backbone_dims[-1] + self.encoders[SCENE_CAMERA].out_dim + (v.text_width if cfg.control_text else 0)
-                   + cfg.state_dim)
+            din = ((2 if cfg.answer_commit else v.backbone_dims[-1]) + self.encoders[SCENE_CAMERA].out_dim
+                   + (v.text_width if cfg.control_text else 0) + cfg.state_dim)
             self.action_expert = _mlp_layers(din, cfg.expert_dims)
             self.action_out = nn.Linear(cfg.expert_dims[-1], 7)
 
@@ -142,6 +147,10 @@ def _torch_net():
             return x
 
         def expert(self, prefix: torch.Tensor, scene: torch.Tensor, t: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+            if self.cfg.answer_commit:  # the head's decision, one-hot [left, right]; straight-through gradient
+                soft = self.head(prefix).softmax(-1)
+                hard = torch.nn.functional.one_hot(soft.argmax(-1), 2).to(soft.dtype)
+                prefix = hard + soft - soft.detach()
             if self.cfg.answer_gate:  # the answer features count once the cube is held
                 prefix = prefix * (state[:, -1:] < GRIPPER_CLOSED_BELOW).to(prefix.dtype)
             parts = [prefix, self.encoders[SCENE_CAMERA](scene, t)] + ([t] if self.cfg.control_text else []) + [state]

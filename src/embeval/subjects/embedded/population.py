@@ -72,6 +72,10 @@ A2A_VLA_RECIPES: list[ChoiceVLARecipe] = [
 A2A_VLA_VARIANTS: list[ChoiceVLARecipe] = [
     ChoiceVLARecipe("tiny-vla-a2a-frozen-ungated", mode="frozen", seed=0),
     ChoiceVLARecipe("tiny-vla-a2a-full-ungated", mode="full", seed=0),
+    # gated, and the expert carries to the card the VLM head decides (``answer_commit``): an experiment against the
+    # carries that end between the cards (docs/act2answer.md, "Control that does not depend on the question")
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-commit", mode="frozen", seed=0, arch={**A2A_GATED_ARCH, "answer_commit": True}),
+    ChoiceVLARecipe("tiny-vla-a2a-full-commit", mode="full", seed=0, arch={**A2A_GATED_ARCH, "answer_commit": True}),
 ]
 
 
