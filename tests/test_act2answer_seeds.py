@@ -77,9 +77,16 @@ def test_probe_table_says_whether_the_transfer_order_holds_on_every_seed():
            "full": {0: row(1.0, 0.70), 1: row(1.0, 0.95), 2: row(1.0, 0.8)}}
     md = format_probe_table(res, "frozen", "full")
     assert "| 0 | 1.000 (0.900 / 0.800) | 1.040 (0.800 / 0.700) | 1.000 (0.900 / 0.800) | 0.700" in md
-    assert md.endswith("frozen's transfer CNR is above full's on 2 of 3 seeds: not a property of the recipes")
+    assert md.endswith("transfer CNR: the order differs by seed (not a property of the recipes)")
     res["frozen"][1] = row(1.0, 0.99)
-    assert format_probe_table(res, "frozen", "full").endswith("frozen's transfer CNR is above full's on every seed")
+    assert format_probe_table(res, "frozen", "full").endswith("transfer CNR on every seed: frozen > full")
+    # the other way round is an order that holds too (the verdict once only looked for frozen above full)
+    for s, t in ((0, 1.1), (1, 1.2), (2, 0.9)):
+        res["full"][s] = row(1.0, t)
+    res["frozen"][2] = row(1.0, 0.85)
+    assert format_probe_table(res, "frozen", "full").endswith("transfer CNR on every seed: frozen < full")
+    res["full"][1] = {"within": res["full"][1]["within"]}  # a seed without a transfer probe decides nothing
+    assert format_probe_table(res, "frozen", "full").endswith("the order differs by seed (not a property of the recipes)")
 
 
 def test_a_half_written_report_is_not_reused(tmp_path, monkeypatch):

@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 from typing import Callable, Sequence
 
+from embeval.act2answer.seeds import order_on_every_seed
+
 
 def probe_seed_models(models: dict[str, dict[int, str | Path]], items: Sequence, seed: int = 0,
                       log: Callable[[str], None] | None = print) -> dict:
@@ -45,7 +47,7 @@ def _short(rep) -> dict:
 
 def format_probe_table(res: dict, a: str, b: str) -> str:
     """Markdown: per seed, each recipe's within and transfer CNR (best backbone / action-expert accuracy),
-    and whether ``a``'s transfer CNR is above ``b``'s on every seed."""
+    and which order of the two transfer CNRs holds on every seed, either way (or that none does)."""
     seeds = sorted(set(res[a]) & set(res[b]))
     lines = ["| seed | " + " | ".join(f"{n} {k} CNR (backbone / expert)" for n in (a, b) for k in ("within", "transfer")) + " |",
              "|" + "---|" * 5]
@@ -57,9 +59,9 @@ def format_probe_table(res: dict, a: str, b: str) -> str:
                 cells.append("-" if r is None else f"{r['cnr']:.3f} ({r['backbone_best']:.3f} / {r['expert_best']:.3f})")
         lines.append(f"| {s} | " + " | ".join(cells) + " |")
     tr = [(res[a][s].get("transfer", {}).get("cnr"), res[b][s].get("transfer", {}).get("cnr")) for s in seeds]
-    ok = [x is not None and y is not None and x > y for x, y in tr]
-    verdict = (f"{a}'s transfer CNR is above {b}'s on every seed" if all(ok) else
-               f"{a}'s transfer CNR is above {b}'s on {sum(ok)} of {len(seeds)} seeds: not a property of the recipes")
+    order = order_on_every_seed(tr, a, b) if all(x is not None and y is not None for x, y in tr) else "differs by seed"
+    verdict = (f"transfer CNR on every seed: {order}" if order != "differs by seed" else
+               "transfer CNR: the order differs by seed (not a property of the recipes)")
     return "\n".join(lines) + "\n\n" + verdict
 
 

@@ -85,6 +85,13 @@ def seed_table(reports: dict[str, dict[int, dict]]) -> dict:
     return table
 
 
+def order_on_every_seed(pairs: Sequence[tuple[float, float]], a: str, b: str) -> str:
+    """``"a > b"``, ``"a < b"`` or ``"a = b"`` when that order holds in every (a's value, b's value) pair of
+    ``pairs`` (one per seed), else ``"differs by seed"`` (also when there is no pair)."""
+    signs = {(x > y) - (x < y) for x, y in pairs}
+    return {1: f"{a} > {b}", -1: f"{a} < {b}", 0: f"{a} = {b}"}[signs.pop()] if len(signs) == 1 else "differs by seed"
+
+
 def holds_on_every_seed(table: dict, a: str, b: str) -> dict[str, str]:
     """Per category: ``"a > b"``, ``"a < b"`` or ``"a = b"`` when it holds on every common seed (compared
     seed by seed: the same seed trains both recipes from the same data order), else ``"differs by seed"``."""
@@ -96,8 +103,7 @@ def holds_on_every_seed(table: dict, a: str, b: str) -> dict[str, str]:
         if c not in table[b]["categories"]:
             continue
         ra, rb = table[a]["categories"][c]["seeds"], table[b]["categories"][c]["seeds"]
-        signs = {(ra[s]["rate"] > rb[s]["rate"]) - (ra[s]["rate"] < rb[s]["rate"]) for s in common if s in ra and s in rb}
-        out[c] = {1: f"{a} > {b}", -1: f"{a} < {b}", 0: f"{a} = {b}"}[signs.pop()] if len(signs) == 1 else "differs by seed"
+        out[c] = order_on_every_seed([(ra[s]["rate"], rb[s]["rate"]) for s in common if s in ra and s in rb], a, b)
     return out
 
 
