@@ -38,6 +38,9 @@ def test_the_shipped_recipes_are_gated_and_the_old_ones_trainable(tmp_path, caps
     assert "--episodes" in capsys.readouterr().err and not (tmp_path / "x").exists()
     with pytest.raises(ConfigError, match="gripper"):
         ChoiceVLAConfig(state_keys=["gripper", "ee_pos"], answer_gate=True)
+    for bad in ("yes", 1, None):  # a switch from a checkpoint's config.json is never guessed
+        with pytest.raises(ConfigError, match=f"choice VLA config answer_commit: must be true or false, got {bad!r}"):
+            ChoiceVLAConfig.from_dict({"answer_commit": bad})
 
 
 def _state(pol) -> dict:

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from embeval import checks
 from embeval.action import GRIPPER_CLOSED_BELOW, Action, ActionSpec, Observation
 from embeval.errors import ConfigError, InvalidInputError
 from embeval.subjects.embedded.card_crop import PinholeCamera, rectify_card
@@ -89,6 +90,8 @@ class ChoiceVLAConfig:
     cameras: list[str] = field(default_factory=lambda: [SCENE_CAMERA])
 
     def __post_init__(self):
+        for name in ("control_text", "answer_gate", "answer_commit"):  # a checkpoint's config.json is outside input
+            checks.flag(getattr(self, name), f"choice VLA config {name}")
         if self.answer_gate and (not self.state_keys or self.state_keys[-1] != "gripper"):
             raise ConfigError(f"choice VLA config answer_gate reads the gripper as the state's last entry; put 'gripper' "
                               f"last in state_keys (got {self.state_keys!r})")
