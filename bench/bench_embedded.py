@@ -96,16 +96,19 @@ def _choice_vla_rows(quick: bool, vla_step: float) -> list[dict]:
     from embeval.subjects.embedded.zoo import load_vlm
 
     rng = np.random.default_rng(0)
-    cfg = ChoiceVLAConfig()
+    base = ChoiceVLAConfig()
     e, f = 360, 20
+    state = rng.random((e * f, 4), np.float32)
+    state[f - 1::f, :2] = np.asarray(base.card_xy, np.float32)[np.arange(e) % 2]  # each carry ends on a card
     demos = ChoiceDemos(rng.integers(0, 255, (e, 48, 48, 3), dtype=np.uint8), rng.integers(0, 255, (e, 48, 48, 3), dtype=np.uint8),
                         np.arange(e) % 8, [f"put the cube on the card number {k}" for k in range(8)], np.zeros(e, np.int64),
-                        rng.integers(0, 255, (e * f, *cfg.scene_size, 3), dtype=np.uint8), rng.random((e * f, 4), np.float32),
+                        rng.integers(0, 255, (e * f, *base.scene_size, 3), dtype=np.uint8), state,
                         rng.normal(0, 0.02, (e * f, 7)), np.repeat(np.arange(e), f))
     vlm = load_vlm("tiny-vlm-a2a-cell")
     rows, steps = [], 5 if quick else 30
     for name in ("tiny-vla-a2a-frozen", "tiny-vla-a2a-full"):
         r = a2a_vla_recipe(name)
+        cfg = ChoiceVLAConfig.from_dict({**base.to_dict(), **r.arch})  # the recipe's architecture
         tc = TrainConfig(**{**TrainConfig().__dict__, **r.train, "steps": steps, "log_every": steps})
         pol, res = train_choice_vla(demos, vlm, cfg, r, tc)
         torch.set_num_threads(1)

@@ -14,25 +14,34 @@ from embeval.subjects.embedded.choice_vla import ChoiceVLAConfig, ChoiceVLARecip
 from embeval.subjects.embedded.training import TrainConfig
 
 
-def test_the_shipped_recipes_are_gated_and_the_old_ones_trainable(tmp_path, capsys):
+def test_the_shipped_recipes_commit_and_the_old_ones_trainable(tmp_path, capsys):
     from embeval.subjects.embedded.population import A2A_VLA_RECIPES, a2a_vla_names, a2a_vla_recipe
     from embeval_cli import main
 
+    commit = {"control_text": False, "answer_gate": True, "answer_commit": True}
     for name, mode in (("tiny-vla-a2a-frozen", "frozen"), ("tiny-vla-a2a-full", "full")):
         r = a2a_vla_recipe(name)
+        gated = a2a_vla_recipe(name + "-gated")
         old = a2a_vla_recipe(name + "-ungated")
-        assert r.mode == mode and r.arch == {"control_text": False, "answer_gate": True} and old.arch == {}
-        # the same data, knowledge path and training otherwise: only the control pathway's architecture differs
-        assert {**vars(r), "name": "", "arch": {}} == {**vars(old), "name": ""}
+        assert r.mode == mode and r.arch == commit and gated.arch == {"control_text": False, "answer_gate": True}
+        assert old.arch == {} and r.teacher_side is (mode == "frozen") and not gated.teacher_side
+        # the same data, knowledge path and training otherwise: only the control pathway differs
+        for v in (gated, old):
+            assert {**vars(r), "name": "", "arch": {}, "teacher_side": False} == {**vars(v), "name": "", "arch": {}}
         assert name in [x.name for x in A2A_VLA_RECIPES]  # population members, shipped
-        assert old.name in a2a_vla_names() and old.name not in [x.name for x in A2A_VLA_RECIPES]
-    # the shipped checkpoints are the gated recipes' (their config and their recorded recipe say so)
+        for v in (gated, old):
+            assert v.name in a2a_vla_names() and v.name not in [x.name for x in A2A_VLA_RECIPES]
+    # the committed carry without teacher forcing stays trainable as the record of why the frozen one needs it
+    nt = a2a_vla_recipe("tiny-vla-a2a-frozen-commit")
+    assert nt.arch == commit and not nt.teacher_side and nt.mode == "frozen"
+    # the shipped checkpoints are the committed recipes' (their config and their recorded recipe say so)
     from embeval.subjects.embedded.zoo import load_vla
 
     for name in ("tiny-vla-a2a-frozen", "tiny-vla-a2a-full"):
         pol = load_vla(name)
-        assert pol.cfg.control_text is False and pol.cfg.answer_gate is True
-        assert pol.meta["recipe"]["name"] == name and pol.meta["recipe"]["arch"] == a2a_vla_recipe(name).arch
+        assert pol.cfg.control_text is False and pol.cfg.answer_gate is True and pol.cfg.answer_commit is True
+        rec = pol.meta["recipe"]
+        assert rec["name"] == name and rec["arch"] == commit and rec["teacher_side"] is (name.endswith("frozen"))
     # the CLI takes them as choice-VLA recipes (refusing a Pick/Place option before any work)
     assert main(["train", "vla", "--recipe", "tiny-vla-a2a-full-ungated", "--out", str(tmp_path / "x"), "--episodes", "3"]) == 2
     assert "--episodes" in capsys.readouterr().err and not (tmp_path / "x").exists()
@@ -142,7 +151,7 @@ def test_committed_carry_reads_the_heads_decision_and_trains_straight_through(de
     from embeval.subjects.embedded.choice_vla import build_net
     from embeval.subjects.embedded.population import a2a_vla_recipe
 
-    r = a2a_vla_recipe("tiny-vla-a2a-full-commit")
+    r = a2a_vla_recipe("tiny-vla-a2a-full")
     assert r.arch == {"control_text": False, "answer_gate": True, "answer_commit": True} and r.mode == "full"
     cfg = replace(TINY, vlm=vlm.cfg.to_dict(), control_text=False, answer_gate=True, answer_commit=True)
     net = build_net(cfg)
@@ -171,3 +180,83 @@ def test_committed_carry_reads_the_heads_decision_and_trains_straight_through(de
     net.expert(p_train, scene, t, state).pow(2).sum().backward()
     assert net.head.weight.grad is not None and net.head.weight.grad.abs().sum() > 0
     assert net.backbone[0][0].weight.grad.abs().sum() > 0
+
+
+def test_teacher_forcing_feeds_the_demonstrated_card_to_the_committed_expert(demos, vlm):  # noqa: F811
+    """``teacher_side``: in training the committed expert reads the card each demonstration carries to (read from
+    its last frame), not the head's decision; episodes without cards (pick/place) keep the head's."""
+    import torch
+    from dataclasses import replace
+
+    from embeval.act2answer.choice_vla_training import ChoiceDemos
+    from embeval.errors import InvalidInputError
+    from embeval.subjects.embedded.choice_vla import build_net
+
+    # the demonstrated card from the episodes' last frames (metres, frame base), -1 without cards
+    cards = [[0.55, 0.15], [0.55, -0.15]]
+    ends = {0: [0.55, 0.148], 1: [0.549, -0.151], 2: [0.40, 0.02], 3: [0.56, 0.14]}
+    st = np.array([[0.40, 0.0, 0.3, 1.0], ends[0] + [0.1, 0.0], [0.45, 0.1, 0.3, 1.0], ends[1] + [0.1, 0.0],
+                   ends[2] + [0.1, 1.0], [0.5, 0.0, 0.2, 0.0], ends[3] + [0.1, 0.0]], dtype=np.float32)
+    ep = np.array([0, 0, 1, 1, 2, 3, 3])
+    z = np.zeros((4, 8, 8, 3), np.uint8)
+    d = ChoiceDemos(z, z, np.zeros(4, int), ["t"], np.array([0, 2, 1, 0]), np.zeros((7, 4, 4, 3), np.uint8), st,
+                    np.zeros((7, 7), np.float32), ep)
+    assert d.demonstrated_side(cards, 0.06).tolist() == [0, 1, -1, 0]
+    d.state[-1, :2] = [0.55, 0.0]  # a card demonstration ending between the cards is refused, not guessed
+    with pytest.raises(InvalidInputError, match=r"1 card demonstrations end 0.150 m or more from both card centres \(episode 3"):
+        d.demonstrated_side(cards, 0.06)
+    # the expert: a given side replaces the head's decision; -1 keeps it
+    cfg = replace(TINY, vlm=vlm.cfg.to_dict(), control_text=False, answer_gate=True, answer_commit=True)
+    net = build_net(cfg)
+    torch.manual_seed(0)
+    h, w = cfg.scene_size
+    scene, state = torch.rand(2, 3, h, w), torch.tensor([[0.5, 0.0, 0.2, 0.0]] * 2)
+    t = torch.zeros(2, vlm.cfg.text_width)
+    p = torch.randn(2, vlm.cfg.backbone_dims[-1])
+    with torch.no_grad():
+        head = net.head(p).argmax(-1)
+        flip = p - 50.0 * (net.head.weight[head] - net.head.weight[1 - head])
+        torch.testing.assert_close(net.expert(p, scene, t, state, side=torch.tensor([-1, -1])), net.expert(p, scene, t, state))
+        torch.testing.assert_close(net.expert(p, scene, t, state, side=1 - head), net.expert(flip, scene, t, state))
+        mixed = net.expert(p, scene, t, state, side=torch.stack([1 - head[0], torch.tensor(-1)]))
+        torch.testing.assert_close(mixed[0], net.expert(flip, scene, t, state)[0])
+        torch.testing.assert_close(mixed[1], net.expert(p, scene, t, state)[1])
+    # the recipe: only a committed expert can be teacher-forced; the switch is a boolean
+    with pytest.raises(ConfigError, match="teacher_side .* only an answer_commit expert reads"):
+        ChoiceVLARecipe("x", mode="frozen", teacher_side=True, arch={"answer_gate": True})
+    with pytest.raises(ConfigError, match="teacher_side: must be true or false, got 'yes'"):
+        ChoiceVLARecipe("x", mode="frozen", teacher_side="yes", arch={"answer_commit": True})
+
+
+def test_teacher_forced_training_reads_the_demonstrations_sides(demos, vlm, monkeypatch):  # noqa: F811
+    """``train_choice_vla`` with ``teacher_side`` hands the expert each frame's demonstrated card."""
+    from embeval.subjects.embedded import choice_vla
+
+    seen = []
+    real = choice_vla.build_net
+
+    def spy(cfg):
+        net = real(cfg)
+        expert = net.expert
+
+        def wrapped(p, scene, t, state, side=None):
+            seen.append((state.clone(), None if side is None else side.clone()))
+            return expert(p, scene, t, state, side=side)
+        net.expert = wrapped
+        return net
+    monkeypatch.setattr(choice_vla, "build_net", spy)
+    from dataclasses import replace
+
+    cfg = replace(TINY, control_text=False, answer_gate=True, answer_commit=True)
+    r = ChoiceVLARecipe("x", mode="frozen", teacher_side=True, arch={"answer_commit": True}, eval_per_category=0)
+    train_choice_vla(demos, vlm, cfg, r, TrainConfig(steps=2, batch_size=8, threads=1))
+    sides = demos.demonstrated_side(cfg.card_xy, cfg.card_size / 2)
+    assert len(seen) == 2 and (sides >= 0).any() and (sides == -1).any()
+    unique = 0
+    for state, side in seen:  # each frame (found by its state row, where that row is one episode's) gets its card
+        assert side is not None
+        for row, got in zip(state.numpy(), side.tolist()):
+            want = {int(sides[demos.episode[f]]) for f in np.nonzero((demos.state == row).all(1))[0]}
+            assert got in want
+            unique += len(want) == 1 and got == want.pop()
+    assert unique >= 8

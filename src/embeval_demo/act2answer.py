@@ -8,11 +8,11 @@ ceiling, and the shipped tiny VLMs answering as text. Prints the per-category ta
 intervals and regimes, swap statistics, and the layerwise probing of ``tiny-vla-a2a`` with its
 Chance-Normalized Retention (offline, CPU).
 
-VLM -> VLA (what the fine-tune keeps; which recipe is ahead differs by category and, for most, by training seed:
-``embeval train seeds`` and docs/act2answer.md): the shipped ``tiny-vla-a2a-frozen`` and
-``tiny-vla-a2a-full`` (``tiny-vlm-a2a-cell``'s backbone + an action expert with the gated control pathway,
-fine-tuned on answer demonstrations of color, shape, counting and traffic only; frozen vs fully fine-tuned
-backbone) run
+VLM -> VLA (what the fine-tune keeps; over training seeds the frozen recipe is ahead overall and on color and
+time, and six categories differ by seed: ``embeval train seeds`` and docs/act2answer.md): the shipped
+``tiny-vla-a2a-frozen`` and ``tiny-vla-a2a-full`` (``tiny-vlm-a2a-cell``'s backbone + an action expert with the
+gated, committed control pathway, fine-tuned on answer demonstrations of color, shape, counting and traffic only;
+frozen vs fully fine-tuned backbone) run
 on a subset of all ten procedural categories (:data:`VLA_PER_CATEGORY` items each, both layouts, the
 suite's seed: the never demonstrated categories are the point) in their own table, and are probed
 on it with shuffled-label and random-weight controls; skipped when not shipped."""

@@ -76,6 +76,23 @@ class ChoiceDemos:
             return cls(z["left"], z["right"], z["task"], [str(t) for t in z["tasks"]], z["kind"], z["scene"], z["state"],
                        z["action"], z["episode"])
 
+    def demonstrated_side(self, card_xy: Sequence[Sequence[float]], tol: float) -> np.ndarray:
+        """(E,) int64 per episode: the card the demonstration carries the cube to, 0 = ``card_xy[0]`` (left),
+        1 = right, -1 for pick/place episodes (no cards). Read from the TCP position (metres, frame base) of
+        each episode's last frame, which must lie within ``tol`` metres of a card centre."""
+        ends = np.zeros(len(self.left), dtype=np.int64)
+        np.maximum.at(ends, self.episode, np.arange(len(self.episode)))
+        xy = self.state[ends, :2].astype(np.float64)
+        d = np.linalg.norm(xy[:, None, :] - np.asarray(card_xy, dtype=np.float64)[None], axis=-1)  # (E, 2)
+        side = d.argmin(-1)
+        cards = self.kind != 1
+        far = cards & (d.min(-1) > tol)
+        if far.any():
+            e = int(np.nonzero(far)[0][0])
+            raise InvalidInputError(f"{int(far.sum())} card demonstrations end {d[e].min():.3f} m or more from both card "
+                                    f"centres (episode {e}, allowed {tol} m); record the demonstrations again")
+        return np.where(cards, side, -1)
+
     @classmethod
     def concat(cls, parts: Sequence[ChoiceDemos]) -> ChoiceDemos:
         tasks: list[str] = []
@@ -298,6 +315,8 @@ def train_choice_vla(demos: ChoiceDemos, vlm, cfg: ChoiceVLAConfig, recipe: Choi
         scene = torch.from_numpy(demos.scene)
         state = torch.from_numpy(demos.state)
         episode = torch.from_numpy(demos.episode)
+        # teacher forcing: the card each demonstration carries to replaces the head's decision (recipe.teacher_side)
+        ep_side = torch.from_numpy(demos.demonstrated_side(cfg.card_xy, cfg.card_size / 2)) if recipe.teacher_side else None
         cached = None
         if frozen:  # the VLM parts are constant: their prefix per episode once
             with torch.no_grad():
@@ -327,7 +346,7 @@ def train_choice_vla(demos: ChoiceDemos, vlm, cfg: ChoiceVLAConfig, recipe: Choi
                 p = cached[ep]
             else:
                 p = net.prefix(left[ep].float().div_(255.0), right[ep].float().div_(255.0), t)
-            out = net.expert(p, sc, t, state[ii])
+            out = net.expert(p, sc, t, state[ii], side=None if ep_side is None else ep_side[ep])
             loss = F.mse_loss(out[:, :6], target[ii]) + train_cfg.gripper_weight * F.binary_cross_entropy_with_logits(
                 out[:, 6], grip[ii], weight=grip_w[ii])
             if ans is not None:  # the VLM's own answer loss, both layouts, question or instruction prompts

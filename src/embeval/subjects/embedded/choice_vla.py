@@ -149,10 +149,14 @@ def _torch_net():
                 x = layer(x)
             return x
 
-        def expert(self, prefix: torch.Tensor, scene: torch.Tensor, t: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        def expert(self, prefix: torch.Tensor, scene: torch.Tensor, t: torch.Tensor, state: torch.Tensor,
+                   side: torch.Tensor | None = None) -> torch.Tensor:
+            """(B, 7) action outputs. ``side`` (training only, with ``answer_commit``): (B,) the demonstrated card,
+            0 = left, 1 = right, -1 = none; where given it replaces the head's decision (teacher forcing)."""
             if self.cfg.answer_commit:  # the head's decision, one-hot [left, right]; straight-through gradient
                 soft = self.head(prefix).softmax(-1)
-                hard = torch.nn.functional.one_hot(soft.argmax(-1), 2).to(soft.dtype)
+                pick = soft.argmax(-1) if side is None else torch.where(side >= 0, side, soft.argmax(-1))
+                hard = torch.nn.functional.one_hot(pick, 2).to(soft.dtype)
                 prefix = hard + soft - soft.detach()
             if self.cfg.answer_gate:  # the answer features count once the cube is held
                 prefix = prefix * (state[:, -1:] < GRIPPER_CLOSED_BELOW).to(prefix.dtype)
@@ -371,6 +375,10 @@ class ChoiceVLARecipe:
     arch: dict = field(default_factory=dict)  # ChoiceVLAConfig overrides
     train: dict = field(default_factory=lambda: {"steps": 2000, "batch_size": 64, "lr": 1e-3})
     answer_weight: float = 0.5  # cotrain: weight of the VLM answer loss
+    #: with ``arch["answer_commit"]``: during training the action expert reads the card each demonstration carries
+    #: to (teacher forcing) instead of the head's decision, so it learns to execute a decision rather than to hedge
+    #: where the head disagrees with the demonstration; at evaluation it reads the head as always
+    teacher_side: bool = False
     answer_per_category: int = 300  # cotrain: VLM items per category (all categories, the VLM's stream)
     eval_per_category: int = 20  # held-out Act2Answer suite in the cell: items per category (0 = skip)
     eval_seed: int = 0
@@ -378,3 +386,7 @@ class ChoiceVLARecipe:
     def __post_init__(self):
         if self.mode not in ("frozen", "full", "cotrain"):
             raise ConfigError(f"choice VLA recipe mode must be 'frozen', 'full' or 'cotrain', got {self.mode!r}")
+        checks.flag(self.teacher_side, "choice VLA recipe teacher_side")
+        if self.teacher_side and not self.arch.get("answer_commit"):
+            raise ConfigError("choice VLA recipe teacher_side forces the head's left/right decision, which only an "
+                              "answer_commit expert reads; set arch answer_commit: true or drop teacher_side")
