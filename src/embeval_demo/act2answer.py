@@ -179,6 +179,12 @@ def run(ctx) -> None:
             ss = swap_stats(recs)
             print(f"  {subject:<24} pairs {ss.n_pairs:4d}  consistency {ss.consistency:5.2f}  same side {ss.same_side:5.2f}  "
                   f"position bias {ss.position_bias:+5.2f}  McNemar b={ss.original_only} c={ss.swapped_only} p={ss.mcnemar_p_exact:.3g}")
+        print("  knowledge apart from control (an episode that ends on neither card is a control failure):")
+        for subject, recs in vla_results.items():
+            off = sum(r.zone == "out_of_bounds" for r in recs)
+            right = sum(r.zone == "correct" for r in recs)
+            on = f"{100 * right / (len(recs) - off):.1f} %" if len(recs) > off else "-"
+            print(f"  {subject:<24} ended off both cards {off}/{len(recs)}; correct among the rest {on}")
 
     # layerwise probing of the fine-tuned tiny VLA (+ random-weight control)
     from embeval_analysis.probing import (
