@@ -30,6 +30,11 @@ class FakeLibero:
         OPENED.append(spec.env)
 
     def reset(self, seed, distortion=None):
+        from embeval.errors import NotApplicableError
+
+        axes = [p.axis for p in (self.env.perturb or ())]
+        if self.suite == "libero_object" and "table_texture" in axes:  # a floor scene, as LIBERO-Object's
+            raise NotApplicableError("perturb table_texture: this LIBERO scene has no textured table surface to retexture")
         self.seed, self.n = seed, 0
         self.first = Observation({"agentview": np.full((4, 4, 3), seed * 10 + ("swap" in self.suite) * 50, np.uint8)},
                            self.instruction)
@@ -93,6 +98,29 @@ def test_variants_pair_with_the_base_task_of_the_same_id_and_seed():
     assert "| bright | LIBERO-PRO | suite | libero_goal_swap | - | 4 |" in md
 
 
+def test_an_axis_a_scene_cannot_take_is_skipped_and_said():
+    """A table texture on a floor scene: those cells are not scored, the rest of the study is, and the skip is
+    reported (task, axis, level, seed, reason); without a ``skipped`` list it stops the study as before."""
+    from embeval.errors import NotApplicableError
+    from embeval.sim.perturb.score import skipped_lines
+
+    study = FamilyStudy("libero_object", (0,), (0, 1), variants=("swap",), axes=("table_texture", "light_intensity"),
+                        levels=(3, 5))
+    skipped, seen = [], []
+    rows = score_family(study, {"bright": Bright()}, make_env=FakeLibero, progress=seen.append, skipped=skipped)
+    assert [(r["axis"], r["level"], r["seed"]) for r in rows if r["family"] == "embeval"] == [
+        ("light_intensity", 3, 0), ("light_intensity", 5, 0), ("light_intensity", 3, 1), ("light_intensity", 5, 1)]
+    assert [r["axis"] for r in rows if r["family"] == FAMILY] == ["libero_object_swap"] * 2
+    assert [(s["subject"], s["task"], s["axis"], s["level"], s["seed"]) for s in skipped] == [
+        ("bright", "libero_object:0", "table_texture", lv, sd) for sd in (0, 1) for lv in (3, 5)]
+    assert len(seen) == study.episodes  # a skipped cell still moves the progress bar
+    assert skipped_lines(skipped) == [
+        f"table_texture:{lv} on libero_object:0: not scored in 2 episode(s): perturb table_texture: this LIBERO scene "
+        "has no textured table surface to retexture" for lv in (3, 5)]
+    with pytest.raises(NotApplicableError, match="no textured table surface"):
+        score_family(study, {"bright": Bright()}, make_env=FakeLibero)
+
+
 def test_family_study_refusals_are_one_line(monkeypatch):
     from embeval.sim.perturb import backends
 
@@ -152,3 +180,63 @@ def test_libero_family_rows_beside_the_axes(libero_run, capsys):
     assert rows[1]["perturbation"]["task"] == rows[1]["perturbation"]["base_task"]  # the same task at id 0
     md = (out / "o" / "sensitivity.md").read_text()
     assert "| family | kind | axis | level |" in md and "| LIBERO-PRO | suite | libero_goal_swap | - | 1 |" in md
+
+
+@needs_libero
+def test_libero_floor_scene_skips_the_table_texture_and_goes_on(tmp_path, capsys):
+    """LIBERO-Object's scenes stand on a floor, with no table to retexture: the table_texture cells are reported as
+    not scored, the worker takes the next episodes, and light_intensity and the variant are scored."""
+    from embeval_cli import main
+
+    out = tmp_path / "o"
+    rc = main(["perturb", "score", "--backend", "libero", "--task", "libero_object:0", "--seeds", "0-1",
+               "--axes", "table_texture", "light_intensity", "--levels", "5", "--variants", "swap", "--max-steps", "3",
+               "--width", "32", "--height", "32", "--out", str(out), "--json", str(tmp_path / "rows.json")])
+    text = capsys.readouterr().out
+    assert rc == 0
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert sorted((r["axis"], r["seed"]) for r in rows) == [
+        ("libero_object_swap", 0), ("libero_object_swap", 1), ("light_intensity", 0), ("light_intensity", 1)]
+    assert "- table_texture:5 on libero_object:0: not scored in 2 episode(s): perturb table_texture: scene " \
+           "'libero_object:0' has no table surface to retexture" in text
+    skipped = json.loads((out / "not_applicable.json").read_text())
+    assert [(s["axis"], s["level"], s["seed"], s["task"]) for s in skipped] == [
+        ("table_texture", 5, 0, "libero_object:0"), ("table_texture", 5, 1, "libero_object:0")]
+
+
+def test_worker_not_applicable_reply_is_its_own_error(tmp_path):
+    """The worker's ``kind: not_applicable`` reply (a scene that cannot take a perturbation) reaches the caller as
+    NotApplicableError, which a study skips; ``kind: config`` stays a plain ConfigError, which stops it."""
+    import sys
+
+    from embeval.errors import NotApplicableError
+    from embeval.sim.libero.client import LiberoWorker
+
+    fake = tmp_path / "fake_worker.py"  # speaks the worker's framing; refuses by the op's name
+    fake.write_text(
+        "import sys\n"
+        "from embeval.sim.libero.worker import read_frame, write_frame\n"
+        "out, inp = sys.stdout.buffer, sys.stdin.buffer\n"
+        "write_frame(out, {'ok': True, 'ready': True})\n"
+        "while True:\n"
+        "    try:\n"
+        "        req, _ = read_frame(inp)\n"
+        "    except EOFError:\n"
+        "        break\n"
+        "    kind = {'reset': 'not_applicable', 'make': 'config'}.get(req['op'])\n"
+        "    write_frame(out, {'ok': False, 'kind': kind, 'error': 'refused ' + req['op']} if kind else {'ok': True})\n"
+        "    if req['op'] == 'close':\n"
+        "        break\n")
+    py = tmp_path / "python"
+    py.write_text(f"#!/bin/sh\nexec {sys.executable} {fake}\n")  # LiberoWorker runs `python WORKER`; WORKER is ignored
+    py.chmod(0o755)
+    w = LiberoWorker(python=py)
+    try:
+        with pytest.raises(NotApplicableError, match="refused reset"):
+            w.call("reset", init_index=0)
+        with pytest.raises(ConfigError, match="refused make") as e:
+            w.call("make", suite="x")
+        assert not isinstance(e.value, NotApplicableError)
+        assert w.call("ping")[0] == {}  # the worker goes on after both
+    finally:
+        w.close()

@@ -10,6 +10,11 @@ class ConfigError(EmbevalError, ValueError):
     """A malformed spec or configuration; the message names the offending field."""
 
 
+class NotApplicableError(ConfigError):
+    """A perturbation the current scene cannot take (a table texture in a scene without a table, ...); a study
+    skips that cell and says so instead of stopping."""
+
+
 class MissingFileError(EmbevalError, FileNotFoundError):
     """A file the user must provide (weights, dataset, image folder) is missing."""
 

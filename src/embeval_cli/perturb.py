@@ -386,17 +386,27 @@ def _score_libero(args) -> int:
     from embeval.progress import Progress
 
     policies = {s: load(s) for s in subjects}
+    skipped: list[dict] = []  # axes a task's scene cannot take (a table texture on a floor-only scene, ...)
     with Progress(study.episodes * len(policies), "LIBERO-PRO family", "episodes") as bar:
-        rows = score_family(study, policies, progress=lambda _m: bar.update(1))
+        rows = score_family(study, policies, progress=lambda _m: bar.update(1), skipped=skipped)
     from embeval_analysis import perturb as pa
 
     sens = pa.sensitivity(rows)
     print(f"{args.task}, {', '.join(subjects)}, {len(seeds)} initial state(s); LIBERO-PRO variants paired with the "
           f"base task of the same id and initial state:")
     print(pa.sensitivity_markdown(sens))
+    if skipped:
+        from embeval.sim.perturb.score import skipped_lines
+
+        print("not scored where the scene cannot take the axis (the rest of the study is above):")
+        print("\n".join(f"- {line}" for line in skipped_lines(skipped)))
     if args.out is not None:
         outs = pa.write_outputs(args.out, sens, title=f"{args.task}, {', '.join(subjects)}, {len(seeds)} seed(s)")
-        print("wrote " + ", ".join(str(p) for p in outs.paths()))
+        paths = [str(p) for p in outs.paths()]
+        if skipped:
+            (args.out / "not_applicable.json").write_text(json.dumps(skipped, indent=1))
+            paths.append(str(args.out / "not_applicable.json"))
+        print("wrote " + ", ".join(paths))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embeval.errors import ConfigError, EmbevalError
+from embeval.errors import ConfigError, EmbevalError, NotApplicableError
 from embeval.sim.libero import check_installed
 from embeval.sim.libero.worker import read_frame, write_frame
 
@@ -58,6 +58,8 @@ class LiberoWorker:
             return self._recv()
         header, out = self._recv()
         if not header.pop("ok", False):
+            if header.get("kind") == "not_applicable":
+                raise NotApplicableError(header.get("error", "this LIBERO scene cannot take the perturbation"))
             if header.get("kind") == "config":
                 raise ConfigError(header.get("error", "LIBERO refused the request"))
             raise LiberoWorkerError(f"LIBERO {op}: {header.get('error')}; worker log {self.log.name}")

@@ -98,12 +98,15 @@ def variant_suite(suite: str, variant: str) -> str:
 
 
 def score_family(study: FamilyStudy, policies: dict[str, Any], make_env: Callable | None = None,
-                 progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+                 progress: Callable[[str], None] | None = None,
+                 skipped: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The rows of ``study`` for each named policy (``{subject: policy}``): see the module docstring. Each row has
     ``subject``, ``family``, ``kind``, ``axis``, ``level``, ``seed``, ``task`` (the base task), ``decision``,
     ``execution``, ``reference_success``, ``success``, ``perturbation``. ``make_env(spec)`` builds an episode env
     (default :func:`embeval.sim.backends.make_episode_env`); every env it returns is closed here. ``progress``
-    gets one message per episode."""
+    gets one message per episode. An axis a task's scene cannot take (a table texture where the scene has only a
+    floor, ...) is not scored there: it goes to ``skipped`` (``{"subject", "task", "axis", "level", "seed",
+    "reason"}``) and the study goes on; without ``skipped`` it stops the study."""
     from embeval.sim.backends import make_episode_env, run_episode, score_runs
 
     make_env = make_env or make_episode_env
@@ -120,8 +123,12 @@ def score_family(study: FamilyStudy, policies: dict[str, Any], make_env: Callabl
                     refs[(subject, seed)] = ref = run_episode(env, policy, seed)
                     if progress:
                         progress(f"{base_task} seed {seed} unperturbed")
+                    left: list[dict[str, Any]] | None = None if skipped is None else []
                     rows += [{"subject": subject, "family": EMBEVAL, "task": base_task, **r}
-                             for r in score_seed(env, policy, seed, study.cells(), reference=ref, progress=progress)]
+                             for r in score_seed(env, policy, seed, study.cells(), reference=ref, progress=progress,
+                                                 skipped=left)]
+                    if left:
+                        skipped += [{"subject": subject, "task": base_task, **s} for s in left]
         finally:
             env.close()
         for variant in study.variants:

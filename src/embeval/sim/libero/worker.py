@@ -8,7 +8,8 @@ Protocol: one request, one reply, over the worker's stdin / its original stdout 
 to stderr). A frame is ``<II`` (header bytes, array bytes), a JSON header, then the arrays' raw bytes; the header
 names each array as ``[dtype, shape, offset]`` under ``"arrays"``. Frames are bounded (:data:`MAX_HEADER`,
 :data:`MAX_ARRAYS`): a larger one is refused before it is read. Requests are ``{"op": ...}`` (see ``OPS``);
-replies are ``{"ok": true, ...}`` or ``{"ok": false, "error": "...", "kind": "config" | "internal"}``.
+replies are ``{"ok": true, ...}`` or ``{"ok": false, "error": "...", "kind": "config" | "not_applicable" | "internal"}``
+(``not_applicable``: a perturbation this scene cannot take).
 
 The worker dies with its parent: PR_SET_PDEATHSIG (Linux), and it exits at end of input.
 
@@ -89,6 +90,10 @@ def read_frame(stream) -> tuple[dict, dict[str, np.ndarray]]:
 
 class ConfigProblem(ValueError):
     """A request the caller can fix (unknown suite, task id out of range, ...)."""
+
+
+class NotApplicable(ConfigProblem):
+    """A perturbation this scene cannot take (no surface to retexture, no table top, ...): a study skips it."""
 
 
 # ---- scene perturbations (embeval.sim.perturb draws the parameters; they are applied here to the MuJoCo model) ------
@@ -608,7 +613,7 @@ class Worker:
                 if img is None or img.dtype != np.uint8 or img.ndim != 3 or img.shape[2] != 3:
                     raise ConfigProblem(f"perturb {d['axis']}: send its texture as an RGB uint8 array named {d['axis']!r}")
                 if not self.surfaces[TEXTURE_AXES[d["axis"]]]:
-                    raise ConfigProblem(f"perturb {d['axis']}: this LIBERO scene has no textured "
+                    raise NotApplicable(f"perturb {d['axis']}: this LIBERO scene has no textured "
                                         f"{TEXTURE_AXES[d['axis']]} surface to retexture")
         spec = req.get("distractors")
         if spec is not None:  # the same task built with the distractor bodies (parked until op distractors)
@@ -652,7 +657,7 @@ class Worker:
         xy = self._robot_xy()
         table = table_top(m, d, xy)
         if table is None:
-            raise ConfigProblem("perturb distractors: this LIBERO scene has no table top (a collision box of a table "
+            raise NotApplicable("perturb distractors: this LIBERO scene has no table top (a collision box of a table "
                                 "body) or floor plane to place distractors on; use another axis")
         place, colours = object_view(m, d, dict(inner.obj_body_id), skip={table.pop("body")})
         import mujoco
@@ -798,7 +803,7 @@ class Worker:
                 return {"offsets_deg": [round(float(v), 4) for v in off], "pattern": k}
         d.qpos[qadr] = q0
         mujoco.mj_forward(m, d)
-        raise ConfigProblem(f"initial_state:{level}: no seeded joint offset of {mags.max():.1f} deg at most keeps the "
+        raise NotApplicable(f"initial_state:{level}: no seeded joint offset of {mags.max():.1f} deg at most keeps the "
                             "LIBERO arm inside its joint ranges, clear of new contacts and its TCP high enough; the task "
                             "would not be solvable (use a lower level)")
 
@@ -913,7 +918,8 @@ def main() -> int:
             header, out = fn(req, arrays)
             write_frame(proto_out, {"ok": True, **header}, out)
         except ConfigProblem as exc:
-            write_frame(proto_out, {"ok": False, "kind": "config", "error": str(exc)})
+            kind = "not_applicable" if isinstance(exc, NotApplicable) else "config"
+            write_frame(proto_out, {"ok": False, "kind": kind, "error": str(exc)})
         except Exception as exc:  # noqa: BLE001 -- reported to the caller, who raises it there
             write_frame(proto_out, {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {exc}"})
         if op == "close":

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, NotApplicableError
 from embeval.sim.perturb.axis import get_axis
 from embeval.sim.perturb.compose import Perturbations
 
@@ -85,7 +85,7 @@ def _surface(name: str):
         from embeval.sim.perturb import _texture
 
         if name not in view.surfaces:
-            raise ConfigError(f"perturb {name}_texture: scene {view.name!r} has no {name} surface to retexture")
+            raise NotApplicableError(f"perturb {name}_texture: scene {view.name!r} has no {name} surface to retexture")
         return {**_texture.sample(rng, level), "mean_rgb": [round(float(v), 4) for v in view.surfaces[name][:3]]}
     return sample
 
@@ -108,7 +108,7 @@ def _distractors(rng, level: int, view: SceneView) -> dict[str, Any]:
     from embeval.sim.perturb.distractors import place
 
     if view.table_area is None:
-        raise ConfigError(f"perturb distractors: scene {view.name!r} told no table area to place distractors in")
+        raise NotApplicableError(f"perturb distractors: scene {view.name!r} told no table area to place distractors in")
     clear = [(np.array(c[:2]), np.array(c[2:4]), float(c[4])) for c in view.keep_clear]
     return place(rng, level, clear, set(view.colors), view.table_area, f"scene {view.name!r}")
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.errors import NotApplicableError
 from embeval.sim.perturb.axis import Axis, Quantity
 
 COUNT = Quantity("extra objects", "objects", ((1, 1), (2, 2), (3, 3), (4, 5), (6, 7)))
@@ -74,7 +74,7 @@ def nearest_color(rgb) -> str:
 def place(rng, level: int, clear, used: set[str], area=AREA, where: str = "this scene") -> dict:
     """The level's distractors (kind, colour not in ``used``, place, yaw; seeded) inside ``area`` ((x0, x1), (y0, y1)
     m) clear of the segments ``clear`` ([(a, b, radius)], m); the same draws at every level. A one-line
-    :class:`ConfigError` when fewer fit than the level asks."""
+    :class:`~embeval.errors.NotApplicableError` (a ConfigError) when fewer fit than the level asks."""
     from embeval.sim.scene_generators import pick_color
 
     n_max = int(COUNT.range(len(COUNT.ranges))[1])
@@ -98,7 +98,7 @@ def place(rng, level: int, clear, used: set[str], area=AREA, where: str = "this 
         clear.append((spot, spot, RADIUS + CLEARANCE))
         placed.append({"kind": kind, "color": color, "xy": [round(float(v), 4) for v in spot], "yaw": round(yaw, 4)})
     if len(placed) < n:
-        raise ConfigError(f"distractors:{level}: {where} has room for {len(placed)} distractor(s) clear of "
+        raise NotApplicableError(f"distractors:{level}: {where} has room for {len(placed)} distractor(s) clear of "
                           f"the task's objects and path, not {n}; the task would not stay solvable (use a lower level)")
     return {"count": n, "objects": placed[:n]}
 

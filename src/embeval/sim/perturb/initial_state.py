@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, NotApplicableError
 from embeval.sim.perturb.axis import Axis, Quantity
 
 OFFSET = Quantity("joint offset", "deg", ((1, 2), (2, 4), (4, 7), (7, 10), (10, 14)))
@@ -46,8 +46,8 @@ def sample(rng, level, scene, task):
         off = s * mags
         if _fits(q0 + np.radians(off), limits):
             return {"offsets_deg": [round(float(v), 4) for v in off]}
-    raise ConfigError(f"initial_state:{level}: no seeded joint offset of {OFFSET.describe(level)} keeps the TCP of scene "
-                      f"{scene.name!r} in the workspace; the task would not be solvable (use a lower level)")
+    raise NotApplicableError(f"initial_state:{level}: no seeded joint offset of {OFFSET.describe(level)} keeps the TCP "
+                             f"of scene {scene.name!r} in the workspace; the task would not be solvable (use a lower level)")
 
 
 def apply(cell, params):
@@ -55,8 +55,8 @@ def apply(cell, params):
     cell.set_robot(q)
     status = cell._contact_status()
     if status.stopped:
-        raise ConfigError(f"initial_state: offsets {params['offsets_deg']} deg put the arm in contact ({status.reason}); "
-                          "the task would not be solvable (use a lower level)")
+        raise NotApplicableError(f"initial_state: offsets {params['offsets_deg']} deg put the arm in contact "
+                                 f"({status.reason}); the task would not be solvable (use a lower level)")
 
 
 def sample_joints(rng, level: int, joints: int) -> dict:
@@ -84,10 +84,9 @@ def choose(params, fits, where: str) -> dict:
         if fits(off):
             return {"offsets_deg": [round(float(v), 4) for v in off], "pattern": k}
     level = params.get("level", "?")
-    raise ConfigError(f"initial_state:{level}: no seeded joint offset of {max(params['magnitudes_deg']):.1f} deg at most "
-                      f"keeps the arm of "
-                      f"{where} inside its joint limits, clear of contact and its TCP high enough; the task would not "
-                      "be solvable (use a lower level)")
+    raise NotApplicableError(f"initial_state:{level}: no seeded joint offset of {max(params['magnitudes_deg']):.1f} deg "
+                             f"at most keeps the arm of {where} inside its joint limits, clear of contact and its TCP "
+                             "high enough; the task would not be solvable (use a lower level)")
 
 
 AXIS = Axis("initial_state", (OFFSET,), sample, cell=apply, changes="state",

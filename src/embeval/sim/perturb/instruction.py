@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, NotApplicableError
 from embeval.sim.perturb.axis import Axis, Quantity
 
 WORDS = Quantity("words added", "words", ((1, 2), (3, 5), (6, 9), (10, 14), (15, 22)))
@@ -78,10 +78,10 @@ def paraphrase(original: str, level: int, u: float) -> str:
 def sample(rng, level, scene, task):
     u = rng.uniform()
     if task is None:
-        raise ConfigError("instruction: this scene has no task, so there is no instruction to reword")
+        raise NotApplicableError("instruction: this scene has no task, so there is no instruction to reword")
     new = paraphrase(task.instruction, level, u)
     if not keeps_task(new, task.instruction, task, scene):
-        raise ConfigError(f"instruction:{level}: {new!r} drops the verb or an object of {task.instruction!r}")
+        raise NotApplicableError(f"instruction:{level}: {new!r} drops the verb or an object of {task.instruction!r}")
     return {"instruction": new, "words_added": len(words(new)) - len(words(task.instruction))}
 
 
@@ -89,10 +89,10 @@ def sample_text(rng, level: int, original: str) -> dict:
     """The draw for a backend that has an instruction but no embeval task (LIBERO's language, ManiSkill's
     instruction): ``original`` reworded, its verb and its other words kept (checked)."""
     if not original or not words(original):
-        raise ConfigError("instruction: this episode has no instruction to reword")
+        raise NotApplicableError("instruction: this episode has no instruction to reword")
     new = paraphrase(original, level, rng.uniform())
     if not keeps_task(new, original):
-        raise ConfigError(f"instruction:{level}: {new!r} drops the verb or an object of {original!r}")
+        raise NotApplicableError(f"instruction:{level}: {new!r} drops the verb or an object of {original!r}")
     return {"instruction": new, "words_added": len(words(new)) - len(words(original))}
 
 

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from embeval.errors import ConfigError
+from embeval.errors import ConfigError, NotApplicableError
 from embeval.sim.perturb.compose import Perturbations
 
 #: row ``kind``: a scene-level axis, or one of the 30 image distortions
@@ -41,10 +41,13 @@ def _check_grid(env, perturbations, keep_frames, camera) -> str | None:
 
 def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = (),
                distortions: Sequence[tuple[str, int]] = (), keep_frames: bool = False, camera: str | None = None,
-               progress: Callable[[str], None] | None = None, reference=None) -> list[dict[str, Any]]:
+               progress: Callable[[str], None] | None = None, reference=None,
+               skipped: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """The rows of one episode ``seed`` (see :func:`score_grid`): its unperturbed reference (run here unless given
     as ``reference``, an :class:`~embeval.sim.backends.EpisodeRun` of the same seed), then every axis and
-    distortion, each scored against that reference. ``progress`` gets one message per episode run here."""
+    distortion, each scored against that reference. ``progress`` gets one message per episode run here (or
+    skipped). ``skipped``: where given, an axis the scene cannot take (:class:`~embeval.errors.NotApplicableError`)
+    is appended there as ``{"axis", "level", "seed", "reason"}`` and the others go on; else the error propagates."""
     from embeval.sim.backends import run_episode, score_episode, score_runs
 
     camera = _check_grid(env, perturbations, keep_frames, camera)
@@ -63,7 +66,15 @@ def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = 
             progress(f"seed {seed} unperturbed")
     for pert in perturbations:
         env.env.perturb = pert
-        dis = run_episode(env, policy, seed)
+        try:
+            dis = run_episode(env, policy, seed)
+        except NotApplicableError as exc:
+            if skipped is None:
+                raise
+            skipped.append({"axis": pert[0].axis, "level": pert[0].level, "seed": seed, "reason": str(exc)})
+            if progress:
+                progress(f"seed {seed} {pert[0].axis}:{pert[0].level} not applicable")
+            continue
         sc = score_runs(ref, dis)
         rows.append({"kind": SCENE, "axis": pert[0].axis, "level": pert[0].level, "seed": seed,
                      "decision": sc.decision, "execution": sc.execution.score,
@@ -80,6 +91,20 @@ def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = 
         if progress:
             progress(f"seed {seed} {name}:{level}")
     return rows
+
+
+def skipped_lines(skipped: Sequence[dict[str, Any]]) -> list[str]:
+    """One line per axis and level that some scene could not take (``skipped`` of :func:`score_seed` or
+    :func:`~embeval.sim.libero.pro.score_family`): where (the tasks, when rows name one), how many episodes, why."""
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for s in skipped:
+        groups.setdefault((s["axis"], s["level"]), []).append(s)
+    lines = []
+    for (axis, level), items in groups.items():
+        tasks = sorted({s["task"] for s in items if s.get("task")})
+        where = f" on {', '.join(tasks)}" if tasks else ""
+        lines.append(f"{axis}:{level}{where}: not scored in {len(items)} episode(s): {items[0]['reason']}")
+    return lines
 
 
 def score_grid(env, policy, seeds: Iterable[int], perturbations: Sequence[Perturbations] = (),
