@@ -214,3 +214,38 @@ def test_a_shrunk_study_reports_only_its_own_pairs_and_a_bad_manifest_is_refused
     (tmp_path / MANIFEST_FILE).write_text("{not json")
     with pytest.raises(ConfigError, match="not a study's settings.*another --out"):
         run_study(cfg, tmp_path, load_policy)
+
+
+def test_a_cell_the_scene_cannot_take_is_skipped_kept_and_reported_on_resume(tmp_path, capsys):
+    """A NotApplicableError cell (here a floor scene's table texture) is not scored; the study goes on, keeps the
+    skip beside the rows in rows.jsonl, reports it again when resumed, and the CLI lists it and writes it."""
+    from types import SimpleNamespace
+
+    from test_perturb_study_libero import Bright, FakeLibero
+
+    from embeval_cli.perturb import _report_skipped
+
+    envs = []
+
+    def make_env(_cfg):
+        envs.append(FakeLibero(SimpleNamespace(env="libero_object:0")))
+        return envs[-1]
+
+    cfg = StudyConfig(("bright",), (0, 1), "Pick", ("table_texture", "light_intensity"), (5,), width=32, height=32)
+    skipped: list = []
+    rows = run_study(cfg, tmp_path, lambda s, env: Bright(), make_env=make_env, progress_mode="off", skipped=skipped)
+    assert [(r["axis"], r["seed"]) for r in rows] == [("light_intensity", 0), ("light_intensity", 1)]
+    assert [(s["subject"], s["axis"], s["level"], s["seed"]) for s in skipped] == [
+        ("bright", "table_texture", 5, 0), ("bright", "table_texture", 5, 1)]
+    recs = [json.loads(line) for line in (tmp_path / ROWS_FILE).read_text().splitlines()]
+    assert [len(r["skipped"]) for r in recs] == [1, 1] and len(envs) == 1
+    again: list = []
+    assert run_study(cfg, tmp_path, lambda s, env: Bright(), make_env=make_env, progress_mode="off",
+                     skipped=again) == rows
+    assert again == skipped and len(envs) == 1  # all done: nothing run, the skips still reported
+    _report_skipped(skipped, tmp_path / "out")
+    text = capsys.readouterr().out
+    assert "- table_texture:5: not scored in 2 episode(s): perturb table_texture: this LIBERO scene has no textured " \
+           "table surface to retexture" in text
+    assert json.loads((tmp_path / "out" / "not_applicable.json").read_text()) == skipped
+    assert _report_skipped([], tmp_path / "none") is None and not (tmp_path / "none").exists()

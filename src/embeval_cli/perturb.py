@@ -232,6 +232,26 @@ def load_policy(name: str, env):
     return zoo.load_vla(name)
 
 
+def _report_skipped(skipped: list[dict], out) -> Path | None:
+    """Print the cells a scene could not take (one line per axis and level) and, with ``out``, write them to
+    ``OUT/not_applicable.json``; nothing when there are none."""
+    if not skipped:
+        return None
+    import json
+
+    from embeval.sim.perturb.score import skipped_lines
+
+    print("not scored where the scene cannot take the axis (the rest of the study is scored):")
+    print("\n".join(f"- {line}" for line in skipped_lines(skipped)))
+    if out is None:
+        return None
+    Path(out).mkdir(parents=True, exist_ok=True)
+    path = Path(out) / "not_applicable.json"
+    path.write_text(json.dumps(skipped, indent=1))
+    print(f"wrote {path}")
+    return path
+
+
 def _print_levels(rows, names, levels, header: str) -> None:
     import numpy as np
 
@@ -241,6 +261,9 @@ def _print_levels(rows, names, levels, header: str) -> None:
         line = f"{a:<20}"
         for lv in levels:
             rs = [r for r in rows if r["axis"] == a and r["level"] == lv]
+            if not rs:  # every episode of this cell was one the scene could not take (listed below the table)
+                line += f"{'not scored':>22}"
+                continue
             line += f"{np.mean([r['decision'] for r in rs]):>8.2f} {np.mean([r['execution'] for r in rs]):>6.1f} " \
                     f"{np.mean([r['success'] for r in rs]):>6.0%}"
         print(line)
@@ -289,10 +312,12 @@ def _score(args) -> int:
 
         check_out_dir(args.out, "--out")
     size = f"{args.width}x{args.height} px"
+    skipped: list[dict] = []  # cells a scene cannot take (distractors without room, ...): listed, not fatal
+    left: list[dict] = []
     if args.out is not None and not args.iqa:  # resumable
         study = StudyConfig(tuple(subjects), seeds, verb, tuple(names), tuple(args.levels), tuple(dists), args.width,
                             args.height)
-        rows = run_study(study, args.out, load_policy, log=print)
+        rows = run_study(study, args.out, load_policy, log=print, skipped=skipped)
     else:
         env = make_episode_env(SimSpec(backend="pybullet", env=verb, width=args.width, height=args.height))
         rows = []
@@ -300,7 +325,9 @@ def _score(args) -> int:
             for subject in subjects:
                 rows += [{"subject": subject, **r} for r in score_grid(
                     env, load_policy(subject, env), seeds, cells, [(d, lv) for d in dists for lv in args.levels],
-                    keep_frames=args.iqa, camera=args.camera if args.iqa else None)]
+                    keep_frames=args.iqa, camera=args.camera if args.iqa else None, skipped=left)]
+                skipped += [{"subject": subject, **s} for s in left]
+                left.clear()
         finally:
             env.close()
     span = f"{len(seeds)} seed(s) from {seeds[0]}" if seeds == tuple(range(seeds[0], seeds[0] + len(seeds))) \
@@ -309,6 +336,7 @@ def _score(args) -> int:
         who = "scripted expert" if subject == EXPERT else subject
         _print_levels([r for r in rows if r["subject"] == subject], names + dists, args.levels,
                       f"{verb}, {who}, {span}: mean Decision / mean Execution / success rate")
+    _report_skipped(skipped, args.out)
     if args.out is not None:
         from embeval_analysis import perturb as pa
 
@@ -395,18 +423,10 @@ def _score_libero(args) -> int:
     print(f"{args.task}, {', '.join(subjects)}, {len(seeds)} initial state(s); LIBERO-PRO variants paired with the "
           f"base task of the same id and initial state:")
     print(pa.sensitivity_markdown(sens))
-    if skipped:
-        from embeval.sim.perturb.score import skipped_lines
-
-        print("not scored where the scene cannot take the axis (the rest of the study is above):")
-        print("\n".join(f"- {line}" for line in skipped_lines(skipped)))
+    _report_skipped(skipped, args.out)
     if args.out is not None:
         outs = pa.write_outputs(args.out, sens, title=f"{args.task}, {', '.join(subjects)}, {len(seeds)} seed(s)")
-        paths = [str(p) for p in outs.paths()]
-        if skipped:
-            (args.out / "not_applicable.json").write_text(json.dumps(skipped, indent=1))
-            paths.append(str(args.out / "not_applicable.json"))
-        print("wrote " + ", ".join(paths))
+        print("wrote " + ", ".join(str(p) for p in outs.paths()))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
         print(f"wrote {args.json}")

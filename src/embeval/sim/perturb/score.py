@@ -109,15 +109,17 @@ def skipped_lines(skipped: Sequence[dict[str, Any]]) -> list[str]:
 
 def score_grid(env, policy, seeds: Iterable[int], perturbations: Sequence[Perturbations] = (),
                distortions: Sequence[tuple[str, int]] = (), keep_frames: bool = False, camera: str | None = None,
-               progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+               progress: Callable[[str], None] | None = None,
+               skipped: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """One row per (seed, single-axis perturbation or (distortion, level)): ``kind``, ``axis`` (axis or distortion
     name), ``level``, ``seed``, ``decision``, ``execution``, ``reference_success``, ``success``, ``perturbation``
     (what the axis drew; {} for a distortion) and with ``keep_frames`` ``reference_frame``/``frame`` of ``camera``
-    (default the env's first camera). ``env``: a pybullet :class:`~embeval.sim.backends.EpisodeEnv`."""
+    (default the env's first camera). ``env``: a pybullet :class:`~embeval.sim.backends.EpisodeEnv`. ``skipped``:
+    as :func:`score_seed` (cells the scene cannot take go there instead of stopping the grid)."""
     camera = _check_grid(env, perturbations, keep_frames, camera)
     rows: list[dict[str, Any]] = []
     for s in seeds:
-        rows += score_seed(env, policy, s, perturbations, distortions, keep_frames, camera, progress)
+        rows += score_seed(env, policy, s, perturbations, distortions, keep_frames, camera, progress, skipped=skipped)
     return rows
 
 
@@ -191,10 +193,12 @@ def parse_seeds(text: str, what: str = "--seeds") -> tuple[int, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def read_study(out_dir: Path, config: StudyConfig | None = None) -> tuple[StudyConfig | None, dict[tuple[str, int], list]]:
+def read_study(out_dir: Path, config: StudyConfig | None = None, skipped: dict | None = None,
+               ) -> tuple[StudyConfig | None, dict[tuple[str, int], list]]:
     """The settings in ``out_dir/study.json`` and the finished ``{(subject, seed): rows}`` of ``rows.jsonl`` (a
     line cut short by an interruption is ignored). With ``config``: a folder written with other per-seed settings
-    (anything but :data:`GROWABLE`) is a one-line ConfigError (start a new --out)."""
+    (anything but :data:`GROWABLE`) is a one-line ConfigError (start a new --out). ``skipped``: where given, filled
+    with ``{(subject, seed): [cells the scene could not take]}`` of those records."""
     out_dir = Path(out_dir)
     man = out_dir / MANIFEST_FILE
     done: dict[tuple[str, int], list] = {}
@@ -218,6 +222,8 @@ def read_study(out_dir: Path, config: StudyConfig | None = None) -> tuple[StudyC
                 if not isinstance(rec["rows"], list):
                     raise TypeError("rows is not a list")
                 done[(str(rec["subject"]), int(rec["seed"]))] = rec["rows"]
+                if skipped is not None:
+                    skipped[(str(rec["subject"]), int(rec["seed"]))] = list(rec.get("skipped") or [])
             except (ValueError, KeyError, TypeError):
                 continue  # the last line of an interrupted write
     return old, done
@@ -225,8 +231,11 @@ def read_study(out_dir: Path, config: StudyConfig | None = None) -> tuple[StudyC
 
 def run_study(config: StudyConfig, out_dir: Path, load_policy: Callable[[str, Any], Any],
               make_env: Callable[[StudyConfig], Any] | None = None, progress_mode: str | None = None,
-              log: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+              log: Callable[[str], None] | None = None,
+              skipped: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Run (or resume) ``config`` into ``out_dir``; every row of the study (each with ``subject`` and ``family``).
+    ``skipped``: filled with the cells a scene could not take (as :func:`score_seed`, each with ``subject``; kept in
+    ``rows.jsonl`` beside the rows, so a resumed study reports them too); they do not stop the study.
 
     Each finished (subject, seed) is appended to ``rows.jsonl`` at once, so an interrupted study loses at most the
     seed in progress; a rerun skips the (subject, seed) pairs already there, and may add subjects or seeds.
@@ -236,7 +245,8 @@ def run_study(config: StudyConfig, out_dir: Path, load_policy: Callable[[str, An
     from embeval.progress import Progress
 
     out_dir = Path(out_dir)
-    _, done = read_study(out_dir, config)
+    gone: dict[tuple[str, int], list] = {}
+    _, done = read_study(out_dir, config, skipped=gone)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / MANIFEST_FILE).write_text(json.dumps(config.to_dict(), indent=1) + "\n")
     pairs = [(s, seed) for s in config.subjects for seed in config.seeds]
@@ -260,14 +270,19 @@ def run_study(config: StudyConfig, out_dir: Path, load_policy: Callable[[str, An
                     if subject != current:
                         policy, current = load_policy(subject, env), subject
                     bar.set_postfix(subject=subject)
+                    left: list[dict[str, Any]] = []
                     rows = [{"subject": subject, "family": EMBEVAL, **r}
-                            for r in score_seed(env, policy, seed, perts, dists, progress=lambda _m: bar.update(1))]
-                    f.write(json.dumps({"subject": subject, "seed": seed, "rows": rows}) + "\n")
+                            for r in score_seed(env, policy, seed, perts, dists, progress=lambda _m: bar.update(1),
+                                                skipped=left)]
+                    left = [{"subject": subject, **s} for s in left]
+                    f.write(json.dumps({"subject": subject, "seed": seed, "rows": rows, "skipped": left}) + "\n")
                     f.flush()
-                    done[(subject, seed)] = rows
+                    done[(subject, seed)], gone[(subject, seed)] = rows, left
         finally:
             bar.close()
             env.close()
+    if skipped is not None:
+        skipped += [c for s in config.subjects for seed in config.seeds for c in gone.get((s, seed), [])]
     return [r for s in config.subjects for seed in config.seeds for r in done[(s, seed)]]
 
 
