@@ -205,6 +205,13 @@ def test_teacher_forcing_feeds_the_demonstrated_card_to_the_committed_expert(dem
     d.state[-1, :2] = [0.55, 0.0]  # a card demonstration ending between the cards is refused, not guessed
     with pytest.raises(InvalidInputError, match=r"1 card demonstrations end 0.150 m or more from both card centres \(episode 3"):
         d.demonstrated_side(cards, 0.06)
+    d.state[-1, :2] = [np.nan, 0.15]  # a corrupt cache: refused too, never read as a side
+    with pytest.raises(InvalidInputError, match=r"1 card demonstrations end nan m"):
+        d.demonstrated_side(cards, 0.06)
+    d.state[-1, :2] = ends[3]
+    d.episode = np.array([0, 0, 1, 1, 2, 2, 2])  # episode 3 lost its frames
+    with pytest.raises(InvalidInputError, match="has no frames"):
+        d.demonstrated_side(cards, 0.06)
     # the expert: a given side replaces the head's decision; -1 keeps it
     cfg = replace(TINY, vlm=vlm.cfg.to_dict(), control_text=False, answer_gate=True, answer_commit=True)
     net = build_net(cfg)

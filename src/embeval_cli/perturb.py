@@ -313,7 +313,6 @@ def _score(args) -> int:
         check_out_dir(args.out, "--out")
     size = f"{args.width}x{args.height} px"
     skipped: list[dict] = []  # cells a scene cannot take (distractors without room, ...): listed, not fatal
-    left: list[dict] = []
     if args.out is not None and not args.iqa:  # resumable
         study = StudyConfig(tuple(subjects), seeds, verb, tuple(names), tuple(args.levels), tuple(dists), args.width,
                             args.height)
@@ -323,11 +322,11 @@ def _score(args) -> int:
         rows = []
         try:
             for subject in subjects:
+                left: list[dict] = []
                 rows += [{"subject": subject, **r} for r in score_grid(
                     env, load_policy(subject, env), seeds, cells, [(d, lv) for d in dists for lv in args.levels],
                     keep_frames=args.iqa, camera=args.camera if args.iqa else None, skipped=left)]
                 skipped += [{"subject": subject, **s} for s in left]
-                left.clear()
         finally:
             env.close()
     span = f"{len(seeds)} seed(s) from {seeds[0]}" if seeds == tuple(range(seeds[0], seeds[0] + len(seeds))) \

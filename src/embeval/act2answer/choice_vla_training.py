@@ -80,13 +80,15 @@ class ChoiceDemos:
         """(E,) int64 per episode: the card the demonstration carries the cube to, 0 = ``card_xy[0]`` (left),
         1 = right, -1 for pick/place episodes (no cards). Read from the TCP position (metres, frame base) of
         each episode's last frame, which must lie within ``tol`` metres of a card centre."""
+        if np.bincount(self.episode, minlength=len(self.left)).min(initial=1) == 0:
+            raise InvalidInputError("a demonstration episode has no frames; record the demonstrations again")
         ends = np.zeros(len(self.left), dtype=np.int64)
         np.maximum.at(ends, self.episode, np.arange(len(self.episode)))
         xy = self.state[ends, :2].astype(np.float64)
         d = np.linalg.norm(xy[:, None, :] - np.asarray(card_xy, dtype=np.float64)[None], axis=-1)  # (E, 2)
         side = d.argmin(-1)
         cards = self.kind != 1
-        far = cards & (d.min(-1) > tol)
+        far = cards & ~(d.min(-1) <= tol)  # NaN positions count as far
         if far.any():
             e = int(np.nonzero(far)[0][0])
             raise InvalidInputError(f"{int(far.sum())} card demonstrations end {d[e].min():.3f} m or more from both card "
