@@ -185,6 +185,11 @@ def run(ctx) -> None:
             right = sum(r.zone == "correct" for r in recs)
             on = f"{100 * right / (len(recs) - off):.1f} %" if len(recs) > off else "-"
             print(f"  {subject:<24} ended off both cards {off}/{len(recs)}; correct among the rest {on}")
+        by_cat = {f"{subject} | {c}": [r for r in recs if r.category == c]
+                  for subject, recs in vla_results.items() for c in sorted({r.category for r in recs})}
+        _zone_plot(by_cat, out / "act2answer_vla_zones.png", code_version(),
+                   title="VLM -> VLA zones per category (out_of_bounds: a control failure)")
+        print(f"figure: {out / 'act2answer_vla_zones.png'}")
 
     # layerwise probing of the fine-tuned tiny VLA (+ random-weight control)
     from embeval_analysis.probing import (
@@ -242,7 +247,7 @@ def _probe_vlas(vlas, items, spec, ctx, out) -> None:
     print(f"(probing of {len(vlas)} VLAs in {time.perf_counter() - t0:.0f} s; {out / 'vla_probing.json'})")
 
 
-def _zone_plot(results, path, stamp: str) -> None:
+def _zone_plot(results, path, stamp: str, title: str = "Act2Answer zones") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -254,16 +259,17 @@ def _zone_plot(results, path, stamp: str) -> None:
     subjects = list(results)
     zones = ["correct", "incorrect", "out_of_bounds"]
     frac = np.array([[np.mean([r.get("zone") == z for r in rows(results[s])]) for z in zones] for s in subjects])
-    fig, ax = plt.subplots(figsize=(7, 0.6 * len(subjects) + 1.4))
+    fig, ax = plt.subplots(figsize=(7, (0.6 if len(subjects) <= 10 else 0.32) * len(subjects) + 1.4))
     left = np.zeros(len(subjects))
     for j, (z, col) in enumerate(zip(zones, ["tab:green", "tab:red", "tab:grey"])):
         ax.barh(subjects, frac[:, j], left=left, color=col, label=z)
         left += frac[:, j]
+    ax.invert_yaxis()  # the first subject on top, as listed
     ax.axvline(0.5, color="black", lw=0.8, ls="--")
     ax.set_xlabel("share of episodes / answers")
-    ax.legend(fontsize=7, ncol=3, loc="lower right")
-    ax.set_title("Act2Answer zones", fontsize=9)
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=7, ncol=3, loc="lower center", frameon=False)  # below it all
+    ax.set_title(title, fontsize=9)
     fig.text(0.99, 0.01, stamp, ha="right", va="bottom", fontsize=6, color="grey")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.3 / fig.get_figheight(), 1, 1))  # 0.3 in at the bottom for the legend
     fig.savefig(path, dpi=110)
     plt.close(fig)
