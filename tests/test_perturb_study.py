@@ -243,6 +243,16 @@ def test_a_cell_the_scene_cannot_take_is_skipped_kept_and_reported_on_resume(tmp
     assert run_study(cfg, tmp_path, lambda s, env: Bright(), make_env=make_env, progress_mode="off",
                      skipped=again) == rows
     assert again == skipped and len(envs) == 1  # all done: nothing run, the skips still reported
+    # a record whose skipped cells are not cells (a hand-edited or damaged file) counts as cut short: run again
+    lines = (tmp_path / ROWS_FILE).read_text().splitlines()
+    bad = json.loads(lines[1])
+    bad["skipped"] = "table_texture"
+    (tmp_path / ROWS_FILE).write_text(lines[0] + "\n" + json.dumps(bad) + "\n")
+    assert sorted(read_study(tmp_path, cfg)[1]) == [("bright", 0)]
+    third: list = []
+    assert run_study(cfg, tmp_path, lambda s, env: Bright(), make_env=make_env, progress_mode="off",
+                     skipped=third) == rows
+    assert third == skipped and len(envs) == 2  # seed 1 ran again, with the same rows and skip
     _report_skipped(skipped, tmp_path / "out")
     text = capsys.readouterr().out
     assert "- table_texture:5: not scored in 2 episode(s): perturb table_texture: this LIBERO scene has no textured " \

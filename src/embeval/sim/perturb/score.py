@@ -125,6 +125,8 @@ def score_grid(env, policy, seeds: Iterable[int], perturbations: Sequence[Pertur
 
 # --------------------------------------------------------------------------- resumable studies
 ROWS_FILE, MANIFEST_FILE = "rows.jsonl", "study.json"
+#: what a skipped cell of ``rows.jsonl`` holds (a record whose ``skipped`` lacks them is read as cut short)
+SKIP_KEYS = frozenset({"axis", "level", "seed", "reason"})
 #: settings a resumed study may change: its rows are per (subject, seed), so more of either extend it
 GROWABLE = ("subjects", "seeds")
 #: the most seeds one --seeds may name
@@ -221,9 +223,12 @@ def read_study(out_dir: Path, config: StudyConfig | None = None, skipped: dict |
                 rec = json.loads(line)
                 if not isinstance(rec["rows"], list):
                     raise TypeError("rows is not a list")
+                gone = rec.get("skipped", [])
+                if not isinstance(gone, list) or not all(isinstance(g, dict) and SKIP_KEYS <= set(g) for g in gone):
+                    raise TypeError("skipped is not a list of cells")
                 done[(str(rec["subject"]), int(rec["seed"]))] = rec["rows"]
                 if skipped is not None:
-                    skipped[(str(rec["subject"]), int(rec["seed"]))] = list(rec.get("skipped") or [])
+                    skipped[(str(rec["subject"]), int(rec["seed"]))] = gone
             except (ValueError, KeyError, TypeError):
                 continue  # the last line of an interrupted write
     return old, done
