@@ -79,21 +79,27 @@ class ChoiceDemos:
     def demonstrated_side(self, card_xy: Sequence[Sequence[float]], tol: float) -> np.ndarray:
         """(E,) int64 per episode: the card the demonstration carries the cube to, 0 = ``card_xy[0]`` (left),
         1 = right, -1 for pick/place episodes (no cards). Read from the TCP position (metres, frame base) of
-        each episode's last frame, which must lie within ``tol`` metres of a card centre."""
+        each episode's last frame, which must lie within ``tol`` metres of a card centre (the suite's zone rule,
+        :func:`~embeval.act2answer.zones.classify`, with ``eps = tol``)."""
+        from embeval.act2answer.zones import classify
+
         if np.bincount(self.episode, minlength=len(self.left)).min(initial=1) == 0:
             raise InvalidInputError("a demonstration episode has no frames; record the demonstrations again")
         ends = np.zeros(len(self.left), dtype=np.int64)
         np.maximum.at(ends, self.episode, np.arange(len(self.episode)))
-        xy = self.state[ends, :2].astype(np.float64)
-        d = np.linalg.norm(xy[:, None, :] - np.asarray(card_xy, dtype=np.float64)[None], axis=-1)  # (E, 2)
-        side = d.argmin(-1)
-        cards = self.kind != 1
-        far = cards & ~(d.min(-1) <= tol)  # NaN positions count as far
-        if far.any():
-            e = int(np.nonzero(far)[0][0])
-            raise InvalidInputError(f"{int(far.sum())} card demonstrations end {d[e].min():.3f} m or more from both card "
-                                    f"centres (episode {e}, allowed {tol} m); record the demonstrations again")
-        return np.where(cards, side, -1)
+        out = np.full(len(self.left), -1, dtype=np.int64)
+        far = []
+        for e in np.nonzero(self.kind != 1)[0]:  # pick/place episodes have no cards
+            z = classify(self.state[ends[e], :2], card_xy[0], card_xy[1], "left", tol)
+            if z.choice is None:  # off both cards (NaN positions too)
+                far.append((int(e), min(z.distance_correct, z.distance_incorrect)))
+            else:
+                out[e] = 0 if z.choice == "left" else 1
+        if far:
+            e, d = far[0]
+            raise InvalidInputError(f"{len(far)} card demonstrations end {d:.3f} m or more from both card centres "
+                                    f"(episode {e}, allowed {tol} m); record the demonstrations again")
+        return out
 
     @classmethod
     def concat(cls, parts: Sequence[ChoiceDemos]) -> ChoiceDemos:
