@@ -149,13 +149,13 @@ def test_every_area_is_listed_once():
     assert sorted({**QUICK_AREAS, **SLOW_AREAS}) == AREAS, "add the new bench area to QUICK_AREAS or SLOW_AREAS"
 
 
-def test_readme_lists_every_area():
+def test_results_page_lists_every_area():
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "results.md").read_text()
     para = next(p for p in readme.split("\n\n") if p.startswith("`make bench`"))
-    assert [a for a in AREAS if f"`{a}`" not in para] == [], "README's `make bench` paragraph misses these areas"
-    assert "eleven areas" in para and len(QUICK_AREAS) == 11, "README says how many areas make test runs"
+    assert [a for a in AREAS if f"`{a}`" not in para] == [], "docs/results.md's `make bench` paragraph misses these areas"
+    assert "eleven areas" in para and len(QUICK_AREAS) == 11, "docs/results.md says how many areas make test runs"
 
 
 @pytest.mark.parametrize("rows, cell", [([], "non-empty"), ([{"case": "x", "ratio": float("nan")}], "'ratio' is nan"),
