@@ -1,4 +1,4 @@
-"""Batching (issue 25): what one batched policy call costs per observation against batch 1, measured in the
+"""Batching: what one batched policy call costs per observation against batch 1, measured in the
 same run on one torch thread, and how far batched actions lie from batch-1 actions.
 
 Rows:

@@ -3,8 +3,8 @@ albumentations' implementation of the same (or the closest) distortion, measured
 interleaved call by call so that machine load affects both alike.
 
 Times are process CPU time (``time.process_time``) with OpenCV and torch held to one thread, the median
-of the calls: on a shared machine this is what one idle core would take, without the waits. Targets
-(issue 20): every type >= 30 images/s, and ratio_vs_albu >= 1.0 where albumentations has the op.
+of the calls: on a shared machine this is what one idle core would take, without the waits. Targets:
+every type >= 30 images/s, and ratio_vs_albu >= 1.0 where albumentations has the op.
 Per-colour maps (brighten, darken, CIELAB saturation) are timed as a camera stream uses them, after
 their exact 24-bit colour table is built (the first ~26 frames of a stream take the direct path)."""
 from __future__ import annotations

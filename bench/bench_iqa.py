@@ -111,7 +111,7 @@ GATE_TARGET_MS = 5.0
 
 
 def _gate_one_core(svr, frames) -> dict:
-    """The NR gate's cost per 640x480 frame on one core (issue 20 target <= 5 ms): process CPU time with
+    """The NR gate's cost per 640x480 frame on one core (target <= 5 ms): process CPU time with
     torch and OpenCV held to one thread, median over the frames (robust to a shared machine)."""
     import statistics
 

@@ -1,4 +1,4 @@
-"""`embeval train vla` memory (issue 20): peak resident memory of loading a demonstration set of the
+"""`embeval train vla` memory: peak resident memory of loading a demonstration set of the
 real recipe's size (24,000 frames, 2 cameras at 128x96, PNG in LeRobot parquet) and training on it,
 with the streaming loader against the previous one (every image decoded at full size, stacked, then
 resized), each in its own process. Both train the same few steps: the weights must be bit-identical
@@ -20,7 +20,7 @@ STEPS = 30
 
 
 def old_demo_arrays(root, image_size, cameras, episodes=None):
-    """The loader before issue 20 (reference): every column read, every image decoded at full size and
+    """The earlier loader (reference): every column read, every image decoded at full size and
     stacked, then the kept frames resized to the model size."""
     import pyarrow.parquet as pq
     from PIL import Image

@@ -1,4 +1,4 @@
-"""GPU throughput of an OpenVLA-shaped model through embeval's own batching path (issue 25).
+"""GPU throughput of an OpenVLA-shaped model through embeval's own batching path.
 
     .venv/bin/python -m bench.gpu_throughput                       # 7B on CUDA: batches 1, 8, 32; episodes at 32
     .venv/bin/python -m bench.gpu_throughput --size tiny --device cpu --batch 1 4 --episodes 4   # the CPU check

@@ -1,4 +1,4 @@
-"""Issue 31, control of the VLM -> VLA recipes: the gated control pathway (no direct instruction input, the answer
+"""Control of the VLM -> VLA recipes: the gated control pathway (no direct instruction input, the answer
 features read only while the gripper is closed: reaching cannot depend on the question, carrying does; the frozen
 recipe's VLM parts stay the VLM's) and the control diagnosis (how off-card episodes end)."""
 from __future__ import annotations

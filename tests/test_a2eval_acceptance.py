@@ -1,4 +1,4 @@
-"""Issue 31 item 4: the Eval Agent accepts a scorer as the paper does (A2Eval §3.3: "execution
+"""The Eval Agent accepts a scorer as the paper does (A2Eval §3.3: "execution
 succeeds and produces valid metrics"); agreement with the reference scorer is our stricter option."""
 from __future__ import annotations
 

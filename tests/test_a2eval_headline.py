@@ -1,4 +1,4 @@
-"""Issue 31, items 1, 6 and 8: the A2Eval paper's definitions as defaults, today's as named options.
+"""The A2Eval paper's definitions as defaults, today's as named options.
 
 1. Headline: Table 3's A2Eval column is Table 7's "Avg", "the mean across dimensions" (mean over dimensions of each
    dimension's item mean); the item mean is the option. ``embeval a2eval headline`` reproduces Table 7's Avg for
@@ -36,7 +36,7 @@ SHARED = ROOT.parent / "shared" / "data"
 TABLE3 = ROOT / "src" / "embeval" / "data" / "reference" / "a2eval_table3.csv"
 
 
-# --------------------------------------------------------------------------- item 1: the headline
+# ----------------------------------------------------------------------------------- the headline
 
 
 def test_the_copies_match_the_shared_tables():
@@ -261,7 +261,7 @@ def test_report_headline_config_is_checked(tmp_path):
         P.load_config(cfg)
 
 
-# --------------------------------------------------------------------------- item 6: fidelity per dimension
+# ----------------------------------------------------------------------------------- fidelity per dimension
 
 
 def _fid_case():
@@ -317,7 +317,7 @@ def test_agent_fidelity_groups_by_dimension_by_default_and_keeps_the_benchmark_t
         P.agent_fidelity(ev, res, items, dims[:5])
 
 
-# --------------------------------------------------------------------------- item 8: five votes, explicit ties
+# ----------------------------------------------------------------------------------- five votes, explicit ties
 
 
 def _dims():
@@ -342,7 +342,7 @@ def test_default_config_gives_every_item_five_votes(small_texts):
 
 
 def test_cap_option_abstain_gives_todays_four_votes(small_texts):
-    """beyond_cap: abstain is embeval's behaviour before issue 31: past the cap the voter abstains."""
+    """beyond_cap: abstain is embeval's earlier behaviour: past the cap the voter abstains."""
     from embeval_analysis.a2eval.data_agent import DataAgentConfig, VoterConfig, build_voters
 
     voters = build_voters(DataAgentConfig(voters=[

@@ -1,5 +1,5 @@
-"""embeval train seeds: the seed table, knowledge apart from control, and what holds on every seed
-(issue 31 item 10). The arithmetic is checked on hand-made reports; training itself is outside make test."""
+"""embeval train seeds: the seed table, knowledge apart from control, and what holds on every
+seed. The arithmetic is checked on hand-made reports; training itself is outside make test."""
 from __future__ import annotations
 
 import pytest
@@ -38,7 +38,7 @@ def test_seed_table_means_ranges_and_the_verdict_per_category():
     holds = holds_on_every_seed(t, "frozen", "full")
     assert holds["color"] == "frozen > full"  # 0.95>0.80, 0.90>0.85, 1.00>0.90
     assert holds["time"] == "frozen > full"
-    assert holds["all"] == "differs by seed"  # seed 1 reverses the order (0.66 < 0.71), as issue 31 found
+    assert holds["all"] == "differs by seed"  # seed 1 reverses the order (0.66 < 0.71)
     md = format_seed_table(t, "frozen", "full")
     assert md.splitlines()[0].startswith("| category | frozen s0 | frozen s1 | frozen s2 | full s0")
     assert "| color* | 95.0 (95.0) | 90.0 (94.7) |" in md and "differs by seed" in md

@@ -1,4 +1,4 @@
-"""Parameter and limit validation of the real-arm path (hostile tester's report, items 1, 2, 6, 7, 8).
+"""Parameter and limit validation of the real-arm path, as a hostile tester probed it.
 
 A doubtful boolean never turns dry run off; a NaN, inf, zero, negative or too large safety limit, a string for a
 number, an empty value or a wrong type is refused at startup with one line naming the parameter (exit 2);
@@ -31,7 +31,7 @@ def _graph(capsys, *argv) -> tuple[int, str]:
     return rc, (lines[0] if len(lines) == 1 else err)
 
 
-# -- item 1: booleans are true or false, nothing else ------------------------------------------------------------
+# -- booleans are true or false, nothing else --------------------------------------------------------------------
 @pytest.mark.parametrize("value", ["", "null", "'false'", "'true'", "0", "1", "'no'", "~", "[]"])
 def test_a_doubtful_dry_run_is_refused_not_read_as_false(capsys, value):
     pytest.importorskip("rclpy")
@@ -95,7 +95,7 @@ def test_typed_reads_each_kind():
         StepperConfig(dry_run=None)
 
 
-# -- items 2 and 6: every numeric limit finite and in range, a rotation limit on the arm ------------------------
+# -- every numeric limit finite and in range, a rotation limit on the arm ---------------------------------------
 @pytest.mark.parametrize("field,value", [
     ("max_step_translation", math.nan), ("max_step_translation", math.inf), ("max_step_translation", 0.0),
     ("max_step_translation", -0.1), ("max_step_translation", 2.0), ("max_step_rotation", math.nan),
@@ -120,7 +120,7 @@ def test_safety_limits_refuse_nan_inf_and_out_of_range(field, value):
     ("control_hz: 0", "control_hz"), ("state_rate_hz: -5", "state_rate_hz"),
     ("max_tcp_speed: 1.0e9", "max_tcp_speed"), ("max_tcp_speed: .inf", "max_tcp_speed"), ("tcp_speed: .inf", "tcp_speed"),
     ("max_step_rotation: -1", "max_step_rotation"),
-    # item 7: types
+    # types
     ('max_command_age_s: "abc"', "max_command_age_s"), ('max_tcp_speed: "fast"', "max_tcp_speed"),
     ('workspace_lower: "abc"', "workspace_lower"), ("max_tcp_speed:", "max_tcp_speed"), ("robot_ip: 12345", "robot_ip"),
     ("home_joints: [.nan, 0, 0, 0, 0, 0]", "home_joints"), ('home_joints: "home"', "home_joints"),

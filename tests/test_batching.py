@@ -1,4 +1,4 @@
-"""Batched subjects (issue 25, item 1): many episodes per policy call, each in its own slot.
+"""Batched subjects: many episodes per policy call, each in its own slot.
 
 The shipped embedded VLAs answer a batch of slots with one forward pass; their actions must equal what a
 batch-1 copy gives for the same episode (reset, then act per step) within 1e-5, with slots that start, end and
@@ -236,7 +236,7 @@ def test_a_policy_that_cannot_be_copied_is_named():
 
 
 #: first actions of a seed-0 episode: tiny-vla's computed with the code before batched slots (commit d447b5f);
-#: tiny-vla-a2a-frozen's with the committed-carry checkpoint shipped for issue 31 (the values before belonged to
+#: tiny-vla-a2a-frozen's with the committed-carry checkpoint it ships with now (the values before belonged to
 #: the weights it replaced), through the batch-1 path as it was when that checkpoint shipped
 BEFORE = {"tiny-vla": [0.00016021815311185, -0.00042528162265465, 0.05046570892903279, -0.00018314595541217,
                        0.00212852572022967, 0.00269666641926314, 0.0],

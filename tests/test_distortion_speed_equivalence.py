@@ -1,4 +1,4 @@
-"""The fast distortion engine (issue 20) gives the same output as the implementation it replaced.
+"""The fast distortion engine gives the same output as the implementation it replaced.
 
 ``distortion_v0`` (tests/distortion_v0/) is the engine frozen before the speed work; every one of the
 30 types at every level, on photos, a sim-like tabletop, uniform noise and odd sizes, with several

@@ -1,4 +1,4 @@
-"""`embeval train vla` streams its demonstrations (issue 20): frames are decoded and resized one at a
+"""`embeval train vla` streams its demonstrations: frames are decoded and resized one at a
 time instead of all decoded at full size first. The arrays it trains on, and so the trained weights,
 are the same as with the previous loader (kept here as the reference)."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from embeval.subjects.embedded.training import DemoArrays, TrainConfig, train_vl
 
 
 def _old_demo_arrays(root, image_size, cameras, episodes=None) -> DemoArrays:
-    """The loader before issue 20 (every image decoded at full size and stacked, then resized), kept as
+    """The earlier loader (every image decoded at full size and stacked, then resized), kept as
     the reference in the training-memory bench."""
     from bench.bench_train_memory import old_demo_arrays
 

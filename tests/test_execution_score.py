@@ -38,7 +38,7 @@ def test_failure_is_100_minus_distance_in_cm():
 
 
 def test_failure_floored_at_zero():
-    """The paper's 100 - d is not floored (issue 31 made that the default: -30 here); floor=True keeps 0."""
+    """The paper's 100 - d is not floored (the default: -30 here); floor=True keeps 0."""
     rec = execution_score(REF, outcome((0.50, 0.10, 1.50)), floor=True)  # 130 cm away
     assert rec.score == 0.0 and rec.reason == "failure" and rec.distance_cm == pytest.approx(130.0)
     assert execution_score(REF, outcome((0.50, 0.10, 1.50))).score == pytest.approx(-30.0)

@@ -1,4 +1,4 @@
-"""bench/gpu_throughput.py, the GPU check of issue 25, on the CPU with the tiny OpenVLA-shaped config: every row is
+"""bench/gpu_throughput.py, the GPU throughput check, on the CPU with the tiny OpenVLA-shaped config: every row is
 there, embeval's batched path returns exactly the bare model's decoded tokens, the static-cache batch-1 path gives
 the same action, and a 7B model without CUDA is refused in one line."""
 import pytest

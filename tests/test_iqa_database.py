@@ -131,7 +131,7 @@ def test_cognition_is_corpus_scored_and_identical_answers_score_15(db):
         assert r["cognition"] == pytest.approx(ind[("vlm-a", r["image_id"])].total, abs=1e-9)
     same = [k for k, (a, b) in answers.items() if a == b]
     assert same, "some distortions leave the scripted VLM's answers unchanged"
-    # 5 tasks x (1 + 1 + 0.1 * 10): 15 as a weighted sum, 15 / 2.1 as the paper's weighted average (issue 31)
+    # 5 tasks x (1 + 1 + 0.1 * 10): 15 as a weighted sum, 15 / 2.1 as the paper's weighted average (the default)
     assert all(ind[k].total == pytest.approx(15.0 / 2.1) for k in same)
 
 
@@ -193,7 +193,7 @@ def test_execution_scores_on_simulated_references(tmp_path):
     ex = pd.read_csv(tmp_path / "execution.csv")
     assert ex["image_id"].nunique() == 1 and len(ex) >= 1
     for _, r in ex.iterrows():
-        expect = {"success": 100.0, "estop": 0.0}.get(r["reason"], 100.0 - r["distance_cm"])  # not floored (issue 31)
+        expect = {"success": 100.0, "estop": 0.0}.get(r["reason"], 100.0 - r["distance_cm"])  # not floored: the paper's
         assert r["execution"] == pytest.approx(expect)
     row = scores[scores["image_id"] == ex["image_id"].iloc[0]]
     assert row["execution"].item() == pytest.approx(ex["execution"].mean())

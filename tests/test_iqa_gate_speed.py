@@ -1,4 +1,4 @@
-"""The faster no-reference gate features (issue 20) give today's predictions.
+"""The faster no-reference gate features give today's predictions.
 
 The previous implementation is kept here as the reference: BRISQUE NSS through pyiqa's own
 ``natural_scene_statistics`` (2 scales) and the per-pixel float64 colour moments. The NSS must match

@@ -1,4 +1,4 @@
-"""issue 26 item 1 (LeRobot): every VLA-style policy type lerobot 0.4.4 ships. The ones that build offline (ACT,
+"""LeRobot: every VLA-style policy type lerobot 0.4.4 ships. The ones that build offline (ACT,
 Diffusion) are built tiny from the library's config classes, saved in LeRobot's ``pretrained_model/`` layout with
 their normalisation stats, loaded by path through the adapter with a camera map, and run through one
 policy-decision unit and one Act2Answer episode with hidden states. The others are built from hub files (a
@@ -17,7 +17,7 @@ from conftest import exercise_lerobot_subject  # noqa: E402
 from embeval.errors import MissingWeightsError  # noqa: E402
 from embeval.subjects import load_subject  # noqa: E402
 
-#: what issue 26 lists as lerobot 0.4.4's VLA-style policy types (lerobot/policies/)
+#: lerobot 0.4.4's VLA-style policy types (lerobot/policies/)
 VLA_TYPES = ("act", "diffusion", "pi0", "pi05", "pi0_fast", "smolvla", "groot", "xvla", "wall_x")
 #: built and run offline here
 OFFLINE = ("act", "diffusion")

@@ -1,6 +1,6 @@
-"""Issue 31, items 2, 3, 5, 7 and 9: each paper's definition is the default, computed here independently
+"""Each paper's definition is the default, computed here independently
 (numpy / scipy / nltk / pycocoevalcap by hand) on small cases, and the earlier definition stays a named
-option that still gives the earlier number (numbers marked "before issue 31" were printed by the code
+option that still gives the earlier number (numbers marked "before the paper defaults" were printed by the code
 of commit 51bc547 on the same inputs)."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from scipy.stats import spearmanr
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# ---------------------------------------------------------------- item 2: Decision rotation (Embodied-IQA 3.4)
+# ------------------------------------------------------------------------ Decision rotation (Embodied-IQA 3.4)
 
 # five one-task images: (reference action, distorted action), [dx dy dz droll dpitch dyaw gripper]
 PAIRS = [
@@ -25,7 +25,7 @@ PAIRS = [
     ([0.03, 0.0, 0.0, 0.0, 0.15, 0.0, 1.0], [0.0, 0.0, 0.03, 0.0, 0.3, 0.0, 1.0]),  # same axis, twice the angle: cos 1
     ([0.0, -0.02, 0.01, 0.0, 0.3, 0.0, 0.5], [0.0, -0.02, 0.0, 0.05, 0.3, 0.05, 0.7]),
 ]
-#: decision_corpus(PAIRS) before issue 31 (the relative rotation angle)
+#: decision_corpus(PAIRS) before the paper defaults (the relative rotation angle)
 ANGLE_TOTALS = [0.9208399595935974, 0.7884097900961878, 0.3333333333333333, 0.625867508853459, 0.8547659132014948]
 
 
@@ -91,9 +91,9 @@ def test_decision_unknown_rotation_is_refused():
         decision_corpus(_pairs(), DecisionConfig(rotation="quaternion"))
 
 
-# ---------------------------------------------------------------- item 7: Cognition (weighted average 1 : 1 : 0.1)
+# ------------------------------------------------------------------------ Cognition (weighted average 1 : 1 : 0.1)
 
-#: cognition totals of the two 5-task images of test_scoring_text before issue 31 (the weighted sum)
+#: cognition totals of the two 5-task images of test_scoring_text before the paper defaults (the weighted sum)
 SUM_TOTALS = [6.890496758109995, 5.7021942256127165]
 
 
@@ -154,7 +154,7 @@ def test_cognition_sum_option_gives_the_earlier_numbers():
         cognition_scores(ans, CognitionConfig(combine="max"))
 
 
-# ---------------------------------------------------------------- item 9: Execution floor, CNR below chance
+# ------------------------------------------------------------------------ Execution floor, CNR below chance
 
 def _outcome(z, success=False, stopped=False):
     from embeval.scoring.execution import ExecutionOutcome
@@ -169,7 +169,7 @@ def test_execution_failure_is_100_minus_distance_unfloored_and_floor_option():
     for z in (0.25, 1.5, 2.0):  # 5, 130, 180 cm
         d = 100 * abs(z - 0.2)
         assert execution_score(ref, _outcome(z)).score == pytest.approx(100 - d)  # the paper: 100 - d
-        assert execution_score(ref, _outcome(z), floor=True).score == pytest.approx(max(0.0, 100 - d))  # before issue 31
+        assert execution_score(ref, _outcome(z), floor=True).score == pytest.approx(max(0.0, 100 - d))  # earlier default
     assert execution_score(ref, _outcome(1.5)).score == pytest.approx(-30.0)
     assert execution_score_from_poses([0, 0, 0, 0, 0, 0], [0, 0, 1.2, 0, 0, 0]).score == pytest.approx(-20.0)
     assert execution_score_from_poses([0, 0, 0, 0, 0, 0], [0, 0, 1.2, 0, 0, 0], floor=True).score == 0.0
@@ -185,7 +185,7 @@ def test_cnr_is_the_papers_formula_also_below_chance():
         by_hand = (max(exp) - c) / (max(bb) - c + eps)
         assert chance_normalized_retention(exp, bb) == pytest.approx(by_hand, rel=1e-12)
     assert chance_normalized_retention([0.6], [0.4]) == pytest.approx(0.1 / (-0.1 + 1e-6))
-    # the option: NaN when no backbone layer beats chance (before issue 31); unchanged above chance
+    # the option: NaN when no backbone layer beats chance (the earlier default); unchanged above chance
     assert math.isnan(chance_normalized_retention([0.6], [0.45, 0.5], below_chance="nan"))
     assert chance_normalized_retention([0.62, 0.7], [0.8, 0.9], below_chance="nan") == pytest.approx(0.2 / (0.4 + eps))
     rep = ProbeReport("s", 10, 2, 0.5, [LayerProbe("backbone.0", 0.48, 0, 0.5), LayerProbe("action_expert.0", 0.6, 0, 0.5)])
@@ -195,7 +195,7 @@ def test_cnr_is_the_papers_formula_also_below_chance():
     assert math.isnan(retention(rep, below_chance="nan").cnr)
 
 
-# ---------------------------------------------------------------- items 3 and 9: IQA splits and JND thirds
+# ------------------------------------------------------------------------------- IQA splits and JND thirds
 
 SCENE_TYPES = ["darken", "mean_shift", "white_noise", "gaussian_blur"]
 
@@ -271,7 +271,7 @@ def test_bench_default_splits_are_the_papers_random_8_2_over_image_pairs(scene_d
 
 
 def test_bench_scene_option_gives_the_earlier_scene_disjoint_splits(scene_db, both):
-    """The option (and the protocol printed beside): GroupShuffleSplit by scene, as before issue 31."""
+    """The option (and the protocol printed beside): GroupShuffleSplit by scene, the earlier default."""
     from sklearn.model_selection import GroupShuffleSplit
 
     from embeval_analysis.iqa.bench import BenchConfig, run_bench
@@ -305,7 +305,7 @@ def test_bench_table_prints_both_protocols_side_by_side(both):
 
 def test_jnd_thirds_over_all_images_by_default_per_split_as_option(scene_db, both):
     """Paper: the JND thirds (mild / medium / severe) split all samples; the breakdown of a test part keeps
-    each image's third. Option jnd_scope='split': thirds of each test part (before issue 31)."""
+    each image's third. Option jnd_scope='split': thirds of each test part (the earlier default)."""
     from embeval_analysis.iqa.bench import BenchConfig, run_bench
 
     _, scores = scene_db
@@ -373,7 +373,7 @@ def test_gate_stays_on_held_out_scenes(scene_db, both, tmp_path):
     assert json.loads((p / "gate.json").read_text())["splits"] == "scene"
 
 
-# ---------------------------------------------------------------- item 5: Execution in the IQA database
+# ------------------------------------------------------------------------ Execution in the IQA database
 
 @pytest.fixture(scope="module")
 def sim_db(tmp_path_factory):
@@ -435,7 +435,7 @@ def test_database_execution_runs_the_easiest_task_closed_loop(sim_db):
 
 
 def test_database_execution_option_all_tasks_one_action(sim_db):
-    """The option: every implemented task's stored single action, open loop, mean over tasks (before issue 31)."""
+    """The option: every implemented task's stored single action, open loop, mean over tasks (the earlier default)."""
     from embeval.runs.runner import load_run_spec
     from embeval.runs.store import ResultsStore
     from embeval.sim.env import SimEnv

@@ -1,4 +1,4 @@
-"""Scene perturbations on LIBERO beyond the camera and light axes (issue 30): initial_state (the Panda's joints in
+"""Scene perturbations on LIBERO beyond the camera and light axes: initial_state (the Panda's joints in
 the worker's MuJoCo model, read back in degrees), instruction (LIBERO's language reworded) and table/background
 textures (the model's texture bytes, read back as RMS contrast in %) and distractors (the task's model built with
 extra blocks and cans, read back on the table top), each seeded, monotone in its level and restored when

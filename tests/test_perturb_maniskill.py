@@ -1,4 +1,4 @@
-"""Scene perturbations on ManiSkill beyond the camera and light axes (issue 30): initial_state (the Panda's joints,
+"""Scene perturbations on ManiSkill beyond the camera and light axes: initial_state (the Panda's joints,
 read back in degrees), instruction (the observation's words), table/background textures (the SAPIEN render
 materials, read back as the texture's RMS contrast in %) and distractors (actors placed on the table, read back),
 each seeded, monotone in its level, restored when unperturbed, and the task still solved by the scripted expert."""

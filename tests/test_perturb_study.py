@@ -1,4 +1,4 @@
-"""The resumable sensitivity study (issue 30): --seeds ranges, several subjects in one table, resume after an
+"""The resumable sensitivity study: --seeds ranges, several subjects in one table, resume after an
 interruption, Holm-corrected findings, and the CLI's one-line refusals."""
 from __future__ import annotations
 

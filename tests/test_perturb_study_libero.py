@@ -1,4 +1,4 @@
-"""LIBERO-PRO's variant suites as a family beside embeval's axes (issue 30): pairing with the base task's seed, the
+"""LIBERO-PRO's variant suites as a family beside embeval's axes: pairing with the base task's seed, the
 family column, refusals; one real LIBERO run (shared by its tests) where .venv-libero is installed."""
 from __future__ import annotations
 

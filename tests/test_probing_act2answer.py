@@ -19,7 +19,7 @@ def test_cnr_hand_cases():
     assert chance_normalized_retention([0.6, 0.7], [0.8, 0.9], 0.5, eps=0) == pytest.approx(0.5)
     assert chance_normalized_retention([0.9], [0.9], 0.5) == pytest.approx(1.0, abs=1e-5)
     assert chance_normalized_retention([0.45], [0.75], 0.5, eps=0) == pytest.approx(-0.2)
-    # no backbone layer above chance: the paper's formula as written (issue 31), NaN as the option
+    # no backbone layer above chance: the paper's formula as written (the default), NaN as the option
     assert chance_normalized_retention([0.7], [0.5], 0.5) == pytest.approx(0.2 / 1e-6)
     assert math.isnan(chance_normalized_retention([0.7], [0.5], 0.5, below_chance="nan"))  # nothing to retain
     with pytest.raises(ConfigError):

@@ -1,4 +1,4 @@
-"""Camera-side scene perturbations on the live camera stream (issue 30): the sim source renders through the perturbed
+"""Camera-side scene perturbations on the live camera stream: the sim source renders through the perturbed
 camera and lights drawn from the episode seed, the arm's world unchanged; real and recorded sources refuse them."""
 from __future__ import annotations
 

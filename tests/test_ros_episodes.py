@@ -29,7 +29,7 @@ def test_execution_score_by_distance_matches_numpy():
     assert s["execution"] == pytest.approx(100 - d_cm) == pytest.approx(95.0)
     assert s["execution_reason"] == "failure" and s["execution_distance_cm"] == pytest.approx(5.0)
     assert s["decision"] == pytest.approx(1.0)  # identical first actions
-    far = score_pair(ref, _ep(tcp=(0.50, 0.10, 1.50)))  # 130 cm: the paper's 100 - d is not floored (issue 31)
+    far = score_pair(ref, _ep(tcp=(0.50, 0.10, 1.50)))  # 130 cm: the paper's 100 - d is not floored
     assert far["execution"] == pytest.approx(-30.0) and far["execution_distance_cm"] == pytest.approx(130.0)
 
 

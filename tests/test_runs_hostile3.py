@@ -1,4 +1,4 @@
-"""Hostile run specs, round 3 (issue 24, finding 7), each run as a user runs it: `python -m embeval_cli` in its own
+"""Hostile run specs, round 3, each run as a user runs it: `python -m embeval_cli` in its own
 process, with a time bound, its peak memory measured (wait4) and the whole folder tree around it compared before and
 after. A 423-byte YAML alias bomb, a name or output_dir that leaves the output root, a NUL byte in a name or path,
 seeds, counts, levels and timeouts far out of range, a 5000-digit integer, 1000-deep nesting: each ends in exactly one

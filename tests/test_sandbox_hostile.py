@@ -1,4 +1,4 @@
-"""Hostile code against the A2Eval sandbox: every attack of issue 15 must be contained.
+"""Hostile code against the A2Eval sandbox: every attack of the first hostile round must be contained.
 
 Each test runs the attack for real and checks the host afterwards (files, processes, sockets),
 not only what the sandbox reports. Wall limits are short so the suite stays fast."""

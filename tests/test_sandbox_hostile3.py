@@ -1,4 +1,4 @@
-"""Hostile code against the A2Eval sandbox, round 3 (issue 24): the job must never be host root,
+"""Hostile code against the A2Eval sandbox, round 3: the job must never be host root,
 must not reach kernel-wide settings, must not hold memory the limits do not see, and must not be
 able to forge a result the parent accepts.
 

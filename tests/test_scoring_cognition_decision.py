@@ -26,7 +26,7 @@ from embeval.scoring.decision import (
 )
 
 PP = DecisionConfig(normalisation="per_pair")
-ANGLE = DecisionConfig(rotation="angle")  # the corpus form with the relative rotation angle (the default until issue 31)
+ANGLE = DecisionConfig(rotation="angle")  # the corpus form with the relative rotation angle (the earlier default)
 
 
 def test_cognition_combines_and_sums_over_tasks():
@@ -39,7 +39,7 @@ def test_cognition_combines_and_sums_over_tasks():
     assert len(s0.tasks) == 5
     assert s0.bleu == pytest.approx(sum(b[:5])) and s0.rouge_l == pytest.approx(sum(r[:5]))
     assert s0.cider_d == pytest.approx(sum(c[:5]))
-    # the paper's weighted average of 1 : 1 : 0.1 (the weighted sum / 2.1; issue 31 changed it from the sum)
+    # the paper's weighted average of 1 : 1 : 0.1 (the weighted sum / 2.1; the sum was the earlier default)
     assert s0.total == pytest.approx((sum(b[:5]) + sum(r[:5]) + 0.1 * sum(c[:5])) / 2.1)
     assert s0.tasks[2].combined == pytest.approx((b[2] + r[2] + 0.1 * c[2]) / 2.1)
     s1 = out[("vlm", "img1", "jpeg", 3)]

@@ -1,4 +1,4 @@
-"""Claims across training / curation seeds (issue 31): the "holds on every seed" logic on constructed inputs,
+"""Claims across training / curation seeds: the "holds on every seed" logic on constructed inputs,
 ``embeval iqa bench --seeds`` and ``embeval a2eval seeds`` against separate single-seed runs, bad arguments."""
 from __future__ import annotations
 

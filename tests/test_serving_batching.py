@@ -1,4 +1,4 @@
-"""The batching model server (issue 25, item 3): ``embeval serve openvla --max-batch-size N --max-wait-ms M``.
+"""The batching model server: ``embeval serve openvla --max-batch-size N --max-wait-ms M``.
 
 Concurrent real HTTP clients (httpx, 127.0.0.1) against servers in threads: batched answers equal batch-1
 answers for the shipped tiny VLA; an episode advances one step per call; one bad request in a batch gets

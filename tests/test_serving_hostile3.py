@@ -96,7 +96,7 @@ class GateVLM(ScriptedVLM):
         return super().generate(images, prompt, **gen)
 
 
-# --------------------------------------------------------------------------- finding 4: images
+# -------------------------------------------------------------------------------------- images
 
 def test_image_count_and_pixels_are_refused_from_the_headers_before_decoding(tmp_path):
     """The attack: one 57 KiB request with 20 1-bit 4096x4096 PNGs grew the server by about 1 GB. Now the
@@ -221,7 +221,7 @@ def test_openvla_act_images_are_bounded_per_request_and_at_once():
         assert httpx.get(srv.url + "/health").json()["image_pixels_held"] == 0
 
 
-# --------------------------------------------------------------------------- finding 5: schemas
+# -------------------------------------------------------------------------------------- schemas
 
 @pytest.fixture(scope="module")
 def llm_server():
@@ -373,7 +373,7 @@ def test_library_schema_helpers_refuse_with_invalid_input_not_crashes():
     assert check_output_schema({"type": "string", "minLength": 100}) >= 100  # the bound covers what is forced
 
 
-# --------------------------------------------------------------------------- finding 6: retention, unicode, /health
+# -------------------------------------------------------------------------------------- retention, unicode, /health
 
 def test_scripted_llm_keeps_a_bounded_record():
     llm = ScriptedLLM()

@@ -1,4 +1,4 @@
-"""Vectorised episodes with continuous batching (issue 25, item 2): N environments in worker processes, ONE batched
+"""Vectorised episodes with continuous batching: N environments in worker processes, ONE batched
 policy call per step, an environment takes the next unit as soon as its episode ends.
 
 Act2Answer on the pybullet cell: the records of ``run_items_vector(num_envs=N)`` equal the sequential run's record by

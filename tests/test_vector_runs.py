@@ -1,4 +1,4 @@
-"""Vectorised episodes in run specs (issue 25, item 2): ``backend.num_envs`` for the ``sim-iqa`` evaluator.
+"""Vectorised episodes in run specs: ``backend.num_envs`` for the ``sim-iqa`` evaluator.
 
 A batch of one subject's units runs its episodes (one clean reference per episode seed, one distorted episode per
 distorted unit) on ``num_envs`` environments in worker processes with one batched policy call per step; every

@@ -1,4 +1,4 @@
-"""vla-evaluation-harness's model-server protocol, both sides (issue 25, item 3): ``embeval serve vla-eval`` and
+"""vla-evaluation-harness's model-server protocol, both sides: ``embeval serve vla-eval`` and
 the ``vla-eval`` subject adapter.
 
 Real WebSocket connections on 127.0.0.1 against servers in threads (one test starts the CLI as a process):

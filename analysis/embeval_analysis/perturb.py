@@ -1,4 +1,4 @@
-"""Scene-perturbation sensitivity and the IQA-vs-scene question (issue #30 item 4).
+"""Scene-perturbation sensitivity and the IQA-vs-scene question.
 
 Input: the rows of :func:`embeval.sim.perturb.score.score_grid` (one per seed x axis-or-distortion x level, each paired
 with the unperturbed episode of the same seed).

@@ -1,4 +1,4 @@
-"""Claims that hold on every seed (issue 31): one statistic per row and seed, its mean and range, and
+"""Claims that hold on every seed: one statistic per row and seed, its mean and range, and
 "a beats b" claims checked seed by seed, so that a document states only what every seed supports.
 
 Used by the IQA metric seed study (:mod:`embeval_analysis.iqa.seeds`, ``embeval iqa bench --seeds``) and the

@@ -8,7 +8,7 @@ Voters:
   bounds the model's calls (a cost cap: the embedded Gemma takes seconds a call). What happens to
   the items past the cap is ``beyond_cap``: ``"stand_in"`` (default) hands them to a stand-in model
   (a rule-based voter unless given), so every item still gets this voter's vote and N_v = 5 votes
-  in all; ``"abstain"`` (option, embeval's behaviour before issue 31) votes ``None`` there, so
+  in all; ``"abstain"`` (option, embeval's earlier behaviour) votes ``None`` there, so
   those items get one vote fewer. The votes the stand-in cast are counted (``stand_in_votes``);
 - :class:`EmbeddingVoter`: MiniLM cosine similarity between the item text and each dimension's
   ``name: description``; ``other`` when the best similarity is below ``threshold``.

@@ -7,7 +7,7 @@ dimension counts once, whatever its item count (Table 2 keeps 500 items in six d
 PhysCaus and 425 in DynScene). That is the default here (``"dimension_mean"``).
 
 ``"item_mean"`` (the mean over all items, so a dimension counts in proportion to its items) is the
-named option; it is what embeval reported before issue 31, and on Table 7 with Table 2's counts it
+named option; it is what embeval reported earlier, and on Table 7 with Table 2's counts it
 swaps the paper's ranks 2 and 3.
 
 :func:`headline_scores` works on a models x items score matrix; :func:`read_item_scores` and

@@ -412,7 +412,7 @@ _FORK = {"x86_64": (57, 58), "aarch64": ()}  # fork, vfork (aarch64 has only clo
 #: memfd_secret (a job's private /tmp is size-capped; these are not)
 _IPC = {"x86_64": (29, 30, 31, 64, 65, 66, 67, 68, 69, 70, 71, 220, 240, 241, 242, 243, 244, 245, 319, 447),
         "aarch64": tuple(range(180, 198)) + (279, 447)}
-#: machine-wide budgets and views (red team of issue 24): Linux AIO contexts (fs.aio-max-nr is host-wide),
+#: machine-wide budgets and views (found by the round-3 red team): Linux AIO contexts (fs.aio-max-nr is host-wide),
 #: fanotify (watches host processes' file accesses), sync/syncfs (writeback of every host file system), modify_ldt
 _HOST = {"x86_64": (206, 207, 208, 209, 210, 333, 300, 162, 306, 154),
          "aarch64": (0, 1, 2, 3, 4, 292, 262, 81, 267)}

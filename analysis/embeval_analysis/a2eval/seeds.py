@@ -1,4 +1,4 @@
-"""The A2Eval subset over curation seeds (issue 31): ``embeval a2eval seeds --seeds 0 1 2``.
+"""The A2Eval subset over curation seeds: ``embeval a2eval seeds --seeds 0 1 2``.
 
 A config's top-level ``seed`` seeds the Data Agent (the Proposer's item samples, the k-means per dimension that
 picks the subset) and the report (the 20 random subsets, the k-center starts, the bootstrap). The pool and the

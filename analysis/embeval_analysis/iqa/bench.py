@@ -14,7 +14,7 @@ percentiles over splits as interval, and the mean over splits (the paper's stati
   BLEU / ROUGE-L / CIDEr-D), predicted by the metric trained on the total;
 - ``jnd``: thirds of the images by the target score (mild / medium / severe), cut over all images of
   the database (``jnd_scope="all"``, default, the paper's) and evaluated on each test part, or cut
-  within each test part (``jnd_scope="split"``, the default until issue 31);
+  within each test part (``jnd_scope="split"``, the earlier default);
 - ``view`` (first / third person), ``source`` (simulated / real), ``level`` (1..5).
 
 The quality gate (:func:`gate_over_splits`, :func:`save_gate`; not part of the paper) uses the

@@ -287,7 +287,7 @@ def aggregate(db: str | Path, log: Log | None = print):
     position and rotation distances of every VLA subject's task pairs are min-max normalised over the
     whole database (the paper's normalisation, :func:`decision_corpus`; rotation from the cosine of the
     rotation directions). Beside it: ``decision_angle`` (the same corpus form with the relative
-    rotation angle, ``DecisionConfig(rotation="angle")``, the default until issue 31) and
+    rotation angle, ``DecisionConfig(rotation="angle")``, the earlier default) and
     ``decision_per_pair`` (the per-pair form)."""
     import pandas as pd
 
@@ -359,7 +359,7 @@ def execution_scores(db: str | Path, n_images: int, seed: int = 0, log: Log | No
     references (source ``maniskill``) run the env's own task closed loop the same way. The image's score
     is the mean over subjects.
 
-    ``protocol="all_tasks_one_action"`` (the default until issue 31): every VLA subject's stored reference
+    ``protocol="all_tasks_one_action"`` (the earlier default): every VLA subject's stored reference
     and distorted actions of each implemented task are executed open loop from the reference scene, one
     action each (ManiSkill: the first task's action); the image's score is the mean over tasks and subjects.
 

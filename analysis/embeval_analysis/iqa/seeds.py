@@ -1,4 +1,4 @@
-"""The IQA metric benchmark over training seeds (issue 31): ``embeval iqa bench --seeds 0 1 2``.
+"""The IQA metric benchmark over training seeds: ``embeval iqa bench --seeds 0 1 2``.
 
 A seed of :func:`embeval_analysis.iqa.bench.run_bench` (``BenchConfig.seed``) draws the 8:2 splits and trains
 the learned metrics on them (CNNIQA's initialisation and batches, the fusions' SVRs). :func:`run_iqa_seed_study`

@@ -17,8 +17,8 @@ action-expert layers relative to that of the backbone layers (c = chance, 0.5 fo
 1 means the action layers keep all the answer information the backbone had; 0 none. The paper's
 formula is computed as written, also when no backbone layer beats chance (the denominator is then
 at most eps: the value is huge or negative and means nothing; :attr:`ProbeReport.backbone_above_chance`
-is False and the table says so). ``below_chance="nan"`` reports NaN there instead (the default until
-issue 31). eps = 1e-6 (the paper does not state it; accuracies are fractions here, c = 0.5).
+is False and the table says so). ``below_chance="nan"`` reports NaN there instead (the earlier
+default). eps = 1e-6 (the paper does not state it; accuracies are fractions here, c = 0.5).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Probing claims across training seeds (issue 31): the within-category and transfer Chance-Normalized
+"""Probing claims across training seeds: the within-category and transfer Chance-Normalized
 Retention of each VLM -> VLA recipe and seed that ``embeval train seeds`` trained, on one held-out
 suite, with the random-weight control, so that a claim about what a recipe keeps is read on every seed."""
 from __future__ import annotations

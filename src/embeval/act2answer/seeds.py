@@ -2,7 +2,7 @@
 evaluated on the same held-out Act2Answer suite, side by side (``embeval train seeds``).
 
 One finding of the demo rested on one training seed: seed 0 has the frozen recipe keep knowledge
-that the full fine-tune loses, and seed 1 reverses the order (issue 31). :func:`seed_table` puts
+that the full fine-tune loses, and seed 1 reverses the order. :func:`seed_table` puts
 each category's success rate per seed beside its mean and range, and separates knowledge from
 control: ``on_card`` is the success rate among the episodes that ended on a card (an episode that
 ends off both cards is a control failure, not a wrong answer). :func:`holds_on_every_seed` states

@@ -64,7 +64,7 @@ def filter_rgb(img: np.ndarray, kernel: np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------
-# Speed helpers (issue 20): byte lookup tables and exact 24-bit colour tables.
+# Speed helpers: byte lookup tables and exact 24-bit colour tables.
 
 try:  # SIMD byte translation (a dependency of albumentations/albucore); cv2.LUT gives the same bytes
     import stringzilla as _sz

@@ -6,7 +6,7 @@ exact definitions), combined as the Embodied-IQA paper's "weighted average of 1:
 ``(1 * BLEU + 1 * ROUGE-L + 0.1 * CIDEr-D) / (1 + 1 + 0.1)`` (``combine="average"``, default; BLEU and
 ROUGE-L lie in 0..1, CIDEr-D in 0..10, so a task scores 0..3/2.1 = 0..1.43), and an image's score is
 the sum over its tasks (0..7.14 for the paper's 5 tasks). ``combine="sum"`` keeps the weighted sum
-(0..3 per task, 0..15 per image; the default until issue 31): 2.1 times the average, so every rank
+(0..3 per task, 0..15 per image; the earlier default): 2.1 times the average, so every rank
 and correlation is the same. The whole corpus is scored in one call so that CIDEr-D's document
 frequencies are meaningful (a single pair gives CIDEr-D 0).
 

@@ -7,7 +7,7 @@ run of the reference image's action, on the same arm (simulated or real).
 - otherwise -> ``100 - d``, ``d`` the Euclidean distance in centimetres between the final TCP
   positions of the reference run and the distorted run. As in the paper this is not floored:
   a run that ends more than 1 m away scores below 0, below an emergency stop. ``floor=True``
-  (:func:`execution_score`) gives ``max(0, 100 - d)``, the default until issue 31.
+  (:func:`execution_score`) gives ``max(0, 100 - d)``, the earlier default.
 
 Pure functions on :class:`ExecutionOutcome` records, so the simulator, the ROS arm node and the
 real UR5 share one scorer. Poses: ``[x, y, z, rx, ry, rz]`` in frame base, metres + rotation vector.

@@ -78,10 +78,10 @@ class ChoiceVLAConfig:
     state_dim: int = 4
     expert_dims: list[int] = field(default_factory=lambda: [256, 128])
     #: the control pathway reads the instruction directly (FiLM in the scene encoder, text input of the action
-    #: expert); False: only through the VLM prefix, as an action expert reading its VLM's features (issue 31)
+    #: expert); False: only through the VLM prefix, as an action expert reading its VLM's features
     control_text: bool = True
     #: the action expert reads the answer features only while the gripper is closed (the state's last entry, the
-    #: gripper opening, < 0.5): reaching and grasping cannot depend on the cards or the question (issue 31)
+    #: gripper opening, < 0.5): reaching and grasping cannot depend on the cards or the question
     answer_gate: bool = False
     #: the action expert reads the VLM head's left/right decision (one-hot) instead of the answer features, so the
     #: carry goes to one card or the other, never between; trained straight-through (the forward pass uses the

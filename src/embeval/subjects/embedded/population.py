@@ -50,7 +50,7 @@ A2A_RECIPES: list[ChoiceVLMRecipe] = [
     ChoiceVLMRecipe("tiny-vlm-a2a-cell", seed=0, instructions=True, augment={"min_px": 14, "p": 0.75, "gain": 0.15}),
 ]
 
-#: the control pathway of the Act2Answer VLAs (issue 31; docs/act2answer.md, "Control that does not depend on the
+#: the control pathway of the Act2Answer VLAs (docs/act2answer.md, "Control that does not depend on the
 #: question"): the instruction reaches the actions only through the VLM prefix (``control_text: False``) and the
 #: action expert reads the prefix only while the gripper is closed (``answer_gate: True``), so reaching and
 #: grasping are the same whatever the question. Before it, the unseen wording of the never-demonstrated categories
@@ -77,7 +77,7 @@ A2A_VLA_RECIPES: list[ChoiceVLARecipe] = [
 #: docs/act2answer.md records for them; not population members, not shipped (their seed-0 checkpoints are in git
 #: history; training is deterministic for a seed).
 A2A_VLA_VARIANTS: list[ChoiceVLARecipe] = [
-    # shipped until issue 31: the instruction also drives the control pathway, the answer features reach the
+    # shipped before the gated pathway: the instruction also drives the control pathway, the answer features reach the
     # action expert from the first step
     ChoiceVLARecipe("tiny-vla-a2a-frozen-ungated", mode="frozen", seed=0),
     ChoiceVLARecipe("tiny-vla-a2a-full-ungated", mode="full", seed=0),
