@@ -1,0 +1,80 @@
+"""A librealsense recording through the ROS graph: the camera node (source realsense, ``recording``) publishes the
+recorded colour, camera_info and aligned depth on the realsense-ros topics with the recorded intrinsics, frame id and
+stamps, and the distortion node distorts that played-back stream live."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pyrealsense2", reason="pyrealsense2 is not installed: run scripts/install.sh")
+pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed: run scripts/install.sh")
+pytestmark = pytest.mark.ros
+
+from realsense_software import FPS, FX, FY, H, PPX, PPY, W, SoftwareCamera, colour_of, depth_of, stamp_ms  # noqa: E402
+
+
+def _index(stamp) -> int:
+    ns = stamp.sec * 1_000_000_000 + stamp.nanosec
+    return int(round((ns / 1e6 - stamp_ms(0)) * FPS / 1000.0))
+
+
+def test_camera_node_plays_a_recording_on_the_realsense_ros_topics_and_it_is_distorted_live(tmp_path):
+    import rclpy
+    from diagnostic_msgs.msg import DiagnosticArray  # noqa: F401 - the distortion node's quality topic type
+    from embeval_ros import topics as T
+    from embeval_ros.conversions import msg_to_image
+    from embeval_ros.graph import Graph, load_params
+    from embeval_ros.runtime import qos_reliable
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from embeval.distortion import FrameDistorter
+
+    rec = SoftwareCamera().write(tmp_path / "cell.db3", 10)
+    params = load_params({
+        "embeval_camera": {"ros__parameters": {"source": "realsense", "recording": str(rec), "realtime": True,
+                                               "loop": True, "rate_hz": 90.0}},
+        "embeval_distortion": {"ros__parameters": {"distortion": "darken", "level": 3, "publish_quality": False}},
+    })
+    got: dict[str, list] = {k: [] for k in ("img", "info", "depth", "dinfo", "dist")}
+    with Graph(params) as g:
+        cam = g.nodes["embeval_camera"]
+        probe = rclpy.create_node("test_rs_probe", context=g.context)
+        from rclpy.executors import SingleThreadedExecutor
+
+        ex = SingleThreadedExecutor(context=g.context)
+        ex.add_node(probe)
+        try:
+            for key, typ, topic in (("img", Image, T.IMAGE_RAW), ("info", CameraInfo, T.CAMERA_INFO),
+                                    ("depth", Image, T.ALIGNED_DEPTH), ("dinfo", CameraInfo, T.ALIGNED_DEPTH_INFO),
+                                    ("dist", Image, T.IMAGE_DISTORTED)):
+                probe.create_subscription(typ, topic, got[key].append, qos_reliable(100))
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and min(len(v) for v in got.values()) < 8:
+                ex.spin_once(timeout_sec=0.05)
+        finally:
+            ex.shutdown()
+            probe.destroy_node()
+        assert cam.source.recording == rec and cam.skipped == 0
+    assert min(len(v) for v in got.values()) >= 8, {k: len(v) for k, v in got.items()}
+    for m in got["img"]:
+        assert (m.header.frame_id, m.encoding, m.width, m.height) == ("camera_color_optical_frame", "rgb8", W, H)
+        assert np.array_equal(msg_to_image(m), colour_of(_index(m.header.stamp)))  # pixels of the recorded frame
+        assert 0 <= _index(m.header.stamp) < 10
+    stamps = {(m.header.stamp.sec, m.header.stamp.nanosec) for m in got["img"]}
+    for key in ("info", "dinfo"):
+        for m in got[key]:
+            assert m.header.frame_id == "camera_color_optical_frame" and (m.width, m.height) == (W, H)
+            assert list(m.k) == [FX, 0.0, PPX, 0.0, FY, PPY, 0.0, 0.0, 1.0]
+            assert (m.header.stamp.sec, m.header.stamp.nanosec) in stamps
+    for m in got["depth"]:
+        assert (m.header.frame_id, m.encoding, m.step) == ("camera_color_optical_frame", "16UC1", 2 * W)
+        d = np.frombuffer(bytes(m.data), "<u2").reshape(H, W)
+        valid = d[d > 0]
+        assert valid.size >= 0.9 * H * W and np.all(valid == depth_of(_index(m.header.stamp))[0, 0])  # mm
+    dark = FrameDistorter("darken", 3, 0, stream=T.IMAGE_RAW)
+    for m in got["dist"]:
+        clean = colour_of(_index(m.header.stamp))  # the source stamp is kept
+        out = msg_to_image(m)
+        assert out.mean() < clean.mean() - 5 and np.array_equal(out, dark(clean, 0))
