@@ -4,6 +4,7 @@ stamps, and the distortion node distorts that played-back stream live."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -78,3 +79,45 @@ def test_camera_node_plays_a_recording_on_the_realsense_ros_topics_and_it_is_dis
         clean = colour_of(_index(m.header.stamp))  # the source stamp is kept
         out = msg_to_image(m)
         assert out.mean() < clean.mean() - 5 and np.array_equal(out, dark(clean, 0))
+
+
+def test_act2answer_rehearsal_reads_its_camera_from_a_recording(tmp_path):
+    """The sim-to-real Act2Answer graph (config/embeval_act2answer.yaml's nodes) with the camera a recorded cell: the
+    policy acts on the recording's frames (restamped: it syncs to the arm), the unit is filed."""
+    import json
+
+    from embeval_ros.graph import Graph, load_params
+
+    from embeval.act2answer.generator import generate_items
+    from embeval.act2answer.scene import export_scenes
+
+    items = generate_items(tmp_path / "suite", ["color"], per_category=1, seed=0)
+    scenes_dir = export_scenes(items, tmp_path / "scenes")
+    rec = SoftwareCamera(depth=False).write(tmp_path / "cell.db3", 10)
+    params = load_params(Path(__file__).resolve().parents[1] / "config" / "embeval_act2answer.yaml")
+    params.pop("embeval_recorder")
+    params["embeval_camera"] = {"source": "realsense", "recording": str(rec), "restamp": True, "loop": True,
+                                "rate_hz": 30.0}
+    params["embeval_policy"].update(subject="embeval.act2answer.reference_policies:ScriptedPlacer",
+                                    subject_params=json.dumps({"side": "left"}), camera_topics=[""])
+    params["embeval_scorer"].update(store=str(tmp_path / "a2a.sqlite"), episodes_jsonl=str(tmp_path / "ep.jsonl"))
+    params["embeval_conductor"].update(act2answer_scenes=str(scenes_dir), act2answer_items=[f"{items[0].id}@original"],
+                                       settle_s=0.5, episode_timeout_s=30.0)
+    with Graph(params) as g:
+        g.spin(60, until=lambda g: g.nodes["embeval_conductor"].finished)
+        assert g.nodes["embeval_conductor"].finished
+        g.wait_for(lambda g: len(g.nodes["embeval_scorer"].a2a_records) == 1, 10, "the unit's record")
+        rec_out = g.nodes["embeval_scorer"].a2a_records[0]
+        camera, policy = g.nodes["embeval_camera"], g.nodes["embeval_policy"]
+        assert camera.source.recording == rec and camera.frames > 0 and camera.skipped == 0
+        assert policy.log.received > 0
+        seen = list(policy.stepper.images.values())
+        assert seen and all(any(np.array_equal(im, colour_of(i)) for i in range(10)) for im in seen)  # recorded frames
+    assert (rec_out["item"], rec_out["layout"]) == (items[0].id, "original")
+    from embeval.act2answer.episode import run_items
+    from embeval.act2answer.reference_policies import ScriptedPlacer
+
+    local = next(iter(run_items(ScriptedPlacer("left"), items))).to_dict()  # the same open-loop carry in process
+    assert local["layout"] == "original"
+    for key in ("zone", "choice", "termination", "steps"):
+        assert rec_out[key] == local[key], (key, rec_out, local)

@@ -86,7 +86,8 @@ class RealSenseSource:
     the recorded colour stream; ``depth`` None takes depth when recorded, True requires it, False ignores it;
     stamps are the recorded frame timestamps (ms -> ns); ``realtime`` False plays the frames as fast as they are read
     (librealsense's pipeline can lose the first frames while it starts, more on a loaded machine);
-    ``loop`` starts again at the end, else ``read()`` returns None at the end. Every wait is bounded by
+    ``loop`` starts again at the end, else ``read()`` returns None at the end; ``restamp`` stamps a recording's
+    frames with the playback time instead (a rehearsal whose policy checks image age). Every wait is bounded by
     ``timeout_ms``.
     """
 
@@ -94,9 +95,10 @@ class RealSenseSource:
 
     def __init__(self, width: int | None = None, height: int | None = None, fps: int | None = None, serial: str = "",
                  recording: str | Path = "", realtime: bool = True, depth: bool | None = None, loop: bool = False,
-                 timeout_ms: int = 5000):
+                 restamp: bool = False, timeout_ms: int = 5000):
         rs = _rs()
         self._rs, self.timeout_ms, self.loop, self.realtime = rs, int(timeout_ms), bool(loop), bool(realtime)
+        self.restamp = bool(restamp)
         self.recording = check_recording(recording) if recording else None
         self._want = (width, height, fps)
         self._serial, self._depth_wanted = serial, depth
@@ -196,7 +198,7 @@ class RealSenseSource:
         return np.ascontiguousarray(a[:, :, :3]).copy()
 
     def _stamp(self, frame) -> int:
-        if self.recording is None:
+        if self.recording is None or self.restamp:
             return time.time_ns()
         return int(round(float(frame.get_timestamp()) * 1e6))
 

@@ -47,9 +47,11 @@ class CameraNode(EmbevalNode):
                                "instead of a camera (its own size and stamps)")
         realtime = self.param("realtime", True, "source=realsense recording: play at the recorded rate (false: every "
                               "frame, as fast as rate_hz reads them)")
+        restamp = self.param("restamp", False, "source=realsense recording: stamp frames with the playback time, not "
+                             "the recorded one (a rehearsal whose policy checks image age or syncs to the arm)")
         depth = self.param("depth", False, "source=realsense camera: also stream depth, aligned to colour (a recording "
                            "plays the depth it has)")
-        self._rs = dict(serial=serial, recording=recording, realtime=realtime, depth=depth)
+        self._rs = dict(serial=serial, recording=recording, realtime=realtime, depth=depth, restamp=restamp)
         loop = self.param("loop", True, "restart finite sources (folder, bag) at the end")
         seed = self.param("seed", 0, "episode seed: of the synthetic scene and of what the perturb axes draw")
         from embeval.sim.perturb.live import check_live_perturb
@@ -110,7 +112,8 @@ class CameraNode(EmbevalNode):
         if kind == "realsense":
             rs = self._rs
             if rs["recording"]:
-                src = make_source("realsense", recording=rs["recording"], realtime=rs["realtime"], loop=loop)
+                src = make_source("realsense", recording=rs["recording"], realtime=rs["realtime"], loop=loop,
+                                  restamp=rs["restamp"])
                 self.get_logger().info(f"playing RealSense recording {rs['recording']} ({src.profile_text}; "
                                        f"{'real time' if rs['realtime'] else 'every frame'})")
                 return src
