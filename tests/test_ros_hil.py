@@ -253,7 +253,7 @@ def test_realsense_frame(tmp_path):
         from realsense_software import FX, H, W, SoftwareCamera, colour_of
 
         rec = SoftwareCamera().write(tmp_path / "cell.db3", 5)
-        src, shape = RealSenseSource(recording=rec, realtime=False), (H, W, 3)
+        src, shape = RealSenseSource(recording=rec), (H, W, 3)
     try:
         f = src.read()
         assert f.image.shape == shape and f.image.dtype == np.uint8 and f.intrinsics.fx > 0

@@ -84,8 +84,9 @@ class RealSenseSource:
     640 x 480) at ``fps`` (default 30), depth too when ``depth`` is true; frames are stamped with the receive time
     (realsense-ros's default). Recording: its own streams; ``width`` / ``height`` / ``fps``, when given, must match
     the recorded colour stream; ``depth`` None takes depth when recorded, True requires it, False ignores it;
-    stamps are the recorded frame timestamps (ms -> ns); ``realtime`` False plays the frames as fast as they are read
-    (librealsense's pipeline can lose the first frames while it starts, more on a loaded machine);
+    stamps are the recorded frame timestamps (ms -> ns); ``realtime`` False plays the file as fast as librealsense
+    reads it (its pipeline keeps only the latest frames: a reader slower than that misses frames; in real time the
+    reader keeps pace and only the first frames can be lost while the pipeline starts);
     ``loop`` starts again at the end, else ``read()`` returns None at the end; ``restamp`` stamps a recording's
     frames with the playback time instead (a rehearsal whose policy checks image age). Every wait is bounded by
     ``timeout_ms``.

@@ -10,7 +10,7 @@ lights drawn from ``seed`` (:class:`embeval.sim.perturb.live.PerturbedRenderer`;
 the other sources refuse it in one line (:func:`embeval.sim.perturb.live.check_live_perturb`).
 
 ``source: realsense`` with ``recording`` (a librealsense ``.db3`` / ``.bag``) plays the recording back through
-librealsense (``realtime``: at the recorded rate, else every frame as fast as the timer reads), with its intrinsics and
+librealsense (``realtime``: at the recorded rate, else as fast as librealsense reads it), with its intrinsics and
 stamps; where depth is there (recorded, or ``depth`` on a live camera) it is published aligned to colour on
 realsense-ros's ``aligned_depth_to_color`` topics (16UC1, mm, frame ``camera_color_optical_frame``).
 """
@@ -45,8 +45,8 @@ class CameraNode(EmbevalNode):
         serial = self.param("serial", "", "RealSense serial number (source=realsense; empty: first device)")
         recording = self.param("recording", "", "source=realsense: a librealsense recording (.db3, .bag) to play back "
                                "instead of a camera (its own size and stamps)")
-        realtime = self.param("realtime", True, "source=realsense recording: play at the recorded rate (false: every "
-                              "frame, as fast as rate_hz reads them)")
+        realtime = self.param("realtime", True, "source=realsense recording: play at the recorded rate (false: as fast "
+                              "as librealsense reads the file; frames the timer does not take in time are missed)")
         restamp = self.param("restamp", False, "source=realsense recording: stamp frames with the playback time, not "
                              "the recorded one (a rehearsal whose policy checks image age or syncs to the arm)")
         depth = self.param("depth", False, "source=realsense camera: also stream depth, aligned to colour (a recording "
@@ -115,7 +115,7 @@ class CameraNode(EmbevalNode):
                 src = make_source("realsense", recording=rs["recording"], realtime=rs["realtime"], loop=loop,
                                   restamp=rs["restamp"])
                 self.get_logger().info(f"playing RealSense recording {rs['recording']} ({src.profile_text}; "
-                                       f"{'real time' if rs['realtime'] else 'every frame'})")
+                                       f"{'real time' if rs['realtime'] else 'as fast as it plays'})")
                 return src
             return make_source("realsense", width=w, height=h, serial=rs["serial"], depth=bool(rs["depth"]) or None)
         if kind == "folder":
