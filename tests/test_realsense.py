@@ -145,7 +145,6 @@ def test_record_without_a_camera_says_so_in_one_line(tmp_path):
 def _hostile(tmp_path: Path, rec5: Path, case: str) -> tuple[dict, type, str]:
     data = rec5.read_bytes()
     p = tmp_path / f"{case}.db3"
-    kw: dict = {}
     if case == "truncated":
         p.write_bytes(data[: len(data) // 2])
         return {"recording": p}, InvalidInputError, "truncated, corrupted or not a librealsense recording"

@@ -23,7 +23,6 @@ def _index(stamp) -> int:
 
 def test_camera_node_plays_a_recording_on_the_realsense_ros_topics_and_it_is_distorted_live(tmp_path):
     import rclpy
-    from diagnostic_msgs.msg import DiagnosticArray  # noqa: F401 - the distortion node's quality topic type
     from embeval_ros import topics as T
     from embeval_ros.conversions import msg_to_image
     from embeval_ros.graph import Graph, load_params
