@@ -35,6 +35,18 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# System package: libusb-1.0 (Debian/Ubuntu libusb-1.0-0), which pyrealsense2's librealsense loads (RealSense camera and
+# recordings). Checked on every run (cheap); without root or apt-get it says what to install and goes on.
+if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1\.0\.so\.0'; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "[install] libusb-1.0-0 (pyrealsense2)"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libusb-1.0-0 >/dev/null
+  else
+    echo "[install] warning: pyrealsense2 needs libusb-1.0: install the package 'libusb-1.0-0'" \
+         "(as root: apt-get install -y libusb-1.0-0); the RealSense source and its tests need it" >&2
+  fi
+fi
+
 # System package for the tests: Debian's chromium, the real browser that tests/test_report_browser.py opens the
 # HTML report in. Installed in the background while pip works (about 130 packages, ~1 min); waited for before
 # step 4, whose apt-get must not meet a held dpkg lock. Not root or no apt-get: that one test skips, saying why.

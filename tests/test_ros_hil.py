@@ -3,7 +3,7 @@ else against the UR controller emulator (``embeval ur-emulator``) on loopback th
 ur_rtde client (fixture ``ur_robot``, tests/conftest.py): the ur_rtde backend, the arm node with
 config/embeval_ur5.yaml through the graph runner, the stale-command watchdog, protective stop and recovery.
 On the real robot nothing is driven into anything and the graph stays in dry run; the emulator also takes
-live commands and a move into the table. Only the RealSense test skips without its device. The
+live commands and a move into the table. The RealSense test reads a software-device recording without a camera. The
 mock-hardware tier (same graph, config/embeval_hil.yaml, mock arm and synthetic camera) also runs."""
 from __future__ import annotations
 
@@ -241,14 +241,23 @@ def test_stale_command_stops_the_arm_node_and_reset_recovers(ur_robot):
 
 
 @pytest.mark.hil
-def test_realsense_frame():
+def test_realsense_frame(tmp_path):
+    """A frame through rs.pipeline from the connected RealSense; without one, from a recording of a librealsense
+    software device (the same pipeline, profiles and intrinsics path, played back)."""
+    pytest.importorskip("pyrealsense2", reason="pyrealsense2 is not installed: run scripts/install.sh")
     from embeval.camera.realsense import RealSenseSource, realsense_devices
 
-    if not realsense_devices():
-        pytest.skip("no RealSense connected (or pyrealsense2 missing)")
-    src = RealSenseSource(640, 480, 30)
+    if realsense_devices():
+        src, shape = RealSenseSource(640, 480, 30), (480, 640, 3)
+    else:
+        from realsense_software import FX, H, W, SoftwareCamera, colour_of
+
+        rec = SoftwareCamera().write(tmp_path / "cell.db3", 5)
+        src, shape = RealSenseSource(recording=rec), (H, W, 3)
     try:
         f = src.read()
-        assert f.image.shape == (480, 640, 3) and f.image.dtype == np.uint8 and f.intrinsics.fx > 0
+        assert f.image.shape == shape and f.image.dtype == np.uint8 and f.intrinsics.fx > 0
+        if src.recording is not None:
+            assert f.intrinsics.fx == FX and any(np.array_equal(f.image, colour_of(i)) for i in range(5))
     finally:
         src.close()

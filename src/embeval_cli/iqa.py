@@ -21,16 +21,18 @@ def register(sub) -> None:
                      epilog="examples:\n  embeval iqa build --out runs/iqa/db                       # config/iqa/default.yaml\n"
                             "  embeval iqa build --out db --source folder --path imgs --tasks imgs/tasks.yaml\n"
                             "  embeval iqa build --out db --source rosbag --path run.mcap --tasks tasks.yaml --n 50 --levels all\n"
+                            "  embeval iqa build --out db --source realsense --path cell.db3 --tasks tasks.yaml --n 20\n"
                             "  embeval iqa build --out db --n 2 --execution-images 2 --record-video all   # db/videos/*.mp4\n"
                             "  embeval iqa build --out db --source libero --path libero_spatial:0,libero_goal:3 --n 4 "
                             "--execution-images 2 --execution-max-steps 20")
     p.add_argument("--out", type=Path, required=True, help="database folder (created; an existing one is resumed)")
     p.add_argument("--config", type=Path, default=None, help="YAML with a 'build:' section (default: config/iqa/default.yaml values)")
-    p.add_argument("--source", choices=["sim", "folder", "lerobot", "rosbag", "maniskill", "libero"],
+    p.add_argument("--source", choices=["sim", "folder", "lerobot", "rosbag", "realsense", "maniskill", "libero"],
                    help="image source (overrides the config)")
-    p.add_argument("--path", help="folder / LeRobot dataset / rosbag2 bag folder or .mcap file of the source; libero: a "
+    p.add_argument("--path", help="folder / LeRobot dataset / rosbag2 bag folder or .mcap file / RealSense recording "
+                   "(.db3, .bag) of the source; libero: a "
                    "suite (libero_spatial) or tasks SUITE:TASK_ID,SUITE:TASK_ID")
-    p.add_argument("--tasks", help="folder / rosbag source: task file (YAML: {'*': [5 instructions], 'img.png': [...]}); "
+    p.add_argument("--tasks", help="folder / rosbag / realsense source: task file (YAML: {'*': [5 instructions], 'img.png': [...]}); "
                    "a bag's recorded instruction comes first")
     p.add_argument("--topic", help="rosbag source: image topic")
     p.add_argument("--n", type=int, help="number of reference images")

@@ -11,6 +11,9 @@ state a policy needs). Sources are registered in :data:`SOURCES` by name:
 - ``rosbag``: a rosbag2 bag folder or ``.mcap`` file: every ``stride``-th frame of an image topic,
   the robot state from ``/joint_states`` (and the TCP pose) nearest in time, the task from the
   instruction topic, the run's Execution score when its score records are in the bag.
+- ``realsense``: a librealsense recording (``.db3``, ``.bag``; :mod:`embeval.camera.realsense`, played in real
+  time through librealsense): every ``stride``-th colour frame, the tasks of ``tasks`` / ``tasks_file``, one scene per
+  recording; state :data:`DEFAULT_STATE` (a recording holds no robot state).
 - ``maniskill``: the first camera frame of seeded ManiSkill3 episodes (:mod:`embeval.sim.maniskill`),
   cycling through ``envs`` (default the six covered tasks); the env's instruction is the first task,
   state = the observed TCP pose in the robot's base frame, gripper open. ``sim`` records the env and
@@ -332,12 +335,38 @@ def maniskill_source(n: int, seed: int = 0, size: tuple[int, int] = (128, 128), 
     return [out[i] for i in sorted(out)]
 
 
+def realsense_source(path: str | Path, n: int | None = None, stride: int = 10, size: tuple[int, int] | None = None,
+                     tasks: list[str] | None = None, tasks_file: str | Path | None = None, view: str = "third_person",
+                     **_) -> list[IQAReference]:
+    """Every ``stride``-th colour frame of a librealsense recording (played at its recorded rate, so that the
+    reader keeps pace: librealsense's pipeline keeps only the latest frames), up to ``n``."""
+    from embeval.camera import make_source
+
+    src = make_source("realsense", recording=path)
+    task_list = _tasks5(_tasks_from(tasks, tasks_file), str(tasks_file or path))
+    stem, step, out = Path(path).stem, max(1, int(stride)), []
+    try:
+        while not n or len(out) < n:
+            f = src.read()
+            if f is None:
+                break
+            if f.index % step == 0:
+                out.append(IQAReference(f"rs_{stem}_f{f.index:06d}", _resize(f.image, size), list(task_list), stem, view,
+                                        "real"))
+    finally:
+        src.close()
+    if not out:
+        raise InvalidInputError(f"RealSense recording {path} holds no colour frame; record it again")
+    return out
+
+
 #: source name -> loader(**params) -> list[IQAReference]
 SOURCES: dict[str, Callable[..., list[IQAReference]]] = {
     "sim": sim_source,
     "folder": folder_source,
     "lerobot": lerobot_source,
     "rosbag": rosbag_source,
+    "realsense": realsense_source,
     "maniskill": maniskill_source,
     "libero": libero_source,
 }

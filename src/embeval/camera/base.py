@@ -42,6 +42,8 @@ class Frame:
     stamp_ns: int
     intrinsics: Intrinsics
     index: int = 0  # running frame number of this source
+    depth: np.ndarray | None = None  # uint16 (H, W) aligned to the colour image, in units of depth_scale; None: no depth
+    depth_scale: float = 0.0  # metres per depth unit (RealSense: 0.001)
 
 
 #: bytes per pixel of the image encodings we read

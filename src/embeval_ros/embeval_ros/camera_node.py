@@ -8,6 +8,11 @@ that scene following /joint_states and /embeval/act2answer/cube_pose), synthetic
 ``perturb`` (e.g. ``["camera_pose:3", "light_intensity:2"]``): source sim renders through the perturbed camera and
 lights drawn from ``seed`` (:class:`embeval.sim.perturb.live.PerturbedRenderer`; the world the arm acts in is unchanged);
 the other sources refuse it in one line (:func:`embeval.sim.perturb.live.check_live_perturb`).
+
+``source: realsense`` with ``recording`` (a librealsense ``.db3`` / ``.bag``) plays the recording back through
+librealsense (``realtime``: at the recorded rate, else as fast as librealsense reads it), with its intrinsics and
+stamps; where depth is there (recorded, or ``depth`` on a live camera) it is published aligned to colour on
+realsense-ros's ``aligned_depth_to_color`` topics (16UC1, mm, frame ``camera_color_optical_frame``).
 """
 from __future__ import annotations
 
@@ -15,10 +20,10 @@ import time
 
 from sensor_msgs.msg import CameraInfo, Image
 
-from embeval.errors import InvalidInputError
+from embeval.errors import InvalidInputError, ServerUnavailableError
 from embeval_ros import topics as T
 from embeval_ros.base import EmbevalNode
-from embeval_ros.conversions import camera_info_msg, image_to_msg, msg_to_pose6
+from embeval_ros.conversions import camera_info_msg, depth_to_msg, image_to_msg, msg_to_pose6
 from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_latched, qos_reliable, run_node
 
@@ -38,6 +43,15 @@ class CameraNode(EmbevalNode):
         bag = self.param("bag", "", "rosbag2 folder to replay (source=bag)")
         bag_topic = self.param("bag_topic", T.IMAGE_RAW, "image topic inside the bag (source=bag)")
         serial = self.param("serial", "", "RealSense serial number (source=realsense; empty: first device)")
+        recording = self.param("recording", "", "source=realsense: a librealsense recording (.db3, .bag) to play back "
+                               "instead of a camera (its own size and stamps)")
+        realtime = self.param("realtime", True, "source=realsense recording: play at the recorded rate (false: as fast "
+                              "as librealsense reads the file; frames the timer does not take in time are missed)")
+        restamp = self.param("restamp", False, "source=realsense recording: stamp frames with the playback time, not "
+                             "the recorded one (a rehearsal whose policy checks image age or syncs to the arm)")
+        depth = self.param("depth", False, "source=realsense camera: also stream depth, aligned to colour (a recording "
+                           "plays the depth it has)")
+        self._rs = dict(serial=serial, recording=recording, realtime=realtime, depth=depth, restamp=restamp)
         loop = self.param("loop", True, "restart finite sources (folder, bag) at the end")
         seed = self.param("seed", 0, "episode seed: of the synthetic scene and of what the perturb axes draw")
         from embeval.sim.perturb.live import check_live_perturb
@@ -53,16 +67,20 @@ class CameraNode(EmbevalNode):
         self._render_extra = None  # name -> RGB image, for the extra cameras (the shared workcell or the mirror)
         self.size = (int(w), int(h))
         self.mirror = None  # separate-process sim: a render-only copy of the arm's Act2Answer cell
-        self.source = self._make_source(w, h, folder, bag, bag_topic, serial, loop, seed)
+        self.source = self._make_source(w, h, folder, bag, bag_topic, loop, seed)
         self.pub = self.create_publisher(Image, T.IMAGE_RAW, qos_reliable())
         self.extra_pubs = {c: self.create_publisher(Image, T.camera_topic(c), qos_reliable()) for c in self.extra}
         self.info_pub = self.create_publisher(CameraInfo, T.CAMERA_INFO, qos_reliable())
+        self.depth_pubs = None  # (image, camera_info) publishers on the aligned-depth topics, for a source with depth
+        if getattr(self.source, "has_depth", False):
+            self.depth_pubs = (self.create_publisher(Image, T.ALIGNED_DEPTH, qos_reliable()),
+                               self.create_publisher(CameraInfo, T.ALIGNED_DEPTH_INFO, qos_reliable()))
         self.frames = 0
         self.skipped = 0  # unreadable frames skipped (each problem logged once)
         self._bad: set[str] = set()
         self.timer = self.create_timer(1.0 / float(rate), self._tick)
 
-    def _make_source(self, w, h, folder, bag, bag_topic, serial, loop, seed):
+    def _make_source(self, w, h, folder, bag, bag_topic, loop, seed):
         from embeval.camera import make_source
 
         kind = self.source_kind
@@ -92,7 +110,14 @@ class CameraNode(EmbevalNode):
             self.create_subscription(PoseStamped, T.TCP_POSE, lambda m: src.set_tcp(msg_to_pose6(m)), qos_reliable())
             return src
         if kind == "realsense":
-            return make_source("realsense", width=w, height=h, serial=serial)
+            rs = self._rs
+            if rs["recording"]:
+                src = make_source("realsense", recording=rs["recording"], realtime=rs["realtime"], loop=loop,
+                                  restamp=rs["restamp"])
+                self.get_logger().info(f"playing RealSense recording {rs['recording']} ({src.profile_text}; "
+                                       f"{'real time' if rs['realtime'] else 'as fast as it plays'})")
+                return src
+            return make_source("realsense", width=w, height=h, serial=rs["serial"], depth=bool(rs["depth"]) or None)
         if kind == "folder":
             return make_source("folder", path=folder, loop=loop)
         if kind == "bag":
@@ -149,7 +174,8 @@ class CameraNode(EmbevalNode):
         t_in = time.perf_counter()
         try:
             frame = self.source.read()
-        except InvalidInputError as exc:  # one bad image (corrupt file, other size): skip it, keep streaming
+        except (InvalidInputError, ServerUnavailableError) as exc:  # one bad image (corrupt file, other size) or a
+            # camera that missed its deadline: skip it, keep streaming
             self.skipped += 1
             if str(exc) not in self._bad:  # once per problem, not at every loop over the folder
                 self._bad.add(str(exc))
@@ -164,7 +190,11 @@ class CameraNode(EmbevalNode):
             for name, pub in self.extra_pubs.items():
                 pub.publish(image_to_msg(self._render_extra(name), frame.stamp_ns, f"{name}_optical_frame"))
         self.pub.publish(msg)
-        self.info_pub.publish(camera_info_msg(k.width, k.height, k.fx, k.fy, k.cx, k.cy, frame.stamp_ns, self.frame_id))
+        info = camera_info_msg(k.width, k.height, k.fx, k.fy, k.cx, k.cy, frame.stamp_ns, self.frame_id)
+        self.info_pub.publish(info)
+        if frame.depth is not None and self.depth_pubs is not None:
+            self.depth_pubs[0].publish(depth_to_msg(frame.depth, frame.depth_scale, frame.stamp_ns, self.frame_id))
+            self.depth_pubs[1].publish(info)
         self.frames += 1
         self.log.add(t_in)
 

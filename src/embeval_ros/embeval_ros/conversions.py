@@ -52,6 +52,28 @@ def msg_to_image(msg) -> np.ndarray:
     return image_from_msg(msg)
 
 
+def depth_to_msg(depth: np.ndarray, depth_scale: float, stamp_ns: int, frame_id: str = "camera_color_optical_frame"):
+    """Depth (uint16 (H, W) in units of ``depth_scale`` metres) -> ``sensor_msgs/Image`` 16UC1 in millimetres
+    (realsense-ros's aligned depth; 0 = no depth)."""
+    from sensor_msgs.msg import Image
+
+    d = np.asarray(depth)
+    if d.ndim != 2:
+        from embeval.errors import InvalidInputError
+
+        raise InvalidInputError(f"depth must be (H, W), got {d.shape}")
+    if abs(depth_scale - 0.001) > 1e-9:
+        d = np.clip(np.rint(d.astype(np.float64) * (depth_scale * 1000.0)), 0, 65535)
+    d = np.ascontiguousarray(d, dtype="<u2")
+    msg = Image()
+    ns_to_stamp(stamp_ns, msg.header.stamp)
+    msg.header.frame_id = frame_id
+    msg.height, msg.width = int(d.shape[0]), int(d.shape[1])
+    msg.encoding, msg.is_bigendian, msg.step = "16UC1", 0, 2 * msg.width
+    msg.data = d.tobytes()
+    return msg
+
+
 def camera_info_msg(width: int, height: int, fx: float, fy: float, cx: float, cy: float, stamp_ns: int,
                     frame_id: str = "camera_color_optical_frame"):
     """A pinhole ``sensor_msgs/CameraInfo`` (plumb_bob, zero distortion)."""

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 IMAGE_RAW = "/camera/camera/color/image_raw"  # sensor_msgs/Image rgb8 (realsense-ros)
 CAMERA_INFO = "/camera/camera/color/camera_info"  # sensor_msgs/CameraInfo (realsense-ros)
+ALIGNED_DEPTH = "/camera/camera/aligned_depth_to_color/image_raw"  # sensor_msgs/Image 16UC1 mm, colour frame (realsense-ros)
+ALIGNED_DEPTH_INFO = "/camera/camera/aligned_depth_to_color/camera_info"  # sensor_msgs/CameraInfo: the colour intrinsics
 IMAGE_DISTORTED = "/embeval/image_distorted"  # sensor_msgs/Image, source header.stamp kept
 IMAGE_QUALITY = "/embeval/image_quality"  # diagnostic_msgs/DiagnosticArray: psnr, distortion, level
 QUALITY_GATE = "/embeval/quality_gate"  # diagnostic_msgs/DiagnosticArray: predicted score, threshold, passed, withheld
