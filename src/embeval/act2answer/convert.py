@@ -39,6 +39,7 @@ import numpy as np
 
 from embeval.act2answer.items import BinaryItem, write_items
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.image_io import check_decoded_pixels
 from embeval.provenance import derive_seed, stable_hash
 
 
@@ -79,7 +80,7 @@ class ConvertContext:
         from PIL import Image, UnidentifiedImageError
 
         try:
-            im = Image.open(io.BytesIO(data)).convert("RGB")
+            im = check_decoded_pixels(Image.open(io.BytesIO(data)), f"{self.source}: {name}").convert("RGB")
         except (UnidentifiedImageError, OSError) as exc:
             raise InvalidInputError(f"{self.source}: {name} is not a decodable image ({exc})") from None
         p = self.out_dir / "images" / f"{name}.png"

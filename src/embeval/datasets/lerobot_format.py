@@ -51,7 +51,9 @@ def _png(img: np.ndarray) -> bytes:
 def _unpng(b: bytes) -> np.ndarray:
     from PIL import Image
 
-    return np.asarray(Image.open(io.BytesIO(b)).convert("RGB"))
+    from embeval.image_io import check_decoded_pixels
+
+    return np.asarray(check_decoded_pixels(Image.open(io.BytesIO(b)), "a dataset frame").convert("RGB"))
 
 
 #: quantile statistics lerobot 0.4.4 keeps per feature (``lerobot.datasets.compute_stats.DEFAULT_QUANTILES``; its
