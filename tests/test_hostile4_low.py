@@ -1,0 +1,87 @@
+"""The low findings of the fourth hostile-input round: idle WebSocket connections, NaN in the speed and step
+checks, images that decode to hundreds of megapixels."""
+from __future__ import annotations
+
+import math
+import time
+
+import msgpack
+import numpy as np
+import pytest
+
+from embeval.errors import InvalidInputError
+from embeval.robot.safety import SafetyLimits, check_joint_speed, check_step, check_step_rotation, check_tcp_speed
+
+
+@pytest.mark.parametrize("check,value", [
+    (check_step, [math.nan, 0, 0]), (check_step, [math.inf, 0, 0]), (check_step_rotation, [0, math.nan, 0]),
+    (check_tcp_speed, math.nan), (check_joint_speed, [0, 0, math.nan, 0, 0, 0]),
+])
+def test_nan_is_refused_by_every_safety_check(check, value):
+    assert check(value, SafetyLimits()).stopped  # before: NaN passed check_step, check_tcp_speed, check_joint_speed
+    assert check(value, SafetyLimits(max_step_translation=None, max_step_rotation=None)).stopped
+
+
+def test_finite_values_within_the_limits_still_pass():
+    lim = SafetyLimits()
+    assert not check_step([0.001, 0, 0], lim).stopped and not check_tcp_speed(0.01, lim).stopped
+    assert not check_joint_speed([0.01] * 6, lim).stopped and not check_step_rotation([0.01, 0, 0], lim).stopped
+
+
+def test_an_image_that_decodes_to_177_megapixels_is_refused_from_its_header(tmp_path, capsys):
+    import zlib
+    import struct
+
+    from conftest import one_error_line
+    from embeval_cli import main
+
+    w, h = 13300, 13300  # 177 Mpx: under Pillow's own bomb limit (179 Mpx), 530 MB decoded as RGB
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    raw = zlib.compress(b"\0" * (w + 1) * 64, 9)  # only the first rows: the header alone must stop it
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) + chunk(b"IDAT", raw) \
+        + chunk(b"IEND", b"")
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "bomb.png").write_bytes(png)
+    t = time.monotonic()
+    rc = main(["distort", "apply", "--in", str(src), "--out", str(tmp_path / "out"), "--type", "darken", "--level", "1"])
+    assert rc != 0 and time.monotonic() - t < 10
+    err = capsys.readouterr().err
+    assert "13300x13300 pixels" in err and "over the limit" in err and "Traceback" not in err
+    from embeval.image_io import MAX_DECODED_PIXELS
+    from embeval.distortion.batch import read_rgb
+
+    with pytest.raises(InvalidInputError, match=f"over the limit of {MAX_DECODED_PIXELS / 1e6:.1f} Mpx"):
+        read_rgb(src / "bomb.png")
+
+
+def _both_closed_idle(*conns):
+    from websockets.exceptions import ConnectionClosed
+
+    for ws in conns:
+        err = msgpack.unpackb(ws.recv(timeout=5), raw=False)  # before: they held the slots for good
+        assert err["type"] == "error" and err["payload"]["code"] == "idle_timeout"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=5)
+        assert ws.close_code == 1008
+
+
+def test_idle_websocket_connections_are_closed_before_hello_and_between_messages():
+    from websockets.sync.client import connect
+
+    from embeval.serving.vla_eval_server import VlaEvalServer, serve_in_thread
+    from embeval.subjects.scripted import ImageStatsPolicy
+
+    server = VlaEvalServer(ImageStatsPolicy(), max_connections=2, hello_timeout_s=0.5, idle_timeout_s=1.0)
+    with serve_in_thread(server) as running:
+        with connect(running.url, compression=None) as a, connect(running.url, compression=None) as b:
+            _both_closed_idle(a, b)  # every slot was held
+        with connect(running.url, compression=None) as ws:  # a slot is free again
+            ws.send(msgpack.packb({"type": "hello", "payload": {"protocol_version": 1}, "seq": 1, "timestamp": 0.0}))
+            assert msgpack.unpackb(ws.recv(timeout=5), raw=False)["type"] == "hello"
+            t = time.monotonic()
+            err = msgpack.unpackb(ws.recv(timeout=5), raw=False)
+            assert err["payload"]["code"] == "idle_timeout" and 0.8 < time.monotonic() - t < 4
+        assert server.health()["idle_closed"] == 3
