@@ -85,3 +85,20 @@ def test_idle_websocket_connections_are_closed_before_hello_and_between_messages
             err = msgpack.unpackb(ws.recv(timeout=5), raw=False)
             assert err["payload"]["code"] == "idle_timeout" and 0.8 < time.monotonic() - t < 4
         assert server.health()["idle_closed"] == 3
+
+
+def test_a_full_disk_while_recording_is_one_error_naming_the_run_folder(tmp_path):
+    from embeval.errors import ConfigError
+    from embeval.runs.store import ResultsStore
+
+    store = ResultsStore(tmp_path / "run" / "results.sqlite")
+    with store._tx() as c:
+        c.execute("CREATE TABLE blobs (x BLOB)")
+        c.execute("INSERT INTO blobs VALUES (?)", (b"kept",))
+    pages = store.conn.execute("PRAGMA page_count").fetchone()[0]
+    store.conn.execute(f"PRAGMA max_page_count = {pages + 2}")  # SQLite's own "database or disk is full"
+    with pytest.raises(ConfigError, match=r"the disk holding .*run is full .*embeval resume") as e:
+        with store._tx() as c:
+            c.execute("INSERT INTO blobs VALUES (?)", (b"x" * (1 << 20),))
+    assert "\n" not in str(e.value)  # before: sqlite3.OperationalError and a 25-line traceback
+    assert store.conn.execute("SELECT x FROM blobs").fetchall() == [(b"kept",)]
