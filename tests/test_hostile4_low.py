@@ -102,3 +102,16 @@ def test_a_full_disk_while_recording_is_one_error_naming_the_run_folder(tmp_path
             c.execute("INSERT INTO blobs VALUES (?)", (b"x" * (1 << 20),))
     assert "\n" not in str(e.value)  # before: sqlite3.OperationalError and a 25-line traceback
     assert store.conn.execute("SELECT x FROM blobs").fetchall() == [(b"kept",)]
+
+
+@pytest.mark.parametrize("w,h", [(0, 4), (4, 0), (5000, 1), (1, 100000)])
+def test_an_image_message_with_an_absurd_header_is_refused(w, h):
+    from types import SimpleNamespace
+
+    from embeval.camera.base import image_from_msg
+
+    msg = SimpleNamespace(encoding="mono8", width=w, height=h, step=w, data=bytes(max(w * h, 1)))
+    with pytest.raises(InvalidInputError, match="pixels a side"):  # before: a 0-pixel or 100000-row image went on
+        image_from_msg(msg)
+    ok = SimpleNamespace(encoding="mono8", width=3, height=2, step=3, data=bytes(range(6)))
+    assert image_from_msg(ok).shape == (2, 3, 3)
