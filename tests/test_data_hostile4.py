@@ -1,6 +1,9 @@
-"""A compression bomb in an MCAP bag: an 11 KB zstd chunk of zeros decompressed to 300 MB (1.4 GB of RSS for
+"""Crafted data files: bags and LeRobot datasets.
+
+A compression bomb in an MCAP bag: an 11 KB zstd chunk of zeros decompressed to 300 MB (1.4 GB of RSS for
 `embeval bag video`), because rosbags decompresses chunks without a bound. Chunks now decompress to at most what
-they declare, and a declared size over ``MAX_CHUNK_BYTES`` is refused in one line."""
+they declare, and a declared size over ``MAX_CHUNK_BYTES`` is refused in one line. A LeRobot dataset's image
+feature is refused when its frames would decode past ``MAX_IMAGE_FEATURE_BYTES`` or change size mid-way."""
 from __future__ import annotations
 
 import numpy as np
@@ -55,3 +58,23 @@ def test_a_chunk_that_decompresses_past_its_declared_size_stops_there():
     assert len(B._bounded_decompressor("lz4")(lz4.frame.compress(b"\0" * (8 << 20)), 1000)) == 1001
     with pytest.raises(Exception, match="over the limit"):
         B._bounded_decompressor("zstd")(data, B.MAX_CHUNK_BYTES + 1)
+
+
+def test_a_dataset_whose_frames_would_decode_past_the_limit_or_change_size_is_refused(tmp_path, monkeypatch):
+    from test_embedded_dataset import _write
+
+    from embeval.datasets import lerobot_format as L
+    from embeval.datasets import read_lerobot
+    from embeval.errors import InvalidInputError
+
+    _write(tmp_path / "ds")  # 18 frames of 24x32
+    monkeypatch.setattr(L, "MAX_IMAGE_FEATURE_BYTES", 17 * 24 * 32 * 3)
+    with pytest.raises(InvalidInputError, match=r"18 frames of 24x32x3 would take .* over the limit"):
+        read_lerobot(tmp_path / "ds")
+    monkeypatch.setattr(L, "MAX_IMAGE_FEATURE_BYTES", 18 * 24 * 32 * 3)
+    assert read_lerobot(tmp_path / "ds").frames["observation.images.third_person"].shape == (18, 24, 32, 3)
+    sizes = iter([(24, 32)] + [(48, 64)] * 20)  # a frame of another size (before: a numpy broadcast traceback)
+    real = L._unpng
+    monkeypatch.setattr(L, "_unpng", lambda b: np.zeros(next(sizes) + (3,), np.uint8) if real(b) is not None else None)
+    with pytest.raises(InvalidInputError, match="frame 1 is 48x64x3, the first was 24x32x3"):
+        read_lerobot(tmp_path / "ds")
