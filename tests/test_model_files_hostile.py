@@ -103,3 +103,11 @@ def test_lerobot_unknown_registry_name_is_refused_and_opt_in_is_honoured(act_fol
     with pytest.raises(ConfigError, match="registry_name 'not_a_lerobot_step'"):
         check_lerobot_processors(d)
     check_lerobot_processors(d, trust_remote_code=True)  # the spec opted in: the check steps aside
+
+
+def test_run_check_still_passes_specs_with_subjects_of_no_folder_or_adapter(capsys):
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "config" / "runs"
+    for name in ("quality-smoke.yaml", "synthetic-smoke.yaml", "policy-decision.yaml"):  # metric subjects: no adapter
+        assert main(["run", str(root / name), "--check"]) == 0, capsys.readouterr().err
