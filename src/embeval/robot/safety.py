@@ -11,7 +11,6 @@ workspace box, outside the joint limits, or a step larger than ``max_step_transl
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -156,9 +155,10 @@ def check_tcp_speed(speed: float, limits: SafetyLimits) -> SafetyStatus:
 def check_step(translation: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
     """Refuse a single delta action whose translation (m) is longer than ``max_step_translation``, or not finite
     (refused with no limit set too)."""
-    n = float(np.linalg.norm(np.asarray(translation, dtype=np.float64)[:3]))
-    if not math.isfinite(n):
-        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta translation is not finite ({n})")
+    v = np.asarray(translation, dtype=np.float64).reshape(-1)[:3]
+    if not np.isfinite(v).all():
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta translation {v.tolist()} is not finite")
+    n = float(np.linalg.norm(v))
     if limits.max_step_translation is None:
         return OK
     if n > limits.max_step_translation * (1 + 1e-9):  # a policy clipped to exactly the limit passes (rounding)
@@ -169,9 +169,10 @@ def check_step(translation: Sequence[float], limits: SafetyLimits) -> SafetyStat
 def check_step_rotation(rotation: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
     """Refuse a single delta action whose rotation ``|[droll, dpitch, dyaw]|`` (rad, the norm the policy node
     clips with its own ``max_step_rotation``) is larger than ``max_step_rotation``."""
-    n = float(np.linalg.norm(np.asarray(rotation, dtype=np.float64).reshape(-1)[:3]))
-    if not math.isfinite(n):
-        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta rotation is not finite ({n})")
+    v = np.asarray(rotation, dtype=np.float64).reshape(-1)[:3]
+    if not np.isfinite(v).all():
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta rotation {v.tolist()} is not finite")
+    n = float(np.linalg.norm(v))
     if limits.max_step_rotation is None:
         return OK
     if not n <= limits.max_step_rotation * (1 + 1e-9):  # NaN refused too
