@@ -162,6 +162,24 @@ def string(x: Any, where: str, empty: bool = False, fix: str = "") -> str:
     return x
 
 
+#: longest file-name component made from outside data (characters; most file systems allow 255 bytes)
+MAX_COMPONENT = 120
+
+
+def file_component(x: Any, where: str, fix: str = "") -> str:
+    """``str(x)`` when it can be used as one file-name component inside its folder: non-empty, at most
+    :data:`MAX_COMPONENT` characters, no ``/`` or ``\\``, not ``.`` or ``..``, no NUL or other control character.
+    A ConfigError naming ``where`` otherwise (never rewritten silently: two ids must not become one file)."""
+    s = str(x)
+    bad = ("is empty" if not s.strip() else f"is {len(s)} characters, over {MAX_COMPONENT}" if len(s) > MAX_COMPONENT
+           else "holds a path separator" if "/" in s or "\\" in s else "is . or .." if s in (".", "..")
+           else "holds a control character" if any(ord(c) < 32 or ord(c) == 127 for c in s) else None)
+    if bad:
+        raise _fail(where, f"{s[:60]!r} {bad}, so it cannot name a file inside its folder",
+                    fix=fix or "give records ids of letters, digits, '-', '_' and '.'")
+    return s
+
+
 def port(x: Any, where: str) -> int:
     """A TCP port to listen on or connect to: an integer in 1..65535."""
     return integer(x, where, 1, MAX_PORT, why="a TCP port")

@@ -20,6 +20,10 @@ from embeval.errors import ConfigError, check_out_dir
 #: 1280x800, 4K sensors 4096x2160) and keeps one software render under ~15 s and ~200 MB
 MAX_IMAGE_SIDE = 4096
 
+#: most pixels (width x height, from the header) an image from outside may decode to: an 8K frame (7680x4320,
+#: 33.2 Mpx) fits; a few hundred KB of PNG can claim 177 Mpx (2.5 GB decoded), which Pillow's own bomb check allows
+MAX_DECODED_PIXELS = 1 << 25
+
 #: extensions (lower case) of image files embeval reads and writes (Pillow writes every one of them)
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
 
@@ -47,6 +51,18 @@ def save_image(path: str | Path, img: np.ndarray, what: str = "output image") ->
     p.parent.mkdir(parents=True, exist_ok=True)
     Image.fromarray(img).save(p)
     return p
+
+
+def check_decoded_pixels(im, what: str, max_pixels: int = MAX_DECODED_PIXELS):
+    """``im`` (an opened, not yet decoded Pillow image) when its header's width x height is at most ``max_pixels``;
+    :class:`InvalidInputError` naming ``what`` otherwise (nothing decoded)."""
+    from embeval.errors import InvalidInputError
+
+    w, h = im.size
+    if w * h > max_pixels:
+        raise InvalidInputError(f"{what} is {w}x{h} pixels ({w * h / 1e6:.0f} Mpx decoded), over the limit of "
+                                f"{max_pixels / 1e6:.1f} Mpx; downscale it first")
+    return im
 
 
 _STRICT = threading.RLock()

@@ -162,6 +162,10 @@ def _run(args) -> int:
             changes["name"] = kw["backend"]
         spec = with_backend(spec, **changes) if changes else spec
         plan = plan_run(spec)
+        from embeval.subjects.model_files import check_subject
+
+        for s in spec.subjects:  # model folders that would run their own code: refused here, nothing loaded
+            check_subject(s.adapter, spec.resolve_path(s.path) if s.path else None, s.params)
         units = select_shard(plan.units, args.shard_index, args.num_shards)
         print(f"spec OK: evaluator {spec.evaluator}, hash {spec.hash}, {len(plan.subjects)} subject(s), "
               f"{len(plan.units)} units ({len(units)} in shard {args.shard_index}/{args.num_shards}); "

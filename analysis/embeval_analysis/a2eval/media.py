@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from embeval.errors import InvalidInputError, MissingFileError
+from embeval.image_io import check_decoded_pixels
 
 
 def load_image(im: Any, what: str = "image") -> np.ndarray:
@@ -33,7 +34,7 @@ def load_image(im: Any, what: str = "image") -> np.ndarray:
                 pil = im
             else:
                 raise InvalidInputError(f"{what}: cannot read an image from {type(im).__name__}")
-            arr = np.asarray(pil.convert("RGB"))
+            arr = np.asarray(check_decoded_pixels(pil, what).convert("RGB"))
         except OSError as exc:
             if isinstance(exc, MissingFileError):
                 raise

@@ -181,15 +181,23 @@ def score_check(lo: float = 0.0, hi: float = 1.0) -> Callable[[Any], str | None]
     def check(v: Any) -> str | None:
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             return f"must return a number in [{lo:g}, {hi:g}], got {type(v).__name__} {v!r:.60}"
-        if not math.isfinite(v) or not lo <= v <= hi:
-            return f"must return a finite number in [{lo:g}, {hi:g}], got {v!r}"
+        # ints compare exactly with the bounds (math.isfinite(10**400) raises OverflowError); floats may be NaN
+        if not (lo <= v <= hi) or (isinstance(v, float) and not math.isfinite(v)):
+            return f"must return a finite number in [{lo:g}, {hi:g}], got {type(v).__name__} {str(v)[:60]}"
         return None
     return check
 
 
 def text_check(v: Any) -> str | None:
-    """A check for :func:`run_sandboxed`: the output must be a string."""
-    return None if isinstance(v, str) else f"must return a string, got {type(v).__name__} {v!r:.60}"
+    """A check for :func:`run_sandboxed`: the output must be a string of at most
+    :data:`~embeval_analysis.a2eval.scorers.MAX_PREDICTION_CHARS` characters (the host scores it)."""
+    from embeval_analysis.a2eval.scorers import MAX_PREDICTION_CHARS
+
+    if not isinstance(v, str):
+        return f"must return a string, got {type(v).__name__} {v!r:.60}"
+    if len(v) > MAX_PREDICTION_CHARS:
+        return f"must return a prediction of at most {MAX_PREDICTION_CHARS} characters, got {len(v)}"
+    return None
 
 
 # --------------------------------------------------------------------------- the job's runner

@@ -23,13 +23,18 @@ import numpy as np
 _WORDS = {w: i for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
                                      "fourteen fifteen sixteen seventeen eighteen nineteen twenty".split())}
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
+#: the option letter after a start, "answer [is][:]" or an opening bracket or space; linear time (no two adjacent
+#: repetitions can share a character: a prediction of "answer" and 2000 spaces took 43 s with ``answer\s*(?:is)?\s*:?\s*``)
+_LETTER = re.compile(r"(?:^|answer(?:\s*is)?[\s:]*|[\(\[\s])([A-Z])(?:[\)\]\.:,\s]|$)")
+#: longest prediction (characters) the reference scorers read: the sandbox's text outputs are refused past it
+MAX_PREDICTION_CHARS = 16 * 1024
 
 
 def mc_index(text: str, options: Sequence[str]) -> int | None:
     """Index of the option ``text`` names (letter first, then option text), or None."""
     t = str(text).strip()
     letters = string.ascii_uppercase[: len(options)]
-    m = re.search(r"(?:^|answer\s*(?:is)?\s*:?\s*|[\(\[\s])([A-Z])(?:[\)\]\.:,\s]|$)", t)
+    m = _LETTER.search(t)
     if m and m.group(1) in letters:
         return letters.index(m.group(1))
     if len(t) == 1 and t.upper() in letters:
@@ -46,8 +51,8 @@ def mc_index(text: str, options: Sequence[str]) -> int | None:
 def norm_text(s: str) -> str:
     s = str(s).lower().strip()
     s = s.translate(str.maketrans({c: " " for c in string.punctuation if c != ","}))
-    s = re.sub(r"\s*,\s*", ",", s)
-    return re.sub(r"\s+", " ", s).strip(" ,")
+    s = re.sub(r"\s+", " ", s)  # first, so that the comma rule below is linear (``\s*,\s*`` is quadratic on spaces)
+    return re.sub(r" ?, ?", ",", s).strip(" ,")
 
 
 def first_numbers(text: str, n: int = 1) -> list[float]:

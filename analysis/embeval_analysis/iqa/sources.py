@@ -29,6 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError, load_yaml
+from embeval.image_io import check_decoded_pixels
 from embeval.scoring.decision import DEFAULT_TASKS
 from embeval_analysis.iqa.libero_source import libero_source
 from embeval_analysis.iqa.reference import DEFAULT_STATE, IQAReference, _tasks5  # noqa: F401 - re-exported
@@ -47,7 +48,7 @@ def _read_rgb(path: Path) -> np.ndarray:
 
     try:
         with Image.open(path) as im:
-            return np.asarray(im.convert("RGB"))
+            return np.asarray(check_decoded_pixels(im, f"image {path}").convert("RGB"))
     except OSError as exc:
         raise InvalidInputError(f"cannot read image {path}: {exc}; is it a PNG/JPEG file?") from None
 

@@ -39,6 +39,7 @@ import numpy as np
 
 from embeval.act2answer.items import BinaryItem, write_items
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
+from embeval.image_io import check_decoded_pixels
 from embeval.provenance import derive_seed, stable_hash
 
 
@@ -79,17 +80,23 @@ class ConvertContext:
         from PIL import Image, UnidentifiedImageError
 
         try:
-            im = Image.open(io.BytesIO(data)).convert("RGB")
+            im = check_decoded_pixels(Image.open(io.BytesIO(data)), f"{self.source}: {name}").convert("RGB")
         except (UnidentifiedImageError, OSError) as exc:
             raise InvalidInputError(f"{self.source}: {name} is not a decodable image ({exc})") from None
-        p = self.out_dir / "images" / f"{name}.png"
-        p.parent.mkdir(parents=True, exist_ok=True)
+        p = self._image_path(name)
         im.save(p)
         return str(p)
 
-    def text_card(self, text: str, name: str) -> str:
-        p = self.out_dir / "images" / f"{name}.png"
+    def _image_path(self, name: str) -> Path:
+        """``out_dir/images/<name>.png``, ``name`` one file-name component (a record id went into it)."""
+        from embeval import checks
+
+        p = self.out_dir / "images" / f"{checks.file_component(name, f'{self.source}: image name')}.png"
         p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def text_card(self, text: str, name: str) -> str:
+        p = self._image_path(name)
         from PIL import Image
 
         Image.fromarray(render_text_card(text)).save(p)
@@ -115,9 +122,13 @@ def render_text_card(text: str, px: int = 96) -> np.ndarray:
 
 
 def _rid(rec: Mapping[str, Any], keys: tuple[str, ...], n: int) -> str:
+    """The record's id (the first of ``keys`` it has, else its number): one safe file-name component, since the
+    images made from the record are named after it."""
+    from embeval import checks
+
     for k in keys:
         if k in rec and rec[k] is not None and str(rec[k]) != "":
-            return str(rec[k])
+            return checks.file_component(rec[k], f"record {n} field {k!r}")
     return f"{n:06d}"
 
 
@@ -306,6 +317,8 @@ def convert_file(path: str | Path, layout: str, out_dir: str | Path, image_root:
     ctx = ConvertContext(Path(image_root) if image_root else Path(path).parent, Path(out_dir), seed, layout, recs)
     items: list[BinaryItem] = []
     for n, rec in enumerate(recs):
+        if not isinstance(rec, Mapping):
+            raise ConfigError(f"{path} record {n}: a {type(rec).__name__}, not a record (an object of fields); fix the file")
         items.extend(CONVERTERS[layout](rec, n, ctx))
     if not items:
         raise ConfigError(f"{path}: no convertible records for layout {layout!r}")

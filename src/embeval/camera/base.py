@@ -59,6 +59,11 @@ def image_from_msg(msg) -> np.ndarray:
     if ch is None:
         raise InvalidInputError(f"unsupported image encoding {msg.encoding!r}; publish rgb8 "
                                 "(realsense-ros: rgb_camera.color_format RGB8)")
+    from embeval.image_io import MAX_IMAGE_SIDE
+
+    if not (0 < msg.width <= MAX_IMAGE_SIDE and 0 < msg.height <= MAX_IMAGE_SIDE):
+        raise InvalidInputError(f"image message of {msg.width}x{msg.height} pixels; a camera image is 1..{MAX_IMAGE_SIDE} "
+                                "pixels a side (a bag or publisher that wrote a wrong header)")
     buf = np.frombuffer(msg.data, dtype=np.uint8) if not isinstance(msg.data, np.ndarray) else msg.data.view(np.uint8)
     if buf.size < msg.step * msg.height or msg.step < msg.width * ch:
         raise InvalidInputError(f"image data too short: {buf.size} bytes for {msg.width}x{msg.height} {msg.encoding} "

@@ -8,7 +8,7 @@ import numpy as np
 
 from embeval.camera.base import Frame, Intrinsics
 from embeval.errors import InvalidInputError, MissingFileError
-from embeval.image_io import IMAGE_EXTENSIONS as EXTENSIONS, strict_decoding  # the image formats embeval reads (one home)
+from embeval.image_io import IMAGE_EXTENSIONS as EXTENSIONS, check_decoded_pixels, strict_decoding  # the image formats embeval reads (one home)
 
 
 class FolderSource:
@@ -36,7 +36,7 @@ class FolderSource:
 
         try:
             with strict_decoding(), Image.open(f) as im:
-                im = im.convert("RGB")
+                im = check_decoded_pixels(im, f"image {f}").convert("RGB")
                 if self.size:
                     im = im.resize(self.size, Image.BILINEAR)
                 return np.asarray(im, dtype=np.uint8)

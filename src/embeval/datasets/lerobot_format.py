@@ -51,7 +51,9 @@ def _png(img: np.ndarray) -> bytes:
 def _unpng(b: bytes) -> np.ndarray:
     from PIL import Image
 
-    return np.asarray(Image.open(io.BytesIO(b)).convert("RGB"))
+    from embeval.image_io import check_decoded_pixels
+
+    return np.asarray(check_decoded_pixels(Image.open(io.BytesIO(b)), "a dataset frame").convert("RGB"))
 
 
 #: quantile statistics lerobot 0.4.4 keeps per feature (``lerobot.datasets.compute_stats.DEFAULT_QUANTILES``; its
@@ -306,6 +308,10 @@ def read_lerobot(root: str | Path, images: Iterable[str] | None = None,
                            tasks, info, ep_tab)
 
 
+#: most bytes the decoded (and transformed) frames of one image feature may take together
+MAX_IMAGE_FEATURE_BYTES = 16 << 30
+
+
 def _stream_images(data_files, key: str, n: int, transform, batch_rows: int, shape: tuple) -> np.ndarray:
     """(n, ...) uint8: image column ``key`` decoded ``batch_rows`` rows at a time into one preallocated array."""
     import pyarrow as pa
@@ -321,7 +327,17 @@ def _stream_images(data_files, key: str, n: int, transform, batch_rows: int, sha
                 if transform is not None:
                     im = transform(im)
                 if out is None:
+                    if n * im.nbytes > MAX_IMAGE_FEATURE_BYTES:
+                        raise InvalidInputError(f"{key}: {n} frames of {'x'.join(map(str, im.shape))} would take "
+                                                f"{n * im.nbytes / 2**30:.1f} GiB decoded, over the limit of "
+                                                f"{MAX_IMAGE_FEATURE_BYTES / 2**30:g} GiB; pass an image_transform that "
+                                                "downsizes them, or read fewer image features")
                     out = np.empty((n,) + im.shape, im.dtype)
+                elif im.shape != out.shape[1:]:
+                    raise InvalidInputError(f"{key}: frame {i} is {'x'.join(map(str, im.shape))}, the first was "
+                                            f"{'x'.join(map(str, out.shape[1:]))}; every frame of a feature has one size")
+                if i >= n:
+                    raise InvalidInputError(f"{key}: more images in the data files than its {n} frames")
                 out[i] = im
                 i += 1
     pa.default_memory_pool().release_unused()  # hand the encoded column's buffers back to the OS

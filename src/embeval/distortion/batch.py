@@ -17,7 +17,7 @@ import numpy as np
 from embeval.distortion.registry import N_LEVELS, distort, get
 from embeval.distortion.stream import FrameDistorter
 from embeval.errors import ConfigError, InvalidInputError, MissingFileError
-from embeval.image_io import IMAGE_EXTENSIONS, strict_decoding  # the image formats embeval reads (one home)
+from embeval.image_io import IMAGE_EXTENSIONS, check_decoded_pixels, strict_decoding  # the image formats embeval reads (one home)
 from embeval.provenance import code_version, derive_seed
 
 
@@ -38,7 +38,7 @@ def read_rgb(path: Path) -> np.ndarray:
 
     try:
         with strict_decoding(), Image.open(path) as im:
-            return np.asarray(im.convert("RGB"), dtype=np.uint8)
+            return np.asarray(check_decoded_pixels(im, f"image {path}").convert("RGB"), dtype=np.uint8)
     except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:  # the last: a pixel bomb
         raise InvalidInputError(f"cannot read image {path}: {exc}; remove or replace the file") from None
 

@@ -315,6 +315,8 @@ def recover_bag(path: str | Path) -> RecoveryReport:
     """
     from rosbags.rosbag2.storage_mcap import McapReader
 
+    _bound_decompression()
+
     path = Path(path)
     if not path.is_dir():
         raise MissingFileError(f"no bag folder at {path}; pass the bag directory (it holds metadata.yaml)")
@@ -406,6 +408,41 @@ def bag_info(path: str | Path) -> dict[str, Any]:
         }
 
 
+#: most bytes one MCAP chunk may decompress to (embeval's own segments are at most 256 MiB): an 11 KB chunk of
+#: zstd-compressed zeros decompressed to 300 MB, and rosbags decompresses without a bound
+MAX_CHUNK_BYTES = 256 << 20
+
+
+def _bounded_decompressor(kind: str):
+    """rosbags' ``(data, declared size) -> bytes`` for ``kind`` (lz4 | zstd), reading at most one byte more than the
+    chunk declares (rosbags then refuses the size mismatch) and refusing a declared size over :data:`MAX_CHUNK_BYTES`."""
+    def run(data: bytes, size: int) -> bytes:
+        from rosbags.rosbag2 import ReaderError
+
+        if size > MAX_CHUNK_BYTES:
+            raise ReaderError(f"a chunk declares {size} bytes uncompressed, over the limit of {MAX_CHUNK_BYTES} "
+                              "(a compression bomb or a damaged chunk header)")
+        if kind == "zstd":
+            try:
+                from compression import zstd  # Python >= 3.14
+            except ImportError:
+                from backports import zstd
+            return zstd.ZstdDecompressor().decompress(data, max_length=size + 1)
+        import lz4.frame
+
+        return lz4.frame.LZ4FrameDecompressor().decompress(data, max_length=size + 1)
+    return run
+
+
+def _bound_decompression() -> None:
+    """Make rosbags' MCAP reader decompress chunks with :func:`_bounded_decompressor` (idempotent)."""
+    from rosbags.rosbag2 import storage_mcap
+
+    for kind in ("lz4", "zstd"):
+        if getattr(storage_mcap.DECOMPRESSORS.get(kind), "__qualname__", "").split(".")[0] != "_bounded_decompressor":
+            storage_mcap.DECOMPRESSORS[kind] = _bounded_decompressor(kind)
+
+
 def _corrupt_errors() -> tuple[type[BaseException], ...]:
     """What ``rosbags`` raises on bytes that are not a valid bag: its own errors, and the decoding errors of
     a corrupt record or message (bad UTF-8, a length past the end, an absurd size to allocate)."""
@@ -429,6 +466,7 @@ def open_reader(path: str | Path):
     from rosbags.rosbag2 import Reader
 
     path = require_bag(path)
+    _bound_decompression()
     try:
         reader = Reader(path)
         reader.open()
@@ -451,6 +489,8 @@ def _segment_problem(f: Path, deep: bool) -> str | None:
     """Why MCAP file ``f`` cannot be read (``None`` if it can): its header, footer and summary; with ``deep``
     also every record and message (the error path only: a corrupt chunk passes the cheap check)."""
     from rosbags.rosbag2.storage_mcap import McapReader
+
+    _bound_decompression()
 
     reader = McapReader(f)
     try:

@@ -138,7 +138,7 @@ def check_joint_speed(qd: Sequence[float], limits: SafetyLimits) -> SafetyStatus
     """Stop when a joint speed (rad/s) exceeds ``max_joint_speed``."""
     qd = np.abs(np.asarray(qd, dtype=np.float64).reshape(-1))
     mx = np.array(limits.max_joint_speed)
-    bad = np.nonzero(qd > mx * (1 + 1e-9))[0]
+    bad = np.nonzero(~(qd <= mx * (1 + 1e-9)))[0]  # NaN refused too
     if bad.size:
         i = int(bad[0])
         return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"joint speed limit: joint {i} at {qd[i]:.3f} rad/s > {mx[i]:.3f}")
@@ -147,16 +147,20 @@ def check_joint_speed(qd: Sequence[float], limits: SafetyLimits) -> SafetyStatus
 
 def check_tcp_speed(speed: float, limits: SafetyLimits) -> SafetyStatus:
     """Stop when the TCP speed (m/s) exceeds ``max_tcp_speed``."""
-    if speed > limits.max_tcp_speed * (1 + 1e-9):
+    if not speed <= limits.max_tcp_speed * (1 + 1e-9):  # NaN refused too
         return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"TCP speed limit: {speed:.3f} m/s > {limits.max_tcp_speed:.3f}")
     return OK
 
 
 def check_step(translation: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
-    """Refuse a single delta action whose translation (m) is longer than ``max_step_translation``."""
+    """Refuse a single delta action whose translation (m) is longer than ``max_step_translation``, or not finite
+    (refused with no limit set too)."""
+    v = np.asarray(translation, dtype=np.float64).reshape(-1)[:3]
+    if not np.isfinite(v).all():
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta translation {v.tolist()} is not finite")
+    n = float(np.linalg.norm(v))
     if limits.max_step_translation is None:
         return OK
-    n = float(np.linalg.norm(np.asarray(translation, dtype=np.float64)[:3]))
     if n > limits.max_step_translation * (1 + 1e-9):  # a policy clipped to exactly the limit passes (rounding)
         return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta of {n:.3f} m > {limits.max_step_translation:.3f} m")
     return OK
@@ -165,9 +169,12 @@ def check_step(translation: Sequence[float], limits: SafetyLimits) -> SafetyStat
 def check_step_rotation(rotation: Sequence[float], limits: SafetyLimits) -> SafetyStatus:
     """Refuse a single delta action whose rotation ``|[droll, dpitch, dyaw]|`` (rad, the norm the policy node
     clips with its own ``max_step_rotation``) is larger than ``max_step_rotation``."""
+    v = np.asarray(rotation, dtype=np.float64).reshape(-1)[:3]
+    if not np.isfinite(v).all():
+        return SafetyStatus(SafetyMode.PROTECTIVE_STOP, f"step limit: delta rotation {v.tolist()} is not finite")
+    n = float(np.linalg.norm(v))
     if limits.max_step_rotation is None:
         return OK
-    n = float(np.linalg.norm(np.asarray(rotation, dtype=np.float64).reshape(-1)[:3]))
     if not n <= limits.max_step_rotation * (1 + 1e-9):  # NaN refused too
         return SafetyStatus(SafetyMode.PROTECTIVE_STOP,
                             f"step limit: rotation of {n:.3f} rad > max_step_rotation {limits.max_step_rotation:.3f} rad")

@@ -137,7 +137,7 @@ class ResultsStore:
         self.close()
 
     def _tx(self):
-        return _Transaction(self.conn)
+        return _Transaction(self.conn, self.path)
 
     # ----------------------------------------------------------- runs and plan
     def register_run(self, run_id: str, spec_hash: str, evaluator: str, name: str, spec: dict[str, Any],
@@ -347,13 +347,34 @@ class ResultsStore:
         return stats
 
 
+def _full(exc: BaseException | None) -> bool:
+    """Whether ``exc`` says the disk (or the quota) is full."""
+    import errno
+
+    return (isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)) or (
+        isinstance(exc, sqlite3.OperationalError) and "full" in str(exc).lower())
+
+
 class _Transaction:
-    def __init__(self, conn: sqlite3.Connection):
-        self.conn = conn
+    """One write transaction; a full disk becomes one :class:`ConfigError` naming the store's folder (the rows of
+    the transaction are rolled back, the ones committed before are kept)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path):
+        self.conn, self.path = conn, path
 
     def __enter__(self):
         self.conn.execute("BEGIN IMMEDIATE")
         return self.conn
 
     def __exit__(self, exc_type, exc, tb):
-        self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        try:
+            self.conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+        except sqlite3.OperationalError as e:  # COMMIT on a full disk; ROLLBACK after SQLite rolled back itself
+            if not _full(e) and not _full(exc):
+                raise
+            exc = exc if _full(exc) else e
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        if _full(exc):
+            raise ConfigError(f"the disk holding {self.path.parent} is full (writing {self.path.name}): free space "
+                              f"there, then `embeval resume {self.path.parent}` continues (finished units are kept)") from None

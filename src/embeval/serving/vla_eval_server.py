@@ -30,7 +30,9 @@ and the connection is closed (1007; 1003 for text); a readable message with a ba
 too many images or pixels, an unknown type, a full queue) gets an ``error`` carrying its ``seq`` and the
 connection stays open, as the harness's servers do for failed observations. At most ``queue_size``
 observations wait or run, their decoded pixels within ``max_inflight_pixels``; at most
-``max_connections`` connections are served (one more gets an ``error`` and close code 1013).
+``max_connections`` connections are served (one more gets an ``error`` and close code 1013). A connection that
+sends nothing for ``hello_timeout_s`` after it opens, or for ``idle_timeout_s`` between two messages, gets an
+``error`` (code ``idle_timeout``) and close code 1008, so idle sockets cannot hold every slot.
 ``GET /health`` on the same port answers JSON counters (batches, largest batch, queue) at once, also
 while a batch runs.
 """
@@ -199,7 +201,8 @@ class VlaEvalServer:
 
     def __init__(self, policy: Any, gripper: str | None = None, vla_eval: Mapping[str, Any] | None = None,
                  limits: ServerLimits | None = None, max_batch_size: int = 1, max_wait_ms: float = 5.0,
-                 max_connections: int = 64, convention: Any = None):
+                 max_connections: int = 64, convention: Any = None, hello_timeout_s: float = 30.0,
+                 idle_timeout_s: float = 600.0):
         from embeval.subjects.protocols import batched
 
         self.convention = server_convention(convention, gripper)
@@ -212,6 +215,10 @@ class VlaEvalServer:
         self.policy, self.bp = policy, batched(policy)
         self.id = getattr(policy, "id", type(policy).__name__)
         self.max_connections = max_connections
+        from embeval import checks
+
+        self.hello_timeout_s = checks.number(hello_timeout_s, "hello_timeout_s", 0, 86400, lo_open=True, unit="s")
+        self.idle_timeout_s = checks.number(idle_timeout_s, "idle_timeout_s", 0, 86400, lo_open=True, unit="s")
         self.queue = BatchQueue(self._step_batch, self.limits.queue_size, max_batch_size, max_wait_ms / 1000.0,
                                 name="vla-eval")
         self.pixels = PixelBudget(self.limits.max_inflight_pixels)
@@ -224,7 +231,7 @@ class VlaEvalServer:
         self._to_end: collections.deque = collections.deque()  # slots whose end could not be queued
         self._ids = itertools.count(1)
         self.connections = 0
-        self.counts = {"actions": 0, "errors": 0, "episodes": 0, "connections_refused": 0}
+        self.counts = {"actions": 0, "errors": 0, "episodes": 0, "connections_refused": 0, "idle_closed": 0}
         self._stop: asyncio.Event | None = None
 
     # -- the model thread -------------------------------------------------------------------------
@@ -378,7 +385,19 @@ class VlaEvalServer:
         session = _Session(next(self._ids))
         loop = asyncio.get_running_loop()
         try:
-            async for frame in ws:
+            first = True
+            while True:
+                wait = self.hello_timeout_s if first else self.idle_timeout_s
+                try:
+                    frame = await asyncio.wait_for(ws.recv(), wait)
+                except (asyncio.TimeoutError, TimeoutError):
+                    self.counts["idle_closed"] += 1
+                    what = "after it opened" if first else "since its last message"
+                    await self._send_error(ws, f"nothing received for {wait:g} s {what}; the connection is closed "
+                                               "(reconnect when ready)", 0, "idle_timeout")
+                    await ws.close(1008, "idle timeout")
+                    break
+                first = False
                 try:
                     msg, obs = await loop.run_in_executor(self._parse, self._read, frame)
                 except ProtocolError as exc:

@@ -45,8 +45,82 @@ _CHECKED: OrderedDict[tuple, int] = OrderedDict()  # a few recently checked sche
 _CHECKED_KEEP = 64
 
 
+#: seconds all the schema patterns of one validation may take together (``regex`` with a timeout; it lets go of the
+#: GIL while it matches, so a server's other requests are answered meanwhile)
+PATTERN_BUDGET_S = 0.5
+#: longest string (characters) a schema pattern is matched against
+MAX_PATTERN_SUBJECT = MAX_SCHEMA_OUTPUT
+
+
+class _BoundedSearch:
+    """``search(pattern, text)`` for schema keywords: the ``regex`` engine (Python's syntax) with one shared deadline,
+    strings of at most :data:`MAX_PATTERN_SUBJECT` characters; :class:`InvalidInputError` past either bound."""
+
+    def __init__(self, source: str, budget_s: float = PATTERN_BUDGET_S):
+        import time
+
+        self.source, self.clock, self.budget = source, time.monotonic, budget_s
+        self.deadline = self.clock() + budget_s
+
+    def __call__(self, pattern: str, text: str):
+        import regex
+
+        if len(text) > MAX_PATTERN_SUBJECT:
+            raise InvalidInputError(f"{self.source} returned a string of {len(text)} characters to match against the "
+                                    f"schema pattern {pattern[:60]!r}, over the limit of {MAX_PATTERN_SUBJECT}")
+        try:
+            return regex.search(pattern, text, timeout=max(self.deadline - self.clock(), 1e-3), concurrent=True)
+        except TimeoutError:
+            raise InvalidInputError(f"the schema pattern {pattern[:60]!r} took over {self.budget:g} s to match "
+                                    f"{self.source}'s output (its repetitions backtrack); simplify the pattern") from None
+        except regex.error as exc:
+            raise InvalidInputError(f"the schema pattern {pattern[:60]!r} is not a usable regular expression ({exc})") from None
+
+
+def bounded_validator(schema: Mapping[str, Any], source: str = "model"):
+    """A jsonschema validator for ``schema`` whose ``pattern``, ``patternProperties`` and ``additionalProperties``
+    match with :class:`_BoundedSearch` (one time budget for the whole validation); ``unevaluatedProperties`` beside
+    ``patternProperties`` (matched by jsonschema itself, unbounded) is refused."""
+    from jsonschema import ValidationError, validators
+
+    if "patternProperties" in json.dumps(schema) and "unevaluatedProperties" in json.dumps(schema):
+        raise InvalidInputError("the schema combines unevaluatedProperties with patternProperties, which this server "
+                                "cannot match in bounded time; use additionalProperties")
+    search = _BoundedSearch(source)
+
+    def pattern(validator, patrn, instance, _schema):
+        if validator.is_type(instance, "string") and not search(patrn, instance):
+            yield ValidationError(f"{instance[:80]!r} does not match {patrn[:80]!r}")
+
+    def pattern_properties(validator, pats, instance, _schema):
+        if validator.is_type(instance, "object"):
+            for pat, sub in pats.items():
+                for k, v in instance.items():
+                    if search(pat, k):
+                        yield from validator.descend(v, sub, path=k, schema_path=pat)
+
+    def additional_properties(validator, ap, instance, sch):
+        if not validator.is_type(instance, "object"):
+            return
+        pats, props = list(sch.get("patternProperties", {})), sch.get("properties", {})
+        extras = sorted(k for k in instance if k not in props and not any(search(p, k) for p in pats))
+        if validator.is_type(ap, "object"):
+            for k in extras:
+                yield from validator.descend(instance[k], ap, path=k)
+        elif not ap and extras:
+            yield ValidationError(f"Additional properties are not allowed ({', '.join(repr(k[:40]) for k in extras[:5])} "
+                                  "unexpected)")
+
+    base = validators.validator_for(schema)
+    base.check_schema(schema)  # jsonschema.SchemaError, as jsonschema.validate raises
+    cls = validators.extend(base, {"pattern": pattern, "patternProperties": pattern_properties,
+                                   "additionalProperties": additional_properties})
+    return cls(schema)
+
+
 def parse_and_validate(text: str, schema: Mapping[str, Any], source: str = "model") -> Any:
-    """Parse ``text`` as JSON and validate it against ``schema``; :class:`InvalidInputError` otherwise."""
+    """Parse ``text`` as JSON and validate it against ``schema`` (patterns bounded: :func:`bounded_validator`);
+    :class:`InvalidInputError` otherwise."""
     import jsonschema
 
     try:
@@ -54,7 +128,9 @@ def parse_and_validate(text: str, schema: Mapping[str, Any], source: str = "mode
     except (json.JSONDecodeError, TypeError) as exc:
         raise InvalidInputError(f"{source} returned text that is not JSON ({exc}): {str(text)[:200]!r}") from None
     try:
-        jsonschema.validate(value, schema)
+        error = jsonschema.exceptions.best_match(bounded_validator(schema, source).iter_errors(value))
+        if error is not None:
+            raise error
     except jsonschema.ValidationError as exc:
         raise InvalidInputError(f"{source} returned JSON that does not match the schema: {exc.message}") from None
     return value

@@ -224,6 +224,9 @@ def load_subject(spec_or_path: SubjectSpec | Mapping[str, Any] | str | os.PathLi
     if overrides:
         spec = SubjectSpec(**{**spec.__dict__, "params": {**spec.params, **overrides}})
     factory = resolve_adapter(spec.kind, spec.adapter)
+    from embeval.subjects.model_files import check_subject
+
+    check_subject(spec.adapter, spec.path, spec.params)  # code a model folder names: refused before anything loads
     subject = factory(**adapter_kwargs(factory, spec))
     proto = _PROTOCOLS[spec.kind]
     if not isinstance(subject, proto):

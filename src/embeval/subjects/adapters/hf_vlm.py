@@ -61,7 +61,7 @@ def check_checkpoint(path: Path, config: dict[str, Any], trust_remote_code: bool
         if not trust_remote_code:
             raise ConfigError(f"{path}/config.json: model_type {kind!r} is not in transformers {transformers.__version__}; "
                               f"the checkpoint ships its own model code ({', '.join(code)}): set params.trust_remote_code: "
-                              "true to run it, or use the checkpoint's transformers-format conversion (InternVL: the "
+                              "true to run it (those .py files then run as this user, with its rights), or use the checkpoint's transformers-format conversion (InternVL: the "
                               "ORG/NAME-hf repositories)")
         missing = [c for c in code if not (path / c).is_file()]
         if missing:

@@ -62,6 +62,7 @@ from embeval.errors import ConfigError, InvalidInputError, MissingWeightsError
 from embeval.conventions import check_gripper, input_size, model_image, tcp_pose_of, to_embeval
 from embeval.conventions import convention as resolve_convention
 from embeval.subjects.hidden import HiddenStateMixin
+from embeval.subjects.model_files import check_lerobot_processors
 from embeval.subjects.protocols import (
     LoopSlots,
     Slot,
@@ -325,7 +326,8 @@ class LeRobotPolicy(HiddenStateMixin):
                  state_key: str | Sequence[str] = "joint_positions", pad_state: bool = False,
                  env_state_key: str | Sequence[str] | None = None, action_indices: Sequence[int] | None = None,
                  action_scale: float | Sequence[float] | None = None, gripper: str | None = None, frame: str | None = None,
-                 absolute: bool | None = None, device: str = "cpu", seed: int = 0, arms: int = 1, convention: Any = None):
+                 absolute: bool | None = None, device: str = "cpu", seed: int = 0, arms: int = 1, convention: Any = None,
+                 trust_remote_code: bool = False):
         self.id = id
         p = LeRobotParams.check(camera_map, state_key, pad_state, env_state_key, action_indices, action_scale, gripper,
                                 frame, absolute, device, seed, arms)
@@ -337,6 +339,7 @@ class LeRobotPolicy(HiddenStateMixin):
                                   f"number of convention {self.convention.name!r}), got {p.action_scale.size}")
             self.convention = resolve_convention(self.convention, scale=p.action_scale.tolist())
         self.path = check_checkpoint(path)
+        check_lerobot_processors(self.path, trust_remote_code)  # steps outside LeRobot's registry: refused unloaded
         self.camera_map, self.state_key, self.pad_state = p.camera_map, p.state_key, p.pad_state
         self.gripper, self.device, self.seed = self.convention.gripper, p.device, p.seed
         self._lock = threading.Lock()

@@ -1,4 +1,4 @@
-"""OpenVLA from a local checkpoint through transformers (``trust_remote_code``).
+"""OpenVLA from a local checkpoint through transformers (its own model code runs only with ``params.trust_remote_code: true``).
 
 ``path`` is the downloaded ``openvla/openvla-7b`` folder (or a fine-tune). The model's own
 ``predict_action(**inputs, unnorm_key=..., do_sample=False)`` is used when the checkpoint's code
@@ -81,7 +81,7 @@ class OpenVLAHFPolicy(HiddenStateMixin):
     def __init__(self, id: str = "openvla-hf", path: str | None = None, unnorm_key: str | None = "bridge_orig",
                  camera: str | None = None, image_size: int | list[int] | None = None, dtype: str = "float32", device: str = "cpu",
                  gripper: str | None = None, frame: str | None = None, prompt_template: str = OPENVLA_PROMPT,
-                 trust_remote_code: bool = True, model_class: str = "auto", n_bins: int = 256,
+                 trust_remote_code: bool = False, model_class: str = "auto", n_bins: int = 256,
                  vocab_size: int | None = None, cache: str = "dynamic", compile: bool | None = None,
                  warmup: int | None = None, convention: Any = None):
         path = require_hf_dir(path, "OpenVLA checkpoint")

@@ -1,0 +1,80 @@
+"""Crafted data files: bags and LeRobot datasets.
+
+A compression bomb in an MCAP bag: an 11 KB zstd chunk of zeros decompressed to 300 MB (1.4 GB of RSS for
+`embeval bag video`), because rosbags decompresses chunks without a bound. Chunks now decompress to at most what
+they declare, and a declared size over ``MAX_CHUNK_BYTES`` is refused in one line. A LeRobot dataset's image
+feature is refused when its frames would decode past ``MAX_IMAGE_FEATURE_BYTES`` or change size mid-way."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import one_error_line
+from embeval.recording import bag as B
+from embeval_cli import main
+
+
+def _bomb(tmp_path, payload: int):
+    from mcap.reader import make_reader
+    from mcap.writer import CompressionType, Writer
+
+    ts = B.typestore()
+    Image, Header, Time = (ts.types[t] for t in ("sensor_msgs/msg/Image", "std_msgs/msg/Header",
+                                                  "builtin_interfaces/msg/Time"))
+    with B.BagRecorder(tmp_path / "plain") as r:
+        r.add_topic("/cam", "sensor_msgs/msg/Image")
+        r.write_msg("/cam", Image(header=Header(stamp=Time(sec=0, nanosec=0), frame_id="c"), height=1, width=4,
+                                  encoding="rgb8", is_bigendian=0, step=12, data=np.zeros(payload, np.uint8)), 1)
+    out = tmp_path / "bomb.mcap"
+    with open(next((tmp_path / "plain").glob("*.mcap")), "rb") as f, open(out, "wb") as o:
+        w = Writer(o, compression=CompressionType.ZSTD, chunk_size=1 << 30)
+        w.start(profile="ros2", library="test")
+        for schema, ch, m in make_reader(f).iter_messages():
+            cid = w.register_channel(ch.topic, ch.message_encoding, w.register_schema(schema.name, schema.encoding,
+                                                                                      schema.data), ch.metadata)
+            w.add_message(cid, m.log_time, m.data, m.publish_time)
+        w.finish()
+    return out
+
+
+def test_a_chunk_declaring_more_than_the_limit_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    bomb = _bomb(tmp_path, 8 << 20)
+    assert bomb.stat().st_size < 64 << 10  # 8 MiB of payload in a few KB
+    monkeypatch.setattr(B, "MAX_CHUNK_BYTES", 4 << 20)
+    rc = main(["bag", "video", str(bomb), "--topic", "/cam", "--out", str(tmp_path / "v.mp4")])
+    assert rc != 0
+    assert "over the limit of 4194304" in one_error_line(capsys)
+    monkeypatch.setattr(B, "MAX_CHUNK_BYTES", 16 << 20)  # under the limit the same bag reads as before
+    assert [m.msg.width for m in B.read_bag(bomb)] == [4]
+
+
+def test_a_chunk_that_decompresses_past_its_declared_size_stops_there():
+    from backports import zstd
+
+    data = zstd.compress(b"\0" * (8 << 20))
+    assert len(B._bounded_decompressor("zstd")(data, 1000)) == 1001  # rosbags then refuses the size mismatch
+    import lz4.frame
+
+    assert len(B._bounded_decompressor("lz4")(lz4.frame.compress(b"\0" * (8 << 20)), 1000)) == 1001
+    with pytest.raises(Exception, match="over the limit"):
+        B._bounded_decompressor("zstd")(data, B.MAX_CHUNK_BYTES + 1)
+
+
+def test_a_dataset_whose_frames_would_decode_past_the_limit_or_change_size_is_refused(tmp_path, monkeypatch):
+    from test_embedded_dataset import _write
+
+    from embeval.datasets import lerobot_format as L
+    from embeval.datasets import read_lerobot
+    from embeval.errors import InvalidInputError
+
+    _write(tmp_path / "ds")  # 18 frames of 24x32
+    monkeypatch.setattr(L, "MAX_IMAGE_FEATURE_BYTES", 17 * 24 * 32 * 3)
+    with pytest.raises(InvalidInputError, match=r"18 frames of 24x32x3 would take .* over the limit"):
+        read_lerobot(tmp_path / "ds")
+    monkeypatch.setattr(L, "MAX_IMAGE_FEATURE_BYTES", 18 * 24 * 32 * 3)
+    assert read_lerobot(tmp_path / "ds").frames["observation.images.third_person"].shape == (18, 24, 32, 3)
+    sizes = iter([(24, 32)] + [(48, 64)] * 20)  # a frame of another size (before: a numpy broadcast traceback)
+    real = L._unpng
+    monkeypatch.setattr(L, "_unpng", lambda b: np.zeros(next(sizes) + (3,), np.uint8) if real(b) is not None else None)
+    with pytest.raises(InvalidInputError, match="frame 1 is 48x64x3, the first was 24x32x3"):
+        read_lerobot(tmp_path / "ds")
