@@ -180,7 +180,7 @@ def record_answer_demos(items: Iterable[BinaryItem], cfg: ChoiceVLAConfig, spec:
     (successful episodes only; each ends at the release after the lift). With ``sides`` (one per
     item x layout, "left"/"right"): ordinary placements on that card instead, instructed
     :data:`SIDE_INSTRUCTION` (the item's answer plays no part)."""
-    from embeval.act2answer.episode import Termination
+    from embeval.act2answer.episode import Termination, grasp_in_hand, held
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import build_scene
     from embeval.provenance import derive_seed
@@ -199,12 +199,15 @@ def record_answer_demos(items: Iterable[BinaryItem], cfg: ChoiceVLAConfig, spec:
                 k += 1
                 expert = ExpertPolicy(env, "answer", spec)
                 obs0 = obs = env.reset(derive_seed(seed, "choice-vla-demo", item.id, layout), task, scene)
+                if spec.start == "grasped":
+                    obs0 = obs = grasp_in_hand(env)
                 expert.reset(task.instruction)
-                frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]))
+                frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]),
+                                               lifted=spec.start == "grasped")
                 for _ in range(max_steps):
                     a = expert.act(obs)
                     frames.append(rec.frame(obs, a))
-                    obs = env.step(a).observation
+                    obs = env.step(held(a, len(frames) - 1, spec)).observation
                     if rule.update(float(env.cell.object_pose("cube")[0][2]), env.cell.gripper):
                         break
                 pos = env.cell.object_pose("cube")[0]

@@ -48,10 +48,15 @@ WIDOWX_REACH = 0.65
 PARK_XYZ = (2.0, 2.0, TABLE_Z + 0.05)
 
 
+#: board-rule margin of the Bridge cards (m): the reference's 0.08 would make the grown extents of these 7 cm
+#: cards 15 cm apart overlap (the reference's boards stand 31 cm apart)
+BRIDGE_MARGIN = 0.035
+
+
 def bridge_episode_spec(**overrides) -> EpisodeSpec:
     """The Act2Answer geometry on the Bridge flat table, in the WidowX base frame (see the module doc)."""
     base = EpisodeSpec(left_card_xy=(0.36, 0.105), right_card_xy=(0.36, -0.045), card_size=0.07,
-                       context_card_xy=(0.385, 0.03), cube_xy=(0.23, 0.03), cube_size=0.03, eps=0.05, max_steps=60)
+                       context_card_xy=(0.385, 0.03), cube_xy=(0.23, 0.03), cube_size=0.03, eps=0.05, board_margin=BRIDGE_MARGIN)
     return replace(base, **overrides) if overrides else base
 
 
@@ -90,7 +95,8 @@ def check_on_table(spec: EpisodeSpec, context: bool = True) -> EpisodeSpec:
 
 
 #: the fields :func:`bridge_episode_spec` sets (geometry and step cap)
-BRIDGE_FIELDS = ("left_card_xy", "right_card_xy", "card_size", "context_card_xy", "cube_xy", "cube_size", "eps", "max_steps")
+BRIDGE_FIELDS = ("left_card_xy", "right_card_xy", "card_size", "context_card_xy", "cube_xy", "cube_size", "eps",
+                 "board_margin")
 
 
 def bridge_spec(spec: EpisodeSpec | None) -> EpisodeSpec:
@@ -101,7 +107,9 @@ def bridge_spec(spec: EpisodeSpec | None) -> EpisodeSpec:
     if spec is None:
         return bridge
     ur5 = EpisodeSpec()
-    return check_on_table(replace(spec, **{f: getattr(bridge, f) for f in BRIDGE_FIELDS if getattr(spec, f) == getattr(ur5, f)}))
+    geo = {f: getattr(bridge, f) for f in BRIDGE_FIELDS if getattr(spec, f) == getattr(ur5, f)}
+    base = {k: v for k, v in spec.to_dict().items() if k not in geo}
+    return check_on_table(EpisodeSpec.from_dict({**base, **geo}))
 
 
 @dataclass(frozen=True)
@@ -154,7 +162,7 @@ def scene_result(scene: BridgeScene, carried_base_xy, **fields):
 
     fields.setdefault("instruction", scene.instruction)
     return episode_result(scene.item, scene.category, scene.layout, scene.correct_side, scene.spec,
-                          tuple(carried_base_xy)[:2], **fields)
+                          tuple(carried_base_xy)[:3], **fields)
 
 
 # ----------------------------------------------------------------------------- the ManiSkill env
@@ -176,7 +184,7 @@ def act2answer_env_class(env_id: str):
     from mani_skill.utils.registration import REGISTERED_ENVS
 
     from embeval.act2answer.maniskill import _card_quad
-    from embeval.act2answer.zones import classify
+    from embeval.act2answer.protocol import answer
     from embeval.sim.maniskill.runtime import raw_pose_matrix
 
     base_cls = REGISTERED_ENVS[env_id].cls
@@ -231,8 +239,7 @@ def act2answer_env_class(env_id: str):
             sc = self.a2a_scene
             if sc is None:
                 return super().evaluate()
-            z = classify(self.carried_base_xyz()[:2], sc.spec.left_card_xy, sc.spec.right_card_xy, sc.correct_side,
-                         sc.spec.eps)
+            z = answer(self.carried_base_xyz(), sc.spec, sc.correct_side)
             return {"success": torch.tensor([z.zone == "correct"]), "zone": z.zone}
 
         def get_language_instruction(self, **kw):
@@ -279,16 +286,31 @@ def run_episode(session: BridgeSession, policy, item, layout: str, spec: Episode
     """One Act2Answer episode of ``item`` in ``layout`` in ``session``'s Bridge env: the same termination rule
     (carried object lifted ``lift_m`` then released), settle time and record as the UR5 cell's runner."""
     from embeval.act2answer.episode import closed_loop
+    from embeval.act2answer.protocol import IntentTracker
 
     scene = bridge_scene(item, layout, session.env_id, spec)
     session.stage(scene)
     env, s = session.env, scene.spec
     obs = env.reset(episode_seed(seed), scene.instruction, reconfigure=True)  # 32-bit; the record keeps ``seed``
+    u = env.unwrapped
+    carried = u.objs[scene.carried]
+    table_z = float(session.carried_base_xyz()[2])
+    holding = lambda: bool(u.agent.is_grasping(carried)[0])  # noqa: E731
+    if s.start == "grasped":
+        from embeval.act2answer.maniskill import grasp_in_hand
+        from embeval.sim.maniskill.bridge import gripper_action
+
+        env._raw = grasp_in_hand(env, carried, lambda cmd: env.env.step(cmd)[0], np.r_[np.zeros(6), gripper_action(0.0)],
+                                 holding)
+        env.gripper = 0.0
+        obs = env.observe()
     policy.reset(scene.instruction)
-    reason, n, actions = closed_loop(env, policy, obs, s, lambda: session.carried_base_xyz()[2], keep_actions)
-    env.hold(int(round(s.settle_s / float(env.unwrapped.control_timestep))))
-    return scene_result(scene, session.carried_base_xyz()[:2], end_reason=reason, stopped=False, steps=n,
-                        subject=str(getattr(policy, "id", "")), seed=int(seed), actions=actions)
+    intent = IntentTracker(s, scene.correct_side, 1.0 / float(u.control_timestep))
+    reason, n, actions = closed_loop(env, policy, obs, s, lambda: session.carried_base_xyz()[2], keep_actions, intent,
+                                     lambda: env.tcp_matrix()[:3, 3], holding, table_z)
+    env.hold(int(round(s.settle_s / float(u.control_timestep))))
+    return scene_result(scene, session.carried_base_xyz(), end_reason=reason, stopped=False, steps=n,
+                        subject=str(getattr(policy, "id", "")), seed=int(seed), actions=actions, intent=intent.metrics())
 
 
 class BridgeCardExpert:
@@ -317,7 +339,8 @@ class BridgeCardExpert:
                 return self.env.to_base(_np(self.env.unwrapped.objs[name].pose.raw_pose))
 
             def plan(self):
-                ph = self.grasp_phases(sc.carried)
+                ph = self.grasp_phases(sc.carried)  # sets the held orientation; a grasped start skips its phases
+                ph = ph if sc.spec.start == "table" else []
                 R, (cx, cy) = self._held_R, sc.spec.card_xy(sc.correct_side)
                 z = float(self.obj(sc.carried)[2, 3])  # the grasp height above the root, kept to put it down
                 over = lambda dz: (lambda: _pose(R, [cx, cy, z + dz]))  # noqa: E731
