@@ -41,6 +41,20 @@ def _recipe(ctx, spec) -> dict:
 SHIPPED_FINETUNE = "demo/tiny-vla-a2a"
 
 
+def finetune_folder(out, ctx, spec):
+    """The ``tiny-vla-a2a`` checkpoint folder the act2answer stage runs (no training): its own fine-tune in
+    ``out`` when there, else the shipped one when its recipe is the stage's; None when the stage would train."""
+    from embeval.subjects.embedded.zoo import MODELS_DIR
+
+    if (out / "tiny-vla-a2a" / "config.json").exists():
+        return out / "tiny-vla-a2a"
+    shipped = MODELS_DIR / SHIPPED_FINETUNE
+    if os.environ.get("EMBEVAL_DEMO_RETRAIN") != "1" and (shipped / "recipe.json").exists() and \
+            json.loads((shipped / "recipe.json").read_text()) == _recipe(ctx, spec):
+        return shipped
+    return None
+
+
 def _finetuned(out, ctx, spec):
     from embeval.act2answer.finetune import finetune_tiny_vla
     from embeval.act2answer.generator import generate_items

@@ -107,18 +107,22 @@ def held(action, step: int, spec: EpisodeSpec):
     return action if forced is None else Action(forced)
 
 
-def grasp_in_hand(env):
-    """Put the cube of the pybullet cell ``env`` (reset) at the TCP and close the gripper on it (the grasped
-    start); returns the new observation. A ConfigError when the gripper does not take it (the cube wider
+def grasp_cube(cell) -> None:
+    """The grasped start on a pybullet :class:`~embeval.sim.workcell.Workcell` (scene loaded): the cube put at
+    the TCP and the gripper closed on it. A ConfigError when the gripper does not take it (the cube wider
     than the open fingers)."""
     from embeval.errors import ConfigError
 
-    cell = env.cell
     cell.set_object_pose("cube", cell.tcp_pose()[:3])
     cell.set_gripper(0.0)
     if cell.grasp is None or cell.grasp.body.name != "cube":
         raise ConfigError("episode spec start 'grasped': the gripper could not close on the cube (cube_size wider "
                           "than the open fingers?); give a smaller cube_size or start: table")
+
+
+def grasp_in_hand(env):
+    """:func:`grasp_cube` on the cell of ``env`` (a reset :class:`~embeval.sim.SimEnv`); returns the new observation."""
+    grasp_cube(env.cell)
     return env.observe()
 
 
@@ -127,17 +131,19 @@ class Termination:
 
     ``update(cube_z, gripper)`` (metres, frame base; gripper 0..1, 1 = open) returns True when
     ``release_after_lift`` ends the episode: the gripper is open (>= 0.5) after the cube was once
-    lifted >= ``spec.lift_m`` above ``cube_z0`` (``lifted``: it starts lifted, the grasped start). The step
-    cap and protective stops are the caller's.
+    lifted >= ``spec.lift_m`` above ``cube_z0`` (``lifted``: it starts lifted, the grasped start) and once seen
+    closed. The step cap and protective stops are the caller's.
     """
 
     def __init__(self, spec: EpisodeSpec, cube_z0: float, lifted: bool = False):
         self.spec, self.cube_z0, self.lifted = spec, float(cube_z0), bool(lifted)
+        self.closed = False  # the gripper was seen closed (a real cell's grasped start closes at the first action)
 
     def update(self, cube_z: float, gripper: float) -> bool:
         if float(cube_z) - self.cube_z0 >= self.spec.lift_m:
             self.lifted = True
-        return self.spec.termination == "release_after_lift" and self.lifted and not gripper_closed(gripper)
+        self.closed = self.closed or gripper_closed(gripper)
+        return self.spec.termination == "release_after_lift" and self.lifted and self.closed and not gripper_closed(gripper)
 
 
 def closed_loop(env, policy, obs, spec: EpisodeSpec, carried_z: Callable[[], float],
