@@ -272,7 +272,8 @@ BACKENDS: Registry[Backend] = Registry(
     entries={"pybullet": "embeval.act2answer.episode:PYBULLET", "maniskill": "embeval.act2answer.maniskill:BACKEND",
              "maniskill-bridge": "embeval.act2answer.maniskill_bridge:BACKEND",
              "maniskill-bridge-spoon": "embeval.act2answer.maniskill_bridge:BACKEND_SPOON",
-             "maniskill-bridge-cube": "embeval.act2answer.maniskill_bridge:BACKEND_CUBE"})
+             "maniskill-bridge-cube": "embeval.act2answer.maniskill_bridge:BACKEND_CUBE",
+             "maniskill-bridge-v4": "embeval.act2answer.maniskill_bridge:BACKEND_V4"})
 
 
 def get_backend(name: str | Backend) -> Backend:
