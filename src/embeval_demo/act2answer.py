@@ -125,7 +125,9 @@ def run(ctx) -> None:
     items = generate_items(out / "suite", DEMO_CATEGORIES, per_cat, seed=ctx.seed)
     spec = EpisodeSpec()
     print(f"{len(items)} procedural items ({len(DEMO_CATEGORIES)} categories x {per_cat}), both layouts -> "
-          f"{2 * len(items)} episodes; zones eps = {spec.eps} m, termination {spec.termination!r}, cap {spec.max_steps} steps")
+          f"{2 * len(items)} episodes; the reference protocol: the cube starts {spec.start} ({spec.hold_steps} steps held), "
+          f"rule {spec.rule} (margin {spec.board_margin} m; disc eps {spec.eps} m alongside), termination "
+          f"{spec.termination!r}, cap {spec.max_steps} steps")
 
     a2a = _finetuned(out, ctx, spec)
     torch.set_num_threads(1)  # training may have raised it
