@@ -126,7 +126,7 @@ def test_diagnosis_reports_a_grasp_that_never_happens(tmp_path):
         def act(self, obs):
             return Action(np.array([0, 0, 0, 0, 0, 0, 1.0]))
 
-    spec = EpisodeSpec(max_steps=3, settle_s=0.0)
+    spec = EpisodeSpec(max_steps=3, settle_s=0.0, start="table")  # a missed grasp needs the table start
     items = generate_items(tmp_path, ["time"], 1, seed=2, stream="test-a2a-control")
     tr = diagnose_control(Idle(), items, spec)
     assert [t.layout for t in tr] == ["original", "swapped"]

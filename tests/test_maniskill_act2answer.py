@@ -134,7 +134,7 @@ def test_run_spec_backend_maniskill(tmp_path):
     d = {"name": "a2a-ms", "evaluator": "act2answer", "plugins": ["embeval.act2answer.evaluator"],
          "subjects": [{"id": "hold", "kind": "policy", "adapter": "scripted", "params": {"vector": [0, 0, 0, 0, 0, 0, 1]}}],
          "items": {"source": "file", "path": str(tmp_path / "suite" / "items.jsonl")},
-         "params": {"episode": {"max_steps": 2}, "obs_size": [32, 32], "backend": "maniskill"},
+         "params": {"episode": {"max_steps": 2, "start": "table"}, "obs_size": [32, 32], "backend": "maniskill"},
          "backend": {"progress": False}}
     with pytest.raises(ConfigError, match="pybullet"):
         plan_run(parse_spec({**d, "params": {**d["params"], "backend": "mujoco"}}))
@@ -147,7 +147,26 @@ def test_run_spec_backend_maniskill(tmp_path):
     df = pd.read_parquet(export_parquet(tmp_path / "r", tmp_path / "r.parquet")).sort_values("out.layout")
     assert list(df["out.layout"]) == ["original", "swapped"]
     assert list(df["out.correct_side"]) == [items[0].correct_side_in("original"), items[0].correct_side_in("swapped")]
-    # the hold policy leaves the cube at its start (base (0.42, 0)): out of both zones
+    # the hold policy leaves the cube at its table start (base (0.42, 0)): out of both zones
     assert set(df["out.zone"]) == {"out_of_bounds"} and set(df["out.end_reason"]) == {"max_steps"}
     # distance to the correct card from the start: hypot(0.55 - 0.42, 0.15) = 0.1985 m in either layout
     assert all(abs(v - 0.19849) < 0.005 for v in df["out.distance_correct"]), list(df["out.distance_correct"])
+
+
+def test_grasped_start_zero_actions_hold_the_cube_and_the_expert_answers_under_both_rules(setup):
+    """The reference protocol on the Panda: the cube in the closed gripper at the first step; zero actions
+    end with it still held (answered by neither rule); the expert's carry succeeds under both rules."""
+    from embeval.act2answer.maniskill import CardExpert, run_episode
+    from embeval.act2answer.scene import EpisodeSpec
+    from embeval.subjects.scripted import ConstantPolicy
+
+    env, item = setup
+    spec = EpisodeSpec(max_steps=30)  # 25 held steps and 5 more (the full 80 holds the same way, ~3x slower)
+    r = run_episode(env, ConstantPolicy(vector=(0,) * 7), item, "original", spec, seed=0, keep_actions=False)
+    u = env.unwrapped
+    assert bool(u.agent.is_grasping(u.cube)[0]) and u.cube_base_xyz()[2] > 0.1
+    assert (r.start, r.steps, r.end_reason, r.is_answered, r.success_board, r.success_disc) == \
+        ("grasped", 30, "max_steps", False, 0.0, 0.0)
+    e = run_episode(env, CardExpert(env), item, "swapped", spec, seed=0, keep_actions=False)
+    assert (e.choice, e.success, e.success_board, e.success_disc, e.is_answered) == ("right", 1.0, 1.0, 1.0, True), e
+    assert e.intent["release_near_target"] and e.steps >= 26  # released after the hold

@@ -417,3 +417,28 @@ def test_registered_as_act2answer_backends():
                          "PutSpoonOnTableClothInScene-v1"), ("maniskill-bridge-cube", "StackGreenCubeOnYellowCubeBakedTexInScene-v1")):
         be = get_backend(name)
         assert be.name == name and env_id in be.description and name in list(BACKENDS)
+
+
+def test_reference_v4_layout_in_the_widowx_frame(item):
+    """The reference's Act2AnswerV4-v1 boards (world (-0.25, -0.155) left, (-0.25, +0.155) right) as cards in the
+    WidowX base frame (left = base +y, as every embeval cell), 3 cm cube, margin 0.08 m, 80 grasped steps; a
+    carry onto the correct board is correct under both rules, the held start answers neither."""
+    from embeval.act2answer.episode import get_backend
+
+    s = B.reference_v4_spec()
+    assert B.base_to_world(s.left_card_xy) == pytest.approx((-0.25, -0.155)) and \
+        B.base_to_world(s.right_card_xy) == pytest.approx((-0.25, 0.155))
+    assert s.left_card_xy[1] > s.right_card_xy[1]
+    assert (s.cube_size, s.board_margin, s.max_steps, s.hold_steps, s.start, s.rule) == (0.03, 0.08, 80, 25, "grasped", "board")
+    sc = B.bridge_scene(item, "swapped", "StackGreenCubeOnYellowCubeBakedTexInScene-v1", None, "v4")
+    assert sc.spec == s and sc.carried == "baked_green_cube_3cm"
+    x, y = s.card_xy(sc.correct_side)
+    r = B.scene_result(sc, (x + 0.1, y, 0.02), end_reason="released", stopped=False, steps=40)  # 10 cm off: board only
+    assert (r.zone, r.success_board, r.success_disc, r.is_answered) == ("correct", 1.0, 0.0, True)
+    held = B.scene_result(sc, (*s.cube_xy, 0.15), end_reason="max_steps", stopped=False, steps=80)
+    assert (held.is_answered, held.success) == (False, 0.0)
+    be = get_backend("maniskill-bridge-v4")
+    assert "Act2AnswerV4-v1" in be.description
+    if _offline():  # without the assets the env is a one-line error naming the download
+        with pytest.raises(ConfigError, match="download_asset bridge_v2_real2sim -y"):
+            be.make_env((64, 48))

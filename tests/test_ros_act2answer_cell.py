@@ -34,7 +34,7 @@ def _params(scenes_dir, backend, subject, subject_params, **conductor):
                                                "width": 64, "height": 48}},
         "embeval_distortion": {"ros__parameters": {"distortion": "none"}},
         "embeval_policy": {"ros__parameters": {"subject": subject, "subject_params": json.dumps(subject_params),
-                                               "dry_run": False, "rate_hz": 8.0, "max_steps": 24, "max_image_age_s": 3.0}},
+                                               "dry_run": False, "rate_hz": 8.0, "max_steps": 80, "max_image_age_s": 3.0}},
         "embeval_arm": {"ros__parameters": {"backend": backend, "max_command_age_s": 10.0, "tcp_speed": 0.25,
                                             "state_rate_hz": 20.0}},
         "embeval_scorer": {"ros__parameters": {"run_id": "cell"}},
@@ -118,7 +118,7 @@ def test_real_cell_path_waits_for_the_operator_and_reads_the_cube(scenes):
     assert recs[0]["cube_xy"] == pytest.approx([0.55, -0.15], abs=1e-3)  # the TCP where the gripper opened
     assert recs[1]["cube_xy"] == pytest.approx(measured[:2], abs=1e-6)
     for r in recs:
-        assert (r["choice"], r["end_reason"], r["steps"]) == ("right", "released", 20)
+        assert (r["choice"], r["end_reason"], r["steps"]) == ("right", "released", 26)  # 25 held steps, then the release
         assert r["zone"] == ("correct" if r["correct_side"] == "right" else "incorrect")
     assert {r["zone"] for r in recs} == {"correct", "incorrect"}
 
@@ -186,7 +186,7 @@ def test_real_cell_unit_on_the_ur_arm_with_the_operator(scenes, ur_robot):
     assert (rec["cube_source"], rec["success_source"]) == ("tcp", "operator")
     if ur_robot.emulated:
         assert (rec["end_reason"], rec["choice"]) == ("released", "left"), (rec, executed)
-        assert executed == rec["steps"] == 20
+        assert executed == rec["steps"] == 26
         assert rec["zone"] == ("correct" if rec["correct_side"] == "left" else "incorrect")
     else:
         assert executed == 0 and (rec["end_reason"], rec["steps"], rec["zone"]) == ("max_steps", 24, "out_of_bounds")

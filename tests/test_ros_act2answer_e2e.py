@@ -38,7 +38,7 @@ def _params(tmp_path, scenes_dir, side="left"):
         "embeval_distortion": {"ros__parameters": {"distortion": "none"}},
         "embeval_policy": {"ros__parameters": {"subject": POLICY, "subject_params": json.dumps({"side": side}),
                                                "camera_topics": ["wrist=/embeval/camera/wrist/image_raw"],
-                                               "dry_run": False, "rate_hz": 20.0, "max_steps": 24, "max_image_age_s": 3.0,
+                                               "dry_run": False, "rate_hz": 20.0, "max_steps": 80, "max_image_age_s": 3.0,
                                                "sync_to_arm": True}},
         "embeval_arm": {"ros__parameters": {"backend": "sim", "max_command_age_s": 10.0, "tcp_speed": 0.25,
                                             "state_rate_hz": 20.0}},

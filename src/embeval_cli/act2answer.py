@@ -20,9 +20,12 @@ def register(sub) -> None:
                                      "(items.jsonl + images). Optionally rewrite questions into instructions with an LLM.",
                          epilog="example:\n  embeval act2answer items convert --layout mmbench --input mmbench_dev.tsv --out items/mmbench\n"
                                 "  embeval act2answer items convert --layout iconqa --input iconqa.jsonl --image-root iconqa/ "
-                                "--out items/iconqa --rewrite-llm config/subjects/llm.yaml")
-    p.add_argument("--layout", required=True, help="source layout: mllm-compbench, iconqa, mmbench, okvqa, vl-think")
-    p.add_argument("--input", type=Path, required=True, help="the VQA records file (.jsonl, .json, .parquet, .tsv, .csv)")
+                                "--out items/iconqa --rewrite-llm config/subjects/llm.yaml\n"
+                                "  embeval act2answer items convert --layout act2answer --input carrot/more_state --out items/ref")
+    p.add_argument("--layout", required=True, help="source layout: mllm-compbench, iconqa, mmbench, okvqa, vl-think, "
+                   "act2answer (the reference harness's task set: --input its folder)")
+    p.add_argument("--input", type=Path, required=True, help="the VQA records file (.jsonl, .json, .parquet, .tsv, .csv), or "
+                   "the task set folder (pairs.json, model_db.json, shapes/) for --layout act2answer")
     p.add_argument("--out", type=Path, required=True, help="output folder (items.jsonl and images/)")
     p.add_argument("--image-root", type=Path, help="folder that relative image paths start from (default: the input's folder)")
     p.add_argument("--seed", type=seed, default=0, help="seed for distractors and correct sides (default 0)")

@@ -41,6 +41,20 @@ def _recipe(ctx, spec) -> dict:
 SHIPPED_FINETUNE = "demo/tiny-vla-a2a"
 
 
+def finetune_folder(out, ctx, spec):
+    """The ``tiny-vla-a2a`` checkpoint folder the act2answer stage runs (no training): its own fine-tune in
+    ``out`` when there, else the shipped one when its recipe is the stage's; None when the stage would train."""
+    from embeval.subjects.embedded.zoo import MODELS_DIR
+
+    if (out / "tiny-vla-a2a" / "config.json").exists():
+        return out / "tiny-vla-a2a"
+    shipped = MODELS_DIR / SHIPPED_FINETUNE
+    if os.environ.get("EMBEVAL_DEMO_RETRAIN") != "1" and (shipped / "recipe.json").exists() and \
+            json.loads((shipped / "recipe.json").read_text()) == _recipe(ctx, spec):
+        return shipped
+    return None
+
+
 def _finetuned(out, ctx, spec):
     from embeval.act2answer.finetune import finetune_tiny_vla
     from embeval.act2answer.generator import generate_items
@@ -111,7 +125,9 @@ def run(ctx) -> None:
     items = generate_items(out / "suite", DEMO_CATEGORIES, per_cat, seed=ctx.seed)
     spec = EpisodeSpec()
     print(f"{len(items)} procedural items ({len(DEMO_CATEGORIES)} categories x {per_cat}), both layouts -> "
-          f"{2 * len(items)} episodes; zones eps = {spec.eps} m, termination {spec.termination!r}, cap {spec.max_steps} steps")
+          f"{2 * len(items)} episodes; the reference protocol: the cube starts {spec.start} ({spec.hold_steps} steps held), "
+          f"rule {spec.rule} (margin {spec.board_margin} m; disc eps {spec.eps} m alongside), termination "
+          f"{spec.termination!r}, cap {spec.max_steps} steps")
 
     a2a = _finetuned(out, ctx, spec)
     torch.set_num_threads(1)  # training may have raised it

@@ -146,22 +146,29 @@ def run(ctx) -> None:
 
 
 def act2answer_sim2real(ctx, out) -> None:
-    """A few Act2Answer units of the act2answer stage through the graph with its fine-tuned tiny VLA
-    (two cameras, step-synchronous), zone by zone against that stage's in-process episodes."""
+    """A few Act2Answer units of the act2answer stage through the graph with the tiny VLA that stage ran (its
+    own fine-tune or the shipped one; two cameras, step-synchronous), zone by zone against that stage's
+    in-process episodes. A MissingFileError when the act2answer stage has not run (the demo fails, saying so)."""
     from embeval.act2answer.episode import read_results
     from embeval.act2answer.items import read_items
     from embeval.act2answer.scene import export_scenes
     from embeval_ros.graph import Graph, load_params
 
+    from embeval.act2answer.scene import EpisodeSpec
+    from embeval.errors import MissingFileError
+    from embeval_demo.act2answer import finetune_folder
+
     a2a = ctx.out_dir / "act2answer"
-    model, suite, local_file = a2a / "tiny-vla-a2a", a2a / "suite" / "items.jsonl", a2a / "episodes_tiny-vla-a2a.jsonl"
-    if not ((model / "config.json").exists() and suite.exists() and local_file.exists()):
-        print("\nAct2Answer through the graph: skipped (run the act2answer stage first)")
-        return
+    spec = EpisodeSpec()  # the act2answer stage's
+    model, suite, local_file = finetune_folder(a2a, ctx, spec), a2a / "suite" / "items.jsonl", a2a / "episodes_tiny-vla-a2a.jsonl"
+    missing = [str(p) for p in (suite, local_file) if not p.exists()] + ([] if model else ["the tiny-vla-a2a checkpoint"])
+    if missing:  # a demo part that cannot run fails the demo, with its reason
+        raise MissingFileError(f"Act2Answer through the graph needs the act2answer stage's {', '.join(missing)}: run "
+                               "`embeval demo --only act2answer` first (or the whole demo)")
     items = read_items(suite)
     cats = sorted({i.category for i in items})[: 1 if ctx.quick else 3]
     chosen = [next(i for i in items if i.category == c) for c in cats]
-    scenes = export_scenes(chosen, out / "act2answer_scenes")
+    scenes = export_scenes(chosen, out / "act2answer_scenes", spec)
     (out / "tiny-vla-a2a.yaml").write_text(f"id: tiny-vla-a2a\nkind: policy\nadapter: embedded\npath: {model.resolve()}\n")
     wrist = "/embeval/camera/wrist/image_raw"
     params = load_params({
@@ -169,7 +176,7 @@ def act2answer_sim2real(ctx, out) -> None:
                                                "extra_cameras": ["wrist"]}},
         "embeval_distortion": {"ros__parameters": {"distortion": "none"}},
         "embeval_policy": {"ros__parameters": {"subject": str(out / "tiny-vla-a2a.yaml"), "camera_topics": [f"wrist={wrist}"],
-                                               "sync_to_arm": True, "dry_run": False, "rate_hz": 10.0, "max_steps": 24,
+                                               "sync_to_arm": True, "dry_run": False, "rate_hz": 10.0, "max_steps": spec.max_steps,
                                                "max_image_age_s": 3.0}},
         "embeval_arm": {"ros__parameters": {"backend": "sim", "max_command_age_s": 10.0, "tcp_speed": 0.25,
                                             "state_rate_hz": 20.0}},
@@ -180,7 +187,12 @@ def act2answer_sim2real(ctx, out) -> None:
     t0 = time.perf_counter()
     with Graph(params) as g:
         g.spin(300, until=lambda g: g.nodes["embeval_conductor"].finished)
-        ros = list(g.nodes["embeval_scorer"].a2a_records)
+        finished, ros = g.nodes["embeval_conductor"].finished, list(g.nodes["embeval_scorer"].a2a_records)
+    if not finished or len(ros) != 2 * len(chosen):
+        from embeval.errors import EmbevalError
+
+        raise EmbevalError(f"Act2Answer through the graph: {len(ros)} of {2 * len(chosen)} units scored in "
+                           f"{time.perf_counter() - t0:.0f} s (conductor finished: {finished}); see the ROS log above")
     local = {(r["item"], r["layout"]): r for r in read_results(local_file)}
     print(f"\nAct2Answer through the graph (sim side of sim-to-real): tiny-vla-a2a, {len(ros)} units in "
           f"{time.perf_counter() - t0:.0f} s, vs the act2answer stage's in-process episodes")

@@ -180,7 +180,7 @@ def record_answer_demos(items: Iterable[BinaryItem], cfg: ChoiceVLAConfig, spec:
     (successful episodes only; each ends at the release after the lift). With ``sides`` (one per
     item x layout, "left"/"right"): ordinary placements on that card instead, instructed
     :data:`SIDE_INSTRUCTION` (the item's answer plays no part)."""
-    from embeval.act2answer.episode import Termination
+    from embeval.act2answer.episode import Termination, grasp_in_hand, held
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import build_scene
     from embeval.provenance import derive_seed
@@ -199,12 +199,15 @@ def record_answer_demos(items: Iterable[BinaryItem], cfg: ChoiceVLAConfig, spec:
                 k += 1
                 expert = ExpertPolicy(env, "answer", spec)
                 obs0 = obs = env.reset(derive_seed(seed, "choice-vla-demo", item.id, layout), task, scene)
+                if spec.start == "grasped":
+                    obs0 = obs = grasp_in_hand(env)
                 expert.reset(task.instruction)
-                frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]))
+                frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]),
+                                               lifted=spec.start == "grasped")
                 for _ in range(max_steps):
                     a = expert.act(obs)
                     frames.append(rec.frame(obs, a))
-                    obs = env.step(a).observation
+                    obs = env.step(held(a, len(frames) - 1, spec)).observation
                     if rule.update(float(env.cell.object_pose("cube")[0][2]), env.cell.gripper):
                         break
                 pos = env.cell.object_pose("cube")[0]
@@ -252,7 +255,13 @@ def side_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path) -> Cho
     items = generate_items(work / f"choice-vla-side-items-{recipe.seed}", None, recipe.side_items, recipe.seed, stream=SIDE_STREAM)
     rng = np.random.default_rng(derive_seed(recipe.seed, "choice-vla-side"))
     sides = ["left" if b else "right" for b in rng.integers(0, 2, size=2 * len(items)) == 0]
-    return record_answer_demos(items, cfg, seed=recipe.seed, sides=sides)
+    return record_answer_demos(items, cfg, recipe_spec(recipe), seed=recipe.seed, sides=sides)
+
+
+def recipe_spec(recipe: ChoiceVLARecipe) -> EpisodeSpec:
+    """The episode spec of the recipe's answer demonstrations and evaluation: the default (the reference protocol)
+    for ``start: grasped``; the earlier protocol in full (table start, disc rule, 24 steps) for ``start: table``."""
+    return EpisodeSpec() if recipe.start == "grasped" else EpisodeSpec(start="table", rule="disc", max_steps=24)
 
 
 def recipe_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path, log: Callable[[str], None] | None = None) -> ChoiceDemos:
@@ -263,6 +272,8 @@ def recipe_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path, log:
            "cfg": {k: v for k, v in cfg.to_dict().items() if k not in ("vlm", "control_text", "answer_gate")}}
     if recipe.side_items:
         key["side"] = recipe.side_items
+    if recipe.start != "table":  # a table start keeps the earlier caches' keys
+        key["start"] = recipe.start
     key = json.dumps(key, sort_keys=True)
     path = work / f"choice-vla-demos-{hashlib.sha256(key.encode()).hexdigest()[:12]}.npz"
     if path.is_file():
@@ -271,7 +282,8 @@ def recipe_demos(recipe: ChoiceVLARecipe, cfg: ChoiceVLAConfig, work: Path, log:
         return ChoiceDemos.load(path)
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    parts = [record_answer_demos(demo_items(recipe, work / f"choice-vla-items-{recipe.seed}"), cfg, seed=recipe.seed)]
+    parts = [record_answer_demos(demo_items(recipe, work / f"choice-vla-items-{recipe.seed}"), cfg, recipe_spec(recipe),
+                                 seed=recipe.seed)]
     if recipe.pickplace_episodes > 0:
         parts.append(record_pickplace_demos(recipe.pickplace_episodes, cfg, seed=recipe.seed))
     if recipe.side_items > 0:
@@ -435,7 +447,7 @@ def train_choice_vla_recipe(recipe: ChoiceVLARecipe, out: str | Path, work: str 
             torch.set_num_threads(1)
             items = generate_items(wdir / f"a2a-suite-{recipe.eval_seed}-{recipe.eval_per_category}", None,
                                    recipe.eval_per_category, recipe.eval_seed)
-            ev = evaluate_in_cell(policy, items, seed=recipe.eval_seed)
+            ev = evaluate_in_cell(policy, items, recipe_spec(recipe), seed=recipe.eval_seed)
             ev["suite"] = {"seed": recipe.eval_seed, "per_category": recipe.eval_per_category}
             report["eval"] = ev
             policy.meta["eval"] = ev

@@ -17,6 +17,8 @@ layout              record fields read (JSONL / JSON list / Parquet / TSV rows)
                     the most frequent answer of another record, as text cards
 ``vl-think``        ``id``, ``question``/``instruction``, ``images`` (two paths) or ``options``
                     (two texts), ``label``/``answer`` (0/1 or left/right), ``category``
+``act2answer``      the reference harness's task set folder: ``pairs.json`` + ``model_db.json`` +
+                    ``shapes/`` (:mod:`embeval.act2answer.reference_set`)
 ==================  ========================================================================
 
 Multiple choices with more than two options keep the correct one and one distractor drawn with
@@ -308,9 +310,14 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
 
 def convert_file(path: str | Path, layout: str, out_dir: str | Path, image_root: str | Path | None = None, seed: int = 0,
                  limit: int | None = None) -> list[BinaryItem]:
-    """Convert a VQA file in ``layout`` into items; writes ``out_dir/items.jsonl`` (+ images)."""
+    """Convert a VQA file in ``layout`` into items; writes ``out_dir/items.jsonl`` (+ images). Layout
+    ``act2answer``: ``path`` is a reference task set (:mod:`embeval.act2answer.reference_set`)."""
+    from embeval.act2answer import reference_set
+
+    if layout == reference_set.LAYOUT:
+        return reference_set.convert_reference_set(path, out_dir, limit)
     if layout not in CONVERTERS:
-        raise ConfigError(f"unknown VQA layout {layout!r}; choose from {', '.join(CONVERTERS)}")
+        raise ConfigError(f"unknown VQA layout {layout!r}; choose from {', '.join([*CONVERTERS, reference_set.LAYOUT])}")
     recs = read_records(path)
     if limit:
         recs = recs[:limit]

@@ -1,9 +1,11 @@
 """One Act2Answer episode in the simulated cell: the policy answers by moving the cube.
 
-``run_episode`` resets the cell to the item's scene in one layout, resets the policy with the
-instruction, steps it closed loop until the spec's termination rule fires (see
-:mod:`embeval.act2answer.scene`), lets the cube settle and classifies its zone
-(:func:`embeval.act2answer.zones.classify`). The record keeps the raw actions.
+``run_episode`` resets the cell to the item's scene in one layout (a ``grasped`` start puts the cube in
+the closed gripper before the first observation), resets the policy with the instruction, steps it
+closed loop (the gripper held closed for the spec's ``hold_steps``) until the spec's termination rule
+fires (see :mod:`embeval.act2answer.scene`), lets the cube settle and reads its zone under both rules
+(:func:`embeval.act2answer.protocol.answer`). The record keeps the policy's raw actions and the TCP
+intent metrics (:class:`~embeval.act2answer.protocol.IntentTracker`).
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from embeval.act2answer.items import BinaryItem
+from embeval.act2answer.protocol import IntentTracker, answer, held_action
 from embeval.act2answer.scene import EpisodeSpec, build_scene
-from embeval.act2answer.zones import classify
 from embeval.action import gripper_closed
 from embeval.errors import EmbevalError, InvalidInputError, MissingFileError
 from embeval.registry import Registry
@@ -22,7 +24,9 @@ from embeval.registry import Registry
 
 @dataclass
 class EpisodeResult:
-    """What one episode produced (metres; ``success`` is 1.0 in the correct zone, else 0.0)."""
+    """What one episode produced (metres; ``success`` is 1.0 in the correct zone of the spec's ``rule``, else 0.0;
+    ``success_board`` / ``success_disc`` are both rules' verdicts, ``is_answered`` the cube on either card under
+    the board rule, ``start`` how the cube started, ``intent`` the TCP intent metrics)."""
 
     item: str
     category: str
@@ -41,6 +45,12 @@ class EpisodeResult:
     instruction: str = ""
     seed: int = 0
     actions: list[list[float]] = field(default_factory=list)  # raw 7-DoF actions, in order
+    start: str = "table"  # "grasped" | "table"
+    rule: str = "disc"  # the rule ``success`` and ``zone`` follow: "board" | "disc"
+    success_board: float = 0.0
+    success_disc: float = 0.0
+    is_answered: bool = False
+    intent: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -57,29 +67,63 @@ def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | 
     spec = spec or EpisodeSpec()
     scene, task = build_scene(item, layout, spec)
     obs = env.reset(seed, task, scene)
+    cell = env.cell
+    z_table = float(cell.object_pose("cube")[0][2])
+    if spec.start == "grasped":
+        obs = grasp_in_hand(env)
     policy.reset(task.instruction)
-    rule = Termination(spec, float(env.cell.object_pose("cube")[0][2]))
+    rule = Termination(spec, z_table, lifted=spec.start == "grasped")
+    intent = IntentTracker(spec, item.correct_side_in(layout), env.config.control_hz)
     reason, actions, n = "max_steps", [], 0
     while n < spec.max_steps:
         action = policy.act(obs)
         if keep_actions:
             actions.append([round(float(v), 6) for v in action.vector])
         video_step(obs, action)
-        res = env.step(action)
+        res = env.step(held(action, n, spec))
         obs, n = res.observation, n + 1
+        intent.update(cell.tcp_pose()[:3], cell.grasp is not None and cell.grasp.body.name == "cube")
         if res.stopped:
             reason = res.reason or "protective stop"
             break
-        if rule.update(float(env.cell.object_pose("cube")[0][2]), env.cell.gripper):
+        if rule.update(float(cell.object_pose("cube")[0][2]), cell.gripper):
             reason = "released"
             break
     video_last(obs)
-    if env.cell.safety.ok and spec.settle_s > 0:
-        env.cell.idle(spec.settle_s)
-    pos, _ = env.cell.object_pose("cube")
-    return episode_result(item.id, item.category, layout, item.correct_side_in(layout), spec, pos[:2], end_reason=reason,
-                          stopped=bool(env.cell.safety.status.stopped), steps=n, subject=str(getattr(policy, "id", "")),
-                          instruction=task.instruction, seed=int(seed), actions=actions)
+    if cell.safety.ok and spec.settle_s > 0:
+        cell.idle(spec.settle_s)
+    pos, _ = cell.object_pose("cube")
+    return episode_result(item.id, item.category, layout, item.correct_side_in(layout), spec, pos, end_reason=reason,
+                          stopped=bool(cell.safety.status.stopped), steps=n, subject=str(getattr(policy, "id", "")),
+                          instruction=task.instruction, seed=int(seed), actions=actions, intent=intent.metrics())
+
+
+def held(action, step: int, spec: EpisodeSpec):
+    """``action`` (an Action) as executed at policy step ``step`` (0-based): its gripper closed during a grasped
+    start's ``spec.hold_steps`` (:func:`~embeval.act2answer.protocol.held_action`), else itself."""
+    from embeval.action import Action
+
+    forced = held_action(action.vector, step, spec)
+    return action if forced is None else Action(forced)
+
+
+def grasp_cube(cell) -> None:
+    """The grasped start on a pybullet :class:`~embeval.sim.workcell.Workcell` (scene loaded): the cube put at
+    the TCP and the gripper closed on it. A ConfigError when the gripper does not take it (the cube wider
+    than the open fingers)."""
+    from embeval.errors import ConfigError
+
+    cell.set_object_pose("cube", cell.tcp_pose()[:3])
+    cell.set_gripper(0.0)
+    if cell.grasp is None or cell.grasp.body.name != "cube":
+        raise ConfigError("episode spec start 'grasped': the gripper could not close on the cube (cube_size wider "
+                          "than the open fingers?); give a smaller cube_size or start: table")
+
+
+def grasp_in_hand(env):
+    """:func:`grasp_cube` on the cell of ``env`` (a reset :class:`~embeval.sim.SimEnv`); returns the new observation."""
+    grasp_cube(env.cell)
+    return env.observe()
 
 
 class Termination:
@@ -87,35 +131,43 @@ class Termination:
 
     ``update(cube_z, gripper)`` (metres, frame base; gripper 0..1, 1 = open) returns True when
     ``release_after_lift`` ends the episode: the gripper is open (>= 0.5) after the cube was once
-    lifted >= ``spec.lift_m`` above ``cube_z0``. The step cap and protective stops are the caller's.
+    lifted >= ``spec.lift_m`` above ``cube_z0`` (``lifted``: it starts lifted, the grasped start) and once seen
+    closed. The step cap and protective stops are the caller's.
     """
 
-    def __init__(self, spec: EpisodeSpec, cube_z0: float):
-        self.spec, self.cube_z0, self.lifted = spec, float(cube_z0), False
+    def __init__(self, spec: EpisodeSpec, cube_z0: float, lifted: bool = False):
+        self.spec, self.cube_z0, self.lifted = spec, float(cube_z0), bool(lifted)
+        self.closed = False  # the gripper was seen closed (a real cell's grasped start closes at the first action)
 
     def update(self, cube_z: float, gripper: float) -> bool:
         if float(cube_z) - self.cube_z0 >= self.spec.lift_m:
             self.lifted = True
-        return self.spec.termination == "release_after_lift" and self.lifted and not gripper_closed(gripper)
+        self.closed = self.closed or gripper_closed(gripper)
+        return self.spec.termination == "release_after_lift" and self.lifted and self.closed and not gripper_closed(gripper)
 
 
 def closed_loop(env, policy, obs, spec: EpisodeSpec, carried_z: Callable[[], float],
-                keep_actions: bool = True) -> tuple[str, int, list[list[float]]]:
+                keep_actions: bool = True, intent: IntentTracker | None = None, tcp=None, holding=None,
+                table_z: float | None = None) -> tuple[str, int, list[list[float]]]:
     """Step ``policy`` (already reset) from ``obs`` on ``env`` (``env.step(a).observation``, ``env.gripper``
     0..1) until the spec's :class:`Termination` fires on ``carried_z()`` (m, frame base) or
-    ``spec.max_steps`` steps; returns ``(end_reason, steps, actions)`` (the ManiSkill backends' loop). Under an
-    open episode video (:mod:`embeval.recording.video`) every step's observation is recorded."""
+    ``spec.max_steps`` steps, the gripper held closed for a grasped start's ``spec.hold_steps``; returns
+    ``(end_reason, steps, actions)`` (the ManiSkill backends' loop). ``intent`` is fed ``tcp()`` (m, frame base)
+    and ``holding()`` after every step; ``table_z``: the carried object's resting height (default: its height
+    now). Under an open episode video (:mod:`embeval.recording.video`) every step's observation is recorded."""
     from embeval.recording.video import video_last, video_step
 
-    rule = Termination(spec, float(carried_z()))
+    rule = Termination(spec, float(carried_z()) if table_z is None else float(table_z), lifted=spec.start == "grasped")
     reason, actions, n = "max_steps", [], 0
     while n < spec.max_steps:
         a = policy.act(obs)
         if keep_actions:
             actions.append([round(float(v), 6) for v in a.vector])
         video_step(obs, a)
-        obs = env.step(a).observation
+        obs = env.step(held(a, n, spec)).observation
         n += 1
+        if intent is not None:
+            intent.update(tcp(), bool(holding()))
         if rule.update(float(carried_z()), env.gripper):
             reason = "released"
             break
@@ -125,14 +177,17 @@ def closed_loop(env, policy, obs, spec: EpisodeSpec, carried_z: Callable[[], flo
 
 def episode_result(item_id: str, category: str, layout: str, correct_side: str, spec: EpisodeSpec, cube_xy,
                    **fields: Any) -> EpisodeResult:
-    """The :class:`EpisodeResult` of a cube resting at ``cube_xy`` (m, frame base) at the episode's end:
-    zone by :func:`~embeval.act2answer.zones.classify`, success 1.0 in the correct zone, the spec's
-    termination rule; ``fields``: end_reason, stopped, steps, subject, instruction, seed, actions."""
-    z = classify(cube_xy[:2], spec.left_card_xy, spec.right_card_xy, correct_side, spec.eps)
+    """The :class:`EpisodeResult` of a cube at ``cube_xy`` (m, frame base; ``(x, y)`` or ``(x, y, z)``, a 2-vector
+    read as resting on the table) at the episode's end: zone and success under the spec's ``rule``, both rules'
+    success and ``is_answered`` (:func:`~embeval.act2answer.protocol.answer`), the spec's start and termination
+    rule; ``fields``: end_reason, stopped, steps, subject, instruction, seed, actions, intent."""
+    xyz = [float(v) for v in cube_xy[:3]]
+    a = answer(xyz, spec, correct_side)
     return EpisodeResult(
-        item=item_id, category=category, layout=layout, correct_side=correct_side, zone=z.zone, choice=z.choice,
-        success=1.0 if z.zone == "correct" else 0.0, cube_xy=(round(float(cube_xy[0]), 5), round(float(cube_xy[1]), 5)),
-        distance_correct=round(z.distance_correct, 5), termination=spec.termination, **fields)
+        item=item_id, category=category, layout=layout, correct_side=correct_side, zone=a.zone, choice=a.choice,
+        success=1.0 if a.zone == "correct" else 0.0, cube_xy=(round(xyz[0], 5), round(xyz[1], 5)),
+        distance_correct=round(a.distance_correct, 5), termination=spec.termination, start=spec.start, rule=spec.rule,
+        success_board=a.success_board, success_disc=a.success_disc, is_answered=a.is_answered, **fields)
 
 
 def sim_config(obs_width: int = 128, obs_height: int = 96, mode: str = "physics"):
@@ -217,7 +272,8 @@ BACKENDS: Registry[Backend] = Registry(
     entries={"pybullet": "embeval.act2answer.episode:PYBULLET", "maniskill": "embeval.act2answer.maniskill:BACKEND",
              "maniskill-bridge": "embeval.act2answer.maniskill_bridge:BACKEND",
              "maniskill-bridge-spoon": "embeval.act2answer.maniskill_bridge:BACKEND_SPOON",
-             "maniskill-bridge-cube": "embeval.act2answer.maniskill_bridge:BACKEND_CUBE"})
+             "maniskill-bridge-cube": "embeval.act2answer.maniskill_bridge:BACKEND_CUBE",
+             "maniskill-bridge-v4": "embeval.act2answer.maniskill_bridge:BACKEND_V4"})
 
 
 def get_backend(name: str | Backend) -> Backend:

@@ -25,7 +25,7 @@ def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, s
                  cameras=("third_person", "wrist"), max_steps: int = 30):
     """Expert demonstrations as :class:`embeval.subjects.embedded.training.DemoArrays`
     (``image_size`` [H, W]; successful episodes only)."""
-    from embeval.act2answer.episode import Termination, sim_config
+    from embeval.act2answer.episode import Termination, grasp_in_hand, held, sim_config
     from embeval.act2answer.reference_policies import ExpertPolicy
     from embeval.act2answer.scene import build_scene
     from embeval.provenance import derive_seed
@@ -43,16 +43,19 @@ def record_demos(items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, s
         for k, (item, layout) in enumerate((it, lay) for it in items for lay in ("original", "swapped")):
             scene, task = build_scene(item, layout, spec)
             obs = env.reset(derive_seed(seed, "demo", item.id, layout), task, scene)
+            if spec.start == "grasped":
+                obs = grasp_in_hand(env)
             expert.reset(task.instruction)
             if task.instruction not in tasks:
                 tasks.append(task.instruction)
             geo = np.r_[spec.cube_xy, spec.cube_size / 2, task.goal, 0.0].astype(np.float32)
-            frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]))
+            frames, rule = [], Termination(lift_rule, float(env.cell.object_pose("cube")[0][2]),
+                                               lifted=spec.start == "grasped")
             for _ in range(max_steps):  # until the gripper opens after a lift (max_steps is this function's cap)
                 a = expert.act(obs)
                 frames.append(({c: resize_image(obs.images[c], image_size) for c in cameras},
                                state_vector(obs.state, ["ee_pos", "gripper"]), a.vector.copy()))
-                obs = env.step(a).observation
+                obs = env.step(held(a, len(frames) - 1, spec)).observation
                 if rule.update(float(env.cell.object_pose("cube")[0][2]), env.cell.gripper):
                     break
             pos = env.cell.object_pose("cube")[0]

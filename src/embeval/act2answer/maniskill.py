@@ -51,7 +51,7 @@ def register_env_once() -> str:
     from mani_skill.utils.structs.pose import Pose
 
     from embeval.act2answer.scene import EpisodeSpec
-    from embeval.act2answer.zones import classify
+    from embeval.act2answer.protocol import answer
 
     class Act2AnswerEnv(BaseEnv):
         SUPPORTED_ROBOTS = ["panda"]
@@ -114,7 +114,7 @@ def register_env_once() -> str:
 
         def evaluate(self):
             c = self.cube_base_xyz()
-            z = classify(c[:2], self.spec.left_card_xy, self.spec.right_card_xy, self.correct_side, self.spec.eps)
+            z = answer(c, self.spec, self.correct_side)
             return {"success": torch.tensor([z.zone == "correct"]), "zone": z.zone}
 
         def _get_obs_extra(self, info):
@@ -147,9 +147,10 @@ class CardExpert:
 
         class _Plan(PickCubeExpert):
             def plan(self):
-                ph = self.grasp_phases("cube")
-                R = self._held_R
                 u = env.unwrapped
+                ph = self.grasp_phases("cube")  # sets the held orientation; a grasped start skips its phases
+                ph = ph if u.spec.start == "table" else []
+                R = self._held_R
                 cx, cy = u.spec.card_xy(u.correct_side)
                 over = lambda dz: (lambda: _pose(R, [cx, cy, u.spec.cube_size / 2 + 0.003 + dz]))  # noqa: E731
                 return ph + [Phase("carry", over(0.06), 0.0, tol=0.02, rot_tol=0.1),
@@ -161,6 +162,32 @@ class CardExpert:
 
     def act(self, obs):
         return self.inner.act(obs)
+
+
+def grasp_in_hand(wrapper, actor, step, close_action, grasping, steps: int = 12):
+    """The grasped start on a ManiSkill env: put ``actor`` (the carried object) at the TCP of ``wrapper``
+    (``base_matrix()``, ``tcp_matrix()``: frame base 4x4) at rest and step ``close_action`` (``step(cmd)``: one
+    control step, returning the raw observation) until ``grasping()`` holds for two steps (at most ``steps``
+    control steps, the object put back at the TCP before each while the fingers close). Returns the last raw
+    observation; a ConfigError when the fingers never hold it."""
+    import torch
+    from mani_skill.utils.structs.pose import Pose
+
+    from embeval.errors import ConfigError
+
+    raw, held = None, 0
+    for _ in range(int(steps)):
+        if not held:
+            T = wrapper.base_matrix() @ wrapper.tcp_matrix()
+            actor.set_pose(Pose.create_from_pq(p=torch.tensor(T[:3, 3][None], dtype=torch.float32)))
+            actor.set_linear_velocity(torch.zeros((1, 3)))
+            actor.set_angular_velocity(torch.zeros((1, 3)))
+        raw = step(np.asarray(close_action, dtype=np.float32)[None])
+        held = held + 1 if grasping() else 0
+        if held >= 2:
+            return raw
+    raise ConfigError("episode spec start 'grasped': the gripper did not close on the carried object at the TCP; "
+                      "give start: table")
 
 
 def make_env(width: int = 128, height: int = 128, aliases: dict[str, str] | None = None):
@@ -176,6 +203,7 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
     :func:`embeval.act2answer.episode.run_episode` (zone after the spec's settle time)."""
     from embeval.act2answer.episode import closed_loop, episode_result
     from embeval.act2answer.items import card_textures
+    from embeval.act2answer.protocol import IntentTracker
     from embeval.sim.maniskill.runtime import episode_seed
     from embeval.act2answer.scene import EpisodeSpec, instruction_for
 
@@ -187,14 +215,22 @@ def run_episode(env, policy, item, layout: str, spec=None, seed: int = 0, keep_a
     env.env.reset(seed=ms_seed, options={"reconfigure": True})
     instruction = instruction_for(item, spec)
     obs = env.reset(seed=ms_seed, instruction=instruction)
+    table_z = float(u.cube_base_xyz()[2])
+    holding = lambda: bool(u.agent.is_grasping(u.cube)[0])  # noqa: E731
+    if spec.start == "grasped":
+        env._raw_obs = grasp_in_hand(env, u.cube, lambda cmd: u.step(cmd)[0], np.r_[np.zeros(6), -1.0], holding)
+        env.gripper = 0.0
+        obs = env.observe()
     policy.reset(instruction)
-    reason, n, actions = closed_loop(env, policy, obs, spec, lambda: u.cube_base_xyz()[2], keep_actions)
+    intent = IntentTracker(spec, item.correct_side_in(layout), float(u.control_freq))
+    reason, n, actions = closed_loop(env, policy, obs, spec, lambda: u.cube_base_xyz()[2], keep_actions, intent,
+                                     lambda: env.tcp_pose()[:3], holding, table_z)
     for _ in range(int(round(spec.settle_s / float(u.control_timestep)))):  # let the cube settle, arm holding
         u.step(np.r_[np.zeros(6), 1.0 if env.gripper >= 0.5 else -1.0].astype(np.float32)[None])
     xyz = u.cube_base_xyz()
-    return episode_result(item.id, item.category, layout, item.correct_side_in(layout), spec, xyz[:2], end_reason=reason,
+    return episode_result(item.id, item.category, layout, item.correct_side_in(layout), spec, xyz, end_reason=reason,
                           stopped=False, steps=n, subject=str(getattr(policy, "id", "")), instruction=instruction,
-                          seed=int(seed), actions=actions)
+                          seed=int(seed), actions=actions, intent=intent.metrics())
 
 
 def _backend_env(obs_size: tuple[int, int], aliases: dict[str, str] | None = None):

@@ -48,10 +48,15 @@ WIDOWX_REACH = 0.65
 PARK_XYZ = (2.0, 2.0, TABLE_Z + 0.05)
 
 
+#: board-rule margin of the Bridge cards (m): the reference's 0.08 would make the grown extents of these 7 cm
+#: cards 15 cm apart overlap (the reference's boards stand 31 cm apart)
+BRIDGE_MARGIN = 0.035
+
+
 def bridge_episode_spec(**overrides) -> EpisodeSpec:
     """The Act2Answer geometry on the Bridge flat table, in the WidowX base frame (see the module doc)."""
     base = EpisodeSpec(left_card_xy=(0.36, 0.105), right_card_xy=(0.36, -0.045), card_size=0.07,
-                       context_card_xy=(0.385, 0.03), cube_xy=(0.23, 0.03), cube_size=0.03, eps=0.05, max_steps=60)
+                       context_card_xy=(0.385, 0.03), cube_xy=(0.23, 0.03), cube_size=0.03, eps=0.05, board_margin=BRIDGE_MARGIN)
     return replace(base, **overrides) if overrides else base
 
 
@@ -71,10 +76,10 @@ def card_corners(xy, size: float) -> np.ndarray:
     return np.asarray(xy, dtype=np.float64) + np.array([[h, h], [h, -h], [-h, -h], [-h, h]])
 
 
-def check_on_table(spec: EpisodeSpec, context: bool = True) -> EpisodeSpec:
+def check_on_table(spec: EpisodeSpec, context: bool = True, region=TABLE_REGION) -> EpisodeSpec:
     """``spec`` if its cards (and the question card when ``context``) and start lie in :data:`TABLE_REGION`
     and within :data:`WIDOWX_REACH`; a ConfigError naming the first that does not otherwise."""
-    (x0, x1), (y0, y1) = TABLE_REGION
+    (x0, x1), (y0, y1) = region
     named = [("left_card_xy", spec.left_card_xy, spec.card_size), ("right_card_xy", spec.right_card_xy, spec.card_size),
              ("cube_xy", spec.cube_xy, 0.0)] + ([("context_card_xy", spec.context_card_xy, spec.card_size)] if context else [])
     for name, xy, size in named:
@@ -90,18 +95,46 @@ def check_on_table(spec: EpisodeSpec, context: bool = True) -> EpisodeSpec:
 
 
 #: the fields :func:`bridge_episode_spec` sets (geometry and step cap)
-BRIDGE_FIELDS = ("left_card_xy", "right_card_xy", "card_size", "context_card_xy", "cube_xy", "cube_size", "eps", "max_steps")
+BRIDGE_FIELDS = ("left_card_xy", "right_card_xy", "card_size", "context_card_xy", "cube_xy", "cube_size", "eps",
+                 "board_margin")
 
 
-def bridge_spec(spec: EpisodeSpec | None) -> EpisodeSpec:
+#: the reference's ``Act2AnswerV4-v1`` boards, world ``(x, y)`` (m): left, right (its ``board_pose_tensor`` calls)
+V4_BOARDS_WORLD = ((-0.25, -0.155), (-0.25, 0.155))
+#: square cards standing for the V4 boards (m): the largest whose extents grown by 0.08 m stay apart 31 cm apart
+#: (the reference's boards are meshes whose size its model_db.json gives)
+V4_CARD_SIZE = 0.14
+#: world region the V4 layout's cards and start lie in (its boards grown by half a card)
+V4_REGION = ((-0.25 - V4_CARD_SIZE / 2, -0.045), (-0.155 - V4_CARD_SIZE / 2, 0.155 + V4_CARD_SIZE / 2))
+
+
+def reference_v4_spec(**overrides) -> EpisodeSpec:
+    """The reference's ``Act2AnswerV4-v1`` layout in the WidowX base frame: boards at world (-0.25, -+0.155)
+    (left = world -y = base +y, as embeval's cards), a 3 cm cube, margin 0.08 m, 80 steps, the grasped start."""
+    (lx, ly), (rx, ry) = V4_BOARDS_WORLD
+    base = EpisodeSpec(left_card_xy=world_to_base((lx, ly)), right_card_xy=world_to_base((rx, ry)), card_size=V4_CARD_SIZE,
+                       context_card_xy=world_to_base((-0.10, 0.0)), cube_xy=world_to_base((-0.16, 0.0)), cube_size=0.03,
+                       eps=0.08, board_margin=0.08)
+    return replace(base, **overrides) if overrides else base
+
+
+#: a Bridge backend's geometry: its default spec and the world region its cards must lie in
+GEOMETRIES = {"bridge": (bridge_episode_spec, TABLE_REGION), "v4": (reference_v4_spec, V4_REGION)}
+
+
+def bridge_spec(spec: EpisodeSpec | None, geometry: str = "bridge") -> EpisodeSpec:
     """The spec a Bridge episode runs: ``spec`` with every :data:`BRIDGE_FIELDS` field still at the UR5
-    cell's default (what the CLI and run specs pass without ``--episode``) taken from
-    :func:`bridge_episode_spec` (None: that spec), checked by :func:`check_on_table`."""
-    bridge = bridge_episode_spec()
+    cell's default (what the CLI and run specs pass without ``--episode``) taken from ``geometry``'s default
+    (:data:`GEOMETRIES`: :func:`bridge_episode_spec` or :func:`reference_v4_spec`; None: that spec), checked by
+    :func:`check_on_table`."""
+    default, region = GEOMETRIES[geometry]
+    bridge = default()
     if spec is None:
         return bridge
     ur5 = EpisodeSpec()
-    return check_on_table(replace(spec, **{f: getattr(bridge, f) for f in BRIDGE_FIELDS if getattr(spec, f) == getattr(ur5, f)}))
+    geo = {f: getattr(bridge, f) for f in BRIDGE_FIELDS if getattr(spec, f) == getattr(ur5, f)}
+    base = {k: v for k, v in spec.to_dict().items() if k not in geo}
+    return check_on_table(EpisodeSpec.from_dict({**base, **geo}), region=region)
 
 
 @dataclass(frozen=True)
@@ -128,15 +161,17 @@ class BridgeScene:
         return (*base_to_world(self.card_xy(name)), TABLE_Z - 0.001 + CARD_THICKNESS)
 
 
-def bridge_scene(item, layout: str, env_id: str = "PutCarrotOnPlateInScene-v1", spec: EpisodeSpec | None = None) -> BridgeScene:
-    """Stage ``item`` (a :class:`~embeval.act2answer.items.BinaryItem`) in ``layout`` in the Bridge env ``env_id``."""
+def bridge_scene(item, layout: str, env_id: str = "PutCarrotOnPlateInScene-v1", spec: EpisodeSpec | None = None,
+                 geometry: str = "bridge") -> BridgeScene:
+    """Stage ``item`` (a :class:`~embeval.act2answer.items.BinaryItem`) in ``layout`` in the Bridge env ``env_id``
+    with ``geometry``'s card layout (:data:`GEOMETRIES`)."""
     from embeval.act2answer.scene import instruction_for
 
     if env_id not in BRIDGE_ENVS:
         raise ConfigError(f"unknown Bridge scene {env_id!r}; choose one of {', '.join(BRIDGE_ENVS)}")
     if layout not in ("original", "swapped"):
         raise ConfigError(f"layout must be 'original' or 'swapped', got {layout!r}")
-    spec = bridge_spec(spec)
+    spec = bridge_spec(spec, geometry)
     carried, parked, noun = BRIDGE_ENVS[env_id]
     left, right = item.images_in(layout)
     textures = {"card_left": str(left), "card_right": str(right)}
@@ -154,7 +189,7 @@ def scene_result(scene: BridgeScene, carried_base_xy, **fields):
 
     fields.setdefault("instruction", scene.instruction)
     return episode_result(scene.item, scene.category, scene.layout, scene.correct_side, scene.spec,
-                          tuple(carried_base_xy)[:2], **fields)
+                          tuple(carried_base_xy)[:3], **fields)
 
 
 # ----------------------------------------------------------------------------- the ManiSkill env
@@ -176,7 +211,7 @@ def act2answer_env_class(env_id: str):
     from mani_skill.utils.registration import REGISTERED_ENVS
 
     from embeval.act2answer.maniskill import _card_quad
-    from embeval.act2answer.zones import classify
+    from embeval.act2answer.protocol import answer
     from embeval.sim.maniskill.runtime import raw_pose_matrix
 
     base_cls = REGISTERED_ENVS[env_id].cls
@@ -231,8 +266,7 @@ def act2answer_env_class(env_id: str):
             sc = self.a2a_scene
             if sc is None:
                 return super().evaluate()
-            z = classify(self.carried_base_xyz()[:2], sc.spec.left_card_xy, sc.spec.right_card_xy, sc.correct_side,
-                         sc.spec.eps)
+            z = answer(self.carried_base_xyz(), sc.spec, sc.correct_side)
             return {"success": torch.tensor([z.zone == "correct"]), "zone": z.zone}
 
         def get_language_instruction(self, **kw):
@@ -250,11 +284,11 @@ class BridgeSession:
     episode (:meth:`stage`, then ``reset(..., reconfigure=True)``). Checks the assets first."""
 
     def __init__(self, env_id: str = "PutCarrotOnPlateInScene-v1", obs_size: tuple[int, int] | None = None,
-                 aliases: dict[str, str] | None = None):
+                 aliases: dict[str, str] | None = None, geometry: str = "bridge"):
         from embeval.sim.maniskill.bridge import CAMERA, BridgeConfig, BridgeEnv
 
         require_assets(env_id)
-        self.env_id, self.scene = env_id, None
+        self.env_id, self.scene, self.geometry = env_id, None, geometry
         cfg = BridgeConfig(env_id, obs_size=obs_size, aliases={"third_person": CAMERA, **dict(aliases or {})})
         self.env = BridgeEnv(cfg, env_cls=act2answer_env_class(env_id))
 
@@ -279,16 +313,31 @@ def run_episode(session: BridgeSession, policy, item, layout: str, spec: Episode
     """One Act2Answer episode of ``item`` in ``layout`` in ``session``'s Bridge env: the same termination rule
     (carried object lifted ``lift_m`` then released), settle time and record as the UR5 cell's runner."""
     from embeval.act2answer.episode import closed_loop
+    from embeval.act2answer.protocol import IntentTracker
 
-    scene = bridge_scene(item, layout, session.env_id, spec)
+    scene = bridge_scene(item, layout, session.env_id, spec, getattr(session, "geometry", "bridge"))
     session.stage(scene)
     env, s = session.env, scene.spec
     obs = env.reset(episode_seed(seed), scene.instruction, reconfigure=True)  # 32-bit; the record keeps ``seed``
+    u = env.unwrapped
+    carried = u.objs[scene.carried]
+    table_z = float(session.carried_base_xyz()[2])
+    holding = lambda: bool(u.agent.is_grasping(carried)[0])  # noqa: E731
+    if s.start == "grasped":
+        from embeval.act2answer.maniskill import grasp_in_hand
+        from embeval.sim.maniskill.bridge import gripper_action
+
+        env._raw = grasp_in_hand(env, carried, lambda cmd: env.env.step(cmd)[0], np.r_[np.zeros(6), gripper_action(0.0)],
+                                 holding)
+        env.gripper = 0.0
+        obs = env.observe()
     policy.reset(scene.instruction)
-    reason, n, actions = closed_loop(env, policy, obs, s, lambda: session.carried_base_xyz()[2], keep_actions)
-    env.hold(int(round(s.settle_s / float(env.unwrapped.control_timestep))))
-    return scene_result(scene, session.carried_base_xyz()[:2], end_reason=reason, stopped=False, steps=n,
-                        subject=str(getattr(policy, "id", "")), seed=int(seed), actions=actions)
+    intent = IntentTracker(s, scene.correct_side, 1.0 / float(u.control_timestep))
+    reason, n, actions = closed_loop(env, policy, obs, s, lambda: session.carried_base_xyz()[2], keep_actions, intent,
+                                     lambda: env.tcp_matrix()[:3, 3], holding, table_z)
+    env.hold(int(round(s.settle_s / float(u.control_timestep))))
+    return scene_result(scene, session.carried_base_xyz(), end_reason=reason, stopped=False, steps=n,
+                        subject=str(getattr(policy, "id", "")), seed=int(seed), actions=actions, intent=intent.metrics())
 
 
 class BridgeCardExpert:
@@ -317,7 +366,8 @@ class BridgeCardExpert:
                 return self.env.to_base(_np(self.env.unwrapped.objs[name].pose.raw_pose))
 
             def plan(self):
-                ph = self.grasp_phases(sc.carried)
+                ph = self.grasp_phases(sc.carried)  # sets the held orientation; a grasped start skips its phases
+                ph = ph if sc.spec.start == "table" else []
                 R, (cx, cy) = self._held_R, sc.spec.card_xy(sc.correct_side)
                 z = float(self.obj(sc.carried)[2, 3])  # the grasp height above the root, kept to put it down
                 over = lambda dz: (lambda: _pose(R, [cx, cy, z + dz]))  # noqa: E731
@@ -342,20 +392,25 @@ class BridgeCardExpert:
         return self.inner.act(obs)
 
 
-def bridge_backend(env_id: str, name: str):
-    """The Act2Answer :class:`~embeval.act2answer.episode.Backend` of the Bridge env ``env_id``."""
+def bridge_backend(env_id: str, name: str, geometry: str = "bridge"):
+    """The Act2Answer :class:`~embeval.act2answer.episode.Backend` of the Bridge env ``env_id`` with ``geometry``'s
+    card layout (:data:`GEOMETRIES`)."""
     from embeval.act2answer.episode import Backend
 
     noun = BRIDGE_ENVS[env_id][2]
     from embeval.sim.maniskill.bridge import CAMERA
 
-    return Backend(name, lambda obs_size, aliases=None: BridgeSession(env_id, tuple(obs_size), aliases), run_episode,
-                   lambda session, spec: BridgeCardExpert(session),
-                   f"ManiSkill3 Bridge scene {env_id} (SimplerEnv-style, WidowX; the {noun} is carried; needs "
-                   "ManiSkill's asset download)", cameras=(CAMERA, "third_person"), aliases=True)
+    what = ("the reference's Act2AnswerV4-v1 layout (boards at world (-0.25, -+0.155), 3 cm cube) on the Bridge flat "
+            f"table of {env_id}" if geometry == "v4" else f"ManiSkill3 Bridge scene {env_id} (SimplerEnv-style")
+    return Backend(name, lambda obs_size, aliases=None: BridgeSession(env_id, tuple(obs_size), aliases, geometry),
+                   run_episode, lambda session, spec: BridgeCardExpert(session),
+                   f"{what}, WidowX; the {noun} is carried; needs ManiSkill's asset download)",
+                   cameras=(CAMERA, "third_person"), aliases=True)
 
 
 #: the ``maniskill-bridge*`` entries of :data:`embeval.act2answer.episode.BACKENDS`
 BACKEND = bridge_backend("PutCarrotOnPlateInScene-v1", "maniskill-bridge")
 BACKEND_SPOON = bridge_backend("PutSpoonOnTableClothInScene-v1", "maniskill-bridge-spoon")
 BACKEND_CUBE = bridge_backend("StackGreenCubeOnYellowCubeBakedTexInScene-v1", "maniskill-bridge-cube")
+#: the reference's layout: the green cube of the flat-table cube scene carried onto V4's boards
+BACKEND_V4 = bridge_backend("StackGreenCubeOnYellowCubeBakedTexInScene-v1", "maniskill-bridge-v4", geometry="v4")

@@ -38,6 +38,8 @@ class ExpertPolicy:
             if self.target != "answer":
                 self.env.task = replace(self.env.task, goal=self.spec.card_xy(self.target))
             self._expert = self.env.expert()
+            if self.spec.start == "grasped":  # the cube already in the gripper: skip the approach and descent
+                self._expert.resume()
         return self._expert.act(observation)
 
 
@@ -48,7 +50,7 @@ class ScriptedPlacer:
     its dict, or a YAML path) and the TCP position of the first observation (``state["tcp_pose"]``;
     the workcell's home (0.45, 0, 0.30) when absent): above the cube at ``approach_z``, down to the
     cube's centre, close, up, over the card, down to ``release_z`` above the card, open, then zero
-    actions. Straight segments are cut into equal steps of at most ``max_step`` m, so the same
+    actions; a grasped start (``episode.start``) skips the pick: over the card, down, open. Straight segments are cut into equal steps of at most ``max_step`` m, so the same
     action sequence results whatever the timing (simulation in process, ROS graph, real arm).
     Tool pointing down, no rotation; gripper 1 = open, 0 = closed.
     """
@@ -77,9 +79,9 @@ class ScriptedPlacer:
         s = self.spec
         cube_z = s.cube_size / 2
         card = s.card_xy(self.side)
-        legs = [((*s.cube_xy, self.approach_z), 1.0), ((*s.cube_xy, cube_z), 1.0), (None, 0.0),
-                ((*s.cube_xy, self.approach_z), 0.0), ((*card, self.approach_z), 0.0), ((*card, self.release_z), 0.0),
-                (None, 1.0)]
+        pick = [((*s.cube_xy, self.approach_z), 1.0), ((*s.cube_xy, cube_z), 1.0), (None, 0.0),
+                ((*s.cube_xy, self.approach_z), 0.0)] if s.start == "table" else []
+        legs = pick + [((*card, self.approach_z), 0.0), ((*card, self.release_z), 0.0)]
         out, pos = [], [float(v) for v in start_xyz[:3]]
         for target, grip in legs:
             if target is None:  # gripper only
@@ -89,7 +91,9 @@ class ScriptedPlacer:
             n = max(1, math.ceil(math.dist(target, pos) / self.max_step - 1e-9))
             out += [[v / n for v in d] + [0.0, 0.0, 0.0, grip] for _ in range(n)]
             pos = list(target)
-        return out
+        if s.start == "grasped":  # the gripper is held closed anyway: open once the hold is over
+            out += [[0.0] * 6 + [0.0]] * max(0, s.hold_steps - len(out))
+        return out + [[0.0] * 6 + [1.0]]
 
     def act(self, observation: Observation) -> Action:
         import numpy as np

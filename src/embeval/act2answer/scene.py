@@ -4,11 +4,16 @@ The same :class:`EpisodeSpec` describes the simulated cell and the real cell: ca
 card size, the cube's start, the zone radius ``eps`` and the termination rule. Frame: the UR
 controller frame ``base`` (metres; +y is the robot's left, see :mod:`embeval.sim.scene`).
 
+Protocol (:mod:`embeval.act2answer.protocol`): ``start`` (``grasped``: the cube in the gripper at the
+first step, the gripper held closed for ``hold_steps``; ``table``: resting at ``cube_xy``), ``rule``
+(``board``: card extent grown by ``board_margin``; ``disc``: radius ``eps``), ``max_steps``; the defaults
+are the Act2Answer reference harness's (docs/act2answer.md lists each number and its source).
+
 Termination rules (:data:`TERMINATIONS`), always recorded with each result:
 
 - ``release_after_lift``: the episode ends at the first step where the gripper opens after the
-  cube was lifted at least ``lift_m`` above the table (the answer is "put down"); otherwise at
-  ``max_steps``;
+  cube was lifted at least ``lift_m`` above the table (the answer is "put down"; a grasped start
+  counts as lifted, its gripper held closed for ``hold_steps``); otherwise at ``max_steps``;
 - ``max_steps``: the episode always runs ``max_steps`` policy steps.
 
 A protective stop (arm or gripper touching the table/wall, workspace limit: the e-stop of the
@@ -49,7 +54,11 @@ class EpisodeSpec:
     cube_color: str = "red"
     eps: float = 0.08  # zone radius around each card centre, m
     termination: str = "release_after_lift"
-    max_steps: int = 24  # policy steps per episode (cap)
+    max_steps: int = 80  # policy steps per episode (cap; the reference's episode_len)
+    start: str = "grasped"  # "grasped": the cube in the closed gripper at the first step; "table": at cube_xy
+    hold_steps: int = 25  # grasped start: first policy steps with the gripper forced closed (the reference's 10 + 15)
+    rule: str = "board"  # success rule: "board" (card extent + board_margin) or "disc" (radius eps)
+    board_margin: float = 0.08  # m the card's extent grows by in x and y under the board rule (margin_xy)
     lift_m: float = 0.02  # cube height above its start that counts as "lifted"
     settle_s: float = 0.3  # physics after the last step before the zone is read
     instruction_template: str = DEFAULT_INSTRUCTION
@@ -73,7 +82,7 @@ class EpisodeSpec:
                 rng = f"{'[' if zero else '('}0, {hi}]"
                 raise ConfigError(f"episode spec {k} must be a number in {rng}, got {v!r}"[:200])
             setattr(self, k, float(v))
-        for k in ("cube_color", "termination", "instruction_template"):
+        for k in ("cube_color", "termination", "instruction_template", "start", "rule"):
             if not isinstance(getattr(self, k), str):
                 raise ConfigError(f"episode spec {k} must be a string, got {getattr(self, k)!r}"[:200])
         if self.termination not in TERMINATIONS:
@@ -83,6 +92,21 @@ class EpisodeSpec:
             raise ConfigError(f"episode spec max_steps must be a whole number in 1..{MAX_EPISODE_STEPS} (policy steps per "
                               f"episode), got {self.max_steps!r}"[:200])
         self.max_steps = int(self.max_steps)
+        from embeval.act2answer.protocol import RULES, STARTS, check_boards_apart
+
+        if self.start not in STARTS:
+            raise ConfigError(f"episode spec start must be one of {STARTS}, got {self.start!r}")
+        if self.rule not in RULES:
+            raise ConfigError(f"episode spec rule must be one of {RULES}, got {self.rule!r}")
+        if not isinstance(self.hold_steps, Integral) or isinstance(self.hold_steps, bool) or \
+                not 0 <= self.hold_steps <= MAX_EPISODE_STEPS:
+            raise ConfigError(f"episode spec hold_steps must be a whole number in 0..{MAX_EPISODE_STEPS} (policy steps; "
+                              f"more than max_steps holds the whole episode), got {self.hold_steps!r}"[:200])
+        self.hold_steps = int(self.hold_steps)
+        if not number(self.board_margin) or not 0.0 <= float(self.board_margin) <= 1.0:
+            raise ConfigError(f"episode spec board_margin must be a number in [0, 1] (m), got {self.board_margin!r}"[:200])
+        self.board_margin = float(self.board_margin)
+        check_boards_apart(self.left_card_xy, self.right_card_xy, self.card_size, self.board_margin)
         try:
             self.instruction_template.format(question="q")
         except (KeyError, IndexError, ValueError) as exc:

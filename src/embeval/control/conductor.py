@@ -98,7 +98,7 @@ class CubeEstimate:
 
         self.source = "tcp" if cube_xyz is None else "pose"
         self.z0 = cube_xyz[2] if cube_xyz is not None else spec.cube_size / 2
-        self.rule = Termination(spec, self.z0)
+        self.rule = Termination(spec, self.z0, lifted=spec.start == "grasped")
         self.grasp_tcp_z: float | None = None  # TCP height when the gripper closed
         self.release_xy: list[float] | None = None  # TCP x, y when the gripper opened again
 

@@ -122,6 +122,14 @@ class SimArmBackend:
             self.home_q = self.cell.q.copy()
             return self.home_q.copy()
 
+    def grasp_cube(self) -> None:
+        """The Act2Answer grasped start: the scene's cube in the closed gripper at the TCP
+        (:func:`embeval.act2answer.episode.grasp_cube`)."""
+        from embeval.act2answer.episode import grasp_cube
+
+        with self.lock:
+            grasp_cube(self.cell)
+
     def settle(self, seconds: float) -> None:
         """Run ``seconds`` of physics with the arm still (objects come to rest); nothing while stopped."""
         with self.lock:

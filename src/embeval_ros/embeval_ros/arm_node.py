@@ -167,6 +167,7 @@ class ArmNode(EmbevalNode):
         self.cube_pub = self.create_publisher(PoseStamped, T.CUBE_POSE, qos_reliable())
         self.scene_pub = self.create_publisher(String, T.SCENE, qos_latched())  # late joiners (a camera mirror) get it
         self.settle_s = 0.3  # physics after an Act2Answer episode (s); each episode_start may set it
+        self.a2a_spec, self.a2a_step = None, 0  # the Act2Answer episode's spec and its actions so far (the hold)
         self.scene = ""  # the Act2Answer scene YAML loaded last
         self.task = None  # the Execution episode's TaskSpec (its success predicate), None outside one
         self.task_scene = None
@@ -195,7 +196,7 @@ class ArmNode(EmbevalNode):
             elif msg.header.frame_id and msg.header.frame_id != self.frame:
                 res = self.commander.protective_stop(f"action frame {msg.header.frame_id!r} != arm action_frame {self.frame!r}")
             else:
-                res = self.commander.step(vec)
+                res = self.commander.step(self._held(vec))
         if self.mirror is not None:
             self.mirror.follow(res.state)
         if res.executed:
@@ -209,6 +210,19 @@ class ArmNode(EmbevalNode):
                                      {"executed": self.executed, "refused": self.refused,
                                       "backend": getattr(self.backend, "name", "?"),
                                       "done_ns": self.now_ns()}, stamp))  # when the arm finished it (node clock)
+
+    def _held(self, vec):
+        """``vec`` as executed: an Act2Answer grasped start's first ``hold_steps`` actions with the gripper closed
+        (:func:`embeval.act2answer.protocol.held_action`), counted from the episode's start."""
+        if self.a2a_spec is None:
+            return vec
+        import numpy as np
+
+        from embeval.act2answer.protocol import held_action
+
+        forced = held_action(vec, self.a2a_step, self.a2a_spec)
+        self.a2a_step += 1
+        return vec if forced is None else np.asarray(forced, dtype=np.float64)
 
     def _on_reset(self, request, response):
         home = self.home_q if self.go_home_on_reset else None
@@ -249,6 +263,8 @@ class ArmNode(EmbevalNode):
 
     def _on_event(self, msg: String) -> None:
         """Load an Act2Answer or Execution episode's scene into the simulated cell (serialised with the commands)."""
+        if '"episode_start"' in msg.data:
+            self.a2a_spec = None  # set again below for an Act2Answer episode
         if (ex := episode_start_block(msg, "execution")) is not None:
             self._start_execution(ex)
             return
@@ -258,13 +274,20 @@ class ArmNode(EmbevalNode):
         if a2a is None:
             return
         self.settle_s = float((a2a.get("spec") or {}).get("settle_s", self.settle_s))
+        from embeval.act2answer.scene import EpisodeSpec
+
+        self.a2a_spec, self.a2a_step = EpisodeSpec.from_dict(a2a.get("spec") or {}), 0
+        grasped = self.a2a_spec.start == "grasped"
         sim = self._sim()
         if sim is None:
-            self.get_logger().info(f"episode {a2a.get('item')} {a2a.get('layout')}: set up the real cell as in {a2a['scene']}")
+            self.get_logger().info(f"episode {a2a.get('item')} {a2a.get('layout')}: set up the real cell as in {a2a['scene']}"
+                                   + ("; close the gripper on the cube at the home pose" if grasped else ""))
             return
         from embeval.sim.scene import SceneSpec
 
         self._load_scene(sim, SceneSpec.from_yaml(a2a["scene"]))
+        if grasped:
+            sim.grasp_cube()
         self.scene = str(a2a["scene"])
         self.scene_pub.publish(String(data=self.scene))
         self._publish_state()

@@ -122,7 +122,8 @@ class ScorerNode(EmbevalNode):
         a = ev["act2answer"]
         spec = EpisodeSpec.from_dict(a["spec"])
         subject = ep.subject or self.policy_id
-        r = episode_result(a["item"], a["category"], a["layout"], a["correct_side"], spec, a["cube_xyz"][:2],
+        r = episode_result(a["item"], a["category"], a["layout"], a["correct_side"], spec,
+                           a["cube_xyz"][:3] if len(a["cube_xyz"]) > 2 and a["cube_xyz"][2] is not None else a["cube_xyz"][:2],
                            end_reason=str(a["end_reason"]), stopped=bool(a["stopped"]), steps=int(a["steps"]),
                            subject=subject, instruction=ep.instruction, seed=int(a.get("seed", ep.seed)),
                            actions=[[round(float(v), 6) for v in act] for act in ep.actions])

@@ -382,8 +382,13 @@ class ChoiceVLARecipe:
     answer_per_category: int = 300  # cotrain: VLM items per category (all categories, the VLM's stream)
     eval_per_category: int = 20  # held-out Act2Answer suite in the cell: items per category (0 = skip)
     eval_seed: int = 0
+    #: how the Act2Answer episodes of its answer demonstrations and its evaluation start (EpisodeSpec ``start``:
+    #: ``grasped``, the reference protocol's, or ``table``; a report written without this field is ``table``)
+    start: str = "grasped"
 
     def __post_init__(self):
+        if self.start not in ("grasped", "table"):
+            raise ConfigError(f"choice VLA recipe start must be 'grasped' or 'table', got {self.start!r}")
         if self.mode not in ("frozen", "full", "cotrain"):
             raise ConfigError(f"choice VLA recipe mode must be 'frozen', 'full' or 'cotrain', got {self.mode!r}")
         checks.flag(self.teacher_side, "choice VLA recipe teacher_side")
