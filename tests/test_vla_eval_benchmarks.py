@@ -49,3 +49,27 @@ def test_vla_eval_runner_runs_act2answer_like_embeval(tmp_path):
                 assert theirs["success"] == float(mine["zone"] == "correct")
     finally:
         env.close()
+
+
+def test_vla_eval_runner_runs_a_distorted_camera_unit_like_embeval(tmp_path):
+    from embeval.sim.backends import make_episode_env, score_episode
+    from embeval.subjects.scripted import ImageStatsPolicy
+
+    params = {"env": "Pick", "distortion": "darken", "level": 4, "seeds": [1, 2], "max_steps": 3, "width": 48,
+              "height": 32, "distortion_seed": 9}
+    with serve_in_thread(app_from_spec(STATS, "vla-eval")) as running:
+        cfg = {"server": {"url": running.url}, "output_dir": str(tmp_path / "out"),
+               "benchmarks": [{"benchmark": "embeval.vla_eval_benchmarks:DistortedCameraBenchmark", "params": params}]}
+        (res,) = run(cfg, server_url=running.url, docker=False, no_save=True)
+    got = {t["task"]: t["episodes"][0]["metrics"] for t in res["tasks"]}
+    env = make_episode_env({"backend": "pybullet", "env": "Pick", "width": 48, "height": 32, "max_steps": 3})
+    try:
+        for seed in (1, 2):
+            mine = score_episode(env, ImageStatsPolicy(scale=0.1), seed, ("darken", 4, 9))[0].to_dict()
+            theirs = got[f"seed{seed}:darken4"]
+            assert theirs["decision"] == pytest.approx(mine["decision"], abs=1e-5)
+            assert theirs["execution"] == pytest.approx(mine["execution"], abs=1e-3)
+            assert (theirs["distortion"], theirs["level"]) == ("darken", 4)
+            assert theirs["decision"] < 1.0
+    finally:
+        env.close()

@@ -8,6 +8,13 @@ episode, it answers the observations embeval's episode asks for. The episode run
 termination, scoring and every outcome field are embeval's (passed through as they come, ``success``: zone
 ``correct``). Observations: ``images`` (camera -> HWC uint8), ``task_description``, ``states`` (name -> array);
 actions: embeval's 7 numbers (``[dx dy dz] m, [droll dpitch dyaw] rad, gripper 1 = open``).
+
+``embeval.vla_eval_benchmarks:DistortedCameraBenchmark`` is Embodied-IQA's distorted-camera unit (params ``env``,
+``distortion``, ``level``, ``seeds``, ``max_steps``, ``width``, ``height``; one task per seed): embeval's
+:func:`embeval.sim.backends.score_episode` runs the clean reference episode, then the same seeded episode with the
+cameras distorted, both answered by the model server within the one task (the server sees one instruction, so a
+stateful server is not reset between them), and the result carries Decision and Execution (``success``: the
+distorted episode's task success).
 """
 from __future__ import annotations
 
@@ -170,3 +177,52 @@ class Act2AnswerBenchmark(_benchmark_base()):
             self.bridge.stop()
         self.env.close()
         self._dir.cleanup()
+
+
+class DistortedCameraBenchmark(_benchmark_base()):
+    """Embodied-IQA distorted-camera units as vla-eval tasks (module docstring)."""
+
+    def __init__(self, env: str = "Pick", distortion: str = "gaussian_noise", level: int = 3, seeds: list[int] | None = None,
+                 max_steps: int = 20, width: int = 64, height: int = 48, distortion_seed: int = 0):
+        super().__init__()
+        from embeval.sim.backends import make_episode_env
+
+        self.distortion, self.level, self.distortion_seed = str(distortion), int(level), int(distortion_seed)
+        self.seeds = [int(s) for s in (seeds if seeds is not None else [1])]
+        self.max_steps = int(max_steps)
+        self.env = make_episode_env({"backend": "pybullet", "env": env, "width": width, "height": height,
+                                     "max_steps": max_steps})
+        self.bridge: EpisodeBridge | None = None
+        self._last_obs = None
+
+    def get_tasks(self) -> list[dict[str, Any]]:
+        return [{"name": f"seed{s}:{self.distortion}{self.level}", "seed": s} for s in self.seeds]
+
+    def reset(self, task):
+        from embeval.sim.backends import score_episode
+
+        if self.bridge is not None:
+            self.bridge.stop()
+        dist = (self.distortion, self.level, self.distortion_seed)
+        self.bridge = EpisodeBridge(lambda pol: score_episode(self.env, pol, int(task["seed"]), dist)[0])
+        self._last_obs = self.bridge.start()[1]
+        return self._last_obs
+
+    step = Act2AnswerBenchmark.step
+    make_obs = Act2AnswerBenchmark.make_obs
+
+    def get_step_result(self, step_result) -> dict[str, Any]:
+        score = step_result.info.get("outcome", {})
+        return {"success": bool(score.get("distorted_success", False)), "distortion": self.distortion,
+                "level": self.level, **score}
+
+    def get_metric_keys(self) -> dict[str, str]:
+        return {"success": "mean", "decision": "mean", "execution": "mean"}
+
+    def get_metadata(self) -> dict[str, Any]:
+        return {"max_steps": 2 * self.max_steps + 2}
+
+    def cleanup(self) -> None:
+        if self.bridge is not None:
+            self.bridge.stop()
+        self.env.close()
