@@ -3,7 +3,6 @@
 embeval's outcome fields, and the same episodes through embeval's own ``run_episode`` give the same outcomes."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
