@@ -205,6 +205,11 @@ if ! "$VENV/bin/python" -c "import cv2, sys; sys.exit(cv2.__version__ != '${CV_P
   "${PIP[@]}" install -q --force-reinstall --no-deps "opencv-python==$CV_PIN"
 fi
 
+# openpi-client 0.1.2 (openpi's own client; tests use it as the peer's real code) declares numpy<2, which would
+# downgrade numpy; its code runs on numpy 2 (tests/test_openpi_protocol.py), so it is installed without its deps
+# (dm-tree, msgpack, pillow, websockets are main dependencies).
+"${PIP[@]}" install -q --no-deps "openpi-client==0.1.2"
+
 wait_libero
 echo "[install] 5/5 checking the environment (${SECONDS} s since start)"
 "$VENV/bin/python" - <<'PY'

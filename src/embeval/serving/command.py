@@ -8,7 +8,7 @@ from pathlib import Path
 from embeval.argtypes import adapt, float_in, int_in, port, positive_int
 from embeval.entry import run_entry
 
-HELP = "serve a subject on 127.0.0.1 under a standard protocol (OpenVLA REST, OpenAI chat, vla-evaluation-harness)"
+HELP = "serve a subject on 127.0.0.1 under a standard protocol (OpenVLA REST, OpenAI chat, vla-evaluation-harness, openpi)"
 
 
 def body_mb(text: str) -> float:
@@ -28,7 +28,7 @@ def mpixels(text: str) -> float:
 
 
 def add_protocol_parsers(subparsers) -> None:
-    """One sub-command per protocol (openvla, openai, vla-eval) on ``subparsers``, each with :func:`serve` as its
+    """One sub-command per protocol (openvla, openai, vla-eval, openpi) on ``subparsers``, each with :func:`serve` as its
     ``func``."""
     for name, what, example in [
         ("openvla", "a policy under OpenVLA's REST protocol (POST /act)",
@@ -38,8 +38,11 @@ def add_protocol_parsers(subparsers) -> None:
         ("vla-eval", "a policy as a vla-evaluation-harness model server (WebSocket + msgpack on ws://HOST:PORT, "
                      "GET /health on the same port)",
          "embeval serve vla-eval config/subjects/tiny_vla.yaml --port 8765 --max-batch-size 8"),
+        ("openpi", "a policy as an openpi policy server (WebSocket + msgpack_numpy on ws://HOST:PORT, the spec's "
+                   "serve.openpi layout; GET /healthz on the same port)",
+         "embeval serve openpi config/subjects/tiny_vla.yaml --port 8000"),
     ]:
-        ws = name == "vla-eval"  # its errors are messages on the socket, not HTTP statuses
+        ws = name in ("vla-eval", "openpi")  # its errors are messages on the socket, not HTTP statuses
         unit = "message" if ws else "request"
         p = subparsers.add_parser(name, help=f"serve {what}", description=f"Serve {what}.", epilog=f"example: {example}",
                          formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -79,7 +82,8 @@ def add_protocol_parsers(subparsers) -> None:
         batch_of = ("episodes' observations", ")") if ws else (
             "/act requests", " = one policy.act per request); each request's episode is its 'episode' field, else its "
             "instruction")
-        p.add_argument("--gripper", default=None, help=f"gripper convention of the replies (default {gripper_default})")
+        if name != "openpi":  # openpi's replies are in its layout's convention (serve.openpi.convention)
+            p.add_argument("--gripper", default=None, help=f"gripper convention of the replies (default {gripper_default})")
         p.add_argument("--max-batch-size", type=int_in(1, MAX_BATCH_SIZE, f"{unit}s per policy call"), default=None,
                        help=f"answer up to N concurrent {batch_of[0]} with one batched policy call, 1..1024 (default: the "
                             f"spec's serve.max_batch_size, else 1{batch_of[1]}")
@@ -101,18 +105,21 @@ def serve(args) -> int:
     spec = read_spec(path)
     over = {"max_body_mb": args.max_body_mb, "queue_size": args.queue_size, "max_images": args.max_images,
             "max_request_mpixels": args.max_request_mpixels}
-    if args.protocol in ("openvla", "vla-eval"):
-        over.update(gripper=args.gripper, max_batch_size=args.max_batch_size, max_wait_ms=args.max_wait_ms)
+    if args.protocol in ("openvla", "vla-eval", "openpi"):
+        over.update(gripper=getattr(args, "gripper", None), max_batch_size=args.max_batch_size,
+                    max_wait_ms=args.max_wait_ms)
     if args.protocol == "openvla":
         over.update(camera=args.camera)
-    if args.protocol == "vla-eval":
+    if args.protocol in ("vla-eval", "openpi"):
         from embeval.serving.vla_eval_server import serve_forever as serve_ws
 
         server = app_from_spec(spec, args.protocol, max_connections=args.max_connections, **over)
         batch = server.queue.max_batch
+        what, health = ("a vla-eval model server", "health") if args.protocol == "vla-eval" else (
+            f"an openpi policy server (layout {server.layout.name}, chunks of {server.horizon})", "healthz")
         serve_ws(server, host=args.host, port=args.port, announce=lambda port: print(
-            f"serving policy {spec.id!r} as a vla-eval model server{f' (batches of up to {batch})' if batch > 1 else ''}: "
-            f"ws://{args.host}:{port} (GET http://{args.host}:{port}/health)", flush=True))
+            f"serving policy {spec.id!r} as {what}{f' (batches of up to {batch})' if batch > 1 else ''}: "
+            f"ws://{args.host}:{port} (GET http://{args.host}:{port}/{health})", flush=True))
         return 0
     app = app_from_spec(spec, args.protocol, **over)
 

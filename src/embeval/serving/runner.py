@@ -159,17 +159,21 @@ def wait_healthy(proc, url: str, timeout: float = 60.0) -> None:
 SERVE_KEYS = {"openvla": ("camera", "cameras", "state", "gripper", "convention", "limits", "max_batch_size", "max_wait_ms",
                          "max_episodes"), "openai": ("model_name", "limits"),
               "vla-eval": ("vla_eval", "gripper", "convention", "limits", "max_batch_size", "max_wait_ms",
-                           "max_connections")}
+                           "max_connections"),
+              "openpi": ("openpi", "limits", "max_batch_size", "max_wait_ms", "max_connections")}
 #: keys of ``serve`` that configure another policy protocol: accepted in the spec, left out when serving this one
-OTHER_KEYS = {"openvla": ("vla_eval", "max_connections"), "vla-eval": ("camera", "cameras", "state", "max_episodes")}
+OTHER_KEYS = {"openvla": ("vla_eval", "openpi", "max_connections"),
+              "vla-eval": ("camera", "cameras", "state", "max_episodes", "openpi"),
+              "openpi": ("camera", "cameras", "state", "max_episodes", "vla_eval", "gripper", "convention")}
 #: protocol -> "module:attribute" of the factory ``(subject, limits=..., **serve options)``
 FACTORIES = {"openvla": "embeval.serving.openvla_server:create_app", "openai": "embeval.serving.openai_server:create_app",
-             "vla-eval": "embeval.serving.vla_eval_server:create_server"}
+             "vla-eval": "embeval.serving.vla_eval_server:create_server",
+             "openpi": "embeval.serving.openpi_server:create_server"}
 
 
 def app_from_spec(spec, protocol: str, subject: Any = None, **overrides: Any):
-    """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai" | "vla-eval": a
-    :class:`~embeval.serving.vla_eval_server.VlaEvalServer`, not an ASGI app), set up
+    """The app serving the subject ``spec`` describes under ``protocol`` ("openvla" | "openai" | "vla-eval" |
+    "openpi": the last two a :class:`~embeval.serving.vla_eval_server.VlaEvalServer`, not an ASGI app), set up
     from the spec's ``serve`` mapping (policies: ``convention``, the :mod:`embeval.conventions` action convention of
     the replies, and ``gripper`` overriding its gripper); ``overrides`` (``None`` values ignored) win over it (for openvla also
     ``max_batch_size`` and ``max_wait_ms``: batching, see :func:`embeval.serving.openvla_server.create_app`). The limit

@@ -254,23 +254,29 @@ class VlaEvalServer:
         """An embeval Action as the reply's float32 vector in the server's convention (:func:`wire_action`)."""
         return wire_action(action, self.convention, observation)
 
+    def _act(self, slots: list, observations: list) -> list:
+        """One Action (or the exception it raised) per slot: one ``act_slots`` call for all, or, when that fails
+        (one observation's bad input), one call per slot, each its own answer."""
+        try:
+            self._start(slots, observations)
+            return list(self.bp.act_slots(slots, observations))
+        except Exception:
+            actions: list = []
+            for s, ob in zip(slots, observations):
+                try:
+                    self._start([s], [ob])
+                    actions.append(self.bp.act_slots([s], [ob])[0])
+                except Exception as exc:
+                    actions.append(exc)
+            return actions
+
     def _step_batch(self, args: list) -> list:
         """BatchQueue's batch function: ``args`` are ``(slot, observation, held pixels)``."""
         try:
             while self._to_end:
                 self._end([self._to_end.popleft()])
             slots, observations = [a[0] for a in args], [a[1] for a in args]
-            try:
-                self._start(slots, observations)
-                actions: list = list(self.bp.act_slots(slots, observations))
-            except Exception:  # one observation's bad input: each alone, each its own answer
-                actions = []
-                for s, ob in zip(slots, observations):
-                    try:
-                        self._start([s], [ob])
-                        actions.append(self.bp.act_slots([s], [ob])[0])
-                    except Exception as exc:
-                        actions.append(exc)
+            actions = self._act(slots, observations)
             out: list = []
             for a, ob in zip(actions, observations):
                 try:
@@ -427,10 +433,15 @@ class VlaEvalServer:
 
     def _process_request(self, connection: Any, request: Any) -> Any:
         """``GET /health``: JSON counters, answered before any WebSocket handshake."""
-        from http import HTTPStatus
 
         if request.path.split("?", 1)[0] != "/health":
             return None
+        return self._health_response(connection)
+
+    def _health_response(self, connection: Any) -> Any:
+        """:meth:`health` as a JSON HTTP response."""
+        from http import HTTPStatus
+
         resp = connection.respond(HTTPStatus.OK, json.dumps(self.health()) + "\n")
         del resp.headers["Content-Type"]
         resp.headers["Content-Type"] = "application/json"

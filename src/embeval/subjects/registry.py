@@ -49,6 +49,7 @@ _BUILTIN: dict[tuple[str, str], str] = {
     ("llm", "llama_cpp"): "embeval.subjects.adapters.llama_cpp:LlamaCppLLM",
     ("policy", "openvla_rest"): "embeval.subjects.adapters.openvla_rest:OpenVLARestPolicy",
     ("policy", "vla-eval"): "embeval.subjects.adapters.vla_eval_client:VlaEvalPolicy",
+    ("policy", "openpi"): "embeval.subjects.adapters.openpi_client:OpenPiPolicy",
     ("policy", "openvla_hf"): "embeval.subjects.adapters.openvla_hf:OpenVLAHFPolicy",
     ("vlm", "hf"): "embeval.subjects.adapters.hf_vlm:HFVLM",
     ("policy", "lerobot"): "embeval.subjects.adapters.lerobot_policy:LeRobotPolicy",

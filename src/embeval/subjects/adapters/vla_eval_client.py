@@ -133,27 +133,8 @@ class VlaEvalPolicy:
         """Open the connection and exchange ``hello`` (retrying ``connect_retries`` times with backoff)."""
         if self._ws is not None:
             return
-        import inspect
-
-        from websockets.exceptions import InvalidHandshake, InvalidURI
-        from websockets.sync.client import connect
-
-        # a connection held across calls (not a `with` block): websockets >= 17.1 asks for legacy=True then
-        direct = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
-        last = "no attempt made"
-        for attempt in range(self.connect_retries + 1):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1))
-            try:
-                self._ws = connect(self.url, open_timeout=self.timeout, close_timeout=2, compression=None,
-                                   max_size=self.max_message_bytes, ping_interval=None, proxy=None, **direct)
-                break
-            except InvalidURI as exc:
-                raise ConfigError(f"field 'url': {exc}") from None
-            except (OSError, TimeoutError, InvalidHandshake) as exc:
-                last = f"{type(exc).__name__}: {exc}"
-        else:
-            raise self._unreachable(last)
+        self._ws = open_websocket(self.url, self.timeout, self.max_message_bytes, self.connect_retries, self.backoff,
+                                  self._unreachable)
         seq = self._send(HELLO, {"protocol_version": 1, "client": "embeval"})
         reply = self._recv("hello reply")
         if reply.type != HELLO:
@@ -306,3 +287,28 @@ class VlaEvalPolicy:
         if not self._queue:
             self._queue.extend(self.request(observation))
         return self._next(observation)
+
+
+def open_websocket(url: str, timeout: float, max_bytes: int, retries: int, backoff: float, unreachable,
+                   headers: Mapping[str, str] | None = None):
+    """A sync WebSocket connection to ``url`` held across calls, tried ``retries`` more times with doubling
+    ``backoff`` seconds; ``unreachable(why)`` makes the error raised when every attempt fails."""
+    import inspect
+
+    from websockets.exceptions import InvalidHandshake, InvalidURI
+    from websockets.sync.client import connect
+
+    # a connection held across calls (not a `with` block): websockets >= 17.1 asks for legacy=True then
+    direct = {"legacy": True} if "legacy" in inspect.signature(connect).parameters else {}
+    last = "no attempt made"
+    for attempt in range(retries + 1):
+        if attempt:
+            time.sleep(backoff * 2 ** (attempt - 1))
+        try:
+            return connect(url, open_timeout=timeout, close_timeout=2, compression=None, max_size=max_bytes,
+                           ping_interval=None, proxy=None, additional_headers=headers, **direct)
+        except InvalidURI as exc:
+            raise ConfigError(f"field 'url': {exc}") from None
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+    raise unreachable(last)

@@ -249,23 +249,17 @@ class _Counter:
     list_hook = object_hook = _count
 
 
-def _envelope(data: Any, limits: DecodeLimits) -> dict:
-    """The message map of a frame, its fields checked (array maps not yet decoded); fatal ProtocolErrors."""
+def unpackb_bounded(data: bytes, limits: DecodeLimits) -> Any:
+    """msgpack bytes -> Python objects (``__ndarray__`` maps not yet decoded) with every container, string and
+    the count of all values bounded by ``limits``; a fatal :class:`ProtocolError` naming the problem."""
     import msgpack
 
-    if isinstance(data, str):
-        raise ProtocolError("got a text frame; vla-eval messages are binary frames of msgpack", "text_frame")
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise ProtocolError(f"got a {type(data).__name__} frame; send msgpack bytes", "invalid_msgpack")
-    if len(data) > limits.max_bytes:
-        raise ProtocolError(f"the message is {len(data)} bytes, over the server's limit of {limits.max_bytes}",
-                            "message_too_large")
     count = _Counter(limits.max_items)
     n = limits.max_items
     try:
-        raw = msgpack.unpackb(data, raw=False, strict_map_key=True, object_hook=count.object_hook,
-                              list_hook=count.list_hook, max_array_len=n, max_map_len=n, max_ext_len=0,
-                              max_str_len=limits.max_bytes, max_bin_len=limits.max_bytes)
+        return msgpack.unpackb(data, raw=False, strict_map_key=True, object_hook=count.object_hook,
+                               list_hook=count.list_hook, max_array_len=n, max_map_len=n, max_ext_len=0,
+                               max_str_len=limits.max_bytes, max_bin_len=limits.max_bytes)
     except ProtocolError:
         raise
     except msgpack.StackError:
@@ -273,6 +267,18 @@ def _envelope(data: Any, limits: DecodeLimits) -> dict:
     except (ValueError, TypeError, msgpack.UnpackException, OverflowError, RecursionError) as exc:
         why = f"{type(exc).__name__}: {str(exc)[:100]}" if str(exc) else type(exc).__name__
         raise ProtocolError(f"the message is not valid msgpack ({why})", "invalid_msgpack") from None
+
+
+def _envelope(data: Any, limits: DecodeLimits) -> dict:
+    """The message map of a frame, its fields checked (array maps not yet decoded); fatal ProtocolErrors."""
+    if isinstance(data, str):
+        raise ProtocolError("got a text frame; vla-eval messages are binary frames of msgpack", "text_frame")
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise ProtocolError(f"got a {type(data).__name__} frame; send msgpack bytes", "invalid_msgpack")
+    if len(data) > limits.max_bytes:
+        raise ProtocolError(f"the message is {len(data)} bytes, over the server's limit of {limits.max_bytes}",
+                            "message_too_large")
+    raw = unpackb_bounded(data, limits)
     if not isinstance(raw, dict):
         raise ProtocolError(f"a message must be a msgpack map {{type, payload, seq, timestamp}}, got {type(raw).__name__}",
                             "invalid_message")
