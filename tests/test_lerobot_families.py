@@ -1,4 +1,4 @@
-"""issue 26 item 1 (LeRobot): every VLA-style policy type lerobot 0.4.4 ships. The ones that build offline (ACT,
+"""LeRobot: every VLA-style policy type embeval documents, as lerobot 0.6.1 ships them. The ones that build offline (ACT,
 Diffusion) are built tiny from the library's config classes, saved in LeRobot's ``pretrained_model/`` layout with
 their normalisation stats, loaded by path through the adapter with a camera map, and run through one
 policy-decision unit and one Act2Answer episode with hidden states. The others are built from hub files (a
@@ -17,16 +17,16 @@ from conftest import exercise_lerobot_subject  # noqa: E402
 from embeval.errors import MissingWeightsError  # noqa: E402
 from embeval.subjects import load_subject  # noqa: E402
 
-#: what issue 26 lists as lerobot 0.4.4's VLA-style policy types (lerobot/policies/)
+#: the VLA-style policy types of lerobot/policies/ that embeval documents
 VLA_TYPES = ("act", "diffusion", "pi0", "pi05", "pi0_fast", "smolvla", "groot", "xvla", "wall_x")
 #: built and run offline here
 OFFLINE = ("act", "diffusion")
-#: repos each hub type needs, as written in lerobot 0.4.4's configs/processors (an independent copy of the table)
+#: repos each hub type needs, as written in lerobot 0.6.1's configs/processors (an independent copy of the table)
 HUB_REPOS = {
     "pi0": ["google/paligemma-3b-pt-224"], "pi05": ["google/paligemma-3b-pt-224"],
-    "pi0_fast": ["google/paligemma-3b-pt-224", "physical-intelligence/fast"],
+    "pi0_fast": ["google/paligemma-3b-pt-224", "lerobot/fast-action-tokenizer"],
     "smolvla": ["HuggingFaceTB/SmolVLM2-500M-Video-Instruct"],
-    "groot": ["nvidia/GR00T-N1.5-3B", "lerobot/eagle2hg-processor-groot-n1p5"], "xvla": ["facebook/bart-large"],
+    "groot": ["nvidia/GR00T-N1.7-3B"], "xvla": ["facebook/bart-large"],
     "wall_x": ["x-square-robot/wall-oss-flow"],  # its default prediction_mode "diffusion" loads no FAST tokenizer
 }
 CAMS = {"observation.images.top": "third_person", "observation.images.wrist": "wrist"}

@@ -85,8 +85,7 @@ HUB_NEEDS: dict[str, Callable[[Any], list[tuple[str, str]]]] = {
     "pi0_fast": lambda c: [(c.text_tokenizer_name, "the PaliGemma text tokenizer"),
                            (c.action_tokenizer_name, "the FAST action tokenizer")],
     "smolvla": lambda c: [(c.vlm_model_name, "the SmolVLM config and processor its backbone is built from")],
-    "groot": lambda c: [(c.base_model_path, "the GR00T N1.5 backbone"),
-                        (c.tokenizer_assets_repo, "the Eagle tokenizer (vocab.json, merges.txt)")],
+    "groot": lambda c: [(c.base_model_path, "the GR00T N1.7 model (its backbone config and processor files)")],
     "xvla": lambda c: [(c.tokenizer_name, "the BART tokenizer its preprocessor loads")],
     "wall_x": lambda c: [(c.pretrained_name_or_path, "the Qwen2.5-VL processor")]
     + ([(c.action_tokenizer_path, "the FAST action tokenizer")] if c.action_tokenizer_path else []),
