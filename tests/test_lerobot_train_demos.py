@@ -45,7 +45,7 @@ def test_demos_command_points_at_the_recipe(tmp_path, capsys):
 
 def test_demos_carry_lerobots_stats_and_no_privileged_input(demos):
     from lerobot.datasets.compute_stats import DEFAULT_QUANTILES
-    from lerobot.datasets.utils import dataset_to_policy_features
+    from lerobot.utils.feature_utils import dataset_to_policy_features
 
     from embeval.datasets import read_lerobot
 
