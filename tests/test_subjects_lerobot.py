@@ -101,7 +101,8 @@ def test_failures(act_checkpoint, tmp_path):
 
 
 def test_diffusion_policy_roundtrip(tmp_path):
-    """A second policy family through the same adapter: Diffusion Policy (min-max normalised actions)."""
+    """A second policy family through the same adapter: Diffusion Policy (min-max normalised actions). 48x64 images:
+    lerobot 0.6.1 probes the ResNet in training mode at construction, and 32x32 leaves one value per BatchNorm channel."""
     from lerobot.configs.types import FeatureType, PolicyFeature
     from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
     from lerobot.policies.diffusion.modeling_diffusion import DiffusionPolicy
@@ -110,7 +111,7 @@ def test_diffusion_policy_roundtrip(tmp_path):
     cfg = DiffusionConfig(
         device="cpu", pretrained_backbone_weights=None, n_obs_steps=2, horizon=8, n_action_steps=4, num_inference_steps=2,
         down_dims=(16, 32), diffusion_step_embed_dim=16, crop_shape=None, spatial_softmax_num_keypoints=8,
-        input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
+        input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 48, 64)),
                         "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))},
         output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(7,))},
     )
