@@ -158,14 +158,15 @@ def test_adapter_runs_an_act2answer_episode_and_queues_chunks(stats_server, tmp_
     try:
         remote = _adapter(stats_server.url)
         local = ImageStatsPolicy(scale=0.2)
-        scene, task = build_scene(items[0], "original", EpisodeSpec(max_steps=6))
+        # the table start: its first observation is the reset scene's (a grasped start moves the cube first)
+        scene, task = build_scene(items[0], "original", EpisodeSpec(max_steps=6, start="table"))
         probe = env.reset(1, task, scene)  # the episode's first observation, as run_episode makes it
         local.reset("x")
         from embeval.resize import resize
 
         small = {c: resize(im, 32, 32, "pil_lanczos") for c, im in probe.images.items()}
         remote_first = local.act(type(probe)(images=small, instruction=probe.instruction, state=probe.state)).vector
-        r = run_episode(env, remote, items[0], "original", EpisodeSpec(max_steps=6), seed=1)
+        r = run_episode(env, remote, items[0], "original", EpisodeSpec(max_steps=6, start="table"), seed=1)
         assert r.steps == 6 == remote.requests and len(r.actions) == 6
         assert r.actions[0] == pytest.approx(list(remote_first), abs=1e-6)
     finally:
