@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("rclpy", reason="the ROS 2 wheels are not installed: run scripts/install.sh")
 pytest.importorskip("rtde_control", reason="the ur_rtde client is missing: run scripts/install.sh")
 
-from conftest import start_ur_emulator  # noqa: E402
+from conftest import start_ur_emulator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -83,7 +83,7 @@ def graph(emu):
 
 
 def test_nan_action_is_a_protective_stop_without_motion(graph):
-    g, pol = graph
+    _, pol = graph
     arm = pol.arm
     pol.send([0.01, 0, 0, 0, 0, 0, 1])
     p0 = arm.backend.state().tcp_pose
@@ -97,9 +97,9 @@ def test_nan_action_is_a_protective_stop_without_motion(graph):
     assert arm.executed == 1 and arm.refused == 2
 
 
-def test_slow_creep_out_of_the_workspace_stops_at_the_box_edge(graph, emu):
+def test_slow_creep_out_of_the_workspace_stops_at_the_box_edge(graph):
     """Steps of 1.9 cm (under the 2 cm step limit) towards +x: the step whose target leaves the box is refused."""
-    g, pol = graph
+    _, pol = graph
     arm = pol.arm
     upper_x = arm.commander.limits.workspace_upper[0]
     x0 = arm.backend.state().tcp_pose[0]
@@ -121,7 +121,7 @@ def test_slow_creep_out_of_the_workspace_stops_at_the_box_edge(graph, emu):
 def test_oscillating_policy_stays_within_the_step_and_speed_limits(graph):
     """A policy reversing direction every step (+-1.9 cm at the arm's 5 Hz control rate) is allowed: each step is a
     bounded move at tcp_speed, so the TCP stays within one step of where it began and nothing is refused."""
-    g, pol = graph
+    _, pol = graph
     arm = pol.arm
     p0 = arm.backend.state().tcp_pose
     seen = []
@@ -136,7 +136,7 @@ def test_oscillating_policy_stays_within_the_step_and_speed_limits(graph):
 def test_policy_that_hangs_mid_episode_then_answers_late_is_refused_as_stale(graph):
     """The policy server stalls for 2 s while the arm idles; the action it then returns belongs to an image 2 s old
     (its stamp): the arm node refuses it with a protective stop instead of acting on a stale view."""
-    g, pol = graph
+    _, pol = graph
     arm = pol.arm
     pol.send([-0.01, 0, 0, 0, 0, 0, 1])
     p1 = arm.backend.state().tcp_pose
@@ -149,7 +149,7 @@ def test_policy_that_hangs_mid_episode_then_answers_late_is_refused_as_stale(gra
     np.testing.assert_allclose(arm.backend.state().tcp_pose[:3], p1[:3], atol=1e-3)
 
 
-def test_rtde_link_dropped_mid_move_latches_a_stop_and_the_node_keeps_running(tmp_path):
+def test_rtde_link_dropped_mid_move_latches_a_stop_and_the_node_keeps_running():
     """The controller vanishes while the arm node executes a step: that step ends with a latched stop naming the lost
     connection, later actions are refused (not crashed on), and the counts of earlier steps are kept."""
     from embeval_ros.graph import Graph
