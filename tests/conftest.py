@@ -241,7 +241,7 @@ def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
 SERIAL_FILES = frozenset({
     "test_ros_hil.py", "test_ur_emulator.py", "test_ros_arm_reset_ur.py", "test_arm_one_meaning.py",
     "test_arm_hostile3.py", "test_ros_execution_success.py", "test_ros_safety.py", "test_serving_hostile3.py",
-    "test_serving_batching.py",
+    "test_serving_batching.py", "test_ros_hostile_policies.py",
 })
 
 

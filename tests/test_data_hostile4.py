@@ -14,9 +14,8 @@ from embeval.recording import bag as B
 from embeval_cli import main
 
 
-def _bomb(tmp_path, payload: int):
-    from mcap.reader import make_reader
-    from mcap.writer import CompressionType, Writer
+def _bomb(tmp_path, payload: int, **rewrite):
+    from mcap.writer import CompressionType
 
     ts = B.typestore()
     Image, Header, Time = (ts.types[t] for t in ("sensor_msgs/msg/Image", "std_msgs/msg/Header",
@@ -25,16 +24,53 @@ def _bomb(tmp_path, payload: int):
         r.add_topic("/cam", "sensor_msgs/msg/Image")
         r.write_msg("/cam", Image(header=Header(stamp=Time(sec=0, nanosec=0), frame_id="c"), height=1, width=4,
                                   encoding="rgb8", is_bigendian=0, step=12, data=np.zeros(payload, np.uint8)), 1)
-    out = tmp_path / "bomb.mcap"
-    with open(next((tmp_path / "plain").glob("*.mcap")), "rb") as f, open(out, "wb") as o:
-        w = Writer(o, compression=CompressionType.ZSTD, chunk_size=1 << 30)
+    return _rewrite(next((tmp_path / "plain").glob("*.mcap")), tmp_path / "bomb.mcap",
+                    **{"compression": CompressionType.ZSTD, "chunk_size": 1 << 30, **rewrite})
+
+
+def _rewrite(src, out, compression, chunk_size, encoding=None, schema_data=None, schema_name=None):
+    """MCAP file ``src`` written again as ``out`` with this compression and chunk size, and optionally every
+    schema's encoding, text or name replaced."""
+    from mcap.reader import make_reader
+    from mcap.writer import Writer
+
+    with open(src, "rb") as f, open(out, "wb") as o:
+        w = Writer(o, compression=compression, chunk_size=chunk_size)
         w.start(profile="ros2", library="test")
         for schema, ch, m in make_reader(f).iter_messages():
-            cid = w.register_channel(ch.topic, ch.message_encoding, w.register_schema(schema.name, schema.encoding,
-                                                                                      schema.data), ch.metadata)
-            w.add_message(cid, m.log_time, m.data, m.publish_time)
+            sid = w.register_schema(schema_name or schema.name, encoding or schema.encoding,
+                                    schema.data if schema_data is None else schema_data)
+            w.add_message(w.register_channel(ch.topic, ch.message_encoding, sid, ch.metadata), m.log_time, m.data,
+                          m.publish_time)
         w.finish()
     return out
+
+
+@pytest.mark.parametrize("bad, problem", [
+    ({"encoding": "protobuf"}, "has encoding 'protobuf'; embeval reads ROS 2 bags (ros2msg, ros2idl)"),
+    ({"schema_data": b"\xff\xfe not a definition"}, "is not UTF-8 text"),
+])
+@pytest.mark.parametrize("command", ["info", "video"])
+def test_a_schema_rosbags_cannot_read_is_named_with_its_topic(tmp_path, capsys, bad, problem, command):
+    f = _bomb(tmp_path, 48, **bad)
+    argv = ["bag", command, str(f)] + (["--topic", "/cam", "--out", str(tmp_path / "v.mp4")] if command == "video" else [])
+    assert main(argv) != 0
+    line = one_error_line(capsys)
+    assert f"schema 'sensor_msgs/msg/Image' of topic /cam {problem}" in line and "truncated" not in line, line
+    assert not (tmp_path / "v.mp4").exists()
+
+
+def test_a_schema_naming_another_type_and_one_byte_chunks(tmp_path, capsys):
+    """A channel whose schema names another type is refused by bag video in one line; a bag written with one
+    message per uncompressed chunk (chunk_size 1) reads the same as the original."""
+    from mcap.writer import CompressionType
+
+    f = _bomb(tmp_path, 48, schema_name="std_msgs/msg/String")
+    assert main(["bag", "video", str(f), "--topic", "/cam", "--out", str(tmp_path / "v.mp4")]) != 0
+    assert "is std_msgs/msg/String, not sensor_msgs/msg/Image" in one_error_line(capsys)
+    tiny = _rewrite(f, tmp_path / "tiny.mcap", CompressionType.NONE, 1, schema_name="sensor_msgs/msg/Image")
+    (m,) = B.read_bag(tiny)
+    assert (m.msg.width, m.msg.height, len(m.msg.data)) == (4, 1, 48)
 
 
 def test_a_chunk_declaring_more_than_the_limit_is_refused_in_one_line(tmp_path, capsys, monkeypatch):

@@ -485,6 +485,36 @@ def _reason(exc: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
+#: schema encodings rosbags reads (MCAP ``Schema.encoding``)
+SCHEMA_ENCODINGS = ("ros2msg", "ros2idl")
+
+
+def _schema_problem(f: Path) -> str | None:
+    """A schema in MCAP file ``f``'s summary that rosbags cannot read (wrong encoding, text not UTF-8), named with
+    its channel; ``None`` when the schemas look readable or the summary itself is unreadable."""
+    from mcap.reader import make_reader
+
+    try:
+        with open(f, "rb") as fh:
+            summary = make_reader(fh).get_summary()
+    except Exception:  # noqa: BLE001 - the caller reports the file as corrupt
+        return None
+    if summary is None:
+        return None
+    topics = {}
+    for ch in summary.channels.values():
+        topics.setdefault(ch.schema_id, ch.topic)
+    for sid, schema in summary.schemas.items():
+        where = f"schema {schema.name[:80]!r} of topic {topics.get(sid, '?')[:80]}"
+        if schema.encoding not in SCHEMA_ENCODINGS:
+            return f"{where} has encoding {schema.encoding[:40]!r}; embeval reads ROS 2 bags ({', '.join(SCHEMA_ENCODINGS)})"
+        try:
+            schema.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return f"{where} is not UTF-8 text (a ROS 2 message definition)"
+    return None
+
+
 def _segment_problem(f: Path, deep: bool) -> str | None:
     """Why MCAP file ``f`` cannot be read (``None`` if it can): its header, footer and summary; with ``deep``
     also every record and message (the error path only: a corrupt chunk passes the cheap check)."""
@@ -496,7 +526,7 @@ def _segment_problem(f: Path, deep: bool) -> str | None:
     try:
         reader.open()
     except _corrupt_errors() as exc:
-        return _reason(exc)
+        return _schema_problem(f) or _reason(exc)
     try:
         if deep:
             ts = typestore()
@@ -517,6 +547,10 @@ def _unreadable(path: Path, exc: BaseException, opened: bool) -> InvalidInputErr
     """The one-line error for bag ``path`` that ``rosbags`` could not read: the broken segment (found by
     reading each one) or the metadata, and the fix."""
     if path.is_file():
+        schema = _schema_problem(path)
+        if schema:
+            return InvalidInputError(f"MCAP file {path}: {schema}; record it again with "
+                                     "`ros2 bag record -s mcap`")
         return InvalidInputError(f"MCAP file {path} is truncated, corrupt or empty ({_reason(exc)}); it cannot be read: "
                                  "use the bag folder it came from (`embeval bag recover DIR` repairs a folder) "
                                  "or record it again")
