@@ -114,3 +114,39 @@ def test_a_dataset_whose_frames_would_decode_past_the_limit_or_change_size_is_re
     monkeypatch.setattr(L, "_unpng", lambda b: np.zeros(next(sizes) + (3,), np.uint8) if real(b) is not None else None)
     with pytest.raises(InvalidInputError, match="frame 1 is 48x64x3, the first was 24x32x3"):
         read_lerobot(tmp_path / "ds")
+
+
+def test_a_dataset_with_absurd_feature_declarations_is_refused_in_one_line(tmp_path):
+    """info.json from outside: a huge or malformed shape, an unknown dtype, a shape the data does not have,
+    a file that is not JSON: each one InvalidInputError naming the feature, before anything is allocated."""
+    import json
+
+    from test_embedded_dataset import _write
+
+    from embeval.datasets import read_lerobot
+    from embeval.errors import InvalidInputError
+
+    _write(tmp_path / "ds")
+    info_file = tmp_path / "ds" / "meta" / "info.json"
+    good = json.loads(info_file.read_text())
+    plain = next(k for k, f in good["features"].items() if f["dtype"] == "float32" and not k.startswith("timestamp"))
+    cases = [
+        ({"shape": [1 << 16, 1 << 16]}, r"declares 4294967296 values per frame"),
+        ({"shape": [-3]}, r"shape \[-3\]"),
+        ({"shape": [2.5]}, r"shape \[2.5\]"),
+        ({"shape": "7"}, r"shape 7"),
+        ({"dtype": "object"}, r"dtype 'object'"),
+        ({"shape": [good["features"][plain]["shape"][0] + 1]}, r"does not match its declared dtype"),
+    ]
+    for change, message in cases:
+        info = json.loads(json.dumps(good))
+        info["features"][plain].update(change)
+        info_file.write_text(json.dumps(info))
+        with pytest.raises(InvalidInputError, match=message) as exc:
+            read_lerobot(tmp_path / "ds")
+        assert "\n" not in str(exc.value) and plain in str(exc.value) or "does not match" in str(exc.value)
+    info_file.write_text("{not json")
+    with pytest.raises(InvalidInputError, match="is not JSON"):
+        read_lerobot(tmp_path / "ds")
+    info_file.write_text(json.dumps(good))
+    assert read_lerobot(tmp_path / "ds").frames[plain].shape[0] == good["total_frames"]

@@ -298,7 +298,11 @@ def read_lerobot(root: str | Path, images: Iterable[str] | None = None,
     frames = {}
     for k in plain:
         f = feats[k]
-        frames[k] = np.asarray(table.column(k).to_pylist(), dtype=f["dtype"]).reshape(n, *f["shape"])
+        try:
+            frames[k] = np.asarray(table.column(k).to_pylist(), dtype=f["dtype"]).reshape(n, *f["shape"])
+        except (ValueError, TypeError) as exc:
+            raise InvalidInputError(f"{root}: feature {k!r}'s data does not match its declared dtype {f['dtype']} "
+                                    f"and shape {f['shape']} ({str(exc)[:120]}); record the dataset again") from None
     for k in wanted:
         frames[k] = _stream_images(data_files, k, n, image_transform, batch_rows, tuple(feats[k]["shape"]))
     tasks_df = pq.read_table(root / "meta" / "tasks.parquet").to_pandas()
@@ -348,6 +352,35 @@ def _stream_images(data_files, key: str, n: int, transform, batch_rows: int, sha
     return out
 
 
+#: largest meta/info.json read (LeRobot's own are a few kB)
+MAX_INFO_BYTES = 4 << 20
+#: feature dtypes a dataset may declare (LeRobot's), and the most values one frame of a non-image feature may hold
+FEATURE_DTYPES = frozenset({"float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "bool",
+                            "string", "image", "video"})
+MAX_FEATURE_VALUES = 1 << 16
+
+
+def _check_features(where: Path, features: Any) -> None:
+    """``info.json``'s ``features``: a map of name -> {dtype from :data:`FEATURE_DTYPES`, shape of 1-4 positive
+    integers}, a non-image frame at most :data:`MAX_FEATURE_VALUES` values. One error naming the feature."""
+    if not isinstance(features, dict) or not features:
+        raise InvalidInputError(f"{where}: 'features' must be a non-empty object of name -> {{dtype, shape}}")
+    for name, f in features.items():
+        if not isinstance(f, dict):
+            raise InvalidInputError(f"{where}: feature {name!r} must be an object with dtype and shape")
+        dtype, shape = f.get("dtype"), f.get("shape")
+        if dtype not in FEATURE_DTYPES:
+            raise InvalidInputError(f"{where}: feature {name!r} has dtype {str(dtype)[:40]!r}; "
+                                    f"one of {', '.join(sorted(FEATURE_DTYPES))}")
+        if (not isinstance(shape, list) or not 1 <= len(shape) <= 4
+                or not all(isinstance(s, int) and not isinstance(s, bool) and 0 < s <= 1 << 16 for s in shape)):
+            raise InvalidInputError(f"{where}: feature {name!r} has shape {str(shape)[:60]}; "
+                                    "a list of 1-4 positive integers up to 65536")
+        if dtype not in ("image", "video", "string") and int(np.prod(shape)) > MAX_FEATURE_VALUES:
+            raise InvalidInputError(f"{where}: feature {name!r} declares {int(np.prod(shape))} values per frame, over "
+                                    f"the {MAX_FEATURE_VALUES} a non-image feature may have")
+
+
 def validate_layout(root: str | Path) -> dict:
     """Check the on-disk layout against the v3.0 format; returns ``info.json``.
 
@@ -360,7 +393,16 @@ def validate_layout(root: str | Path) -> dict:
     info_file = root / "meta" / "info.json"
     if not info_file.exists():
         raise MissingFileError(f"{root} is not a LeRobot dataset (no meta/info.json); record one with `embeval train demos`")
-    info = json.loads(info_file.read_text())
+    if info_file.stat().st_size > MAX_INFO_BYTES:
+        raise InvalidInputError(f"{info_file}: {info_file.stat().st_size} bytes, over the {MAX_INFO_BYTES} a dataset's "
+                                "info.json may have; it is not a dataset written by LeRobot or embeval")
+    try:
+        info = json.loads(info_file.read_text())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise InvalidInputError(f"{info_file} is not JSON ({exc}); record the dataset again") from None
+    if not isinstance(info, dict):
+        raise InvalidInputError(f"{info_file}: must hold a JSON object, got {type(info).__name__}")
+    _check_features(info_file, info.get("features"))
     if info.get("codebase_version") != CODEBASE_VERSION:
         raise InvalidInputError(f"{root}: codebase_version {info.get('codebase_version')!r}, this reader handles {CODEBASE_VERSION}")
     for rel in ("meta/tasks.parquet", "meta/stats.json"):
