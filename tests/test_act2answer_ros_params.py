@@ -45,7 +45,7 @@ def test_exported_scene_folder_loads_for_the_conductor(tmp_path):
     u = ss.unit("time-0000@swapped")
     assert (u.item, u.layout, u.instruction) == ("time-0000", "swapped", c["instructions"][1])
     assert u.correct_side != ss.unit("time-0000@original").correct_side and u.scene.is_file()
-    assert ss.spec.max_steps == c["steps_per_episode"] == 24
+    assert ss.spec.max_steps == c["steps_per_episode"] == 80  # the reference protocol's episode length
     import pytest
 
     from embeval.errors import ConfigError, MissingFileError

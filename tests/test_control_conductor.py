@@ -193,7 +193,7 @@ def test_tcp_cube_estimate_follows_the_grasp_and_ends_at_release():
 
 
 def test_tcp_estimate_without_a_lift_does_not_end_and_a_pose_source_reads_the_cube():
-    spec = EpisodeSpec(lift_m=0.02)
+    spec = EpisodeSpec(lift_m=0.02, start="table")  # the table start: the cube must be lifted first
     est = CubeEstimate(spec, None)
     prev = 1.0
     for g, tcp in [(0.0, [0.4, 0.0, 0.1]), (0.0, [0.4, 0.0, 0.11]), (1.0, [0.4, 0.0, 0.11])]:

@@ -260,7 +260,7 @@ def test_remote_code_and_unknown_model_types_are_named(folders, tmp_path):
         "AutoModel": "modeling_internvl_chat.InternVLChatModel"}}
     (d / "config.json").write_text(json.dumps(remote))
     spec = {"kind": "vlm", "adapter": "hf", "path": str(d)}
-    with pytest.raises(ConfigError, match="model_type 'internvl_chat' is not in transformers .*trust_remote_code: true.*-hf"):
+    with pytest.raises(ConfigError, match=r"ships its own model code .*named by auto_map.*params.trust_remote_code: true"):
         load_subject(spec)
     with pytest.raises(MissingWeightsError, match="lacks configuration_internvl_chat.py, modeling_internvl_chat.py"):
         load_subject({**spec, "params": {"trust_remote_code": True}})

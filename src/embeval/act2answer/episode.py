@@ -20,6 +20,7 @@ from embeval.act2answer.scene import EpisodeSpec, build_scene
 from embeval.action import gripper_closed
 from embeval.errors import EmbevalError, InvalidInputError, MissingFileError
 from embeval.registry import Registry
+from embeval.sim.workcell import grasp_cube  # re-exported: the grasped start lives with the cell
 
 
 @dataclass
@@ -105,19 +106,6 @@ def held(action, step: int, spec: EpisodeSpec):
 
     forced = held_action(action.vector, step, spec)
     return action if forced is None else Action(forced)
-
-
-def grasp_cube(cell) -> None:
-    """The grasped start on a pybullet :class:`~embeval.sim.workcell.Workcell` (scene loaded): the cube put at
-    the TCP and the gripper closed on it. A ConfigError when the gripper does not take it (the cube wider
-    than the open fingers)."""
-    from embeval.errors import ConfigError
-
-    cell.set_object_pose("cube", cell.tcp_pose()[:3])
-    cell.set_gripper(0.0)
-    if cell.grasp is None or cell.grasp.body.name != "cube":
-        raise ConfigError("episode spec start 'grasped': the gripper could not close on the cube (cube_size wider "
-                          "than the open fingers?); give a smaller cube_size or start: table")
 
 
 def grasp_in_hand(env):

@@ -124,8 +124,8 @@ class SimArmBackend:
 
     def grasp_cube(self) -> None:
         """The Act2Answer grasped start: the scene's cube in the closed gripper at the TCP
-        (:func:`embeval.act2answer.episode.grasp_cube`)."""
-        from embeval.act2answer.episode import grasp_cube
+        (:func:`embeval.sim.workcell.grasp_cube`)."""
+        from embeval.sim.workcell import grasp_cube
 
         with self.lock:
             grasp_cube(self.cell)

@@ -581,3 +581,14 @@ def cell_verdict(cell: Workcell, task, scene: SceneSpec | None, source: str = "s
         return {"success": False, "success_source": source, "detail": f"stopped: {cell.safety.status.reason}"}
     ok = bool(task.success(cell.world_state(), scene))
     return {"success": ok, "success_source": source, "detail": f"{task.verb} {task.target}: {'achieved' if ok else 'not achieved'}"}
+
+
+def grasp_cube(cell) -> None:
+    """The Act2Answer grasped start on a pybullet :class:`Workcell` (scene loaded): the cube put at
+    the TCP and the gripper closed on it. A ConfigError when the gripper does not take it (the cube wider
+    than the open fingers)."""
+    cell.set_object_pose("cube", cell.tcp_pose()[:3])
+    cell.set_gripper(0.0)
+    if cell.grasp is None or cell.grasp.body.name != "cube":
+        raise ConfigError("episode spec start 'grasped': the gripper could not close on the cube (cube_size wider "
+                          "than the open fingers?); give a smaller cube_size or start: table")
