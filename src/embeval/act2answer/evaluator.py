@@ -8,7 +8,7 @@ Spec example (``config/act2answer/run_tiny_vla.yaml``)::
     items: {source: file, path: suite/items.jsonl}      # an Act2Answer item JSONL
     distortions: [none]                                 # or image distortions of the observations
     levels: [0]
-    params: {episode: {eps: 0.08, max_steps: 24}, layouts: [original, swapped]}
+    params: {episode: {eps: 0.08, max_steps: 80}, layouts: [original, swapped]}
     # params.backend: pybullet (default, the UR5 cell) or maniskill (ManiSkill3, the Panda)
 
 Units are ``<item id>@<layout>``; their group key is the subject and the item id, so the two
