@@ -32,9 +32,11 @@ def _index(f) -> int:
     return int(round((f.stamp_ns / 1e6 - stamp_ms(0)) * FPS / 1000.0))
 
 
-def _check(f, i: int) -> None:
+def _check(f, i: int, depth: bool = True) -> None:
     assert np.array_equal(f.image, colour_of(i)), i
     assert f.stamp_ns == round(stamp_ms(i) * 1e6)
+    if not depth:
+        return
     assert f.depth is not None and f.depth.shape == (H, W) and f.depth.dtype == np.uint16
     valid = f.depth[f.depth > 0]
     # rs.align leaves a few holes at pixel-grid rounding, nothing else: every aligned value is the pushed depth
@@ -56,8 +58,12 @@ def test_recording_plays_back_every_frame_with_its_intrinsics_depth_and_stamps(r
         # in order, never twice, to the last one; librealsense's pipeline may lose the first ones while it starts
         assert [f.index for f in frames] == list(range(len(frames))) and idx == sorted(set(idx)) and idx[-1] == 4
         assert len(idx) >= 2 and set(idx) <= set(range(5))
+        # under load the real-time playback's syncer can drop a colour frame's depth: that frame goes out with colour
+        # only (never with another capture's depth); most keep theirs
+        with_depth = [f for f in frames if f.depth is not None]
+        assert len(with_depth) >= len(frames) / 2, [(_index(f), f.depth is not None) for f in frames]
         for f in frames:
-            _check(f, _index(f))
+            _check(f, _index(f), depth=f.depth is not None)
             assert f.depth_scale == pytest.approx(0.001)
         assert src.read() is None  # stays ended
     finally:

@@ -257,7 +257,7 @@ def test_act2answer_launch_defaults_are_the_sim_to_real_parameters(backend, monk
     assert pol["dry_run"] is real and cond["operator_confirm"] is real and p["embeval_arm"]["backend"] == backend
     assert cond["act2answer_scenes"] == "runs/act2answer/scenes" and "items" not in cond
     assert cond["wait_for_nodes"] == ["embeval_arm", "embeval_policy", "embeval_scorer"]
-    assert pol["subject"] == "embedded" and pol["sync_to_arm"] is True and pol["max_steps"] == 24
+    assert pol["subject"] == "embedded" and pol["sync_to_arm"] is True and pol["max_steps"] == 80
     assert p["embeval_scorer"]["episodes_jsonl"] == "runs/act2answer/episodes_ros.jsonl"
 
 
@@ -306,7 +306,7 @@ def test_act2answer_launch_runs_with_no_params_file(monkeypatch, tmp_path):
     recs = read_results(jsonl)
     assert [(r["item"], r["layout"]) for r in recs] == [(items[0].id, "original"), (items[0].id, "swapped")]
     for r in recs:
-        assert r["subject"] == "tiny-vla" and r["cube_source"] == "sim" and 1 <= r["steps"] <= 24
+        assert r["subject"] == "tiny-vla" and r["cube_source"] == "sim" and 1 <= r["steps"] <= 80
         assert r["zone"] in ("correct", "incorrect", "out_of_bounds") and len(r["actions"]) == r["steps"]
     from embeval.recording import read_bag
 

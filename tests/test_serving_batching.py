@@ -192,7 +192,7 @@ def test_queue_bound_pixels_and_health_hold_for_batches():
     """40 clients at once on a slow policy, queue bound 6, batches of 3: the others get 503 queue_full with
     Retry-After; every call has at most 3 requests; at most 6 requests queued at once; the decoded pixels held
     while the model runs are at most the queue bound's (plus the requests being parsed); /health answers
-    within 1 s throughout; nothing is held afterwards."""
+    without waiting on the model (median well under a model call, none more than 3 s); nothing is held afterwards."""
     side = 64
     limits = ServerLimits(queue_size=6)
     pol = CountingPolicy(delay=0.3)
@@ -225,7 +225,9 @@ def test_queue_bound_pixels_and_health_hold_for_batches():
     assert health["peak_queued"] <= 6 and health["rejected"] == len(busy)
     assert max(pol.held) <= (6 + limits.parse_threads) * side * side, pol.held
     assert health["image_pixels_held"] == 0 and health["queued"] == 0
-    assert max(health_times) < 1.0, max(health_times)
+    # a /health that waited on the model would take most of a 0.3 s call on most probes; idle it takes ~1 ms, and
+    # on the loaded 2-core CI machine single probes have taken up to ~1 s (thread scheduling, not the queue)
+    assert np.median(health_times) < 0.15 and max(health_times) < 3.0, sorted(health_times)
 
 
 # --------------------------------------------------------------------------- flags
