@@ -72,3 +72,39 @@ def test_vla_eval_runner_runs_a_distorted_camera_unit_like_embeval(tmp_path):
             assert theirs["decision"] < 1.0
     finally:
         env.close()
+
+
+def test_vla_eval_runner_runs_a_scene_shift_unit_like_embeval(tmp_path):
+    from embeval.errors import ConfigError
+    from embeval.sim.backends import make_episode_env
+    from embeval.sim.perturb import Perturbations
+    from embeval.sim.perturb.score import score_seed
+    from embeval.subjects.scripted import ImageStatsPolicy
+    from embeval.vla_eval_benchmarks import SceneShiftBenchmark
+
+    params = {"env": "Pick", "axis": "light_intensity", "level": 5, "seeds": [1, 2], "max_steps": 3, "width": 48,
+              "height": 32}
+    with serve_in_thread(app_from_spec(STATS, "vla-eval")) as running:
+        cfg = {"server": {"url": running.url}, "output_dir": str(tmp_path / "out"),
+               "benchmarks": [{"benchmark": "embeval.vla_eval_benchmarks:SceneShiftBenchmark", "params": params}]}
+        (res,) = run(cfg, server_url=running.url, docker=False)
+    assert res["num_errors"] == 0
+    got = {t["task"]: t["episodes"][0]["metrics"] for t in res["tasks"]}
+    assert sorted(got) == ["seed1:light_intensity5", "seed2:light_intensity5"]
+    saved = [p.read_text() for p in (tmp_path / "out").rglob("*.json")]
+    assert saved and any('"execution"' in t and '"perturbation"' in t for t in saved)
+    env = make_episode_env({"backend": "pybullet", "env": "Pick", "width": 48, "height": 32, "max_steps": 3})
+    try:
+        for seed in (1, 2):
+            (mine,) = score_seed(env, ImageStatsPolicy(scale=0.1), seed, [Perturbations.parse("light_intensity:5")])
+            theirs = got[f"seed{seed}:light_intensity5"]
+            assert theirs["decision"] == pytest.approx(mine["decision"], abs=1e-5)
+            assert theirs["execution"] == pytest.approx(mine["execution"], abs=1e-3)
+            assert theirs["success"] == float(mine["success"])
+            assert (theirs["axis"], theirs["level"]) == ("light_intensity", 5)
+            assert theirs["perturbation"]["light_intensity"]["level"] == 5
+            assert theirs["decision"] < 1.0  # the darker or brighter world changed what the policy did
+    finally:
+        env.close()
+    with pytest.raises(ConfigError, match="axis"):
+        SceneShiftBenchmark(axis="gravity", level=2)

@@ -15,6 +15,13 @@ actions: embeval's 7 numbers (``[dx dy dz] m, [droll dpitch dyaw] rad, gripper 1
 cameras distorted, both answered by the model server within the one task (the server sees one instruction, so a
 stateful server is not reset between them), and the result carries Decision and Execution (``success``: the
 distorted episode's task success).
+
+``embeval.vla_eval_benchmarks:SceneShiftBenchmark`` is the scene-perturbation unit (params ``env``, ``axis``,
+``level``, ``seeds``, ``max_steps``, ``width``, ``height``; one task per seed; axes: ``embeval perturb list``):
+:func:`embeval.sim.perturb.score.score_seed` runs the seed's unperturbed reference episode, then the same seed with
+the world changed (camera pose, lights, textures, distractors, initial state, instruction, ...), both answered by the
+model server within the one task; the result carries Decision, Execution and what the axis drew (``perturbation``;
+``success``: the perturbed episode's task success).
 """
 from __future__ import annotations
 
@@ -179,15 +186,14 @@ class Act2AnswerBenchmark(_benchmark_base()):
         self._dir.cleanup()
 
 
-class DistortedCameraBenchmark(_benchmark_base()):
-    """Embodied-IQA distorted-camera units as vla-eval tasks (module docstring)."""
+class _PairedEpisodeBenchmark(_benchmark_base()):
+    """A pybullet cell unit scored as a (reference, changed) pair of seeded episodes within one task; subclasses
+    name the change (:meth:`_unit`, :meth:`_label`, :meth:`_change`)."""
 
-    def __init__(self, env: str = "Pick", distortion: str = "gaussian_noise", level: int = 3, seeds: list[int] | None = None,
-                 max_steps: int = 20, width: int = 64, height: int = 48, distortion_seed: int = 0):
+    def __init__(self, env: str, seeds: list[int] | None, max_steps: int, width: int, height: int):
         super().__init__()
         from embeval.sim.backends import make_episode_env
 
-        self.distortion, self.level, self.distortion_seed = str(distortion), int(level), int(distortion_seed)
         self.seeds = [int(s) for s in (seeds if seeds is not None else [1])]
         self.max_steps = int(max_steps)
         self.env = make_episode_env({"backend": "pybullet", "env": env, "width": width, "height": height,
@@ -195,26 +201,41 @@ class DistortedCameraBenchmark(_benchmark_base()):
         self.bridge: EpisodeBridge | None = None
         self._last_obs = None
 
+    def _label(self) -> str:
+        raise NotImplementedError
+
+    def _change(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _unit(self, policy, seed: int) -> dict[str, Any]:
+        """Both episodes of ``seed`` answered by ``policy``; the scored result as plain data."""
+        raise NotImplementedError
+
     def get_tasks(self) -> list[dict[str, Any]]:
-        return [{"name": f"seed{s}:{self.distortion}{self.level}", "seed": s} for s in self.seeds]
+        return [{"name": f"seed{s}:{self._label()}", "seed": s} for s in self.seeds]
 
     def reset(self, task):
-        from embeval.sim.backends import score_episode
-
         if self.bridge is not None:
             self.bridge.stop()
-        dist = (self.distortion, self.level, self.distortion_seed)
-        self.bridge = EpisodeBridge(lambda pol: score_episode(self.env, pol, int(task["seed"]), dist)[0])
+        seed = int(task["seed"])
+        self.bridge = EpisodeBridge(lambda pol: self._unit(pol, seed))
         self._last_obs = self.bridge.start()[1]
         return self._last_obs
 
-    step = Act2AnswerBenchmark.step
+    def step(self, action):
+        from vla_eval.benchmarks.base import StepResult
+
+        kind, value = self.bridge.step(_embeval_action(action))
+        if kind == "done":
+            return StepResult(obs=self._last_obs, reward=0.0, done=True, info={"outcome": value})
+        self._last_obs = value
+        return StepResult(obs=value, reward=0.0, done=False, info={})
+
     make_obs = Act2AnswerBenchmark.make_obs
 
     def get_step_result(self, step_result) -> dict[str, Any]:
         score = step_result.info.get("outcome", {})
-        return {"success": bool(score.get("distorted_success", False)), "distortion": self.distortion,
-                "level": self.level, **score}
+        return {**score, **self._change(), "success": bool(score.get("success", False))}
 
     def get_metric_keys(self) -> dict[str, str]:
         return {"success": "mean", "decision": "mean", "execution": "mean"}
@@ -226,3 +247,55 @@ class DistortedCameraBenchmark(_benchmark_base()):
         if self.bridge is not None:
             self.bridge.stop()
         self.env.close()
+
+
+class DistortedCameraBenchmark(_PairedEpisodeBenchmark):
+    """Embodied-IQA distorted-camera units as vla-eval tasks (module docstring)."""
+
+    def __init__(self, env: str = "Pick", distortion: str = "gaussian_noise", level: int = 3, seeds: list[int] | None = None,
+                 max_steps: int = 20, width: int = 64, height: int = 48, distortion_seed: int = 0):
+        from embeval.distortion import N_LEVELS, get
+
+        get(str(distortion))  # an unknown name fails here, naming the choices, not in the first episode
+        if not 1 <= int(level) <= N_LEVELS:
+            from embeval.errors import ConfigError
+
+            raise ConfigError(f"level: a distortion level in 1..{N_LEVELS}, got {level!r}")
+        self.distortion, self.level, self.distortion_seed = str(distortion), int(level), int(distortion_seed)
+        super().__init__(env, seeds, max_steps, width, height)
+
+    def _label(self) -> str:
+        return f"{self.distortion}{self.level}"
+
+    def _change(self) -> dict[str, Any]:
+        return {"distortion": self.distortion, "level": self.level}
+
+    def _unit(self, policy, seed: int) -> dict[str, Any]:
+        from embeval.sim.backends import score_episode
+
+        score = score_episode(self.env, policy, seed, (self.distortion, self.level, self.distortion_seed))[0].to_dict()
+        return {**score, "success": score["distorted_success"]}
+
+
+class SceneShiftBenchmark(_PairedEpisodeBenchmark):
+    """Scene-perturbation units as vla-eval tasks (module docstring)."""
+
+    def __init__(self, env: str = "Pick", axis: str = "camera_pose", level: int = 3, seeds: list[int] | None = None,
+                 max_steps: int = 20, width: int = 64, height: int = 48):
+        from embeval.sim.perturb import Perturbations
+
+        self.axis, self.level = str(axis), int(level)
+        self.perturbation = Perturbations.parse(f"{self.axis}:{self.level}")  # checks the axis and level
+        super().__init__(env, seeds, max_steps, width, height)
+
+    def _label(self) -> str:
+        return f"{self.axis}{self.level}"
+
+    def _change(self) -> dict[str, Any]:
+        return {"axis": self.axis, "level": self.level}
+
+    def _unit(self, policy, seed: int) -> dict[str, Any]:
+        from embeval.sim.perturb.score import score_seed
+
+        (row,) = score_seed(self.env, policy, seed, [self.perturbation])
+        return {k: row[k] for k in ("decision", "execution", "reference_success", "success", "perturbation")}

@@ -53,6 +53,7 @@ _BUILTIN: dict[tuple[str, str], str] = {
     ("policy", "openvla_hf"): "embeval.subjects.adapters.openvla_hf:OpenVLAHFPolicy",
     ("vlm", "hf"): "embeval.subjects.adapters.hf_vlm:HFVLM",
     ("policy", "lerobot"): "embeval.subjects.adapters.lerobot_policy:LeRobotPolicy",
+    ("policy", "lerobot-server"): "embeval.subjects.adapters.lerobot_server:LeRobotServerPolicy",
     ("policy", "embedded"): "embeval.subjects.embedded.adapter:EmbeddedPolicy",
     ("vlm", "embedded"): "embeval.subjects.embedded.adapter:EmbeddedVLM",
 }

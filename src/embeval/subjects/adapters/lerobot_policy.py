@@ -188,18 +188,51 @@ class LeRobotParams:
                    None if gripper is None else check_gripper(gripper), frame,
                    absolute, device, seed, arms)
 
+    def convention(self, convention: Any = None):
+        """The action convention these params declare (``gripper``, ``frame``, ``absolute``, ``action_scale`` over
+        ``convention``'s; :func:`embeval.conventions.convention`)."""
+        conv = resolve_convention(convention, gripper=self.gripper, frame=self.frame, absolute=self.absolute)
+        if self.action_scale is not None:
+            if self.action_scale.size not in (1, conv.size):
+                raise ConfigError(f"field 'params.action_scale' must be one number or {conv.size} (one per raw "
+                                  f"number of convention {conv.name!r}), got {self.action_scale.size}")
+            conv = resolve_convention(conv, scale=self.action_scale.tolist())
+        return conv
+
+
+def concat_state(state: Mapping[str, Any], keys: Sequence[str], feature: str,
+                 param: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The entries ``keys`` of an observation's ``state`` flattened and concatenated in order (float32), and the
+    parts; :class:`InvalidInputError` naming the missing entry and the fix (``params.<param>``)."""
+    missing = [k for k in keys if k not in state]
+    if missing:
+        raise InvalidInputError(f"policy input {feature!r} needs observation.state[{missing[0]!r}] (params.{param}: "
+                                f"{list(keys)}); the observation has {sorted(state)}")
+    parts = [np.asarray(state[k], dtype=np.float32).reshape(-1) for k in keys]
+    return (np.concatenate(parts) if parts else np.zeros(0, np.float32)), parts
+
+
+def raw_to_action(raw: Any, convention, indices: Sequence[int], arms: int, who: str, tcp_pose=None) -> Action:
+    """An embeval :class:`Action` from one un-normalised LeRobot action vector: with ``arms`` > 1 the arm block
+    with the larger motion, else the entries ``indices``, converted from ``convention`` (an absolute one against
+    ``tcp_pose``, ``[x y z rx ry rz]``, m, rotation vector); a NaN or inf is :class:`InvalidInputError` naming ``who``."""
+    a = np.asarray(raw, dtype=np.float64).reshape(-1)
+    if not np.all(np.isfinite(a)):
+        raise InvalidInputError(f"policy {who} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
+    if arms > 1:  # the arm with the larger motion (Embodied-IQA), judged on the arms' converted actions
+        from embeval.action import arm_of_larger_motion
+
+        per_arm = [to_embeval(block, convention, tcp_pose) for block in a.reshape(arms, -1)]
+        return per_arm[arm_of_larger_motion(np.concatenate([x.vector for x in per_arm]))]
+    return to_embeval(a[list(indices)], convention, tcp_pose)
+
 
 def assemble_state(state: Mapping[str, Any], keys: Sequence[str], size: int, feature: str, param: str,
                    pad: bool = False) -> tuple[np.ndarray, str]:
     """The entries ``keys`` of an observation's ``state`` flattened and concatenated in order, as float32 (``size``,);
     with ``pad``, zero-padded/cut to ``size`` and a note saying so (else ""). :class:`InvalidInputError` naming the
     missing entry, or the sizes, and the fix (``params.<param>``)."""
-    missing = [k for k in keys if k not in state]
-    if missing:
-        raise InvalidInputError(f"policy input {feature!r} needs observation.state[{missing[0]!r}] (params.{param}: "
-                                f"{list(keys)}); the observation has {sorted(state)}")
-    parts = [np.asarray(state[k], dtype=np.float32).reshape(-1) for k in keys]
-    s = np.concatenate(parts) if parts else np.zeros(0, np.float32)
+    s, parts = concat_state(state, keys, feature, param)
     if s.size == size:
         return s, ""
     sizes = " + ".join(f"{k} ({p.size})" for k, p in zip(keys, parts))
@@ -332,12 +365,7 @@ class LeRobotPolicy(HiddenStateMixin):
         p = LeRobotParams.check(camera_map, state_key, pad_state, env_state_key, action_indices, action_scale, gripper,
                                 frame, absolute, device, seed, arms)
         self.params = p
-        self.convention = resolve_convention(convention, gripper=p.gripper, frame=p.frame, absolute=p.absolute)
-        if p.action_scale is not None:
-            if p.action_scale.size not in (1, self.convention.size):
-                raise ConfigError(f"field 'params.action_scale' must be one number or {self.convention.size} (one per raw "
-                                  f"number of convention {self.convention.name!r}), got {p.action_scale.size}")
-            self.convention = resolve_convention(self.convention, scale=p.action_scale.tolist())
+        self.convention = p.convention(convention)
         self.path = check_checkpoint(path)
         check_lerobot_processors(self.path, trust_remote_code)  # steps outside LeRobot's registry: refused unloaded
         self.camera_map, self.state_key, self.pad_state = p.camera_map, p.state_key, p.pad_state
@@ -499,15 +527,7 @@ class LeRobotPolicy(HiddenStateMixin):
     def to_action(self, raw: np.ndarray, tcp_pose=None) -> Action:
         """An embeval :class:`Action` from one un-normalised policy action (see module docstring); an absolute
         convention is converted against ``tcp_pose`` (``[x y z rx ry rz]``, m, rotation vector)."""
-        a = np.asarray(raw, dtype=np.float64).reshape(-1)
-        if not np.all(np.isfinite(a)):
-            raise InvalidInputError(f"policy {self.id} returned a NaN or inf action {a.tolist()}; the policy output is invalid")
-        if self.arms > 1:  # the arm with the larger motion (Embodied-IQA), judged on the arms' converted actions
-            from embeval.action import arm_of_larger_motion
-
-            per_arm = [to_embeval(block, self.convention, tcp_pose) for block in a.reshape(self.arms, -1)]
-            return per_arm[arm_of_larger_motion(np.concatenate([x.vector for x in per_arm]))]
-        return to_embeval(a[self.action_indices], self.convention, tcp_pose)
+        return raw_to_action(raw, self.convention, self.action_indices, self.arms, self.id, tcp_pose)
 
     # -- batched episodes (BatchedPolicy) ---------------------------------------------------
     def fork(self) -> "LeRobotPolicy":
