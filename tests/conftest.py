@@ -191,6 +191,24 @@ def one_error_line(capsys) -> str:
     return lines[0]
 
 
+def decision_unit(spec: dict, state: dict, tmp_path, size: tuple[int, int]) -> float:
+    """The Decision of subject ``spec`` on one policy-decision unit (one synthetic ``size`` = (W, H) image, darkened
+    at level 3, the observation state ``state``), run through ``embeval.runs`` as a user would; asserts it ran."""
+    import numpy as np
+
+    from embeval.runs import ResultsStore, parse_spec, run
+
+    rs = parse_spec({"evaluator": "policy-decision", "subjects": [spec], "distortions": ["darken"], "levels": [3],
+                     "items": {"source": "synthetic", "count": 1, "params": {"size": list(size)}},
+                     "params": {"tasks": ["pick up the block"], "state": {k: np.asarray(v).tolist() for k, v in state.items()}},
+                     "backend": {"progress": False}}, base_dir=tmp_path)
+    s = run(rs, tmp_path / "decision")
+    with ResultsStore(tmp_path / "decision" / "results.sqlite") as st:
+        rows = st.rows(s.run_id)
+    assert s.failed == 0 and rows, [r.get("error") for r in rows]
+    return rows[-1]["outputs"]["decision"]
+
+
 def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
     """Run a LeRobot subject spec through embeval as a user would: load it, read its hidden states, score one
     policy-decision unit (one synthetic image, darkened) and run one Act2Answer episode in the pybullet cell
@@ -203,7 +221,6 @@ def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
     from embeval.act2answer.generator import generate_items
     from embeval.act2answer.scene import EpisodeSpec
     from embeval.action import Observation
-    from embeval.runs import ResultsStore, parse_spec, run
     from embeval.subjects import load_subject
 
     subject = load_subject(spec)
@@ -217,15 +234,7 @@ def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
     # the decision evaluator shows one camera ("third_person", a synthetic image): every image input reads it
     one_cam = {**spec, "id": "lerobot", "params": {**spec.get("params", {}), "camera_map": {
         k: "third_person" for k in subject.config.image_features}}}
-    rs = parse_spec({"evaluator": "policy-decision", "subjects": [one_cam], "distortions": ["darken"], "levels": [3],
-                     "items": {"source": "synthetic", "count": 1, "params": {"size": [128, 96]}},
-                     "params": {"tasks": ["pick up the block"], "state": {k: np.asarray(v).tolist() for k, v in obs.state.items()}},
-                     "backend": {"progress": False}}, base_dir=tmp_path)
-    s = run(rs, tmp_path / "decision")
-    with ResultsStore(tmp_path / "decision" / "results.sqlite") as st:
-        rows = st.rows(s.run_id)
-    assert s.failed == 0 and rows, [r.get("error") for r in rows]
-    decision = rows[-1]["outputs"]["decision"]
+    decision = decision_unit(one_cam, obs.state, tmp_path, (128, 96))
     assert math.isfinite(decision)
     if not a2a_steps:  # the caller runs its Act2Answer episodes itself
         return {"subject": subject, "hidden": hidden, "decision": decision, "episode": None}

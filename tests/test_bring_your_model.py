@@ -46,7 +46,7 @@ def test_page_commands_run():
             exe = Path(sys.executable).parent / "embeval"
             r = subprocess.run([str(exe), *cmd.split()[1:]], env=_env(), capture_output=True, text=True, timeout=120)
             assert r.returncode == 0, r.stderr[-500:]
-            assert "openpi" in r.stdout and "vla-eval" in r.stdout
+            assert "openpi" in r.stdout and "vla-eval" in r.stdout and "lerobot-server" in r.stdout
             continue
         args = cmd.split()[2:]
         old_port = args[args.index("--port") + 1]
