@@ -7,8 +7,10 @@ need a camera device skip without one.
 """
 from __future__ import annotations
 
+import atexit
 import fcntl
 import os
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,3 +260,28 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    session.config.stash[_EXIT_STATUS] = int(exitstatus)
+
+
+_EXIT_STATUS = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """End the test process without running the C library's exit handlers.
+
+    After the last test of a long in-process run (the ``serial`` part drives ur_rtde, rclpy/Fast DDS, torch and
+    the servers in one interpreter), ``exit()`` walks a list of some 1,500 C++ static destructors that one of the
+    native libraries left corrupted, and the process dies with SIGSEGV although every test passed. Python's own
+    atexit handlers still run; the process then leaves with pytest's exit status. xdist workers exit normally
+    (their controller waits on their goodbye).
+    """
+    if hasattr(config, "workerinput") or _EXIT_STATUS not in config.stash:
+        return
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(config.stash[_EXIT_STATUS])
