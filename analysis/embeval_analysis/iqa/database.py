@@ -296,7 +296,7 @@ def aggregate(db: str | Path, log: Log | None = print):
     import numpy as np
 
     from embeval.scoring.cognition import cognition_scores
-    from embeval.scoring.decision import DecisionConfig, decision_corpus
+    from embeval.scoring.decision import OUTPUTS as DECISION_OUTPUTS, DecisionConfig, decision_corpus
 
     db = Path(db)
     spec = load_run_spec(db / "run")
@@ -314,8 +314,7 @@ def aggregate(db: str | Path, log: Log | None = print):
         pairs = [v[:2] for v in actions.values()]
         angle = decision_corpus(pairs, DecisionConfig(rotation="angle"))
         for (subject, image_id), s, sa in zip(actions, decision_corpus(pairs), angle):
-            rows.append({"image_id": image_id, "subject": subject, "kind": "vla", "decision": s.total,
-                         "position": s.position, "rotation": s.rotation, "state": s.state,
+            rows.append({"image_id": image_id, "subject": subject, "kind": "vla", **s.outputs(),
                          "decision_angle": sa.total, "decision_per_pair": actions[(subject, image_id)][2]})
     if answers:
         for (subject, image_id), s in cognition_scores(answers).items():
@@ -324,7 +323,7 @@ def aggregate(db: str | Path, log: Log | None = print):
     long = pd.DataFrame(rows)
     long.to_csv(db / "subject_scores.csv", index=False)
     images = pd.read_csv(db / "images.csv")
-    parts = {"vla": ["decision", "position", "rotation", "state", "decision_angle", "decision_per_pair"],
+    parts = {"vla": [*DECISION_OUTPUTS, "decision_angle", "decision_per_pair"],
              "vlm": ["cognition", "bleu", "rouge_l", "cider_d"]}
     out = images.copy()
     for kind, cols in parts.items():

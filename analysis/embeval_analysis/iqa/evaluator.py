@@ -111,7 +111,7 @@ class IQAEvaluator(Evaluator):
 
     def _policy(self, spec, state, units, refs, pairs) -> list[dict[str, Any]]:
         from embeval.action import Action, Observation
-        from embeval.scoring.decision import DecisionConfig, decision_score
+        from embeval.scoring.decision import DecisionConfig, decision_corpus
 
         policy, cams = state["model"], spec.params.get("cameras", ["third_person", "wrist"])
 
@@ -153,9 +153,8 @@ class IQAEvaluator(Evaluator):
         for i, r in enumerate(refs):
             ref_acts = np.stack([cache[(r["ref_id"], t)] for t in range(n_tasks)])
             # per pair here (a unit cannot see the corpus); aggregate() rescoring the corpus is the Decision
-            s = decision_score(ref_acts, dist_acts[i], DecisionConfig(normalisation="per_pair"))
-            out.append({"kind": "policy", "decision": s.total, "position": s.position, "rotation": s.rotation,
-                        "state": s.state, "task_scores": [x.score for x in s.tasks],
+            s = decision_corpus([(ref_acts, dist_acts[i])], DecisionConfig(normalisation="per_pair"))[0]
+            out.append({"kind": "policy", **s.outputs(), "task_scores": [x.score for x in s.tasks],
                         "reference_actions": ref_acts.tolist(), "distorted_actions": dist_acts[i].tolist()})
         return out
 

@@ -58,7 +58,7 @@ def score_pair(reference: Episode, distorted: Episode) -> dict[str, Any]:
     Decision here is the per-pair form (episodes are scored as they finish, with no corpus yet); the
     paper's corpus normalisation is :func:`embeval.scoring.decision.decision_corpus` over the recorded
     first actions of all episodes."""
-    from embeval.scoring.decision import DecisionConfig, decision_parts
+    from embeval.scoring.decision import DecisionConfig, decision_corpus
 
     rec = execution_record(reference, distorted)
     if rec is not None:
@@ -68,9 +68,8 @@ def score_pair(reference: Episode, distorted: Episode) -> dict[str, Any]:
         out = {"execution": ESTOP_SCORE if distorted.stopped else float("nan"),
                "execution_reason": "estop" if distorted.stopped else "no final TCP pose", "execution_distance_cm": float("nan")}
     if reference.actions and distorted.actions:
-        d = decision_parts(np.asarray(reference.actions[0]), np.asarray(distorted.actions[0]),
-                           DecisionConfig(normalisation="per_pair"))[0]
-        out.update(decision=d.score, decision_position=d.position, decision_rotation=d.rotation, decision_state=d.state)
+        pair = (np.asarray(reference.actions[0]), np.asarray(distorted.actions[0]))
+        out.update(decision_corpus([pair], DecisionConfig(normalisation="per_pair"))[0].outputs())
     else:
         out["decision"] = float("nan")
     return out

@@ -52,6 +52,8 @@ from embeval.errors import ConfigError, InvalidInputError
 
 
 NORMALISATIONS = ("corpus", "per_pair")
+#: the names of a Decision score's total and parts wherever one is reported (records, run outputs, tables)
+OUTPUTS = ("decision", "position", "rotation", "state")
 #: the corpus form's rotation distance: "cosine" (the paper's) or "angle" (relative rotation angle, option)
 ROTATIONS = ("cosine", "angle")
 #: the instructions a policy is scored on when an image source or run carries none (rising difficulty): the
@@ -121,6 +123,10 @@ class ImageDecisionScore:
     rotation: float
     state: float
     tasks: tuple[DecisionScore, ...]
+
+    def outputs(self) -> dict[str, float]:
+        """The score under the names every report of Decision uses (:data:`OUTPUTS`)."""
+        return dict(zip(OUTPUTS, (self.total, self.position, self.rotation, self.state)))
 
 
 def _as_matrix(actions) -> np.ndarray:
@@ -262,8 +268,10 @@ def decision_score(reference: Sequence, distorted: Sequence, config: DecisionCon
 
 
 def decision_corpus(pairs: Sequence[tuple[Any, Any]], config: DecisionConfig = DecisionConfig()) -> list[ImageDecisionScore]:
-    """Decision scores of many images at once, ``pairs[i] = (reference_actions, distorted_actions)`` of
-    image i: with ``normalisation="corpus"`` the distance range is fitted over every task pair of every
-    image, so each image's score depends on the corpus (score the whole corpus in one call)."""
+    """The Decision scorer (every module that reports Decision calls this one): the scores of many images at
+    once, ``pairs[i] = (reference_actions, distorted_actions)`` of image i (one action per task). With
+    ``normalisation="corpus"`` the distance range is fitted over every task pair of every image, so each
+    image's score depends on the corpus (score the whole corpus in one call); ``"per_pair"`` scores each
+    image alone (streaming use, where no corpus exists yet). Report with :meth:`ImageDecisionScore.outputs`."""
     rng = DecisionRange.fit(pairs, config) if config.normalisation == "corpus" else None
     return [decision_score(a, b, config, rng) for a, b in pairs]

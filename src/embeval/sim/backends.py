@@ -34,6 +34,7 @@ from embeval.action import Action, Observation
 from embeval.config import check_keys
 from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
+from embeval.scoring.decision import OUTPUTS as DECISION_OUTPUTS, DecisionConfig, decision_corpus
 from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
 from embeval.sim.episode_env import DistortedCameras, EpisodeEnv
 
@@ -218,8 +219,7 @@ class EpisodeScore:
 
     def to_dict(self) -> dict[str, Any]:
         e = self.execution
-        return {"decision": self.decision, "position": self.position, "rotation": self.rotation, "state": self.state,
-                "execution": e.score, "reason": e.reason, "distance_cm": e.distance_cm,
+        return {**{k: getattr(self, k) for k in DECISION_OUTPUTS}, "execution": e.score, "reason": e.reason, "distance_cm": e.distance_cm,
                 "reference_success": e.reference.success, "distorted_success": e.distorted.success,
                 "reference_tcp": list(e.reference.final_tcp_pose), "distorted_tcp": list(e.distorted.final_tcp_pose),
                 "reference_steps": e.reference.n_actions, "distorted_steps": e.distorted.n_actions}
@@ -237,9 +237,7 @@ def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int
 def score_runs(ref, dis) -> EpisodeScore:
     """Decision and Execution of the distorted run ``dis`` against its clean reference ``ref`` (anything with an
     :class:`EpisodeRun`'s ``first_action`` and ``outcome``, e.g. what an environment worker sent back)."""
-    from embeval.scoring.decision import DecisionConfig, decision_score
-
     # Decision on the first frame: each episode's first action, taken right after policy.reset on the
     # clean resp. distorted first frame (the same policy state for both)
-    d = decision_score([ref.first_action], [dis.first_action], DecisionConfig(normalisation="per_pair"))
-    return EpisodeScore(d.total, d.position, d.rotation, d.state, execution_score(ref.outcome, dis.outcome))
+    d = decision_corpus([([ref.first_action], [dis.first_action])], DecisionConfig(normalisation="per_pair"))[0]
+    return EpisodeScore(**d.outputs(), execution=execution_score(ref.outcome, dis.outcome))

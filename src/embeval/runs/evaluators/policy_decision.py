@@ -63,8 +63,7 @@ def corpus_decision(frame, params: dict | None = None, rotation: str | None = No
     outs = [json.loads(o) for o in frame["outputs"]]
     pairs = [(np.asarray(o["reference_actions"]), np.asarray(o["distorted_actions"])) for o in outs]
     scores = decision_corpus(pairs, _config(params or {}, rotation=rotation))
-    return pd.DataFrame([{"decision": s.total, "position": s.position, "rotation": s.rotation, "state": s.state}
-                         for s in scores], index=frame.index)
+    return pd.DataFrame([s.outputs() for s in scores], index=frame.index)
 
 
 def _cameras(spec) -> list[str]:
@@ -209,15 +208,15 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         return outs
 
     def _outputs(self, spec, acts_ref, acts_dist, dist) -> dict[str, Any]:
-        from embeval.scoring.decision import decision_distances, decision_score
+        from embeval.scoring.decision import decision_corpus, decision_distances
 
         p = spec.params
         tasks = p.get("tasks", list(DEFAULT_TASKS))
         cfg = _config(p, "per_pair")
-        s = decision_score(acts_ref, acts_dist, cfg)
+        s = decision_corpus([(acts_ref, acts_dist)], cfg)[0]
         dt, dr = decision_distances(acts_ref, acts_dist, cfg)
         return {
-            "decision": s.total, "position": s.position, "rotation": s.rotation, "state": s.state, "n_tasks": len(tasks),
+            **s.outputs(), "n_tasks": len(tasks),
             "decision_form": "per_pair", "task_scores": [t.score for t in s.tasks],
             "position_distance_m": dt.tolist(), "rotation_distance_rad": dr.tolist(),
             "reference_actions": [a.vector.tolist() for a in acts_ref],
@@ -229,7 +228,9 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         if frame.empty or "out.decision" not in frame:
             return []
         ok = frame[frame["outputs"].notna()]
-        parts = ["decision", "position", "rotation", "state"]
+        from embeval.scoring.decision import OUTPUTS
+
+        parts = list(OUTPUTS)
         scored = ok[["subject", "distortion", "level"]].join(corpus_decision(ok, spec.params))
         rotation = spec.params.get("rotation", "cosine")
         other = "angle" if rotation == "cosine" else "cosine"
