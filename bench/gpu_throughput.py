@@ -19,11 +19,13 @@ the CPU. It is wrapped by embeval's OpenVLA adapter (:class:`~embeval.subjects.a
   step on a real arm), with the dynamic cache and with the static cache (compiled decode on CUDA, warmed up
   at load). Target for the 7B on an H100: <= 70 ms (2.3x the memory-bandwidth floor of ~30 ms).
 
-``--json FILE`` writes the rows. Without CUDA, ``--size 7b`` is refused (it would take hours on a CPU).
+``--json FILE`` writes the rows; ``--profile DIR`` adds torch.profiler tables of those calls (operators by
+self device time). Without CUDA, ``--size 7b`` is refused (it would take hours on a CPU).
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import statistics
 import sys
@@ -116,9 +118,24 @@ PROMPT = "<image> In: What action should the robot take to {instruction}?\nOut:"
 INSTRUCTIONS = ["pick up the red cube", "place it on the left card", "push the green cube", "put it on the plate"]
 
 
+def _profile(fn, device: str, path: Path) -> None:
+    """torch.profiler's table of one ``fn()`` (after one untimed call), operators by self device time (CPU time
+    without CUDA), written to ``path``: where a call's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with profile(activities=acts) as prof:
+        fn()
+        _sync(device)
+    key = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    path.write_text(prof.key_averages().table(sort_by=key, row_limit=25))
+
+
 def run(size: str = "7b", device: str = "auto", dtype: str = "auto", batches=(1, 8, 32), episodes: int = 32,
-        reps: int = 5) -> list[dict]:
-    """The rows (see module docstring)."""
+        reps: int = 5, profile_dir: Path | None = None) -> list[dict]:
+    """The rows (see module docstring); ``profile_dir``: also write profiler tables there (``act_slots`` at the
+    largest batch up to 32, ``act`` at batch 1 on the dynamic and the static cache)."""
     import torch
 
     from embeval.subjects.adapters.openvla_hf import decode_action_tokens
@@ -141,9 +158,8 @@ def run(size: str = "7b", device: str = "auto", dtype: str = "auto", batches=(1,
     count = f"{params / 1e9:.2f} B" if params >= 1e9 else f"{params / 1e6:.2f} M"
     head = {"model": f"{size} ({count} parameters, {dtype})", "device": gpu}
     rows: list[dict] = []
-    from bench.bench_batching import _rendered_observations
-
-    obs = _rendered_observations(max(batches))
+    obs, source = _observations(max(batches))
+    head["observations"] = source
     for b in batches:
         slots = list(range(b))
         batch_obs = obs[:b]
@@ -167,23 +183,48 @@ def run(size: str = "7b", device: str = "auto", dtype: str = "auto", batches=(1,
         rows.append({**head, "case": f"bare generate, batch {b}", "obs_per_s": b / t_bare, "ms_per_call": 1e3 * t_bare})
         rows.append({**head, "case": f"embeval act_slots, batch {b}", "obs_per_s": b / t_ours, "ms_per_call": 1e3 * t_ours,
                      "share_of_bare": t_bare / t_ours, "max_abs_diff_vs_bare": diff})
+    if profile_dir is not None:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        b = max([x for x in batches if x <= 32] or [min(batches)])
+        policy.reset_slots(list(range(b)), [INSTRUCTIONS[0]] * b)
+        _profile(lambda: policy.act_slots(list(range(b)), obs[:b]), device, profile_dir / f"profile_act_slots_b{b}.txt")
+        policy.end_slots(list(range(b)))
     if episodes:
         rows.append({**head, **_episodes(policy, max(batches), episodes)})
     one = obs[0]
     policy.reset(INSTRUCTIONS[0])
     t_dyn = _timed(lambda: policy.act(one), device, max(reps, 10))
+    if profile_dir is not None:
+        _profile(lambda: policy.act(one), device, profile_dir / "profile_act_b1_dynamic.txt")
     rows.append({**head, "case": "policy node batch 1, dynamic cache", "ms_per_action": 1e3 * t_dyn})
+    case = "policy node batch 1, static cache" + (" + compile" if device.startswith("cuda") else "")
     t0 = time.perf_counter()
-    fast = OpenVLAHFPolicy.from_loaded(proc, model, device=device, cache="static", **common)  # warms up (compiles)
-    warm_s = time.perf_counter() - t0
-    fast.reset(INSTRUCTIONS[0])
-    t_static = _timed(lambda: fast.act(one), device, max(reps, 10))
-    same = bool(np.allclose(fast.act(one).vector, policy.act(one).vector, atol=1e-5))
-    rows.append({**head, "case": "policy node batch 1, static cache" + (" + compile" if device.startswith("cuda") else ""),
-                 "ms_per_action": 1e3 * t_static, "ratio_vs_dynamic": t_static / t_dyn, "warmup_s": warm_s,
-                 "same_action": same})
+    try:
+        fast = OpenVLAHFPolicy.from_loaded(proc, model, device=device, cache="static", **common)  # warms up (compiles)
+        warm_s = time.perf_counter() - t0
+        fast.reset(INSTRUCTIONS[0])
+        t_static = _timed(lambda: fast.act(one), device, max(reps, 10))
+        same = bool(np.allclose(fast.act(one).vector, policy.act(one).vector, atol=1e-5))
+        if profile_dir is not None:
+            _profile(lambda: fast.act(one), device, profile_dir / "profile_act_b1_static.txt")
+        rows.append({**head, "case": case, "ms_per_action": 1e3 * t_static, "ratio_vs_dynamic": t_static / t_dyn,
+                     "warmup_s": warm_s, "same_action": same})
+    except Exception as exc:  # noqa: BLE001 -- a compiler failure on one GPU stack is a row, the numbers above stay
+        rows.append({**head, "case": case, "error": f"{type(exc).__name__}: {exc}"[:600]})
     rows.append({**head, "case": "model built from config", "seconds": built_s})
     return rows
+
+
+def _observations(n: int) -> tuple[list, str]:
+    """``n`` observations of the pybullet cell and ``"rendered"``; where pybullet is not installed (a GPU image
+    without it), random frames of the cell's camera shape (96 x 128 px, the same preprocessing cost) and ``"random"``."""
+    import importlib.util
+
+    from bench.bench_batching import _random_observations, _rendered_observations
+
+    if importlib.util.find_spec("pybullet") is not None:
+        return _rendered_observations(n), "rendered"
+    return _random_observations(n, (96, 128)), "random"
 
 
 def _episodes(policy, num_envs: int, episodes: int) -> dict:
@@ -218,17 +259,20 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="auto", help="auto (cuda if present), cpu, cuda, cuda:N")
     ap.add_argument("--dtype", default="auto", choices=["auto", "bfloat16", "float16", "float32"],
                     help="auto: bfloat16 on CUDA, float32 on the CPU")
-    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32], help="batch sizes (1..64)")
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8, 32], help="batch sizes (1..256)")
     ap.add_argument("--episodes", type=int, default=32, help="Act2Answer episodes at the largest batch (0: none)")
     ap.add_argument("--reps", type=int, default=5, help="timed calls per measurement (median)")
     ap.add_argument("--json", type=Path, help="write the rows to this file")
+    ap.add_argument("--profile", type=Path, metavar="DIR", help="also write torch.profiler tables into DIR")
     args = ap.parse_args(argv)
-    if any(not 1 <= b <= 64 for b in args.batch) or not 0 <= args.episodes <= 10_000 or not 1 <= args.reps <= 1000:
-        ap.error("--batch takes 1..64, --episodes 0..10000, --reps 1..1000")
-    rows = run(args.size, args.device, args.dtype, tuple(args.batch), args.episodes, args.reps)
-    print(f"{rows[0]['model']} on {rows[0]['device']}")
+    if any(not 1 <= b <= 256 for b in args.batch) or not 0 <= args.episodes <= 10_000 or not 1 <= args.reps <= 1000:
+        ap.error("--batch takes 1..256, --episodes 0..10000, --reps 1..1000")
+    if args.episodes and importlib.util.find_spec("pybullet") is None:
+        ap.error("--episodes needs pybullet (the Act2Answer cell); install it or pass --episodes 0")
+    rows = run(args.size, args.device, args.dtype, tuple(args.batch), args.episodes, args.reps, args.profile)
+    print(f"{rows[0]['model']} on {rows[0]['device']}, {rows[0]['observations']} observations")
     cols = ["case", "obs_per_s", "ms_per_call", "share_of_bare", "max_abs_diff_vs_bare", "episodes_per_s", "ms_per_action",
-            "ratio_vs_dynamic", "warmup_s", "same_action", "seconds"]
+            "ratio_vs_dynamic", "warmup_s", "same_action", "seconds", "error"]
     for r in rows:
         print("  ".join(f"{c}={_fmt(r[c])}" for c in cols if c in r))
     if args.json:

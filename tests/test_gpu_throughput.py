@@ -56,4 +56,27 @@ def test_7b_without_cuda_is_refused(capsys):
         G.main(["--size", "7b", "--device", "cpu"])
     with pytest.raises(SystemExit):
         G.main(["--size", "tiny", "--batch", "0"])
-    assert "--batch takes 1..64" in capsys.readouterr().err
+    assert "--batch takes 1..256" in capsys.readouterr().err
+
+
+def test_random_frames_where_pybullet_is_missing(monkeypatch):
+    """A GPU image without pybullet measures on random frames of the cell's camera shape and says so."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pybullet" else real(name, *a))
+    obs, source = G._observations(3)
+    assert source == "random" and len(obs) == 3 and obs[0].images["third_person"].shape == (96, 128, 3)
+    with pytest.raises(SystemExit):
+        G.main(["--size", "tiny", "--device", "cpu", "--episodes", "2"])
+
+
+def test_families_check_on_the_cpu():
+    """bench/gpu_families.py: a family's batched answers equal batch 1's; an unknown family is a row, not a stop."""
+    from bench import gpu_families as F
+
+    rows = F.run("cpu", "float32", batch=2, only=["paligemma", "no_such_family"])
+    ok, bad = rows
+    assert ok["family"] == "paligemma" and ok["ids_equal_batch1"] and ok["max_logit_diff"] < 1e-4, ok
+    assert ok["items_per_s_batch2"] > 0 and ok["items_per_s_batch1"] > 0
+    assert bad["family"] == "no_such_family" and bad["error"].startswith("KeyError")

@@ -235,6 +235,22 @@ def test_missing_processor_file_is_named(folders, tmp_path, missing):
         load_subject({"kind": "vlm", "adapter": "hf", "path": str(d)})
 
 
+def test_transformers5_processor_layout_passes_the_file_check(folders, tmp_path):
+    """transformers >= 5 saves the image processor's settings inside processor_config.json (key image_processor):
+    that folder passes the file check; a processor_config.json without them is still refused in one line."""
+    from embeval.subjects.adapters.hf_vlm import check_checkpoint
+
+    d = _copy(folders, "gemma3", tmp_path)
+    config = json.loads((d / "config.json").read_text())
+    pre = json.loads((d / "preprocessor_config.json").read_text())
+    (d / "preprocessor_config.json").unlink()
+    (d / "processor_config.json").write_text(json.dumps({"processor_class": "Gemma3Processor"}))
+    with pytest.raises(MissingWeightsError, match="has no preprocessor_config.json or processor_config.json"):
+        check_checkpoint(d, config, trust_remote_code=False)
+    (d / "processor_config.json").write_text(json.dumps({"processor_class": "Gemma3Processor", "image_processor": pre}))
+    check_checkpoint(d, config, trust_remote_code=False)
+
+
 def test_missing_chat_template_is_named(folders, tmp_path):
     d = _copy(folders, "qwen2_5_vl", tmp_path)
     (d / "chat_template.jinja").unlink()

@@ -33,7 +33,8 @@ MAX_CONFIG_BYTES = 4 << 20
 _OPT_IN = "params.trust_remote_code: true"
 
 
-def _read(path: Path) -> Any:
+def read_json(path: Path) -> Any:
+    """The JSON document at ``path``, or None when it is missing, over MAX_CONFIG_BYTES or not JSON."""
     if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
         return None
     try:
@@ -46,7 +47,7 @@ def remote_code_files(folder: str | Path) -> list[str]:
     """The ``.py`` files the folder's ``auto_map`` entries name (sorted; empty: none)."""
     out: set[str] = set()
     for name in AUTO_MAP_FILES:
-        doc = _read(Path(folder) / name)
+        doc = read_json(Path(folder) / name)
         amap = doc.get("auto_map") if isinstance(doc, dict) else None
         if not isinstance(amap, dict):
             continue
@@ -91,7 +92,7 @@ def check_lerobot_processors(folder: str | Path, trust_remote_code: bool = False
         return
     names = classes = None
     for f in sorted(Path(folder).glob("*processor*.json")):
-        doc = _read(f)
+        doc = read_json(f)
         steps = doc.get("steps") if isinstance(doc, dict) else None
         if not isinstance(steps, list):
             continue

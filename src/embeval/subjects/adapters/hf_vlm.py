@@ -39,8 +39,21 @@ PROMPT_TEMPLATES = {"PaliGemmaProcessor": "{images}{prompt}"}
 
 
 #: files a checkpoint folder needs besides config.json and the weights: (what they hold, any one of these names)
-PROCESSOR_FILES = (("the image processor's settings", ("preprocessor_config.json",)),
+PROCESSOR_FILES = (("the image processor's settings", ("preprocessor_config.json", "processor_config.json")),
                    ("the tokenizer", ("tokenizer.json", "tokenizer.model", "vocab.json")))
+
+
+def _has_file(path: Path, name: str) -> bool:
+    """Whether ``path/name`` holds its part; transformers >= 5 saves the image processor's settings inside
+    processor_config.json (key ``image_processor``) instead of a preprocessor_config.json of their own."""
+    if not (path / name).is_file():
+        return False
+    if name != "processor_config.json":
+        return True
+    from embeval.subjects.model_files import read_json
+
+    data = read_json(path / name)
+    return isinstance(data, dict) and isinstance(data.get("image_processor"), dict)
 
 
 def check_checkpoint(path: Path, config: dict[str, Any], trust_remote_code: bool) -> None:
@@ -69,7 +82,7 @@ def check_checkpoint(path: Path, config: dict[str, Any], trust_remote_code: bool
                                       f"names); {fetch}")
         return
     for what, names in PROCESSOR_FILES:
-        if not any((path / n).is_file() for n in names):
+        if not any(_has_file(path, n) for n in names):
             raise MissingWeightsError(f"{path} has no {' or '.join(names)} ({what}); {fetch}")
 
 
