@@ -81,17 +81,10 @@ class OpenPiPolicy:
             "`scripts/serve_policy.py`, or any embeval policy: `embeval serve openpi SPEC --port 8000`) or fix 'url'")
 
     def _recv(self, what: str) -> Any:
-        from websockets.exceptions import ConnectionClosed
+        from embeval.subjects.adapters.vla_eval_client import recv_frame
 
-        try:
-            frame = self._ws.recv(timeout=self.timeout)
-        except TimeoutError:
-            self._drop()
-            raise ServerUnavailableError(f"openpi policy server at {self.url} sent no {what} within {self.timeout:g} s "
-                                         "(params.timeout)") from None
-        except (ConnectionClosed, OSError) as exc:
-            self._drop()
-            raise self._unreachable(f"the connection closed: {exc}") from None
+        frame = recv_frame(self._ws, self.timeout, self._drop, self._unreachable,
+                           f"openpi policy server at {self.url} sent no {what} within {self.timeout:g} s (params.timeout)")
         if isinstance(frame, str):  # openpi's error: the traceback as text, then close 1011
             self._drop()
             last = [ln for ln in frame.strip().splitlines() if ln.strip()][-1:] or [""]

@@ -113,17 +113,9 @@ class VlaEvalPolicy:
         return self._seq
 
     def _recv(self, what: str):
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            frame = self._ws.recv(timeout=self.timeout)
-        except TimeoutError:
-            self._drop()
-            raise ServerUnavailableError(f"vla-eval model server at {self.url} sent no {what} within {self.timeout:g} s "
-                                         "(params.timeout); is it overloaded?") from None
-        except (ConnectionClosed, OSError) as exc:
-            self._drop()
-            raise self._unreachable(f"the connection closed: {exc}") from None
+        frame = recv_frame(self._ws, self.timeout, self._drop, self._unreachable,
+                           f"vla-eval model server at {self.url} sent no {what} within {self.timeout:g} s "
+                           "(params.timeout); is it overloaded?")
         try:
             return unpack(frame, DecodeLimits(max_bytes=self.max_message_bytes))
         except ProtocolError as exc:
@@ -312,3 +304,18 @@ def open_websocket(url: str, timeout: float, max_bytes: int, retries: int, backo
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             last = f"{type(exc).__name__}: {exc}"
     raise unreachable(last)
+
+
+def recv_frame(ws, timeout: float, drop, unreachable, late: str):
+    """One frame from the connection ``ws`` within ``timeout`` seconds. On a timeout: ``drop()``, then
+    :class:`ServerUnavailableError` saying ``late``; on a closed connection: ``drop()``, then ``unreachable(why)``."""
+    from websockets.exceptions import ConnectionClosed
+
+    try:
+        return ws.recv(timeout=timeout)
+    except TimeoutError:
+        drop()
+        raise ServerUnavailableError(late) from None
+    except (ConnectionClosed, OSError) as exc:
+        drop()
+        raise unreachable(f"the connection closed: {exc}") from None
