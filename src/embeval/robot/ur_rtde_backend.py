@@ -609,6 +609,9 @@ class URRtdeArm:
                     time.sleep(0.2)
             while self.ur_safety_mode() != 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
+            # the stop ended the program, but the control interface reads its own RTDE stream, which can trail the
+            # receive interface's: wait for it to say so (<= 0.5 s) rather than skip the restart on a stale bit
+            self._wait(lambda: not self._program_running(), 0.5)
         with self._lock:
             if not self._ctrl.isConnected():
                 self._ctrl.reconnect()
@@ -628,6 +631,10 @@ class URRtdeArm:
             self._script_stopped = self.stopped_outside = False
             self._latch.reset()
         return self.state()
+
+    def _program_running(self) -> bool:
+        with self._lock:
+            return bool(self._ctrl.isProgramRunning())
 
     def _refuse_if_halted(self) -> None:
         if self._halted:
