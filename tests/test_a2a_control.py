@@ -25,15 +25,19 @@ def test_the_shipped_recipes_commit_and_the_old_ones_trainable(tmp_path, capsys)
         old = a2a_vla_recipe(name + "-ungated")
         assert r.mode == mode and r.arch == commit and gated.arch == {"control_text": False, "answer_gate": True}
         assert old.arch == {} and r.teacher_side is (mode == "frozen") and not gated.teacher_side
-        # the same data, knowledge path and training otherwise: only the control pathway differs
+        table = a2a_vla_recipe(name + "-table")
+        assert r.start == "grasped" and {v.start for v in (gated, old, table)} == {"table"}  # measured on the table start
+        assert {**vars(r), "name": "", "start": ""} == {**vars(table), "name": "", "start": ""}
+        # the same data, knowledge path and training otherwise: only the control pathway (and the start) differs
         for v in (gated, old):
-            assert {**vars(r), "name": "", "arch": {}, "teacher_side": False} == {**vars(v), "name": "", "arch": {}}
+            assert ({**vars(r), "name": "", "arch": {}, "teacher_side": False, "start": ""}
+                    == {**vars(v), "name": "", "arch": {}, "start": ""})
         assert name in [x.name for x in A2A_VLA_RECIPES]  # population members, shipped
         for v in (gated, old):
             assert v.name in a2a_vla_names() and v.name not in [x.name for x in A2A_VLA_RECIPES]
     # the committed carry without teacher forcing stays trainable as the record of why the frozen one needs it
     nt = a2a_vla_recipe("tiny-vla-a2a-frozen-commit")
-    assert nt.arch == commit and not nt.teacher_side and nt.mode == "frozen"
+    assert nt.arch == commit and not nt.teacher_side and nt.mode == "frozen" and nt.start == "table"
     # the shipped checkpoints are the committed recipes' (their config and their recorded recipe say so)
     from embeval.subjects.embedded.zoo import load_vla
 

@@ -46,13 +46,12 @@ def test_seed_table_means_ranges_and_the_verdict_per_category():
 
 
 def test_a_report_of_the_same_recipe_is_reused_and_a_table_start_report_is_not(tmp_path, monkeypatch):
-    """The shipped seed-0 reports were made on the table start (they carry no ``start``): under the grasped
-    default they are not reused; a report of the same recipe (grasped) is, with nothing trained."""
+    """The shipped seed-0 reports were made on the grasped start (the reference protocol): reused for seed 0 with
+    nothing trained. A report without ``start`` (made on the table start) is not reused: that seed is trained;
+    the same report marked grasped is reused."""
     import json
-    from dataclasses import asdict
 
     import embeval.act2answer.choice_vla_training as training
-    from embeval.subjects.embedded.population import a2a_vla_recipe
     from embeval.subjects.embedded.zoo import MODELS_DIR
 
     class Trained(Exception):
@@ -64,17 +63,18 @@ def test_a_report_of_the_same_recipe_is_reused_and_a_table_start_report_is_not(t
     monkeypatch.setattr(training, "train_choice_vla_recipe", refuse)
     for name in ("tiny-vla-a2a-frozen", "tiny-vla-a2a-full"):
         shipped = json.loads((MODELS_DIR / name / "report.json").read_text())
-        assert shipped["recipe"].get("start", "table") == "table"
-        with pytest.raises(Trained):  # the shipped table-start report does not stand for the grasped recipe
-            train_or_reuse(name, 0, tmp_path, log=None)
-        recipe = a2a_vla_recipe(name)
-        recipe.seed = 0
-        mine = {**shipped, "recipe": json.loads(json.dumps(asdict(recipe)))}
-        assert mine["recipe"]["start"] == "grasped"
-        (tmp_path / name / "seed0").mkdir(parents=True)
-        (tmp_path / name / "seed0" / "report.json").write_text(json.dumps(mine))
-        r = train_or_reuse(name, 0, tmp_path, log=None)  # reused: refuse() is not called
-        assert r["recipe"]["seed"] == 0 and "all" in r["eval"]["categories"]
+        assert shipped["recipe"]["start"] == "grasped" and shipped["recipe"]["seed"] == 0
+        r = train_or_reuse(name, 0, tmp_path, log=None)  # the shipped report: refuse() is not called
+        assert r["recipe"] == shipped["recipe"] and "all" in r["eval"]["categories"]
+        table = {**shipped, "recipe": {k: v for k, v in shipped["recipe"].items() if k != "start"} | {"seed": 1}}
+        (tmp_path / name / "seed1").mkdir(parents=True)
+        (tmp_path / name / "seed1" / "report.json").write_text(json.dumps(table))
+        with pytest.raises(Trained):  # a table-start report does not stand for the grasped recipe
+            train_or_reuse(name, 1, tmp_path, log=None)
+        (tmp_path / name / "seed1" / "report.json").write_text(
+            json.dumps({**table, "recipe": {**table["recipe"], "start": "grasped"}}))
+        r = train_or_reuse(name, 1, tmp_path, log=None)  # the same recipe: reused
+        assert r["recipe"]["seed"] == 1 and r["recipe"]["start"] == "grasped"
 
 
 def test_the_command_refuses_fewer_than_three_seeds_and_unknown_recipes(tmp_path, capsys):

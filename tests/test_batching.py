@@ -236,12 +236,11 @@ def test_a_policy_that_cannot_be_copied_is_named():
 
 
 #: first actions of a seed-0 episode: tiny-vla's computed with the code before batched slots (commit d447b5f);
-#: tiny-vla-a2a-frozen's with the committed-carry checkpoint it ships with now (the values before belonged to
-#: the weights it replaced), through the batch-1 path as it was when that checkpoint shipped
+#: tiny-vla-a2a-frozen's with the checkpoint it ships with now, through the batch-1 path
 BEFORE = {"tiny-vla": [0.00016021815311185, -0.00042528162265465, 0.05046570892903279, -0.00018314595541217,
                        0.00212852572022967, 0.00269666641926314, 0.0],
-          "tiny-vla-a2a-frozen": [-2.12844078551521765e-03, 6.18167167871463974e-03, 3.83057232981864892e-03,
-                                  -7.07216719711446784e-05, -4.72999724503318439e-05, -3.20350205459313253e-03, 0.0]}
+          "tiny-vla-a2a-frozen": [2.49740502374640183e-04, -3.07368810509434098e-03, 9.71006688400466444e-03,
+                                  -3.07424522412811513e-05, 5.80029660274777967e-06, -4.88887919527222770e-03, 0.0]}
 
 
 @pytest.mark.parametrize("name, shape, instruction", [("tiny-vla", (96, 128), 0), ("tiny-vla-a2a-frozen", (240, 320), 1)])

@@ -60,7 +60,7 @@ def register(sub) -> None:
                         "YAMLs (default tiny-vla; tiny-vla-untrained: random weights, a floor; expert: the backend's privileged "
                         "scripted answer, a control ceiling; none: no policy, only --vlm)")
     p.add_argument("--vlm", nargs="*", default=[], help="VLM subject YAMLs (or shipped tiny-vlm names) answering as text")
-    p.add_argument("--episode", type=Path, help="episode spec YAML (default config: eps 0.08 m, 24 steps, release_after_lift)")
+    p.add_argument("--episode", type=Path, help="episode spec YAML (default config/act2answer/episode.yaml: the reference protocol, cube grasped, 25 steps held, board rule, 80 steps, release_after_lift)")
     p.add_argument("--out", type=Path, default=Path("act2answer_results"), help="output folder (default act2answer_results/)")
     p.add_argument("--seed", type=seed, default=0, help="seed (default 0)")
     p.add_argument("--limit", type=positive_int, help="use only the first N items")

@@ -75,18 +75,23 @@ A2A_VLA_RECIPES: list[ChoiceVLARecipe] = [
 
 #: earlier versions of the two recipes, trainable by name (``embeval train vla / seeds``) to reproduce the numbers
 #: docs/act2answer.md records for them; not population members, not shipped (their seed-0 checkpoints are in git
-#: history; training is deterministic for a seed).
+#: history; training is deterministic for a seed). All were measured on the table start (``start="table"``: the
+#: policy picks the cube up first), the protocol before the reference one.
 A2A_VLA_VARIANTS: list[ChoiceVLARecipe] = [
+    # the two shipped recipes on the table start
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-table", mode="frozen", seed=0, teacher_side=True, arch=dict(A2A_COMMIT_ARCH),
+                    start="table"),
+    ChoiceVLARecipe("tiny-vla-a2a-full-table", mode="full", seed=0, arch=dict(A2A_COMMIT_ARCH), start="table"),
     # shipped before the gated pathway: the instruction also drives the control pathway, the answer features reach the
     # action expert from the first step
-    ChoiceVLARecipe("tiny-vla-a2a-frozen-ungated", mode="frozen", seed=0),
-    ChoiceVLARecipe("tiny-vla-a2a-full-ungated", mode="full", seed=0),
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-ungated", mode="frozen", seed=0, start="table"),
+    ChoiceVLARecipe("tiny-vla-a2a-full-ungated", mode="full", seed=0, start="table"),
     # gated, the expert reading the 128 answer features (shipped in between)
-    ChoiceVLARecipe("tiny-vla-a2a-frozen-gated", mode="frozen", seed=0, arch=dict(A2A_GATED_ARCH)),
-    ChoiceVLARecipe("tiny-vla-a2a-full-gated", mode="full", seed=0, arch=dict(A2A_GATED_ARCH)),
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-gated", mode="frozen", seed=0, arch=dict(A2A_GATED_ARCH), start="table"),
+    ChoiceVLARecipe("tiny-vla-a2a-full-gated", mode="full", seed=0, arch=dict(A2A_GATED_ARCH), start="table"),
     # committed carry without teacher forcing: the frozen expert, trained on the head's own decision, learns to
     # hedge where the frozen head disagrees with the demonstrations (counting) and is cut by the step cap
-    ChoiceVLARecipe("tiny-vla-a2a-frozen-commit", mode="frozen", seed=0, arch=dict(A2A_COMMIT_ARCH)),
+    ChoiceVLARecipe("tiny-vla-a2a-frozen-commit", mode="frozen", seed=0, arch=dict(A2A_COMMIT_ARCH), start="table"),
 ]
 
 
