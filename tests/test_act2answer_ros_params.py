@@ -26,6 +26,7 @@ def test_sim_to_real_params_match_the_nodes():
         assert not unknown, f"{node}: parameters {unknown} are not declared by {NODES[node]}"
     c = doc["embeval_conductor"]["ros__parameters"]
     assert c["act2answer_scenes"] and "items" not in c  # the units come from the scene folder
+    assert c["control_hz"] == doc["embeval_policy"]["ros__parameters"]["rate_hz"]  # the intent metrics' step rate
     assert doc["embeval_arm"]["ros__parameters"]["backend"] == "sim" and doc["embeval_camera"]["ros__parameters"]["source"] == "sim"
     # a registry adapter name, not a path: the installed file works from any working directory
     assert doc["embeval_policy"]["ros__parameters"]["subject"] == "embedded"

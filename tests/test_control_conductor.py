@@ -244,6 +244,12 @@ def test_act2answer_real_cell_episode_ends_on_release_and_the_operator_keeps_the
     assert end["event"] == "episode_end" and end["timed_out"] is False
     assert end["act2answer"]["cube_xyz"] == [0.55, -0.15, None] and end["act2answer"]["success_source"] == "operator"
     assert end["act2answer"]["end_reason"] == "released" and end["act2answer"]["steps"] == 4
+    # the intent metrics: one update per executed step, each with the TCP after it (the one before the next action)
+    intent = end["act2answer"]["intent"]
+    assert intent["tcp_first_enter_target_t"] == 2 and intent["tcp_first_enter_wrong_t"] is None
+    assert intent["tcp_dwell_target_steps"] == 3 and intent["tcp_first_choice_correct"] is True
+    assert intent["released"] is True and intent["release_near_target"] is True
+    assert intent["tcp_min_dist_target_xy"] == 0.0 and intent["tcp_dwell_target_3s"] is False  # 3 steps < 3 s at 10 Hz
 
 
 def test_act2answer_protective_stop_takes_the_arms_reason():

@@ -100,6 +100,13 @@ def test_act2answer_episodes_through_the_graph_match_in_process(tmp_path, scenes
         assert a["cube_source"] == "sim" and a["subject"] == "scripted-placer-left"
         assert a["cube_xy"] == pytest.approx(b["cube_xy"], abs=0.01)  # same cube position within 1 cm
         assert a["actions"] == b["actions"]
+        # the intent metrics from the TCP the arm published (the conductor's) against the in-process runner's
+        ia, ib = a["intent"], b["intent"]
+        for key in ("tcp_first_choice_correct", "tcp_closer_to_target_than_wrong", "released", "release_near_target"):
+            assert ia[key] == ib[key], (key, ia, ib)
+        for key in ("tcp_first_enter_target_t", "tcp_first_enter_wrong_t"):
+            assert (ia[key] is None) == (ib[key] is None) and abs((ia[key] or 0) - (ib[key] or 0)) <= 1, (key, ia, ib)
+        assert ia["tcp_min_dist_target_xy"] == pytest.approx(ib["tcp_min_dist_target_xy"], abs=0.01)
     # the store holds the runs evaluator's schema; export + report aggregate it, as does the JSONL
     with ResultsStore(tmp_path / "a2a.sqlite") as store:
         rows = store.rows("a2a-sim2real")

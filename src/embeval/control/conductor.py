@@ -195,6 +195,7 @@ class ConductorConfig:
     confirm: bool = False  # operator_confirm
     success_from: str = "auto"
     verdict_timeout: float = 10.0
+    control_hz: float = 10.0  # policy steps per second (the policy node's rate_hz): the intent metrics' 3 s dwell
 
 
 class Conductor:
@@ -211,6 +212,7 @@ class Conductor:
         self.cube_t = 0.0  # when it arrived (monotonic s)
         self.tcp = None  # latest TCP position [x, y, z]
         self.gripper = 1.0
+        self.intent = None  # the running Act2Answer episode's IntentTracker
         self.arm_reason = ""  # the first stop cause the arm reported in this episode
         self.end_reason, self.stopped, self.est = "", False, None
         self._confirmed = False
@@ -226,7 +228,15 @@ class Conductor:
     # -- inputs -------------------------------------------------------------------------------------
     def on_action(self) -> None:
         if self.phase == "running":
+            if self.a2a is not None and self.actions:
+                self._intent_step()  # the TCP now is the one after the previous action
             self.actions += 1
+
+    def _intent_step(self) -> None:
+        """Feed the intent metrics one executed step: the latest TCP and whether the gripper is closed (the cube's
+        grasp is not observable on a real cell; a closed gripper is taken as holding it)."""
+        if self.intent is not None and self.tcp is not None:
+            self.intent.update(self.tcp, gripper_closed(self.gripper))
 
     def on_cube(self, xyz: list[float]) -> None:
         self.cube, self.cube_t = list(xyz), self.clock()
@@ -291,6 +301,10 @@ class Conductor:
         self.end_reason, self.stopped, self.arm_reason = "", False, ""
         # a cube pose published since the scene loaded: simulated cell or a tracker on the real one
         self.est = CubeEstimate(self.a2a.spec, self.cube)
+        from embeval.act2answer.protocol import IntentTracker
+
+        side = self.a2a.unit(self.episodes[self.index]["item"]).correct_side
+        self.intent = IntentTracker(self.a2a.spec, side, self.cfg.control_hz)
 
     def answer(self, settle_msg: str) -> dict:
         return cube_answer(settle_msg, self.est, self.phase == "measure", self.cube, self.cube_t, self.t_phase, self.tcp,
@@ -405,9 +419,12 @@ class Conductor:
     def _finish(self, settle_msg: str) -> None:
         """Announce the Act2Answer episode's end with the cube's final position and what ended it."""
         reason = self.arm_reason if self.stopped and self.arm_reason else self.end_reason
+        if self.actions:
+            self._intent_step()  # the last action's
         ans = self.answer(settle_msg)
         kept = self.phase == "measure" and self._confirmed  # the operator accepted the TCP estimate
         ans.update(end_reason=reason, stopped=self.stopped, steps=self.actions,
+                   intent=self.intent.metrics() if self.intent is not None else {},
                    success_source=a2a_success_source(ans["cube_source"], kept))
         self._event(event="episode_end", index=self.index, actions=self.actions, timed_out=self.end_reason == "timeout",
                     **self.episodes[self.index], act2answer={**self.a2a_block(), **ans})

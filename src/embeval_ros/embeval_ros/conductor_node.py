@@ -104,6 +104,8 @@ class ConductorNode(EmbevalNode):
                                        "empty: every unit of act2answer_scenes") if u]
         dist = str(self.param("act2answer_distortion", "none", "image distortion of every Act2Answer episode"))
         dlevel = int(self.param("act2answer_level", 0, "its level (0 for none)"))
+        control_hz = float(self.param("control_hz", 10.0, "policy steps per second (the policy node's rate_hz): the "
+                                      "Act2Answer intent metrics' 3 s dwell"))
         confirm = bool(self.param("operator_confirm", False, "real cell: wait for /embeval/conductor/next before "
                                   "each episode (place the cards and the cube first)"))
         success_from = str(self.param("success_from", "auto", "where an episode's success comes from: auto (the "
@@ -122,7 +124,8 @@ class ConductorNode(EmbevalNode):
         elif n_images > 0:
             episodes = execution_episodes(n_images, seed, dists, levels)
         cfg = ConductorConfig(steps=steps, timeout=timeout, settle=settle, subject=subject, start_delay=start_delay, seed=seed,
-                              confirm=confirm, success_from=success_from, verdict_timeout=verdict_timeout)
+                              confirm=confirm, success_from=success_from, verdict_timeout=verdict_timeout,
+                              control_hz=control_hz)
         self.core = Conductor(cfg, episodes, self, scene_set)
         self.event_pub = self.create_publisher(String, T.EVENTS, qos_reliable(50))
         self.instr_pub = self.create_publisher(String, T.INSTRUCTION, qos_latched())

@@ -126,7 +126,8 @@ class ScorerNode(EmbevalNode):
                            a["cube_xyz"][:3] if len(a["cube_xyz"]) > 2 and a["cube_xyz"][2] is not None else a["cube_xyz"][:2],
                            end_reason=str(a["end_reason"]), stopped=bool(a["stopped"]), steps=int(a["steps"]),
                            subject=subject, instruction=ep.instruction, seed=int(a.get("seed", ep.seed)),
-                           actions=[[round(float(v), 6) for v in act] for act in ep.actions])
+                           actions=[[round(float(v), 6) for v in act] for act in ep.actions],
+                           intent=a.get("intent") if isinstance(a.get("intent"), dict) else {})
         rec = {**r.to_dict(), "cube_source": a["cube_source"], "success_source": a.get("success_source", "none"),
                "distortion": ep.distortion, "level": ep.level}
         self.a2a_records.append(rec)
