@@ -2,10 +2,14 @@
 seed. The arithmetic is checked on hand-made reports; training itself is outside make test."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from embeval.act2answer.seeds import format_seed_table, holds_on_every_seed, on_card_rate, seed_table, train_or_reuse
 from embeval.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def rep(cats: dict[str, tuple[float, float]], demo=("color",)) -> dict:
@@ -125,3 +129,31 @@ def test_a_half_written_report_is_not_reused(tmp_path, monkeypatch):
     monkeypatch.setattr(T, "train_choice_vla_recipe", lambda r, path, work, log: trained.append((r.seed, path)) or {"ok": 1})
     assert train_or_reuse("tiny-vla-a2a-full", 7, tmp_path, log=None) == {"ok": 1}
     assert trained == [(7, bad.parent)]
+
+
+def test_the_shipped_seed_study_is_the_docs_table_and_a_foreign_report_is_refused(tmp_path, monkeypatch):
+    """The demo prints the 3-seed table from the checkpoints' shipped training reports: it is the table
+    docs/act2answer.md shows; a seed report of another recipe, or a torn one, is refused by name."""
+    import json
+    import shutil
+
+    import embeval.subjects.embedded.zoo as zoo
+    from embeval.act2answer.seeds import shipped_seed_reports
+
+    names = ["tiny-vla-a2a-frozen", "tiny-vla-a2a-full"]
+    reports = shipped_seed_reports(names)
+    assert {n: sorted(r) for n, r in reports.items()} == {n: [0, 1, 2] for n in names}
+    table = format_seed_table(seed_table(reports), *names)
+    assert table in (ROOT / "docs" / "act2answer.md").read_text()
+    assert "| time | 100.0 (100.0) | 100.0 (100.0) | 100.0 (100.0) | 52.5 (52.5) |" in table
+    for n in names:
+        shutil.copytree(zoo.MODELS_DIR / n, tmp_path / n)
+    monkeypatch.setattr(zoo, "MODELS_DIR", tmp_path)
+    f = tmp_path / names[1] / "seed_reports" / "seed1.json"
+    rep = json.loads(f.read_text())
+    f.write_text(json.dumps({**rep, "recipe": {**rep["recipe"], "start": "table"}}))
+    with pytest.raises(ConfigError, match="seed1.json: its recipe is not tiny-vla-a2a-full's shipped one"):
+        shipped_seed_reports(names)
+    f.write_text('{"recipe": {')
+    with pytest.raises(ConfigError, match="seed1.json is not a complete training report"):
+        shipped_seed_reports(names)

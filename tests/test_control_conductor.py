@@ -250,6 +250,13 @@ def test_act2answer_real_cell_episode_ends_on_release_and_the_operator_keeps_the
     assert intent["tcp_dwell_target_steps"] == 3 and intent["tcp_first_choice_correct"] is True
     assert intent["released"] is True and intent["release_near_target"] is True
     assert intent["tcp_min_dist_target_xy"] == 0.0 and intent["tcp_dwell_target_3s"] is False  # 3 steps < 3 s at 10 Hz
+    from embeval.act2answer.protocol import IntentTracker, intent_from_dict
+
+    assert set(intent) == IntentTracker.KEYS and intent_from_dict(intent) == intent  # what the scorer keeps
+    hostile = {**intent, "tcp_min_dist_target_xy": float("nan"), "tcp_progress_frac": "x" * 10**6, "extra": [1] * 10**5}
+    kept = intent_from_dict(hostile)
+    assert set(kept) == IntentTracker.KEYS - {"tcp_min_dist_target_xy", "tcp_progress_frac"}
+    assert intent_from_dict(["not", "a", "dict"]) == {}
 
 
 def test_act2answer_protective_stop_takes_the_arms_reason():

@@ -206,6 +206,7 @@ def run(ctx) -> None:
         _zone_plot(by_cat, out / "act2answer_vla_zones.png", code_version(),
                    title="VLM -> VLA zones per category (out_of_bounds: a control failure)")
         print(f"figure: {out / 'act2answer_vla_zones.png'}")
+        _print_seed_study([v.id for v in vlas], out)
 
     # layerwise probing of the fine-tuned tiny VLA (+ random-weight control)
     from embeval_analysis.probing import (
@@ -227,6 +228,24 @@ def run(ctx) -> None:
     ctx.shared["act2answer_cnr"] = rep.cnr
     if vlas:
         _probe_vlas(vlas, vla_items, spec, ctx, out)
+
+
+def _print_seed_study(names: list[str], out) -> None:
+    """The 3-seed study shipped with the two choice VLAs (their training reports, not rerun here: about 1.5-2 h on
+    2 cores), as ``embeval train seeds`` prints it; written to ``out/vla_seeds.md``."""
+    from embeval.act2answer.seeds import format_seed_table, seed_table, shipped_seed_reports
+
+    reports = shipped_seed_reports(names)
+    if len(reports) != 2:
+        return
+    a, b = sorted(reports)
+    table = format_seed_table(seed_table(reports), a, b)
+    seeds = sorted(set(reports[a]) & set(reports[b]))
+    print(f"\nacross training seeds {', '.join(map(str, seeds))} (the shipped training reports of {a} and {b}: 20 items "
+          f"per category, both layouts; `embeval train seeds --seeds {' '.join(map(str, seeds))}` reproduces them), "
+          "success % (on a card):")
+    print(table)
+    (out / "vla_seeds.md").write_text(table + "\n")
 
 
 def _probe_vlas(vlas, items, spec, ctx, out) -> None:

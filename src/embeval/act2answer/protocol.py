@@ -104,6 +104,16 @@ def answer(cube_xyz: Sequence[float], spec, correct_side: str) -> Answer:
                   1.0 if disc.zone == "correct" else 0.0, board.choice is not None)
 
 
+def intent_from_dict(d: Any) -> dict[str, Any]:
+    """The intent metrics in ``d`` (e.g. an event another process sent): only :meth:`IntentTracker.metrics`'s keys
+    with a boolean, finite number or None value; anything else is dropped."""
+    if not isinstance(d, dict):
+        return {}
+    keys = IntentTracker.KEYS
+    return {k: v for k, v in d.items() if k in keys and (v is None or isinstance(v, bool)
+                                                          or (isinstance(v, (int, float)) and math.isfinite(v)))}
+
+
 class IntentTracker:
     """The reference's TCP intent metrics of one episode (frame base, metres; steps are policy steps).
 
@@ -111,6 +121,12 @@ class IntentTracker:
     :meth:`metrics` at the end. Over a card: the TCP inside the card's grown extent (board rule) and at
     least :data:`TCP_Z_MARGIN` above its top. Correct side: the TCP on the correct card's side of the
     line halfway between the cards. ``control_hz``: policy steps per second (for the 3 s dwell)."""
+
+    KEYS = frozenset({"tcp_dwell_target_steps", "tcp_dwell_target_consec_max", "tcp_dwell_target_3s",
+                      "tcp_first_enter_target_t", "tcp_first_enter_wrong_t", "tcp_first_choice_correct",
+                      "tcp_min_dist_target_xy", "tcp_min_dist_wrong_xy", "tcp_closer_to_target_than_wrong",
+                      "tcp_correct_side_frac", "tcp_vel_align_mean", "tcp_vel_align_pos_frac", "tcp_progress_frac",
+                      "tcp_net_progress", "release_near_target", "released"})  #: the names :meth:`metrics` returns
 
     def __init__(self, spec, correct_side: str, control_hz: float):
         self.spec, self.correct = spec, correct_side

@@ -85,6 +85,38 @@ def seed_table(reports: dict[str, dict[int, dict]]) -> dict:
     return table
 
 
+def shipped_seed_reports(recipes: Sequence[str]) -> dict[str, dict[int, dict]]:
+    """``{recipe: {seed: report}}`` of the study shipped with the checkpoints: seed 0 is the checkpoint's own
+    ``report.json``, the others ``seed_reports/seed<k>.json`` (what ``embeval train seeds`` wrote for them; their
+    recipe must be the checkpoint's but for the seed, else :class:`ConfigError`). Empty for a recipe without them."""
+    from embeval.subjects.embedded.zoo import MODELS_DIR
+    from embeval.subjects.model_files import read_json
+
+    out: dict[str, dict[int, dict]] = {}
+    for name in recipes:
+        folder = MODELS_DIR / name
+        if not (folder / "report.json").is_file() or not (folder / "seed_reports").is_dir():
+            continue
+        def report(f: Path) -> dict:
+            rep = read_json(f)
+            if not (isinstance(rep, dict) and isinstance(rep.get("recipe"), dict)
+                    and isinstance(rep.get("eval", {}).get("categories"), dict)):
+                raise ConfigError(f"{f} is not a complete training report (missing, over the size limit or not JSON): "
+                                  f"restore it from git or train it again with `embeval train seeds --recipes {name}`")
+            return rep
+
+        base = report(folder / "report.json")
+        by_seed = {int(base["recipe"]["seed"]): base}
+        for f in sorted((folder / "seed_reports").glob("seed*.json")):
+            rep = report(f)
+            if {**rep["recipe"], "seed": 0} != {**base["recipe"], "seed": 0}:
+                raise ConfigError(f"{f}: its recipe is not {name}'s shipped one (other than the seed); train it again "
+                                  f"with `embeval train seeds --recipes {name}`")
+            by_seed[int(rep["recipe"]["seed"])] = rep
+        out[name] = by_seed
+    return out
+
+
 def order_on_every_seed(pairs: Sequence[tuple[float, float]], a: str, b: str) -> str:
     """``"a > b"``, ``"a < b"`` or ``"a = b"`` when that order holds in every (a's value, b's value) pair of
     ``pairs`` (one per seed), else ``"differs by seed"`` (also when there is no pair)."""

@@ -117,6 +117,7 @@ class ScorerNode(EmbevalNode):
     def _emit_act2answer(self, ep, ev: dict) -> None:
         """File an Act2Answer episode: zone of the cube's final position, in the in-process runner's schema."""
         from embeval.act2answer.episode import episode_result
+        from embeval.act2answer.protocol import intent_from_dict
         from embeval.act2answer.scene import EpisodeSpec
 
         a = ev["act2answer"]
@@ -127,7 +128,7 @@ class ScorerNode(EmbevalNode):
                            end_reason=str(a["end_reason"]), stopped=bool(a["stopped"]), steps=int(a["steps"]),
                            subject=subject, instruction=ep.instruction, seed=int(a.get("seed", ep.seed)),
                            actions=[[round(float(v), 6) for v in act] for act in ep.actions],
-                           intent=a.get("intent") if isinstance(a.get("intent"), dict) else {})
+                           intent=intent_from_dict(a.get("intent")))
         rec = {**r.to_dict(), "cube_source": a["cube_source"], "success_source": a.get("success_source", "none"),
                "distortion": ep.distortion, "level": ep.level}
         self.a2a_records.append(rec)
