@@ -10,7 +10,17 @@ PY="${VENV:-.venv}/bin/python"
 WORKERS="${PYTEST_WORKERS:-2}"
 "$PY" -m pytest -n "$WORKERS" --dist loadfile -m "not serial" "$@"
 a=$?
-"$PY" -m pytest -m serial "$@"
+STATUS=$(mktemp)
+trap 'rm -f "$STATUS"' EXIT
+EMBEVAL_TEST_STATUS_FILE="$STATUS" "$PY" -m pytest -m serial "$@"
 b=$?
 [ "$b" = 5 ] && b=0  # the arguments selected no real-time test
+# A native library (ur_rtde, Fast DDS) can crash the interpreter while it exits, after pytest has written its
+# verdict (tests/conftest.py: pytest_sessionfinish). A crash then does not undo a verdict of "all passed";
+# a crash before the verdict, or any failed test, still fails the run.
+if [ "$b" -gt 128 ] && read -r status collected failed < "$STATUS" 2>/dev/null && [ "$status" = 0 ]; then
+  echo "[test] the real-time part passed ($collected tests, $failed failed); the interpreter then died by signal" \
+       "$((b - 128)) while exiting: counted as passed" >&2
+  b=0
+fi
 exit $(( a != 0 ? a : b ))

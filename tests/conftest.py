@@ -264,6 +264,9 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_sessionfinish(session, exitstatus):
     session.config.stash[_EXIT_STATUS] = int(exitstatus)
+    status_file = os.environ.get("EMBEVAL_TEST_STATUS_FILE")  # scripts/test.sh: the verdict, kept past the exit
+    if status_file and not hasattr(session.config, "workerinput"):
+        Path(status_file).write_text(f"{int(exitstatus)} {session.testscollected} {session.testsfailed}\n")
 
 
 _EXIT_STATUS = pytest.StashKey[int]()
@@ -281,6 +284,11 @@ def pytest_unconfigure(config):
     """
     if hasattr(config, "workerinput") or _EXIT_STATUS not in config.stash:
         return
+    import faulthandler
+
+    print(f"[conftest] session over (pytest status {config.stash[_EXIT_STATUS]}); leaving without the C++ static "
+          "destructors", file=sys.stderr, flush=True)
+    faulthandler.enable(all_threads=True)  # a crash in an exit handler names its Python frames
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
