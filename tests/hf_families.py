@@ -56,9 +56,19 @@ def _seeded(make):
     return make().eval()
 
 
+def keep_tokenizer_as_saved(d: Path) -> None:
+    """Mark the folder's word-level tokenizer.json to be loaded as saved: transformers >= 5 would otherwise rebuild
+    the family's tokenizer class (a BPE) from vocab.json and tokenize differently (the adapter refuses that)."""
+    import json
+
+    conf = json.loads((d / "tokenizer_config.json").read_text())
+    (d / "tokenizer_config.json").write_text(json.dumps({**conf, "tokenizer_class": "PreTrainedTokenizerFast"}))
+
+
 def _save(d: Path, model, proc):
     model.save_pretrained(d)
     proc.save_pretrained(d)
+    keep_tokenizer_as_saved(d)
     return model, proc
 
 
@@ -312,6 +322,7 @@ def build_smolvlm(d: Path):
         part.save_pretrained(d)
     (d / "processor_config.json").write_text(json.dumps({"image_seq_len": 4, "processor_class": "SmolVLMProcessor"}))
     (d / "chat_template.jinja").write_text(IDEFICS_TEMPLATE)
+    keep_tokenizer_as_saved(d)
     return model, None
 
 

@@ -245,7 +245,10 @@ def test_rank_agreement_float_noise_is_a_tie():
 
     from embeval_analysis.a2eval.fidelity import rank_agreement
 
-    summed = sum([1 / 9] * 8) / 2
+    summed = 0.0
+    for _ in range(8):  # item by item, as a loop sums (Python >= 3.12's sum() compensates and would give 4/9 exactly)
+        summed += 1 / 9
+    summed /= 2
     assert summed != 4 / 9  # the float noise this is about (0.44444444444444453)
     ref = [0.2, 4 / 9, 4 / 9, 0.9]
     got = rank_agreement(ref, [0.2, 4 / 9, summed, 0.9], n_boot=50)

@@ -26,7 +26,7 @@ TRAIN_ARGS = ["--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=
               "--policy.dim_feedforward=64", "--policy.n_encoder_layers=1", "--policy.n_decoder_layers=1",
               "--policy.chunk_size=5", "--policy.n_action_steps=5",
               '--policy.normalization_mapping={"VISUAL": "MEAN_STD", "STATE": "QUANTILES", "ACTION": "QUANTILES"}',
-              "--steps=2", "--batch_size=2", "--num_workers=0", "--save_freq=2", "--eval_freq=0", "--log_freq=1",
+              "--steps=2", "--batch_size=2", "--num_workers=0", "--save_freq=2", "--env_eval_freq=0", "--log_freq=1",
               "--wandb.enable=false"]
 
 
@@ -45,7 +45,7 @@ def test_demos_command_points_at_the_recipe(tmp_path, capsys):
 
 def test_demos_carry_lerobots_stats_and_no_privileged_input(demos):
     from lerobot.datasets.compute_stats import DEFAULT_QUANTILES
-    from lerobot.datasets.utils import dataset_to_policy_features
+    from lerobot.utils.feature_utils import dataset_to_policy_features
 
     from embeval.datasets import read_lerobot
 

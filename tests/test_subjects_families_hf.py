@@ -227,10 +227,23 @@ def _copy(folders, name, tmp_path):
     return d
 
 
+def _drop_image_processor(d):
+    """Remove the image processor's settings from a saved folder, in either layout: their own
+    preprocessor_config.json (transformers < 5) or the ``image_processor`` key of processor_config.json (>= 5)."""
+    (d / "preprocessor_config.json").unlink(missing_ok=True)
+    if (d / "processor_config.json").is_file():
+        doc = json.loads((d / "processor_config.json").read_text())
+        doc.pop("image_processor", None)
+        (d / "processor_config.json").write_text(json.dumps(doc))
+
+
 @pytest.mark.parametrize("missing", ["preprocessor_config.json", "tokenizer.json"])
 def test_missing_processor_file_is_named(folders, tmp_path, missing):
     d = _copy(folders, "gemma3", tmp_path)
-    (d / missing).unlink()
+    if missing == "preprocessor_config.json":
+        _drop_image_processor(d)
+    else:
+        (d / missing).unlink()
     with pytest.raises(MissingWeightsError, match=f"has no {missing}.*huggingface-cli download"):
         load_subject({"kind": "vlm", "adapter": "hf", "path": str(d)})
 
@@ -242,8 +255,11 @@ def test_transformers5_processor_layout_passes_the_file_check(folders, tmp_path)
 
     d = _copy(folders, "gemma3", tmp_path)
     config = json.loads((d / "config.json").read_text())
-    pre = json.loads((d / "preprocessor_config.json").read_text())
-    (d / "preprocessor_config.json").unlink()
+    if (d / "preprocessor_config.json").is_file():  # saved by transformers < 5
+        pre = json.loads((d / "preprocessor_config.json").read_text())
+    else:
+        pre = json.loads((d / "processor_config.json").read_text())["image_processor"]
+    _drop_image_processor(d)
     (d / "processor_config.json").write_text(json.dumps({"processor_class": "Gemma3Processor"}))
     with pytest.raises(MissingWeightsError, match="has no preprocessor_config.json or processor_config.json"):
         check_checkpoint(d, config, trust_remote_code=False)
@@ -259,8 +275,8 @@ def test_missing_chat_template_is_named(folders, tmp_path):
     vlm = load_subject({"kind": "vlm", "adapter": "hf", "path": str(d),  # or a template with {images}
                         "params": {"prompt_template": "<|im_start|>user\n{images}{prompt}<|im_end|>\n<|im_start|>assistant\n",
                                    "max_new_tokens": NEW}})
-    assert vlm.prompt_text(2, "a") == ("<|im_start|>user\n<|image_pad|><|image_pad|>a<|im_end|>\n"
-                                       "<|im_start|>assistant\n")
+    assert vlm.prompt_text(2, "a") == ("<|im_start|>user\n" + "<|vision_start|><|image_pad|><|vision_end|>" * 2
+                                       + "a<|im_end|>\n<|im_start|>assistant\n")
     assert vlm.generate([_img(0), _img(1)], "a")
     with pytest.raises(ConfigError, match="field 'params.prompt_template'.*fields \\{prompt\\} and \\{images\\}"):
         load_subject({"kind": "vlm", "adapter": "hf", "path": str(d), "params": {"prompt_template": "{image} {prompt}"}})
@@ -302,7 +318,7 @@ def test_gpu_settings_attention_and_processor_kwargs(folders):
 
     if importlib.util.find_spec("flash_attn") is None:
         with pytest.raises(ConfigError, match="field 'params.attn_implementation': 'flash_attention_2' cannot be used "
-                                              "here: .*flash_attn"):
+                                              "here: .*FlashAttention2.*pip install flash-attn"):
             load_subject({**spec, "params": {"attn_implementation": "flash_attention_2"}})
     small = load_subject({**spec, "params": {"processor_kwargs": {"max_pixels": 28 * 28}}})
     assert base.inputs([_img(0)], "a")["image_grid_thw"].tolist() == [[1, 2, 4]]  # 40 x 50 px -> 28 x 56 px

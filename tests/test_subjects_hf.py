@@ -58,6 +58,9 @@ def build_tiny_llava(d):
                           num_additional_image_tokens=1, chat_template=TEMPLATE)
     model.save_pretrained(d)
     proc.save_pretrained(d)
+    from hf_families import keep_tokenizer_as_saved
+
+    keep_tokenizer_as_saved(d)
     return model, proc
 
 

@@ -110,6 +110,7 @@ def test_diffusion_policy_roundtrip(tmp_path):
     cfg = DiffusionConfig(
         device="cpu", pretrained_backbone_weights=None, n_obs_steps=2, horizon=8, n_action_steps=4, num_inference_steps=2,
         down_dims=(16, 32), diffusion_step_embed_dim=16, crop_shape=None, spatial_softmax_num_keypoints=8,
+        use_group_norm=True,  # LeRobot < 0.5 default (0.5+: False, batch norm, which a batch of 1 cannot train)
         input_features={"observation.images.top": PolicyFeature(type=FeatureType.VISUAL, shape=(3, 32, 32)),
                         "observation.state": PolicyFeature(type=FeatureType.STATE, shape=(6,))},
         output_features={"action": PolicyFeature(type=FeatureType.ACTION, shape=(7,))},

@@ -94,12 +94,45 @@ def check_processor_kwargs(processor, kwargs: dict[str, Any]) -> None:
     """:class:`ConfigError` naming a ``params.processor_kwargs`` key that no part of the loaded processor has (a typo
     transformers would ignore silently)."""
     parts = [processor] + [getattr(processor, a, None) for a in ("image_processor", "tokenizer", "video_processor")]
+
+    def declared(part) -> set[str]:  # (transformers >= 5) the keys of the part's valid_kwargs TypedDict
+        return set(getattr(getattr(part, "valid_kwargs", None), "__annotations__", None) or {})
+
+    def knows(part, key: str) -> bool:
+        return hasattr(part, key) or key in declared(part)
+
     for key in kwargs:
-        if not any(p is not None and hasattr(p, key) for p in parts):
-            known = sorted(k for k, v in vars(getattr(processor, "image_processor", processor)).items()
-                           if not k.startswith("_") and isinstance(v, (int, float, dict, list, bool)))
+        if not any(p is not None and knows(p, key) for p in parts):
+            image = getattr(processor, "image_processor", processor)
+            known = sorted({k for k, v in vars(image).items()
+                            if not k.startswith("_") and isinstance(v, (int, float, dict, list, bool))} | declared(image))
             raise ConfigError(f"field 'params.processor_kwargs.{key}': {type(processor).__name__} has no setting "
                               f"{key!r}; its image processor's settings: {', '.join(known)}")
+
+
+def check_tokenizer_kind(path: Path, processor) -> None:
+    """:class:`ConfigError` when the tokenizer transformers built is not the one the folder's tokenizer.json holds
+    (a different model: WordLevel saved, BPE built). transformers >= 5 builds a family's tokenizer class from
+    vocab.json / merges.txt, so a tokenizer saved by an older release under a class that did not match it would
+    tokenize every prompt differently from how the model saw them."""
+    tok = tokenizer_of(processor)
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None or not (path / "tokenizer.json").is_file():
+        return
+    try:
+        from tokenizers import Tokenizer
+
+        saved = type(Tokenizer.from_file(str(path / "tokenizer.json")).model).__name__
+    except Exception:  # a file tokenizers cannot read: transformers has already loaded what it could
+        return
+    built = type(backend.model).__name__
+    if saved != built:
+        import transformers
+
+        raise ConfigError(f"{path}/tokenizer.json holds a {saved} tokenizer, but transformers {transformers.__version__} "
+                          f"builds {type(tok).__name__} there as {built} (from vocab.json/merges.txt), which would "
+                          "tokenize prompts differently from how the model was trained: set \"tokenizer_class\": "
+                          "\"PreTrainedTokenizerFast\" in its tokenizer_config.json to load tokenizer.json as saved")
 
 
 def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code: bool,
@@ -131,6 +164,7 @@ def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code
     except ImportError as e:  # a processor that needs a package (SmolVLM: num2words): transformers names it
         raise ConfigError(f"{path}: its processor cannot be loaded here: {str(e).strip().splitlines()[0]}") from None
     check_processor_kwargs(processor, processor_kwargs or {})
+    check_tokenizer_kind(Path(path), processor)
     ensure_pad_token(processor)
     cls = getattr(transformers, model_class)
     from packaging.version import Version
@@ -141,8 +175,10 @@ def load_auto(path, model_class: str, dtype: str, device: str, trust_remote_code
     try:
         model = cls.from_pretrained(str(path), trust_remote_code=trust_remote_code, **{key: torch_dtype(dtype)}, **extra)
     except ImportError as e:  # flash_attention_2 without the flash-attn package, ...
+        fix = ("; install the flash-attn package (pip install flash-attn, CUDA machines) or leave the field out (sdpa)"
+               if "flash" in str(attn_implementation) else "")
         raise ConfigError(f"field 'params.attn_implementation': {attn_implementation!r} cannot be used here: "
-                          f"{str(e).strip().splitlines()[0]}") from None
+                          f"{str(e).strip().splitlines()[0]}{fix}") from None
     model.to(device).eval()
     return processor, model
 
@@ -303,12 +339,21 @@ class HFVLM(HiddenStateMixin):
 
     def prompt_text(self, n_images: int, prompt: str) -> str:
         if self.prompt_template is not None:
-            token = getattr(self.processor, "image_token", None) or ""
-            return self.prompt_template.format(prompt=prompt, images=token * n_images)
+            return self.prompt_template.format(prompt=prompt, images=self.image_placeholder() * n_images)
         content = [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": prompt}]
         msgs = [{"role": "system", "content": [{"type": "text", "text": self.system_prompt}]}] if self.system_prompt else []
         msgs.append({"role": "user", "content": content})
         return self.processor.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+
+    def image_placeholder(self) -> str:
+        """What ``{images}`` of ``params.prompt_template`` becomes for one image: the processor's image token, inside
+        the family's vision delimiters where its tokenizer has them (Qwen-VL: ``<|vision_start|>...<|vision_end|>``,
+        which transformers >= 5 needs to place the image's rotary positions)."""
+        token = getattr(self.processor, "image_token", None) or ""
+        vocab = tokenizer_of(self.processor).get_vocab()
+        if token and "<|vision_start|>" in vocab and "<|vision_end|>" in vocab:
+            return f"<|vision_start|>{token}<|vision_end|>"
+        return token
 
     def inputs(self, images: Sequence[np.ndarray], prompt: str) -> dict[str, Any]:
         """The model inputs (tensors on the device) for ``images`` and ``prompt``."""

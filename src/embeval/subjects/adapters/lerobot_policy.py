@@ -79,19 +79,49 @@ ASPECT_TOLERANCE = 0.01
 
 
 #: policy type -> the Hugging Face hub repos it loads beyond the checkpoint folder, each with what it is, read from
-#: the policy's config (lerobot 0.4.4): these types cannot be built offline until the repos are in the local cache
+#: the policy's config (LeRobot 0.6.1): these types cannot be built offline until the repos are in the local cache.
+#: ``c`` is the checkpoint's declared config (:func:`declared_config`: config.json over the config class's defaults).
 HUB_NEEDS: dict[str, Callable[[Any], list[tuple[str, str]]]] = {
     "pi0": lambda c: [("google/paligemma-3b-pt-224", "the PaliGemma tokenizer its preprocessor loads")],
     "pi05": lambda c: [("google/paligemma-3b-pt-224", "the PaliGemma tokenizer its preprocessor loads")],
     "pi0_fast": lambda c: [(c.text_tokenizer_name, "the PaliGemma text tokenizer"),
                            (c.action_tokenizer_name, "the FAST action tokenizer")],
     "smolvla": lambda c: [(c.vlm_model_name, "the SmolVLM config and processor its backbone is built from")],
-    "groot": lambda c: [(c.base_model_path, "the GR00T N1.5 backbone"),
-                        (c.tokenizer_assets_repo, "the Eagle tokenizer (vocab.json, merges.txt)")],
+    "groot": lambda c: [(c.base_model_path or "nvidia/GR00T-N1.7-3B", "the GR00T N1.7 model and its sidecars"),
+                        ("nvidia/Cosmos-Reason2-2B", "the Cosmos-Reason2 processor of its backbone")],
     "xvla": lambda c: [(c.tokenizer_name, "the BART tokenizer its preprocessor loads")],
     "wall_x": lambda c: [(c.pretrained_name_or_path, "the Qwen2.5-VL processor")]
-    + ([(c.action_tokenizer_path, "the FAST action tokenizer")] if c.action_tokenizer_path else []),
+    + ([(c.action_tokenizer_path, "the FAST action tokenizer")] if c.prediction_mode == "fast" else []),
+    "eo1": lambda c: [(c.vlm_base, "the Qwen2.5-VL config, processor and weights of its backbone")],
+    "evo1": lambda c: [(c.vlm_model_name, "the InternVL3 tokenizer and weights of its backbone")],
+    "vla_jepa": lambda c: [(c.qwen_model_name, "the Qwen3-VL backbone"), (c.jepa_encoder_name, "the V-JEPA 2 encoder")],
+    "molmoact2": lambda c: [(c.checkpoint_path, "the MolmoAct2 model"),
+                            (c.discrete_action_tokenizer, "its FAST action tokenizer")],
+    "multi_task_dit": lambda c: [(c.vision_encoder_name, "the CLIP vision encoder")]
+    + ([(c.text_encoder_name, "the CLIP text encoder")] if c.text_encoder_name != c.vision_encoder_name else []),
+    "fastwam": lambda c: [(c.model_id, "the Wan2.2 video model"), (c.tokenizer_model_id, "the UMT5 tokenizer"),
+                          (c.text_encoder_model_id, "the Wan2.2 text encoder")]
+    + ([(c.base_model_id, "the FastWAM base weights")] if c.base_model_id else []),
+    "lingbot_va": lambda c: [(c.wan_pretrained_path, "the LingBot-VA base (Wan VAE, UMT5 text encoder, tokenizer)")],
 }
+
+
+def declared_config(doc: Mapping[str, Any]) -> Any:
+    """The policy config a checkpoint's config.json declares, as attributes: its fields over the defaults of
+    LeRobot's config class for ``doc["type"]``, without running the class (some, e.g. eo1, fetch hub files while
+    they are built). None when this LeRobot does not know the type."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import lerobot.policies  # noqa: F401  (registers the config choices)
+    from lerobot.configs.policies import PreTrainedConfig
+
+    try:
+        cls = PreTrainedConfig.get_choice_class(doc["type"])
+    except Exception:  # an unknown type: LeRobot's own error names it when the config is parsed
+        return None
+    defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    return SimpleNamespace(**{**defaults, **doc})
 
 
 def _hub_offline() -> bool:
@@ -102,7 +132,7 @@ def _hub_offline() -> bool:
 
 def missing_hub_files(cfg: Any) -> list[tuple[str, str]]:
     """``(repo, what)`` of :data:`HUB_NEEDS` for ``cfg.type`` that are neither a local folder nor in the local
-    Hugging Face cache (nothing is downloaded)."""
+    Hugging Face cache (nothing is downloaded). ``cfg``: a LeRobot config or :func:`declared_config`."""
     needs = HUB_NEEDS.get(cfg.type)
     if needs is None:
         return []
@@ -329,7 +359,7 @@ def _checkpoint_call(path: Path, what: str, fn, *args):
         where = path / what if what == "config.json" else path
         raise ConfigError(f"LeRobot cannot load {where} ({type(exc).__name__}: {msg}); copy the checkpoint again from "
                           "the trained run, or check the lerobot version it was saved with (scripts/install.sh installs "
-                          "0.4.4)") from None
+                          "0.6.1; docs/subjects.md: checkpoints of older LeRobot releases)") from None
 
 
 def image_to_tensor(img: np.ndarray, shape: Sequence[int]):
@@ -440,9 +470,14 @@ class LeRobotPolicy(HiddenStateMixin):
                 make_pre_post_processors,
             )
         except ImportError:
-            raise ConfigError("lerobot is not installed: pip install lerobot (scripts/install.sh installs 0.4.4)") from None
+            raise ConfigError("lerobot is not installed: pip install lerobot (scripts/install.sh installs 0.6.1)") from None
         import torch
 
+        if _hub_offline():  # before LeRobot parses the config (some config classes fetch hub files while built)
+            declared = declared_config(check_config_json(self.path / "config.json"))
+            missing = missing_hub_files(declared) if declared is not None else []
+            if missing:
+                raise hub_error(self.path, declared, missing)
         cfg = _checkpoint_call(self.path, "config.json", PreTrainedConfig.from_pretrained, str(self.path))
         cfg.device = self.device
         if hasattr(cfg, "pretrained_backbone_weights"):
