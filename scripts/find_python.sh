@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Print the path of a Python interpreter of the version embeval's main environment needs (3.12: LeRobot >= 0.5
-# requires it; 3.13 lacks wheels of ur-rtde and pybullet, see scripts/constraints.txt). Looked for in this order:
+# requires it; 3.13 lacks a wheel of ur-rtde, see scripts/constraints.txt). Looked for in this order:
 # $PYTHON if set, python3.12 on PATH, python3 on PATH if it is 3.12, pyenv's versions, uv's managed Pythons.
 # None found: one line on stderr naming the version and how to get it, exit status 1.
 set -uo pipefail

@@ -130,19 +130,12 @@ else
   INST=("${PIP[@]}" install -q)
 fi
 
-# Compiled from source (minutes of CPU): llama-cpp-python always, pybullet 3.2.7 on Python 3.12 (PyPI has its
-# wheels up to cp311). Their wheels are built in the background while the downloads of steps 1-2 run: pybullet's
-# is waited for in step 2 (embeval depends on it), llama-cpp-python's in step 3. `pip wheel` writes nothing into
+# Compiled from source (minutes of CPU): llama-cpp-python (PyPI has no wheels of it). Its wheel is built in the
+# background while steps 1, 2 and 4 download and install, and waited for in step 3. `pip wheel` writes nothing into
 # the venv, so it never touches the installer's files; a built wheel is kept in pip's cache for the next venv.
 WHEELS="$VENV/.built-wheels"
-LLAMA_PID="" PYBULLET_PID=""
-PYBULLET_WHEEL="pybullet==3.2.7"
+LLAMA_PID=""
 rm -rf "$WHEELS"; mkdir -p "$WHEELS"
-if ! "$VENV/bin/python" -c "import pybullet" >/dev/null 2>&1; then
-  "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/pybullet" "$PYBULLET_WHEEL" \
-    > "$VENV/.pybullet-build.log" 2>&1 &
-  PYBULLET_PID=$!
-fi
 if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
   CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/llama" "$LLAMA_SPEC" \
     > "$VENV/.llama-build.log" 2>&1 &
@@ -161,18 +154,14 @@ echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC) (${SECONDS} s since
 "${INST[@]}" -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC"
 
 echo "[install] 2/5 embeval (editable) with the ROS 2 Kilted wheels and LeRobot (${SECONDS} s since start)"
-wait_wheel "$PYBULLET_PID" pybullet "$VENV/.pybullet-build.log"
-[ -n "$PYBULLET_PID" ] && PYBULLET_WHEEL=$(ls "$WHEELS"/pybullet/pybullet-*.whl)
-"${INST[@]}" -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC" "$PYBULLET_WHEEL"
-
-echo "[install] 3/5 llama-cpp-python (portable CPU build, started in the background; cached after the first time) (${SECONDS} s since start)"
-if [ -n "$LLAMA_PID" ]; then
-  wait_wheel "$LLAMA_PID" llama-cpp-python "$VENV/.llama-build.log"
-  "${INST[@]}" -c scripts/constraints.txt "$WHEELS"/llama/llama_cpp_python-*.whl
+# pybullet comes from the pybullet-arm64 wheel (pyproject.toml says why); a venv that still has PyPI's pybullet
+# distribution (the same module files) drops it first, so that neither one's uninstall can take the other's files.
+if "$VENV/bin/python" -c "import importlib.metadata as m; m.version('pybullet')" >/dev/null 2>&1; then
+  "${PIP[@]}" uninstall -q -y pybullet pybullet-arm64
 fi
-rm -rf "$WHEELS"
+"${INST[@]}" -c scripts/constraints.txt -e ".[ros]" -e src/embeval_ros "$LEROBOT_SPEC"
 
-echo "[install] 4/5 ManiSkill3 ($MANISKILL_SPEC) and software Vulkan ($MESA_VULKAN) under $VENV/vulkan (${SECONDS} s since start)"
+echo "[install] 3/5 ManiSkill3 ($MANISKILL_SPEC) and software Vulkan ($MESA_VULKAN) under $VENV/vulkan (${SECONDS} s since start)"
 # Adds about 10 s with warm caches (pip ~9 s for 30 small wheels, apt-get download + dpkg -x < 1 s).
 install_maniskill() {
   "${INST[@]}" -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC" "$MANISKILL_SPEC" "$SAPIEN_SPEC"
@@ -221,6 +210,13 @@ install_maniskill() {
 }
 wait_chromium
 install_maniskill
+
+echo "[install] 4/5 llama-cpp-python (portable CPU build, started in the background; cached after the first time) (${SECONDS} s since start)"
+if [ -n "$LLAMA_PID" ]; then
+  wait_wheel "$LLAMA_PID" llama-cpp-python "$VENV/.llama-build.log"
+  "${INST[@]}" -c scripts/constraints.txt "$WHEELS"/llama/llama_cpp_python-*.whl
+fi
+rm -rf "$WHEELS"
 
 # One cv2 (see scripts/constraints.txt): the opencv-python wheel's build is the one that runs. An in-place
 # upgrade can leave the cv2 package half overwritten by the other wheel: reinstall the runtime wheel then.
