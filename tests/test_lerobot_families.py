@@ -1,9 +1,10 @@
 """LeRobot: every VLA-style policy type LeRobot 0.6.1 ships. The ones that build offline (ACT,
-Diffusion) are built tiny from the library's config classes, saved in LeRobot's ``pretrained_model/`` layout with
-their normalisation stats, loaded by path through the adapter with a camera map, and run through one
-policy-decision unit and one Act2Answer episode with hidden states. The others are built from hub files (a
-PaliGemma / SmolVLM / Florence / Qwen backbone or tokenizer): without them the adapter refuses at load, before
-building anything, naming each repo to fetch."""
+Diffusion, and SmolVLA on a local tiny SmolVLM backbone folder) are built tiny from the library's config classes,
+saved in LeRobot's ``pretrained_model/`` layout with their normalisation stats, loaded by path through the adapter
+with a camera map, and run through one policy-decision unit and one Act2Answer episode with hidden states. The
+others are built from hub files (a PaliGemma / SmolVLM / Florence / Qwen backbone or tokenizer): without them the
+adapter refuses at load, before building anything, naming each repo to fetch (SmolVLA too, with its default
+backbone name)."""
 from __future__ import annotations
 
 import json
@@ -22,8 +23,8 @@ from embeval.subjects import load_subject  # noqa: E402
 #: LeRobot 0.6.1's VLA-style policy types (lerobot/policies/)
 VLA_TYPES = ("act", "diffusion", "pi0", "pi05", "pi0_fast", "smolvla", "groot", "xvla", "wall_x", "eo1", "evo1",
              "vla_jepa", "molmoact2", "multi_task_dit", "fastwam", "lingbot_va")
-#: built and run offline here
-OFFLINE = ("act", "diffusion")
+#: built and run offline here (smolvla: on a local backbone folder; with its default hub backbone it is a hub type)
+OFFLINE = ("act", "diffusion", "smolvla")
 #: repos each hub type needs, as written in LeRobot 0.6.1's configs/processors (an independent copy of the table)
 HUB_REPOS = {
     "pi0": ["google/paligemma-3b-pt-224"], "pi05": ["google/paligemma-3b-pt-224"],
@@ -60,6 +61,20 @@ def _stats(cfg):
             "action": vec(torch.cat([-lim[:6], torch.zeros(1)]), lim)}
 
 
+def smolvlm_backbone(d):
+    """A tiny SmolVLM folder (tests/hf_families.py) whose tokenizer names SmolVLM2's special tokens as its
+    tokenizer_config.json does (``fake_image_token`` ...: SmolVLA reads their ids), for SmolVLA's ``vlm_model_name``."""
+    from hf_families import build_smolvlm
+
+    d.mkdir(parents=True)
+    build_smolvlm(d)
+    conf = json.loads((d / "tokenizer_config.json").read_text())
+    conf["extra_special_tokens"] = {"fake_image_token": "<fake_token_around_image>", "global_image_token": "<global-img>",
+                                    "image_token": "<image>", "end_of_utterance_token": "<end_of_utterance>"}
+    (d / "tokenizer_config.json").write_text(json.dumps(conf))
+    return d
+
+
 def _build(kind: str, folder):
     """A tiny policy of ``kind`` from lerobot's config classes (random weights, torch seed 0), saved with its
     processors in ``folder`` (the layout of lerobot-train's checkpoints/<step>/pretrained_model)."""
@@ -72,6 +87,13 @@ def _build(kind: str, folder):
         cfg = ACTConfig(device="cpu", pretrained_backbone_weights=None, dim_model=16, n_heads=2, dim_feedforward=32,
                         n_encoder_layers=1, n_decoder_layers=1, use_vae=False, chunk_size=3, n_action_steps=3,
                         input_features=inputs, output_features=outputs)
+    elif kind == "smolvla":
+        from lerobot.policies.smolvla.configuration_smolvla import SmolVLAConfig
+
+        cfg = SmolVLAConfig(device="cpu", vlm_model_name=str(smolvlm_backbone(folder.parent / "smolvlm")),
+                            load_vlm_weights=False, num_vlm_layers=2, chunk_size=4, n_action_steps=4, num_steps=2,
+                            resize_imgs_with_padding=(56, 56), max_state_dim=8, max_action_dim=8,
+                            input_features=inputs, output_features=outputs)
     else:
         from lerobot.policies.diffusion.configuration_diffusion import DiffusionConfig
 
@@ -106,8 +128,20 @@ def test_offline_family_runs_decision_and_act2answer(kind, tmp_path):
     subject = got["subject"]
     assert subject.config.type == kind and subject.action_spec.chunk_size == cfg.n_action_steps
     assert subject.cfg.image_size == (48, 64) and subject.cfg.cameras == ("third_person", "wrist")
-    layer = {"act": "model.encoder.layers.0", "diffusion": "diffusion.unet.mid_modules.0"}[kind]
+    # SmolVLA runs its text and expert layers part by part (attention projections, MLP), not as blocks: the blocks
+    # that run whole are its vision encoder's; the expert's MLP is read when named
+    layer = {"act": "model.encoder.layers.0", "diffusion": "diffusion.unet.mid_modules.0",
+             "smolvla": "model.vlm_with_expert.vlm.model.vision_model.encoder.layers.0"}[kind]
     assert layer in got["hidden"]
+    if kind == "smolvla":
+        from embeval.action import Observation
+
+        rng = np.random.default_rng(1)
+        obs = Observation(images={c: rng.integers(0, 256, (48, 64, 3), dtype=np.uint8) for c in CAMS.values()},
+                          instruction="pick", state={"tcp_pose": rng.normal(size=7), "gripper": np.ones(1)})
+        mlp = "model.vlm_with_expert.lm_expert.layers.1.mlp"
+        got_mlp = subject.hidden_states(obs, layers=[mlp])[mlp]
+        assert got_mlp.shape == (1, subject.policy.model.vlm_with_expert.expert_hidden_size)
     acts = np.asarray(got["episode"].actions)
     assert acts.shape == (got["episode"].steps, 7) and np.all((acts[:, 6] >= 0) & (acts[:, 6] <= 1))
     # un-normalised by the saved stats: a translation step within the action's range (|dx| <= 0.02 m at 4 std / clip)

@@ -1,5 +1,5 @@
 """``adapter: lerobot-server`` against LeRobot's own async-inference policy server
-(``python -m lerobot.async_inference.policy_server``, LeRobot 0.4.4, run as a process): the same actions as
+(``python -m lerobot.async_inference.policy_server``, LeRobot 0.6.1, run as a process): the same actions as
 ``adapter: lerobot`` loading the same checkpoint, an Act2Answer episode and a policy-decision run through it, clear
 errors for a wrong spec or a missing server, and a hostile server's pickled reply refused without running it."""
 from __future__ import annotations

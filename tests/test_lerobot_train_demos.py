@@ -1,6 +1,6 @@
 """Demonstrations from `embeval train demos` -> LeRobot's own `lerobot-train` (ACT, quantile
 normalisation) -> evaluated by embeval from the checkpoint folder LeRobot wrote, no file edited by hand.
-Also: the demos' stats carry lerobot 0.4.4's full set (q01..q99, per episode too) and no privileged field is a
+Also: the demos' stats carry LeRobot 0.6.1's full set (q01..q99, per episode too) and no privileged field is a
 policy input."""
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Write and read robot demonstrations in the LeRobot dataset format (``codebase_version`` v3.0,
-the format of lerobot 0.4), without the hub and without importing lerobot.
+the format of LeRobot 0.4 to 0.6), without the hub and without importing lerobot.
 
 Layout under ``root`` (what :class:`LeRobotWriter` produces)::
 
     meta/info.json                       fps, features (dtype/shape/names), path templates, totals
     meta/stats.json                      per-feature min/max/mean/std/count and quantiles q01/q10/q50/q90/q99
-                                         (lerobot 0.4.4's set, :data:`STAT_NAMES`); per episode in meta/episodes
+                                         (LeRobot's set, 0.4 to 0.6, :data:`STAT_NAMES`); per episode in meta/episodes
     meta/tasks.parquet                   task string (index) -> task_index
     meta/episodes/chunk-000/file-000.parquet   one row per episode: length, tasks, frame range
     data/chunk-000/file-000.parquet      one row per frame: features + timestamp, frame_index,
@@ -56,7 +56,7 @@ def _unpng(b: bytes) -> np.ndarray:
     return np.asarray(check_decoded_pixels(Image.open(io.BytesIO(b)), "a dataset frame").convert("RGB"))
 
 
-#: quantile statistics lerobot 0.4.4 keeps per feature (``lerobot.datasets.compute_stats.DEFAULT_QUANTILES``; its
+#: quantile statistics LeRobot (0.4 to 0.6) keeps per feature (``lerobot.datasets.compute_stats.DEFAULT_QUANTILES``; its
 #: QUANTILES / QUANTILE10 normalisations and pi0.5 read q01/q99 and q10/q90)
 QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
 #: the statistics every feature gets in ``meta/stats.json`` and per episode in ``meta/episodes`` (``stats/<feature>/<stat>``)
