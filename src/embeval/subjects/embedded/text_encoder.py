@@ -7,6 +7,7 @@ templates), so every encoder keeps an in-memory cache keyed by the exact string.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from typing import Iterable
 
@@ -44,8 +45,16 @@ class TextEncoder:
         if self._model is None:
             from sentence_transformers import SentenceTransformer
 
-            # the shipped folder only: no hub lookup, and no process-wide HF_HUB_OFFLINE set behind the caller's back
-            self._model = SentenceTransformer(str(minilm_path()), device=self.device, local_files_only=True)
+            # the shipped folder only: no hub lookup, and no process-wide HF_HUB_OFFLINE set behind the caller's back.
+            # transformers >= 5 reports the shipped checkpoint's one stale buffer (embeddings.position_ids, which the
+            # model rebuilds) as an UNEXPECTED key in a table on stderr: that report is silenced for this one load.
+            report = logging.getLogger("transformers.modeling_utils")
+            level = report.level
+            report.setLevel(logging.ERROR)
+            try:
+                self._model = SentenceTransformer(str(minilm_path()), device=self.device, local_files_only=True)
+            finally:
+                report.setLevel(level)
         return self._model
 
     def encode(self, texts: Iterable[str]) -> np.ndarray:
