@@ -124,7 +124,10 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade "pip>=25"
 if [ "${EMBEVAL_INSTALLER:-uv}" = uv ]; then
   "${PIP[@]}" install -q "$UV_SPEC"
-  export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}"
+  # UV_COMPILE_BYTECODE: uv writes no .pyc unless asked (pip does), and where PYTHONDONTWRITEBYTECODE is set (as on
+  # CI machines) Python then compiles every imported module from source in every process: `import torch` took 2.4 s
+  # instead of 1.1 s, and the test suite 60 % longer.
+  export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}" UV_COMPILE_BYTECODE=1
   INST=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q)
 else
   INST=("${PIP[@]}" install -q)
@@ -256,6 +259,11 @@ except VulkanUnavailableError as exc:
     print(f"[install] WARNING: the ManiSkill backend will not run here: {exc}")
 print("[install] environment OK")
 PY
+
+# Bytecode for everything the venv imports, embeval's own editable sources included (a pass over what is already
+# compiled takes ~10 s): see UV_COMPILE_BYTECODE above. Files some packages ship that do not compile are skipped.
+"$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+  src analysis >/dev/null 2>&1 || true
 
 rm -f "$VENV"/.embeval-install-*
 touch "$STAMP"

@@ -7,6 +7,9 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${VENV:-.venv}/bin/python"
+# Let Python and pytest keep bytecode (.pyc, pytest's rewritten test modules) for the processes after the first:
+# with PYTHONDONTWRITEBYTECODE set, as on CI machines, every test process compiled its imports again.
+unset PYTHONDONTWRITEBYTECODE
 WORKERS="${PYTEST_WORKERS:-2}"
 "$PY" -m pytest -n "$WORKERS" --dist loadfile -m "not serial" "$@"
 a=$?
