@@ -189,3 +189,16 @@ def test_docs_table_names_every_type_and_its_hub_files():
         row = next(line for line in table.splitlines() if line.startswith(f"| `{kind}` |"))
         assert all(f"`{repo}`" in row for repo in HUB_REPOS.get(kind, [])), kind
         assert (kind in OFFLINE) == ("| none" in row), kind
+
+
+@pytest.mark.parametrize("value", [123, ["a"], None, "  "])
+def test_hub_repo_field_that_is_not_a_name_is_one_config_error(value, tmp_path, monkeypatch):
+    """The hub check reads config.json before LeRobot type-checks it: a repo field that is no string is named, not a
+    TypeError from deep inside the path or hub code."""
+    from embeval.errors import ConfigError
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    (tmp_path / "config.json").write_text(json.dumps({"type": "smolvla", "vlm_model_name": value}))
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"'smolvla': its config names the SmolVLM config .* as .*fix that field"):
+        load_subject({"kind": "policy", "adapter": "lerobot", "path": str(tmp_path)})

@@ -140,6 +140,9 @@ def missing_hub_files(cfg: Any) -> list[tuple[str, str]]:
 
     out = []
     for repo, what in needs(cfg):
+        if not isinstance(repo, str) or not repo.strip():  # a config.json field read before LeRobot type-checks it
+            raise ConfigError(f"LeRobot policy type {cfg.type!r}: its config names {what} as {repo!r}; expected a hub "
+                              "repo id or a local folder (a non-empty string): fix that field of config.json")
         if Path(repo).expanduser().is_dir():
             continue
         try:
