@@ -35,6 +35,8 @@ from embeval_ros.conversions import msg_to_action, msg_to_pose6
 from embeval_ros.node_spec import RosNode
 from embeval_ros.runtime import qos_reliable, run_node
 
+ACTION_GRACE_S = 2.0  # s after episode_end to wait for actions the conductor counted but this node has not yet had
+
 NODE = RosNode("embeval_scorer", "ScorerNode", start=50, description="scores each episode against its reference run")
 
 
@@ -59,7 +61,11 @@ class ScorerNode(EmbevalNode):
         self.create_subscription(DiagnosticArray, T.POLICY_STATUS, self._on_policy_status, qos_reliable())
         self.policy_id = ""  # the policy node's subject id: the record's subject when the conductor names none
         self.a2a_records: list[dict] = []
-        self.stopped_listening = False  # after episode_stop: later actions are not the episode's
+        self.at_stop: int | None = None  # actions received when episode_stop came (used when episode_end has no count)
+        # an ended episode whose last actions are still in flight: actions and events are separate topics, so the
+        # conductor's last counted action can reach this node after episode_stop or even after episode_end
+        self.pending: tuple | None = None  # (episode, episode_end event, actions expected, deadline on time.monotonic())
+        self.create_timer(0.05, self._flush_late)
         self.stored = 0
 
     def _on_policy_status(self, msg: DiagnosticArray) -> None:
@@ -75,8 +81,31 @@ class ScorerNode(EmbevalNode):
             self.episode.stop_reason = self.episode.stop_reason or f"UR safety mode {self.safety_mode}"
 
     def _on_action(self, msg: JointState) -> None:
-        if self.episode is not None and not self.stopped_listening:
+        if self.pending is not None:
+            ep, _ev, want, _t = self.pending
+            ep.actions.append(msg_to_action(msg).tolist())
+            if len(ep.actions) >= want:
+                self._finish_pending()
+        elif self.episode is not None:
             self.episode.actions.append(msg_to_action(msg).tolist())
+
+    def _flush_late(self) -> None:
+        if self.pending is not None and time.monotonic() >= self.pending[3]:
+            ep, _ev, want, _t = self.pending
+            self.get_logger().warning(f"episode {ep.item}: {len(ep.actions)} of the conductor's {want} actions arrived "
+                                      f"within {ACTION_GRACE_S:g} s of episode_end; filed with those")
+            self._finish_pending()
+
+    def _finish_pending(self) -> None:
+        ep, ev, want, _t = self.pending
+        self.pending = None
+        del ep.actions[want:]
+        t_in = time.perf_counter()
+        if isinstance(ev.get("act2answer"), dict):
+            self._emit_act2answer(ep, ev)
+        else:
+            self._emit_episode(ep, ev)
+        self.log.add(t_in)
 
     def _on_event(self, msg: String) -> None:
         from embeval.control import Episode
@@ -87,32 +116,39 @@ class ScorerNode(EmbevalNode):
             self.get_logger().warning(f"ignoring a non-JSON event: {msg.data[:80]!r}")
             return
         kind = ev.get("event")
-        if kind == "episode_stop":
-            self.stopped_listening = True
+        if kind == "episode_stop" and self.episode is not None:
+            self.at_stop = len(self.episode.actions)
         if kind == "episode_start":
-            self.stopped_listening = False
+            if self.pending is not None:  # a new episode: the last one's missing actions are not coming
+                self.pending = (*self.pending[:3], 0.0)
+                self._flush_late()
+            self.at_stop = None
             self.episode = Episode(item=str(ev.get("item", "item")), distortion=str(ev.get("distortion", "none")),
                                    level=int(ev.get("level", 0) or 0), instruction=str(ev.get("instruction", "")),
                                    subject=str(ev.get("subject", "")), seed=int(ev.get("seed", 0)))
-        elif kind == "episode_end" and self.episode is not None and isinstance(ev.get("act2answer"), dict):
-            t_in = time.perf_counter()
-            ep, self.episode = self.episode, None
-            self._emit_act2answer(ep, ev)
-            self.log.add(t_in)
         elif kind == "episode_end" and self.episode is not None:
-            t_in = time.perf_counter()
             ep, self.episode = self.episode, None
-            ep.final_tcp = self.tcp
-            if ev.get("success") is not None:  # the task's success predicate, and who judged it
-                ep.success = bool(ev["success"])
-            ep.success_source = str(ev.get("success_source", "") or "")
-            if ev.get("stopped"):
-                ep.stopped, ep.stop_reason = True, str(ev.get("stop_reason", "stopped"))
-            for rec in self.book.finish(ep):
-                self._emit(rec)
-            self.log.add(t_in)
+            ep.final_tcp = self.tcp  # the pose at the end, not when a late action arrives
+            # the episode's actions are the first the conductor counted (same topic, same order); without a count,
+            # those received before episode_stop
+            want = ev.get("actions")
+            want = want if isinstance(want, int) and not isinstance(want, bool) and want >= 0 else self.at_stop
+            want = len(ep.actions) if want is None else want
+            self.pending = (ep, ev, want, time.monotonic() + ACTION_GRACE_S)
+            if len(ep.actions) >= want:
+                self._finish_pending()
         elif kind == "cognition":
             self._emit(ev)
+
+    def _emit_episode(self, ep, ev: dict) -> None:
+        """File a Decision/Execution episode with the book; emit the records it completes."""
+        if ev.get("success") is not None:  # the task's success predicate, and who judged it
+            ep.success = bool(ev["success"])
+        ep.success_source = str(ev.get("success_source", "") or "")
+        if ev.get("stopped"):
+            ep.stopped, ep.stop_reason = True, str(ev.get("stop_reason", "stopped"))
+        for rec in self.book.finish(ep):
+            self._emit(rec)
 
     def _emit_act2answer(self, ep, ev: dict) -> None:
         """File an Act2Answer episode: zone of the cube's final position, in the in-process runner's schema."""
