@@ -26,7 +26,9 @@ SAPIEN_SPEC="sapien==3.0.3"
 MESA_VULKAN="mesa-vulkan-drivers=25.0.7-2~bpo12+1"
 # Portable llama.cpp build: the default native build segfaults on some CPUs (AMX paths). LLAVA_BUILD=OFF:
 # no libmtmd (multimodal chat handlers, imported lazily by llama_cpp and never by embeval): a shorter compile.
+# scripts/llama_no_common.cmake leaves out llama.cpp's common library, which only its tools and libmtmd use.
 LLAMA_CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF -DLLAVA_BUILD=OFF"
+LLAMA_CMAKE_ARGS="$LLAMA_CMAKE_ARGS '-DCMAKE_PROJECT_INCLUDE=$PWD/scripts/llama_no_common.cmake'"  # split like a shell (shlex)
 
 # System package: bwrap (Debian/Ubuntu package bubblewrap) runs the A2Eval sandbox's untrusted code
 # in fresh namespaces. Checked on every run (cheap), before the venv stamp.
