@@ -1,7 +1,8 @@
-"""docs/contributing.md's examples, run as written: a throwaway tabletop task, distortion type, IQA metric and ROS node,
-each added through the public registration path (one file), seen everywhere it should appear (registry views,
-CLI listings, the scripted expert solving the task, reference scenes, the VQA vocabulary, `embeval distort list`,
-a contact-sheet grid), then removed again with nothing left behind."""
+"""docs/contributing.md's examples, run as written: a throwaway tabletop task, simulator backend, distortion type, IQA
+metric and ROS node, each added through the public registration path (one file or folder), seen everywhere it should
+appear (registry views, CLI listings, closed-loop scored episodes, the scripted expert solving the task, reference
+scenes, the VQA vocabulary, `embeval distort list`, a contact-sheet grid), then removed again with nothing left
+behind."""
 from __future__ import annotations
 
 import importlib
@@ -130,6 +131,76 @@ def test_bad_task_records_are_refused_in_one_line():
         Task("Stack", difficulty=1, make=make, success="yes", motion="stack")
     with pytest.raises(ConfigError, match="takes an embeval.sim.tasks.Task"):
         register_task({"verb": "Stack"})
+
+
+@pytest.fixture()
+def reach(tmp_path, monkeypatch):
+    """The doc's backend folder (sim/reach/backend.py) on ``embeval.sim.__path__``, discovered and registered like
+    the built-in folders; removed afterwards."""
+    import embeval.sim as pkg
+    from embeval.sim.backend import SIM_BACKENDS, discover
+
+    folder = tmp_path / "reach"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    (folder / "backend.py").write_text(_example("sim-backend"))
+    monkeypatch.setattr(pkg, "__path__", [*pkg.__path__, str(tmp_path)])
+    before = SIM_BACKENDS.names()
+    try:
+        assert discover() == ["reach"]
+        yield SIM_BACKENDS.get_record("reach")
+    finally:
+        if "reach" in SIM_BACKENDS:
+            SIM_BACKENDS.remove("reach")
+        for m in ("embeval.sim.reach.backend", "embeval.sim.reach"):
+            sys.modules.pop(m, None)
+    assert SIM_BACKENDS.names() == before
+
+
+def test_a_sim_backend_folder_runs_episodes_everywhere(reach, tmp_path, capsys):
+    from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
+
+    assert reach.name == "reach" and reach.supported_axes() == ()
+    # the CLI: listed in the help, default task and policy, episodes with Decision / Execution under a distortion
+    with pytest.raises(SystemExit):
+        main(["sim", "episodes", "--help"])
+    assert "reach" in capsys.readouterr().out
+    out = tmp_path / "reach.json"
+    assert main(["sim", "episodes", "--backend", "reach", "--episodes", "3", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    rows = rows["episodes"] if isinstance(rows, dict) else rows
+    assert [r["success"] for r in rows] == [True, True, True] and all(r["steps"] <= 4 for r in rows)
+    capsys.readouterr()
+    assert main(["sim", "episodes", "--backend", "reach", "--episodes", "2", "--distortion", "white_noise",
+                 "--level", "3", "--width", "32", "--height", "32"]) == 0
+    assert "2/2 episodes succeeded" in capsys.readouterr().out
+    # a run spec's sim mapping builds it; the episode loop and the scorers take it as any backend
+    env = make_episode_env(SimSpec.from_dict({"backend": "reach", "env": "reach", "width": 32, "height": 32}))
+    policy = env.default_policy()
+    run = run_episode(env, policy, seed=4, keep_actions=True)
+    assert run.outcome.success and len(run.actions) == run.outcome.n_actions
+    sc, ref, dis = score_episode(env, policy, 4, ("white_noise", 3, 4))
+    assert sc.execution.score == 100.0 and 0.0 <= sc.decision <= 1.0  # the policy reads the simulator, not the image
+    assert not np.array_equal(dis.first_observation.images["top"], ref.first_observation.images["top"])
+    # what it does not do is refused in one line, naming the backends that do
+    assert main(["sim", "episodes", "--backend", "reach", "--perturb", "fov:2"]) == 2
+    err = capsys.readouterr().err
+    assert "no scene perturbations for backend 'reach' (libero, maniskill, pybullet)" in err
+    assert main(["sim", "render", "--backend", "reach", "--out", str(tmp_path / "r.png")]) == 2
+    assert "backend reach renders no stills; choose from libero, maniskill, pybullet" in capsys.readouterr().err
+
+
+def test_bad_sim_backend_records_are_refused_in_one_line():
+    from embeval.sim.backend import SIM_BACKENDS, SimBackend
+
+    for rec, msg in [(SimBackend("Reach", "x", episodes=object, default_task="t"), "lower-case words"),
+                     (SimBackend("reach", "x", episodes=object), "give default_task")]:
+        with pytest.raises(ConfigError, match=msg) as e:
+            SIM_BACKENDS.register_record(rec)
+        assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="register_record takes an embeval.sim.backend.SimBackend"):
+        SIM_BACKENDS.register_record("reach")
+    assert "reach" not in SIM_BACKENDS
 
 
 @pytest.fixture()

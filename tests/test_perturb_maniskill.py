@@ -199,7 +199,7 @@ def test_maniskill_implements_every_axis():
 def test_maniskill_episode_outcome_records_what_was_drawn(ms):
     """An episode's outcome carries the perturbation its reset drew (as LIBERO's does), so a run's records say which
     scene each episode saw."""
-    from embeval.sim.backends import ManiSkillEpisodes
+    from embeval.sim.maniskill.backend import ManiSkillEpisodes
 
     env, _ = ms
     episodes = object.__new__(ManiSkillEpisodes)  # the module's env, not a second build

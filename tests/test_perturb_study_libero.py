@@ -121,21 +121,27 @@ def test_an_axis_a_scene_cannot_take_is_skipped_and_said():
         score_family(study, {"bright": Bright()}, make_env=FakeLibero)
 
 
-def test_family_study_refusals_are_one_line(monkeypatch):
-    from embeval.sim.perturb import backends
+def test_family_study_refusals_are_one_line():
+    from dataclasses import replace
 
-    # an axis LIBERO does not apply is refused with backends.UNSUPPORTED's reason (whichever axes that lists today)
-    monkeypatch.setitem(backends.UNSUPPORTED, "libero", {**backends.UNSUPPORTED["libero"], "distractors": "a reason"})
-    for kwargs, msg in [(dict(suite="libero_90"), "not a base suite LIBERO-PRO varies"),
-                        (dict(variants=("object_ood",)), "do not map one to one"),
-                        (dict(variants=("nope",)), "choose from swap, object, lan, env, task, temp"),
-                        (dict(variants=(), axes=("distractors",)), "not implemented on libero: a reason"),
-                        (dict(variants=(), axes=()), "nothing to score")]:
-        args = dict(suite="libero_goal", task_ids=(0,), seeds=(0,), **{k: v for k, v in kwargs.items() if k != "suite"})
-        args["suite"] = kwargs.get("suite", "libero_goal")
-        with pytest.raises(ConfigError, match=msg) as e:
-            FamilyStudy(**args)
-        assert "\n" not in str(e.value)
+    from embeval.sim.backend import SIM_BACKENDS, get_sim_backend
+
+    # an axis LIBERO does not apply is refused with its backend record's reason (whichever axes that lists today)
+    rec = get_sim_backend("libero")
+    SIM_BACKENDS.register_record(replace(rec, perturb_unsupported={**rec.perturb_unsupported, "distractors": "a reason"}))
+    try:
+        for kwargs, msg in [(dict(suite="libero_90"), "not a base suite LIBERO-PRO varies"),
+                            (dict(variants=("object_ood",)), "do not map one to one"),
+                            (dict(variants=("nope",)), "choose from swap, object, lan, env, task, temp"),
+                            (dict(variants=(), axes=("distractors",)), "not implemented on libero: a reason"),
+                            (dict(variants=(), axes=()), "nothing to score")]:
+            args = dict(suite="libero_goal", task_ids=(0,), seeds=(0,), **{k: v for k, v in kwargs.items() if k != "suite"})
+            args["suite"] = kwargs.get("suite", "libero_goal")
+            with pytest.raises(ConfigError, match=msg) as e:
+                FamilyStudy(**args)
+            assert "\n" not in str(e.value)
+    finally:
+        SIM_BACKENDS.register_record(rec)
     assert set(PAIRED_VARIANTS) == {"swap", "object", "lan", "env", "task", "temp"}
 
 

@@ -50,3 +50,22 @@ def add_video_args(p: argparse.ArgumentParser, default_dir: str) -> None:
                         f"{FPS} fps): none (default), failures (episodes that did not succeed), all, or N (the first N)")
     p.add_argument("--video-dir", type=Path, metavar="DIR",
                    help=f"folder of the episode videos (default {default_dir}); <episode>.mp4 each")
+
+
+class RegistryChoices:
+    """``choices=`` of an option naming a registry entry, read from the registry only when argparse checks a value
+    or prints help (so building the parser imports nothing heavy). ``registry``: ``"module:attr"`` of a Registry."""
+
+    def __init__(self, registry: str):
+        self.registry = registry
+
+    def _names(self) -> list[str]:
+        from embeval.registry import load_target
+
+        return load_target(self.registry).names()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names()
+
+    def __iter__(self):
+        return iter(self._names())

@@ -31,29 +31,15 @@ def perturb_for(args):
     """``--perturb`` of a ``sim`` sub-command, checked before anything runs: None when not given; an axis the
     backend does not implement (:func:`embeval.sim.perturb.backends.supported`) refused in one line."""
     perturb = from_args(args)
-    backend = getattr(args, "backend", "pybullet")
-    if perturb and backend != "pybullet":
+    if perturb:
         from embeval.sim.perturb.backends import check
 
-        check(perturb, backend)
+        check(perturb, getattr(args, "backend", "pybullet"))
     return perturb
 
 
-def load_perturbed(cell, scene, args, perturb) -> None:
-    """Load ``scene`` into ``cell``, under ``perturb`` when given (the task of ``--task``/``--seed``, or none for
-    ``--scene``), seeded from ``--seed``."""
-    if not perturb:
-        cell.load(scene)
-        return
-    from embeval.sim.perturb import load
-    from embeval.sim.tasks import make_task, resolve_verb
-
-    task = None if getattr(args, "scene", None) else make_task(resolve_verb(args.task), args.seed)[1]
-    load(cell, scene, task, args.seed, perturb)
-
-
 def attach(env, perturb) -> None:
-    """Apply ``perturb`` at every reset of an episode env of the UR5 cell (its :class:`~embeval.sim.SimEnv`)."""
+    """Apply ``perturb`` at every reset of an episode env (its simulator env's ``perturb``)."""
     if perturb:
         env.env.perturb = perturb
 

@@ -5,10 +5,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embeval_cli._util import add_group, add_video_args, finite, image_side, parse_aliases, positive_int, seed
+from embeval_cli._util import (
+    RegistryChoices,
+    add_group,
+    add_video_args,
+    finite,
+    image_side,
+    parse_aliases,
+    positive_int,
+    seed,
+)
 from embeval_cli.perturb import add_perturb_arg
 
 _VERBS = "`embeval sim tasks` lists them"  # the registry is read on use, not when the parser is built
+#: the simulator backends (embeval.sim.backend: one folder each), read when a value is checked or help printed
+SIM_BACKEND_CHOICES = RegistryChoices("embeval.sim.backend:SIM_BACKENDS")
 
 
 def register(sub) -> None:
@@ -23,7 +34,7 @@ def register(sub) -> None:
                             "# SimplerEnv Bridge scene (needs ManiSkill's asset download)\n"
                             "  embeval sim render --backend libero --task libero_spatial:0 --out l.png   "
                             "# LIBERO (scripts/install_libero.sh)")
-    p.add_argument("--backend", choices=["pybullet", "maniskill", "libero"], default="pybullet",
+    p.add_argument("--backend", choices=SIM_BACKEND_CHOICES, default="pybullet",
                    help="simulator: the UR5 cell (pybullet, default), ManiSkill3 (CPU, software Vulkan) or LIBERO / "
                         "LIBERO-PRO (its own interpreter .venv-libero)")
     p.add_argument("--task", help=f"task: a verb of the UR5 cell ({_VERBS}; default Pick) or a ManiSkill env id "
@@ -93,7 +104,7 @@ def register(sub) -> None:
                             "  embeval sim episodes --backend maniskill --task PushCube-v1 --subject tiny_vla.yaml "
                             "--distortion white_noise --level 3 --sheet sheet.png\n"
                             "  embeval sim episodes --backend libero --task libero_10_swap:0 --episodes 2 --distortion jpeg")
-    p.add_argument("--backend", choices=["pybullet", "maniskill", "libero"], default="maniskill",
+    p.add_argument("--backend", choices=SIM_BACKEND_CHOICES, default="maniskill",
                    help="simulator (default maniskill)")
     p.add_argument("--task", help="ManiSkill env id (default PickCube-v1), a UR5 cell verb (default Pick) or LIBERO "
                                   "SUITE:TASK_ID (default libero_spatial:0; seeds are its initial states 0..49)")
@@ -127,15 +138,6 @@ def register(sub) -> None:
     p.set_defaults(func=_execute)
 
 
-def _load_scene(args):
-    from embeval.sim.scene import SceneSpec
-    from embeval.sim.tasks import make_task
-
-    if getattr(args, "scene", None):
-        return SceneSpec.from_yaml(args.scene)
-    return make_task(_verb(args.task), args.seed)[0]
-
-
 def _verb(name: str) -> str:
     from embeval.sim.tasks import resolve_verb
 
@@ -156,57 +158,13 @@ def _tasks(args) -> int:
 
 
 def _render(args) -> int:
-    from embeval_cli.perturb import load_perturbed, perturb_for
-    from embeval.image_io import check_image_path, save_image
-    from embeval.sim.workcell import Workcell
+    from embeval_cli.perturb import perturb_for
+    from embeval.image_io import check_image_path
+    from embeval.sim.backend import get_sim_backend
 
     check_image_path(args.out, "--out")  # before the (slow) render
     perturb = perturb_for(args)
-    if args.backend == "maniskill":
-        return _render_maniskill(args, perturb)
-    if args.backend == "libero":
-        from embeval.sim.libero.render import render_cli
-
-        return render_cli(args, perturb)
-    args.task = args.task or "Pick"
-    args.camera = args.camera or "third_person"
-    scene = _load_scene(args)
-    with Workcell() as cell:
-        load_perturbed(cell, scene, args, perturb)
-        img = cell.render(args.camera, args.width, args.height)
-    save_image(args.out, img, "--out")
-    print(f"wrote {args.out} ({img.shape[1]}x{img.shape[0]}, scene {scene.name}, camera {args.camera})")
-    return 0
-
-
-def _render_maniskill(args, perturb=None) -> int:
-    from embeval.errors import ConfigError
-    from embeval.image_io import save_image
-    from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
-
-    if args.scene:
-        raise ConfigError("--scene is a UR5 cell scene; ManiSkill scenes come from --task and --seed")
-    from embeval.sim.maniskill import bridge
-    from embeval.sim.maniskill.runtime import check_seed
-
-    check_seed(args.seed, what="--seed")  # ManiSkill's 32-bit range, before the env is built
-
-    task = args.task or "PickCube-v1"
-    if bridge.is_bridge_env(task):  # SimplerEnv's Bridge scenes: the WidowX, its calibrated 640x480 camera
-        env = bridge.BridgeEnv(bridge.BridgeConfig(task, obs_size=(args.width, args.height)))
-        cameras = [bridge.CAMERA]
-    else:
-        env = ManiSkillEnv(ManiSkillConfig(task, width=args.width, height=args.height), perturb=perturb)
-        cameras = list(env.cameras)
-    with env:
-        obs = env.reset(seed=args.seed)
-        cam = args.camera or cameras[0]
-        if cam not in obs.images:
-            raise ConfigError(f"{task} has no camera {cam!r}; it has {', '.join(cameras)}")
-        img = obs.images[cam]
-    save_image(args.out, img, "--out")
-    print(f"wrote {args.out} ({img.shape[1]}x{img.shape[0]}, ManiSkill {task} seed {args.seed}, camera {cam})")
-    return 0
+    return get_sim_backend(args.backend).render_cli(args, perturb)
 
 
 def _episodes(args) -> int:
@@ -217,11 +175,11 @@ def _episodes(args) -> int:
     from embeval_cli.perturb import attach, episode_record, perturb_for
     from embeval.errors import ConfigError
     from embeval.recording.video import maybe_episode, recorder_from_args
+    from embeval.sim.backend import get_sim_backend
     from embeval.sim.backends import SimSpec, make_episode_env, run_episode, score_episode
 
-    task = args.task or {"maniskill": "PickCube-v1", "libero": "libero_spatial:0"}.get(args.backend, "Pick")
-    if args.backend == "pybullet":
-        task = _verb(task)
+    backend = get_sim_backend(args.backend)
+    task = backend.task(args.task)
     aliases = parse_aliases(args.alias)
     if args.distortion:
         from embeval import distortion as dist_mod
@@ -231,14 +189,8 @@ def _episodes(args) -> int:
             raise ConfigError(f"--level must lie in 1..{dist_mod.N_LEVELS}, got {args.level}")
         if args.state_only:
             raise ConfigError("--distortion needs cameras; drop --state-only")
-    if args.backend == "maniskill":
-        from embeval.sim.maniskill.runtime import check_seed
-
-        check_seed(args.seed, args.episodes, "--seed")  # every episode's seed, before the first runs
-        if not args.subject:
-            from embeval.sim.maniskill.expert import check_expert
-
-            check_expert(task)  # before the env is built and the table header printed
+    # every episode's seed and (no --subject) a scripted expert, before the env is built and the table header printed
+    backend.check(task, range(args.seed, args.seed + args.episodes), scripted=not args.subject)
     if args.sheet:
         from embeval.image_io import check_image_path
 

@@ -563,12 +563,12 @@ def _vector_runs(subject: str, policy, runs, cache, max_steps, cameras, videos, 
 
 
 def _episode_backend(ref: dict) -> str | None:
-    """The episode backend (:data:`embeval.sim.backends.BACKENDS`: maniskill, libero) that replays reference ``ref``
+    """The episode backend (:data:`embeval.sim.backend.SIM_BACKENDS`: maniskill, libero) that replays reference ``ref``
     from its ``sim`` record, or None (a pybullet scene seed, or no simulator)."""
-    from embeval.sim.backends import BACKENDS
+    from embeval.sim.backend import SIM_BACKENDS
 
     backend = (ref.get("sim") or {}).get("backend")
-    return backend if backend in BACKENDS and backend != "pybullet" else None
+    return backend if backend in SIM_BACKENDS and backend != "pybullet" else None
 
 
 def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int | None, cameras: list[str]):

@@ -1,6 +1,7 @@
-"""Simulator backends behind one episode interface, and Embodied-IQA scoring of closed-loop episodes.
+"""Closed-loop episodes on any simulator backend, and their Embodied-IQA scoring.
 
-A :class:`SimSpec` (the ``sim:`` mapping of a run spec) names a backend and a task::
+A :class:`SimSpec` (the ``sim:`` mapping of a run spec) names a backend (:mod:`embeval.sim.backend`: one folder
+each) and a task::
 
     sim: {backend: maniskill, env: PickCube-v1, width: 64, height: 64, aliases: {third_person: base_camera}}
     sim: {backend: pybullet, env: Pick}            # the UR5 cell's verbs (embeval.sim.tasks)
@@ -24,7 +25,6 @@ Scoring one (episode seed, distortion) with a policy (:func:`score_episode`):
 """
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,12 +36,13 @@ from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.scoring.decision import OUTPUTS as DECISION_OUTPUTS, DecisionConfig, decision_corpus
 from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
-from embeval.sim.episode_env import DistortedCameras, EpisodeEnv
+from embeval.sim.backend import SIM_BACKENDS, get_sim_backend
+from embeval.sim.episode_env import EpisodeEnv
 
 
 @dataclass(frozen=True)
 class SimSpec:
-    backend: str = "maniskill"  # see BACKENDS
+    backend: str = "maniskill"  # a name in embeval.sim.backend.SIM_BACKENDS
     env: str = "PickCube-v1"  # ManiSkill env id, a pybullet verb (Pick, Push, ...) or LIBERO SUITE:TASK_ID
     width: int = 64  # camera image size, pixels
     height: int = 64
@@ -54,8 +55,9 @@ class SimSpec:
     def from_dict(cls, d: dict[str, Any] | None, where: str = "sim") -> SimSpec:
         d = dict(d or {})
         check_keys(d, cls.__dataclass_fields__, where)
-        if d.get("backend", "maniskill") not in BACKENDS:
-            raise ConfigError(f"{where}.backend: {d.get('backend')!r} is not a simulator backend; choose from {', '.join(BACKENDS)}")
+        if d.get("backend", "maniskill") not in SIM_BACKENDS:
+            raise ConfigError(f"{where}.backend: {d.get('backend')!r} is not a simulator backend; choose from "
+                              f"{', '.join(SIM_BACKENDS.names())}")
         for k in ("width", "height"):
             v = d.get(k, 64)
             if isinstance(v, bool) or not isinstance(v, int) or not 16 <= v <= MAX_IMAGE_SIDE:
@@ -65,102 +67,10 @@ class SimSpec:
         return cls(**d)
 
 
-class ManiSkillEpisodes(EpisodeEnv):
-    def __init__(self, spec: SimSpec):
-        from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
-
-        from embeval.sim.perturb.backends import parse_option
-
-        self.env = ManiSkillEnv(ManiSkillConfig(spec.env, render=spec.render, width=spec.width, height=spec.height,
-                                                aliases=dict(spec.aliases), max_steps=spec.max_steps),
-                                perturb=parse_option(spec.options.get("perturb"), "maniskill"))
-        self.cameras = self.env.cameras
-
-    def reset(self, seed, distortion=None):
-        self.env.distortion = distortion
-        self.env._distorters = {}
-        obs = self.env.reset(seed=seed)
-        self.instruction = self.env.instruction
-        return obs
-
-    def step(self, action):
-        return self.env.step(action)
-
-    @property
-    def done(self):
-        return self.env.done
-
-    @property
-    def clean_images(self):
-        return self.env.clean_images
-
-    def outcome(self, n_actions):
-        from embeval.sim.maniskill.runtime import _np
-
-        e = self.env
-        return ExecutionOutcome(final_tcp_pose=tuple(e.tcp_pose()), success=e.success(), stopped=False,
-                                n_actions=n_actions, duration=e.control_steps * float(e.unwrapped.control_timestep),
-                                final_joint_positions=tuple(_np(e.unwrapped.agent.robot.get_qpos())[:7].tolist()),
-                                extra={"objects": e.object_poses(), "task": e.config.env_id, "seed": e.seed,
-                                       "control_steps": e.control_steps, "evaluate": e.evaluate(),
-                                       "perturbation": dict(e.perturbation)})
-
-    def close(self):
-        self.env.close()
-
-
-class PybulletEpisodes(DistortedCameras, EpisodeEnv):
-    """The UR5 cell (:class:`embeval.sim.SimEnv`); ``env`` is a verb. Distortion per camera frame as above."""
-
-    def __init__(self, spec: SimSpec):
-        from embeval.sim import SimConfig, SimEnv
-
-        self.verb = spec.env
-        self.spec = spec
-        self.env = SimEnv(SimConfig(render=spec.render, obs_width=spec.width, obs_height=spec.height))
-        self.cameras = tuple(self.env.config.obs_cameras) if spec.render else ()
-        self._distorters: dict[str, Any] = {}
-        self.clean_images: dict[str, np.ndarray] = {}
-
-    def reset(self, seed, distortion=None):
-        self._start_distortion(distortion)
-        obs = self.env.reset(seed=seed, task=self.verb)
-        self.instruction = self.env.task.instruction
-        return self._wrap(obs)
-
-    def step(self, action):
-        r = self.env.step(action)
-        r.observation = self._wrap(r.observation)
-        return r
-
-    @property
-    def done(self):
-        return self.env.done or (self.spec.max_steps is not None and self.env.n_steps >= self.spec.max_steps)
-
-    def outcome(self, n_actions):
-        from embeval.sim.execute import outcome
-
-        return outcome(self.env, n_actions)
-
-    def close(self):
-        self.env.close()
-
-
-def _libero(spec: SimSpec) -> EpisodeEnv:
-    """LIBERO / LIBERO-PRO in its own interpreter (embeval.sim.libero; ``env``: SUITE:TASK_ID)."""
-    from embeval.sim.libero.episodes import LiberoEpisodes
-
-    return LiberoEpisodes(spec)
-
-
-#: backend name -> EpisodeEnv class
-BACKENDS: dict[str, Callable[[SimSpec], EpisodeEnv]] = {"maniskill": ManiSkillEpisodes, "pybullet": PybulletEpisodes,
-                                                        "libero": _libero}
-
-
 def make_episode_env(spec: SimSpec | dict) -> EpisodeEnv:
+    """The episode env of ``spec``'s backend (:data:`embeval.sim.backend.SIM_BACKENDS`)."""
     spec = spec if isinstance(spec, SimSpec) else SimSpec.from_dict(spec)
-    return BACKENDS[spec.backend](spec)
+    return get_sim_backend(spec.backend).make(spec)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The episode interface every simulator backend implements (:class:`EpisodeEnv`), and :class:`DistortedCameras`,
-the per-camera distortion of a backend whose simulator returns clean images. Backends and the registry that
-builds them from a :class:`~embeval.sim.backends.SimSpec` are in :mod:`embeval.sim.backends`; a backend in its
-own package (:mod:`embeval.sim.libero`) subclasses these without importing that registry."""
+the per-camera distortion of a backend whose simulator returns clean images. Each backend is a folder
+(``embeval/sim/<name>/backend.py``, registered in :mod:`embeval.sim.backend`) whose env subclasses these;
+:func:`embeval.sim.backends.make_episode_env` builds one from a :class:`~embeval.sim.backends.SimSpec`."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -5,7 +5,8 @@ numbers on every backend); a backend gets the drawn parameters and applies them 
 (LIBERO: the MuJoCo model in its worker, :mod:`embeval.sim.libero.worker`; ManiSkill: the SAPIEN cameras and
 lights, materials and arm, :mod:`embeval.sim.maniskill.env`). Axes whose pybullet sampler needs the pybullet
 scene draw through :data:`BACKEND_SAMPLERS` from what the backend tells (:class:`SceneView`). An axis a backend
-does not implement is refused in one line, with why.
+does not implement (its :class:`~embeval.sim.backend.SimBackend` record says which, and why) is refused in one
+line, with why.
 """
 from __future__ import annotations
 
@@ -16,28 +17,27 @@ from embeval.errors import ConfigError, NotApplicableError
 from embeval.sim.perturb.axis import get_axis
 from embeval.sim.perturb.compose import Perturbations
 
-#: backend -> axis -> why it is not implemented there (axes absent here: implemented)
-UNSUPPORTED: dict[str, dict[str, str]] = {
-    "libero": {},
-    "maniskill": {},
-}
-
 
 def supported(backend: str) -> tuple[str, ...]:
-    """The axes ``backend`` (libero, maniskill) applies (registry order)."""
-    from embeval.sim.perturb.axis import AXES
+    """The axes ``backend`` applies (registry order): its record's
+    :attr:`~embeval.sim.backend.SimBackend.perturb_unsupported` says which it does not, and why."""
+    from embeval.sim.backend import get_sim_backend
 
-    return tuple(a for a in AXES.names() if a not in UNSUPPORTED.get(backend, {}))
+    return get_sim_backend(backend).supported_axes()
 
 
 def check(perturb: Perturbations | None, backend: str) -> Perturbations | None:
     """``perturb`` when every axis is implemented on ``backend``; else a one-line :class:`ConfigError` naming why."""
     if not perturb:
         return perturb
-    if backend not in UNSUPPORTED:
-        raise ConfigError(f"perturb: no scene perturbations for backend {backend!r} (libero, maniskill, pybullet)")
+    from embeval.sim.backend import SIM_BACKENDS, get_sim_backend
+
+    unsupported = get_sim_backend(backend).perturb_unsupported
+    if unsupported is None:
+        with_axes = [n for n in SIM_BACKENDS.names() if get_sim_backend(n).perturb_unsupported is not None]
+        raise ConfigError(f"perturb: no scene perturbations for backend {backend!r} ({', '.join(with_axes)})")
     for p in perturb:
-        why = UNSUPPORTED[backend].get(p.axis)
+        why = unsupported.get(p.axis)
         if why is not None:
             raise ConfigError(f"perturb {p}: not implemented on {backend}: {why}; {backend} implements "
                               f"{', '.join(supported(backend))}")
