@@ -126,10 +126,8 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 "${PIP[@]}" install -q --upgrade "pip>=25"
 if [ "${EMBEVAL_INSTALLER:-uv}" = uv ]; then
   "${PIP[@]}" install -q "$UV_SPEC"
-  # UV_COMPILE_BYTECODE: uv writes no .pyc unless asked (pip does), and where PYTHONDONTWRITEBYTECODE is set (as on
-  # CI machines) Python then compiles every imported module from source in every process: `import torch` took 2.4 s
-  # instead of 1.1 s, and the test suite 60 % longer.
-  export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}" UV_COMPILE_BYTECODE=1
+  # uv writes no .pyc (pip does); the bytecode is compiled in the background after step 3 (see compile_bytecode).
+  export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}"
   INST=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q)
 else
   INST=("${PIP[@]}" install -q)
@@ -216,6 +214,19 @@ install_maniskill() {
 wait_chromium
 install_maniskill
 
+# Bytecode (.pyc) for everything the venv imports, embeval's own editable sources included. Without it, where
+# PYTHONDONTWRITEBYTECODE is set (as on CI machines) every process compiles its imports from source: `import torch`
+# took 2.4 s instead of 1.1 s, and the test suite 60 % longer. Writing ~30,000 .pyc files is mostly disk time
+# (about a minute, 13 s of CPU), so it runs in the background from here, beside step 4, and a second pass at the end
+# covers the packages installed after it started. Files some packages ship that do not compile
+# are skipped; a file being written while it is compiled only leaves a .pyc that Python sees is stale.
+PURELIB=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+compile_bytecode() {  # compile_bytecode DIR...
+  "$VENV/bin/python" -m compileall -q -j 0 "$@" >/dev/null 2>&1 || true
+}
+compile_bytecode "$PURELIB" src analysis &
+COMPILE_PID=$!
+
 echo "[install] 4/5 llama-cpp-python (portable CPU build, started in the background; cached after the first time) (${SECONDS} s since start)"
 if [ -n "$LLAMA_PID" ]; then
   wait_wheel "$LLAMA_PID" llama-cpp-python "$VENV/.llama-build.log"
@@ -262,10 +273,8 @@ except VulkanUnavailableError as exc:
 print("[install] environment OK")
 PY
 
-# Bytecode for everything the venv imports, embeval's own editable sources included (a pass over what is already
-# compiled takes ~10 s): see UV_COMPILE_BYTECODE above. Files some packages ship that do not compile are skipped.
-"$VENV/bin/python" -m compileall -q -j 0 "$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-  src analysis >/dev/null 2>&1 || true
+wait "$COMPILE_PID" || true
+compile_bytecode "$PURELIB"/{llama_cpp,openpi_client,cv2}  # installed after the background pass started
 
 rm -f "$VENV"/.embeval-install-*
 touch "$STAMP"
