@@ -1,45 +1,52 @@
 """ManiSkill3 episodes (:class:`ManiSkillEpisodes`) and the backend record."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from embeval.scoring.execution import ExecutionOutcome
 from embeval.sim.backend import SimBackend
-from embeval.sim.episode_env import EpisodeEnv
+from embeval.sim.episode_env import DistortedCameras, EpisodeEnv
 
 if TYPE_CHECKING:
     from embeval.sim.backends import SimSpec
 
 
-class ManiSkillEpisodes(EpisodeEnv):
-    """A ManiSkill3 task (:class:`~embeval.sim.maniskill.env.ManiSkillEnv`, which distorts its own camera frames)."""
+class ManiSkillEpisodes(DistortedCameras, EpisodeEnv):
+    """A ManiSkill3 task (:class:`~embeval.sim.maniskill.env.ManiSkillEnv`); camera frames distorted and aliased at
+    the episode seam every backend shares (:class:`~embeval.sim.episode_env.DistortedCameras`)."""
 
     def __init__(self, spec: SimSpec):
+        from embeval.errors import ConfigError
         from embeval.sim.maniskill.env import ManiSkillConfig, ManiSkillEnv
         from embeval.sim.perturb.backends import parse_option
 
+        self.spec = spec if spec.render else replace(spec, aliases={})  # no images: nothing to alias
         self.env = ManiSkillEnv(ManiSkillConfig(spec.env, render=spec.render, width=spec.width, height=spec.height,
-                                                aliases=dict(spec.aliases), max_steps=spec.max_steps),
+                                                max_steps=spec.max_steps),
                                 perturb=parse_option(spec.options.get("perturb"), "maniskill"))
         self.cameras = self.env.cameras
+        for alias, cam in spec.aliases.items():  # before any episode, as ManiSkillEnv checks its own aliases
+            if spec.render and cam not in self.cameras:
+                self.env.close()
+                raise ConfigError(f"alias {alias!r} names camera {cam!r}; {spec.env} has {', '.join(self.cameras)}")
+        self._distorters: dict = {}
+        self.clean_images: dict = {}
 
     def reset(self, seed, distortion=None):
-        self.env.distortion = distortion
-        self.env._distorters = {}
+        self._start_distortion(distortion)
         obs = self.env.reset(seed=seed)
         self.instruction = self.env.instruction
-        return obs
+        return self._wrap(obs)
 
     def step(self, action):
-        return self.env.step(action)
+        r = self.env.step(action)
+        r.observation = self._wrap(r.observation)
+        return r
 
     @property
     def done(self):
         return self.env.done
-
-    @property
-    def clean_images(self):
-        return self.env.clean_images
 
     def outcome(self, n_actions):
         from embeval.sim.maniskill.runtime import _np
