@@ -3,7 +3,7 @@
 One section per command (every leaf of the sub-command tree): its description, a table of its arguments
 (flags, value, default, help) and the examples of its ``--help`` epilog. Built from the parsers' actions, not from
 argparse's formatted help, so the page is the same on every Python version and terminal width.
-``tests/test_cli_reference.py`` fails when the page is not what this script writes now.
+``tests/cli/test_cli_reference.py`` fails when the page is not what this script writes now.
 
     .venv/bin/python scripts/cli_reference.py            # rewrite docs/cli.md
     .venv/bin/python scripts/cli_reference.py --check    # exit 1 when docs/cli.md is out of date
@@ -112,7 +112,7 @@ def render() -> str:
         "# embeval command reference",
         "",
         "Generated from the argument parsers by `.venv/bin/python scripts/cli_reference.py`; do not edit by hand",
-        "(`tests/test_cli_reference.py` fails when this page and the parsers disagree). Every command prints the same",
+        "(`tests/cli/test_cli_reference.py` fails when this page and the parsers disagree). Every command prints the same",
         "with `--help`. The guides in this folder explain what the commands are for.",
         "",
         f"{len(found)} commands:",

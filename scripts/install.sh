@@ -55,7 +55,7 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libusb-1\.0\.so\.0'; then
   fi
 fi
 
-# System package for the tests: Debian's chromium, the real browser that tests/test_report_browser.py opens the
+# System package for the tests: Debian's chromium, the real browser that tests/core/runs/test_report_browser.py opens the
 # HTML report in. Installed in the background while pip works (about 130 packages, ~1 min); waited for before
 # step 4, whose apt-get must not meet a held dpkg lock. Not root or no apt-get: that one test skips, saying why.
 CHROMIUM_PID=""
@@ -244,7 +244,7 @@ if ! "$VENV/bin/python" -c "import cv2, sys; sys.exit(cv2.__version__ != '${CV_P
 fi
 
 # openpi-client 0.1.2 (openpi's own client; tests use it as the peer's real code) declares numpy<2, which would
-# downgrade numpy; its code runs on numpy 2 (tests/test_openpi_protocol.py), so it is installed without its deps
+# downgrade numpy; its code runs on numpy 2 (tests/core/serving/test_openpi_protocol.py), so it is installed without its deps
 # (dm-tree, msgpack, pillow, websockets are main dependencies).
 "${INST[@]}" --no-deps "openpi-client==0.1.2"
 

@@ -21,6 +21,15 @@ from embeval.env import configure
 
 configure()  # the runtime defaults every embeval program sets: localhost DDS profile, offline hubs, Agg
 
+#: Test modules share helpers by importing one another by basename (``from test_cli_hostile import _run``), and the
+#: helper modules here by theirs (``from hf_families import ...``). pytest puts tests/ (this file's folder) and the
+#: folder of each test file it has imported on sys.path; every test folder goes there now, so such an import works
+#: whichever files run. Basenames are unique across the tree (pytest's default import mode needs that anyway).
+_TESTS = Path(__file__).resolve().parent
+for _folder in sorted({p.parent for p in _TESTS.rglob("test_*.py")} - {_TESTS}):
+    if str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
+
 
 @dataclass
 class URTarget:
@@ -250,9 +259,9 @@ def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
 #: graph on it, a server's /health latency while batches run): marked `serial`, so `make test` (scripts/test.sh)
 #: runs them alone after the parallel part; two workers sharing the 2 cores stalled the emulator's watchdog
 SERIAL_FILES = frozenset({
-    "test_ros_hil.py", "test_ur_emulator.py", "test_ros_arm_reset_ur.py", "test_arm_one_meaning.py",
-    "test_arm_hostile3.py", "test_ros_execution_success.py", "test_ros_safety.py", "test_serving_hostile3.py",
-    "test_serving_batching.py", "test_ros_hostile_policies.py",
+    "test_ros_hil.py", "test_ur_emulator.py", "test_ros_arm_reset_ur.py", "test_arm_backends_agree.py",
+    "test_ur_rtde_backend_faults.py", "test_ros_execution_success.py", "test_safety_mock_hardware.py",
+    "test_serving_resource_bounds.py", "test_serving_batching.py", "test_ros_hostile_policies.py",
 })
 
 

@@ -1,4 +1,4 @@
-"""Shared checks of the texture axes on LIBERO and ManiSkill (tests/test_perturb_libero.py, test_perturb_maniskill.py)."""
+"""Shared checks of the texture axes on LIBERO and ManiSkill (tests/core/sim/test_perturb_libero.py, test_perturb_maniskill.py)."""
 from __future__ import annotations
 
 from itertools import pairwise

@@ -18,12 +18,12 @@ representations above, optionally inverted): :func:`compose` (``a * b``: ``b`` a
 vector, quaternion, matrix, Euler angles or the rotation angle), :func:`apply` and :func:`slerp`. Where an
 output feeds a recorded number, pass ``canonical=False`` to keep scipy's own quaternion sign.
 
-This is the only module that imports :mod:`scipy.spatial.transform` (tests/test_rotations.py holds the tree to
+This is the only module that imports :mod:`scipy.spatial.transform` (tests/core/test_rotations.py holds the tree to
 it). Every function takes one item or a batch (leading axes) and is computed by
 :class:`scipy.spatial.transform.Rotation` with the same arithmetic as the direct scipy call, to the bit
-(tests/test_rotations.py checks each against it), except the two ``*_fast`` ones: one item, no input checks, closed forms 2-12x faster than scipy's per-call overhead
+(tests/core/test_rotations.py checks each against it), except the two ``*_fast`` ones: one item, no input checks, closed forms 2-12x faster than scipy's per-call overhead
 (about 4 vs 50 us for a rotation vector), for per-tick control loops (the UR emulator's 2 ms tick);
-tests/test_rotations.py holds them equal to scipy within 1e-15.
+tests/core/test_rotations.py holds them equal to scipy within 1e-15.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ can add one through the entry-point group ``embeval.demo_stages``; it runs after
 Layering: ``embeval_demo`` is a top layer, like ``embeval_cli``. Its stages (one module each in this
 package) tour the whole suite, so they may import anything: the core layers, the analysis package
 (``embeval_analysis``) and the ROS adapters (``embeval_ros``). Nothing in the library imports this
-package, which keeps the layering rule (tests/test_layering.py) free to forbid imports that run from
+package, which keeps the layering rule (tests/project/test_layering.py) free to forbid imports that run from
 the lower layers up into ``subjects``, ``runs``, ``act2answer``, ``serving`` and the analysis package.
 """
 from __future__ import annotations

@@ -23,7 +23,7 @@ def psnr(ref: np.ndarray, img: np.ndarray, peak: float = 255.0) -> float:
     the MSE, so identical images give 80 dB (not inf) and other values differ by float32 rounding (about
     1e-4 dB); no colour conversion there either (its ``psnry`` is the luma-only variant). The IQA bench's
     zero-shot ``psnr`` is pyiqa's (its published numbers), capped at :data:`PSNR_CAP_DB`.
-    tests/test_psnr.py checks all three."""
+    tests/core/distortion/test_psnr.py checks all three."""
     if ref.shape != img.shape:
         raise InvalidInputError(f"PSNR needs two images of the same shape, got {ref.shape} and {img.shape}; "
                                 "resize the distorted image to the reference first")

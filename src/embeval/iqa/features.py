@@ -137,7 +137,7 @@ def _nss(luma):
     """(B, 18) BRISQUE statistics of a (B, 1, h, w) luma batch: the same torch operations as pyiqa's
     ``natural_scene_statistics(luma, 7, 7 / 6)`` (GGD fit of the normalised luma, AGGD fits of its
     products with 4 neighbours), with its constant tables cached instead of rebuilt per call (equal
-    outputs, bit for bit; tests/test_iqa_gate_speed.py)."""
+    outputs, bit for bit; tests/core/iqa/test_iqa_gate_speed.py)."""
     import torch
     from pyiqa.archs.func_util import safe_sqrt
     from pyiqa.matlab_utils import imfilter

@@ -76,7 +76,7 @@ class WidowXLimits:
     finger_open: float = 0.037 + 0.001  # m, at +1
 
 
-#: the limits of ManiSkill 3.0.1 (``tests/test_maniskill_bridge.py`` checks them against the installed config)
+#: the limits of ManiSkill 3.0.1 (``tests/core/sim/test_maniskill_bridge.py`` checks them against the installed config)
 WIDOWX_LIMITS = WidowXLimits()
 
 

@@ -95,7 +95,7 @@ def to_controller_action(delta: Sequence[float], pos_bound: float = 0.1, rot_bou
     becomes ManiSkill's intrinsic XYZ Euler angles ``e`` (``Rx(e0) Ry(e1) Rz(e2) = R_delta``). ManiSkill
     3.0.1's ``pd_ee_delta_pose`` scales the normalised rotation by its *lower* bound (``-rot_bound``;
     ``PDEEPoseController._clip_and_scale_action``), so ``-e / rot_bound`` is sent and the controller
-    turns the TCP by exactly ``R_delta`` (``tests/test_maniskill.py`` checks this with ManiSkill's own
+    turns the TCP by exactly ``R_delta`` (``tests/core/sim/test_maniskill.py`` checks this with ManiSkill's own
     controller code). Both parts must lie within the bounds (:func:`split_delta` makes them).
     """
     d = np.asarray(delta, dtype=np.float64).reshape(-1)[:6]

@@ -3,7 +3,7 @@
 ``path`` is a folder with ``config.json``, the weights and the processor files, as
 ``huggingface-cli download ORG/NAME --local-dir DIR`` writes it (Qwen2.5-VL, Qwen3-VL, InternVL-HF,
 LLaVA(-NeXT/-OneVision), Idefics3/SmolVLM, Gemma 3, PaliGemma, ...; each tested offline on a tiny checkpoint,
-tests/test_subjects_families_hf.py). Loaded with ``AutoProcessor``
+tests/core/subjects/test_subjects_families_hf.py). Loaded with ``AutoProcessor``
 and ``AutoModelForImageTextToText`` (``model_class``: ``auto`` = the class a ``trust_remote_code``
 checkpoint registers in its ``auto_map``, else image-text-to-text; or name an auto class). The prompt goes
 through the processor's chat template with one image placeholder per image; without a template,
