@@ -32,6 +32,26 @@ def minilm_path():
     return path
 
 
+def _sentence_transformer_class():
+    """``SentenceTransformer``, imported without wandb: sentence-transformers imports transformers' timm wrapper, which
+    imports timm, whose training-summary module imports wandb when it can (5 s of wandb building its pydantic models,
+    in every process that embeds an instruction). The encoder uses none of them, so a wandb nobody has imported yet is
+    hidden for this one import (timm then logs no summaries to wandb); a later ``import wandb`` works as usual."""
+    import sys
+
+    if "wandb" in sys.modules or "sentence_transformers" in sys.modules:
+        from sentence_transformers import SentenceTransformer
+
+        return SentenceTransformer
+    sys.modules["wandb"] = None  # type: ignore[assignment]  # `import wandb` raises ImportError meanwhile
+    try:
+        from sentence_transformers import SentenceTransformer
+    finally:
+        if "wandb" in sys.modules and sys.modules["wandb"] is None:
+            del sys.modules["wandb"]
+    return SentenceTransformer
+
+
 class TextEncoder:
     """Cached sentence embeddings: ``encode(["pick the red cube"]) -> (1, 384) float32``."""
 
@@ -43,8 +63,7 @@ class TextEncoder:
 
     def _load(self):
         if self._model is None:
-            from sentence_transformers import SentenceTransformer
-
+            SentenceTransformer = _sentence_transformer_class()
             # the shipped folder only: no hub lookup, and no process-wide HF_HUB_OFFLINE set behind the caller's back.
             # transformers >= 5 reports the shipped checkpoint's one stale buffer (embeddings.position_ids, which the
             # model rebuilds) as an UNEXPECTED key in a table on stderr: that report is silenced for this one load.
