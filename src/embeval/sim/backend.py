@@ -99,7 +99,7 @@ def _folders() -> dict[str, str]:
     found: dict[str, str] = {}
     for root in pkg.__path__:
         for p in sorted(Path(root).glob("*/backend.py")):
-            if (p.parent / "__init__.py").exists():
+            if p.parent.name.isidentifier() and (p.parent / "__init__.py").exists():  # importable names only
                 found.setdefault(p.parent.name, f"embeval.sim.{p.parent.name}.backend:BACKEND")
     return found
 

@@ -51,6 +51,11 @@ class DistortedCameras:
         self._distorters = ({c: FrameDistorter(distortion[0], distortion[1], seed=distortion[2], stream=c) for c in self.cameras}
                             if distortion else {})
 
+    def _stepped(self, result):
+        """``result`` of the simulator's step (anything with an ``observation``), its observation wrapped."""
+        result.observation = self._wrap(result.observation)
+        return result
+
     def _wrap(self, obs: Observation) -> Observation:
         self.clean_images = dict(obs.images)
         imgs = {c: self._distorters[c](im) if c in self._distorters else im for c, im in obs.images.items()}

@@ -322,9 +322,7 @@ class LiberoEpisodes(DistortedCameras, EpisodeEnv):
         return self._wrap(self.env.reset(int(seed)))
 
     def step(self, action: Action) -> StepResult:
-        r = self.env.step_libero(to_libero(action))
-        r.observation = self._wrap(r.observation)
-        return r
+        return self._stepped(self.env.step_libero(to_libero(action)))
 
     @property
     def done(self) -> bool:

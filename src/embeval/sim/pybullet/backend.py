@@ -33,9 +33,7 @@ class PybulletEpisodes(DistortedCameras, EpisodeEnv):
         return self._wrap(obs)
 
     def step(self, action):
-        r = self.env.step(action)
-        r.observation = self._wrap(r.observation)
-        return r
+        return self._stepped(self.env.step(action))
 
     @property
     def done(self):
