@@ -572,7 +572,7 @@ class URRtdeArm:
         if self.link_lost:  # the controller came back (or not): connect again before anything else
             try:
                 with self._lock:
-                    ok = (self._recv.isConnected() or self._recv.reconnect()) and (self._ctrl.isConnected() or self._ctrl.reconnect())
+                    ok = _reconnect(self._recv) and _reconnect(self._ctrl)
             except Exception as exc:  # noqa: BLE001 - ur_rtde raises RuntimeError for every connection failure
                 ok, why = False, str(exc)
             else:
@@ -613,8 +613,7 @@ class URRtdeArm:
             # receive interface's: wait for it to say so (<= 0.5 s) rather than skip the restart on a stale bit
             self._wait(lambda: not self._program_running(), 0.5)
         with self._lock:
-            if not self._ctrl.isConnected():
-                self._ctrl.reconnect()
+            _reconnect(self._ctrl)
             restart = not self._ctrl.isProgramRunning()
             if restart:
                 self._ctrl.reuploadScript()
@@ -670,6 +669,17 @@ class URRtdeArm:
         # destroyed now, not whenever the garbage collector gets to them: a ur_rtde destructor holds the GIL for
         # ~0.5 s, which would starve the watchdog kicker of another backend in this process (a new one after a close)
         del self._ctrl, self._recv, self._io, self._dash
+
+
+def _reconnect(interface) -> bool:
+    """Connect a ur_rtde receive or control interface again after its link broke (True: connected).
+
+    ``reconnect()`` starts a new receive thread in place of the old one; an old thread still running then (it had not
+    yet seen the broken socket) aborts the process. ``disconnect()`` stops and joins it first (~0.5 s)."""
+    if interface.isConnected():
+        return True
+    interface.disconnect()
+    return bool(interface.reconnect())
 
 
 def _never_destroy(io) -> None:
