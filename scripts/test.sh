@@ -2,8 +2,8 @@
 # `make test`: the suite in two parts that run at the same time. Tests that drive a real-time loop (the UR controller
 # emulator's 500 Hz RTDE link and its watchdog, the ROS graph on it, the servers' /health latency under load; pytest
 # marker `serial`, given in tests/conftest.py by file) run one at a time in one process at normal priority; everything
-# else runs on $PYTEST_WORKERS worker processes (pytest-xdist, a file's tests kept together) at a lower priority
-# (nice 10), so the real-time loops still get a core whenever they need one. The real-time part waits on its loops
+# else runs on $PYTEST_WORKERS worker processes (pytest-xdist, a file's tests kept together; default: one more than
+# the cores) at a lower priority (nice 10), so the real-time loops still get a core whenever they need one. The real-time part waits on its loops
 # most of the time (~57 % of one core): beside the rest it costs ~1.5 min instead of ~5 min on the 2-core CI machine.
 # Its report is printed after the other part's. EMBEVAL_TEST_SERIAL_AFTER=1 runs it alone afterwards instead;
 # PYTEST_WORKERS=0 runs the other part in this process. Extra arguments go to both pytest runs.
@@ -13,7 +13,10 @@ PY="${VENV:-.venv}/bin/python"
 # Let Python and pytest keep bytecode (.pyc, pytest's rewritten test modules) for the processes after the first:
 # with PYTHONDONTWRITEBYTECODE set, as on CI machines, every test process compiled its imports again.
 unset PYTHONDONTWRITEBYTECODE
-WORKERS="${PYTEST_WORKERS:-2}"
+# one worker more than the cores: the tests wait on subprocesses, servers and sleeps part of the time (2 cores:
+# 849 s with 3 workers, 914 s with 2); at most 8 (each worker holds its models in memory)
+CORES=$(nproc 2>/dev/null || echo 2)
+WORKERS="${PYTEST_WORKERS:-$(( CORES + 1 < 8 ? CORES + 1 : 8 ))}"
 STATUS=$(mktemp)
 REPORT=$(mktemp)
 trap 'rm -f "$STATUS" "$REPORT"' EXIT

@@ -384,14 +384,23 @@ def test_gold_answers_are_unreadable_from_the_inference_job(tmp_path):
         assert set(d) - {"id", "question", "options", "answer_type", "image_ids"} == set(GOLD_FIELDS[it.answer_type])
 
 
-def test_no_leftovers_after_killed_runs():
-    tmp = set(os.listdir("/tmp"))
+def test_no_leftovers_after_killed_runs(tmp_path, monkeypatch):
+    """Killed jobs leave no open descriptor, no temporary file of the host side (its temporary folder is this test's
+    own, so that other processes' files in /tmp do not count) and nothing of what the job wrote to its /tmp."""
+    import tempfile
+
+    own = tmp_path / "tmp"
+    own.mkdir()
+    monkeypatch.setenv("TMPDIR", str(own))
+    monkeypatch.setattr(tempfile, "tempdir", str(own))
+    marker = f"leak-{uuid.uuid4().hex}"
     fds = open_fds()
     for code in ("def f(x):\n    while True:\n        pass", "import time\ndef f(x):\n    time.sleep(9)",
-                 "def f(x):\n    open('/tmp/x', 'w').write('y' * 1000)\n    return 1"):
+                 f"def f(x):\n    open('/tmp/{marker}', 'w').write('y' * 1000)\n    return 1"):
         run(code, limits=SandboxLimits(cpu_seconds=1, wall_seconds=1.5))
     assert open_fds() == fds
-    assert not [n for n in set(os.listdir("/tmp")) - tmp if n.startswith("embeval")]
+    assert list(own.iterdir()) == []
+    assert not Path("/tmp", marker).exists() and not (own / marker).exists()
 
 
 def test_a_result_with_the_wrong_number_of_outputs_is_not_ok():

@@ -753,6 +753,16 @@ def test_register_protocol_and_braking_without_a_network():
     command(255)  # stopScript ends the program without "done"
     ctrl.tick(0.002)
     assert ctrl.program is None and ctrl.runtime_state == 1
+    # ur_rtde uploads the next program at once, the 255 still in the register: the new program runs on (the client
+    # must see it running) and takes the next command that replaces it
+    prog = ctrl.program = ControlProgram(ctrl)
+    prog.start()
+    for _ in range(5):
+        ctrl.tick(0.002)
+    assert ctrl.program is prog and ctrl.out_int[0] == 1
+    command(45)  # a path move: refused with a program error, which ends the program
+    ctrl.tick(0.002)
+    assert ctrl.program is None and "path moves" in ctrl.errors[-1]
 
 
 # -- safety of the backend's motion: joint paths, Ctrl-C, dead-man watchdog, lost link ---------------

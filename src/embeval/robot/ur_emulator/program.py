@@ -62,6 +62,7 @@ class ControlProgram:
         self.async_move = False  # a move thread is running
         self.async_wr_count = 0
         self.async_op_id = 0
+        self.stale: int | None = None  # the command register's value at start, ignored until it changes
 
     # registers, relative to the offset, as the script addresses them
     def in_int(self, i: int) -> int:
@@ -96,6 +97,11 @@ class ControlProgram:
         self.out_int(2, reg)
 
     def start(self) -> None:
+        # A command already in the register when the program starts was meant for the program before it: ur_rtde's
+        # stopScript leaves 255 there and uploads the next program at once, which a controller, slow to start a
+        # script, never sees. The program acts on the register once it changes (streamed commands: at once).
+        cmd = self.in_int(0)
+        self.stale = cmd if cmd and cmd not in REALTIME_CMDS else None
         self.async_progress(-1)
         self.signal_ready()
 
@@ -111,6 +117,10 @@ class ControlProgram:
             self.async_move = False
             self.async_progress(-1)
         cmd = self.in_int(0)
+        if self.stale is not None:
+            if cmd == self.stale:
+                return
+            self.stale = None
         if cmd in REALTIME_CMDS:
             self.process(cmd)
             if self.ctrl.program is self:
