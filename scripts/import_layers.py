@@ -45,7 +45,7 @@ FOUNDATIONS = ("", "kinematics", "scoring", "distortion", "camera", "robot", "si
                "resize", "errors", "config", "registry", "entry", "checks", "argtypes", "contact_sheet", "datasets", "env",
                "image_io", "iqa", "progress", "provenance", "recording", "safe_yaml")
 #: the core's evaluation layers, built on the foundations
-EVALUATION = ("subjects", "runs", "act2answer", "serving", "control", "vla_eval_benchmarks")
+EVALUATION = ("subjects", "runs", "act2answer", "serving", "control", "vla_eval_benchmarks", "evaluate")
 #: the floors, lowest first: (name, the packages on it: ``embeval.<sub>`` for the core, else a top-level package)
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundations", tuple(f"embeval.{s}" if s else "embeval" for s in FOUNDATIONS)),

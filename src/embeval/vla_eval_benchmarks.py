@@ -190,14 +190,13 @@ class _PairedEpisodeBenchmark(_benchmark_base()):
     """A pybullet cell unit scored as a (reference, changed) pair of seeded episodes within one task; subclasses
     name the change (:meth:`_unit`, :meth:`_label`, :meth:`_change`)."""
 
-    def __init__(self, env: str, seeds: list[int] | None, max_steps: int, width: int, height: int):
+    def __init__(self, cfg):
         super().__init__()
-        from embeval.sim.backends import make_episode_env
+        from embeval.evaluate import cell_env
 
-        self.seeds = [int(s) for s in (seeds if seeds is not None else [1])]
-        self.max_steps = int(max_steps)
-        self.env = make_episode_env({"backend": "pybullet", "env": env, "width": width, "height": height,
-                                     "max_steps": max_steps})
+        self.cfg = cfg  # an embeval.evaluate.PairedConfig (checked there)
+        self.seeds, self.max_steps = list(cfg.seeds), cfg.max_steps
+        self.env = cell_env(cfg)
         self.bridge: EpisodeBridge | None = None
         self._last_obs = None
 
@@ -254,15 +253,13 @@ class DistortedCameraBenchmark(_PairedEpisodeBenchmark):
 
     def __init__(self, env: str = "Pick", distortion: str = "gaussian_noise", level: int = 3, seeds: list[int] | None = None,
                  max_steps: int = 20, width: int = 64, height: int = 48, distortion_seed: int = 0):
-        from embeval.distortion import N_LEVELS, get
+        from embeval.evaluate import DistortedCameraConfig
 
-        get(str(distortion))  # an unknown name fails here, naming the choices, not in the first episode
-        if not 1 <= int(level) <= N_LEVELS:
-            from embeval.errors import ConfigError
-
-            raise ConfigError(f"level: a distortion level in 1..{N_LEVELS}, got {level!r}")
-        self.distortion, self.level, self.distortion_seed = str(distortion), int(level), int(distortion_seed)
-        super().__init__(env, seeds, max_steps, width, height)
+        cfg = DistortedCameraConfig(env=env, seeds=(1,) if seeds is None else seeds, max_steps=int(max_steps),
+                                    width=int(width), height=int(height), distortion=str(distortion), level=int(level),
+                                    distortion_seed=int(distortion_seed))
+        self.distortion, self.level, self.distortion_seed = cfg.distortion, cfg.level, cfg.distortion_seed
+        super().__init__(cfg)
 
     def _label(self) -> str:
         return f"{self.distortion}{self.level}"
@@ -271,10 +268,10 @@ class DistortedCameraBenchmark(_PairedEpisodeBenchmark):
         return {"distortion": self.distortion, "level": self.level}
 
     def _unit(self, policy, seed: int) -> dict[str, Any]:
-        from embeval.sim.backends import score_episode
+        from embeval.evaluate import distorted_camera_unit
 
-        score = score_episode(self.env, policy, seed, (self.distortion, self.level, self.distortion_seed))[0].to_dict()
-        return {**score, "success": score["distorted_success"]}
+        _, row = distorted_camera_unit(self.env, policy, self.cfg, seed)
+        return {k: v for k, v in row.items() if k not in ("seed", "distortion", "level")}
 
 
 class SceneShiftBenchmark(_PairedEpisodeBenchmark):
@@ -282,11 +279,12 @@ class SceneShiftBenchmark(_PairedEpisodeBenchmark):
 
     def __init__(self, env: str = "Pick", axis: str = "camera_pose", level: int = 3, seeds: list[int] | None = None,
                  max_steps: int = 20, width: int = 64, height: int = 48):
-        from embeval.sim.perturb import Perturbations
+        from embeval.evaluate import SceneShiftConfig
 
-        self.axis, self.level = str(axis), int(level)
-        self.perturbation = Perturbations.parse(f"{self.axis}:{self.level}")  # checks the axis and level
-        super().__init__(env, seeds, max_steps, width, height)
+        cfg = SceneShiftConfig(env=env, seeds=(1,) if seeds is None else seeds, max_steps=int(max_steps),
+                               width=int(width), height=int(height), axis=str(axis), level=int(level))
+        self.axis, self.level = cfg.axis, cfg.level
+        super().__init__(cfg)
 
     def _label(self) -> str:
         return f"{self.axis}{self.level}"
@@ -295,7 +293,7 @@ class SceneShiftBenchmark(_PairedEpisodeBenchmark):
         return {"axis": self.axis, "level": self.level}
 
     def _unit(self, policy, seed: int) -> dict[str, Any]:
-        from embeval.sim.perturb.score import score_seed
+        from embeval.evaluate import scene_shift_unit
 
-        (row,) = score_seed(self.env, policy, seed, [self.perturbation])
+        _, row = scene_shift_unit(self.env, policy, self.cfg, seed)
         return {k: row[k] for k in ("decision", "execution", "reference_success", "success", "perturbation")}

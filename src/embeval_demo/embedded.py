@@ -53,7 +53,7 @@ def run(ctx) -> None:
     lo, hi = s["wilson95"]
     print(f"\ntiny-vla closed loop on {n_ep} seeded Pick/Place episodes (unseen scenes): "
           f"{s['successes']}/{s['episodes']} = {s['rate']:.0%} (Wilson 95% [{lo:.2f}, {hi:.2f}]) in {rep.seconds:.0f} s")
-    _table([{"verb": e.verb, "scene seed": e.scene_seed, "success": e.success, "steps": e.steps, "end": e.reason[:40]}
+    _table([{"verb": e.item, "scene seed": e.seed, "success": e.success, "steps": e.steps, "end": e.end_reason[:40]}
             for e in rep.episodes], ["verb", "scene seed", "success", "steps", "end"])
 
     # 3. action change under distortions

@@ -1,6 +1,6 @@
 """Act2Answer statistics: pure functions of episode records (no simulator, no model).
 
-Records are :class:`~embeval.act2answer.episode.EpisodeResult` objects or dicts with at least
+Records are :class:`~embeval.act2answer.episode.Act2AnswerRecord` objects or dicts with at least
 ``item``, ``category``, ``layout`` ("original"/"swapped"), ``success`` (0/1) and ``choice``
 ("left"/"right"/None); VLM text answers (:mod:`embeval.act2answer.baseline`) have the same keys.
 
@@ -28,7 +28,7 @@ REGIMES = ("failure", "no usable knowledge", "usable knowledge")
 def _row(r: Any) -> Mapping[str, Any]:
     d = r if isinstance(r, Mapping) else r.to_dict() if hasattr(r, "to_dict") else None
     if d is None:
-        raise InvalidInputError(f"an Act2Answer record must be a mapping or EpisodeResult, got {type(r).__name__}")
+        raise InvalidInputError(f"an Act2Answer record must be a mapping or Act2AnswerRecord, got {type(r).__name__}")
     for k in ("item", "category", "layout", "success"):
         if k not in d:
             raise InvalidInputError(f"Act2Answer record misses {k!r}: {dict(d)}")

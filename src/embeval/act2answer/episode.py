@@ -10,7 +10,8 @@ intent metrics (:class:`~embeval.act2answer.protocol.IntentTracker`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from copy import deepcopy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,32 +21,33 @@ from embeval.act2answer.scene import EpisodeSpec, build_scene
 from embeval.action import gripper_closed
 from embeval.errors import EmbevalError, InvalidInputError, MissingFileError
 from embeval.registry import Registry
+from embeval.scoring.record import EpisodeRecord
 from embeval.sim.workcell import grasp_cube  # re-exported: the grasped start lives with the cell
 
 
-@dataclass
-class EpisodeResult:
-    """What one episode produced (metres; ``success`` is 1.0 in the correct zone of the spec's ``rule``, else 0.0;
-    ``success_board`` / ``success_disc`` are both rules' verdicts, ``is_answered`` the cube on either card under
-    the board rule, ``start`` how the cube started, ``intent`` the TCP intent metrics)."""
+#: an Act2Answer record's fields as written (results files, the ROS scorer's records), in this order
+ROW = ("item", "category", "layout", "correct_side", "zone", "choice", "success", "cube_xy", "distance_correct",
+       "termination", "end_reason", "stopped", "steps", "subject", "instruction", "seed", "actions", "start", "rule",
+       "success_board", "success_disc", "is_answered", "intent")
 
-    item: str
-    category: str
-    layout: str  # "original" | "swapped"
-    correct_side: str  # correct side in this layout
-    zone: str  # "correct" | "incorrect" | "out_of_bounds"
-    choice: str | None  # card side holding the cube, or None
-    success: float
-    cube_xy: tuple[float, float]
-    distance_correct: float
-    termination: str  # the rule in force ("release_after_lift" | "max_steps")
-    end_reason: str  # what ended it: "released", "max_steps", or the protective-stop reason
-    stopped: bool  # protective stop (e-stop)
-    steps: int
-    subject: str = ""
-    instruction: str = ""
-    seed: int = 0
-    actions: list[list[float]] = field(default_factory=list)  # raw 7-DoF actions, in order
+
+@dataclass
+class Act2AnswerRecord(EpisodeRecord):
+    """An Act2Answer episode: the episode record with where the cube ended (metres, frame base). ``success`` is 1.0
+    in the correct zone of the spec's ``rule``, else 0.0; ``success_board`` / ``success_disc`` are both rules'
+    verdicts, ``is_answered`` the cube on either card under the board rule, ``start`` how the cube started,
+    ``intent`` the TCP intent metrics, ``end_reason`` what ended it ("released", "max_steps" or the protective
+    stop's reason), ``termination`` the rule in force ("release_after_lift" | "max_steps")."""
+
+    success: float = 0.0
+    category: str = ""
+    layout: str = ""  # "original" | "swapped"
+    correct_side: str = ""  # correct side in this layout
+    zone: str = ""  # "correct" | "incorrect" | "out_of_bounds"
+    choice: str | None = None  # card side holding the cube, or None
+    cube_xy: tuple[float, float] = (0.0, 0.0)
+    distance_correct: float = 0.0
+    termination: str = ""
     start: str = "table"  # "grasped" | "table"
     rule: str = "disc"  # the rule ``success`` and ``zone`` follow: "board" | "disc"
     success_board: float = 0.0
@@ -54,13 +56,14 @@ class EpisodeResult:
     intent: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """The fields of :data:`ROW`, in that order."""
+        d = {k: deepcopy(getattr(self, k)) for k in ROW}
         d["cube_xy"] = list(self.cube_xy)
         return d
 
 
 def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | None = None, seed: int = 0,
-                keep_actions: bool = True) -> EpisodeResult:
+                keep_actions: bool = True) -> Act2AnswerRecord:
     """Run ``item`` in ``layout`` on ``env`` (:class:`embeval.sim.SimEnv`) with ``policy`` (a Policy); under an
     open episode video (:mod:`embeval.recording.video`) every step's observation is recorded."""
     from embeval.recording.video import video_last, video_step
@@ -164,14 +167,14 @@ def closed_loop(env, policy, obs, spec: EpisodeSpec, carried_z: Callable[[], flo
 
 
 def episode_result(item_id: str, category: str, layout: str, correct_side: str, spec: EpisodeSpec, cube_xy,
-                   **fields: Any) -> EpisodeResult:
-    """The :class:`EpisodeResult` of a cube at ``cube_xy`` (m, frame base; ``(x, y)`` or ``(x, y, z)``, a 2-vector
+                   **fields: Any) -> Act2AnswerRecord:
+    """The :class:`Act2AnswerRecord` of a cube at ``cube_xy`` (m, frame base; ``(x, y)`` or ``(x, y, z)``, a 2-vector
     read as resting on the table) at the episode's end: zone and success under the spec's ``rule``, both rules'
     success and ``is_answered`` (:func:`~embeval.act2answer.protocol.answer`), the spec's start and termination
     rule; ``fields``: end_reason, stopped, steps, subject, instruction, seed, actions, intent."""
     xyz = [float(v) for v in cube_xy[:3]]
     a = answer(xyz, spec, correct_side)
-    return EpisodeResult(
+    return Act2AnswerRecord(
         item=item_id, category=category, layout=layout, correct_side=correct_side, zone=a.zone, choice=a.choice,
         success=1.0 if a.zone == "correct" else 0.0, cube_xy=(round(xyz[0], 5), round(xyz[1], 5)),
         distance_correct=round(a.distance_correct, 5), termination=spec.termination, start=spec.start, rule=spec.rule,
@@ -220,14 +223,14 @@ class Backend:
     """Where Act2Answer episodes run. ``make_env(obs_size)`` builds the simulator ((width, height) of
     the observation images; a backend with ``aliases`` True also takes ``aliases={image key: camera}``,
     each camera image also given under its key); ``run_episode(env, policy, item, layout, spec, seed,
-    keep_actions)`` returns an :class:`EpisodeResult` under the same zones and termination rule;
+    keep_actions)`` returns an :class:`Act2AnswerRecord` under the same zones and termination rule;
     ``expert(env, spec)`` is the privileged scripted answer (reads the simulator: a control ceiling, never
     a subject); ``close(env)`` frees the env. ``cameras``: the image keys its observations hold (empty:
     not declared, not checked)."""
 
     name: str
     make_env: Callable[..., Any]
-    run_episode: Callable[..., EpisodeResult]
+    run_episode: Callable[..., Act2AnswerRecord]
     expert: Callable[[Any, EpisodeSpec], Any]
     description: str = ""
     cameras: tuple[str, ...] = ()
@@ -348,8 +351,8 @@ def item_error(exc: Exception, item: BinaryItem, layout: str) -> Exception:
 def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = None, seed: int = 0,
               layouts: tuple[str, ...] = ("original", "swapped"), env=None, keep_actions: bool = True,
               obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
-              aliases: dict[str, str] | None = None, videos=None) -> Iterator[EpisodeResult]:
-    """Every item in every layout (both by default), one :class:`EpisodeResult` each, in order.
+              aliases: dict[str, str] | None = None, videos=None) -> Iterator[Act2AnswerRecord]:
+    """Every item in every layout (both by default), one :class:`Act2AnswerRecord` each, in order.
 
     Seeds: episode seed = ``derive_seed(seed, item id, layout)``. Creates (and closes) its own env of
     ``backend`` (a :data:`BACKENDS` name: ``pybullet``, ``maniskill``, ``maniskill-bridge``) unless ``env`` is given,
@@ -390,7 +393,7 @@ def run_items(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | None = No
             be.close(env)
 
 
-def write_results(results: Iterable[EpisodeResult | dict], path) -> Path:
+def write_results(results: Iterable[Act2AnswerRecord | dict], path) -> Path:
     """Write episode (or VLM answer) records as JSONL (one object a line); returns the path."""
     import json
 

@@ -14,7 +14,7 @@ Spec example (``config/act2answer/run_tiny_vla.yaml``)::
 Units are ``<item id>@<layout>``; their group key is the subject and the item id, so the two
 layouts of an item always run in the same shard. A distortion other than ``none`` is applied to
 every observation image (seeded per step) before the policy sees it. Each unit's outputs are an
-:class:`~embeval.act2answer.episode.EpisodeResult` as a dict (zone, choice, cube position,
+:class:`~embeval.act2answer.episode.Act2AnswerRecord` as a dict (zone, choice, cube position,
 termination rule and reason, the raw actions).
 """
 from __future__ import annotations

@@ -8,7 +8,7 @@ x = -0.615). A card is a fixed 3 mm slab with the image on its top face: image u
 -y (as in the UR5 cell). The env ``EmbevalAct2Answer-v1`` (registered by :func:`register_env_once`)
 reads its cards from ``env.unwrapped.configure(...)`` and rebuilds them at ``reset(options={"reconfigure":
 True})``; :func:`run_episode` does that and returns the same
-:class:`~embeval.act2answer.episode.EpisodeResult` as the UR5 cell's episode runner.
+:class:`~embeval.act2answer.episode.Act2AnswerRecord` as the UR5 cell's episode runner.
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from embeval.act2answer.episode import (
     BACKENDS,
     Backend,
     BackendExpert,
-    EpisodeResult,
+    Act2AnswerRecord,
     check_cameras,
     get_backend,
     item_error,
@@ -78,7 +78,7 @@ class Act2AnswerTask:
         pol.bind(env, self._be())
         return pol
 
-    def run(self, env, policy, unit) -> EpisodeResult:
+    def run(self, env, policy, unit) -> Act2AnswerRecord:
         from embeval.recording.video import EpisodeRecorder, maybe_episode
 
         item, layout, seed, index = unit
@@ -131,7 +131,7 @@ def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | No
                      obs_size: tuple[int, int] | None = None, backend: str | Backend = "pybullet",
                      aliases: dict[str, str] | None = None, num_envs: int = 8, exact: bool = False,
                      workers: int | None = None, start_method: str = "spawn", groups: int = 1,
-                     profile: VectorProfile | None = None, videos=None) -> Iterator[EpisodeResult]:
+                     profile: VectorProfile | None = None, videos=None) -> Iterator[Act2AnswerRecord]:
     """:func:`~embeval.act2answer.episode.run_items` on ``num_envs`` environments (1..64) in ``workers`` processes
     (default ``min(num_envs, CPU count)``), the policy asked once per step for all of them; same records, same order.
 
@@ -168,7 +168,7 @@ def run_items_vector(policy, items: Iterable[BinaryItem], spec: EpisodeSpec | No
         yield rec
 
 
-def records_equal(a: Iterable[EpisodeResult | dict[str, Any]], b: Iterable[EpisodeResult | dict[str, Any]]) -> bool:
+def records_equal(a: Iterable[Act2AnswerRecord | dict[str, Any]], b: Iterable[Act2AnswerRecord | dict[str, Any]]) -> bool:
     """Whether two runs' records are identical, field by field and in order."""
     da = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in a]
     db = [r.to_dict() if hasattr(r, "to_dict") else dict(r) for r in b]

@@ -9,9 +9,9 @@
 The arms they drive are :mod:`embeval.robot` backends (sim, mock, ur_rtde).
 """
 from embeval.control.arm_step import ArmCommander, ArmStepResult, ur_safety_mode
-from embeval.control.episodes import Episode, EpisodeBook, score_pair
-from embeval.control.policy_step import PolicyStepper, StepperConfig, StepResult, clip_action
+from embeval.control.episodes import EpisodeBook, score_pair
+from embeval.control.policy_step import PolicyStep, PolicyStepper, StepperConfig, clip_action
 from embeval.control.watchdog import Watchdog
 
-__all__ = ["ArmCommander", "ArmStepResult", "Episode", "EpisodeBook", "PolicyStepper", "StepResult", "StepperConfig",
+__all__ = ["ArmCommander", "ArmStepResult", "EpisodeBook", "PolicyStep", "PolicyStepper", "StepperConfig",
            "Watchdog", "clip_action", "score_pair", "ur_safety_mode"]

@@ -1,6 +1,6 @@
 """Episode bookkeeping for the ROS graph's scorer: pair each distorted episode with its reference run.
 
-An episode is one instruction executed on one (possibly distorted) image stream. The reference
+An episode (:class:`embeval.scoring.record.EpisodeRecord`) is one instruction executed on one (possibly distorted) image stream. The reference
 episode of an item has ``distortion == "none"``. When both exist, the Decision score compares the
 first actions (:func:`embeval.scoring.decision.decision_parts`) and the Execution score compares
 the final TCP positions with :func:`embeval.scoring.execution.execution_score_from_poses`
@@ -10,7 +10,6 @@ from (:data:`embeval.scoring.execution.SUCCESS_SOURCES`: sim, mirror, sensor, op
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,28 +19,10 @@ from embeval.scoring.execution import (
     ExecutionRecord,
     execution_score_from_poses,
 )
+from embeval.scoring.record import EpisodeRecord
 
 
-@dataclass
-class Episode:
-    item: str
-    distortion: str = "none"
-    level: int = 0
-    instruction: str = ""
-    subject: str = ""
-    seed: int = 0
-    actions: list[list[float]] = field(default_factory=list)  # 7-DoF vectors, in order
-    final_tcp: list[float] | None = None  # [x,y,z,rx,ry,rz] frame base at episode end
-    stopped: bool = False  # a protective or emergency stop happened
-    stop_reason: str = ""
-    success: bool | None = None  # the task's success predicate at the end; None: unknown (scored by distance)
-    success_source: str = ""  # where ``success`` came from (SUCCESS_SOURCES); "": none when success is None, else sim
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def execution_record(reference: Episode, distorted: Episode) -> ExecutionRecord | None:
+def execution_record(reference: EpisodeRecord, distorted: EpisodeRecord) -> ExecutionRecord | None:
     """The Execution score record of ``distorted`` against ``reference`` (:mod:`embeval.scoring.execution`);
     None when either episode has no final TCP pose (the arm's pose never arrived)."""
     if reference.final_tcp is None or distorted.final_tcp is None:
@@ -52,7 +33,7 @@ def execution_record(reference: Episode, distorted: Episode) -> ExecutionRecord 
                                       reference_success_source=reference.success_source)
 
 
-def score_pair(reference: Episode, distorted: Episode) -> dict[str, Any]:
+def score_pair(reference: EpisodeRecord, distorted: EpisodeRecord) -> dict[str, Any]:
     """The Decision (first action) and Execution scores of ``distorted`` against ``reference``.
 
     Decision here is the per-pair form (episodes are scored as they finish, with no corpus yet); the
@@ -79,11 +60,11 @@ class EpisodeBook:
     """Collect episodes; score each non-reference episode as soon as its reference exists."""
 
     def __init__(self):
-        self.references: dict[str, Episode] = {}
-        self.pending: dict[str, list[Episode]] = {}
+        self.references: dict[str, EpisodeRecord] = {}
+        self.pending: dict[str, list[EpisodeRecord]] = {}
         self.records: list[dict[str, Any]] = []
 
-    def finish(self, ep: Episode) -> list[dict[str, Any]]:
+    def finish(self, ep: EpisodeRecord) -> list[dict[str, Any]]:
         """File a finished episode; return the score records it completes (maybe several)."""
         new: list[dict[str, Any]] = []
         if ep.distortion in ("", "none"):
@@ -99,7 +80,7 @@ class EpisodeBook:
         return new
 
     @staticmethod
-    def _record(ref: Episode, ep: Episode) -> dict[str, Any]:
+    def _record(ref: EpisodeRecord, ep: EpisodeRecord) -> dict[str, Any]:
         return {"item": ep.item, "subject": ep.subject, "distortion": ep.distortion or "none", "level": ep.level,
                 "seed": ep.seed, "scores": score_pair(ref, ep),
                 "raw": {"reference": ref.to_dict(), "distorted": ep.to_dict()}}

@@ -38,7 +38,7 @@ class StepperConfig:
 
 
 @dataclass(frozen=True)
-class StepResult:
+class PolicyStep:
     """``action``: what the policy proposed after clipping (None when held); ``command``: whether to send it."""
 
     action: Action | None
@@ -92,13 +92,13 @@ class PolicyStepper:
         self.images[camera] = image
         self.watchdog.feed("image", now)
 
-    def step(self, now: float, timestamp: float = 0.0) -> StepResult:
+    def step(self, now: float, timestamp: float = 0.0) -> PolicyStep:
         """Run the policy once if inputs are fresh; never raises for model errors (status "error")."""
         import time
 
         reason = self.watchdog.reason(now)
         if reason:
-            return StepResult(None, False, "hold", reason)
+            return PolicyStep(None, False, "hold", reason)
         obs = Observation(images=dict(self.images), instruction=self.instruction, state=dict(self.state), timestamp=timestamp)
         t0 = time.perf_counter()
         try:
@@ -107,11 +107,11 @@ class PolicyStepper:
             if vec.shape != (7,) or not np.all(np.isfinite(vec)):
                 raise EmbevalError(f"policy returned an invalid action {vec.tolist()}")
         except Exception as exc:  # a broken model must stop the arm, not crash the node
-            return StepResult(None, False, "error", f"{type(exc).__name__}: {exc}", model_s=time.perf_counter() - t0)
+            return PolicyStep(None, False, "error", f"{type(exc).__name__}: {exc}", model_s=time.perf_counter() - t0)
         model_s = time.perf_counter() - t0
         v, clipped = clip_action(vec, self.config.max_step_translation, self.config.max_step_rotation)
         self.steps += 1
         act = Action(v)
         if self.config.dry_run:
-            return StepResult(act, False, "dry_run", "dry_run is on: set dry_run:=false to command the arm", clipped, model_s)
-        return StepResult(act, True, "ok", "", clipped, model_s)
+            return PolicyStep(act, False, "dry_run", "dry_run is on: set dry_run:=false to command the arm", clipped, model_s)
+        return PolicyStep(act, True, "ok", "", clipped, model_s)

@@ -12,7 +12,8 @@
 See docs/sim.md.
 """
 from embeval.robot.backends import ARM_BACKENDS
-from embeval.sim.env import SimEnv, StepResult
+from embeval.sim.env import SimEnv
+from embeval.sim.episode_env import StepResult
 from embeval.sim.scene import VERBS, CameraSpec, LightingSpec, ObjectSpec, SceneSpec
 from embeval.sim.tasks import TaskSpec, WorldState, make_reference_scene, make_task
 from embeval.sim.workcell import SimConfig, Workcell

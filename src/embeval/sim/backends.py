@@ -30,12 +30,13 @@ from typing import Any
 
 import numpy as np
 
-from embeval.action import Action, Observation
+from embeval.action import Action
 from embeval.config import check_keys
 from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.scoring.decision import OUTPUTS as DECISION_OUTPUTS, DecisionConfig, decision_corpus
 from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, execution_score
+from embeval.scoring.record import EpisodeRecord
 from embeval.sim.backend import SIM_BACKENDS, get_sim_backend
 from embeval.sim.episode_env import EpisodeEnv
 
@@ -73,20 +74,12 @@ def make_episode_env(spec: SimSpec | dict) -> EpisodeEnv:
     return get_sim_backend(spec.backend).make(spec)
 
 
-@dataclass
-class EpisodeRun:
-    first_observation: Observation
-    first_clean_images: dict[str, np.ndarray]
-    first_action: Action
-    outcome: ExecutionOutcome
-    actions: list[list[float]]
-
-
 def run_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, int] | None = None,
-                keep_actions: bool = False) -> EpisodeRun:
-    """One closed-loop episode of ``policy`` (``reset(instruction)``, ``act(obs)``) until the env is done.
-    Under an open episode video (:mod:`embeval.recording.video`) every step is recorded: the policy's view,
-    beside its clean reference under a distortion."""
+                keep_actions: bool = False) -> EpisodeRecord:
+    """One closed-loop episode of ``policy`` (``reset(instruction)``, ``act(obs)``) until the env is done: its
+    record, with the first observation, its clean images and the first action in memory. Under an open episode
+    video (:mod:`embeval.recording.video`) every step is recorded: the policy's view, beside its clean reference
+    under a distortion."""
     from embeval.recording.video import video_last, video_step
 
     obs = env.reset(seed, distortion)
@@ -107,7 +100,11 @@ def run_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, 
         obs = env.step(a).observation
         n += 1
     video_last(obs, clean_view())
-    return EpisodeRun(first, clean, first_action or Action.hold(), env.outcome(n), acts)
+    name, level = (distortion[0], int(distortion[1])) if distortion else ("none", 0)
+    return EpisodeRecord.from_outcome(env.outcome(n), distortion=name, level=level, instruction=env.instruction,
+                                      subject=str(getattr(policy, "id", "")), seed=int(seed), actions=acts,
+                                      first_observation=first, first_clean_images=clean,
+                                      first_action=first_action or Action.hold())
 
 
 def execute_actions(env: EpisodeEnv, seed: int, actions) -> ExecutionOutcome:
@@ -136,7 +133,7 @@ class EpisodeScore:
 
 
 def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, int] | None,
-                  reference: EpisodeRun | None = None) -> tuple[EpisodeScore, EpisodeRun, EpisodeRun]:
+                  reference: EpisodeRecord | None = None) -> tuple[EpisodeScore, EpisodeRecord, EpisodeRecord]:
     """Decision and Execution of one seeded episode under ``distortion`` (see module docstring).
     Pass ``reference`` to reuse the clean run across distortions."""
     ref = reference or run_episode(env, policy, seed, None)
@@ -144,9 +141,9 @@ def score_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int
     return score_runs(ref, dis), ref, dis
 
 
-def score_runs(ref, dis) -> EpisodeScore:
-    """Decision and Execution of the distorted run ``dis`` against its clean reference ``ref`` (anything with an
-    :class:`EpisodeRun`'s ``first_action`` and ``outcome``, e.g. what an environment worker sent back)."""
+def score_runs(ref: EpisodeRecord, dis: EpisodeRecord) -> EpisodeScore:
+    """Decision and Execution of the distorted run ``dis`` against its clean reference ``ref`` (records with their
+    ``first_action``, e.g. what an environment worker sent back)."""
     # Decision on the first frame: each episode's first action, taken right after policy.reset on the
     # clean resp. distorted first frame (the same policy state for both)
     d = decision_corpus([([ref.first_action], [dis.first_action])], DecisionConfig(normalisation="per_pair"))[0]

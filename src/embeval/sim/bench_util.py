@@ -9,7 +9,7 @@ from embeval.sim.workcell import SimConfig
 
 
 def run_expert_episode(env: SimEnv, verb: str, seed: int, render: bool | None = None):
-    """One seeded expert episode; returns the last :class:`~embeval.sim.env.StepResult`. Under an open
+    """One seeded expert episode; returns the last :class:`~embeval.sim.episode_env.StepResult`. Under an open
     episode video (:mod:`embeval.recording.video`) each step's third-person view is recorded (rendered for
     the video when the observations carry no image)."""
     from embeval.recording.video import video_last, video_step

@@ -20,7 +20,6 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,20 +29,9 @@ from embeval.errors import ConfigError
 from embeval.robot.safety import SafetyLimits
 from embeval.sim.scene import SceneSpec
 from embeval.sim.arm_backend import execute_action
+from embeval.sim.episode_env import StepResult
 from embeval.sim.tasks import TaskSpec, make_task
 from embeval.sim.workcell import SimConfig, Workcell
-
-
-@dataclass
-class StepResult:
-    """Outcome of one :meth:`SimEnv.step`."""
-
-    observation: Observation
-    success: bool  # task predicate after this step
-    done: bool  # success, safety stop, or step budget used up
-    stopped: bool  # protective stop (collision / limit); the episode scores 0 in Execution
-    reason: str = ""  # why the episode ended ("success", stop reason, "max_steps"), "" while running
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def as_action(action: Action | Sequence[float]) -> Action:

@@ -4,7 +4,8 @@ the per-camera distortion of a backend whose simulator returns clean images. Eac
 :func:`embeval.sim.backends.make_episode_env` builds one from a :class:`~embeval.sim.backends.SimSpec`."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from embeval.action import Action, Observation
 from embeval.errors import ConfigError
@@ -12,6 +13,18 @@ from embeval.scoring.execution import ExecutionOutcome
 
 if TYPE_CHECKING:
     from embeval.sim.backends import SimSpec
+
+
+@dataclass
+class StepResult:
+    """Outcome of one step of a simulator env (pybullet's SimEnv, ManiSkill's, LIBERO's)."""
+
+    observation: Observation
+    success: bool  # task predicate after this step
+    done: bool  # success, safety stop, or step budget used up
+    stopped: bool = False  # protective stop (collision / limit); the episode scores 0 in Execution
+    reason: str = ""  # why the episode ended ("success", stop reason, "max_steps"), "" while running
+    info: dict[str, Any] = field(default_factory=dict)
 
 
 class EpisodeEnv:

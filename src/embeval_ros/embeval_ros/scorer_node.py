@@ -12,7 +12,7 @@ operator; none or absent: unknown): a success scores Execution 100, otherwise ``
 the record's scores say which (``execution_success``, ``execution_success_source``).
 
 Act2Answer episodes (events with an ``act2answer`` block, see the conductor) become the same
-:class:`embeval.act2answer.episode.EpisodeResult` records the in-process runner writes: the cube's
+:class:`embeval.act2answer.episode.Act2AnswerRecord` records the in-process runner writes: the cube's
 final position classified by :func:`embeval.act2answer.zones.classify` (zone, choice, soft success),
 the termination rule and what ended the episode, the raw actions, plus ``cube_source``. They go to
 /embeval/scores, to the store (unit item ``<item>@<layout>``, like the ``act2answer`` evaluator, so
@@ -108,7 +108,7 @@ class ScorerNode(EmbevalNode):
         self.log.add(t_in)
 
     def _on_event(self, msg: String) -> None:
-        from embeval.control import Episode
+        from embeval.scoring.record import EpisodeRecord
 
         try:
             ev = json.loads(msg.data)
@@ -123,9 +123,9 @@ class ScorerNode(EmbevalNode):
                 self.pending = (*self.pending[:3], 0.0)
                 self._flush_late()
             self.at_stop = None
-            self.episode = Episode(item=str(ev.get("item", "item")), distortion=str(ev.get("distortion", "none")),
-                                   level=int(ev.get("level", 0) or 0), instruction=str(ev.get("instruction", "")),
-                                   subject=str(ev.get("subject", "")), seed=int(ev.get("seed", 0)))
+            self.episode = EpisodeRecord(item=str(ev.get("item", "item")), distortion=str(ev.get("distortion", "none")),
+                                         level=int(ev.get("level", 0) or 0), instruction=str(ev.get("instruction", "")),
+                                         subject=str(ev.get("subject", "")), seed=int(ev.get("seed", 0)))
         elif kind == "episode_end" and self.episode is not None:
             ep, self.episode = self.episode, None
             ep.final_tcp = self.tcp  # the pose at the end, not when a late action arrives

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from embeval.control import Episode, EpisodeBook, score_pair
+from embeval.control import EpisodeBook, score_pair
+from embeval.scoring.record import EpisodeRecord
 from embeval.errors import InvalidInputError
 
 DOWN = [math.pi, 0.0, 0.0]
@@ -15,9 +16,9 @@ REF_TCP = [0.50, 0.10, 0.20, *DOWN]
 ACT = [0.01, 0.0, -0.01, 0.0, 0.0, 0.1, 1.0]
 
 
-def _ep(distortion="gaussian_blur", tcp=(0.53, 0.14, 0.20), **kw) -> Episode:
+def _ep(distortion="gaussian_blur", tcp=(0.53, 0.14, 0.20), **kw) -> EpisodeRecord:
     final = None if tcp is None else [*tcp, *DOWN]
-    return Episode(item="it", distortion=distortion, level=0 if distortion == "none" else 3, actions=[list(ACT)],
+    return EpisodeRecord(item="it", distortion=distortion, level=0 if distortion == "none" else 3, actions=[list(ACT)],
                    final_tcp=final, **kw)
 
 

@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 from scipy.spatial.transform import Rotation
 
-from embeval.control import Episode, score_pair
+from embeval.control import score_pair
 from embeval.runs.evaluators.policy_decision import corpus_decision
 from embeval.scoring.decision import OUTPUTS, DecisionConfig, decision_corpus
 from embeval.scoring.execution import ExecutionOutcome
+from embeval.scoring.record import EpisodeRecord
 from embeval.sim.backends import score_runs
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,8 +74,8 @@ def test_every_reporter_uses_the_scorers_names_and_numbers():
     sim = score_runs(SimpleNamespace(first_action=A, outcome=end), SimpleNamespace(first_action=B, outcome=end)).to_dict()
     assert {k: sim[k] for k in OUTPUTS} == pytest.approx(want, abs=1e-12)
     # the ROS graph's episode book
-    ros = score_pair(Episode(item="i", distortion="none", level=0, actions=[A], final_tcp=[0.5, 0, 0.2, math.pi, 0, 0]),
-                     Episode(item="i", distortion="gaussian_blur", level=3, actions=[B],
+    ros = score_pair(EpisodeRecord(item="i", distortion="none", level=0, actions=[A], final_tcp=[0.5, 0, 0.2, math.pi, 0, 0]),
+                     EpisodeRecord(item="i", distortion="gaussian_blur", level=3, actions=[B],
                              final_tcp=[0.5, 0, 0.2, math.pi, 0, 0]))
     assert {k: ros[k] for k in OUTPUTS} == pytest.approx(want, abs=1e-12)
     assert not any(k.startswith("decision_") for k in ros)  # no second naming of the parts

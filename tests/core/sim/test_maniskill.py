@@ -32,8 +32,7 @@ def state_env():
 
 @pytest.fixture(scope="module")
 def cam_env():
-    env = ManiSkillEnv(ManiSkillConfig("PickCube-v1", width=64, height=64, aliases={"third_person": "base_camera"}),
-                       distortion=("white_noise", 3, 11))
+    env = ManiSkillEnv(ManiSkillConfig("PickCube-v1", width=64, height=64, aliases={"third_person": "base_camera"}))
     yield env
     env.close()
 
@@ -165,11 +164,16 @@ def test_observation_state_and_episode_limit(state_env):
 
 
 # ----------------------------------------------------------------------------- cameras and distortion
-def test_images_under_env_camera_names_with_per_frame_distortion(cam_env):
+def test_images_under_env_camera_names_with_per_frame_distortion():
+    """ManiSkill episodes: the env's camera names (and aliases), each frame distorted at the episode seam with its own
+    seed (embeval.distortion.frame_seed), the clean frames kept; a replay gives the same frames."""
     from embeval.distortion import distort, frame_seed
+    from embeval.sim.backends import make_episode_env
 
-    env = cam_env
-    obs = env.reset(seed=4)
+    env = make_episode_env({"backend": "maniskill", "env": "PickCube-v1", "width": 64, "height": 64,
+                            "aliases": {"third_person": "base_camera"}})
+    request = ("white_noise", 3, 11)
+    obs = env.reset(4, request)
     assert env.cameras == ("base_camera",)
     img = obs.images["base_camera"]
     assert img.shape == (64, 64, 3) and img.dtype == np.uint8 and img.std() > 10  # a rendered scene, not a blank
@@ -181,11 +185,12 @@ def test_images_under_env_camera_names_with_per_frame_distortion(cam_env):
     assert np.array_equal(obs2.images["base_camera"], expect)
     assert not np.array_equal(obs2.images["base_camera"] - env.clean_images["base_camera"], img - first_clean)
     # a replay of the episode gives the same frames
-    assert np.array_equal(env.reset(seed=4).images["base_camera"], img)
+    assert np.array_equal(env.reset(4, request).images["base_camera"], img)
     first = env.clean_images["base_camera"]
     for _ in range(3):  # the frames are rendered after each control step: a moving arm changes them
         env.step([0.0, 0.08, -0.05, 0, 0, 0, 1])
     assert np.abs(env.clean_images["base_camera"].astype(int) - first).mean() > 1.0
+    env.close()
 
 
 def test_bad_config_is_refused():

@@ -76,7 +76,7 @@ def test_shipped_vla_succeeds_closed_loop():
     from embeval.subjects.embedded.evaluate import evaluate_policy
 
     rep = evaluate_policy(zoo.load_vla("tiny-vla"), episodes=12, seed=321)
-    assert rep.successes >= 9, [(e.verb, e.success, e.reason) for e in rep.episodes]
+    assert rep.successes >= 9, [(e.item, e.success, e.end_reason) for e in rep.episodes]
     assert set(rep.by_verb()) == {"Pick", "Place"} and rep.by_verb()["Place"][0] >= 4
 
 

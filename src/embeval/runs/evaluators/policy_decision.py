@@ -26,6 +26,7 @@ beside it), ``position_scale_m`` (per_pair), ``rotation_direction`` and ``arm``
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from embeval.errors import ConfigError
@@ -37,16 +38,76 @@ from embeval.runs.evaluators._images import (
 from embeval.runs.registry import Evaluator, ReportSection
 from embeval.scoring.decision import DEFAULT_TASKS
 
-_PARAMS = ("tasks", "camera", "state", "normalisation", "rotation", "position_scale_m", "rotation_direction", "arm")
+@dataclass(frozen=True)
+class PolicyDecisionParams:
+    """``spec.params`` of ``policy-decision`` (module docstring), checked when made: :meth:`from_params`."""
 
+    tasks: tuple[str, ...] = DEFAULT_TASKS
+    camera: str | tuple[str, ...] = "third_person"
+    state: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    normalisation: str = "corpus"
+    rotation: str = "cosine"
+    position_scale_m: float | None = None
+    rotation_direction: str = "rotvec"
+    arm: int | None = None
 
-def _config(params, normalisation: str | None = None, rotation: str | None = None):
-    from embeval.scoring.decision import DecisionConfig
+    @classmethod
+    def from_params(cls, params: dict[str, Any]) -> PolicyDecisionParams:
+        """The parameters of a spec's ``params`` mapping; one-line ConfigErrors naming the parameter."""
+        names = [f.name for f in fields(cls)]
+        for k in params:
+            if k not in names:
+                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'policy-decision'; allowed: {', '.join(names)}")
+        cam = params.get("camera", "third_person")
+        if not (isinstance(cam, str) and cam) and not (isinstance(cam, list) and cam and all(isinstance(c, str) and c for c in cam)):
+            raise ConfigError(f"spec.params.camera: an image key such as 'third_person' or a list such as "
+                              f"[third_person, wrist], got {cam!r}")
+        st = params.get("state") or {}
+        if not isinstance(st, dict) or not all(isinstance(v, list) and v and all(isinstance(x, (int, float)) and not
+                                                                                      isinstance(x, bool) for x in v)
+                                               for v in st.values()):
+            raise ConfigError(f"spec.params.state: a mapping of state names to lists of numbers, e.g. "
+                              f"{{tcp_pose: [0.4, 0, 0.3, 1, 0, 0, 0], gripper: [1]}}, got {st!r}")
+        tasks = params.get("tasks", list(DEFAULT_TASKS))
+        if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t.strip() for t in tasks):
+            raise ConfigError("spec.params.tasks: must be a non-empty list of instructions (strings)")
+        if params.get("rotation_direction", "rotvec") not in ("rotvec", "rpy"):
+            raise ConfigError("spec.params.rotation_direction: must be 'rotvec' or 'rpy'")
+        from embeval.scoring.decision import ROTATIONS
 
-    return DecisionConfig(normalisation=normalisation or params.get("normalisation", "corpus"),
-                          rotation=rotation or params.get("rotation", "cosine"),
-                          position_scale_m=params.get("position_scale_m"),
-                          rotation_direction=params.get("rotation_direction", "rotvec"), arm=params.get("arm"))
+        if params.get("rotation", "cosine") not in ROTATIONS:
+            raise ConfigError(f"spec.params.rotation: must be one of {', '.join(ROTATIONS)} (cosine: the paper's), "
+                              f"got {params.get('rotation')!r}")
+        if params.get("normalisation", "corpus") not in ("corpus", "per_pair"):
+            raise ConfigError("spec.params.normalisation: must be 'corpus' (the paper's) or 'per_pair'")
+        arm = params.get("arm")
+        if arm is not None and (isinstance(arm, bool) or not isinstance(arm, int) or arm < 0):
+            raise ConfigError(f"spec.params.arm: the 0-based arm of two-arm actions, or null for the larger motion, got {arm!r}")
+        scale = params.get("position_scale_m")
+        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0):
+            raise ConfigError(f"spec.params.position_scale_m: must be a positive number of metres or null, got {scale!r}")
+        return cls(tasks=tuple(tasks), camera=cam if isinstance(cam, str) else tuple(cam),
+                   state={k: tuple(v) for k, v in st.items()},
+                   normalisation=params.get("normalisation", "corpus"), rotation=params.get("rotation", "cosine"),
+                   position_scale_m=scale, rotation_direction=params.get("rotation_direction", "rotvec"), arm=arm)
+
+    @property
+    def cameras(self) -> list[str]:
+        """The observation image keys the one image goes under."""
+        return [self.camera] if isinstance(self.camera, str) else list(self.camera)
+
+    def state_arrays(self) -> dict:
+        """``state`` as float arrays (the same proprioception for reference and distorted image)."""
+        import numpy as np
+
+        return {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in self.state.items()}
+
+    def decision_config(self, normalisation: str | None = None, rotation: str | None = None):
+        from embeval.scoring.decision import DecisionConfig
+
+        return DecisionConfig(normalisation=normalisation or self.normalisation, rotation=rotation or self.rotation,
+                              position_scale_m=self.position_scale_m, rotation_direction=self.rotation_direction,
+                              arm=self.arm)
 
 
 def corpus_decision(frame, params: dict | None = None, rotation: str | None = None):
@@ -62,25 +123,16 @@ def corpus_decision(frame, params: dict | None = None, rotation: str | None = No
 
     outs = [json.loads(o) for o in frame["outputs"]]
     pairs = [(np.asarray(o["reference_actions"]), np.asarray(o["distorted_actions"])) for o in outs]
-    scores = decision_corpus(pairs, _config(params or {}, rotation=rotation))
+    scores = decision_corpus(pairs, PolicyDecisionParams.from_params(params or {}).decision_config(rotation=rotation))
     return pd.DataFrame([s.outputs() for s in scores], index=frame.index)
 
 
-def _cameras(spec) -> list[str]:
-    """The observation image keys of ``params.camera`` (a name or a list of names)."""
-    cam = spec.params.get("camera", "third_person")
-    return [cam] if isinstance(cam, str) else list(cam)
+def _params(spec) -> PolicyDecisionParams:
+    return PolicyDecisionParams.from_params(spec.params)
 
 
 def _images(cameras: list[str], img) -> dict:
     return {c: img for c in cameras}
-
-
-def _state(spec) -> dict:
-    """``params.state`` as float arrays (the same proprioception for reference and distorted image)."""
-    import numpy as np
-
-    return {k: np.asarray(v, dtype=np.float64).reshape(-1) for k, v in (spec.params.get("state") or {}).items()}
 
 
 #: record_video: seconds each task's still is shown in a unit's video
@@ -102,11 +154,11 @@ def _record_unit(spec, unit, ref, dist, acts_ref, acts_dist, out: dict[str, Any]
     with unit_episode(unit) as ep:
         if ep is None:
             return
-        tasks = spec.params.get("tasks", list(DEFAULT_TASKS))
+        tasks = _params(spec).tasks
         flipped = [i + 1 for i, (a, b) in enumerate(zip(acts_ref, acts_dist))
                    if np.abs(np.asarray(a.vector)[6::7] - np.asarray(b.vector)[6::7]).max(initial=0.0) > GRIPPER_FLIP]
         if ep.writer is not None:
-            cam = _cameras(spec)[0]
+            cam = _params(spec).cameras[0]
             views = ([(cam, ref)] if unit.distortion == "none" else
                      [(f"{cam} reference", ref), (f"{cam} {unit.distortion} {unit.level} (policy input)", dist)])
             for i, (task, a, b) in enumerate(zip(tasks, acts_ref, acts_dist)):
@@ -132,37 +184,7 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
 
     def validate(self, spec) -> None:
         super().validate(spec)
-        for k in spec.params:
-            if k not in _PARAMS:
-                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'policy-decision'; allowed: {', '.join(_PARAMS)}")
-        cam = spec.params.get("camera", "third_person")
-        if not (isinstance(cam, str) and cam) and not (isinstance(cam, list) and cam and all(isinstance(c, str) and c for c in cam)):
-            raise ConfigError(f"spec.params.camera: an image key such as 'third_person' or a list such as "
-                              f"[third_person, wrist], got {cam!r}")
-        st = spec.params.get("state") or {}
-        if not isinstance(st, dict) or not all(isinstance(v, list) and v and all(isinstance(x, (int, float)) and not
-                                                                                      isinstance(x, bool) for x in v)
-                                               for v in st.values()):
-            raise ConfigError(f"spec.params.state: a mapping of state names to lists of numbers, e.g. "
-                              f"{{tcp_pose: [0.4, 0, 0.3, 1, 0, 0, 0], gripper: [1]}}, got {st!r}")
-        tasks = spec.params.get("tasks", list(DEFAULT_TASKS))
-        if not isinstance(tasks, list) or not tasks or not all(isinstance(t, str) and t.strip() for t in tasks):
-            raise ConfigError("spec.params.tasks: must be a non-empty list of instructions (strings)")
-        if spec.params.get("rotation_direction", "rotvec") not in ("rotvec", "rpy"):
-            raise ConfigError("spec.params.rotation_direction: must be 'rotvec' or 'rpy'")
-        from embeval.scoring.decision import ROTATIONS
-
-        if spec.params.get("rotation", "cosine") not in ROTATIONS:
-            raise ConfigError(f"spec.params.rotation: must be one of {', '.join(ROTATIONS)} (cosine: the paper's), "
-                              f"got {spec.params.get('rotation')!r}")
-        if spec.params.get("normalisation", "corpus") not in ("corpus", "per_pair"):
-            raise ConfigError("spec.params.normalisation: must be 'corpus' (the paper's) or 'per_pair'")
-        arm = spec.params.get("arm")
-        if arm is not None and (isinstance(arm, bool) or not isinstance(arm, int) or arm < 0):
-            raise ConfigError(f"spec.params.arm: the 0-based arm of two-arm actions, or null for the larger motion, got {arm!r}")
-        scale = spec.params.get("position_scale_m")
-        if scale is not None and (isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0):
-            raise ConfigError(f"spec.params.position_scale_m: must be a positive number of metres or null, got {scale!r}")
+        PolicyDecisionParams.from_params(spec.params)
 
     def setup(self, spec, subject) -> dict[str, Any]:
         return {"policy": Evaluator.setup(self, spec, subject)}
@@ -173,10 +195,11 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
         from embeval.action import Observation
 
-        policy, cameras, proprio = state["policy"], _cameras(spec), _state(spec)
+        prm = _params(spec)
+        policy, cameras, proprio = state["policy"], prm.cameras, prm.state_arrays()
         ref, dist = self.pair(spec, state, unit, unit_seed)
         acts_ref, acts_dist = [], []
-        for task in spec.params.get("tasks", list(DEFAULT_TASKS)):
+        for task in prm.tasks:
             for img, acts in ((ref, acts_ref), (dist, acts_dist)):
                 policy.reset(task)  # same state for reference and distorted
                 acts.append(policy.act(Observation(images=_images(cameras, img), instruction=task, state=proprio)))
@@ -192,10 +215,11 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
             return super().run_batch(spec, state, units, unit_seeds)
         from embeval.action import Action, Observation
 
-        cameras, proprio = _cameras(spec), _state(spec)
+        prm = _params(spec)
+        cameras, proprio = prm.cameras, prm.state_arrays()
         pairs = [self.pair(spec, state, u, s) for u, s in zip(units, unit_seeds)]
         acts: list[tuple[list, list]] = [([], []) for _ in units]
-        for task in spec.params.get("tasks", list(DEFAULT_TASKS)):
+        for task in prm.tasks:
             policy.reset(task)
             obs = [Observation(images=_images(cameras, img), instruction=task, state=proprio) for pair in pairs for img in pair]
             out = policy.act_batch(obs)
@@ -210,9 +234,9 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
     def _outputs(self, spec, acts_ref, acts_dist, dist) -> dict[str, Any]:
         from embeval.scoring.decision import decision_corpus, decision_distances
 
-        p = spec.params
-        tasks = p.get("tasks", list(DEFAULT_TASKS))
-        cfg = _config(p, "per_pair")
+        prm = _params(spec)
+        tasks = prm.tasks
+        cfg = prm.decision_config("per_pair")
         s = decision_corpus([(acts_ref, acts_dist)], cfg)[0]
         dt, dr = decision_distances(acts_ref, acts_dist, cfg)
         return {
@@ -232,9 +256,10 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
 
         parts = list(OUTPUTS)
         scored = ok[["subject", "distortion", "level"]].join(corpus_decision(ok, spec.params))
-        rotation = spec.params.get("rotation", "cosine")
+        prm = _params(spec)
+        rotation = prm.rotation
         other = "angle" if rotation == "cosine" else "cosine"
-        corpus = spec.params.get("normalisation", "corpus") == "corpus"
+        corpus = prm.normalisation == "corpus"
         if corpus:  # the other rotation definition beside the chosen one (the paper's cosine, or our angle)
             scored[f"decision ({other})"] = corpus_decision(ok, spec.params, rotation=other)["decision"]
             parts = parts + [f"decision ({other})"]
@@ -248,7 +273,7 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
         return [ReportSection("Decision score by policy, distortion and level",
                               html=table.to_html(index=False, float_format="%.4f"), figures=figs,
                               caption=f"Each part is 0..1 per task, summed over the tasks (Embodied-IQA decision score); "
-                                      f"normalisation: {spec.params.get('normalisation', 'corpus')} (corpus: position and "
+                                      f"normalisation: {prm.normalisation} (corpus: position and "
                                       f"rotation distances min-max normalised over all {len(ok)} units of the run); "
                                       + (f"rotation part: {rotation} ({'the paper' if rotation == 'cosine' else 'option'}), "
                                          f"decision ({other}): the same with the {other} rotation part."

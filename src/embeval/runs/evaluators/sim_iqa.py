@@ -40,6 +40,7 @@ from typing import Any
 from embeval.errors import ConfigError, EmbevalError
 from embeval.runs.registry import Evaluator, ReportSection
 from embeval.runs.units import one_reference_unit
+from embeval.scoring.record import EpisodeRecord
 
 _PARAMS = ("keep_actions",)
 #: spec.sim.max_steps: control steps of one episode (a ManiSkill task's own limit is 50..200)
@@ -94,24 +95,15 @@ def _outputs(spec, seed: int, ref, dis, keep: bool) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class _Run:
-    """What an environment worker sends back of an :class:`~embeval.sim.backends.EpisodeRun` (no images)."""
-
-    first_action: Any
-    outcome: Any
-    actions: list
-
-
-@dataclass(frozen=True)
 class _Episode:
     """One episode of a vectorised batch: the env seed, the distortion (name, level, seed; None: the clean
     reference), ``video``: (unit video name, the unit's index on its runner) or None, ``reference``: the clean
-    :class:`_Run` of the same seed when the video's caption needs the unit's scores (None: scored against itself)."""
+    :class:`~embeval.scoring.record.EpisodeRecord` (no images) of the same seed when the video's caption needs the unit's scores (None: scored against itself)."""
 
     seed: int
     distortion: tuple[str, int, int] | None
     video: tuple[str, int] | None = None
-    reference: _Run | None = None
+    reference: EpisodeRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +130,7 @@ class SimIQATask:
     def local_policy(self, env):
         return _Expert(env) if self.expert else None
 
-    def run(self, env, policy, unit: _Episode) -> _Run:
+    def run(self, env, policy, unit: _Episode) -> EpisodeRecord:
         from embeval.recording.video import EpisodeRecorder, maybe_episode
         from embeval.sim.backends import run_episode, score_runs
 
@@ -148,7 +140,7 @@ class SimIQATask:
             run = run_episode(env, policy, unit.seed, unit.distortion, keep_actions=self.keep_actions)
             if video is not None:
                 video.finish(run.outcome.success, _caption(score_runs(unit.reference or run, run).to_dict()))
-        return _Run(run.first_action, run.outcome, run.actions)
+        return run.without_images()  # what crosses back to the driver
 
     def close(self, env) -> None:
         env.close()
@@ -289,7 +281,7 @@ class SimIQAEvaluator(Evaluator):
         state["refs"] = {seeds[-1]: ref_of[seeds[-1]]}  # as after the sequential run of these units
         return [_outputs(spec, s, ref_of[s], dis_of.get(i, ref_of[s]), keep) for i, s in enumerate(seeds)]
 
-    def _episodes(self, spec, state, recorder, episodes: list[_Episode]) -> list[_Run]:
+    def _episodes(self, spec, state, recorder, episodes: list[_Episode]) -> list[EpisodeRecord]:
         """``episodes`` on the subject's environment workers (started on the first batch, kept for the next)."""
         from embeval.sim.vector import VectorPool
         from embeval.subjects.protocols import LoopSlots, batched
@@ -306,7 +298,7 @@ class SimIQAEvaluator(Evaluator):
             state["pool"] = VectorPool(task, b.num_envs, option="spec.backend.num_envs")
         if state["slots"] is None and not expert:
             state["slots"] = LoopSlots(policy) if b.exact else batched(policy)
-        out: list[_Run] = [None] * len(episodes)  # type: ignore[list-item]
+        out: list[EpisodeRecord] = [None] * len(episodes)  # type: ignore[list-item]
         for i, run in state["pool"].run(None if expert else state["slots"], episodes):
             out[i] = run
         return out

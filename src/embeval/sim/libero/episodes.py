@@ -2,7 +2,6 @@
 package docstring of :mod:`embeval.sim.libero`)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,7 +10,7 @@ from embeval.action import Action, Observation
 from embeval.errors import ConfigError
 from embeval.rotations import quat_to_rotvec
 from embeval.scoring.execution import ExecutionOutcome
-from embeval.sim.episode_env import DistortedCameras, EpisodeEnv
+from embeval.sim.episode_env import DistortedCameras, EpisodeEnv, StepResult
 from embeval.sim.libero import (
     CAMERAS,
     ORIENTATIONS,
@@ -24,13 +23,6 @@ from embeval.sim.libero import (
 
 if TYPE_CHECKING:
     from embeval.sim.backends import SimSpec
-
-
-@dataclass
-class StepResult:
-    observation: Observation
-    success: bool
-    done: bool
 
 
 def gripper_opening(gripper_qpos) -> float:

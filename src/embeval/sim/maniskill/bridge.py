@@ -38,7 +38,8 @@ from embeval.errors import ConfigError, EmbevalError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.resize import resize
 from embeval.rotations import matrix_to_quat, matrix_to_rotvec, rotvec_to_euler
-from embeval.sim.env import ClosingEnv, StepResult, as_action
+from embeval.sim.env import ClosingEnv, as_action
+from embeval.sim.episode_env import StepResult
 from embeval.sim.maniskill.runtime import check_seed, raw_pose_matrix
 
 #: the Bridge WidowX's only control mode in ManiSkill 3.0.1
@@ -299,8 +300,7 @@ class BridgeEnv(ClosingEnv):
     #: per-action motion of the scripted expert (m, rad); the controller itself takes up to 1 m / pi/2
     pos_bound, rot_bound = 0.03, 0.25
 
-    def __init__(self, config: BridgeConfig | None = None, env_cls=None, distortion: tuple[str, int, int] | None = None,
-                 **env_kwargs: Any):
+    def __init__(self, config: BridgeConfig | None = None, env_cls=None, **env_kwargs: Any):
         self.config = c = config or BridgeConfig()
         require_assets(c.env_id)
         from embeval.sim.maniskill.runtime import auto_render_backend
@@ -320,8 +320,6 @@ class BridgeEnv(ClosingEnv):
             raise ConfigError(assets_message(c.env_id, {u: f"incomplete or damaged ({why})"
                                                         for u in asset_ids(c.env_id)})) from None
         self.limits = widowx_limits({k: v.config for k, v in self.env.agent.controller.controllers.items()})
-        self.distortion = distortion
-        self._distorters: dict[str, Any] = {}
         self.gripper, self.control_steps, self.instruction, self._raw = 1.0, 0, "", None
 
     @property
@@ -336,11 +334,6 @@ class BridgeEnv(ClosingEnv):
         self._raw = self.env.reset(seed=check_seed(seed), options={"reconfigure": True} if reconfigure else {})[0]
         self.gripper, self.control_steps = 1.0, 0
         self.instruction = instruction if instruction is not None else str(self.env.get_language_instruction()[0])
-        if self.distortion is not None:
-            from embeval.distortion import FrameDistorter
-
-            name, level, dseed = self.distortion
-            self._distorters = {CAMERA: FrameDistorter(name, level, seed=dseed, stream=CAMERA)}
         return self.observe()
 
     def step(self, action: Action | Sequence[float]):
@@ -381,8 +374,6 @@ class BridgeEnv(ClosingEnv):
         size = self.config.obs_size
         if size:
             img = resize(img, int(size[1]), int(size[0]), "pil_bilinear")  # obs_size is (width, height)
-        if CAMERA in self._distorters:
-            img = self._distorters[CAMERA](img)
         images = {CAMERA: img, **{a: img for a, cam in self.config.aliases.items() if cam == CAMERA}}
         T = self.tcp_matrix()
         q = _np(self.env.agent.robot.get_qpos()).astype(np.float64)

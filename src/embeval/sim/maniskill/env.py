@@ -43,7 +43,8 @@ from embeval.action import (
 from embeval.errors import ConfigError
 from embeval.image_io import MAX_IMAGE_SIDE
 from embeval.rotations import Turn, compose, matrix_to_euler, matrix_to_quat, matrix_to_rotvec, rotvec_to_euler
-from embeval.sim.env import ClosingEnv, StepResult, as_action
+from embeval.sim.env import ClosingEnv, as_action
+from embeval.sim.episode_env import StepResult
 from embeval.sim.maniskill.runtime import (
     VulkanUnavailableError,
     _np,
@@ -164,8 +165,7 @@ class ManiSkillEnv(ClosingEnv):
         print(r.success, env.control_steps)
     """
 
-    def __init__(self, config: ManiSkillConfig | None = None, distortion: tuple[str, int, int] | None = None,
-                 perturb=None):
+    def __init__(self, config: ManiSkillConfig | None = None, perturb=None):
         """``perturb``: scene perturbations (:class:`embeval.sim.perturb.Perturbations`; ManiSkill applies every axis but
         distractors, :func:`embeval.sim.perturb.backends.supported`) drawn from the episode seed at every reset."""
         from embeval.sim.perturb.backends import check
@@ -178,7 +178,6 @@ class ManiSkillEnv(ClosingEnv):
         self._distractors: list[tuple[Any, Any]] = []  # (block, can) actors per distractor slot, built when first asked
         self.config = config or ManiSkillConfig()
         self.action_spec = ActionSpec(frame="base")
-        self.distortion = distortion  # (name, level, seed) applied to every camera frame, or None
         self.env = self._build()
         try:
             self._setup()
@@ -198,13 +197,11 @@ class ManiSkillEnv(ClosingEnv):
         for alias, cam in self.config.aliases.items():
             if self.config.render and cam not in self.cameras:
                 raise ConfigError(f"alias {alias!r} names camera {cam!r}; {self.config.env_id} has {', '.join(self.cameras)}")
-        self._distorters: dict[str, Any] = {}
         self.instruction = ""
         self.seed = 0
         self.n_steps = self.control_steps = 0
         self.done, self.reason = False, ""
         self.gripper = 1.0
-        self.clean_images: dict[str, np.ndarray] = {}  # the last undistorted camera images
         self._raw_obs = None  # ManiSkill's observation of the last reset / control step
 
     # ------------------------------------------------------------------ build
@@ -269,11 +266,6 @@ class ManiSkillEnv(ClosingEnv):
         self.n_steps = self.control_steps = 0
         self.done, self.reason = False, ""
         self.gripper = 1.0
-        if self.distortion is not None:
-            from embeval.distortion import FrameDistorter
-
-            name, level, dseed = self.distortion
-            self._distorters = {c: FrameDistorter(name, level, seed=dseed, stream=c) for c in self.cameras}
         return self.observe()
 
     def step(self, action: Action | Sequence[float]) -> StepResult:
@@ -509,9 +501,6 @@ class ManiSkillEnv(ClosingEnv):
                 raw = u.get_obs()
             for c in self.cameras:  # the frames the env rendered for its own observation of this step
                 images[c] = np.ascontiguousarray(_np(raw["sensor_data"][c]["rgb"])[..., :3]).astype(np.uint8)
-            self.clean_images = dict(images)
-            if self._distorters:
-                images = {c: self._distorters[c](img) for c, img in images.items()}
             for alias, cam in self.config.aliases.items():
                 images[alias] = images[cam]
         T = self.tcp_matrix()

@@ -42,12 +42,16 @@ def _check_grid(env, perturbations, keep_frames, camera) -> str | None:
 def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = (),
                distortions: Sequence[tuple[str, int]] = (), keep_frames: bool = False, camera: str | None = None,
                progress: Callable[[str], None] | None = None, reference=None,
-               skipped: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+               skipped: list[dict[str, Any]] | None = None, records: list | None = None) -> list[dict[str, Any]]:
     """The rows of one episode ``seed`` (see :func:`score_grid`): its unperturbed reference (run here unless given
-    as ``reference``, an :class:`~embeval.sim.backends.EpisodeRun` of the same seed), then every axis and
+    as ``reference``, an :class:`~embeval.scoring.record.EpisodeRecord` of the same seed), then every axis and
     distortion, each scored against that reference. ``progress`` gets one message per episode run here (or
     skipped). ``skipped``: where given, an axis the scene cannot take (:class:`~embeval.errors.NotApplicableError`)
-    is appended there as ``{"axis", "level", "seed", "reason"}`` and the others go on; else the error propagates."""
+    is appended there as ``{"axis", "level", "seed", "reason"}`` and the others go on; else the error propagates.
+    ``records``: where given, every episode's record (without images) is appended there, the reference first (a
+    scene perturbation's record carries what its axis drew in ``extra["perturbation"]``)."""
+    from dataclasses import replace
+
     from embeval.sim.backends import run_episode, score_episode, score_runs
 
     camera = _check_grid(env, perturbations, keep_frames, camera)
@@ -64,6 +68,8 @@ def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = 
         ref = run_episode(env, policy, seed)
         if progress:
             progress(f"seed {seed} unperturbed")
+    if records is not None:
+        records.append(ref.without_images())
     for pert in perturbations:
         env.env.perturb = pert
         try:
@@ -76,6 +82,9 @@ def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = 
                 progress(f"seed {seed} {pert[0].axis}:{pert[0].level} not applicable")
             continue
         sc = score_runs(ref, dis)
+        if records is not None:
+            drawn = {"axis": pert[0].axis, "level": pert[0].level, **dict(env.env.perturbation)}
+            records.append(replace(dis.without_images(), extra={**dis.extra, "perturbation": drawn}))
         rows.append({"kind": SCENE, "axis": pert[0].axis, "level": pert[0].level, "seed": seed,
                      "decision": sc.decision, "execution": sc.execution.score,
                      "reference_success": bool(ref.outcome.success), "success": bool(dis.outcome.success),
@@ -85,6 +94,8 @@ def score_seed(env, policy, seed: int, perturbations: Sequence[Perturbations] = 
     env.env.perturb = None
     for name, level in distortions:
         sc, _, dis = score_episode(env, policy, seed, (name, level, seed), reference=ref)
+        if records is not None:
+            records.append(dis.without_images())
         rows.append({"kind": IMAGE, "axis": name, "level": level, "seed": seed, "decision": sc.decision,
                      "execution": sc.execution.score, "reference_success": bool(ref.outcome.success),
                      "success": bool(dis.outcome.success), "perturbation": {}, **frames(ref, dis)})

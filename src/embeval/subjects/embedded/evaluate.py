@@ -3,12 +3,13 @@ and how much its actions change under image distortions."""
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
 from embeval.datasets.demos import episode_seed
+from embeval.scoring.record import EpisodeRecord
 
 
 def binomial_ci(k: int, n: int, confidence: float = 0.95) -> dict[str, tuple[float, float]]:
@@ -23,18 +24,9 @@ def binomial_ci(k: int, n: int, confidence: float = 0.95) -> dict[str, tuple[flo
 
 
 @dataclass
-class EpisodeResult:
-    verb: str
-    scene_seed: int
-    success: bool
-    steps: int
-    reason: str
-
-
-@dataclass
 class EvalReport:
     policy: str
-    episodes: list[EpisodeResult] = field(default_factory=list)
+    episodes: list[EpisodeRecord] = field(default_factory=list)  # item: the verb; seed: the scene seed
     seconds: float = 0.0
 
     @property
@@ -48,8 +40,8 @@ class EvalReport:
     def by_verb(self) -> dict[str, tuple[int, int]]:
         out: dict[str, tuple[int, int]] = {}
         for e in self.episodes:
-            k, n = out.get(e.verb, (0, 0))
-            out[e.verb] = (k + e.success, n + 1)
+            k, n = out.get(e.item, (0, 0))
+            out[e.item] = (k + e.success, n + 1)
         return out
 
     def summary(self) -> dict:
@@ -60,7 +52,8 @@ class EvalReport:
                 "seconds": self.seconds}
 
     def to_dict(self) -> dict:
-        return {**self.summary(), "per_episode": [asdict(e) for e in self.episodes]}
+        return {**self.summary(), "per_episode": [{"verb": e.item, "scene_seed": e.seed, "success": e.success,
+                                                    "steps": e.steps, "reason": e.end_reason} for e in self.episodes]}
 
 
 def evaluate_policy(policy, episodes: int = 20, seed: int = 0, verbs: Sequence[str] = ("Pick", "Place"),
@@ -85,7 +78,9 @@ def evaluate_policy(policy, episodes: int = 20, seed: int = 0, verbs: Sequence[s
             while not env.done:
                 result = env.step(policy.act(obs))
                 obs = result.observation
-            rep.episodes.append(EpisodeResult(verb, s, bool(result and result.success), env.n_steps, env.reason))
+            rep.episodes.append(EpisodeRecord(item=verb, instruction=env.task.instruction, subject=rep.policy, seed=s,
+                                              success=bool(result and result.success), success_source="sim",
+                                              steps=env.n_steps, end_reason=env.reason))
             if log:
                 log(f"eval {i + 1}/{episodes}: {verb} seed {s}: {'success' if rep.episodes[-1].success else 'fail (' + env.reason + ')'}")
     finally:

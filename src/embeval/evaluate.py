@@ -1,0 +1,255 @@
+"""Evaluate a policy object on a named benchmark from Python (a training loop, a notebook): records and scores.
+
+    from embeval.evaluate import evaluate
+    result = evaluate(policy, "distorted-camera", env="Pick", distortion="gaussian_blur", level=3, seeds=[0, 1, 2])
+    result.scores    # {"episodes": 3, "decision": ..., "execution": ..., "success": ..., "reference_success": ...}
+    result.rows      # one scored row per item (here: per seed)
+    result.records   # the episodes (embeval.scoring.record.EpisodeRecord): each seed's clean reference, then its run
+
+``policy`` follows embeval's Policy protocol (``reset(instruction)``, ``act(observation) -> Action``: 7-DoF
+frame-base actions, :mod:`embeval.action`). A benchmark (:data:`BENCHMARKS`) is items plus a scorer: a typed
+config (an unknown parameter or value is refused before any episode runs), ``items`` (what one unit runs), ``unit``
+(one item's episode records and scored row) and ``summary`` (the rows' scores). The vla-eval adapters
+(:mod:`embeval.vla_eval_benchmarks`) run the same units. Benchmarks:
+
+- ``distorted-camera``: Embodied-IQA's unit on the pybullet UR5 cell: per seed the clean reference episode, then the
+  same seeded episode with every camera image distorted (:func:`embeval.sim.backends.score_episode`); Decision
+  (first actions, per-pair form, 0..1), Execution (0..100), both runs' task success;
+- ``scene-shift``: the same with the world changed instead of the images (an axis of :mod:`embeval.sim.perturb`
+  at a level; :func:`embeval.sim.perturb.score.score_seed`);
+- ``act2answer``: Act2Answer's items (generated cards, ``categories`` x ``per_category``, both layouts) answered by
+  moving the cube (:func:`embeval.act2answer.episode.run_items`); soft success rate per category and overall, with
+  Wilson intervals, the regime against chance, swap consistency and the position-bias index.
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embeval.errors import ConfigError
+from embeval.registry import Registry
+from embeval.scoring.record import EpisodeRecord
+
+
+@dataclass
+class Evaluation:
+    """What :func:`evaluate` returns: the benchmark, its resolved config, every episode, one row per item, scores."""
+
+    benchmark: str
+    config: dict[str, Any]
+    records: list[EpisodeRecord] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    scores: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"benchmark": self.benchmark, "config": self.config, "scores": self.scores, "rows": self.rows,
+                "records": [r.to_dict() for r in self.records]}
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A benchmark: its typed ``config`` class, the env its units share, its items, one unit and the summary."""
+
+    name: str
+    description: str
+    config: type
+    make_env: Callable[[Any, Any], Any]  # (config, policy) -> env (closed by evaluate) or None
+    items: Callable[[Any, Path], Sequence[Any]]  # (config, a scratch folder removed after the run)
+    unit: Callable[[Any, Any, Any, Any], tuple[list[EpisodeRecord], dict[str, Any]]]  # (env, policy, config, item)
+    summary: Callable[[list[dict[str, Any]], list[EpisodeRecord]], dict[str, Any]]  # (rows, records)
+
+
+BENCHMARKS: Registry = Registry("benchmark")
+
+
+def evaluate(policy, benchmark: str, **params: Any) -> Evaluation:
+    """Run ``policy`` on ``benchmark`` (a :data:`BENCHMARKS` name) with ``params`` (its config's fields)."""
+    bench = BENCHMARKS.get(benchmark)
+    known = [f.name for f in fields(bench.config)]
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ConfigError(f"benchmark {benchmark}: unknown parameter(s) {', '.join(unknown)}; it takes {', '.join(known)}")
+    cfg = bench.config(**params)
+    out = Evaluation(benchmark, asdict(cfg))
+    with tempfile.TemporaryDirectory(prefix=f"embeval-{benchmark}-") as scratch:
+        env = bench.make_env(cfg, policy)
+        try:
+            for item in bench.items(cfg, Path(scratch)):
+                records, row = bench.unit(env, policy, cfg, item)
+                out.records += records
+                out.rows.append(row)
+        finally:
+            if env is not None:
+                env.close()
+    out.scores = bench.summary(out.rows, out.records)
+    return out
+
+
+# --------------------------------------------------------------------------- paired episodes on the UR5 cell
+def _seeds(seeds) -> tuple[int, ...]:
+    if isinstance(seeds, (int, np.integer)):
+        seeds = (seeds,)
+    try:
+        out = tuple(int(s) for s in seeds)
+    except (TypeError, ValueError):
+        raise ConfigError(f"seeds: a list of episode seeds (integers), got {seeds!r}") from None
+    if not out:
+        raise ConfigError("seeds: give at least one episode seed")
+    return out
+
+
+@dataclass(frozen=True)
+class PairedConfig:
+    """Episodes on the pybullet UR5 cell: the task (a verb of embeval.sim.tasks), the episode seeds, the episode
+    length (policy steps) and the camera image size (pixels)."""
+
+    env: str = "Pick"
+    seeds: tuple[int, ...] = (1,)
+    max_steps: int = 20
+    width: int = 64
+    height: int = 48
+
+    def __post_init__(self):
+        object.__setattr__(self, "seeds", _seeds(self.seeds))
+        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or not 1 <= self.max_steps <= 10_000:
+            raise ConfigError(f"max_steps: policy steps per episode in 1..10000, got {self.max_steps!r}")
+
+
+@dataclass(frozen=True)
+class DistortedCameraConfig(PairedConfig):
+    distortion: str = "gaussian_noise"  # a name of embeval.distortion
+    level: int = 3  # 1..5
+    distortion_seed: int = 0  # the frame seeds' base (embeval.distortion.frame_seed)
+
+    def __post_init__(self):
+        super().__post_init__()
+        from embeval.distortion import N_LEVELS, get
+
+        get(str(self.distortion))  # an unknown name fails here, naming the choices
+        if isinstance(self.level, bool) or not isinstance(self.level, int) or not 1 <= self.level <= N_LEVELS:
+            raise ConfigError(f"level: a distortion level in 1..{N_LEVELS}, got {self.level!r}")
+
+
+@dataclass(frozen=True)
+class SceneShiftConfig(PairedConfig):
+    axis: str = "camera_pose"  # an axis of embeval.sim.perturb (`embeval perturb list`)
+    level: int = 3
+
+    def __post_init__(self):
+        super().__post_init__()
+        self.perturbation()  # checks the axis and level
+
+    def perturbation(self):
+        from embeval.sim.perturb import Perturbations
+
+        return Perturbations.parse(f"{self.axis}:{self.level}")
+
+
+def cell_env(cfg: PairedConfig, _policy=None):
+    """The pybullet cell's episode env of ``cfg`` (the task, image size and episode length)."""
+    from embeval.sim.backends import make_episode_env
+
+    return make_episode_env({"backend": "pybullet", "env": cfg.env, "width": cfg.width, "height": cfg.height,
+                             "max_steps": cfg.max_steps})
+
+
+def distorted_camera_unit(env, policy, cfg: DistortedCameraConfig, seed: int):
+    """Seed ``seed``'s clean and distorted episodes (records without images) and its scored row."""
+    from embeval.sim.backends import score_episode
+
+    score, ref, dis = score_episode(env, policy, seed, (cfg.distortion, cfg.level, cfg.distortion_seed))
+    row = {"seed": seed, "distortion": cfg.distortion, "level": cfg.level, **score.to_dict()}
+    row["success"] = row["distorted_success"]
+    return [ref.without_images(), dis.without_images()], row
+
+
+def scene_shift_unit(env, policy, cfg: SceneShiftConfig, seed: int):
+    """Seed ``seed``'s reference and perturbed episodes (records without images) and its scored row."""
+    from embeval.sim.perturb.score import score_seed
+
+    records: list[EpisodeRecord] = []
+    (row,) = score_seed(env, policy, seed, [cfg.perturbation()], records=records)
+    return records, row
+
+
+def _paired_summary(rows: list[dict[str, Any]], _records) -> dict[str, Any]:
+    """Means over the items: Decision (0..1), Execution (0..100), the changed and the reference runs' success."""
+    mean = lambda k: float(np.mean([float(r[k]) for r in rows])) if rows else float("nan")  # noqa: E731
+    return {"episodes": len(rows), "decision": mean("decision"), "execution": mean("execution"),
+            "success": mean("success"), "reference_success": mean("reference_success")}
+
+
+def _register(bench: Benchmark) -> None:
+    BENCHMARKS.register(bench.name, bench, description=bench.description)
+
+
+_register(Benchmark("distorted-camera", "Embodied-IQA's unit: a clean and a distorted-camera episode per seed "
+                    "(Decision, Execution)", DistortedCameraConfig, cell_env, lambda c, _: c.seeds,
+                    distorted_camera_unit, _paired_summary))
+_register(Benchmark("scene-shift", "a reference and a scene-perturbed episode per seed (Decision, Execution)",
+                    SceneShiftConfig, cell_env, lambda c, _: c.seeds, scene_shift_unit, _paired_summary))
+
+
+# --------------------------------------------------------------------------- Act2Answer
+@dataclass(frozen=True)
+class Act2AnswerConfig:
+    """Generated Act2Answer items (``per_category`` per category, drawn from ``seed``), each in both layouts, as
+    episodes of at most ``max_steps`` policy steps on ``backend`` (embeval.act2answer.episode.BACKENDS)."""
+
+    categories: tuple[str, ...] = ("color",)
+    per_category: int = 2
+    seed: int = 0
+    max_steps: int = 40
+    backend: str = "pybullet"
+    start: str = "table"  # "table" or "grasped" (the cube starts in the closed gripper)
+
+    def __post_init__(self):
+        from embeval.act2answer.generator import CATEGORIES
+
+        cats = (self.categories,) if isinstance(self.categories, str) else tuple(self.categories)
+        bad = [c for c in cats if c not in CATEGORIES]
+        if not cats or bad:
+            raise ConfigError(f"categories: choose from {', '.join(CATEGORIES)}, got {list(cats)!r}")
+        object.__setattr__(self, "categories", cats)
+        if isinstance(self.per_category, bool) or not isinstance(self.per_category, int) or not 1 <= self.per_category <= 1000:
+            raise ConfigError(f"per_category: items per category in 1..1000, got {self.per_category!r}")
+        self.spec()  # checks max_steps and start
+
+    def spec(self):
+        from embeval.act2answer.scene import EpisodeSpec
+
+        return EpisodeSpec.from_dict({"max_steps": self.max_steps, "start": self.start})
+
+
+def _act2answer_unit(_env, policy, cfg: Act2AnswerConfig, item):
+    from embeval.act2answer.episode import run_items
+
+    records = list(run_items(policy, [item], cfg.spec(), seed=cfg.seed, backend=cfg.backend))
+    row = {"item": item.id, "category": item.category,
+           **{f"success_{r.layout}": r.success for r in records}, **{f"zone_{r.layout}": r.zone for r in records}}
+    return records, row
+
+
+def _act2answer_items(cfg: Act2AnswerConfig, scratch: Path):
+    from embeval.act2answer.generator import generate_items
+
+    return generate_items(scratch / "items", list(cfg.categories), per_category=cfg.per_category, seed=cfg.seed)
+
+
+def _act2answer_summary(_rows, records: list[EpisodeRecord]) -> dict[str, Any]:
+    """Soft success rate per category (with its Wilson interval and regime) and overall; swap statistics."""
+    from embeval.act2answer.aggregate import category_rates, swap_stats
+
+    rates = category_rates(records)
+    return {"episodes": len(records), "success": float(np.mean([r.success for r in records])) if records else float("nan"),
+            "categories": {c.category: c.to_dict() for c in rates}, "swap": swap_stats(records).to_dict()}
+
+
+_register(Benchmark("act2answer", "binary VQA items answered by moving the cube onto a card (soft success rate "
+                    "per category)", Act2AnswerConfig, lambda c, p: None, _act2answer_items, _act2answer_unit,
+                    _act2answer_summary))

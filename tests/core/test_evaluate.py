@@ -1,0 +1,115 @@
+"""embeval.evaluate.evaluate: a policy object on a named benchmark from Python, its records and scores equal to what
+the benchmark's own pieces give (score_episode, score_seed, run_items and the Act2Answer aggregates)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from embeval.errors import ConfigError
+from embeval.evaluate import BENCHMARKS, evaluate
+from embeval.scoring.record import EpisodeRecord
+from embeval.subjects.scripted import ImageStatsPolicy
+
+CELL = {"env": "Pick", "seeds": [1, 2], "max_steps": 3, "width": 48, "height": 32}
+
+
+def _cell_env():
+    from embeval.sim.backends import make_episode_env
+
+    return make_episode_env({"backend": "pybullet", "env": "Pick", "width": 48, "height": 32, "max_steps": 3})
+
+
+def test_distorted_camera_gives_score_episodes_rows_and_both_runs_records():
+    from embeval.sim.backends import score_episode
+
+    res = evaluate(ImageStatsPolicy(scale=0.1), "distorted-camera", distortion="darken", level=4, distortion_seed=9, **CELL)
+    env = _cell_env()
+    try:
+        want = [score_episode(env, ImageStatsPolicy(scale=0.1), s, ("darken", 4, 9))[0].to_dict() for s in (1, 2)]
+    finally:
+        env.close()
+    assert [r["seed"] for r in res.rows] == [1, 2]
+    for row, w in zip(res.rows, want):
+        assert {k: row[k] for k in w} == w and row["success"] == w["distorted_success"]
+    assert [(r.distortion, r.level, r.seed) for r in res.records] == [("none", 0, 1), ("darken", 4, 1),
+                                                                      ("none", 0, 2), ("darken", 4, 2)]
+    assert all(isinstance(r, EpisodeRecord) and r.first_observation is None and len(r.final_tcp) == 6 for r in res.records)
+    assert res.scores["episodes"] == 2
+    assert res.scores["decision"] == pytest.approx(np.mean([w["decision"] for w in want]))
+    assert res.scores["execution"] == pytest.approx(np.mean([w["execution"] for w in want]))
+    assert res.scores["decision"] < 1.0  # darkened images changed the policy's first action
+    assert res.config["distortion"] == "darken" and res.to_dict()["records"][1]["distortion"] == "darken"
+
+
+def test_scene_shift_gives_score_seeds_rows_and_records_with_what_the_axis_drew():
+    from embeval.sim.perturb import Perturbations
+    from embeval.sim.perturb.score import score_seed
+
+    res = evaluate(ImageStatsPolicy(scale=0.1), "scene-shift", axis="light_intensity", level=5, **CELL)
+    env = _cell_env()
+    try:
+        want = [score_seed(env, ImageStatsPolicy(scale=0.1), s, [Perturbations.parse("light_intensity:5")])[0]
+                for s in (1, 2)]
+    finally:
+        env.close()
+    assert res.rows == want
+    assert len(res.records) == 4 and [r.seed for r in res.records] == [1, 1, 2, 2]
+    drawn = res.records[1].extra["perturbation"]
+    assert (drawn["axis"], drawn["level"]) == ("light_intensity", 5) and drawn["light_intensity"] == want[0]["perturbation"]["light_intensity"]
+    assert "perturbation" not in res.records[0].extra  # the reference ran the unchanged world
+
+
+def test_act2answer_records_equal_run_items_and_the_scores_the_aggregates():
+    from embeval.act2answer.aggregate import category_rates
+    from embeval.act2answer.episode import run_items
+    from embeval.act2answer.generator import generate_items
+    from embeval.act2answer.scene import EpisodeSpec
+
+    res = evaluate(ImageStatsPolicy(scale=0.1), "act2answer", categories=["color"], per_category=2, seed=0, max_steps=6)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        items = generate_items(d, ["color"], per_category=2, seed=0)
+        want = list(run_items(ImageStatsPolicy(scale=0.1), items, EpisodeSpec(max_steps=6), seed=0))
+    assert [r.to_dict() for r in res.records] == [r.to_dict() for r in want]
+    assert [row["item"] for row in res.rows] == ["color-0000", "color-0001"]
+    (rate,) = category_rates(want)
+    assert res.scores["categories"]["color"] == rate.to_dict() and res.scores["episodes"] == 4
+
+
+@pytest.mark.parametrize("name, params, msg", [
+    ("nope", {}, "unknown benchmark 'nope'"),
+    ("distorted-camera", {"distorsion": "blur"}, "unknown parameter\\(s\\) distorsion; it takes env, seeds"),
+    ("distorted-camera", {"distortion": "nope"}, "nope"),
+    ("distorted-camera", {"level": 9}, "level: a distortion level in 1..5"),
+    ("distorted-camera", {"seeds": []}, "seeds: give at least one"),
+    ("distorted-camera", {"seeds": ["a"]}, "seeds: a list of episode seeds"),
+    ("scene-shift", {"axis": "gravity"}, "gravity"),
+    ("act2answer", {"categories": ["taste"]}, "categories: choose from"),
+    ("act2answer", {"max_steps": 0}, "max_steps"),
+])
+def test_refusals_are_one_line_before_any_episode(name, params, msg):
+    with pytest.raises(ConfigError, match=msg) as e:
+        evaluate(ImageStatsPolicy(), name, **params)
+    assert "\n" not in str(e.value)
+
+
+def test_the_benchmarks_are_registered_with_descriptions():
+    assert set(BENCHMARKS.names()) >= {"distorted-camera", "scene-shift", "act2answer"}
+    assert all(desc for _, desc in BENCHMARKS.describe())
+
+
+def test_the_concepts_page_example_runs_as_written():
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs/concepts.md").read_text()
+    section = page[page.index("## From Python"):page.index("## Layout")]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "docs/concepts.md", "exec"), {})
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("{'episodes': 2, 'decision': ") and lines[1] == "gaussian_blur 4"
