@@ -122,7 +122,7 @@ class PairedConfig:
 
 @dataclass(frozen=True)
 class DistortedCameraConfig(PairedConfig):
-    distortion: str = "gaussian_noise"  # a name of embeval.distortion
+    distortion: str = "white_noise"  # a name of embeval.distortion
     level: int = 3  # 1..5
     distortion_seed: int = 0  # the frame seeds' base (embeval.distortion.frame_seed)
 
@@ -206,7 +206,7 @@ class Act2AnswerConfig:
     seed: int = 0
     max_steps: int = 40
     backend: str = "pybullet"
-    start: str = "table"  # "table" or "grasped" (the cube starts in the closed gripper)
+    start: str = ""  # "grasped" (the cube starts in the closed gripper) or "table"; "": the episode spec's default
 
     def __post_init__(self):
         from embeval.act2answer.generator import CATEGORIES
@@ -223,7 +223,7 @@ class Act2AnswerConfig:
     def spec(self):
         from embeval.act2answer.scene import EpisodeSpec
 
-        return EpisodeSpec.from_dict({"max_steps": self.max_steps, "start": self.start})
+        return EpisodeSpec.from_dict({"max_steps": self.max_steps, **({"start": self.start} if self.start else {})})
 
 
 def _act2answer_unit(_env, policy, cfg: Act2AnswerConfig, item):
@@ -242,12 +242,13 @@ def _act2answer_items(cfg: Act2AnswerConfig, scratch: Path):
 
 
 def _act2answer_summary(_rows, records: list[EpisodeRecord]) -> dict[str, Any]:
-    """Soft success rate per category (with its Wilson interval and regime) and overall; swap statistics."""
+    """Soft success rate per category and over all (``success``; swap-averaged, with its Wilson interval and regime);
+    swap statistics."""
     from embeval.act2answer.aggregate import category_rates, swap_stats
 
-    rates = category_rates(records)
-    return {"episodes": len(records), "success": float(np.mean([r.success for r in records])) if records else float("nan"),
-            "categories": {c.category: c.to_dict() for c in rates}, "swap": swap_stats(records).to_dict()}
+    rates = {c.category: c.to_dict() for c in category_rates(records)}  # and "all": every category together
+    return {"episodes": len(records), "success": rates["all"]["rate"] if records else float("nan"),
+            "categories": rates, "swap": swap_stats(records).to_dict()}
 
 
 _register(Benchmark("act2answer", "binary VQA items answered by moving the cube onto a card (soft success rate "

@@ -251,7 +251,7 @@ class _PairedEpisodeBenchmark(_benchmark_base()):
 class DistortedCameraBenchmark(_PairedEpisodeBenchmark):
     """Embodied-IQA distorted-camera units as vla-eval tasks (module docstring)."""
 
-    def __init__(self, env: str = "Pick", distortion: str = "gaussian_noise", level: int = 3, seeds: list[int] | None = None,
+    def __init__(self, env: str = "Pick", distortion: str = "white_noise", level: int = 3, seeds: list[int] | None = None,
                  max_steps: int = 20, width: int = 64, height: int = 48, distortion_seed: int = 0):
         from embeval.evaluate import DistortedCameraConfig
 

@@ -73,8 +73,9 @@ def test_act2answer_records_equal_run_items_and_the_scores_the_aggregates():
         want = list(run_items(ImageStatsPolicy(scale=0.1), items, EpisodeSpec(max_steps=6), seed=0))
     assert [r.to_dict() for r in res.records] == [r.to_dict() for r in want]
     assert [row["item"] for row in res.rows] == ["color-0000", "color-0001"]
-    (rate,) = category_rates(want)
-    assert res.scores["categories"]["color"] == rate.to_dict() and res.scores["episodes"] == 4
+    rates = {c.category: c.to_dict() for c in category_rates(want)}
+    assert set(rates) == {"color", "all"} and res.scores["categories"] == rates and res.scores["episodes"] == 4
+    assert res.scores["success"] == rates["all"]["rate"]
 
 
 @pytest.mark.parametrize("name, params, msg", [
