@@ -60,7 +60,7 @@ def run(quick: bool = False) -> list[dict]:
     t0 = time.perf_counter()
     started = False
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
         started = True
     ray.get(ray.remote(lambda: None).remote())  # wait until Ray's processes have settled
     ray_start = time.perf_counter() - t0

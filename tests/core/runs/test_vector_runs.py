@@ -181,7 +181,7 @@ def test_ray_workers_run_vectorised_batches(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(plugins))
     spec = {**_spec(), "items": {"source": "synthetic", "count": 2}, "plugins": ["embeval_test_vector_spy"]}
     _, seq = _run(spec, tmp_path / "seq")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
         _, out = _run({**spec, "backend": {"progress": False, "name": "ray", "num_workers": 1, "num_envs": 2}},
                       tmp_path / "ray")

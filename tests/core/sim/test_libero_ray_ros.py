@@ -31,7 +31,7 @@ def test_ray_gives_the_same_libero_episodes_as_local(tmp_path):
     p = tmp_path / "spec.yaml"
     p.write_text(yaml.safe_dump(spec))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.1")
     try:
         remote = run(p, tmp_path / "ray", backend="ray")
     finally:

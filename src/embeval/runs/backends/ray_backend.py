@@ -87,7 +87,8 @@ def ensure_ray(backend_spec) -> bool:
     else:  # GPUs are detected, never invented (no num_gpus argument)
         cpus = backend_spec.num_workers * backend_spec.num_cpus_per_worker
         cpus += backend_spec.num_cpus_per_model if backend_spec.model_actor else 0.0
-        ray.init(num_cpus=max(1, math.ceil(cpus)), _node_ip_address="127.0.0.1", **common)
+        # address "local": a new instance of our own, never a cluster another program started on this machine
+        ray.init(address="local", num_cpus=max(1, math.ceil(cpus)), _node_ip_address="127.0.0.1", **common)
     return True
 
 
