@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # Localhost-only DDS, offline hubs and Agg plots are set by the programs themselves (embeval.env.configure():
 # the embeval CLI, the ROS nodes, the benchmarks and the tests' conftest). Opt out: see README, "Real robot network".
 PYTEST_ARGS ?=
-# Test worker processes (pytest-xdist; a file's tests stay in one worker; the real-time tests run beside them:
+# Test worker processes (pytest-xdist; a file's tests stay in one worker; the real-time tests run alone after them:
 # scripts/test.sh). Empty: one more than the cores, at most 8. PYTEST_WORKERS=0 runs in this process, one at a time.
 PYTEST_WORKERS ?=
 
