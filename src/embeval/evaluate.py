@@ -91,16 +91,19 @@ def evaluate(policy, benchmark: str, **params: Any) -> Evaluation:
 
 
 # --------------------------------------------------------------------------- paired episodes on the UR5 cell
+#: the most episode seeds (items) one call runs
+MAX_SEEDS = 10_000
+
+
 def _seeds(seeds) -> tuple[int, ...]:
-    if isinstance(seeds, (int, np.integer)):
-        seeds = (seeds,)
-    try:
-        out = tuple(int(s) for s in seeds)
-    except (TypeError, ValueError):
-        raise ConfigError(f"seeds: a list of episode seeds (integers), got {seeds!r}") from None
-    if not out:
-        raise ConfigError("seeds: give at least one episode seed")
-    return out
+    from embeval.checks import integer
+
+    seeds = (seeds,) if isinstance(seeds, (int, np.integer)) else seeds
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+        raise ConfigError(f"seeds: a list of episode seeds (integers), got {seeds!r}"[:200])
+    if not 1 <= len(seeds) <= MAX_SEEDS:
+        raise ConfigError(f"seeds: give 1..{MAX_SEEDS} episode seeds, got {len(seeds)}")
+    return tuple(integer(s, "seeds", 0, 2**32 - 1, why="episode seeds") for s in seeds)
 
 
 @dataclass(frozen=True)
@@ -116,8 +119,9 @@ class PairedConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "seeds", _seeds(self.seeds))
-        if isinstance(self.max_steps, bool) or not isinstance(self.max_steps, int) or not 1 <= self.max_steps <= 10_000:
-            raise ConfigError(f"max_steps: policy steps per episode in 1..10000, got {self.max_steps!r}")
+        from embeval.checks import integer
+
+        integer(self.max_steps, "max_steps", 1, 10_000, why="policy steps per episode")
 
 
 @dataclass(frozen=True)
@@ -130,9 +134,10 @@ class DistortedCameraConfig(PairedConfig):
         super().__post_init__()
         from embeval.distortion import N_LEVELS, get
 
+        from embeval.checks import integer
+
         get(str(self.distortion))  # an unknown name fails here, naming the choices
-        if isinstance(self.level, bool) or not isinstance(self.level, int) or not 1 <= self.level <= N_LEVELS:
-            raise ConfigError(f"level: a distortion level in 1..{N_LEVELS}, got {self.level!r}")
+        integer(self.level, "level", 1, N_LEVELS, why="a distortion level")
 
 
 @dataclass(frozen=True)
@@ -216,8 +221,9 @@ class Act2AnswerConfig:
         if not cats or bad:
             raise ConfigError(f"categories: choose from {', '.join(CATEGORIES)}, got {list(cats)!r}")
         object.__setattr__(self, "categories", cats)
-        if isinstance(self.per_category, bool) or not isinstance(self.per_category, int) or not 1 <= self.per_category <= 1000:
-            raise ConfigError(f"per_category: items per category in 1..1000, got {self.per_category!r}")
+        from embeval.checks import integer
+
+        integer(self.per_category, "per_category", 1, 1000, why="items per category")
         self.spec()  # checks max_steps and start
 
     def spec(self):
