@@ -14,6 +14,7 @@ The subject's outputs on a reference image are computed once per worker and cach
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +22,27 @@ import numpy as np
 
 from embeval.errors import ConfigError, MissingFileError
 from embeval.image_io import strict_decoding
-from embeval.runs.registry import Evaluator, register_evaluator
+from embeval.runs.registry import Evaluator, EvaluatorParams, register_evaluator
 
-_PARAMS = ("database", "cameras")
+
+@dataclass(frozen=True)
+class IQAParams(EvaluatorParams):
+    """``spec.params`` of ``iqa``: the database folder (``embeval iqa build``; required, relative to the spec) and
+    the observation image keys a policy is shown each image under."""
+
+    database: str = ""
+    cameras: tuple[str, ...] = ("third_person", "wrist")
+
+    @classmethod
+    def parse(cls, params: dict[str, Any]) -> IQAParams:
+        db = params.get("database")
+        if not isinstance(db, str) or not db:
+            raise ConfigError("spec.params.database: the database folder (written by `embeval iqa build`) is required")
+        cams = params.get("cameras", list(cls.cameras))
+        if not isinstance(cams, (list, tuple)) or not cams or not all(isinstance(c, str) and c for c in cams):
+            raise ConfigError(f"spec.params.cameras: a non-empty list of image keys such as [third_person, wrist], "
+                              f"got {cams!r}")
+        return cls(database=db, cameras=tuple(cams))
 
 
 def _read(path: Path) -> np.ndarray:
@@ -37,15 +56,11 @@ def _read(path: Path) -> np.ndarray:
 class IQAEvaluator(Evaluator):
     subject_kinds = ("vlm", "policy")
     batches = True
+    params_type = IQAParams
 
     # ------------------------------------------------------------------ planning
     def validate(self, spec) -> None:
-        for k in spec.params:
-            if k not in _PARAMS:
-                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'iqa'; allowed: {', '.join(_PARAMS)}")
-        if "database" not in spec.params:
-            raise ConfigError("spec.params.database: the database folder (written by `embeval iqa build`) is required")
-        db = spec.resolve_path(spec.params["database"])
+        db = spec.resolve_path(self.params(spec).database)
         if not (db / "manifest.json").exists():
             raise MissingFileError(f"spec.params.database: {db}/manifest.json not found; run `embeval iqa build --out {db}`")
         for i, s in enumerate(spec.subjects):
@@ -57,7 +72,7 @@ class IQAEvaluator(Evaluator):
 
         cached = getattr(self, "_man", None)
         if cached is None:
-            db = spec.resolve_path(spec.params["database"])
+            db = spec.resolve_path(self.params(spec).database)
             cached = self._man = (db, json.loads((db / "manifest.json").read_text()))
         return cached[1]
 
@@ -113,7 +128,7 @@ class IQAEvaluator(Evaluator):
         from embeval.action import Action, Observation
         from embeval.scoring.decision import DecisionConfig, decision_corpus
 
-        policy, cams = state["model"], spec.params.get("cameras", ["third_person", "wrist"])
+        policy, cams = state["model"], self.params(spec).cameras
 
         def obs(img, ref, task):
             return Observation(images={c: img for c in cams}, instruction=task,

@@ -66,8 +66,6 @@ def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | 
                 keep_actions: bool = True) -> Act2AnswerRecord:
     """Run ``item`` in ``layout`` on ``env`` (:class:`embeval.sim.SimEnv`) with ``policy`` (a Policy); under an
     open episode video (:mod:`embeval.recording.video`) every step's observation is recorded."""
-    from embeval.recording.video import video_last, video_step
-
     spec = spec or EpisodeSpec()
     scene, task = build_scene(item, layout, spec)
     obs = env.reset(seed, task, scene)
@@ -76,24 +74,11 @@ def run_episode(env, policy, item: BinaryItem, layout: str, spec: EpisodeSpec | 
     if spec.start == "grasped":
         obs = grasp_in_hand(env)
     policy.reset(task.instruction)
-    rule = Termination(spec, z_table, lifted=spec.start == "grasped")
     intent = IntentTracker(spec, item.correct_side_in(layout), env.config.control_hz)
-    reason, actions, n = "max_steps", [], 0
-    while n < spec.max_steps:
-        action = policy.act(obs)
-        if keep_actions:
-            actions.append([round(float(v), 6) for v in action.vector])
-        video_step(obs, action)
-        res = env.step(held(action, n, spec))
-        obs, n = res.observation, n + 1
-        intent.update(cell.tcp_pose()[:3], cell.grasp is not None and cell.grasp.body.name == "cube")
-        if res.stopped:
-            reason = res.reason or "protective stop"
-            break
-        if rule.update(float(cell.object_pose("cube")[0][2]), cell.gripper):
-            reason = "released"
-            break
-    video_last(obs)
+    reason, n, actions = closed_loop(
+        env, policy, obs, spec, lambda: cell.object_pose("cube")[0][2], keep_actions, intent,
+        tcp=lambda: cell.tcp_pose()[:3], holding=lambda: cell.grasp is not None and cell.grasp.body.name == "cube",
+        table_z=z_table, gripper=lambda: cell.gripper, stops=True)
     if cell.safety.ok and spec.settle_s > 0:
         cell.idle(spec.settle_s)
     pos, _ = cell.object_pose("cube")
@@ -139,31 +124,29 @@ class Termination:
 
 def closed_loop(env, policy, obs, spec: EpisodeSpec, carried_z: Callable[[], float],
                 keep_actions: bool = True, intent: IntentTracker | None = None, tcp=None, holding=None,
-                table_z: float | None = None) -> tuple[str, int, list[list[float]]]:
-    """Step ``policy`` (already reset) from ``obs`` on ``env`` (``env.step(a).observation``, ``env.gripper``
-    0..1) until the spec's :class:`Termination` fires on ``carried_z()`` (m, frame base) or
-    ``spec.max_steps`` steps, the gripper held closed for a grasped start's ``spec.hold_steps``; returns
-    ``(end_reason, steps, actions)`` (the ManiSkill backends' loop). ``intent`` is fed ``tcp()`` (m, frame base)
-    and ``holding()`` after every step; ``table_z``: the carried object's resting height (default: its height
-    now). Under an open episode video (:mod:`embeval.recording.video`) every step's observation is recorded."""
-    from embeval.recording.video import video_last, video_step
+                table_z: float | None = None, gripper: Callable[[], float] | None = None,
+                stops: bool = False) -> tuple[str, int, list[list[float]]]:
+    """Step ``policy`` (already reset) from ``obs`` on ``env`` (:func:`embeval.sim.rollout.rollout`) until the spec's
+    :class:`Termination` fires on ``carried_z()`` (m, frame base) and ``gripper()`` (0..1; default ``env.gripper``)
+    or ``spec.max_steps`` steps, the gripper held closed for a grasped start's ``spec.hold_steps``; returns
+    ``(end_reason, steps, actions)`` (actions rounded to 6 decimals) on every backend. ``intent`` is fed ``tcp()``
+    (m, frame base) and ``holding()`` after every step; ``table_z``: the carried object's resting height (default:
+    its height now); ``stops``: a step result's protective stop (``stopped``) ends the episode with its reason."""
+    from embeval.sim.rollout import rollout
 
     rule = Termination(spec, float(carried_z()) if table_z is None else float(table_z), lifted=spec.start == "grasped")
-    reason, actions, n = "max_steps", [], 0
-    while n < spec.max_steps:
-        a = policy.act(obs)
-        if keep_actions:
-            actions.append([round(float(v), 6) for v in a.vector])
-        video_step(obs, a)
-        obs = env.step(held(a, n, spec)).observation
-        n += 1
+    grip = gripper or (lambda: env.gripper)
+
+    def after_step(res) -> str | None:
         if intent is not None:
             intent.update(tcp(), bool(holding()))
-        if rule.update(float(carried_z()), env.gripper):
-            reason = "released"
-            break
-    video_last(obs)
-    return reason, n, actions
+        if stops and res.stopped:
+            return res.reason or "protective stop"
+        return "released" if rule.update(float(carried_z()), grip()) else None
+
+    r = rollout(env, policy, obs, max_steps=spec.max_steps, until_done=False, keep_actions=keep_actions, digits=6,
+                execute=lambda a, n: held(a, n, spec), after_step=after_step)
+    return r.end_reason, r.steps, r.actions
 
 
 def episode_result(item_id: str, category: str, layout: str, correct_side: str, spec: EpisodeSpec, cube_xy,

@@ -19,12 +19,55 @@ termination rule and reason, the raw actions).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from embeval.act2answer.scene import EpisodeSpec
 from embeval.errors import ConfigError
-from embeval.runs.registry import Evaluator, ReportSection, register_evaluator
+from embeval.runs.registry import Evaluator, EvaluatorParams, ReportSection, register_evaluator
 
-_PARAMS = ("episode", "layouts", "obs_size", "keep_actions", "backend")
+LAYOUTS = ("original", "swapped")
+
+
+@dataclass(frozen=True)
+class Act2AnswerParams(EvaluatorParams):
+    """``spec.params`` of ``act2answer``: the episode spec (``episode``: EpisodeSpec fields), the layouts each item
+    runs in, the observation size ((width, height) pixels; None: the policy's own), whether records keep the raw
+    actions, and the backend (:data:`embeval.act2answer.episode.BACKENDS`)."""
+
+    episode: EpisodeSpec = field(default_factory=EpisodeSpec)
+    layouts: tuple[str, ...] = LAYOUTS
+    obs_size: tuple[int, int] | None = None
+    keep_actions: bool = True
+    backend: str = "pybullet"
+
+    @classmethod
+    def parse(cls, params: dict[str, Any]) -> Act2AnswerParams:
+        from embeval.act2answer.episode import get_backend
+        from embeval.checks import integer
+        from embeval.image_io import MAX_IMAGE_SIDE
+
+        try:
+            params["episode"] = EpisodeSpec.from_dict(params.get("episode"))
+        except ConfigError as exc:
+            raise ConfigError(f"spec.params.episode: {exc}") from None
+        try:
+            get_backend(params.get("backend", "pybullet"))
+        except ConfigError as exc:
+            raise ConfigError(f"spec.params.{exc}") from None
+        lay = params.get("layouts", list(LAYOUTS))
+        if not isinstance(lay, (list, tuple)) or not lay or any(x not in LAYOUTS for x in lay):
+            raise ConfigError("spec.params.layouts: a non-empty list of 'original' / 'swapped'")
+        params["layouts"] = tuple(lay)
+        size = params.get("obs_size")
+        if size is not None:
+            if not isinstance(size, (list, tuple)) or len(size) != 2:
+                raise ConfigError(f"spec.params.obs_size: [width, height] in pixels, or null for the policy's own, got {size!r}")
+            params["obs_size"] = tuple(integer(v, f"spec.params.obs_size[{i}]", 8, MAX_IMAGE_SIDE, unit="pixels")
+                                       for i, v in enumerate(size))
+        if not isinstance(params.get("keep_actions", True), bool):
+            raise ConfigError(f"spec.params.keep_actions: true or false, got {params['keep_actions']!r}")
+        return cls(**params)
 
 
 def split_unit_item(uid: str) -> tuple[str, str]:
@@ -74,20 +117,9 @@ class _DistortedObservations:
 @register_evaluator("act2answer")
 class Act2AnswerEvaluator(Evaluator):
     subject_kinds = ("policy",)
+    params_type = Act2AnswerParams
 
     def validate(self, spec) -> None:
-        from embeval.act2answer.scene import EpisodeSpec
-
-        for k in spec.params:
-            if k not in _PARAMS:
-                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'act2answer'; allowed: {', '.join(_PARAMS)}")
-        EpisodeSpec.from_dict(spec.params.get("episode"))
-        from embeval.act2answer.episode import get_backend
-
-        get_backend(spec.params.get("backend", "pybullet"))
-        lay = spec.params.get("layouts", ["original", "swapped"])
-        if not isinstance(lay, list) or not lay or any(x not in ("original", "swapped") for x in lay):
-            raise ConfigError("spec.params.layouts: a non-empty list of 'original' / 'swapped'")
         if spec.items.source != "file":
             raise ConfigError("spec.items: act2answer needs {source: file, path: items.jsonl} (an Act2Answer item file)")
         for d in spec.distortions:
@@ -99,8 +131,7 @@ class Act2AnswerEvaluator(Evaluator):
     def items(self, spec) -> list[str]:
         from embeval.runs.registry import list_items
 
-        lay = spec.params.get("layouts", ["original", "swapped"])
-        return [f"{i}@{layout}" for i in list_items(spec) for layout in lay]
+        return [f"{i}@{layout}" for i in list_items(spec) for layout in self.params(spec).layouts]
 
     def group_key(self, unit) -> str:
         return f"{unit.subject}|{split_unit_item(unit.item)[0]}"
@@ -108,7 +139,6 @@ class Act2AnswerEvaluator(Evaluator):
     def setup(self, spec, subject) -> dict[str, Any]:
         from embeval.act2answer.episode import get_backend, obs_size_for
         from embeval.act2answer.items import read_items
-        from embeval.act2answer.scene import EpisodeSpec
 
         try:
             import torch
@@ -118,9 +148,10 @@ class Act2AnswerEvaluator(Evaluator):
             pass
         policy = Evaluator.setup(self, spec, subject)
         items = {it.id: it for it in read_items(spec.resolve_path(spec.items.path))}
-        size = spec.params.get("obs_size") or obs_size_for(getattr(policy, "inner", policy))
-        backend = get_backend(spec.params.get("backend", "pybullet"))
-        return {"policy": policy, "items": items, "spec": EpisodeSpec.from_dict(spec.params.get("episode")),
+        prm = self.params(spec)
+        size = prm.obs_size or obs_size_for(getattr(policy, "inner", policy))
+        backend = get_backend(prm.backend)
+        return {"policy": policy, "items": items, "spec": prm.episode, "keep_actions": prm.keep_actions,
                 "backend": backend, "env": backend.make_env(tuple(size))}
 
     def teardown(self, state) -> None:
@@ -135,7 +166,7 @@ class Act2AnswerEvaluator(Evaluator):
         if unit.distortion != "none":
             policy = _DistortedObservations(policy, unit.distortion, unit.level, unit_seed)
         r = state["backend"].run_episode(state["env"], policy, state["items"][iid], layout, state["spec"], unit_seed,
-                        keep_actions=bool(spec.params.get("keep_actions", True)))
+                        keep_actions=state["keep_actions"])
         out = r.to_dict()
         out["item"] = iid
         return out

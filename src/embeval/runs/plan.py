@@ -53,6 +53,7 @@ def plan_run(spec: RunSpec) -> Plan:
                 f"{', '.join(evaluator.subject_kinds)}; got {s.kind!r}"
             )
         evaluator.validate_subject(spec, i, s)
+    evaluator.params(spec)
     evaluator.validate(spec)
     if spec.record_video != "none" and not getattr(evaluator, "records_video", False):
         raise ConfigError(f"spec.record_video: evaluator {spec.evaluator!r} runs no episodes to record; remove record_video "

@@ -17,9 +17,9 @@ from __future__ import annotations
 import importlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Mapping, Sequence
 
 from embeval.errors import ConfigError, MissingFileError
 from embeval.registry import Registry
@@ -42,6 +42,27 @@ EVALUATORS: Registry[type] = Registry(
 # ``act2answer`` (embeval.act2answer) and ``iqa`` (embeval_analysis) sit above this layer: they are registered
 # through the entry-point group in pyproject.toml, like any third-party evaluator, so the run machinery never
 # names a higher layer.
+
+
+@dataclass(frozen=True)
+class EvaluatorParams:
+    """Base of an evaluator's typed ``spec.params``: one frozen dataclass per evaluator, its fields the parameters
+    with their defaults. :meth:`from_params` refuses a key that is not a field, then :meth:`parse` (the subclass's
+    checks, one-line ConfigErrors naming ``spec.params.<name>``) builds it from the spec's mapping."""
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any] | None, evaluator: str):
+        names = [f.name for f in fields(cls)]
+        for k in params or {}:
+            if k not in names:
+                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator '{evaluator}'; "
+                                  + (f"allowed: {', '.join(names)}" if names else "it takes none: remove it"))
+        return cls.parse(dict(params or {}))
+
+    @classmethod
+    def parse(cls, params: dict[str, Any]):
+        """The dataclass of a mapping whose keys are all fields (override to check and convert values)."""
+        return cls(**params)
 
 
 @dataclass
@@ -71,7 +92,17 @@ class Evaluator:
     #: True when :meth:`run_batch` really batches (the backend then sends batch_size units per call)
     batches: ClassVar[bool] = False
 
+    #: the dataclass of this evaluator's ``spec.params`` (None: the mapping as written, checked by validate())
+    params_type: ClassVar[type[EvaluatorParams] | None] = None
+
     # ----------------------------------------------------------- planning
+    def params(self, spec: "RunSpec") -> Any:
+        """``spec.params`` as :attr:`params_type` (checked; ConfigError naming the parameter). Planning checks them
+        before :meth:`validate`."""
+        if self.params_type is None:  # an evaluator that checks its own mapping in validate()
+            return spec.params
+        return self.params_type.from_params(spec.params, self.name)
+
     def validate(self, spec: "RunSpec") -> None:
         """Extra checks before any work starts (raise ConfigError naming the field)."""
 

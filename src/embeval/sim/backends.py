@@ -39,6 +39,7 @@ from embeval.scoring.execution import ExecutionOutcome, ExecutionRecord, executi
 from embeval.scoring.record import EpisodeRecord
 from embeval.sim.backend import SIM_BACKENDS, get_sim_backend
 from embeval.sim.episode_env import EpisodeEnv
+from embeval.sim.rollout import rollout
 
 
 @dataclass(frozen=True)
@@ -80,31 +81,17 @@ def run_episode(env: EpisodeEnv, policy, seed: int, distortion: tuple[str, int, 
     record, with the first observation, its clean images and the first action in memory. Under an open episode
     video (:mod:`embeval.recording.video`) every step is recorded: the policy's view, beside its clean reference
     under a distortion."""
-    from embeval.recording.video import video_last, video_step
-
     obs = env.reset(seed, distortion)
     first, clean = obs, dict(getattr(env, "clean_images", {}) or {})
     policy.reset(env.instruction)
-    acts, n, first_action = [], 0, None
-
-    def clean_view():  # the undistorted images of the current observation (None: no distortion, same images)
-        return getattr(env, "clean_images", None) if distortion else None
-
-    while not env.done:
-        a = policy.act(obs)
-        a = a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))
-        first_action = first_action or a
-        if keep_actions:
-            acts.append(a.vector.tolist())
-        video_step(obs, a, clean_view())
-        obs = env.step(a).observation
-        n += 1
-    video_last(obs, clean_view())
+    # clean: the undistorted images of the current observation (None: no distortion, the same images)
+    r = rollout(env, policy, obs, keep_actions=keep_actions,
+                clean=(lambda: getattr(env, "clean_images", None)) if distortion else None)
     name, level = (distortion[0], int(distortion[1])) if distortion else ("none", 0)
-    return EpisodeRecord.from_outcome(env.outcome(n), distortion=name, level=level, instruction=env.instruction,
-                                      subject=str(getattr(policy, "id", "")), seed=int(seed), actions=acts,
+    return EpisodeRecord.from_outcome(env.outcome(r.steps), distortion=name, level=level, instruction=env.instruction,
+                                      subject=str(getattr(policy, "id", "")), seed=int(seed), actions=r.actions,
                                       first_observation=first, first_clean_images=clean,
-                                      first_action=first_action or Action.hold())
+                                      first_action=r.first_action or Action.hold())
 
 
 def execute_actions(env: EpisodeEnv, seed: int, actions) -> ExecutionOutcome:

@@ -73,14 +73,11 @@ def execute_pair(env: SimEnv, scene: SceneSpec, task: TaskSpec, reference: Seque
 def rollout(env: SimEnv, policy, scene: SceneSpec | None = None, task: TaskSpec | str = "Pick", seed: int = 0,
             max_steps: int | None = None) -> ExecutionOutcome:
     """Closed-loop episode of a :class:`~embeval.subjects.protocols.Policy` (reset(instruction), act(obs))."""
+    from embeval.sim.rollout import rollout as loop
+
     obs = env.reset(seed, task, scene)
     policy.reset(env.task.instruction)
-    limit = max_steps or env.task.max_steps
-    n = 0
-    while not env.done and n < limit:
-        obs = env.step(policy.act(obs)).observation
-        n += 1
-    return outcome(env, n)
+    return outcome(env, loop(env, policy, obs, max_steps=max_steps or env.task.max_steps).steps)
 
 
 def _seq(actions) -> list:

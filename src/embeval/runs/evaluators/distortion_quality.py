@@ -17,7 +17,7 @@ import numpy as np
 from embeval.distortion.measures import psnr
 from embeval.errors import ConfigError
 from embeval.runs.evaluators._images import DistortedImageEvaluator, fingerprint, level_figures
-from embeval.runs.registry import ReportSection
+from embeval.runs.registry import EvaluatorParams, ReportSection
 from embeval.runs.spec import SubjectEntry
 
 
@@ -47,6 +47,7 @@ _LABELS = {"psnr": "PSNR (dB)", "ssim": "SSIM", "mse": "MSE", "mae": "MAE"}
 
 class DistortionQualityEvaluator(DistortedImageEvaluator):
     subject_kinds = ("metric",)
+    params_type = EvaluatorParams  # no parameters (the metrics are the subjects')
 
     def default_subjects(self, spec):
         return (SubjectEntry(id="fr-psnr-ssim", kind="metric", params={"metrics": ["psnr", "ssim"]}),)

@@ -26,7 +26,7 @@ beside it), ``position_scale_m`` (per_pair), ``rotation_direction`` and ``arm``
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from embeval.errors import ConfigError
@@ -35,11 +35,11 @@ from embeval.runs.evaluators._images import (
     fingerprint,
     level_figures,
 )
-from embeval.runs.registry import Evaluator, ReportSection
+from embeval.runs.registry import Evaluator, EvaluatorParams, ReportSection
 from embeval.scoring.decision import DEFAULT_TASKS
 
 @dataclass(frozen=True)
-class PolicyDecisionParams:
+class PolicyDecisionParams(EvaluatorParams):
     """``spec.params`` of ``policy-decision`` (module docstring), checked when made: :meth:`from_params`."""
 
     tasks: tuple[str, ...] = DEFAULT_TASKS
@@ -52,12 +52,8 @@ class PolicyDecisionParams:
     arm: int | None = None
 
     @classmethod
-    def from_params(cls, params: dict[str, Any]) -> PolicyDecisionParams:
+    def parse(cls, params: dict[str, Any]) -> PolicyDecisionParams:
         """The parameters of a spec's ``params`` mapping; one-line ConfigErrors naming the parameter."""
-        names = [f.name for f in fields(cls)]
-        for k in params:
-            if k not in names:
-                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'policy-decision'; allowed: {', '.join(names)}")
         cam = params.get("camera", "third_person")
         if not (isinstance(cam, str) and cam) and not (isinstance(cam, list) and cam and all(isinstance(c, str) and c for c in cam)):
             raise ConfigError(f"spec.params.camera: an image key such as 'third_person' or a list such as "
@@ -123,12 +119,12 @@ def corpus_decision(frame, params: dict | None = None, rotation: str | None = No
 
     outs = [json.loads(o) for o in frame["outputs"]]
     pairs = [(np.asarray(o["reference_actions"]), np.asarray(o["distorted_actions"])) for o in outs]
-    scores = decision_corpus(pairs, PolicyDecisionParams.from_params(params or {}).decision_config(rotation=rotation))
+    scores = decision_corpus(pairs, PolicyDecisionParams.from_params(params, "policy-decision").decision_config(rotation=rotation))
     return pd.DataFrame([s.outputs() for s in scores], index=frame.index)
 
 
 def _params(spec) -> PolicyDecisionParams:
-    return PolicyDecisionParams.from_params(spec.params)
+    return PolicyDecisionParams.from_params(spec.params, "policy-decision")
 
 
 def _images(cameras: list[str], img) -> dict:
@@ -182,9 +178,7 @@ class PolicyDecisionEvaluator(DistortedImageEvaluator):
     records_video = True  # spec.record_video: each unit's reference | distorted still per task, with both actions
     batches = True  # policies with act_batch(observations) -> (N, 7) get backend.batch_size units per call
 
-    def validate(self, spec) -> None:
-        super().validate(spec)
-        PolicyDecisionParams.from_params(spec.params)
+    params_type = PolicyDecisionParams
 
     def setup(self, spec, subject) -> dict[str, Any]:
         return {"policy": Evaluator.setup(self, spec, subject)}

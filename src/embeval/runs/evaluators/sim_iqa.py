@@ -38,13 +38,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from embeval.errors import ConfigError, EmbevalError
-from embeval.runs.registry import Evaluator, ReportSection
+from embeval.runs.registry import Evaluator, EvaluatorParams, ReportSection
 from embeval.runs.units import one_reference_unit
 from embeval.scoring.record import EpisodeRecord
 
-_PARAMS = ("keep_actions",)
 #: spec.sim.max_steps: control steps of one episode (a ManiSkill task's own limit is 50..200)
 MAX_EPISODE_STEPS = 100_000
+
+
+@dataclass(frozen=True)
+class SimIQAParams(EvaluatorParams):
+    """``spec.params`` of ``sim-iqa``: ``keep_actions`` writes each distorted episode's actions into its outputs."""
+
+    keep_actions: bool = False
+
+    @classmethod
+    def parse(cls, params: dict[str, Any]) -> SimIQAParams:
+        if not isinstance(params.get("keep_actions", False), bool):
+            raise ConfigError(f"spec.params.keep_actions: true or false, got {params['keep_actions']!r}")
+        return cls(**params)
 
 
 def episode_seed(item: str) -> int:
@@ -154,6 +166,7 @@ class SimIQAEvaluator(Evaluator):
     subject_kinds = ("policy",)
     records_video = True  # spec.record_video: each unit's distorted episode (reference | distorted view)
     vectorises = True  # backend.num_envs > 1: batches of units run as vectorised episodes (run_batch)
+    params_type = SimIQAParams
 
     def validate(self, spec) -> None:
         from embeval import distortion
@@ -168,9 +181,6 @@ class SimIQAEvaluator(Evaluator):
 
             checks.integer(steps, "spec.sim.max_steps", 1, MAX_EPISODE_STEPS, why="steps of one episode",
                            fix="or null for the task's own limit")
-        for k in spec.params:
-            if k not in _PARAMS:
-                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'sim-iqa'; allowed: {', '.join(_PARAMS)}")
         for i, name in enumerate(spec.distortions):
             if name != "none":
                 distortion.get(name)
@@ -236,7 +246,7 @@ class SimIQAEvaluator(Evaluator):
 
         seed = episode_seed(unit.item)
         env, policy = self._env(spec, state), state["policy"]
-        keep = bool(spec.params.get("keep_actions", False))
+        keep = self.params(spec).keep_actions
         dist = self._distortion(unit, unit_seed)
         # record_video: the unit's own episode (the distorted one; the clean one for distortion none, when run here)
         with contextlib.ExitStack() as stack:
@@ -258,7 +268,7 @@ class SimIQAEvaluator(Evaluator):
 
         if not vectorised(self, spec.backend):
             return super().run_batch(spec, state, units, unit_seeds)
-        keep = bool(spec.params.get("keep_actions", False))
+        keep = self.params(spec).keep_actions
         seeds = [episode_seed(u.item) for u in units]
         dists = [self._distortion(u, s) for u, s in zip(units, unit_seeds)]
         recorder = unit_recorder()
@@ -293,7 +303,7 @@ class SimIQAEvaluator(Evaluator):
         if state.get("abandoned"):  # the watchdog gave up on this call: start no workers for it
             raise EmbevalError("sim-iqa: this batch was abandoned by the watchdog (unit_timeout_s); its units run again")
         if state["pool"] is None:
-            task = SimIQATask(dict(spec.sim), bool(spec.params.get("keep_actions", False)), expert,
+            task = SimIQATask(dict(spec.sim), self.params(spec).keep_actions, expert,
                               (recorder.policy, str(recorder.out_dir)) if recorder is not None else None)
             state["pool"] = VectorPool(task, b.num_envs, option="spec.backend.num_envs")
         if state["slots"] is None and not expert:

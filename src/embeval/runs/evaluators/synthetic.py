@@ -12,33 +12,59 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from embeval.config import number
 from embeval.errors import ConfigError
-from embeval.runs.registry import Evaluator, ReportSection
+from embeval.runs.registry import Evaluator, EvaluatorParams, ReportSection
 from embeval.runs.spec import SubjectEntry
 
-_PARAMS = ("work_ms", "sleep_ms", "fail_items", "fail_flag", "hang_items", "hang_s", "setup_ms", "group_by", "crash_items",
-           "hang_holds_gil")
+#: the most a per-unit time may be: an hour (``*_ms``, milliseconds), a week (``hang_s``, seconds)
+_TIME_LIMITS = {"work_ms": 3.6e6, "sleep_ms": 3.6e6, "setup_ms": 3.6e6, "hang_s": 7 * 24 * 3600.0}
+
+
+@dataclass(frozen=True)
+class SyntheticParams(EvaluatorParams):
+    """``spec.params`` of ``synthetic`` (module docstring); times in milliseconds (``hang_s``: seconds)."""
+
+    work_ms: float = 0.0
+    sleep_ms: float = 0.0
+    fail_items: tuple[str, ...] = ()
+    fail_flag: str | None = None
+    hang_items: tuple[str, ...] = ()
+    hang_s: float = 3600.0
+    setup_ms: float = 0.0
+    group_by: str = "item"  # "item" (all units of an item share a group) or "unit"
+    crash_items: tuple[str, ...] = ()
+    hang_holds_gil: bool = False
+
+    @classmethod
+    def parse(cls, params: dict[str, Any]) -> SyntheticParams:
+        for k, hi in _TIME_LIMITS.items():
+            if k in params:  # a time per unit: finite, and at most an hour (hang_s: a week)
+                params[k] = float(number(params[k], f"spec.params.{k}", minimum=0, maximum=hi,
+                                         why="milliseconds, at most an hour" if k.endswith("_ms") else "seconds, at most a week"))
+        if params.get("group_by", "item") not in ("item", "unit"):
+            raise ConfigError("spec.params.group_by: must be 'item' (all units of an item together) or 'unit'")
+        for k in ("fail_items", "hang_items", "crash_items"):
+            v = params.get(k, ())
+            if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+                raise ConfigError(f"spec.params.{k}: a list of item ids such as [item00001], got {v!r}")
+            params[k] = tuple(v)
+        if not isinstance(params.get("fail_flag", ""), (str, type(None))):
+            raise ConfigError(f"spec.params.fail_flag: a file path (string), got {params['fail_flag']!r}")
+        if not isinstance(params.get("hang_holds_gil", False), bool):
+            raise ConfigError(f"spec.params.hang_holds_gil: true or false, got {params['hang_holds_gil']!r}")
+        return cls(**params)
 
 
 class SyntheticEvaluator(Evaluator):
     subject_kinds = ("synthetic",)
     batches = True
-
-    def validate(self, spec) -> None:
-        for k in spec.params:
-            if k not in _PARAMS:
-                raise ConfigError(f"spec.params.{k}: unknown parameter of evaluator 'synthetic'; allowed: {', '.join(_PARAMS)}")
-        for k, hi in (("work_ms", 3.6e6), ("sleep_ms", 3.6e6), ("setup_ms", 3.6e6), ("hang_s", 7 * 24 * 3600.0)):
-            if k in spec.params:  # a time per unit: finite, and at most an hour (hang_s: a week)
-                number(spec.params[k], f"spec.params.{k}", minimum=0, maximum=hi,
-                       why="milliseconds, at most an hour" if k.endswith("_ms") else "seconds, at most a week")
-        if spec.params.get("group_by", "item") not in ("item", "unit"):
-            raise ConfigError("spec.params.group_by: must be 'item' (all units of an item together) or 'unit'")
+    params_type = SyntheticParams
 
     def default_subjects(self, spec):
         return (SubjectEntry(id="synthetic", kind="synthetic"),)
@@ -48,36 +74,36 @@ class SyntheticEvaluator(Evaluator):
 
     def units(self, spec):
         units = super().units(spec)
-        if spec.params.get("group_by", "item") == "unit":
+        if self.params(spec).group_by == "unit":
             from dataclasses import replace
 
             units = [replace(u, group="|".join(map(str, u.key))) for u in units]
         return units
 
     def setup(self, spec, subject) -> dict[str, Any]:
-        ms = float(spec.params.get("setup_ms", 0))
-        if ms:
-            time.sleep(ms / 1000)
-        return {"subject": subject.id, "offset": len(subject.id) * 0.01 + float(subject.params.get("offset", 0.0))}
+        p = self.params(spec)
+        if p.setup_ms:
+            time.sleep(p.setup_ms / 1000)
+        return {"subject": subject.id, "offset": len(subject.id) * 0.01 + float(subject.params.get("offset", 0.0)),
+                "params": p}
 
     def run_unit(self, spec, state, unit, unit_seed) -> dict[str, Any]:
-        p = spec.params
-        if unit.item in p.get("crash_items", ()):
+        p: SyntheticParams = state["params"]
+        if unit.item in p.crash_items:
             os._exit(3)  # a worker lost mid-unit (segfault, OOM kill, preempted node)
-        if unit.item in p.get("hang_items", ()):
-            if p.get("hang_holds_gil"):
+        if unit.item in p.hang_items:
+            if p.hang_holds_gil:
                 import ctypes
 
-                ctypes.PyDLL(None).sleep(int(p.get("hang_s", 3600)))  # libc sleep, GIL held: no Python thread runs
+                ctypes.PyDLL(None).sleep(int(p.hang_s))  # libc sleep, GIL held: no Python thread runs
             else:
-                time.sleep(float(p.get("hang_s", 3600)))
-        if unit.item in p.get("fail_items", ()):
-            flag = p.get("fail_flag")
-            if flag is None or os.path.exists(spec.resolve_path(flag)):
+                time.sleep(p.hang_s)
+        if unit.item in p.fail_items:
+            if p.fail_flag is None or os.path.exists(spec.resolve_path(p.fail_flag)):
                 raise RuntimeError(f"synthetic failure on item {unit.item}")
-        if p.get("sleep_ms"):
-            time.sleep(float(p["sleep_ms"]) / 1000)
-        work = float(p.get("work_ms", 0)) / 1000
+        if p.sleep_ms:
+            time.sleep(p.sleep_ms / 1000)
+        work = p.work_ms / 1000
         if work:
             t_end = time.perf_counter() + work
             while time.perf_counter() < t_end:

@@ -61,6 +61,7 @@ def evaluate_policy(policy, episodes: int = 20, seed: int = 0, verbs: Sequence[s
     """Run ``episodes`` seeded episodes (verbs alternating, scene seeds from the "eval" stream,
     disjoint from the training demonstrations) and record success per episode."""
     from embeval.sim.env import SimEnv
+    from embeval.sim.rollout import rollout
     from embeval.sim.workcell import SimConfig
 
     own = env is None
@@ -74,10 +75,7 @@ def evaluate_policy(policy, episodes: int = 20, seed: int = 0, verbs: Sequence[s
             s = episode_seed(seed, i, "eval")
             obs = env.reset(seed=s, task=verb)
             policy.reset(env.task.instruction)
-            result = None
-            while not env.done:
-                result = env.step(policy.act(obs))
-                obs = result.observation
+            result = rollout(env, policy, obs).last
             rep.episodes.append(EpisodeRecord(item=verb, instruction=env.task.instruction, subject=rep.policy, seed=s,
                                               success=bool(result and result.success), success_source="sim",
                                               steps=env.n_steps, end_reason=env.reason))
