@@ -763,6 +763,16 @@ def test_register_protocol_and_braking_without_a_network():
     command(45)  # a path move: refused with a program error, which ends the program
     ctrl.tick(0.002)
     assert ctrl.program is None and "path moves" in ctrl.errors[-1]
+    # a command the client wrote while the program was starting (setWatchdog right after a restart) is its own: it
+    # runs at once (ignoring it left ur_rtde waiting 300 s for "done")
+    command(35, [2.0])  # setWatchdog(2 Hz)
+    prog = ctrl.program = ControlProgram(ctrl)
+    prog.start()
+    for _ in range(5):
+        ctrl.tick(0.002)
+        if ctrl.out_int[0] == 2:
+            break
+    assert ctrl.program is prog and ctrl.out_int[0] == 2
 
 
 # -- safety of the backend's motion: joint paths, Ctrl-C, dead-man watchdog, lost link ---------------

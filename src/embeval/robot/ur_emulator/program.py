@@ -50,6 +50,8 @@ CMD_NAMES = {
 }
 #: commands the control script processes every cycle without the ready/done handshake
 REALTIME_CMDS = frozenset({6, 9, 10, 11, 24, 25, 26, 27, 38, 58})
+#: ur_rtde's stopScript command (the script ends without "done")
+STOP_SCRIPT = 255
 
 
 class ControlProgram:
@@ -97,11 +99,12 @@ class ControlProgram:
         self.out_int(2, reg)
 
     def start(self) -> None:
-        # A command already in the register when the program starts was meant for the program before it: ur_rtde's
-        # stopScript leaves 255 there and uploads the next program at once, which a controller, slow to start a
-        # script, never sees. The program acts on the register once it changes (streamed commands: at once).
+        # ur_rtde's stopScript leaves 255 in the register and uploads the next program at once: a controller slow to
+        # start a script would have the new program stop itself. That 255 was meant for the program before; the new
+        # one acts on the register once it changes. Any other command there is the client's, written while this
+        # program started (ur_rtde clears the register after every command): it runs, as the client waits for it.
         cmd = self.in_int(0)
-        self.stale = cmd if cmd and cmd not in REALTIME_CMDS else None
+        self.stale = cmd if cmd == STOP_SCRIPT else None
         self.async_progress(-1)
         self.signal_ready()
 
