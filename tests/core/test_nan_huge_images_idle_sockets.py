@@ -6,7 +6,6 @@ import math
 import time
 
 import msgpack
-import numpy as np
 import pytest
 
 from embeval.errors import InvalidInputError
@@ -32,7 +31,6 @@ def test_an_image_that_decodes_to_177_megapixels_is_refused_from_its_header(tmp_
     import zlib
     import struct
 
-    from conftest import one_error_line
     from embeval_cli import main
 
     w, h = 13300, 13300  # 177 Mpx: under Pillow's own bomb limit (179 Mpx), 530 MB decoded as RGB

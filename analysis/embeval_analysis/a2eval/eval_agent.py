@@ -32,7 +32,7 @@ from embeval.config import from_mapping, in_range
 from embeval.errors import ConfigError
 from embeval_analysis.a2eval.llm import CODE_SCHEMA, ask_json, build_llm
 from embeval_analysis.a2eval.sandbox import ALLOWED_MODULES, SandboxLimits, run_sandboxed, score_check, text_check
-from embeval_analysis.a2eval.scorers import first_numbers, reference_score
+from embeval_analysis.a2eval.scorers import reference_score
 
 
 #: scorer acceptance rules: the paper's (A2Eval §3.3) and our stricter option

@@ -10,7 +10,6 @@ subset beats random / k-center" (or falls below them) holds on every seed. Seed 
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Sequence
 

@@ -112,7 +112,6 @@ def score_relations(scores, out_png: str | Path):
 
 def run_all(db: str | Path, out_dir: str | Path) -> dict:
     """Every analysis of database ``db``; PNGs into ``out_dir``. Returns the tables."""
-    import pandas as pd
 
     from embeval_analysis.iqa.database import read_table
 

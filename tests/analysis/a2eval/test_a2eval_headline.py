@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -28,7 +27,6 @@ from embeval_analysis.a2eval import fidelity as F
 from embeval_analysis.a2eval import headline as H
 from embeval_analysis.a2eval import pipeline as P
 from embeval_analysis.a2eval.assigner import OTHER, Dimension, LLMVoter, assign, majority, tied_labels
-from embeval_analysis.a2eval.llm import RulesLLM
 
 ROOT = Path(__file__).resolve().parents[3]
 DATA = ROOT / "tests" / "data"

@@ -2,7 +2,6 @@
 The hostile programs are in tests/analysis/a2eval/test_sandbox_containment.py."""
 from __future__ import annotations
 
-import time
 
 import pytest
 

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 import yaml
 
-from embeval_cli import main
 from embeval.runs import ResultsStore, load_spec, plan_run, run
 from embeval.runs.trackers import TRACKERS, Tracker
 from test_cli_hostile import _error_line, _run

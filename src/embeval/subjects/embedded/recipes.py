@@ -224,7 +224,6 @@ def render_vqa(scenes: int, seed: int, split: str = "train", camera: str = "thir
     from embeval.sim.tasks import make_reference_scene
     from embeval.sim.workcell import SimConfig, Workcell
     from embeval.subjects.embedded import vqa
-    from embeval.subjects.embedded.training import VQAArrays
 
     rng = np.random.default_rng(episode_seed(seed, 0, f"vqa-{split}"))
     images, prompts, pidx, rows, scene_idx = [], [], [], [], []
