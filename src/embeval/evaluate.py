@@ -17,6 +17,9 @@ config (an unknown parameter or value is refused before any episode runs), ``ite
   (first actions, per-pair form, 0..1), Execution (0..100), both runs' task success;
 - ``scene-shift``: the same with the world changed instead of the images (an axis of :mod:`embeval.sim.perturb`
   at a level; :func:`embeval.sim.perturb.score.score_seed`);
+- ``image-decision``: Embodied-IQA's Decision on still images: the policy's action per task on seeded synthetic
+  tabletop references and their distorted copies, distances min-max normalised over all images (the paper's corpus
+  form, :func:`embeval.scoring.decision.decision_corpus`); no episodes, one row per distorted image;
 - ``act2answer``: Act2Answer's items (generated cards, ``categories`` x ``per_category``, both layouts) answered by
   moving the cube (:func:`embeval.act2answer.episode.run_items`); soft success rate per category and overall, with
   Wilson intervals, the regime against chance, swap consistency and the position-bias index.
@@ -198,6 +201,115 @@ _register(Benchmark("distorted-camera", "Embodied-IQA's unit: a clean and a dist
                     distorted_camera_unit, _paired_summary))
 _register(Benchmark("scene-shift", "a reference and a scene-perturbed episode per seed (Decision, Execution)",
                     SceneShiftConfig, cell_env, lambda c, _: c.seeds, scene_shift_unit, _paired_summary))
+
+
+# --------------------------------------------------------------------------- Decision on still images
+@dataclass(frozen=True)
+class ImageDecisionConfig:
+    """Embodied-IQA's Decision on still images: ``references`` seeded synthetic tabletop images (``width`` x
+    ``height`` pixels), each distorted by every one of ``distortions`` at every one of ``levels``; the policy acts
+    once per task in ``tasks`` on the reference and on the distorted image, given under every key of ``cameras``
+    with the proprioception ``state`` (name -> numbers, e.g. ``{"tcp_pose": [0.4, 0, 0.3, 1, 0, 0, 0],
+    "gripper": [1]}``). Scored as the paper does: distances min-max normalised over all the images together."""
+
+    references: int = 4
+    distortions: tuple[str, ...] = ("white_noise",)
+    levels: tuple[int, ...] = (3,)
+    width: int = 96
+    height: int = 72
+    tasks: tuple[str, ...] = ()  # (): embeval.scoring.decision.DEFAULT_TASKS
+    cameras: tuple[str, ...] = ("third_person",)
+    state: dict = field(default_factory=dict)
+    seed: int = 0
+
+    def __post_init__(self):
+        from embeval.checks import integer
+        from embeval.distortion import N_LEVELS, get
+        from embeval.image_io import MAX_IMAGE_SIDE
+        from embeval.scoring.decision import DEFAULT_TASKS
+
+        integer(self.references, "references", 1, 1000, why="reference images")
+        names = _names(self.distortions, "distortions", "names of embeval.distortion such as ['white_noise']")
+        for n in names:
+            get(n)  # an unknown name fails here, naming the choices
+        levels = (self.levels,) if isinstance(self.levels, (int, np.integer)) else self.levels
+        if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence) or not levels:
+            raise ConfigError(f"levels: a list of distortion levels 1..{N_LEVELS}, got {self.levels!r}"[:200])
+        levels = tuple(integer(v, "levels", 1, N_LEVELS, why="distortion levels") for v in levels)
+        for k in ("width", "height"):
+            integer(getattr(self, k), k, 8, MAX_IMAGE_SIDE, unit="pixels")
+        tasks = _names(self.tasks, "tasks", "instructions (strings)", empty_ok=True) or DEFAULT_TASKS
+        cams = _names(self.cameras, "cameras", "image keys such as ['third_person', 'wrist']")
+        if not isinstance(self.state, dict) or not all(
+                isinstance(k, str) and isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
+                and all(isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and np.isfinite(x) for x in v)
+                for k, v in self.state.items()):
+            raise ConfigError(f"state: a mapping of state names to lists of finite numbers, e.g. "
+                              f"{{'tcp_pose': [0.4, 0, 0.3, 1, 0, 0, 0], 'gripper': [1]}}, got {self.state!r}"[:300])
+        integer(self.seed, "seed", 0, 2**63 - 1, why="the images' and distortions' seed")
+        for k, v in (("distortions", names), ("levels", levels), ("tasks", tasks), ("cameras", cams)):
+            object.__setattr__(self, k, v)
+
+
+def _names(values, what: str, example: str, empty_ok: bool = False) -> tuple[str, ...]:
+    """``values`` (one string or a list of them) as a tuple of non-empty strings, else a ConfigError naming ``what``."""
+    vals = (values,) if isinstance(values, str) else values
+    if not isinstance(vals, Sequence) or not all(isinstance(v, str) and v.strip() for v in vals) \
+            or (not vals and not empty_ok):
+        raise ConfigError(f"{what}: a list of {example}, got {values!r}"[:200])
+    return tuple(vals)
+
+
+def _image_items(cfg: ImageDecisionConfig, _scratch: Path):
+    """(reference index, reference image, distortion, level, distorted image) for every reference x distortion x level;
+    every image seeded from ``cfg.seed`` (embeval.provenance.derive_seed)."""
+    from embeval.distortion import distort
+    from embeval.distortion.samples import synthetic_tabletop
+    from embeval.provenance import derive_seed
+
+    for k in range(cfg.references):
+        ref = synthetic_tabletop(cfg.width, cfg.height, seed=derive_seed("image-decision", cfg.seed, k) % 2**32)
+        for name in cfg.distortions:
+            for level in cfg.levels:
+                seed = derive_seed("image-decision", cfg.seed, k, name, level) % 2**32
+                yield k, ref, name, level, distort(ref, name, level, seed=seed)
+
+
+def _image_unit(_env, policy, cfg: ImageDecisionConfig, item):
+    """One distorted image: the policy's action per task on the reference and on it (no episode records)."""
+    from embeval.action import Action, Observation
+
+    k, ref, name, level, dist = item
+    state = {s: np.asarray(v, dtype=np.float64) for s, v in cfg.state.items()}
+    acts: dict[str, list[list[float]]] = {"reference": [], "distorted": []}
+    for task in cfg.tasks:
+        for key, img in (("reference", ref), ("distorted", dist)):
+            policy.reset(task)  # the same start for both images
+            a = policy.act(Observation(images={c: img for c in cfg.cameras}, instruction=task, state=state))
+            acts[key].append((a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))).vector.tolist())
+    return [], {"reference": k, "distortion": name, "level": level, "reference_actions": acts["reference"],
+                "distorted_actions": acts["distorted"]}
+
+
+def _image_summary(rows: list[dict[str, Any]], _records) -> dict[str, Any]:
+    """Decision per image (the sum over its tasks, 0..len(tasks)) from distances min-max normalised over every image
+    (the paper's corpus form), written into each row; the mean over images, per distortion and level and in all."""
+    from embeval.scoring.decision import OUTPUTS, decision_corpus
+
+    scores = decision_corpus([(np.asarray(r["reference_actions"]), np.asarray(r["distorted_actions"])) for r in rows])
+    for r, s in zip(rows, scores):
+        r.update(s.outputs())
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        by.setdefault(f"{r['distortion']} {r['level']}", []).append(r["decision"])
+    mean = lambda k: float(np.mean([r[k] for r in rows])) if rows else float("nan")  # noqa: E731
+    return {"images": len(rows), **{k: mean(k) for k in OUTPUTS},
+            "by_distortion": {k: float(np.mean(v)) for k, v in by.items()}}
+
+
+_register(Benchmark("image-decision", "Embodied-IQA's Decision on still images: a policy's actions on reference and "
+                    "distorted tabletop images, corpus-normalised", ImageDecisionConfig, lambda c, p: None, _image_items,
+                    _image_unit, _image_summary))
 
 
 # --------------------------------------------------------------------------- Act2Answer

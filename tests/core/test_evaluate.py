@@ -101,10 +101,62 @@ def test_refusals_are_one_line_before_any_episode(name, params, msg):
     assert "\n" not in str(e.value)
 
 
+def test_image_decision_is_the_papers_corpus_score_computed_by_hand():
+    """Decision on still images, checked against the paper's formula written out here from the images themselves:
+    ImageStatsPolicy moves by 0.1 x (mean RGB - 0.5) m and never rotates, so per task position = 1 - (d - min) /
+    (max - min) over all images (d: the translation change), rotation = 1 (no rotation anywhere: no spread),
+    state = 1 - |gripper change|; an image scores the sum over its 5 tasks."""
+    from embeval.distortion import distort
+    from embeval.distortion.samples import synthetic_tabletop
+    from embeval.provenance import derive_seed
+
+    out = evaluate(ImageStatsPolicy(), "image-decision", references=3, distortions=["white_noise", "gaussian_blur"],
+                   levels=[1, 5], width=48, height=36, seed=7)
+    assert out.records == [] and len(out.rows) == 3 * 2 * 2 and out.scores["images"] == 12
+    d, g = [], []
+    for r in out.rows:
+        ref = synthetic_tabletop(48, 36, seed=derive_seed("image-decision", 7, r["reference"]) % 2**32)
+        dis = distort(ref, r["distortion"], r["level"],
+                      seed=derive_seed("image-decision", 7, r["reference"], r["distortion"], r["level"]) % 2**32)
+        ma, mb = (im.reshape(-1, 3).mean(0) / 255.0 for im in (ref, dis))
+        d.append(np.linalg.norm(0.1 * (ma - mb)))
+        g.append(abs(float(ma.mean() > 0.5) - float(mb.mean() > 0.5)))
+        assert len(r["reference_actions"]) == 5 and np.allclose(r["reference_actions"][0][:3], 0.1 * (ma - 0.5))
+    d, g = np.array(d), np.array(g)
+    position = 5 * (1 - (d - d.min()) / (d.max() - d.min()))
+    expect = (position + 5 * 1.0 + 5 * (1 - g)) / 3
+    assert np.allclose([r["position"] for r in out.rows], position, atol=1e-9)
+    assert np.allclose([r["decision"] for r in out.rows], expect, atol=1e-9)
+    assert out.scores["decision"] == pytest.approx(expect.mean())
+    by = out.scores["by_distortion"]
+    assert set(by) == {"white_noise 1", "white_noise 5", "gaussian_blur 1", "gaussian_blur 5"}
+    assert by["white_noise 5"] < by["white_noise 1"]  # the stronger distortion moves the policy more
+    again = evaluate(ImageStatsPolicy(), "image-decision", references=3, distortions=["white_noise", "gaussian_blur"],
+                     levels=[1, 5], width=48, height=36, seed=7)
+    assert again.rows == out.rows  # seeded: the same images, the same actions
+
+
+@pytest.mark.parametrize("params, msg", [
+    ({"distortions": ["fog_of_war"]}, "fog_of_war"),
+    ({"distortions": "white_noise", "levels": [0]}, "levels: must lie in 1..5, got 0"),
+    ({"levels": []}, "levels: a list of distortion levels 1..5"),
+    ({"cameras": [""]}, "cameras: a list of image keys"),
+    ({"state": {"gripper": [float("nan")]}}, "state: a mapping of state names to lists of finite numbers"),
+    ({"references": 0}, "references: must lie in 1..1000"),
+    ({"width": 4}, "width: must lie in 8..4096"),
+    ({"tasks": ["", "pick"]}, "tasks: a list of instructions"),
+])
+def test_image_decision_refuses_bad_configs(params, msg):
+    with pytest.raises(ConfigError, match=msg) as e:
+        evaluate(ImageStatsPolicy(), "image-decision", **params)
+    assert "\n" not in str(e.value)
+
+
 def test_the_benchmarks_are_registered_with_descriptions():
-    assert set(BENCHMARKS.names()) >= {"distorted-camera", "scene-shift", "act2answer"}
+    names = ("distorted-camera", "scene-shift", "act2answer", "image-decision")
+    assert set(BENCHMARKS.names()) >= set(names)
     described = dict(BENCHMARKS.describe())  # the registered description, not the module:name fallback
-    for name in ("distorted-camera", "scene-shift", "act2answer"):
+    for name in names:
         assert described[name] == BENCHMARKS.get(name).description != ""
 
 
