@@ -438,13 +438,18 @@ def test_job_dies_with_its_parent():
            f"'import time\\nwhile True: time.sleep(0.05)', {marker!r}])\n")
     script = ("from embeval_analysis.a2eval.sandbox import run_sandboxed, SandboxLimits\n"
               f"run_sandboxed({job!r}, 'f', [[1]], SandboxLimits(wall_seconds=60, cpu_seconds=60))\n")
-    parent = subprocess.Popen([sys.executable, "-c", script], env={**os.environ})
+    parent = subprocess.Popen([sys.executable, "-c", script], env={**os.environ}, stderr=subprocess.PIPE, text=True)
     try:
         t0 = time.monotonic()
         job_pids = lambda: [p for p in marker_processes(marker) if p != parent.pid]  # noqa: E731
-        while not job_pids() and time.monotonic() - t0 < 60:  # a cold start on a loaded 2-core machine took > 20 s
+        # a cold start on a loaded 2-core machine took > 20 s; a parent that ended has nothing more to start
+        while not job_pids() and parent.poll() is None and time.monotonic() - t0 < 120:
             time.sleep(0.05)
-        assert job_pids(), "the job never started"
+        if not job_pids():
+            rc = parent.poll()
+            why = (f"the parent exited with status {rc}: {parent.stderr.read()[-600:]}" if rc is not None
+                   else f"the parent still runs after {time.monotonic() - t0:.0f} s")
+            pytest.fail(f"the job never started ({why})")
         parent.send_signal(signal.SIGKILL)
         parent.wait()
         t0 = time.monotonic()
