@@ -571,11 +571,37 @@ def _episode_backend(ref: dict) -> str | None:
     return backend if backend in SIM_BACKENDS and backend != "pybullet" else None
 
 
+class _SeenCell:
+    """The pybullet cell as a policy sees it in a closed-loop IQA run: each observation's ``cam`` image (distorted by
+    ``distorter``, one frame index per observation, when given) under every key of ``cameras``; ``clean_images``: the
+    undistorted ones (an episode video shows them beside)."""
+
+    def __init__(self, env, cam: str, cameras: list[str], distorter, instruction: str):
+        self.env, self.cam, self.cameras, self.distorter, self.instruction = env, cam, cameras, distorter, instruction
+        self.clean_images: dict = {}
+
+    @property
+    def done(self) -> bool:
+        return self.env.done
+
+    def view(self, obs):
+        from embeval.action import Observation
+
+        raw = obs.images[self.cam]
+        self.clean_images = dict.fromkeys(self.cameras, raw)
+        img = raw if self.distorter is None else self.distorter(raw)
+        return Observation(images={c: img for c in self.cameras}, instruction=self.instruction, state=obs.state)
+
+    def step(self, action):
+        res = self.env.step(action)
+        res.observation = self.view(res.observation)
+        return res
+
+
 def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int | None, cameras: list[str]):
     """One closed-loop run of ``policy`` on reference ``ref``'s easiest task: (ExecutionOutcome, task index, verb).
     ``distortion``: ``(name, level, seed)`` applied to every frame, or None (clean frames)."""
-    from embeval.action import Action, Observation
-    from embeval.recording.video import video_last, video_step
+    from embeval.sim.rollout import rollout
 
     sim = ref.get("sim") or {}
     if _episode_backend(ref):  # ManiSkill, LIBERO: the env's own task from the reference's seed
@@ -602,21 +628,10 @@ def _closed_loop_run(ref: dict, policy, distortion, envs: dict, max_steps: int |
     scene, task = easiest_task(sim_seed)
     limit = min(task.max_steps, max_steps) if max_steps else task.max_steps
     distorter = FrameDistorter(distortion[0], distortion[1], seed=distortion[2], stream=cam) if distortion else None
-    obs = env.reset(sim_seed, task, scene)
+    seen = _SeenCell(env, cam, cameras, distorter, task.instruction)
+    obs = seen.view(env.reset(sim_seed, task, scene))
     policy.reset(task.instruction)
-    n = 0
-    while not env.done and n < limit:
-        img = obs.images[cam] if distorter is None else distorter(obs.images[cam])
-        seen = Observation(images={c: img for c in cameras}, instruction=task.instruction, state=obs.state)
-        a = policy.act(seen)
-        a = a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))
-        video_step(seen, a, dict.fromkeys(cameras, obs.images[cam]) if distorter else None)  # an open episode video
-        obs = env.step(a).observation
-        n += 1
-    last = obs.images[cam]  # the final view, distorted only when a video is being recorded (render is lazy)
-    video_last(Observation(images={}, instruction=task.instruction, state=obs.state),
-               dict.fromkeys(cameras, last) if distorter else None,
-               render=lambda: dict.fromkeys(cameras, distorter(last) if distorter else last))
+    n = rollout(seen, policy, obs, max_steps=limit, clean=(lambda: seen.clean_images) if distorter else None).steps
     if env.cell.safety.ok:
         env.cell.idle(0.3)  # released objects come to rest before the success predicate is read (as run_actions)
     return outcome(env, n), reference_scene(sim_seed)[1].index(task), task.verb
