@@ -162,6 +162,16 @@ def string(x: Any, where: str, empty: bool = False, fix: str = "") -> str:
     return x
 
 
+def strings(x: Any, where: str, empty: bool = False, fix: str = "") -> tuple[str, ...]:
+    """``x`` as a tuple when it is a list (or tuple) of non-empty strings, non-empty itself unless ``empty``; a single
+    string is refused (its characters are not a list of names). Else a ConfigError naming ``where``."""
+    if isinstance(x, (list, tuple)) and (x or empty) and all(isinstance(v, str) and v.strip() for v in x):
+        return tuple(x)
+    got = shown(x)
+    raise _fail(where, f"must be a{'' if empty else ' non-empty'} list of non-empty strings, got "
+                       f"{got if len(got) <= 120 else got[:117] + '...'}", fix=fix)
+
+
 #: longest file-name component made from outside data (characters; most file systems allow 255 bytes)
 MAX_COMPONENT = 120
 

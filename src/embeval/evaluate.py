@@ -223,72 +223,71 @@ class ImageDecisionConfig:
     seed: int = 0
 
     def __post_init__(self):
-        from embeval.checks import integer
+        from embeval import checks
         from embeval.distortion import N_LEVELS, get
         from embeval.image_io import MAX_IMAGE_SIDE
         from embeval.scoring.decision import DEFAULT_TASKS
 
-        integer(self.references, "references", 1, 1000, why="reference images")
-        names = _names(self.distortions, "distortions", "names of embeval.distortion such as ['white_noise']")
+        one = lambda v: (v,) if isinstance(v, (str, int, np.integer)) else v  # noqa: E731 - one name or level alone
+        checks.integer(self.references, "references", 1, 1000, why="reference images")
+        names = checks.strings(one(self.distortions), "distortions", fix="names of embeval.distortion")
         for n in names:
             get(n)  # an unknown name fails here, naming the choices
-        levels = (self.levels,) if isinstance(self.levels, (int, np.integer)) else self.levels
-        if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence) or not levels:
-            raise ConfigError(f"levels: a list of distortion levels 1..{N_LEVELS}, got {self.levels!r}"[:200])
-        levels = tuple(integer(v, "levels", 1, N_LEVELS, why="distortion levels") for v in levels)
+        levels = one(self.levels)
+        if not isinstance(levels, (list, tuple)) or not levels:
+            raise ConfigError(f"levels: a list of distortion levels 1..{N_LEVELS}, got {checks.shown(self.levels)[:100]}")
+        levels = tuple(checks.integer(v, "levels", 1, N_LEVELS, why="distortion levels") for v in levels)
         for k in ("width", "height"):
-            integer(getattr(self, k), k, 8, MAX_IMAGE_SIDE, unit="pixels")
-        tasks = _names(self.tasks, "tasks", "instructions (strings)", empty_ok=True) or DEFAULT_TASKS
-        cams = _names(self.cameras, "cameras", "image keys such as ['third_person', 'wrist']")
+            checks.integer(getattr(self, k), k, 8, MAX_IMAGE_SIDE, unit="pixels")
+        tasks = checks.strings(one(self.tasks), "tasks", empty=True, fix="instructions") or DEFAULT_TASKS
+        cams = checks.strings(one(self.cameras), "cameras", fix="image keys such as ['third_person', 'wrist']")
         if not isinstance(self.state, dict) or not all(
-                isinstance(k, str) and isinstance(v, Sequence) and not isinstance(v, str) and len(v) > 0
-                and all(isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and np.isfinite(x) for x in v)
+                isinstance(k, str) and isinstance(v, (list, tuple)) and v and all(checks.is_finite_number(x) for x in v)
                 for k, v in self.state.items()):
             raise ConfigError(f"state: a mapping of state names to lists of finite numbers, e.g. "
                               f"{{'tcp_pose': [0.4, 0, 0.3, 1, 0, 0, 0], 'gripper': [1]}}, got {self.state!r}"[:300])
-        integer(self.seed, "seed", 0, 2**63 - 1, why="the images' and distortions' seed")
+        checks.seed(self.seed, "seed", why="the images' and distortions' seed")
         for k, v in (("distortions", names), ("levels", levels), ("tasks", tasks), ("cameras", cams)):
             object.__setattr__(self, k, v)
 
 
-def _names(values, what: str, example: str, empty_ok: bool = False) -> tuple[str, ...]:
-    """``values`` (one string or a list of them) as a tuple of non-empty strings, else a ConfigError naming ``what``."""
-    vals = (values,) if isinstance(values, str) else values
-    if not isinstance(vals, Sequence) or not all(isinstance(v, str) and v.strip() for v in vals) \
-            or (not vals and not empty_ok):
-        raise ConfigError(f"{what}: a list of {example}, got {values!r}"[:200])
-    return tuple(vals)
-
-
 def _image_items(cfg: ImageDecisionConfig, _scratch: Path):
-    """(reference index, reference image, distortion, level, distorted image) for every reference x distortion x level;
-    every image seeded from ``cfg.seed`` (embeval.provenance.derive_seed)."""
+    """(reference index, reference image, distortion, level, distorted image, the reference's shared dict) for every
+    reference x distortion x level; every image seeded from ``cfg.seed`` (embeval.provenance.derive_seed). The dict
+    keeps the policy's actions on the reference once its first unit has asked for them."""
     from embeval.distortion import distort
     from embeval.distortion.samples import synthetic_tabletop
     from embeval.provenance import derive_seed
 
     for k in range(cfg.references):
         ref = synthetic_tabletop(cfg.width, cfg.height, seed=derive_seed("image-decision", cfg.seed, k) % 2**32)
+        shared: dict = {}
         for name in cfg.distortions:
             for level in cfg.levels:
                 seed = derive_seed("image-decision", cfg.seed, k, name, level) % 2**32
-                yield k, ref, name, level, distort(ref, name, level, seed=seed)
+                yield k, ref, name, level, distort(ref, name, level, seed=seed), shared
 
 
 def _image_unit(_env, policy, cfg: ImageDecisionConfig, item):
-    """One distorted image: the policy's action per task on the reference and on it (no episode records)."""
+    """One distorted image: the policy's action per task on it and on its reference (asked once per reference; the
+    policy is reset with each task before each image, so both start alike). No episode records."""
     from embeval.action import Action, Observation
 
-    k, ref, name, level, dist = item
+    k, ref, name, level, dist, shared = item
     state = {s: np.asarray(v, dtype=np.float64) for s, v in cfg.state.items()}
-    acts: dict[str, list[list[float]]] = {"reference": [], "distorted": []}
-    for task in cfg.tasks:
-        for key, img in (("reference", ref), ("distorted", dist)):
-            policy.reset(task)  # the same start for both images
+
+    def actions(img) -> list[list[float]]:
+        out = []
+        for task in cfg.tasks:
+            policy.reset(task)
             a = policy.act(Observation(images={c: img for c in cfg.cameras}, instruction=task, state=state))
-            acts[key].append((a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))).vector.tolist())
-    return [], {"reference": k, "distortion": name, "level": level, "reference_actions": acts["reference"],
-                "distorted_actions": acts["distorted"]}
+            out.append((a if isinstance(a, Action) else Action(np.asarray(a, dtype=np.float64))).vector.tolist())
+        return out
+
+    if "actions" not in shared:
+        shared["actions"] = actions(ref)
+    return [], {"reference": k, "distortion": name, "level": level, "reference_actions": [list(a) for a in shared["actions"]],
+                "distorted_actions": actions(dist)}
 
 
 def _image_summary(rows: list[dict[str, Any]], _records) -> dict[str, Any]:

@@ -218,3 +218,14 @@ def test_numpy_scalars_are_numbers_and_read_as_python_numbers():
     assert str(_raises(checks.number, np.float64("nan"), "x", 0, 1)) == "x: must be a finite number in 0..1, got nan"
     assert str(_raises(checks.integer, np.int64(9), "n", 1, 5)) == "n: must lie in 1..5, got 9"
     assert str(_raises(checks.number, np.bool_(True), "x")) == "x: must be a finite number, got True"
+
+
+def test_strings_takes_lists_of_names_and_refuses_the_rest_in_one_bounded_line():
+    assert checks.strings(["a", "b"], "x") == ("a", "b") and checks.strings((), "x", empty=True) == ()
+    for bad in ("ab", [], ["a", ""], ["a", " "], ["a", 3], None, {"a": 1}):
+        with pytest.raises(ConfigError, match=r"^x: must be a non-empty list of non-empty strings, got "):
+            checks.strings(bad, "x")
+    with pytest.raises(ConfigError) as e:
+        checks.strings(["ok"] * 100_000 + [1], "x", fix="names")
+    msg = str(e.value)
+    assert len(msg) < 250 and msg.endswith("...; names") and "\n" not in msg

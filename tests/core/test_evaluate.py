@@ -131,20 +131,30 @@ def test_image_decision_is_the_papers_corpus_score_computed_by_hand():
     by = out.scores["by_distortion"]
     assert set(by) == {"white_noise 1", "white_noise 5", "gaussian_blur 1", "gaussian_blur 5"}
     assert by["white_noise 5"] < by["white_noise 1"]  # the stronger distortion moves the policy more
-    again = evaluate(ImageStatsPolicy(), "image-decision", references=3, distortions=["white_noise", "gaussian_blur"],
+    asked = []
+
+    class Counted(ImageStatsPolicy):
+        def act(self, observation):
+            asked.append(self.instruction)
+            return super().act(observation)
+
+    again = evaluate(Counted(), "image-decision", references=3, distortions=["white_noise", "gaussian_blur"],
                      levels=[1, 5], width=48, height=36, seed=7)
     assert again.rows == out.rows  # seeded: the same images, the same actions
+    assert len(asked) == 5 * (3 + 12)  # each task once per reference and once per distorted image
 
 
 @pytest.mark.parametrize("params, msg", [
     ({"distortions": ["fog_of_war"]}, "fog_of_war"),
     ({"distortions": "white_noise", "levels": [0]}, "levels: must lie in 1..5, got 0"),
     ({"levels": []}, "levels: a list of distortion levels 1..5"),
-    ({"cameras": [""]}, "cameras: a list of image keys"),
+    ({"cameras": [""]}, "cameras: must be a non-empty list of non-empty strings, got \\[''\\]; image keys"),
     ({"state": {"gripper": [float("nan")]}}, "state: a mapping of state names to lists of finite numbers"),
+    ({"state": {"gripper": [10**400]}}, "state: a mapping of state names to lists of finite numbers"),
+    ({"seed": -1}, "seed: must lie in 0..2\\*\\*63-1, got -1"),
     ({"references": 0}, "references: must lie in 1..1000"),
     ({"width": 4}, "width: must lie in 8..4096"),
-    ({"tasks": ["", "pick"]}, "tasks: a list of instructions"),
+    ({"tasks": ["", "pick"]}, "tasks: must be a list of non-empty strings"),
 ])
 def test_image_decision_refuses_bad_configs(params, msg):
     with pytest.raises(ConfigError, match=msg) as e:

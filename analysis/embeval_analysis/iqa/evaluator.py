@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from embeval.checks import strings
 from embeval.errors import ConfigError, MissingFileError
 from embeval.image_io import strict_decoding
 from embeval.runs.registry import Evaluator, EvaluatorParams, register_evaluator
@@ -38,11 +39,9 @@ class IQAParams(EvaluatorParams):
         db = params.get("database")
         if not isinstance(db, str) or not db:
             raise ConfigError("spec.params.database: the database folder (written by `embeval iqa build`) is required")
-        cams = params.get("cameras", list(cls.cameras))
-        if not isinstance(cams, (list, tuple)) or not cams or not all(isinstance(c, str) and c for c in cams):
-            raise ConfigError(f"spec.params.cameras: a non-empty list of image keys such as [third_person, wrist], "
-                              f"got {cams!r}")
-        return cls(database=db, cameras=tuple(cams))
+        cams = strings(params.get("cameras", list(cls.cameras)), "spec.params.cameras",
+                       fix="image keys such as [third_person, wrist]")
+        return cls(database=db, cameras=cams)
 
 
 def _read(path: Path) -> np.ndarray:

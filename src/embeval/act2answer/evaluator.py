@@ -43,18 +43,15 @@ class Act2AnswerParams(EvaluatorParams):
 
     @classmethod
     def parse(cls, params: dict[str, Any]) -> Act2AnswerParams:
-        from embeval.act2answer.episode import get_backend
-        from embeval.checks import integer
+        from embeval.act2answer.episode import BACKENDS
+        from embeval.checks import flag, integer, string
         from embeval.image_io import MAX_IMAGE_SIDE
 
         try:
             params["episode"] = EpisodeSpec.from_dict(params.get("episode"))
         except ConfigError as exc:
             raise ConfigError(f"spec.params.episode: {exc}") from None
-        try:
-            get_backend(params.get("backend", "pybullet"))
-        except ConfigError as exc:
-            raise ConfigError(f"spec.params.{exc}") from None
+        BACKENDS.get(string(params.get("backend", "pybullet"), "spec.params.backend"), "spec.params.backend")
         lay = params.get("layouts", list(LAYOUTS))
         if not isinstance(lay, (list, tuple)) or not lay or any(x not in LAYOUTS for x in lay):
             raise ConfigError("spec.params.layouts: a non-empty list of 'original' / 'swapped'")
@@ -65,8 +62,8 @@ class Act2AnswerParams(EvaluatorParams):
                 raise ConfigError(f"spec.params.obs_size: [width, height] in pixels, or null for the policy's own, got {size!r}")
             params["obs_size"] = tuple(integer(v, f"spec.params.obs_size[{i}]", 8, MAX_IMAGE_SIDE, unit="pixels")
                                        for i, v in enumerate(size))
-        if not isinstance(params.get("keep_actions", True), bool):
-            raise ConfigError(f"spec.params.keep_actions: true or false, got {params['keep_actions']!r}")
+        if "keep_actions" in params:
+            flag(params["keep_actions"], "spec.params.keep_actions")
         return cls(**params)
 
 

@@ -28,12 +28,13 @@ def test_every_built_in_evaluator_declares_its_params_type():
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"fail_items": "item00001"}, "spec.params.fail_items: a list of item ids such as [item00001], got 'item00001'"),
+    ({"fail_items": "item00001"}, "spec.params.fail_items: must be a list of non-empty strings, got 'item00001'; item "
+                                  "ids such as [item00001]"),
     ({"work_ms": -1}, "spec.params.work_ms: must lie in 0..3600000, got -1 (milliseconds, at most an hour)"),
     ({"hang_s": float("nan")}, "spec.params.hang_s:"),
     ({"group_by": "shard"}, "spec.params.group_by: must be 'item'"),
-    ({"hang_holds_gil": "yes"}, "spec.params.hang_holds_gil: true or false, got 'yes'"),
-    ({"fail_flag": 3}, "spec.params.fail_flag: a file path (string), got 3"),
+    ({"hang_holds_gil": "yes"}, "spec.params.hang_holds_gil: must be true or false, got 'yes'"),
+    ({"fail_flag": 3}, "spec.params.fail_flag: must be a non-empty string, got 3; a file path"),
     ({"work": 1}, "spec.params.work: unknown parameter of evaluator 'synthetic'; allowed: work_ms, sleep_ms,"),
 ])
 def test_synthetic_refuses_hostile_params_when_planned(tmp_path, params, message):
@@ -64,9 +65,10 @@ def test_distortion_quality_takes_no_params(tmp_path):
 @pytest.mark.parametrize("params, message", [
     ({"obs_size": [32, "a"]}, "spec.params.obs_size[1]: must be an integer in 8..4096 pixels, got 'a'"),
     ({"obs_size": 32}, "spec.params.obs_size: [width, height] in pixels"),
-    ({"keep_actions": "no"}, "spec.params.keep_actions: true or false, got 'no'"),
+    ({"keep_actions": "no"}, "spec.params.keep_actions: must be true or false, got 'no'"),
     ({"layouts": "original"}, "spec.params.layouts: a non-empty list of 'original' / 'swapped'"),
     ({"backend": "gazebo"}, "spec.params.backend: unknown act2answer backend 'gazebo'"),
+    ({"backend": ["pybullet"]}, "spec.params.backend: must be a non-empty string, got ['pybullet']"),
     ({"episode": {"max_steps": 0}}, "spec.params.episode: episode spec max_steps"),
 ])
 def test_act2answer_params_are_checked_before_any_episode(params, message):
@@ -85,9 +87,10 @@ def test_iqa_and_sim_iqa_params(tmp_path):
 
     with pytest.raises(ConfigError, match=r"^spec.params.database: the database folder .* is required$"):
         IQAParams.from_params({"cameras": ["wrist"]}, "iqa")
-    with pytest.raises(ConfigError, match=r"^spec.params.cameras: a non-empty list of image keys"):
+    with pytest.raises(ConfigError, match=r"^spec.params.cameras: must be a non-empty list of non-empty strings, "
+                                          r"got 'wrist'; image keys such as"):
         IQAParams.from_params({"database": "db", "cameras": "wrist"}, "iqa")
     assert IQAParams.from_params({"database": "db"}, "iqa").cameras == ("third_person", "wrist")
-    with pytest.raises(ConfigError, match=r"^spec.params.keep_actions: true or false, got 'yes'$"):
+    with pytest.raises(ConfigError, match=r"^spec.params.keep_actions: must be true or false, got 'yes'$"):
         SimIQAParams.from_params({"keep_actions": "yes"}, "sim-iqa")
     assert SimIQAParams.from_params(None, "sim-iqa") == SimIQAParams(keep_actions=False)

@@ -54,8 +54,10 @@ class SimIQAParams(EvaluatorParams):
 
     @classmethod
     def parse(cls, params: dict[str, Any]) -> SimIQAParams:
-        if not isinstance(params.get("keep_actions", False), bool):
-            raise ConfigError(f"spec.params.keep_actions: true or false, got {params['keep_actions']!r}")
+        from embeval.checks import flag
+
+        if "keep_actions" in params:
+            flag(params["keep_actions"], "spec.params.keep_actions")
         return cls(**params)
 
 

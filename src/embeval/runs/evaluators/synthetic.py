@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from embeval import checks
 from embeval.config import number
 from embeval.errors import ConfigError
 from embeval.runs.registry import Evaluator, EvaluatorParams, ReportSection
@@ -50,14 +51,12 @@ class SyntheticParams(EvaluatorParams):
         if params.get("group_by", "item") not in ("item", "unit"):
             raise ConfigError("spec.params.group_by: must be 'item' (all units of an item together) or 'unit'")
         for k in ("fail_items", "hang_items", "crash_items"):
-            v = params.get(k, ())
-            if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
-                raise ConfigError(f"spec.params.{k}: a list of item ids such as [item00001], got {v!r}")
-            params[k] = tuple(v)
-        if not isinstance(params.get("fail_flag", ""), (str, type(None))):
-            raise ConfigError(f"spec.params.fail_flag: a file path (string), got {params['fail_flag']!r}")
-        if not isinstance(params.get("hang_holds_gil", False), bool):
-            raise ConfigError(f"spec.params.hang_holds_gil: true or false, got {params['hang_holds_gil']!r}")
+            if k in params:
+                params[k] = checks.strings(params[k], f"spec.params.{k}", empty=True, fix="item ids such as [item00001]")
+        if params.get("fail_flag") is not None:
+            checks.string(params["fail_flag"], "spec.params.fail_flag", fix="a file path")
+        if "hang_holds_gil" in params:
+            checks.flag(params["hang_holds_gil"], "spec.params.hang_holds_gil")
         return cls(**params)
 
 
