@@ -7,6 +7,7 @@ live commands and a move into the table. The RealSense test reads a software-dev
 mock-hardware tier (same graph, config/embeval_hil.yaml, mock arm and synthetic camera) also runs."""
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -138,6 +139,9 @@ def test_protective_stop_and_recovery(ur_robot):
         assert arm.move_tcp(up, speed=0.25).safety.ok  # the re-uploaded script moves again
         np.testing.assert_allclose(arm.state().tcp_pose[:3], up[:3], atol=5e-4)
     finally:
+        if arm.ur_safety_mode() != 1:  # a failure above left a stop latched: clear it for the tests after this one
+            with contextlib.suppress(Exception):
+                arm.reset_safety()
         arm.close()
 
 

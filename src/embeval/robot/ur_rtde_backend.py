@@ -373,8 +373,11 @@ class URRtdeArm:
         with self._lock:
             if self._ctrl.isProgramRunning() and not self._script_stopped:
                 return True
-        mode = self.ur_safety_mode()
-        if UR_MODE_MAP.get(mode, SafetyMode.PROTECTIVE_STOP) is not SafetyMode.NORMAL:
+        # The program flag comes on the control interface's RTDE connection, the safety mode on the receive
+        # interface's: a controller's stop can end the program some packets before its mode arrives (more on a busy
+        # machine). Waited for (<= 0.5 s), so that such a stop is named as the controller's, not as a watchdog's.
+        if self._wait(lambda: UR_MODE_MAP.get(self.ur_safety_mode(), SafetyMode.PROTECTIVE_STOP)
+                      is not SafetyMode.NORMAL, 0.5):
             self._latch.trip(self._rejected("the move"))
             return False
         self._trip_script_stop(moving)

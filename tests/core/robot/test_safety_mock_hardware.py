@@ -158,6 +158,9 @@ class _FakeRTDE:
         self.mode = 1
         self.accept_stop = True  # triggerProtectiveStop() returns this (ur_rtde: bool)
         self.tcp = [0.45, 0.0, 0.3, np.pi, 0.0, 0.0]
+        self.running = True  # the control script's program flag (isProgramRunning)
+        self.late_mode: tuple[int, int] | None = None  # (mode, reads): the receive stream reports mode that many reads late
+        self.on_move = None  # called after each moveL: the controller's side of the move
         fake = self
 
         class Recv:
@@ -174,6 +177,10 @@ class _FakeRTDE:
                 return list(fake.tcp)
 
             def getSafetyMode(self):
+                if fake.late_mode is not None:
+                    mode, reads = fake.late_mode
+                    fake.late_mode = (mode, reads - 1) if reads > 1 else None
+                    fake.mode = fake.mode if reads > 1 else mode
                 return fake.mode
 
             def getSpeedScalingCombined(self):
@@ -192,6 +199,8 @@ class _FakeRTDE:
             def moveL(self, pose, speed, acc, asynchronous=False):
                 fake.calls.append(("moveL", tuple(pose), speed))
                 fake.tcp = list(pose)
+                if fake.on_move is not None:
+                    fake.on_move()
                 return True
 
             def moveJ(self, q, speed, acc, asynchronous=False):
@@ -220,7 +229,7 @@ class _FakeRTDE:
                 return True
 
             def isProgramRunning(self):
-                return True
+                return fake.running
 
             def stopScript(self):
                 pass
@@ -309,6 +318,26 @@ def _backend(kind: str, monkeypatch):
     monkeypatch.setattr(ur.time, "sleep", lambda s: None)
     fake = _FakeRTDE()
     return ur.URRtdeArm("10.0.0.2", modules=fake.modules), fake
+
+
+def test_ur_rtde_backend_names_a_controller_stop_whose_safety_mode_arrives_late(monkeypatch):
+    """The program flag and the safety mode come on two RTDE connections: a protective stop raised by the controller
+    during a move ends the program some packets before the receive stream reports mode 3 (seen under load on the
+    emulator). The latched reason names the controller's stop; a stop with no safety mode stays the script's."""
+    arm, fake = _backend("ur_rtde", monkeypatch)
+
+    def controller_stops():
+        fake.running, fake.late_mode = False, (3, 5)  # mode 3 (PROTECTIVE_STOP) on the 5th read from now
+
+    fake.on_move = controller_stops
+    s = arm.move_tcp([0.5, 0.0, 0.3, np.pi, 0, 0])
+    assert s.safety.stopped and "stopped by the controller: safety mode PROTECTIVE_STOP" in s.safety.reason
+    assert not arm.stopped_outside  # a controller stop, not an unexplained end of the script
+
+    arm, fake = _backend("ur_rtde", monkeypatch)
+    fake.on_move = lambda: setattr(fake, "running", False)  # the script ends and the controller stays NORMAL
+    s = arm.move_tcp([0.5, 0.0, 0.3, np.pi, 0, 0])
+    assert s.safety.stopped and "control script stopped during the move" in s.safety.reason and arm.stopped_outside
 
 
 @pytest.mark.parametrize("kind", ["mock", "sim", "ur_rtde"])
