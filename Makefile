@@ -23,7 +23,7 @@ install:
 demo: install
 	$(VENV)/bin/embeval demo
 
-test: install
+test:  # scripts/test.sh installs (as `install` does) around its real-time part
 	PYTEST_WORKERS=$(PYTEST_WORKERS) VENV=$(VENV) bash scripts/test.sh $(PYTEST_ARGS)
 
 bench: install

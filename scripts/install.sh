@@ -2,8 +2,19 @@
 # Create or update the project's virtual environment (.venv) with everything embeval needs.
 # Idempotent: a stamp keyed on this script, pyproject.toml and the Python version makes a
 # re-run with nothing changed a fast no-op. Used by `make demo`, `make test` and `make bench`.
+# --leave-background (scripts/test.sh): return once all but the background jobs (the llama-cpp-python build, LIBERO,
+# the bytecode pass; scripts/background.sh) is installed, leaving them running; the next plain run waits for them and
+# finishes the install.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+LEAVE_BACKGROUND=0
+case "${1:-}" in
+  "") ;;
+  --leave-background) LEAVE_BACKGROUND=1 ;;
+  *) echo "[install] error: unknown argument '$1' (the one option is --leave-background)" >&2; exit 2 ;;
+esac
+# shellcheck source=scripts/background.sh
+source scripts/background.sh
 
 VENV="${VENV:-.venv}"
 # Python 3.12 (LeRobot >= 0.5 requires it): scripts/find_python.sh looks on PATH, in pyenv and uv's Pythons, and
@@ -80,22 +91,17 @@ wait_chromium() {
 
 # LIBERO / LIBERO-PRO (the `libero` simulator backend) live in their own interpreter, .venv-libero (LIBERO pins
 # numpy 1.26.4, mujoco 2.3.7 and opencv-python<5, which embeval's .venv cannot share): scripts/install_libero.sh,
-# ~780 MB of wheels, run in the background beside steps 1-4 and waited for before step 5. EMBEVAL_LIBERO=0 skips it
+# ~780 MB of wheels, a background job from the start, waited for before step 5. EMBEVAL_LIBERO=0 skips it
 # (the LIBERO tests then skip, naming the script).
-LIBERO_PID=""
 start_libero() {
   [ "${EMBEVAL_LIBERO:-1}" = 0 ] && { echo "[install] EMBEVAL_LIBERO=0: LIBERO backend not installed"; return 0; }
-  mkdir -p "$VENV"
-  bash scripts/install_libero.sh > "$VENV/.libero-install.log" 2>&1 &
-  LIBERO_PID=$!
+  bg_start libero "$VENV/.libero-install.log" bash scripts/install_libero.sh
 }
 wait_libero() {
-  [ -n "$LIBERO_PID" ] || return 0
-  if ! wait "$LIBERO_PID"; then
+  if ! bg_wait libero; then
     echo "[install] WARNING: scripts/install_libero.sh failed (log: $VENV/.libero-install.log); the LIBERO backend and its tests are unavailable" >&2
     tail -n 5 "$VENV/.libero-install.log" >&2
   fi
-  LIBERO_PID=""
 }
 
 KEY=$( { cat "$0" scripts/install_libero.sh scripts/find_python.sh pyproject.toml scripts/constraints.txt; "$PYTHON" --version; } | sha256sum | cut -c1-16)
@@ -103,7 +109,27 @@ STAMP="$VENV/.embeval-install-$KEY"
 if [ -f "$STAMP" ]; then
   exit 0
 fi
+PREPARED="$VENV/.embeval-prepared-$KEY"  # all but the background jobs' results is installed (--leave-background)
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+if [ "${EMBEVAL_INSTALLER:-uv}" = uv ]; then
+  # uv writes no .pyc (pip does); the bytecode is compiled in the background after step 3.
+  export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}"
+  INST=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q)
+else
+  INST=("${PIP[@]}" install -q)
+fi
+# Compiled from source (minutes of CPU): llama-cpp-python (PyPI has no wheels of it). Its wheel is built by a background
+# job while steps 1-3 download and install; `pip wheel` writes nothing into the venv, so it never touches the
+# installer's files; a built wheel is kept in pip's cache for the next venv.
+WHEELS="$VENV/.built-wheels"
+build_llama() {
+  mkdir -p "$WHEELS"
+  bg_start llama "$VENV/.llama-build.log" env CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 \
+    "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/llama" "$LLAMA_SPEC"
+}
+has_llama() { "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; }
 
+if [ ! -f "$PREPARED" ]; then
 echo "[install] preparing $VENV (install key $KEY); first run takes several minutes"
 # A first install writes about 15 GB (.venv 12 GB, of which PyTorch's CUDA build is 6 GB; .venv-libero 2 GB;
 # chromium; pip's unpacked wheels): refuse at once with the numbers rather than fail minutes later mid-pip with
@@ -119,39 +145,14 @@ if [ ! -d "$VENV/lib" ] && [ "${EMBEVAL_SKIP_DISK_CHECK:-0}" != 1 ]; then
   fi
 fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+rm -f "$VENV"/.embeval-prepared-*
 start_chromium
 start_libero
-PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 # An up-to-date pip: pip 23's resolver crashes on the ROS wheels' egg-info metadata.
 "${PIP[@]}" install -q --upgrade "pip>=25"
-if [ "${EMBEVAL_INSTALLER:-uv}" = uv ]; then
-  "${PIP[@]}" install -q "$UV_SPEC"
-  # uv writes no .pyc (pip does); the bytecode is compiled in the background after step 3 (see compile_bytecode).
-  export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}"
-  INST=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q)
-else
-  INST=("${PIP[@]}" install -q)
-fi
-
-# Compiled from source (minutes of CPU): llama-cpp-python (PyPI has no wheels of it). Its wheel is built in the
-# background while steps 1, 2 and 4 download and install, and waited for in step 3. `pip wheel` writes nothing into
-# the venv, so it never touches the installer's files; a built wheel is kept in pip's cache for the next venv.
-WHEELS="$VENV/.built-wheels"
-LLAMA_PID=""
-rm -rf "$WHEELS"; mkdir -p "$WHEELS"
-if ! "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; then
-  CMAKE_ARGS="$LLAMA_CMAKE_ARGS" FORCE_CMAKE=1 "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/llama" "$LLAMA_SPEC" \
-    > "$VENV/.llama-build.log" 2>&1 &
-  LLAMA_PID=$!
-fi
-wait_wheel() {  # wait_wheel PID NAME LOG: a failed build stops the install with the end of its log
-  [ -n "$1" ] || return 0
-  if ! wait "$1"; then
-    echo "[install] error: building $2 failed; the build log is $3:" >&2
-    tail -n 30 "$3" >&2
-    exit 1
-  fi
-}
+[ "${EMBEVAL_INSTALLER:-uv}" = uv ] && "${PIP[@]}" install -q "$UV_SPEC"
+rm -rf "$WHEELS"
+has_llama || build_llama
 
 echo "[install] 1/5 PyTorch ($TORCH_SPEC, $TORCHVISION_SPEC) (${SECONDS} s since start)"
 "${INST[@]}" -c scripts/constraints.txt "$TORCH_SPEC" "$TORCHVISION_SPEC"
@@ -214,26 +215,6 @@ install_maniskill() {
 wait_chromium
 install_maniskill
 
-# Bytecode (.pyc) for everything the venv imports, embeval's own editable sources included. Without it, where
-# PYTHONDONTWRITEBYTECODE is set (as on CI machines) every process compiles its imports from source: `import torch`
-# took 2.4 s instead of 1.1 s, and the test suite 60 % longer. Writing ~30,000 .pyc files is mostly disk time
-# (about a minute, 13 s of CPU), so it runs in the background from here, beside step 4, and a second pass at the end
-# covers the packages installed after it started. Files some packages ship that do not compile
-# are skipped; a file being written while it is compiled only leaves a .pyc that Python sees is stale.
-PURELIB=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-compile_bytecode() {  # compile_bytecode DIR...
-  "$VENV/bin/python" -m compileall -q -j 0 "$@" >/dev/null 2>&1 || true
-}
-compile_bytecode "$PURELIB" src analysis &
-COMPILE_PID=$!
-
-echo "[install] 4/5 llama-cpp-python (portable CPU build, started in the background; cached after the first time) (${SECONDS} s since start)"
-if [ -n "$LLAMA_PID" ]; then
-  wait_wheel "$LLAMA_PID" llama-cpp-python "$VENV/.llama-build.log"
-  "${INST[@]}" -c scripts/constraints.txt "$WHEELS"/llama/llama_cpp_python-*.whl
-fi
-rm -rf "$WHEELS"
-
 # One cv2 (see scripts/constraints.txt): the opencv-python wheel's build is the one that runs. An in-place
 # upgrade can leave the cv2 package half overwritten by the other wheel: reinstall the runtime wheel then.
 CV_PIN=$(sed -n 's/^opencv-python==\([0-9.]*\).*/\1/p' scripts/constraints.txt)
@@ -247,6 +228,36 @@ fi
 # downgrade numpy; its code runs on numpy 2 (tests/core/serving/test_openpi_protocol.py), so it is installed without its deps
 # (dm-tree, msgpack, pillow, websockets are main dependencies).
 "${INST[@]}" --no-deps "openpi-client==0.1.2"
+
+# Bytecode (.pyc) for everything the venv imports, embeval's own editable sources included. Without it, where
+# PYTHONDONTWRITEBYTECODE is set (as on CI machines) every process compiles its imports from source: `import torch`
+# took 2.4 s instead of 1.1 s, and the test suite 60 % longer. Writing ~30,000 .pyc files is mostly disk time
+# (about a minute, 13 s of CPU): a background job from here, and a second pass at the end covers llama_cpp, installed
+# after it started. Files some packages ship that do not compile are skipped (compileall then exits 1).
+PURELIB=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+bg_start bytecode /dev/null "$VENV/bin/python" -m compileall -q -j 0 "$PURELIB" src analysis
+touch "$PREPARED"
+fi
+
+if [ "$LEAVE_BACKGROUND" = 1 ]; then
+  bg_running llama || bg_running libero || bg_running bytecode || exit 0
+  echo "[install] steps 1-3 done (${SECONDS} s since start); still running in the background at low priority:" \
+       "$(for j in llama libero bytecode; do bg_running $j && printf '%s ' $j; done)(a plain run of this script waits for them)"
+  exit 0
+fi
+
+echo "[install] 4/5 llama-cpp-python (portable CPU build, started in the background; cached after the first time) (${SECONDS} s since start)"
+if ! has_llama; then
+  bg_running llama || build_llama  # the run that prepared the venv left none going (interrupted, or a restart)
+  if ! bg_wait llama; then
+    echo "[install] error: building llama-cpp-python failed (a run of this script builds it again); the build log" \
+         "is $VENV/.llama-build.log:" >&2
+    tail -n 30 "$VENV/.llama-build.log" >&2
+    exit 1
+  fi
+  "${INST[@]}" -c scripts/constraints.txt "$WHEELS"/llama/llama_cpp_python-*.whl
+fi
+rm -rf "$WHEELS"
 
 wait_libero
 echo "[install] 5/5 checking the environment (${SECONDS} s since start)"
@@ -273,9 +284,10 @@ except VulkanUnavailableError as exc:
 print("[install] environment OK")
 PY
 
-wait "$COMPILE_PID" || true
-compile_bytecode "$PURELIB"/{llama_cpp,openpi_client,cv2}  # installed after the background pass started
+bg_wait bytecode || true  # exit status 1: some shipped files do not compile (skipped)
+PURELIB=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+"$VENV/bin/python" -m compileall -q -j 0 "$PURELIB/llama_cpp" >/dev/null 2>&1 || true  # installed after that pass began
 
-rm -f "$VENV"/.embeval-install-*
+rm -f "$VENV"/.embeval-install-* "$VENV"/.embeval-prepared-*
 touch "$STAMP"
 echo "[install] done in ${SECONDS} s"

@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# `make test`: the suite in two parts. Tests that drive a real-time loop (the UR controller emulator's 500 Hz RTDE
-# link and its watchdog, the ROS graph on it, the servers' /health latency under load; pytest marker `serial`, given
-# in tests/conftest.py by file) run one at a time in one process, alone on the machine, after everything else has run
-# on $PYTEST_WORKERS worker processes (pytest-xdist, a file's tests kept together; default: one more than the cores).
-# EMBEVAL_TEST_REALTIME_BESIDE=1 runs the real-time part at the same time instead, at normal priority beside the other
-# part at nice 10: ~4 min less on 2 cores, but under that load ur_rtde met races the emulator cannot rule out (a
-# segfault reading a dropped link; see docs/results.md). PYTEST_WORKERS=0 runs the other part in this process. Extra
-# arguments go to both pytest runs.
+# `make test`: install (scripts/install.sh) and the suite in two parts. Tests that drive a real-time loop (the UR
+# controller emulator's 500 Hz RTDE link and its watchdog, the ROS graph on it, the servers' /health latency under load;
+# pytest marker `serial`, given in tests/conftest.py by file) run first, one at a time in one process; they use under
+# half of two cores, so the install's background jobs (the llama-cpp-python compile, LIBERO, the bytecode; nice 19,
+# which none of these tests needs) finish beside them. Then the install is finished and everything else runs on
+# $PYTEST_WORKERS worker processes (pytest-xdist, a file's tests kept together; default: one more than the cores).
+# EMBEVAL_TEST_REALTIME_BESIDE=1 installs first and runs the real-time part at the same time as the rest instead, at
+# normal priority beside the other part at nice 10 (see docs/results.md). PYTEST_WORKERS=0 runs the other part in this
+# process. Extra arguments go to both pytest runs.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PY="${VENV:-.venv}/bin/python"
+BESIDE="${EMBEVAL_TEST_REALTIME_BESIDE:-0}"
+if [ "$BESIDE" != 1 ]; then
+  bash scripts/install.sh --leave-background || exit 1
+else
+  bash scripts/install.sh || exit 1
+fi
 # Let Python and pytest keep bytecode (.pyc, pytest's rewritten test modules) for the processes after the first:
 # with PYTHONDONTWRITEBYTECODE set, as on CI machines, every test process compiled its imports again.
 unset PYTHONDONTWRITEBYTECODE
@@ -35,11 +42,12 @@ print("\n".join(str(p) for p in sorted(Path("tests").rglob("test_*.py")) if p.na
 PY
 )
 fi
-if [ "${EMBEVAL_TEST_REALTIME_BESIDE:-0}" != 1 ]; then
-  "$PY" -m pytest -n "$WORKERS" --dist loadfile -m "not serial" "$@"
-  a=$?
+if [ "$BESIDE" != 1 ]; then
   EMBEVAL_TEST_STATUS_FILE="$STATUS" "$PY" -m pytest -m serial "${SERIAL[@]}" "$@"
   b=$?
+  bash scripts/install.sh || exit 1
+  "$PY" -m pytest -n "$WORKERS" --dist loadfile -m "not serial" "$@"
+  a=$?
 else
   EMBEVAL_TEST_STATUS_FILE="$STATUS" "$PY" -m pytest -m serial "${SERIAL[@]}" "$@" >"$REPORT" 2>&1 &
   rt=$!
