@@ -70,14 +70,14 @@ def execute_pair(env: SimEnv, scene: SceneSpec, task: TaskSpec, reference: Seque
     return execution_score(ref, dis)
 
 
-def rollout(env: SimEnv, policy, scene: SceneSpec | None = None, task: TaskSpec | str = "Pick", seed: int = 0,
-            max_steps: int | None = None) -> ExecutionOutcome:
+def run_policy(env: SimEnv, policy, scene: SceneSpec | None = None, task: TaskSpec | str = "Pick", seed: int = 0,
+              max_steps: int | None = None) -> ExecutionOutcome:
     """Closed-loop episode of a :class:`~embeval.subjects.protocols.Policy` (reset(instruction), act(obs))."""
-    from embeval.sim.rollout import rollout as loop
+    from embeval.sim.rollout import rollout
 
     obs = env.reset(seed, task, scene)
     policy.reset(env.task.instruction)
-    return outcome(env, loop(env, policy, obs, max_steps=max_steps or env.task.max_steps).steps)
+    return outcome(env, rollout(env, policy, obs, max_steps=max_steps or env.task.max_steps).steps)
 
 
 def _seq(actions) -> list:

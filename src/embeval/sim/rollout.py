@@ -3,7 +3,7 @@ executed, until the env is done, a stop rule fires or the step cap.
 
 The sim backends' episodes (:func:`embeval.sim.backends.run_episode`), Act2Answer's on every backend
 (:func:`embeval.act2answer.episode.closed_loop`), the embedded policy's success evaluation, the IQA database's
-closed-loop runs and :func:`embeval.sim.execute.rollout` are this loop with their own rules; the vectorised runners
+closed-loop runs and :func:`embeval.sim.execute.run_policy` are this loop with their own rules; the vectorised runners
 (:mod:`embeval.sim.vector`) run those runners in their workers. Under an open episode video
 (:mod:`embeval.recording.video`) every step's observation and action is recorded.
 """

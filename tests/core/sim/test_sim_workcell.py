@@ -225,10 +225,10 @@ class _HoldPolicy:
 
 
 def test_rollout_of_a_policy_and_sequence_stops_at_the_first_violation(env):
-    from embeval.sim.execute import rollout
+    from embeval.sim.execute import run_policy
 
     pol = _HoldPolicy()
-    out = rollout(env, pol, task="Press", seed=4, max_steps=5)
+    out = run_policy(env, pol, task="Press", seed=4, max_steps=5)
     assert pol.instructions == [env.task.instruction] and out.n_actions == 5
     assert not out.success and not out.stopped and out.extra["task"] == "Press"
     scene, task = make_task("Pick", seed=2)
