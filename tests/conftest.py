@@ -257,7 +257,8 @@ def exercise_lerobot_subject(spec: dict, tmp_path, a2a_steps: int = 3) -> dict:
 
 #: test files that drive a real-time loop (the UR controller emulator's 500 Hz RTDE link and its watchdog, the ROS
 #: graph on it, a server's /health latency while batches run): marked `serial`, so `make test` (scripts/test.sh)
-#: runs them alone after the parallel part; two workers sharing the 2 cores stalled the emulator's watchdog
+#: runs them in one process before the parallel part, beside only the install's nice-19 background jobs; two
+#: workers sharing the 2 cores stalled the emulator's watchdog
 SERIAL_FILES = frozenset({
     "test_ros_hil.py", "test_ur_emulator.py", "test_ros_arm_reset_ur.py", "test_arm_backends_agree.py",
     "test_ur_rtde_backend_faults.py", "test_ros_execution_success.py", "test_safety_mock_hardware.py",
