@@ -128,6 +128,7 @@ build_llama() {
     "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/llama" "$LLAMA_SPEC"
 }
 has_llama() { "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; }
+purelib() { "$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))'; }
 
 if [ ! -f "$PREPARED" ]; then
 echo "[install] preparing $VENV (install key $KEY); first run takes several minutes"
@@ -234,15 +235,15 @@ fi
 # took 2.4 s instead of 1.1 s, and the test suite 60 % longer. Writing ~30,000 .pyc files is mostly disk time
 # (about a minute, 13 s of CPU): a background job from here, and a second pass at the end covers llama_cpp, installed
 # after it started. Files some packages ship that do not compile are skipped (compileall then exits 1).
-PURELIB=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-bg_start bytecode /dev/null "$VENV/bin/python" -m compileall -q -j 0 "$PURELIB" src analysis
+bg_start bytecode /dev/null "$VENV/bin/python" -m compileall -q -j 0 "$(purelib)" src analysis
 touch "$PREPARED"
 fi
 
 if [ "$LEAVE_BACKGROUND" = 1 ]; then
-  bg_running llama || bg_running libero || bg_running bytecode || exit 0
+  left=$(for j in llama libero bytecode; do bg_running $j && printf '%s ' $j; done)
+  [ -n "$left" ] || exit 0
   echo "[install] steps 1-3 done (${SECONDS} s since start); still running in the background at low priority:" \
-       "$(for j in llama libero bytecode; do bg_running $j && printf '%s ' $j; done)(a plain run of this script waits for them)"
+       "$left(a plain run of this script waits for them)"
   exit 0
 fi
 
@@ -285,8 +286,7 @@ print("[install] environment OK")
 PY
 
 bg_wait bytecode || true  # exit status 1: some shipped files do not compile (skipped)
-PURELIB=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
-"$VENV/bin/python" -m compileall -q -j 0 "$PURELIB/llama_cpp" >/dev/null 2>&1 || true  # installed after that pass began
+"$VENV/bin/python" -m compileall -q -j 0 "$(purelib)/llama_cpp" >/dev/null 2>&1 || true  # installed after that pass began
 
 rm -f "$VENV"/.embeval-install-* "$VENV"/.embeval-prepared-*
 touch "$STAMP"

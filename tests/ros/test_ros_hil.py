@@ -139,8 +139,8 @@ def test_protective_stop_and_recovery(ur_robot):
         assert arm.move_tcp(up, speed=0.25).safety.ok  # the re-uploaded script moves again
         np.testing.assert_allclose(arm.state().tcp_pose[:3], up[:3], atol=5e-4)
     finally:
-        if arm.ur_safety_mode() != 1:  # a failure above left a stop latched: clear it for the tests after this one
-            with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # a failure above left a stop latched: clear it for the tests after this one
+            if arm.ur_safety_mode() != 1:
                 arm.reset_safety()
         arm.close()
 
