@@ -141,7 +141,9 @@ def test_image_decision_is_the_papers_corpus_score_computed_by_hand():
     again = evaluate(Counted(), "image-decision", references=3, distortions=["white_noise", "gaussian_blur"],
                      levels=[1, 5], width=48, height=36, seed=7)
     assert again.rows == out.rows  # seeded: the same images, the same actions
-    assert len(asked) == 5 * (3 + 12)  # each task once per reference and once per distorted image
+    from embeval.scoring.decision import DEFAULT_TASKS
+
+    assert len(asked) == len(DEFAULT_TASKS) * (3 + 3 * 2 * 2)  # each task once per reference and per distorted image
 
 
 @pytest.mark.parametrize("params, msg", [
