@@ -50,6 +50,14 @@ def marker_processes(marker: str) -> list[int]:
     return pids
 
 
+def _last_arg(pid: int) -> bytes:
+    """The last argument of process ``pid``'s command line (b"" when it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").rsplit(b"\0", 1)[-1]
+    except OSError:
+        return b""
+
+
 def open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
@@ -441,7 +449,9 @@ def test_job_dies_with_its_parent():
     parent = subprocess.Popen([sys.executable, "-c", script], env={**os.environ}, stderr=subprocess.PIPE, text=True)
     try:
         t0 = time.monotonic()
-        job_pids = lambda: [p for p in marker_processes(marker) if p != parent.pid]  # noqa: E731
+        # the job: the process whose last argument is the marker (the parent and its children before they exec
+        # carry the marker inside the parent's script, and are not the job)
+        job_pids = lambda: [p for p in marker_processes(marker) if _last_arg(p) == marker.encode()]  # noqa: E731
         # a cold start on a loaded 2-core machine took > 20 s; a parent that ended has nothing more to start
         while not job_pids() and parent.poll() is None and time.monotonic() - t0 < 120:
             time.sleep(0.05)
