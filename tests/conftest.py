@@ -266,18 +266,10 @@ SERIAL_FILES = frozenset({
 })
 
 
-#: CPU-bound test files that need only install steps 1-3 (no llama-cpp-python, no LIBERO) and no real time: marked
-#: `early`, so `make test` runs them at nice 19 beside the real-time part, on the CPU its loops and the install's
-#: background jobs leave idle (about 130 CPU-s of 690 in that window on 2 cores), instead of in the parallel part
-EARLY_FILES = frozenset({"test_maniskill.py"})
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.path.name in SERIAL_FILES:
             item.add_marker(pytest.mark.serial)
-        elif item.path.name in EARLY_FILES:
-            item.add_marker(pytest.mark.early)
 
 
 def pytest_sessionfinish(session, exitstatus):

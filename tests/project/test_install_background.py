@@ -43,16 +43,3 @@ def test_install_refuses_an_unknown_argument():
     p = subprocess.run(["bash", str(ROOT / "scripts" / "install.sh"), "--leave-bg"], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 2 and "unknown argument '--leave-bg'" in p.stderr and "--leave-background" in p.stderr
-
-
-def test_the_early_files_need_nothing_the_background_jobs_install():
-    """tests/conftest.py's EARLY_FILES run beside the real-time part while llama-cpp-python and LIBERO may still be
-    installing: a file that used either would skip its tests there instead of running them. Each early file exists,
-    is not a real-time file, and names neither."""
-    from conftest import EARLY_FILES, SERIAL_FILES
-
-    assert EARLY_FILES and not EARLY_FILES & SERIAL_FILES
-    for name in EARLY_FILES:
-        (path,) = (ROOT / "tests").rglob(name)
-        text = path.read_text().lower()
-        assert "llama" not in text and "libero" not in text, f"{name} needs a background job's install"
