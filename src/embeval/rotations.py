@@ -30,12 +30,21 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-from scipy.spatial.transform import Rotation, Slerp
 
 from embeval.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from scipy.spatial.transform import Rotation
+
+
+def _scipy_rotation() -> type[Rotation]:
+    """scipy's ``Rotation``, imported at first use: ``scipy.spatial`` took ~0.3 s of every command's start."""
+    from scipy.spatial.transform import Rotation
+
+    return Rotation
 
 __all__ = [
     "Turn",
@@ -107,39 +116,39 @@ def _as_angles(angles, seq: str) -> np.ndarray:
 def rotvec_to_matrix(rv) -> np.ndarray:
     """Rotation vector(s) ``(..., 3)`` (axis * angle, radians) -> rotation matrices ``(..., 3, 3)``."""
     rv = as_vectors(rv, 3, "rotation vector")
-    return Rotation.from_rotvec(rv.reshape(-1, 3)).as_matrix().reshape(rv.shape[:-1] + (3, 3))
+    return _scipy_rotation().from_rotvec(rv.reshape(-1, 3)).as_matrix().reshape(rv.shape[:-1] + (3, 3))
 
 
 def matrix_to_rotvec(R) -> np.ndarray:
     """Rotation matrices ``(..., 3, 3)`` -> rotation vectors ``(..., 3)``, angle in [0, pi]."""
     R = _as_matrices(R)
-    return Rotation.from_matrix(R.reshape(-1, 3, 3)).as_rotvec().reshape(R.shape[:-2] + (3,))
+    return _scipy_rotation().from_matrix(R.reshape(-1, 3, 3)).as_rotvec().reshape(R.shape[:-2] + (3,))
 
 
 def quat_to_matrix(q) -> np.ndarray:
     """Quaternion(s) ``[x, y, z, w]`` (scalar last; normalised here) -> ``(..., 3, 3)``."""
     q = _as_quats(q)
-    return Rotation.from_quat(q.reshape(-1, 4)).as_matrix().reshape(q.shape[:-1] + (3, 3))
+    return _scipy_rotation().from_quat(q.reshape(-1, 4)).as_matrix().reshape(q.shape[:-1] + (3, 3))
 
 
 def matrix_to_quat(R, canonical: bool = True) -> np.ndarray:
     """Rotation matrices ``(..., 3, 3)`` -> unit quaternions ``[x, y, z, w]``, canonical (w >= 0); ``canonical=False``:
     the sign scipy's matrix conversion happens to give, for numbers recorded before this module existed."""
     R = _as_matrices(R)
-    return Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(canonical=canonical).reshape(R.shape[:-2] + (4,))
+    return _scipy_rotation().from_matrix(R.reshape(-1, 3, 3)).as_quat(canonical=canonical).reshape(R.shape[:-2] + (4,))
 
 
 def rotvec_to_quat(rv, canonical: bool = True) -> np.ndarray:
     """Rotation vector(s) ``(..., 3)`` -> unit quaternions ``[x, y, z, w]``, canonical (w >= 0); ``canonical=False``:
     scipy's sign (w < 0 for an angle beyond pi), for numbers recorded before this module existed."""
     rv = as_vectors(rv, 3, "rotation vector")
-    return Rotation.from_rotvec(rv.reshape(-1, 3)).as_quat(canonical=canonical).reshape(rv.shape[:-1] + (4,))
+    return _scipy_rotation().from_rotvec(rv.reshape(-1, 3)).as_quat(canonical=canonical).reshape(rv.shape[:-1] + (4,))
 
 
 def quat_to_rotvec(q) -> np.ndarray:
     """Quaternion(s) ``[x, y, z, w]`` (normalised here; ``q`` and ``-q`` alike) -> rotation vectors, angle in [0, pi]."""
     q = _as_quats(q)
-    return Rotation.from_quat(q.reshape(-1, 4)).as_rotvec().reshape(q.shape[:-1] + (3,))
+    return _scipy_rotation().from_quat(q.reshape(-1, 4)).as_rotvec().reshape(q.shape[:-1] + (3,))
 
 
 def euler_to_matrix(angles, seq: str) -> np.ndarray:
@@ -154,7 +163,7 @@ def matrix_to_euler(R, seq: str) -> np.ndarray:
     and warns."""
     seq = _check_seq(seq)
     R = _as_matrices(R)
-    return Rotation.from_matrix(R.reshape(-1, 3, 3)).as_euler(seq).reshape(R.shape[:-2] + (3,))
+    return _scipy_rotation().from_matrix(R.reshape(-1, 3, 3)).as_euler(seq).reshape(R.shape[:-2] + (3,))
 
 
 def rpy_to_matrix(rpy) -> np.ndarray:
@@ -198,11 +207,11 @@ def _check_quats(q) -> tuple[np.ndarray, tuple[int, ...]]:
     return q.reshape(-1, 4), q.shape[:-1]
 
 
-#: a :class:`Turn`'s kind -> (check: value -> (flat batch, leading shape), scipy constructor of the flat batch)
-_KINDS: dict[str, tuple[Callable, Callable[[np.ndarray], Rotation]]] = {
-    "rotvec": (_check_rotvecs, Rotation.from_rotvec),
-    "quat": (_check_quats, Rotation.from_quat),
-    "matrix": (_check_matrices, Rotation.from_matrix),
+#: a :class:`Turn`'s kind -> (check: value -> (flat batch, leading shape), the scipy ``Rotation`` constructor's name)
+_KINDS: dict[str, tuple[Callable, str]] = {
+    "rotvec": (_check_rotvecs, "from_rotvec"),
+    "quat": (_check_quats, "from_quat"),
+    "matrix": (_check_matrices, "from_matrix"),
 }
 
 
@@ -241,7 +250,8 @@ class Turn:
         return Turn(self.kind, self.value, self.lead, not self.inverse)
 
     def _scipy(self) -> Rotation:
-        r = Rotation.from_euler(self.kind, self.value) if self.kind not in _KINDS else _KINDS[self.kind][1](self.value)
+        R = _scipy_rotation()
+        r = R.from_euler(self.kind, self.value) if self.kind not in _KINDS else getattr(R, _KINDS[self.kind][1])(self.value)
         return r.inv() if self.inverse else r
 
 
@@ -311,7 +321,9 @@ def slerp(start: Turn, end: Turn, fractions, to: str = "matrix") -> np.ndarray:
     if not np.all((f >= 0.0) & (f <= 1.0)):
         raise InvalidInputError(f"slerp fractions must lie in [0, 1] (0 = start, 1 = end), got {f}")
     convert, tail = _output(to)
-    r = Slerp([0.0, 1.0], Rotation.concatenate([_product([start]), _product([end])]))(f)
+    from scipy.spatial.transform import Slerp
+
+    r = Slerp([0.0, 1.0], _scipy_rotation().concatenate([_product([start]), _product([end])]))(f)
     return np.asarray(convert(r, True), dtype=np.float64).reshape((f.size,) + tail)
 
 
