@@ -228,3 +228,59 @@ def test_run_spec_units_run_on_libero(tmp_path):
     assert set(rows) == {"none", "white_noise"}
     assert rows["none"]["decision"] == 1.0 and rows["none"]["execution"] == 100.0
     assert 0.0 <= rows["white_noise"]["decision"] <= 1.0 and 0.0 <= rows["white_noise"]["execution"] <= 100.0
+
+
+#: run in LIBERO's interpreter: one worker, the same hard reset compiled fresh (robosuite's own way) and from the kept
+#: compiled model after a reset that perturbed its copy; prints whether the observations and states are equal
+_KEPT_MODEL_SCRIPT = r"""
+import os, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import worker as W
+
+def episode(w, perturb=()):
+    _, arrays = w.op_reset({"init_index": 1, "settle_steps": 1, "perturb": list(perturb)}, {})
+    frames = [arrays]
+    for a in ([0.4, -0.2, 0.1, 0.0, 0.0, 0.2, -1.0], [0.0, 0.3, -0.2, 0.1, 0.0, 0.0, 1.0]):
+        frames.append(w.op_step({}, {"action": np.array(a)})[1])
+    return frames, np.asarray(w.env.get_sim_state()).copy()
+
+os.environ["EMBEVAL_LIBERO_COMPILE_EACH_RESET"] = "1"
+w = W.Worker()
+w.op_make({"suite": "libero_spatial", "task_id": 0, "cameras": ["agentview"], "width": 32, "height": 32,
+           "render_mode": "fast", "hard_reset": True}, {})
+fresh = episode(w)
+from robosuite.utils.binding_utils import MjSim
+assert not getattr(MjSim.from_xml_string, "_embeval_kept", False)
+del os.environ["EMBEVAL_LIBERO_COMPILE_EACH_RESET"]
+W._keep_compiled_models()
+moved = {"axis": "camera_pose", "params": {"cameras": ["agentview"], "direction": [1, 0, 0], "translation_cm": 5.0,
+                                          "axis": [0, 0, 1], "rotation_deg": 10.0}}
+perturbed = episode(w, [moved])  # compiled, kept; its copy's camera moved
+kept = episode(w)  # a copy of the kept model
+same = lambda a, b: all(np.array_equal(x[k], y[k]) for x, y in zip(a[0], b[0]) for k in x) and np.array_equal(a[1], b[1])
+print("kept", getattr(MjSim.from_xml_string, "_embeval_kept", False), "perturbed-differs", not same(fresh, perturbed),
+      "equal", same(fresh, kept))
+"""
+
+
+@needs_libero
+def test_a_kept_compiled_model_gives_the_episode_a_fresh_compile_gives(tmp_path):
+    """The worker keeps LIBERO's compiled MuJoCo model across hard resets (about half of a reset's CPU): the episode
+    from a copy of the kept model equals, bit for bit, the one robosuite's own compile gives, even after a reset that
+    moved a camera in its copy."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    import embeval.sim.libero.worker as worker_module
+
+    script = tmp_path / "kept_model.py"
+    script.write_text(_KEPT_MODEL_SCRIPT)
+    env = {k: v for k, v in os.environ.items() if k != "EMBEVAL_LIBERO_COMPILE_EACH_RESET"}
+    env.setdefault("MUJOCO_GL", "egl")
+    env.setdefault("PYOPENGL_PLATFORM", env["MUJOCO_GL"])
+    p = subprocess.run([str(libero_python()), str(script), str(Path(worker_module.__file__).parent)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.split()[-6:] == ["kept", "True", "perturbed-differs", "True", "equal", "True"], p.stdout

@@ -506,6 +506,7 @@ class Worker:
         from libero.libero.envs.bddl_utils import get_problem_info
         from libero.libero.envs.env_wrapper import ControlEnv
 
+        _keep_compiled_models()
         problem = get_problem_info(kw["bddl_file_name"])["problem_name"]
         own = TASK_MAPPING[problem]
         if cls is not None:
@@ -882,6 +883,40 @@ class Worker:
         for env in envs:
             if env is not None:
                 env.close()
+
+
+#: compiled MuJoCo models kept by their XML (most recently used last). A hard reset rebuilds LIBERO's model from an
+#: XML that is the same each time (the worker re-seeds numpy before every reset), and compiling it was about half of
+#: the reset's CPU (2.5 of 5.2 s for libero_spatial); every simulation gets its own copy (mj_copyModel) of the kept
+#: model, which is the same model, so episodes are unchanged (tests/core/sim/test_libero.py holds them equal)
+MODEL_CACHE_SIZE = 2
+
+
+def _keep_compiled_models(size: int = MODEL_CACHE_SIZE) -> None:
+    """Make robosuite's ``MjSim.from_xml_string`` reuse the compiled model of an XML it compiled before (once per
+    process; ``EMBEVAL_LIBERO_COMPILE_EACH_RESET=1``: compile at every hard reset, as robosuite does)."""
+    from robosuite.utils.binding_utils import MjSim
+
+    if getattr(MjSim.from_xml_string, "_embeval_kept", False) or os.environ.get("EMBEVAL_LIBERO_COMPILE_EACH_RESET") == "1":
+        return
+    import copy
+    from collections import OrderedDict
+
+    import mujoco
+
+    kept: OrderedDict[str, object] = OrderedDict()
+
+    def from_xml_string(cls, xml):
+        model = kept.get(xml)
+        if model is None:
+            model = kept[xml] = mujoco.MjModel.from_xml_string(xml)
+            while len(kept) > size:
+                kept.popitem(last=False)
+        kept.move_to_end(xml)
+        return cls(copy.copy(model))  # the kept model itself is never handed out: perturbations change a copy
+
+    from_xml_string._embeval_kept = True
+    MjSim.from_xml_string = classmethod(from_xml_string)
 
 
 def _die_with_parent() -> None:
