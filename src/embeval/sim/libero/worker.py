@@ -888,7 +888,8 @@ class Worker:
 #: compiled MuJoCo models kept by their XML (most recently used last). A hard reset rebuilds LIBERO's model from an
 #: XML that is the same each time (the worker re-seeds numpy before every reset), and compiling it was about half of
 #: the reset's CPU (2.5 of 5.2 s for libero_spatial); every simulation gets its own copy (mj_copyModel) of the kept
-#: model, which is the same model, so episodes are unchanged (tests/core/sim/test_libero.py holds them equal)
+#: model, which is the same model, so episodes are unchanged (tests/core/sim/test_libero.py holds them equal).
+#: Memory: one model each (libero_spatial:0: +175 MiB of RSS, mostly its 180 MiB of textures)
 MODEL_CACHE_SIZE = 2
 
 
