@@ -906,17 +906,22 @@ def _keep_compiled_models(size: int = MODEL_CACHE_SIZE) -> None:
     import mujoco
 
     kept: OrderedDict[str, object] = OrderedDict()
+    counts = {"compiled": 0, "reused": 0}  # what the simulations got so far (read by the tests)
 
     def from_xml_string(cls, xml):
         model = kept.get(xml)
         if model is None:
             model = kept[xml] = mujoco.MjModel.from_xml_string(xml)
+            counts["compiled"] += 1
             while len(kept) > size:
                 kept.popitem(last=False)
+        else:
+            counts["reused"] += 1
         kept.move_to_end(xml)
         return cls(copy.copy(model))  # the kept model itself is never handed out: perturbations change a copy
 
     from_xml_string._embeval_kept = True
+    from_xml_string.counts = counts
     MjSim.from_xml_string = classmethod(from_xml_string)
 
 
