@@ -5,8 +5,11 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 # Localhost-only DDS, offline hubs and Agg plots are set by the programs themselves (embeval.env.configure():
 # the embeval CLI, the ROS nodes, the benchmarks and the tests' conftest). Opt out: see README, "Real robot network".
+# Python keeps each module's bytecode (.pyc) on its first import, also where the caller's environment says not to (as
+# CI machines do): the install compiles none (scripts/install.sh), and every process would compile torch again.
+unexport PYTHONDONTWRITEBYTECODE
 PYTEST_ARGS ?=
-# Test worker processes (pytest-xdist; a file's tests stay in one worker; the real-time tests run alone after them:
+# Test worker processes (pytest-xdist; a file's tests stay in one worker; the real-time tests run first in one process:
 # scripts/test.sh). Empty: one more than the cores, at most 8. PYTEST_WORKERS=0 runs in this process, one at a time.
 PYTEST_WORKERS ?=
 

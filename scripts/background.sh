@@ -1,5 +1,5 @@
-# Background jobs of scripts/install.sh, sourced by it: the llama-cpp-python wheel build, LIBERO's interpreter and the
-# bytecode pass run at nice 19, so that the installs in the foreground, and the real-time tests that scripts/test.sh
+# Background jobs of scripts/install.sh, sourced by it: the llama-cpp-python wheel build and LIBERO's interpreter run
+# at nice 19, so that the installs in the foreground, and the real-time tests that scripts/test.sh
 # runs while they finish, keep the CPU they need. A job holds an exclusive lock on $VENV/.bg-NAME.lock while it runs
 # and leaves its exit status in $VENV/.bg-NAME.rc, so that a later run of install.sh, not only the one that started
 # it, can wait for it.

@@ -2,9 +2,11 @@
 # Create or update the project's virtual environment (.venv) with everything embeval needs.
 # Idempotent: a stamp keyed on this script, pyproject.toml and the Python version makes a
 # re-run with nothing changed a fast no-op. Used by `make demo`, `make test` and `make bench`.
-# --leave-background (scripts/test.sh): return once all but the background jobs (the llama-cpp-python build, LIBERO,
-# the bytecode pass; scripts/background.sh) is installed, leaving them running; the next plain run waits for them and
-# finishes the install.
+# --leave-background (scripts/test.sh): return once all but the background jobs (the llama-cpp-python build, LIBERO;
+# scripts/background.sh) is installed, leaving them running; the next plain run waits for them and finishes the install.
+# Bytecode: uv writes no .pyc; Python writes each module's on its first import (the Makefile's targets and
+# scripts/test.sh unset PYTHONDONTWRITEBYTECODE), a part of the venv's 30,000 files. Compiling them all here
+# took ~90 CPU-s, most of it for modules nothing imports.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LEAVE_BACKGROUND=0
@@ -112,7 +114,6 @@ fi
 PREPARED="$VENV/.embeval-prepared-$KEY"  # all but the background jobs' results is installed (--leave-background)
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 if [ "${EMBEVAL_INSTALLER:-uv}" = uv ]; then
-  # uv writes no .pyc (pip does); the bytecode is compiled in the background after step 3.
   export UV_NATIVE_TLS=1 UV_LINK_MODE="${UV_LINK_MODE:-copy}"
   INST=("$VENV/bin/uv" pip install --python "$VENV/bin/python" -q)
 else
@@ -128,7 +129,6 @@ build_llama() {
     "${PIP[@]}" wheel -q --no-deps -w "$WHEELS/llama" "$LLAMA_SPEC"
 }
 has_llama() { "$VENV/bin/python" -c "import llama_cpp" >/dev/null 2>&1; }
-purelib() { "$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))'; }
 
 if [ ! -f "$PREPARED" ]; then
 echo "[install] preparing $VENV (install key $KEY); first run takes several minutes"
@@ -230,17 +230,11 @@ fi
 # (dm-tree, msgpack, pillow, websockets are main dependencies).
 "${INST[@]}" --no-deps "openpi-client==0.1.2"
 
-# Bytecode (.pyc) for everything the venv imports, embeval's own editable sources included. Without it, where
-# PYTHONDONTWRITEBYTECODE is set (as on CI machines) every process compiles its imports from source: `import torch`
-# took 2.4 s instead of 1.1 s, and the test suite 60 % longer. Writing ~30,000 .pyc files is mostly disk time
-# (about a minute, 13 s of CPU): a background job from here, and a second pass at the end covers llama_cpp, installed
-# after it started. Files some packages ship that do not compile are skipped (compileall then exits 1).
-bg_start bytecode /dev/null "$VENV/bin/python" -m compileall -q -j 0 "$(purelib)" src analysis
 touch "$PREPARED"
 fi
 
 if [ "$LEAVE_BACKGROUND" = 1 ]; then
-  left=$(for j in llama libero bytecode; do bg_running $j && printf '%s ' $j; done)
+  left=$(for j in llama libero; do bg_running $j && printf '%s ' $j; done)
   [ -n "$left" ] || exit 0
   echo "[install] steps 1-3 done (${SECONDS} s since start); still running in the background at low priority:" \
        "$left(a plain run of this script waits for them)"
@@ -285,8 +279,6 @@ except VulkanUnavailableError as exc:
 print("[install] environment OK")
 PY
 
-bg_wait bytecode || true  # exit status 1: some shipped files do not compile (skipped)
-"$VENV/bin/python" -m compileall -q -j 0 "$(purelib)/llama_cpp" >/dev/null 2>&1 || true  # installed after that pass began
 
 rm -f "$VENV"/.embeval-install-* "$VENV"/.embeval-prepared-*
 touch "$STAMP"

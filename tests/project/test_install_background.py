@@ -1,4 +1,4 @@
-"""scripts/background.sh: the install's background jobs (the llama-cpp-python compile, LIBERO, the bytecode pass) run at
+"""scripts/background.sh: the install's background jobs (the llama-cpp-python compile, LIBERO's interpreter) run at
 nice 19 and can be waited for by a later run of scripts/install.sh than the one that started them (scripts/test.sh
 runs the real-time tests between the two)."""
 from __future__ import annotations
