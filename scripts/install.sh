@@ -5,8 +5,8 @@
 # --leave-background (scripts/test.sh): return once all but the background jobs (the llama-cpp-python build, LIBERO;
 # scripts/background.sh) is installed, leaving them running; the next plain run waits for them and finishes the install.
 # Bytecode: uv writes no .pyc; Python writes each module's on its first import (the Makefile's targets and
-# scripts/test.sh unset PYTHONDONTWRITEBYTECODE), a part of the venv's 30,000 files. Compiling them all here
-# took ~90 CPU-s, most of it for modules nothing imports.
+# scripts/test.sh unset PYTHONDONTWRITEBYTECODE): `make test` from nothing wrote 10,600 of the venv's 30,100 files'.
+# Compiling them all here took ~90 CPU-s, most of it for modules nothing imports.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 LEAVE_BACKGROUND=0

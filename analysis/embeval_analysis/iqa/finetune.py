@@ -32,6 +32,7 @@ import numpy as np
 
 from embeval.errors import ConfigError, MissingWeightsError
 from embeval_analysis.iqa.metric_registry import FINETUNABLE, NO_RANDOM_INIT
+from embeval_analysis.iqa.pyiqa_archs import import_arch
 
 #: the paper's learned metrics that pyiqa 0.1.15 has (names of pyiqa's DEFAULT_CONFIGS): the records marked
 #: ``finetune`` (embeval_analysis.iqa.builtin_metrics), a live view
@@ -176,7 +177,8 @@ def network_options(metric: str, random_init: bool = False, overrides: dict[str,
     if metric not in DEFAULT_CONFIGS:
         raise ConfigError(f"{metric!r} is not a pyiqa metric; the paper's learned metrics in pyiqa: {', '.join(PAPER_METRICS)}")
     opt = dict(DEFAULT_CONFIGS[metric]["metric_opts"])
-    if opt["type"] not in ARCH_REGISTRY:  # import the architecture's module now, before any patching
+    import_arch(opt["type"])  # its module now, before any patching (and not every module: pyiqa_archs)
+    if opt["type"] not in ARCH_REGISTRY:
         pyiqa.archs._lazy_import_arch(opt["type"])
     params = inspect.signature(ARCH_REGISTRY.get(opt["type"]).__init__).parameters
     opt.update({k: v for k, v in (overrides or {}).items() if k in params})

@@ -72,6 +72,8 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
     import pyiqa
     import torch
 
+    from embeval_analysis.iqa.pyiqa_archs import import_metric_arch
+
     values, missing, hib = {}, {}, {}
     cache = Path(torch.hub.get_dir()) / "pyiqa"
     for name in names:
@@ -92,6 +94,7 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
+                import_metric_arch(rec.pyiqa_name if rec is not None else name)  # only its module (pyiqa_archs)
                 m = pyiqa.create_metric(rec.pyiqa_name if rec is not None else name, device="cpu", as_loss=False)
         except Exception as exc:  # noqa: BLE001 - pyiqa raises URLError/HTTPError/OSError for missing downloads
             f = re.search(r"/([^/\s]+\.(?:pth|mat|pt|bin))", str(exc)) or re.search(r"'([^']+)'", str(exc))
