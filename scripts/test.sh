@@ -67,6 +67,8 @@ if [ "$BESIDE" != 1 ]; then
     echo $? > "$RTRC" ) 2>&1 | "$PY" -u -c "$GATE" "$STARTED" "$HELD" &
   rt=$!  # the gate, which ends after the real-time part
   trap 'kill -- "-$(cat "$RTPID" 2>/dev/null)" 2>/dev/null; rm -f "$STATUS" "$REPORT" "$STARTED" "$HELD" "$INSTALLED" "$RTPID" "$RTRC"' EXIT
+  trap 'exit 130' INT  # Ctrl-C while this shell waits for the real-time part (the `wait` below) ends it too
+  trap 'exit 143' TERM
   if ! bash scripts/install.sh > "$INSTALLED" 2>&1; then
     cat "$INSTALLED"
     exit 1
