@@ -72,7 +72,7 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
     import pyiqa
     import torch
 
-    from embeval_analysis.iqa.pyiqa_archs import import_metric_arch
+    from embeval_analysis.iqa.pyiqa_archs import import_metric_arch, llama_kept_if_it_fails
 
     values, missing, hib = {}, {}, {}
     cache = Path(torch.hub.get_dir()) / "pyiqa"
@@ -94,8 +94,10 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                import_metric_arch(rec.pyiqa_name if rec is not None else name)  # only its module (pyiqa_archs)
-                m = pyiqa.create_metric(rec.pyiqa_name if rec is not None else name, device="cpu", as_loss=False)
+                pyiqa_name = rec.pyiqa_name if rec is not None else name
+                with llama_kept_if_it_fails(pyiqa_name):  # pyiqa_archs: Q-Align's module replaces transformers' Llama
+                    import_metric_arch(pyiqa_name)  # only its module
+                    m = pyiqa.create_metric(pyiqa_name, device="cpu", as_loss=False)
         except Exception as exc:  # noqa: BLE001 - pyiqa raises URLError/HTTPError/OSError for missing downloads
             f = re.search(r"/([^/\s]+\.(?:pth|mat|pt|bin))", str(exc)) or re.search(r"'([^']+)'", str(exc))
             missing[name] = (f"needs {f.group(1) if f else need or 'weights'} in "
