@@ -99,9 +99,7 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
                     import_metric_arch(pyiqa_name)  # only its module
                     m = pyiqa.create_metric(pyiqa_name, device="cpu", as_loss=False)
         except Exception as exc:  # noqa: BLE001 - pyiqa raises URLError/HTTPError/OSError for missing downloads
-            f = re.search(r"/([^/\s]+\.(?:pth|mat|pt|bin))", str(exc)) or re.search(r"'([^']+)'", str(exc))
-            missing[name] = (f"needs {f.group(1) if f else need or 'weights'} in "
-                             f"{Path(torch.hub.get_dir()) / 'pyiqa'} (no network): {type(exc).__name__}")
+            missing[name] = missing_reason(exc, need, cache)
             continue
         out = np.empty(len(dist))
         by_shape: dict[tuple, list[int]] = {}
@@ -119,6 +117,17 @@ def zero_shot_scores(dist: list[np.ndarray], refs: list[np.ndarray], names=("psn
         if log:
             log(f"  {name}: {len(out)} images")
     return values, missing, hib
+
+
+def missing_reason(exc: BaseException, need: str, cache: Path) -> str:
+    """Why a pyiqa metric could not be built (a download it tried, offline), in one line: the Hugging Face model or
+    the file it wanted and where it has to be."""
+    text = str(exc)
+    hub = re.search(r"huggingface\.co/([\w.-]+/[\w.-]+)/", text)
+    if hub:
+        return f"needs the Hugging Face model {hub.group(1)} in the Hugging Face cache (no network): {type(exc).__name__}"
+    f = re.search(r"/([^/\s'\"]+\.(?:pth|mat|pt|bin|safetensors))", text)
+    return f"needs {f.group(1) if f else need or 'its pretrained files'} in {cache} (no network): {type(exc).__name__}"
 
 
 def _capped(values: np.ndarray, rec) -> np.ndarray:

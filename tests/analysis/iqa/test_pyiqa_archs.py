@@ -70,3 +70,21 @@ def test_the_llama_guard_restores_on_failure_only():
         ml.LlamaDecoderLayer = own
     with llama_kept_if_it_fails("psnr"):  # not one of those: nothing is saved or imported for it
         pass
+
+
+def test_a_metric_that_could_not_download_says_what_it_needs_in_one_line(tmp_path):
+    from urllib.error import URLError
+
+    from embeval_analysis.iqa.metrics import missing_reason
+
+    hf = OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find them in the "
+                 "cached files. '[Errno -2] Name or service not known' thrown while requesting HEAD "
+                 "https://huggingface.co/q-future/Compare2Score/resolve/main/config.json")
+    assert missing_reason(hf, "", tmp_path) == ("needs the Hugging Face model q-future/Compare2Score in the Hugging Face "
+                                                "cache (no network): OSError")
+    url = URLError("<urlopen error [Errno -2] Name or service not known> while fetching "
+                   "https://github.com/chaofengc/IQA-PyTorch/releases/download/v0.1-weights/DBCNN_koniq.pth")
+    assert missing_reason(url, "", tmp_path) == f"needs DBCNN_koniq.pth in {tmp_path} (no network): URLError"
+    assert missing_reason(OSError("couldn't reach it"), "", tmp_path) == \
+        f"needs its pretrained files in {tmp_path} (no network): OSError"
+    assert missing_reason(OSError("couldn't reach it"), "x.pth", tmp_path) == f"needs x.pth in {tmp_path} (no network): OSError"
