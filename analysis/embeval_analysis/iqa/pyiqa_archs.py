@@ -1,9 +1,9 @@
 """Importing a pyiqa architecture without side effects on the rest of the process.
 
 pyiqa (0.1.16) finds an architecture class by the name of its module (``LPIPS`` in ``lpips_arch.py``). For a class
-in a module of another name (``CFANet``, topiq's, in ``topiq_arch.py``) it imports every architecture module, and one
-of them, Q-Align's, replaces transformers' Llama classes (``LlamaDecoderLayer``, ``LlamaModel.forward``, ...) for the
-whole process: every Llama-based model built after it in that process (SmolVLA's text model, the HF VLM subjects)
+in a module of another name (``CFANet``, topiq's, in ``topiq_arch.py``) it imports every architecture module, and two
+of them (Compare2Score's and Q-Align's, through Q-Align's mPLUG-Owl2 code) replace transformers' Llama classes
+(``LlamaDecoderLayer``, ``LlamaModel.forward``, ...) for the whole process: every Llama-based model built after it in that process (SmolVLA's text model, the HF VLM subjects)
 then fails with ``'LlamaConfig' object has no attribute 'rope_theta'``. :func:`import_arch` imports only the module
 that defines the class, so pyiqa never takes that path; :func:`llama_kept_if_it_fails` undoes the replacement when one
 of those metrics is asked for and cannot be built (offline, no checkpoint).
