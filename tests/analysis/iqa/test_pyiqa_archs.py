@@ -68,8 +68,13 @@ def test_the_llama_guard_restores_on_failure_only():
         assert ml.LlamaDecoderLayer is object
     finally:
         ml.LlamaDecoderLayer = own
-    with llama_kept_if_it_fails("psnr"):  # not one of those: nothing is saved or imported for it
-        pass
+    try:
+        with pytest.raises(OSError), llama_kept_if_it_fails("psnr"):  # not one of those: nothing is put back for it
+            ml.LlamaDecoderLayer = object
+            raise OSError("no checkpoint")
+        assert ml.LlamaDecoderLayer is object
+    finally:
+        ml.LlamaDecoderLayer = own
 
 
 def test_a_metric_that_could_not_download_says_what_it_needs_in_one_line(tmp_path):
